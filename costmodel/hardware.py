@@ -1,0 +1,170 @@
+"""GPU catalog (costmodel/data/hardware.json, a source per number), user-described GPUs, and
+detection of the local GPU through pynvml."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from costmodel.errors import UserError
+from costmodel.precision import Precision
+
+REQUIRED = ("name", "memory_gb", "memory_bandwidth_tbps", "tflops", "board_power_w", "price_usd_per_gpu_hour")
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    id: str
+    name: str
+    memory_gb: float
+    memory_bandwidth_tbps: float
+    tflops: dict  # dense tensor TFLOP/s per compute format ("bf16", "fp8", "fp4")
+    board_power_w: float
+    price_usd_per_gpu_hour: float
+    purchase_usd: float | None = None
+    nvml_names: tuple[str, ...] = ()
+    l2_mb: float | None = None
+    sms: int | None = None
+    measured_memory_bandwidth_tbps: float | None = None
+    measured_tflops: dict = field(default_factory=dict)
+    sources: dict = field(default_factory=dict)
+
+    def peak_tflops(self, precision: Precision) -> float:
+        try:
+            return float(self.tflops[precision.compute])
+        except KeyError:
+            raise UserError(
+                f"{self.id} has no {precision.compute} tensor rate, so precision {precision.name!r} cannot run on it",
+                f"use one of the precisions whose format it lists: {', '.join(self.tflops)}",
+            ) from None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["nvml_names"] = list(self.nvml_names)
+        return d
+
+
+def _spec(hid: str, d: dict, where: str) -> HardwareSpec:
+    if not isinstance(d, dict):
+        raise UserError(f"hardware entry {hid!r} in {where} is not an object", "describe it with the fields of costmodel/data/hardware.json")
+    missing = [k for k in REQUIRED if k not in d]
+    if missing:
+        raise UserError(f"hardware entry {hid!r} in {where} lacks {', '.join(missing)}", "add them (see costmodel/data/hardware.json for the fields)")
+    try:
+        spec = HardwareSpec(
+            id=hid,
+            name=str(d["name"]),
+            memory_gb=float(d["memory_gb"]),
+            memory_bandwidth_tbps=float(d["memory_bandwidth_tbps"]),
+            tflops={str(k): float(v) for k, v in d["tflops"].items()},
+            board_power_w=float(d["board_power_w"]),
+            price_usd_per_gpu_hour=float(d["price_usd_per_gpu_hour"]),
+            purchase_usd=float(d["purchase_usd"]) if d.get("purchase_usd") is not None else None,
+            nvml_names=tuple(d.get("nvml_names", ())),
+            l2_mb=d.get("l2_mb"),
+            sms=d.get("sms"),
+            measured_memory_bandwidth_tbps=d.get("measured_memory_bandwidth_tbps"),
+            measured_tflops=dict(d.get("measured_tflops", {})),
+            sources=dict(d.get("sources", {})),
+        )
+    except (TypeError, ValueError, AttributeError) as e:
+        raise UserError(f"hardware entry {hid!r} in {where} has a bad value ({e})", "numbers must be numbers; tflops maps a format to TFLOP/s") from None
+    if spec.memory_gb <= 0 or spec.memory_bandwidth_tbps <= 0 or not spec.tflops or min(spec.tflops.values()) <= 0:
+        raise UserError(f"hardware entry {hid!r} in {where} has a non-positive memory, bandwidth or TFLOP/s", "give positive datasheet values")
+    if spec.price_usd_per_gpu_hour < 0:
+        raise UserError(f"hardware entry {hid!r} in {where} has a negative price", "give a price >= 0")
+    return spec
+
+
+@lru_cache(maxsize=1)
+def _catalog_doc() -> dict:
+    return json.loads(resources.files("costmodel").joinpath("data/hardware.json").read_text())
+
+
+def catalog() -> dict[str, HardwareSpec]:
+    doc = _catalog_doc()
+    return {hid: _spec(hid, d, "the built-in catalog") for hid, d in doc["gpus"].items()}
+
+
+def source_text(key: str) -> str:
+    return _catalog_doc()["sources"].get(key, key)
+
+
+def load_user_hardware(path: str | Path) -> dict[str, HardwareSpec]:
+    """A JSON file describing GPUs the catalog lacks: {"gpus": {"my-gpu": {...same fields...}}}
+    or a single entry {"id": "my-gpu", ...}."""
+    from costmodel.jsonfile import read_json
+
+    doc = read_json(path, "hardware file")
+    if isinstance(doc, dict) and "gpus" in doc and isinstance(doc["gpus"], dict):
+        return {hid: _spec(hid, d, str(path)) for hid, d in doc["gpus"].items()}
+    if isinstance(doc, dict) and "id" in doc:
+        return {doc["id"]: _spec(doc["id"], doc, str(path))}
+    raise UserError(f"hardware file {path} has neither a 'gpus' object nor an 'id'", 'write {"gpus": {"my-gpu": {...}}} with the catalog\'s fields')
+
+
+def get_hardware(name: str, user_file: str | Path | None = None) -> HardwareSpec:
+    """A catalog id (h100-sxm, h100-pcie, h200, rtx-5090), an id from `user_file`, or a path to a
+    user hardware JSON file holding exactly one GPU."""
+    known = catalog()
+    if user_file:
+        known.update(load_user_hardware(user_file))
+    if name in known:
+        return known[name]
+    p = Path(name)
+    if p.suffix == ".json":
+        user = load_user_hardware(p)
+        if len(user) == 1:
+            return next(iter(user.values()))
+        raise UserError(f"hardware file {p} describes {len(user)} GPUs", "pass --hardware ID together with --hardware-file FILE")
+    raise UserError(f"unknown hardware {name!r}", f"use one of {', '.join(sorted(known))}, or describe it in a JSON file (see `costmodel hardware --template`)")
+
+
+def match_nvml_name(nvml_name: str) -> HardwareSpec | None:
+    """Map a GPU name as NVML reports it to a catalog entry (exact alias first, then prefix)."""
+    specs = catalog()
+    for s in specs.values():
+        if nvml_name in s.nvml_names:
+            return s
+    best = None
+    for s in specs.values():
+        for alias in s.nvml_names:
+            if nvml_name.startswith(alias) and (best is None or len(alias) > best[0]):
+                best = (len(alias), s)
+    return best[1] if best else None
+
+
+def detect_local(index: int = 0) -> tuple[str, HardwareSpec | None]:
+    """(NVML name, catalog entry or None). Raises UserError when no NVIDIA GPU/driver is present."""
+    try:
+        import pynvml
+    except ImportError:
+        raise UserError("pynvml is not installed, so the local GPU cannot be detected", "pip install 'costmodel[measure]' or pass --hardware") from None
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        name = pynvml.nvmlDeviceGetName(handle)
+    except Exception as e:  # pynvml raises NVMLError subclasses
+        raise UserError(f"no NVIDIA GPU found through NVML ({e})", "run on a GPU machine or pass --hardware") from None
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    return name, match_nvml_name(name)
+
+
+TEMPLATE = {
+    "gpus": {
+        "my-gpu": {
+            "name": "Vendor Model 48GB",
+            "nvml_names": ["Vendor Model"],
+            "memory_gb": 48,
+            "memory_bandwidth_tbps": 0.96,
+            "tflops": {"bf16": 181, "fp8": 362},
+            "board_power_w": 300,
+            "price_usd_per_gpu_hour": 1.0,
+            "purchase_usd": 7000,
+            "sources": {"memory_gb": "datasheet URL", "price_usd_per_gpu_hour": "your contract"},
+        }
+    }
+}

@@ -1,0 +1,58 @@
+"""Parsing of list-valued CLI options shared by several commands (one-line errors on bad input)."""
+
+from __future__ import annotations
+
+from costmodel.errors import UserError
+
+
+def parse_list(value: str | None, what: str) -> list[str]:
+    items = [v.strip() for v in (value or "").split(",") if v.strip()]
+    if not items:
+        raise UserError(f"--{what} is empty", f"give a comma-separated list, e.g. --{what} a,b")
+    return items
+
+
+def parse_ints(value: str, what: str, minimum: int = 1) -> list[int]:
+    out = []
+    for v in parse_list(value, what):
+        try:
+            n = int(v)
+        except ValueError:
+            raise UserError(f"--{what}: {v!r} is not an integer", f"e.g. --{what} 1,2,4") from None
+        if n < minimum:
+            raise UserError(f"--{what}: {n} is below {minimum}", f"give integers >= {minimum}")
+        out.append(n)
+    return out
+
+
+def parse_floats(value: str, what: str, minimum: float = 0.0, strict: bool = True) -> list[float]:
+    out = []
+    for v in parse_list(value, what):
+        try:
+            x = float(v)
+        except ValueError:
+            raise UserError(f"--{what}: {v!r} is not a number", f"e.g. --{what} 1,2.5,10") from None
+        if x != x or (x <= minimum if strict else x < minimum):
+            raise UserError(f"--{what}: {v} must be {'>' if strict else '>='} {minimum}", f"give positive numbers, e.g. --{what} 1,2,4")
+        out.append(x)
+    return out
+
+
+def parse_key_values(values: tuple[str, ...] | list[str], what: str) -> dict[str, float]:
+    """`--price h200=3.5 --price h100-sxm=2.9` -> {"h200": 3.5, ...}"""
+    out: dict[str, float] = {}
+    for item in values:
+        for part in item.split(","):
+            if not part.strip():
+                continue
+            if "=" not in part:
+                raise UserError(f"--{what} {part!r} is not KEY=VALUE", f"e.g. --{what} h200=3.50")
+            k, v = part.split("=", 1)
+            try:
+                x = float(v)
+            except ValueError:
+                raise UserError(f"--{what} {part!r}: {v!r} is not a number", f"e.g. --{what} h200=3.50") from None
+            if x < 0 or x != x:
+                raise UserError(f"--{what} {part!r} is negative", "give a value >= 0")
+            out[k.strip()] = x
+    return out

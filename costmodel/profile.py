@@ -1,0 +1,356 @@
+"""The profile: the one document the simulator reads. Pass cost models (fitted with statsmodels
+on roofline features), commit statistics per regime, MTP acceptance, the hardware it is for, and
+provenance for every part (measured / projected / published / roofline / endpoint).
+
+Pass cost model. A pass's time is predicted from features of its shape that follow the roofline:
+
+    ms = max(roofline_ms, sum_f coef[f] * feature_f(shape))
+
+with features from `FEATURES` (`memory_ms`, `compute_ms` are the pass's roofline terms on the
+profile's hardware, so the coefficients carry the engine's efficiency and survive projection to
+another GPU). A forward pass that mixes kinds (prefills beside denoising canvases, as vLLM
+batches them) is priced on its joint roofline (one weight read) with the coefficients of each kind
+present weighted by its share of the pass's query tokens; a pure pass reduces to its own model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from costmodel import atomic
+from costmodel.errors import UserError
+
+SCHEMA_VERSION = 1
+PROVENANCE_KINDS = ("measured", "projected", "published", "roofline", "endpoint")
+MODES = ("diffusion", "ar", "mtp")
+FEATURES = ("const", "roofline_ms", "memory_ms", "compute_ms", "seqs", "tokens", "context_ktokens")
+
+
+@dataclass
+class Provenance:
+    kind: str  # one of PROVENANCE_KINDS
+    source: str  # run ids, "projected from <profile id>", a citation, or "roofline / efficiency 0.5"
+    hardware: str | None = None
+    date: str | None = None
+    notes: str = ""
+
+    def validate(self, where: str) -> None:
+        if self.kind not in PROVENANCE_KINDS:
+            raise UserError(f"{where}: provenance kind {self.kind!r} is unknown", f"use one of {', '.join(PROVENANCE_KINDS)}")
+
+
+@dataclass
+class FitDiagnostics:
+    n_obs: int
+    r2: float | None = None
+    mape_pct: float | None = None  # in-sample
+    cv_mape_pct: float | None = None  # k-fold held-out
+    heldout_mape_pct: float | None = None  # shapes left out of the fit entirely
+    summary: str = ""  # statsmodels summary text (trimmed)
+
+
+@dataclass
+class PassCostModel:
+    kind: str
+    coef: dict[str, float]
+    support: dict[str, list[float]] = field(default_factory=dict)  # feature/shape name -> [min, max] seen in the fit
+    diagnostics: FitDiagnostics | None = None
+    provenance: Provenance = field(default_factory=lambda: Provenance("roofline", "unfitted"))
+    median_x_roofline: float | None = None  # measured / roofline time, median over the fit data
+
+    def linear_ms(self, feats: dict[str, float]) -> float:
+        return sum(c * feats[f] for f, c in self.coef.items())
+
+    def extrapolated(self, shape: dict[str, float]) -> bool:
+        """True when a shape lies outside the range the fit saw (by seqs, tokens, context)."""
+        for k, (lo, hi) in self.support.items():
+            if k in shape and not (lo <= shape[k] <= hi):
+                return True
+        return False
+
+
+@dataclass
+class Distribution:
+    """A discrete distribution: values with probabilities (empirical, or a discretised prior)."""
+
+    values: list[float]
+    probs: list[float]
+
+    def validate(self, where: str) -> None:
+        if not self.values or len(self.values) != len(self.probs):
+            raise UserError(f"{where}: distribution needs equal, non-empty values and probs", "regenerate the profile")
+        if any(p < 0 for p in self.probs) or not math.isclose(sum(self.probs), 1.0, rel_tol=1e-6, abs_tol=1e-6):
+            raise UserError(f"{where}: distribution probs must be >= 0 and sum to 1", "regenerate the profile")
+
+    @property
+    def mean(self) -> float:
+        return float(np.dot(self.values, self.probs))
+
+    def quantile(self, q: float) -> float:
+        order = np.argsort(self.values)
+        cdf = np.cumsum(np.asarray(self.probs)[order])
+        return float(np.asarray(self.values)[order][min(np.searchsorted(cdf, q - 1e-12), len(cdf) - 1)])
+
+    def sample(self, rng: np.random.Generator, n: int | None = None):
+        return rng.choice(np.asarray(self.values), size=n, p=np.asarray(self.probs))
+
+    @classmethod
+    def constant(cls, v: float) -> "Distribution":
+        return cls([float(v)], [1.0])
+
+    @classmethod
+    def from_samples(cls, xs) -> "Distribution":
+        vals, counts = np.unique(np.asarray(xs, dtype=float), return_counts=True)
+        return cls(vals.tolist(), (counts / counts.sum()).tolist())
+
+
+@dataclass
+class CommitStats:
+    """How a regime's canvases converge: what the simulator draws per block."""
+
+    regime: str
+    steps_per_canvas: Distribution  # accept-calls (denoising steps) per canvas, k_b
+    tokens_per_call: float  # content tokens committed per accept-call
+    content_length: Distribution  # content tokens per generation (EOS/pad excluded)
+    renoise_per_generation: float
+    commit_entropy_nats: float | None
+    provenance: Provenance
+    description: str = ""
+
+
+@dataclass
+class MtpAcceptance:
+    num_speculative_tokens: int
+    per_position: list[float]  # P(draft i accepted | drafts < i accepted), i = 1..k
+    provenance: Provenance
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        """Expected tokens emitted per verify step: 1 (bonus/correction) + expected accepted drafts."""
+        total, p = 1.0, 1.0
+        for a in self.per_position[: self.num_speculative_tokens]:
+            p *= a
+            total += p
+        return total
+
+    def sample_accepted(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Accepted draft tokens per verify step (0..k), n draws."""
+        k = self.num_speculative_tokens
+        u = rng.random((n, k))
+        ok = u < np.asarray(self.per_position[:k])[None, :]
+        # accepted = length of the leading run of successes
+        return np.where(ok.all(axis=1), k, np.argmin(ok, axis=1))
+
+
+@dataclass
+class ModeProfile:
+    mode: str
+    model: str  # ModelShape catalog name (target)
+    assistant: str | None = None  # MTP drafter catalog name
+    pass_models: dict[str, PassCostModel] = field(default_factory=dict)
+    notes: str = ""
+
+
+@dataclass
+class Profile:
+    profile_id: str
+    hardware: dict  # HardwareSpec.to_dict(): the simulator reads nothing else about the GPU
+    precision: str
+    engine: dict
+    modes: dict[str, ModeProfile]
+    commit_stats: dict[str, CommitStats] = field(default_factory=dict)
+    mtp_acceptance: MtpAcceptance | None = None
+    provenance: Provenance = field(default_factory=lambda: Provenance("roofline", ""))
+    created_at: str = ""
+    notes: list[str] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+
+    # ---- I/O -----------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def save(self, path: str | Path) -> Path:
+        self.validate()
+        return atomic.write_json(path, self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "profile") -> "Profile":
+        try:
+            if not isinstance(d, dict):
+                raise TypeError("not a JSON object")
+            if d.get("schema_version") != SCHEMA_VERSION:
+                raise UserError(f"{where} has schema_version {d.get('schema_version')!r}; this costmodel reads {SCHEMA_VERSION}",
+                                "regenerate it with `costmodel fit` or use a shipped profile")
+            modes = {}
+            for name, m in d["modes"].items():
+                pms = {k: _pass_model(v) for k, v in m.get("pass_models", {}).items()}
+                modes[name] = ModeProfile(mode=m["mode"], model=m["model"], assistant=m.get("assistant"), pass_models=pms, notes=m.get("notes", ""))
+            commit = {r: CommitStats(
+                regime=c["regime"],
+                steps_per_canvas=Distribution(**c["steps_per_canvas"]),
+                tokens_per_call=float(c["tokens_per_call"]),
+                content_length=Distribution(**c["content_length"]),
+                renoise_per_generation=float(c["renoise_per_generation"]),
+                commit_entropy_nats=c.get("commit_entropy_nats"),
+                provenance=Provenance(**c["provenance"]),
+                description=c.get("description", ""),
+            ) for r, c in d.get("commit_stats", {}).items()}
+            mtp = d.get("mtp_acceptance")
+            prof = cls(
+                profile_id=d["profile_id"], hardware=d["hardware"], precision=d["precision"], engine=d.get("engine", {}),
+                modes=modes, commit_stats=commit,
+                mtp_acceptance=MtpAcceptance(int(mtp["num_speculative_tokens"]), [float(x) for x in mtp["per_position"]], Provenance(**mtp["provenance"])) if mtp else None,
+                provenance=Provenance(**d["provenance"]), created_at=d.get("created_at", ""), notes=list(d.get("notes", [])),
+            )
+        except UserError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise UserError(f"{where} is not a valid costmodel profile ({e.__class__.__name__}: {e})", "regenerate it with `costmodel fit` or `costmodel profile validate` it") from None
+        prof.validate(where)
+        return prof
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Profile":
+        from costmodel.jsonfile import read_json
+
+        return cls.from_dict(read_json(path, "profile"), f"profile {path}")
+
+    def validate(self, where: str = "profile") -> "Profile":
+        from costmodel.hardware import _spec
+        from costmodel.models import get_model
+        from costmodel.precision import get_precision
+        from costmodel.roofline import MODE_PASS_KINDS
+
+        _spec(self.hardware.get("id", "?"), self.hardware, where)
+        get_precision(self.precision)
+        self.provenance.validate(where)
+        if not self.modes:
+            raise UserError(f"{where} has no modes", "a profile needs at least one of diffusion, ar, mtp")
+        for name, m in self.modes.items():
+            if name not in MODES or m.mode != name:
+                raise UserError(f"{where}: mode {name!r} is unknown or mislabelled", f"modes are {', '.join(MODES)}")
+            get_model(m.model)
+            if name == "mtp":
+                if not m.assistant:
+                    raise UserError(f"{where}: mode mtp lacks its assistant model", "set modes.mtp.assistant")
+                get_model(m.assistant)
+                if self.mtp_acceptance is None:
+                    raise UserError(f"{where}: mode mtp needs mtp_acceptance", "add per-position acceptance with its provenance")
+            for kind in MODE_PASS_KINDS[name]:
+                if kind not in m.pass_models:
+                    raise UserError(f"{where}: mode {name} lacks a cost model for pass kind {kind}", "refit or regenerate the profile")
+            for kind, pm in m.pass_models.items():
+                bad = [f for f in pm.coef if f not in FEATURES]
+                if bad:
+                    raise UserError(f"{where}: pass model {name}/{kind} uses unknown features {bad}", f"features are {', '.join(FEATURES)}")
+                if not all(math.isfinite(c) for c in pm.coef.values()):
+                    raise UserError(f"{where}: pass model {name}/{kind} has non-finite coefficients", "refit it")
+                pm.provenance.validate(f"{where}: {name}/{kind}")
+        if "diffusion" in self.modes and not self.commit_stats:
+            raise UserError(f"{where}: mode diffusion needs commit_stats per regime", "include the published prior or a measured run")
+        for r, c in self.commit_stats.items():
+            c.steps_per_canvas.validate(f"{where}: commit_stats.{r}.steps_per_canvas")
+            c.content_length.validate(f"{where}: commit_stats.{r}.content_length")
+            if min(c.steps_per_canvas.values) < 1:
+                raise UserError(f"{where}: commit_stats.{r} has fewer than 1 step per canvas", "regenerate the profile")
+            c.provenance.validate(f"{where}: commit_stats.{r}")
+        if self.mtp_acceptance:
+            a = self.mtp_acceptance
+            if not (1 <= a.num_speculative_tokens <= len(a.per_position)) or any(not 0 <= p <= 1 for p in a.per_position):
+                raise UserError(f"{where}: mtp_acceptance needs k >= 1 probabilities in [0, 1]", "fix per_position")
+            a.provenance.validate(f"{where}: mtp_acceptance")
+        return self
+
+    # ---- prediction ----------------------------------------------------------------------------
+    def hardware_spec(self):
+        from costmodel.hardware import _spec
+
+        return _spec(self.hardware["id"], self.hardware, self.profile_id)
+
+    def roofline(self, mode: str):
+        return _roofline_for(self._key(), mode)
+
+    def _key(self):
+        return _ProfileKey(self)
+
+    def pass_ms(self, mode: str, segments) -> float:
+        """Predicted milliseconds of ONE forward pass over `segments` (tuple of roofline.Segment)."""
+        return _predict(self._key(), mode, tuple(segments))
+
+    def mode(self, mode: str) -> ModeProfile:
+        try:
+            return self.modes[mode]
+        except KeyError:
+            raise UserError(f"profile {self.profile_id} has no mode {mode!r}", f"it has {', '.join(self.modes)}") from None
+
+
+def _pass_model(v: dict) -> PassCostModel:
+    diag = v.get("diagnostics")
+    return PassCostModel(
+        kind=v["kind"], coef={k: float(c) for k, c in v["coef"].items()}, support={k: list(x) for k, x in v.get("support", {}).items()},
+        diagnostics=FitDiagnostics(**diag) if diag else None, provenance=Provenance(**v["provenance"]),
+        median_x_roofline=v.get("median_x_roofline"),
+    )
+
+
+class _ProfileKey:
+    """Hashable handle so predictions can be memoised per profile object."""
+
+    __slots__ = ("profile",)
+
+    def __init__(self, profile: Profile):
+        self.profile = profile
+
+    def __hash__(self):
+        return id(self.profile)
+
+    def __eq__(self, other):
+        return isinstance(other, _ProfileKey) and other.profile is self.profile
+
+
+@lru_cache(maxsize=64)
+def _roofline_for(key: _ProfileKey, mode: str):
+    from costmodel.models import get_model
+    from costmodel.precision import get_precision
+    from costmodel.roofline import Roofline
+
+    p = key.profile
+    m = p.mode(mode)
+    return Roofline(get_model(m.model), p.hardware_spec(), get_precision(p.precision), get_model(m.assistant) if m.assistant else None)
+
+
+def features(roof_pass, segments) -> dict[str, float]:
+    """Feature values of one pass (see FEATURES) from its roofline and shape."""
+    return {
+        "const": 1.0,
+        "roofline_ms": roof_pass.roofline_ms,
+        "memory_ms": roof_pass.memory_ms,
+        "compute_ms": roof_pass.compute_ms,
+        "seqs": float(sum(s.seqs for s in segments)),
+        "tokens": float(sum(s.seqs * s.tokens for s in segments)),
+        "context_ktokens": sum(s.seqs * s.context for s in segments) / 1000.0,
+    }
+
+
+@lru_cache(maxsize=262144)
+def _predict(key: _ProfileKey, mode: str, segments: tuple) -> float:
+    p = key.profile
+    roof = _roofline_for(key, mode).pass_cost(segments)
+    feats = features(roof, segments)
+    pms = p.mode(mode).pass_models
+    total_tokens = feats["tokens"]
+    linear = 0.0
+    for seg in segments:
+        try:
+            pm = pms[seg.kind]
+        except KeyError:
+            raise UserError(f"profile {p.profile_id} has no cost model for {mode}/{seg.kind}", "refit the profile with that pass kind") from None
+        linear += (seg.seqs * seg.tokens / total_tokens) * pm.linear_ms(feats)
+    return max(roof.roofline_ms, linear)

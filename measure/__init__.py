@@ -1,0 +1,1 @@
+"""Measurement: GPU harness (transformers), endpoint load generator, run directories, analysis."""

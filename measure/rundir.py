@@ -1,0 +1,266 @@
+"""Run directories: the artefact of `costmodel measure` (and of endpoint runs, bench imports and
+validation runs). Torch-free so analysis and fitting can read runs anywhere.
+
+Layout:
+    RUN/manifest.json           RunManifest (status complete|incomplete, done units, provenance)
+    RUN/<table>/part-NNNNN.parquet   rows appended per finished unit of work, each part atomic
+
+Resumability: a campaign is a list of named *units* (a grid cell, a prompt x seed generation).
+`RunWriter.finish_unit(unit)` flushes that unit's rows as new parts and then records the unit as
+done in the manifest, both atomically; an interrupted run keeps every finished unit, is marked
+`incomplete`, and `RunWriter(..., resume=True)` skips the units already done.
+
+Tables and their required columns (writers may add more; units in the names):
+- passes:       pass_kind, seqs, tokens_per_seq, context_tokens, gpu_ms, wall_ms
+- commits:      gen_id, canvas, call, cur_step, accepted_positions, accepted_entropy,
+                new_positions, renoised_positions            (one row per accept_canvas call)
+- generations:  gen_id, regime, prompt_id, seed, split, canvas, steps, content_length,
+                final_tokens, eos_positions                   (one row per generated canvas)
+- telemetry:    t_s, phase, power_w, sm_clock_mhz, mem_used_gb, gpu_util_pct, energy_j
+- requests:     request_id, arrival_s, start_s, first_token_s, finish_s, prompt_tokens,
+                output_tokens, status                         (load runs: endpoint, validate)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import getpass
+import os
+import platform
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from costmodel import atomic
+from costmodel.errors import UserError
+from costmodel.rundir_time import now_iso
+
+SCHEMA_VERSION = 1
+
+TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "passes": ("pass_kind", "seqs", "tokens_per_seq", "context_tokens", "gpu_ms", "wall_ms"),
+    "commits": ("gen_id", "canvas", "call", "cur_step", "accepted_positions", "accepted_entropy", "new_positions", "renoised_positions"),
+    "generations": ("gen_id", "regime", "prompt_id", "seed", "split", "canvas", "steps", "content_length", "final_tokens", "eos_positions"),
+    "telemetry": ("t_s", "phase", "power_w", "sm_clock_mhz", "mem_used_gb", "gpu_util_pct", "energy_j"),
+    "requests": ("request_id", "arrival_s", "start_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens", "status"),
+}
+
+RUN_KINDS = ("gpu", "endpoint", "bench-import", "validate")
+WEIGHTS_KINDS = ("random", "checkpoint", "served")
+# Where the commit behaviour in a run comes from. Only "model" is the model's own behaviour.
+COMMIT_SOURCES = ("model", "random-weights", "replay", "none")
+
+
+def git_commit(cwd: str | Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd or Path(__file__).parent, capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None
+    except Exception:
+        return None
+
+
+@dataclass
+class RunManifest:
+    run_id: str
+    kind: str  # one of RUN_KINDS
+    mode: str  # diffusion | ar | mtp
+    model: str  # catalog name or checkpoint id
+    weights: str  # one of WEIGHTS_KINDS
+    commit_source: str  # one of COMMIT_SOURCES
+    hardware: str | None = None  # catalog id (h200, ...) or None when unknown
+    gpu_name: str | None = None  # as NVML reports it
+    precision: str = "bf16"
+    engine: dict = field(default_factory=dict)  # e.g. {"name": "transformers", "compiled": true, "experts_implementation": "grouped_mm"}
+    settings: dict = field(default_factory=dict)  # the command's options, the grid
+    software: dict = field(default_factory=dict)  # torch, transformers, cuda, driver, python versions
+    git_commit: str | None = None
+    started_at: str = field(default_factory=now_iso)
+    finished_at: str | None = None
+    status: str = "incomplete"  # complete | incomplete
+    done_units: list[str] = field(default_factory=list)
+    planned_units: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+    host: str = field(default_factory=platform.node)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str) -> "RunManifest":
+        if not isinstance(d, dict):
+            raise UserError(f"run manifest {where} is not a JSON object", "re-run `costmodel measure` to regenerate it")
+        if d.get("schema_version") != SCHEMA_VERSION:
+            raise UserError(f"run manifest {where} has schema_version {d.get('schema_version')!r}, this costmodel reads {SCHEMA_VERSION}", "re-run the measurement with this version")
+        names = {f.name for f in dataclasses.fields(cls)}
+        missing = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in d]
+        if missing:
+            raise UserError(f"run manifest {where} lacks {', '.join(missing)}", "re-run the measurement or fix the manifest")
+        m = cls(**{k: v for k, v in d.items() if k in names})
+        if m.kind not in RUN_KINDS or m.weights not in WEIGHTS_KINDS or m.commit_source not in COMMIT_SOURCES or m.mode not in ("diffusion", "ar", "mtp"):
+            raise UserError(f"run manifest {where} has an unknown kind/mode/weights/commit_source", f"kind in {RUN_KINDS}, weights in {WEIGHTS_KINDS}, commit_source in {COMMIT_SOURCES}")
+        return m
+
+    @property
+    def commit_stats_are_models(self) -> bool:
+        """True only when commit statistics reflect the model itself (real weights, not replayed)."""
+        return self.commit_source == "model"
+
+
+def new_run_id(prefix: str) -> str:
+    return f"{prefix}-{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:6]}"
+
+
+class RunWriter:
+    """Writes a run directory unit by unit. Use as a context manager: on an exception (or Ctrl-C)
+    the manifest stays `incomplete` with every finished unit kept; on success it is `complete`."""
+
+    def __init__(self, path: str | Path, manifest: RunManifest, resume: bool = False):
+        self.path = Path(path)
+        self._buffers: dict[str, list[dict]] = {}
+        mpath = self.path / "manifest.json"
+        if mpath.exists():
+            if not resume:
+                raise UserError(f"run directory {self.path} already holds a run", "pass --resume to continue it, or choose another -o")
+            old = read_manifest(self.path)
+            if (old.mode, old.model, old.weights) != (manifest.mode, manifest.model, manifest.weights):
+                raise UserError(f"run directory {self.path} holds a {old.mode}/{old.model}/{old.weights} run", "resume with the same --mode/--model/weights, or choose another -o")
+            manifest.run_id = old.run_id
+            manifest.started_at = old.started_at
+            manifest.done_units = list(old.done_units)
+            manifest.notes = list(old.notes) + [f"resumed at {now_iso()} with {len(old.done_units)} units done"]
+            self._discard_orphan_parts(set(old.done_units))
+        self.manifest = manifest
+        self.manifest.status = "incomplete"
+        self.manifest.git_commit = self.manifest.git_commit or git_commit()
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._write_manifest()
+
+    # -- rows ------------------------------------------------------------------------------------
+    def is_done(self, unit: str) -> bool:
+        return unit in self.manifest.done_units
+
+    def add(self, table: str, rows: dict | Iterable[dict]) -> None:
+        if table not in TABLE_COLUMNS:
+            raise ValueError(f"unknown run table {table!r}")
+        if isinstance(rows, dict):
+            rows = [rows]
+        self._buffers.setdefault(table, []).extend(rows)
+
+    def finish_unit(self, unit: str) -> None:
+        """Flush the buffered rows of this unit (one part per table) and mark the unit done."""
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in unit)
+        for table, rows in self._buffers.items():
+            if not rows:
+                continue
+            df = pd.DataFrame(rows)
+            missing = [c for c in TABLE_COLUMNS[table] if c not in df.columns]
+            if missing:
+                raise ValueError(f"rows for {table} lack required columns {missing}")
+            df.insert(0, "unit", unit)
+            n = len(list((self.path / table).glob("part-*.parquet"))) if (self.path / table).exists() else 0
+            atomic.write_parquet(self.path / table / f"part-{n:05d}-{safe[:80]}.parquet", df)
+        self._buffers.clear()
+        if unit not in self.manifest.done_units:
+            self.manifest.done_units.append(unit)
+        self._write_manifest()
+
+    def note(self, text: str) -> None:
+        self.manifest.notes.append(text)
+        self._write_manifest()
+
+    def update(self, **fields: Any) -> None:
+        for k, v in fields.items():
+            setattr(self.manifest, k, v)
+        self._write_manifest()
+
+    def complete(self) -> None:
+        self.manifest.finished_at = now_iso()
+        missing = [u for u in self.manifest.planned_units if u not in self.manifest.done_units]
+        self.manifest.status = "incomplete" if missing else "complete"
+        self._write_manifest()
+
+    def __enter__(self) -> "RunWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.complete()
+        else:
+            self._buffers.clear()  # rows of an unfinished unit are dropped, finished units stay
+            self.manifest.finished_at = now_iso()
+            self.manifest.status = "incomplete"
+            self.manifest.notes.append(f"interrupted: {exc_type.__name__}: {str(exc)[:200]}")
+            self._write_manifest()
+
+    # -- internals -------------------------------------------------------------------------------
+    def _write_manifest(self) -> None:
+        atomic.write_json(self.path / "manifest.json", self.manifest.to_dict())
+
+    def _discard_orphan_parts(self, done: set[str]) -> None:
+        """Parts of a unit that never reached the manifest (crash between part and manifest)."""
+        for part in self.path.glob("*/part-*.parquet"):
+            try:
+                units = set(pd.read_parquet(part, columns=["unit"])["unit"].unique())
+            except Exception:
+                units = set()
+            if not units or not units <= done:
+                part.unlink()
+
+
+def read_manifest(path: str | Path) -> RunManifest:
+    from costmodel.jsonfile import read_json
+
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"run directory {p} does not exist", "pass the -o directory of a `costmodel measure` run")
+    if not (p / "manifest.json").exists():
+        raise UserError(f"{p} is not a run directory (no manifest.json)", "pass the -o directory of a `costmodel measure` run")
+    return RunManifest.from_dict(read_json(p / "manifest.json", "run manifest"), str(p / "manifest.json"))
+
+
+@dataclass
+class Run:
+    path: Path
+    manifest: RunManifest
+
+    def table(self, name: str) -> pd.DataFrame:
+        """All parts of one table concatenated (an empty frame with the required columns if none)."""
+        if name not in TABLE_COLUMNS:
+            raise ValueError(f"unknown run table {name!r}")
+        parts = sorted((self.path / name).glob("part-*.parquet")) if (self.path / name).exists() else []
+        if not parts:
+            return pd.DataFrame(columns=["unit", *TABLE_COLUMNS[name]])
+        try:
+            df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+        except Exception as e:
+            raise UserError(f"run {self.path}: table {name} has an unreadable part ({e.__class__.__name__})", "delete the broken part file and resume the run") from None
+        missing = [c for c in TABLE_COLUMNS[name] if c not in df.columns]
+        if missing:
+            raise UserError(f"run {self.path}: table {name} lacks columns {missing}", "the run was written by an incompatible tool; re-measure")
+        return df
+
+    def has(self, name: str) -> bool:
+        return (self.path / name).exists() and any((self.path / name).glob("part-*.parquet"))
+
+
+def load_run(path: str | Path) -> Run:
+    return Run(Path(path), read_manifest(path))
+
+
+def software_versions() -> dict:
+    """Versions of what a measurement ran on (never imports torch if it is absent)."""
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version(), "platform": platform.platform(), "user": getpass.getuser() if hasattr(os, "getuid") else None}
+    for pkg in ("torch", "transformers", "numpy", "pandas", "nvidia-ml-py", "costmodel"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return out

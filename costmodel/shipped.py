@@ -1,0 +1,43 @@
+"""The profiles shipped with the package (costmodel/data/profiles/*.json): the defaults
+`simulate` and `plan` use when no --profile is given."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from costmodel.errors import UserError
+from costmodel.profile import Profile
+
+
+def shipped_dir() -> Path:
+    return Path(str(resources.files("costmodel").joinpath("data/profiles")))
+
+
+def shipped_profiles() -> dict[str, Path]:
+    """hardware id -> profile path. A file `<hardware>.json` is that GPU's default."""
+    d = shipped_dir()
+    return {p.stem: p for p in sorted(d.glob("*.json"))} if d.exists() else {}
+
+
+def default_profile(hardware: str) -> Profile:
+    """The shipped profile for a catalog GPU, or, where none is shipped, one priced from the
+    roofline at the stated default efficiency (its provenance says so)."""
+    from costmodel.hardware import get_hardware
+
+    get_hardware(hardware)  # unknown names fail here with the list of known ones
+    path = shipped_profiles().get(hardware)
+    if path is not None:
+        return Profile.load(path)
+    from costmodel.baseline_profile import roofline_profile
+
+    return roofline_profile(hardware, "int4" if hardware == "rtx-5090" else "bf16")
+
+
+def resolve_profile(profile: str | None, hardware: str) -> Profile:
+    """--profile PATH wins; otherwise the shipped default for --hardware."""
+    if profile:
+        if not Path(profile).exists():
+            raise UserError(f"profile {profile} does not exist", "pass a profile JSON from `costmodel fit` or omit --profile to use the shipped one")
+        return Profile.load(profile)
+    return default_profile(hardware)

@@ -1,0 +1,1 @@
+"""Cost arithmetic, capacity planning and exports (finance CSV + data dictionary, HTML charts)."""

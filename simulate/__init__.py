@@ -1,0 +1,1 @@
+"""Discrete-event (SimPy) serving simulator for DiffusionGemma (diffusion), AR and MTP modes."""

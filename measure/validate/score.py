@@ -1,0 +1,97 @@
+"""Scoring the simulator against a measured load run: align requests, compare aggregates.
+
+Per rate: request throughput (finished requests / (last finish - first arrival)), TTFT and E2E at
+p50/p95/p99. relative error = (predicted - measured) / measured. The summary MAPE per metric is the
+mean |relative error| over the rates below saturation (rates flagged `saturated` are reported but
+left out of the summary, as the targets are stated below saturation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from costmodel.errors import UserError
+
+METRICS = ("throughput_rps", "ttft_ms_p50", "ttft_ms_p95", "ttft_ms_p99", "e2e_ms_p50", "e2e_ms_p95", "e2e_ms_p99")
+TARGETS_PCT = {"throughput_rps": 3.0, "e2e_ms_p50": 5.0, "e2e_ms_p99": 8.0}
+
+
+@dataclass
+class RateScore:
+    mode: str
+    rate_rps: float
+    metric: str
+    measured: float
+    predicted: float
+    rel_error_pct: float
+    saturated: bool
+
+
+def aggregates(df: pd.DataFrame) -> dict[str, float]:
+    """Throughput and latency percentiles of one set of request records (seconds columns)."""
+    need = {"arrival_s", "first_token_s", "finish_s"}
+    if not need <= set(df.columns):
+        raise UserError(f"request records lack {sorted(need - set(df.columns))}", "pass a load run's requests table")
+    done = df.dropna(subset=["finish_s"])
+    if done.empty:
+        raise UserError("no finished requests to score", "run the load longer or at a lower rate")
+    span = done.finish_s.max() - df.arrival_s.min()
+    ttft = (done.first_token_s - done.arrival_s) * 1e3
+    e2e = (done.finish_s - done.arrival_s) * 1e3
+    out = {"throughput_rps": len(done) / span if span > 0 else float("nan")}
+    for q in (50, 95, 99):
+        out[f"ttft_ms_p{q}"] = float(np.percentile(ttft, q))
+        out[f"e2e_ms_p{q}"] = float(np.percentile(e2e, q))
+    return out
+
+
+def align(measured: pd.DataFrame, predicted: pd.DataFrame) -> pd.DataFrame:
+    """Join measured and simulated requests on request_id; both must hold the same requests."""
+    m = measured.set_index("request_id")
+    p = predicted.set_index("request_id")
+    if set(m.index) != set(p.index):
+        only_m, only_p = len(set(m.index) - set(p.index)), len(set(p.index) - set(m.index))
+        raise UserError(f"measured and simulated runs hold different requests ({only_m} only measured, {only_p} only simulated)", "simulate the same workload as the load run")
+    j = m[["arrival_s", "first_token_s", "finish_s"]].join(p[["arrival_s", "first_token_s", "finish_s"]], suffixes=("_measured", "_predicted"))
+    if not np.allclose(j.arrival_s_measured, j.arrival_s_predicted, atol=1e-6):
+        raise UserError("measured and simulated arrivals differ", "simulate with the load run's own arrival times")
+    j["e2e_ms_measured"] = (j.finish_s_measured - j.arrival_s_measured) * 1e3
+    j["e2e_ms_predicted"] = (j.finish_s_predicted - j.arrival_s_predicted) * 1e3
+    j["e2e_rel_error_pct"] = 100 * (j.e2e_ms_predicted - j.e2e_ms_measured) / j.e2e_ms_measured
+    return j.reset_index()
+
+
+def score_rate(mode: str, rate: float, measured: pd.DataFrame, predicted: pd.DataFrame, saturated: bool) -> list[RateScore]:
+    align(measured, predicted)
+    am, ap = aggregates(measured), aggregates(predicted)
+    return [RateScore(mode, rate, k, am[k], ap[k], 100 * (ap[k] - am[k]) / am[k] if am[k] else float("nan"), saturated) for k in METRICS]
+
+
+def score_table(scores: list[RateScore]) -> pd.DataFrame:
+    return pd.DataFrame([asdict(s) for s in scores])
+
+
+def summary_mape(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean |relative error| per (mode, metric) over unsaturated rates, with the issue's targets."""
+    below = table[~table.saturated]
+    g = below.assign(abs_err=below.rel_error_pct.abs()).groupby(["mode", "metric"], sort=False).abs_err.mean().rename("mape_pct").reset_index()
+    g["target_pct"] = g.metric.map(TARGETS_PCT)
+    g["meets_target"] = np.where(g.target_pct.notna(), g.mape_pct <= g.target_pct, np.nan)
+    return g
+
+
+def is_saturated(measured: pd.DataFrame, tol: float = 0.9) -> bool:
+    """A load is saturated when the server finished fewer requests per second than arrived
+    (throughput < tol x the realised arrival rate) or the queue delay of the last quarter of the
+    arrivals is over twice that of the first quarter (a growing backlog)."""
+    agg = aggregates(measured)
+    q = measured.sort_values("arrival_s")
+    span = q.arrival_s.iloc[-1] - q.arrival_s.iloc[0]
+    rate = (len(q) - 1) / span if span > 0 else float("inf")
+    wait = (q.start_s - q.arrival_s).to_numpy()
+    n = len(wait) // 4
+    growing = n >= 2 and wait[-n:].mean() > 2 * max(wait[:n].mean(), 1e-3)
+    return bool(agg["throughput_rps"] < tol * rate or growing)

@@ -1,0 +1,105 @@
+"""Validation scoring: static-batch simulation of a recorded load and its alignment/score."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from costmodel.baseline_profile import roofline_profile
+from costmodel.errors import UserError
+from costmodel.roofline import Segment
+from measure.validate.score import aggregates, align, is_saturated, score_rate, score_table, summary_mape
+from simulate.static_batch import BatchRequest, batch_timeline, simulate_static_batches
+
+PROFILE = roofline_profile("h200", "bf16", 0.33)
+
+
+def test_single_diffusion_request_timeline_by_hand():
+    r = BatchRequest("a", 0.0, prompt_tokens=300, output_tokens=400, steps_per_canvas=[5, 7])
+    first, finish, dur = batch_timeline(PROFILE, "diffusion", [r])
+    ms = lambda s: PROFILE.pass_ms("diffusion", (s,))  # noqa: E731
+    pre = ms(Segment("encoder_prefill", 1, 300, 0))
+    c1 = 5 * ms(Segment("denoise_step", 1, 256, 300))
+    c2 = ms(Segment("encoder_commit", 1, 256, 300)) + 7 * ms(Segment("denoise_step", 1, 256, 556))
+    assert first[0] == pytest.approx((pre + c1) / 1e3)
+    assert finish[0] == pytest.approx((pre + c1 + c2) / 1e3) == pytest.approx(dur)
+
+
+def test_batch_runs_until_every_row_stopped():
+    a = BatchRequest("a", 0.0, 100, 200, steps_per_canvas=[3])
+    b = BatchRequest("b", 0.0, 200, 100, steps_per_canvas=[9])
+    first, finish, dur = batch_timeline(PROFILE, "diffusion", [a, b])
+    ms = lambda s: PROFILE.pass_ms("diffusion", (s,))  # noqa: E731
+    expect = ms(Segment("encoder_prefill", 2, 200, 0)) + 9 * ms(Segment("denoise_step", 2, 256, 200))
+    assert finish == pytest.approx([expect / 1e3] * 2)
+
+
+def test_ar_rows_finish_at_their_own_length():
+    a = BatchRequest("a", 0.0, 50, 3)
+    b = BatchRequest("b", 0.0, 50, 5)
+    first, finish, dur = batch_timeline(PROFILE, "ar", [a, b])
+    ms = lambda s: PROFILE.pass_ms("ar", (s,))  # noqa: E731
+    pre = ms(Segment("prefill", 2, 50, 0))
+    steps = [ms(Segment("decode_step", 2, 1, 50 + j)) for j in range(4)]
+    assert first == pytest.approx([pre / 1e3] * 2)
+    assert finish[0] == pytest.approx((pre + sum(steps[:2])) / 1e3)
+    assert finish[1] == pytest.approx((pre + sum(steps)) / 1e3) == pytest.approx(dur)
+
+
+def test_mtp_emits_one_plus_accepted_per_iteration():
+    r = BatchRequest("a", 0.0, 64, 10, accepted_per_iteration=[3, 0, 4], draft_tokens=4)
+    _, finish, _ = batch_timeline(PROFILE, "mtp", [r])
+    ms = lambda s: PROFILE.pass_ms("mtp", (s,))  # noqa: E731
+    t = ms(Segment("prefill", 1, 64, 0))
+    for done in (1, 5, 6):  # tokens done before each iteration: 1 -> 5 -> 6 -> 11
+        t += 4 * ms(Segment("draft_step", 1, 1, 64 + done)) + ms(Segment("verify_step", 1, 5, 64 + done))
+    assert finish[0] == pytest.approx(t / 1e3)
+    with pytest.raises(UserError):
+        batch_timeline(PROFILE, "mtp", [r, r])
+
+
+def _workload(rate, n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(1 / rate, n))
+    return [BatchRequest(f"r{i}", float(t[i]), int(rng.integers(64, 512)), int(rng.integers(32, 256)),
+                         steps_per_canvas=[int(rng.integers(3, 18))]) for i in range(n)]
+
+
+def test_fcfs_batches_idle_and_queue():
+    reqs = [BatchRequest(f"r{i}", 20.0 * i, 256, 200, steps_per_canvas=[10]) for i in range(5)]
+    df = simulate_static_batches(PROFILE, "diffusion", reqs, max_batch=4)
+    # at a very low rate nobody waits: each request starts on arrival
+    assert np.allclose(df.start_s, df.arrival_s)
+    busy = simulate_static_batches(PROFILE, "diffusion", _workload(50.0, n=30), max_batch=4)
+    assert (busy.start_s >= busy.arrival_s - 1e-12).all() and busy.batch_size.max() == 4
+    assert (busy.start_s - busy.arrival_s).iloc[-1] > 0.5  # a backlog builds at 50 req/s
+
+
+def test_score_perfect_prediction_and_known_error():
+    reqs = _workload(1.0)
+    sim = simulate_static_batches(PROFILE, "diffusion", reqs, max_batch=4)
+    scores = score_table(score_rate("diffusion", 1.0, sim, sim, saturated=False))
+    assert np.allclose(scores.rel_error_pct, 0)
+    slow = sim.copy()
+    slow["finish_s"] = slow.arrival_s + (slow.finish_s - slow.arrival_s) * 1.10
+    t = score_table(score_rate("diffusion", 1.0, slow, sim, saturated=False)).set_index("metric")
+    assert t.loc["e2e_ms_p50", "rel_error_pct"] == pytest.approx(100 * (1 / 1.1 - 1), rel=1e-6)
+    mape = summary_mape(t.reset_index())
+    assert set(mape.metric) >= {"throughput_rps", "e2e_ms_p99"}
+
+
+def test_alignment_rejects_different_workloads():
+    a = simulate_static_batches(PROFILE, "ar", _workload(1.0, n=10), max_batch=2)
+    with pytest.raises(UserError, match="different requests"):
+        align(a, a.iloc[:-1])
+    b = a.copy()
+    b["arrival_s"] += 0.5
+    with pytest.raises(UserError, match="arrivals differ"):
+        align(a, b)
+
+
+def test_saturation_flag():
+    light = simulate_static_batches(PROFILE, "diffusion", _workload(0.2, n=30), max_batch=4)
+    heavy = simulate_static_batches(PROFILE, "diffusion", _workload(40.0, n=60), max_batch=4)
+    assert not is_saturated(light)
+    assert is_saturated(heavy)
+    assert aggregates(light)["throughput_rps"] == pytest.approx(30 / (light.finish_s.max() - light.arrival_s.min()))

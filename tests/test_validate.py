@@ -103,3 +103,45 @@ def test_saturation_flag():
     assert not is_saturated(light)
     assert is_saturated(heavy)
     assert aggregates(light)["throughput_rps"] == pytest.approx(30 / (light.finish_s.max() - light.arrival_s.min()))
+
+
+class VirtualGPU:
+    """A server whose batches take exactly the profile's predicted time on a virtual clock."""
+
+    def __init__(self, mode):
+        self.now = 0.0
+        self.mode = mode
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, dt):
+        self.now += dt
+
+    def serve(self, batch):
+        first, finish, dur = batch_timeline(PROFILE, self.mode, batch)
+        self.now += dur
+        return first, finish, {}
+
+
+@pytest.mark.parametrize("mode,max_batch", [("diffusion", 4), ("ar", 8), ("mtp", 1)])
+def test_load_loop_and_simulator_implement_the_same_policy(mode, max_batch):
+    from measure.validate.loadrun import run_load
+    from measure.validate.workload import poisson_workload
+
+    reqs = poisson_workload(PROFILE, mode, rate_rps=2.0, n_requests=25, seed=3)
+    gpu = VirtualGPU(mode)
+    measured = pd.DataFrame(run_load(gpu, reqs, max_batch, clock=gpu.clock, sleep=gpu.sleep))
+    simulated = simulate_static_batches(PROFILE, mode, reqs, max_batch)
+    j = align(measured, simulated)
+    assert np.allclose(j.finish_s_measured, j.finish_s_predicted)
+    assert np.allclose(j.first_token_s_measured, j.first_token_s_predicted)
+
+
+def test_workload_errors():
+    from measure.validate.workload import poisson_workload
+
+    with pytest.raises(UserError, match="not a positive"):
+        poisson_workload(PROFILE, "ar", -1, 10, 0)
+    with pytest.raises(UserError, match="not in profile"):
+        poisson_workload(PROFILE, "ar", 1, 10, 0, regimes=["R9"])

@@ -1,0 +1,132 @@
+"""The cheapest SLO-meeting option per QPS, and the crossover: the QPS above which DiffusionGemma
+(mode diffusion) is no longer the cheapest SLO-meeting option against Gemma-4 AR and MTP.
+
+Options are compared by monthly cost at the same QPS (serving the same requests). DiffusionGemma
+"is the cheapest" at a QPS when its cheapest SLO-meeting option costs no more than the cheapest
+SLO-meeting AR or MTP option (ties go to diffusion). How the crossover is determined:
+
+1. bracket: walking up the evaluated QPS points, the last point where diffusion is the cheapest
+   and the first point after it where it is not bound the crossover, q_low < q* <= q_high;
+2. estimate: between the two, both monthly costs are interpolated linearly in QPS and q* is where
+   they meet; when diffusion meets the SLO at neither end or not at q_high, only the bracket is given.
+Evaluated points are the only evidence: add QPS points inside the bracket to narrow it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import pandas as pd
+
+DIFFUSION = "diffusion"
+RIVALS = ("ar", "mtp")
+METHOD = ("bracket = (last evaluated QPS where DiffusionGemma's cheapest SLO-meeting option costs <= the cheapest AR/MTP one, "
+          "first evaluated QPS above it where it does not]; estimate = where the two monthly costs, interpolated linearly in QPS "
+          "between the bracket ends, are equal")
+
+
+def best_per_cell(options: pd.DataFrame) -> pd.DataFrame:
+    """The cheapest SLO-meeting row per (hardware, mode, qps); `options` needs hardware, mode, qps,
+    meets_slo, cost_usd_per_month (plus whatever else to carry along)."""
+    ok = options[options["meets_slo"].astype(bool)]
+    if ok.empty:
+        return ok
+    ok = ok.sort_values(["qps", "hardware", "mode", "cost_usd_per_month", "gpus"], kind="mergesort")
+    return ok.groupby(["hardware", "mode", "qps"], sort=True, as_index=False).head(1).reset_index(drop=True)
+
+
+def cheapest_per_qps(options: pd.DataFrame, qps_values) -> pd.DataFrame:
+    """One row per QPS: the cheapest SLO-meeting (hardware, mode), or none_meets=True."""
+    best = best_per_cell(options)
+    rows = []
+    for q in sorted(set(float(x) for x in qps_values)):
+        cand = best[best["qps"] == q].sort_values(["cost_usd_per_month", "cost_usd_per_mtok_output", "gpus"], kind="mergesort") if not best.empty else best
+        if cand is None or cand.empty:
+            rows.append({"qps": q, "none_meets": True})
+            continue
+        r = cand.iloc[0]
+        runner = cand.iloc[1] if len(cand) > 1 else None
+        rows.append({
+            "qps": q, "none_meets": False, "hardware": r["hardware"], "mode": r["mode"], "replicas": int(r["replicas"]), "gpus": int(r["gpus"]),
+            "cost_usd_per_month": float(r["cost_usd_per_month"]), "cost_usd_per_mtok_output": float(r["cost_usd_per_mtok_output"]),
+            "runner_up": f"{runner['hardware']} / {runner['mode']}" if runner is not None else "",
+            "runner_up_cost_usd_per_month": float(runner["cost_usd_per_month"]) if runner is not None else math.nan,
+        })
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class Crossover:
+    scope: str  # "all hardware" or one hardware id
+    status: str  # "bracketed" | "below-range" | "above-range" | "diffusion-never-meets"
+    qps_low: float | None  # last evaluated QPS where diffusion is the cheapest
+    qps_high: float | None  # first evaluated QPS above it where it is not
+    qps_estimate: float | None
+    cheapest_above: str | None  # the option that beats diffusion at qps_high
+    text: str
+    method: str = METHOD
+    per_qps: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _best(best: pd.DataFrame, q: float, modes) -> tuple[float, str | None]:
+    sel = best[(best["qps"] == q) & best["mode"].isin(modes)] if not best.empty else best
+    if sel.empty:
+        return math.inf, None
+    r = sel.sort_values("cost_usd_per_month", kind="mergesort").iloc[0]
+    return float(r["cost_usd_per_month"]), f"{r['hardware']} / {r['mode']}"
+
+
+def _money(x: float) -> str:
+    return "no option meets the SLO" if not math.isfinite(x) else f"${x:,.0f}/month"
+
+
+def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = None) -> Crossover:
+    """The crossover over all hardware (`hardware=None`: each side takes its cheapest GPU) or on one GPU."""
+    scope = hardware or "all hardware"
+    opts = options if hardware is None else options[options["hardware"] == hardware]
+    best = best_per_cell(opts)
+    qs = sorted(set(float(x) for x in qps_values))
+    per = []
+    for q in qs:
+        d, d_opt = _best(best, q, (DIFFUSION,))
+        o, o_opt = _best(best, q, RIVALS)
+        per.append({"qps": q, "diffusion_cost_usd_per_month": d, "diffusion_option": d_opt, "rival_cost_usd_per_month": o,
+                    "rival_option": o_opt, "diffusion_cheapest": math.isfinite(d) and d <= o})
+    where = "" if hardware is None else f" on {hardware}"
+    if not any(math.isfinite(p["diffusion_cost_usd_per_month"]) for p in per):
+        return Crossover(scope, "diffusion-never-meets", None, qs[0] if qs else None, None, None,
+                         f"DiffusionGemma meets the SLO{where} at none of the evaluated QPS ({_qlist(qs)})", per_qps=per)
+    if not per[0]["diffusion_cheapest"]:
+        p = per[0]
+        return Crossover(scope, "below-range", None, p["qps"], None, p["rival_option"],
+                         f"DiffusionGemma is not the cheapest SLO-meeting option{where} even at the lowest evaluated QPS {p['qps']:g} "
+                         f"({p['rival_option']} {_money(p['rival_cost_usd_per_month'])} vs diffusion {_money(p['diffusion_cost_usd_per_month'])}); "
+                         f"the crossover, if any, lies below {p['qps']:g} QPS", per_qps=per)
+    k = 0
+    while k + 1 < len(per) and per[k + 1]["diffusion_cheapest"]:
+        k += 1
+    again = [p["qps"] for p in per[k + 1:] if p["diffusion_cheapest"]]
+    tail = f"; note: diffusion is the cheapest again at {_qlist(again)} QPS (costs are not monotone in QPS)" if again else ""
+    if k == len(per) - 1:
+        return Crossover(scope, "above-range", per[k]["qps"], None, None, None,
+                         f"DiffusionGemma is the cheapest SLO-meeting option{where} at every evaluated QPS up to {per[k]['qps']:g}; "
+                         f"the crossover, if any, lies above {per[k]['qps']:g} QPS", per_qps=per)
+    lo, hi = per[k], per[k + 1]
+    est = None
+    d0, d1, o0, o1 = lo["diffusion_cost_usd_per_month"], hi["diffusion_cost_usd_per_month"], lo["rival_cost_usd_per_month"], hi["rival_cost_usd_per_month"]
+    if all(math.isfinite(x) for x in (d0, d1, o0, o1)):
+        g0, g1 = o0 - d0, o1 - d1  # >= 0 at lo, < 0 at hi
+        est = lo["qps"] + (hi["qps"] - lo["qps"]) * g0 / (g0 - g1)
+    est_txt = f"~{est:.3g} QPS (linear interpolation of monthly costs), " if est is not None else ""
+    text = (f"crossover{where}: DiffusionGemma stops being the cheapest SLO-meeting option at {est_txt}between {lo['qps']:g} QPS "
+            f"(diffusion {lo['diffusion_option']} {_money(d0)} vs {lo['rival_option'] or 'AR/MTP'} {_money(o0)}) and {hi['qps']:g} QPS "
+            f"({hi['rival_option']} {_money(o1)} vs diffusion {_money(d1)}){tail}")
+    return Crossover(scope, "bracketed", lo["qps"], hi["qps"], est, hi["rival_option"], text, per_qps=per)
+
+
+def _qlist(qs) -> str:
+    return ", ".join(f"{q:g}" for q in qs)

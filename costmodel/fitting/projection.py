@@ -59,7 +59,8 @@ def check_weights_fit(hw: HardwareSpec, precision: str, modes: dict[str, ModePro
     notes = [f"weights per replica at {precision}: " + ", ".join(f"{m} {g:.1f} GB" for m, g in gb.items()) + f" of {hw.memory_gb:g} GB"]
     bf16 = mode_weights_gb(modes, "bf16")
     if max(bf16.values()) > cap and prec.weight_bytes < 1.0:
-        notes.append(f"{hw.name} ({hw.memory_gb:g} GB) cannot hold the 25.2B-parameter model in bf16 ({max(bf16.values()):.1f} GB of weights): "
+        body_gb = max(get_model(m.model).total_params for m in modes.values()) * get_precision("bf16").weight_bytes / 1e9
+        notes.append(f"{hw.name} ({hw.memory_gb:g} GB) cannot hold the 25.2B-parameter model in bf16 ({body_gb:.1f} GB of weights): "
                      f"this profile assumes a 4-bit weight format, {precision} ({prec.note})")
     return notes
 

@@ -19,6 +19,9 @@ Tables and their required columns (writers may add more; units in the names):
 - telemetry:    t_s, phase, power_w, sm_clock_mhz, mem_used_gb, gpu_util_pct, energy_j
 - requests:     request_id, arrival_s, start_s, first_token_s, finish_s, prompt_tokens,
                 output_tokens, status                         (load runs: endpoint, validate)
+- chunks:       request_id, chunk_index, t_s, tokens          (endpoint runs: one row per output event)
+- server_metrics: t_s, phase, metric, labels, value           (endpoint runs: Prometheus samples)
+- load_summary: source, duration_s, completed, failed         (endpoint runs, bench imports: one row per load)
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "generations": ("gen_id", "regime", "prompt_id", "seed", "split", "canvas", "steps", "content_length", "final_tokens", "eos_positions"),
     "telemetry": ("t_s", "phase", "power_w", "sm_clock_mhz", "mem_used_gb", "gpu_util_pct", "energy_j"),
     "requests": ("request_id", "arrival_s", "start_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens", "status"),
+    "chunks": ("request_id", "chunk_index", "t_s", "tokens"),
+    "server_metrics": ("t_s", "phase", "metric", "labels", "value"),
+    "load_summary": ("source", "duration_s", "completed", "failed"),
 }
 
 RUN_KINDS = ("gpu", "endpoint", "bench-import", "validate")

@@ -77,11 +77,18 @@ def _best(best: pd.DataFrame, q: float, modes) -> tuple[float, str | None]:
     if sel.empty:
         return math.inf, None
     r = sel.sort_values("cost_usd_per_month", kind="mergesort").iloc[0]
-    return float(r["cost_usd_per_month"]), f"{r['hardware']} / {r['mode']}"
+    return float(r["cost_usd_per_month"]), f"{r['mode']} on {r['hardware']}"
 
 
 def _money(x: float) -> str:
-    return "no option meets the SLO" if not math.isfinite(x) else f"${x:,.0f}/month"
+    return f"${x:,.0f}/month"
+
+
+def _side(p: dict) -> str:
+    """'diffusion on h200 $X/month vs ar on h200 $Y/month', naming what does not meet the SLO."""
+    d = f"{p['diffusion_option']} {_money(p['diffusion_cost_usd_per_month'])}" if p["diffusion_option"] else "no diffusion option meets the SLO"
+    o = f"{p['rival_option']} {_money(p['rival_cost_usd_per_month'])}" if p["rival_option"] else "no AR/MTP option meets the SLO"
+    return f"{d} vs {o}" if p["diffusion_cheapest"] else f"{o} vs {d}"
 
 
 def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = None) -> Crossover:
@@ -104,7 +111,7 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
         p = per[0]
         return Crossover(scope, "below-range", None, p["qps"], None, p["rival_option"],
                          f"DiffusionGemma is not the cheapest SLO-meeting option{where} even at the lowest evaluated QPS {p['qps']:g} "
-                         f"({p['rival_option']} {_money(p['rival_cost_usd_per_month'])} vs diffusion {_money(p['diffusion_cost_usd_per_month'])}); "
+                         f"({_side(p)}); "
                          f"the crossover, if any, lies below {p['qps']:g} QPS", per_qps=per)
     k = 0
     while k + 1 < len(per) and per[k + 1]["diffusion_cheapest"]:
@@ -121,10 +128,10 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
     if all(math.isfinite(x) for x in (d0, d1, o0, o1)):
         g0, g1 = o0 - d0, o1 - d1  # >= 0 at lo, < 0 at hi
         est = lo["qps"] + (hi["qps"] - lo["qps"]) * g0 / (g0 - g1)
-    est_txt = f"~{est:.3g} QPS (linear interpolation of monthly costs), " if est is not None else ""
-    text = (f"crossover{where}: DiffusionGemma stops being the cheapest SLO-meeting option at {est_txt}between {lo['qps']:g} QPS "
-            f"(diffusion {lo['diffusion_option']} {_money(d0)} vs {lo['rival_option'] or 'AR/MTP'} {_money(o0)}) and {hi['qps']:g} QPS "
-            f"({hi['rival_option']} {_money(o1)} vs diffusion {_money(d1)}){tail}")
+    head = (f"at ~{est:.3g} QPS (linear interpolation of monthly costs)" if est is not None
+            else f"somewhere in ({lo['qps']:g}, {hi['qps']:g}] QPS (not interpolated: a side meets the SLO at only one end)")
+    text = (f"crossover{where}: DiffusionGemma stops being the cheapest SLO-meeting option {head}; bracket {lo['qps']:g}-{hi['qps']:g} QPS: "
+            f"at {lo['qps']:g} QPS {_side(lo)}; at {hi['qps']:g} QPS {_side(hi)}{tail}")
     return Crossover(scope, "bracketed", lo["qps"], hi["qps"], est, hi["rival_option"], text, per_qps=per)
 
 

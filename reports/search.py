@@ -20,41 +20,54 @@ class SearchResult:
         return len(self.probes)
 
 
-def fewest_replicas(evaluate: Evaluate, lower: int = 1, max_replicas: int = 256) -> SearchResult:
+def fewest_replicas(evaluate: Evaluate, lower: int = 1, max_replicas: int = 256, start: int | None = None) -> SearchResult:
     """Smallest r in [lower, max_replicas] with evaluate(r) true. `lower` is a known lower bound
-    (e.g. the answer at a smaller QPS). Probes lower, then lower+1, +2, +4, ... (or a larger hint the
-    evaluator gives, such as offered load / measured capacity per replica) until one meets, then
-    bisects between the last miss and the first meet: O(log r) evaluations."""
+    (e.g. the answer at a smaller QPS) and `start` a first guess (default `lower`).
+
+    Probes the guess; if it misses, gallops up by 1, 2, 4, ... past the last miss (or to a larger
+    hint the evaluator gives, such as offered load / served load per replica) until one meets; if
+    it meets, gallops down by 1, 2, 4, ... until one misses (or `lower` is reached). Then bisects
+    between the last miss and the first meet: O(log distance-from-guess) evaluations."""
     if max_replicas < 1:
         raise ValueError("max_replicas must be >= 1")
     lower = max(1, min(lower, max_replicas))
+    first = lower if start is None else max(lower, min(start, max_replicas))
     res = SearchResult(None)
-    seen: dict[int, bool] = {}
 
     def probe(r: int) -> tuple[bool, int | None]:
         ok, hint = evaluate(r)
-        seen[r] = bool(ok)
         res.probes.append((r, bool(ok)))
         return bool(ok), hint
 
-    miss, r, step = lower - 1, lower, 1
-    while True:
-        ok, hint = probe(r)
-        if ok:
-            hit = r
-            break
-        miss = r
-        if r >= max_replicas:
-            return res
-        nxt = miss + step
-        if hint is not None and hint > nxt:
-            nxt = hint
-        step *= 2
-        r = min(nxt, max_replicas)
+    miss = lower - 1  # largest count known to miss (lower - 1 is known to, or is 0)
+    ok, hint = probe(first)
+    if ok:
+        hit, step = first, 1
+        while hit - step > miss:
+            r = hit - step
+            if probe(r)[0]:
+                hit, step = r, step * 2
+            else:
+                miss = r
+                break
+    else:
+        miss, step = first, 1
+        while True:
+            if miss >= max_replicas:
+                return res
+            nxt = miss + step
+            if hint is not None and hint > nxt:
+                nxt = hint
+            step *= 2
+            r = min(nxt, max_replicas)
+            ok, hint = probe(r)
+            if ok:
+                hit = r
+                break
+            miss = r
     while hit - miss > 1:
         mid = (miss + hit) // 2
-        ok, _ = probe(mid) if mid not in seen else (seen[mid], None)
-        if ok:
+        if probe(mid)[0]:
             hit = mid
         else:
             miss = mid

@@ -1,0 +1,184 @@
+"""Self-contained HTML report: inline CSS and inline SVG charts (no script, no remote asset, works
+offline): the crossover and cheapest option per QPS, latency / throughput / cost vs QPS, the plan
+table, and the assumptions: prices and their sources, the power model, and which numbers are
+measured, projected, published or roofline, from each profile's provenance."""
+
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+
+from costmodel import __version__
+from costmodel.rundir_time import now_iso
+from reports import charts
+from reports.analysis import MODE_ORDER, Analysis
+from reports.crossover import best_per_cell
+from reports.csv_export import dictionary
+from reports.pricing import HOURS_PER_MONTH, SOURCES
+from reports.provenance import provenance_kinds
+from reports.results import Results
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1180px;color:#1b1b1b;line-height:1.45}
+h1{font-size:1.6rem;margin-bottom:.2rem}h2{margin-top:2.2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
+table{border-collapse:collapse;font-size:.85rem;margin:.6rem 0}th,td{border:1px solid #d6d6d6;padding:.25rem .5rem;text-align:right}
+th{background:#f3f3f3}td.t,th.t{text-align:left}tr.win td{background:#eaf6ea;font-weight:600}tr.miss td{color:#999}
+.callout{background:#fff8e1;border-left:4px solid #f2c14e;padding:.6rem 1rem;margin:1rem 0}
+.muted{color:#666;font-size:.85rem}figure{margin:1.2rem 0}figure svg{max-width:100%;height:auto}
+.kind{display:inline-block;padding:0 .4rem;border-radius:3px;font-size:.8rem}
+.k-measured{background:#d7f0d7}.k-projected{background:#dde8fb}.k-published{background:#fbeedd}.k-roofline{background:#f6dada}.k-endpoint{background:#e8e0f5}
+"""
+KIND_MEANING = {
+    "measured": "timed on the target GPU by `costmodel measure` and fitted",
+    "projected": "measured on another GPU and carried over through the engine efficiency",
+    "published": "taken from a publication (cited), not measured by this project",
+    "roofline": "not measured: the physical limit divided by an assumed engine efficiency",
+    "endpoint": "measured end-to-end against a live serving endpoint",
+}
+
+
+def e(x) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def _fmt(v, col: str) -> str:
+    if v is None or v is pd.NA or (isinstance(v, float) and not math.isfinite(v)):
+        return ""
+    if isinstance(v, (bool,)) or col in ("meets_slo", "cheapest_at_qps", "stable"):
+        return "yes" if bool(v) else "no"
+    if isinstance(v, float):
+        if col.startswith("cost_usd_per_month") or col.startswith("cost_usd_per_hour"):
+            return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}"
+        if col.startswith("cost_usd"):
+            return f"{v:,.3f}"
+        if abs(v) >= 100:
+            return f"{v:,.0f}"
+        return f"{v:.3g}"
+    return e(v)
+
+
+def _table(df: pd.DataFrame, cols: list[tuple[str, str]], row_class=None) -> str:
+    head = "".join(f'<th class="{"t" if c in ("hardware", "mode", "slo_failures", "runner_up") else ""}">{e(label)}</th>' for c, label in cols)
+    body = []
+    for r in df.to_dict("records"):
+        cls = row_class(r) if row_class else ""
+        tds = "".join(f'<td class="{"t" if c in ("hardware", "mode", "slo_failures", "runner_up") else ""}">{_fmt(r.get(c), c)}</td>' for c, _ in cols)
+        body.append(f'<tr class="{cls}">{tds}</tr>')
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _figure(svg: str, caption: str) -> str:
+    return f"<figure>{svg}<figcaption class=\"muted\">{e(caption)}</figcaption></figure>"
+
+
+def _assumptions(res: Results, a: Analysis) -> str:
+    cfg = a.pricing
+    parts = ["<h2 id=\"assumptions\">Assumptions and provenance</h2>", "<h3>Prices</h3>"]
+    rows = []
+    for h, p in a.prices.items():
+        rows.append({"hardware": h, "basis": p.basis, "rate": p.rate_usd_per_gpu_hour, "source": p.rate_source,
+                     "power": p.active_power_w, "psource": p.power_source})
+    parts.append(_table(pd.DataFrame(rows), [("hardware", "GPU"), ("basis", "basis"), ("rate", "USD per GPU-hour (before electricity)"),
+                                             ("source", "rate source"), ("power", "active power W"), ("psource", "power source")]).replace('<td class="">', '<td class="t">'))
+    items = [f"Month = {HOURS_PER_MONTH:g} hours ({e(SOURCES['hours_per_month'])}).",
+             "GPUs per replica: 1 (the 26B-A4B model fits one GPU: bf16 on H100/H200, int4 on the 32 GB RTX 5090 in the shipped profiles).",
+             "GPU power = active power x simulated utilisation (gpu_busy_frac); idle draw is not added, so energy at low utilisation is understated.",
+             f"PUE {cfg.pue:g} (facility energy = GPU energy x PUE; {e(SOURCES['pue'])}).",
+             "Per-token and per-request costs divide the hourly cost by what the point actually served."]
+    if cfg.onprem:
+        items += [f"On-premises: purchase price amortised straight-line over {cfg.amortisation_years:g} years of 8,760 h ({e(SOURCES['amortisation'])}).",
+                  f"Electricity ${cfg.electricity_usd_per_kwh:g}/kWh ({e(SOURCES['electricity'])})."]
+    else:
+        items.append("Cloud: the hourly rental includes power and facility; electricity is not billed separately (energy is still reported, with PUE).")
+    parts.append("<ul>" + "".join(f"<li>{x}</li>" for x in items) + "</ul>")
+
+    parts.append("<h3>Simulation and plan settings</h3><ul>")
+    st = res.settings or {}
+    for k in ("duration_s", "seed", "max_replicas", "slo", "workload", "engine", "router"):
+        if k in st and st[k] not in (None, ""):
+            parts.append(f"<li>{e(k)}: {e(st[k])}</li>")
+    parts.append(f"<li>SLO checked: {e(a.slo.text or 'stable (steady state) only')}; a point meets it only if the simulator judged it stable.</li>")
+    if res.kind == "plan":
+        parts.append("<li>Replica search: gallop up from the answer at the next lower QPS (or 1), then bisect; assumes more replicas never hurt.</li>")
+    parts.append("</ul>")
+
+    parts.append("<h3>Which numbers are measured, projected, published or roofline</h3>")
+    parts.append("<ul>" + "".join(f'<li><span class="kind k-{k}">{k}</span> {e(v)}</li>' for k, v in KIND_MEANING.items()) + "</ul>")
+    for hw, prov in res.profiles.items():
+        top = prov.get("provenance", {})
+        parts.append(f"<h4>{e(hw)}: profile {e(prov.get('profile_id'))}</h4>")
+        parts.append(f'<p>Profile: <span class="kind k-{e(top.get("kind"))}">{e(top.get("kind"))}</span> {e(top.get("source"))}'
+                     + (f" <span class=\"muted\">({e(top.get('notes'))})</span>" if top.get("notes") else "")
+                     + (f"; precision {e(prov.get('precision'))}" if prov.get("precision") else "") + "</p>")
+        kinds = provenance_kinds(prov)
+        if kinds:
+            parts.append("<ul>" + "".join(f'<li><span class="kind k-{e(k)}">{e(k)}</span> {e(", ".join(v))}</li>' for k, v in kinds.items()) + "</ul>")
+        rows = []
+        for mode, pms in prov.get("pass_models", {}).items():
+            for kind, d in pms.items():
+                rows.append({"part": f"{mode}/{kind} pass cost", "kind": d["kind"], "source": d.get("source"),
+                             "err": "" if d.get("cv_mape_pct") is None else f"{d['cv_mape_pct']:.1f}% CV MAPE"})
+        for r, d in prov.get("commit_stats", {}).items():
+            rows.append({"part": f"commit statistics {r} ({d.get('description', '')})", "kind": d["kind"], "source": d.get("source"), "err": d.get("notes", "")})
+        if "mtp_acceptance" in prov:
+            d = prov["mtp_acceptance"]
+            rows.append({"part": f"MTP acceptance (k={d.get('num_speculative_tokens')}, mean length {d.get('mean_acceptance_length', 0):.2f})",
+                         "kind": d["kind"], "source": d.get("source"), "err": d.get("notes", "")})
+        if rows:
+            parts.append("<details><summary>every part of this profile</summary>"
+                         + _table(pd.DataFrame(rows), [("part", "part"), ("kind", "provenance"), ("source", "source"), ("err", "notes / fit error")]).replace('<td class="">', '<td class="t">')
+                         + "</details>")
+    return "\n".join(parts)
+
+
+def render(res: Results, a: Analysis, title: str = "Serving cost: DiffusionGemma-26B-A4B vs Gemma-4-26B-A4B (AR, MTP)") -> str:
+    """The whole report as one HTML string."""
+    hardware = list(a.prices)
+    is_plan = res.kind == "plan"
+    slo_limits = {b.column: b.limit_ms for b in a.slo.bounds}
+    cells = a.cells if not a.cells.empty else a.points
+    chart_df = cells[cells["meets_slo"]] if is_plan and "meets_slo" in cells else a.points
+    per_replicas = not is_plan
+    basis = "on-premises" if a.pricing.onprem else "cloud"
+
+    best = best_per_cell(a.points)
+    by_mode = (best.sort_values("cost_usd_per_month").groupby(["mode", "qps"], as_index=False).head(1)
+               .assign(_m=lambda d: d["mode"].map(MODE_ORDER)).sort_values(["_m", "qps"]).drop(columns="_m")) if not best.empty else best
+    figs = [
+        _figure(charts.crossover_chart(a.crossover, by_mode if not by_mode.empty else pd.DataFrame(columns=["mode", "qps", "cost_usd_per_month", "hardware"])),
+                f"Monthly cost of the cheapest SLO-meeting option of each mode (any GPU). {a.crossover.method}."),
+        _figure(charts.latency_chart(chart_df, hardware, per_replicas, slo_limits),
+                "Plan: each (GPU, mode) at its fewest SLO-meeting replicas." if is_plan else "Each simulated configuration (GPU / mode x replicas)."),
+        _figure(charts.throughput_chart(chart_df, hardware, per_replicas), "Output tokens served per second, all replicas."),
+        _figure(charts.cost_chart(chart_df, hardware, per_replicas, basis), f"USD per 1M output tokens ({basis} pricing)."),
+    ]
+    cross_lines = [f"<p><b>{e(a.crossover.text)}</b></p>"] + [f"<p>{e(c.text)}</p>" for c in a.crossover_by_hardware.values()]
+    cheapest_cols = [("qps", "QPS"), ("hardware", "GPU"), ("mode", "mode"), ("replicas", "replicas"), ("cost_usd_per_month", "USD/month"),
+                     ("cost_usd_per_mtok_output", "USD per 1M output tokens"), ("runner_up", "runner-up"), ("runner_up_cost_usd_per_month", "runner-up USD/month")]
+    cheapest = a.cheapest.assign(hardware=a.cheapest.get("hardware", pd.Series(dtype=object)).fillna("no option meets the SLO")) if not a.cheapest.empty else a.cheapest
+    plan_cols = [("hardware", "GPU"), ("mode", "mode"), ("qps", "QPS"), ("replicas", "replicas"), ("gpus", "GPUs"), ("meets_slo", "meets SLO"),
+                 ("cost_usd_per_month", "USD/month"), ("cost_usd_per_mtok_output", "USD/1M out tok"), ("cost_usd_per_mtok_total", "USD/1M tok"),
+                 ("cost_usd_per_1k_requests", "USD/1k req"), ("energy_kwh_per_mtok_output", "kWh/1M out tok"), ("ttft_ms_p95", "p95 TTFT ms"),
+                 ("e2e_ms_p95", "p95 E2E ms"), ("output_tokens_per_s", "out tok/s"), ("gpu_busy_frac", "GPU busy"), ("slo_failures", "why not")]
+    plan_cols = [c for c in plan_cols if c[0] in cells.columns]
+    dict_df = dictionary([c for c in a.cells.columns] if is_plan else list(a.points.columns))
+    body = [
+        f"<h1>{e(title)}</h1>",
+        f"<p class=\"muted\">costmodel {e(__version__)} - generated {e(now_iso())} from {e(res.kind)} results {e(res.path)} - "
+        f"{e(basis)} pricing - SLO {e(a.slo.text or 'stable only')}</p>",
+        "<h2>Crossover</h2>", '<div class="callout">', *cross_lines, f"<p class=\"muted\">How: {e(a.crossover.method)}.</p>", "</div>",
+        "<h2>Cheapest SLO-meeting option per QPS</h2>",
+        _table(cheapest, [c for c in cheapest_cols if c[0] in cheapest.columns]) if not cheapest.empty else "<p>no points</p>",
+        "<h2>Charts</h2>", *figs,
+        "<h2>" + ("Plan: fewest replicas meeting the SLO" if is_plan else "Cheapest SLO-meeting simulated configuration per (GPU, mode, QPS)") + "</h2>",
+        _table(cells, plan_cols, lambda r: "win" if r.get("cheapest_at_qps") else ("miss" if not r.get("meets_slo") else "")),
+        _assumptions(res, a),
+        "<h2>Column dictionary</h2><details><summary>meaning, unit and source of every CSV column</summary>",
+        _table(dict_df, [("column", "column"), ("meaning", "meaning"), ("unit", "unit"), ("source", "source")]).replace('<td class="">', '<td class="t">'),
+        "</details>",
+    ]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{e(title)}</title><style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

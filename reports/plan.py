@@ -1,0 +1,161 @@
+"""`costmodel plan`: the fewest replicas meeting an SLO for every (hardware, mode, QPS), found by
+galloping + bisection on replicas (reports.search) with the simulator as the judge, then priced
+(reports.analysis): monthly cost, cheapest option per QPS, the crossover.
+
+Work split: one chain per (hardware, mode) walks its QPS points upwards, each search starting
+from the answer at the QPS below (needing more load never needs fewer replicas); chains run in
+parallel processes. A QPS whose lower neighbour needed more than --max-replicas is skipped (it
+cannot need fewer) and says so.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import pandas as pd
+
+from costmodel.errors import UserError
+from reports.search import fewest_replicas
+from reports.slo import Slo, parse_slo
+
+DEFAULT_QPS = (5.0, 20.0, 50.0)
+DEFAULT_SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
+DEFAULT_HARDWARE = ("h100-sxm", "h200", "rtx-5090")
+DEFAULT_MODES = ("diffusion", "ar", "mtp")
+DEFAULT_MAX_REPLICAS = 64
+
+
+@dataclass
+class PlanSettings:
+    qps: list[float]
+    slo: str
+    hardware: list[str]
+    modes: list[str]
+    profiles: dict[str, str | None]  # hardware -> profile path (None: the shipped default)
+    duration_s: float
+    seed: int = 0
+    max_replicas: int = DEFAULT_MAX_REPLICAS
+    jobs: int = 1
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class CellSearch:
+    """The search of one (hardware, mode, QPS) cell."""
+
+    hardware: str
+    mode: str
+    qps: float
+    replicas: int | None  # fewest meeting the SLO; None when none <= max_replicas does (or skipped)
+    probes: list[tuple[int, bool]] = field(default_factory=list)
+    points: list[dict] = field(default_factory=list)  # flat PointSummary rows of every probe
+    note: str = ""  # why a cell was not searched
+
+
+# A point evaluator: (hardware, mode, qps, replicas) -> flat PointSummary row
+PointFn = Callable[[str, str, float, int], dict]
+
+
+def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo, max_replicas: int) -> list[CellSearch]:
+    """Search each QPS of one (hardware, mode) in ascending order, each starting at the previous answer."""
+    out: list[CellSearch] = []
+    lower, prev_q = 1, None
+    for q in sorted(qps_values):
+        if lower is None:
+            out.append(CellSearch(hardware, mode, q, None, note=f"not searched: a lower QPS already needs more than {max_replicas} replicas"))
+            continue
+        cell = CellSearch(hardware, mode, q, None)
+
+        def evaluate(r: int, q=q, cell=cell):
+            row = point(hardware, mode, q, r)
+            cell.points.append(row)
+            ok = slo.meets(row)
+            hint = None
+            thr = row.get("throughput_rps") or 0.0
+            if not ok and not row.get("stable", True) and thr > 0:
+                hint = math.ceil(q / (thr / r))  # offered load / served load per replica
+            return ok, hint
+
+        # first guess: the answer below scaled by the load ratio (exact when capacity binds, high when latency does)
+        start = math.ceil(lower * q / prev_q) if prev_q else lower
+        res = fewest_replicas(evaluate, lower=lower, max_replicas=max_replicas, start=start)
+        cell.replicas, cell.probes = res.replicas, res.probes
+        out.append(cell)
+        lower, prev_q = res.replicas, q
+    return out
+
+
+def simulator_point(profile, duration_s: float, seed: int) -> PointFn:
+    """A PointFn that runs the discrete-event simulator on `profile`."""
+    from simulate.api import run_point
+
+    def point(hardware: str, mode: str, qps: float, replicas: int) -> dict:
+        return run_point(profile, mode, qps, replicas=replicas, duration_s=duration_s, seed=seed).summary.flat()
+
+    return point
+
+
+def _chain_job(args) -> list[CellSearch]:
+    hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas = args
+    from costmodel.shipped import resolve_profile
+
+    profile = resolve_profile(profile_path, hardware)
+    return search_chain(simulator_point(profile, duration_s, seed), hardware, mode, qps_values, parse_slo(slo_text), max_replicas)
+
+
+def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None = None) -> list[CellSearch]:
+    """Every (hardware, mode) chain, in parallel processes when settings.jobs > 1."""
+    jobs = [(h, m, list(settings.qps), settings.profiles.get(h), settings.slo, settings.duration_s, settings.seed, settings.max_replicas)
+            for h in settings.hardware for m in settings.modes]
+    cells: list[CellSearch] = []
+    t0 = time.perf_counter()
+
+    def done(chain: list[CellSearch]):
+        cells.extend(chain)
+        if progress and chain:
+            c = chain[0]
+            got = ", ".join(f"{x.qps:g}->{x.replicas if x.replicas is not None else '-'}" for x in chain)
+            progress(f"{c.hardware}/{c.mode}: replicas per QPS {got} ({sum(len(x.probes) for x in chain)} simulations, {time.perf_counter() - t0:.1f} s)")
+
+    n = max(1, min(settings.jobs, len(jobs)))
+    if n == 1:
+        for j in jobs:
+            done(_chain_job(j))
+        return cells
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    # longest chains first (diffusion simulates the most passes), so the pool drains evenly
+    jobs.sort(key=lambda j: {"diffusion": 0, "mtp": 1, "ar": 2}.get(j[1], 3))
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as ex:
+        futs = [ex.submit(_chain_job, j) for j in jobs]
+        for f in as_completed(futs):
+            done(f.result())
+    return cells
+
+
+def default_jobs() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def points_frame(cells: list[CellSearch]) -> pd.DataFrame:
+    rows = [r for c in cells for r in c.points]
+    if not rows:
+        raise UserError("the plan evaluated no points", "check --qps, --hardware and --mode")
+    return pd.DataFrame(rows)
+
+
+def cell_notes(cells: list[CellSearch]) -> dict:
+    return {(c.hardware, c.mode, float(c.qps)): c.note for c in cells if c.note}
+
+
+def probes_record(cells: list[CellSearch]) -> list[dict]:
+    return [{"hardware": c.hardware, "mode": c.mode, "qps": c.qps, "replicas": c.replicas,
+             "probes": [{"replicas": r, "meets_slo": ok} for r, ok in c.probes], "note": c.note} for c in cells]

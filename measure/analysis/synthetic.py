@@ -19,6 +19,7 @@ now (each is accepted again at the next call, so re-noise never changes the firs
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ class RegimeSpec:
     block: int = 16  # positions per call for order "block" (the block-sequential control's ruler)
     jitter_positions: float = 20.0  # order "noisy": SD of the positional jitter before ranking
     pad: str = "first"  # when the trailing EOS/pad positions are accepted: one of PAD_WHEN
+    pad_calls: int = 1  # pad "first": pads accepted right to left over this many calls before any content
     renoise_per_canvas: int = 0  # re-noise events injected into each canvas (distinct calls)
     entropy_nats: tuple[float, float] = (0.002, 0.012)  # commit entropy of the most / least confident generation
     accuracy: float | None = None  # fraction correct; None: the regime is not scored
@@ -77,13 +79,21 @@ def content_first_calls(spec: RegimeSpec, length: int, rng: np.random.Generator)
 def canvas_trace(spec: RegimeSpec, gen_id: str, length: int, entropy_base: float, rng: np.random.Generator) -> tuple[list[dict], dict]:
     """Commit rows and the generations row of one canvas."""
     first = content_first_calls(spec, length, rng)
-    n_calls = int(first.max()) + 1
-    if spec.renoise_per_canvas > max(n_calls - 2, 0):
-        raise ValueError(f"{spec.name}: {spec.renoise_per_canvas} re-noise events need at least {spec.renoise_per_canvas + 2} calls, this canvas has {n_calls}")
     pads = np.arange(length, spec.canvas_positions)
-    pad_call = {"first": 0, "last": n_calls - 1, "never": None}[spec.pad]
+    # first-acceptance call of each pad position (-1: never accepted)
+    if spec.pad == "first":
+        first = first + spec.pad_calls
+        pad_first = (np.arange(pads.size)[::-1] * spec.pad_calls) // max(pads.size, 1)
+    elif spec.pad == "last":
+        pad_first = np.full(pads.size, int(first.max()) + 1)
+    else:
+        pad_first = np.full(pads.size, -1)
+    n_calls = max(int(first.max()), int(pad_first.max(initial=-1))) + 1
+    if spec.renoise_per_canvas > max(int(first.max()) - int(first.min()) - 1, 0):
+        raise ValueError(f"{spec.name}: {spec.renoise_per_canvas} re-noise events need more calls with content than this canvas has")
     entropy = entropy_base * np.exp(rng.normal(0.0, 0.1, length))
-    renoise_at = {int(c): None for c in rng.choice(np.arange(1, n_calls - 1), size=spec.renoise_per_canvas, replace=False)} if spec.renoise_per_canvas else {}
+    renoise_calls = np.arange(int(first.min()) + 1, int(first.max()))
+    renoise_at = {int(c): None for c in rng.choice(renoise_calls, size=spec.renoise_per_canvas, replace=False)} if spec.renoise_per_canvas else {}
     for c in renoise_at:
         renoise_at[c] = int(rng.choice(np.flatnonzero(first < c)))
     rows = []
@@ -92,10 +102,10 @@ def canvas_trace(spec: RegimeSpec, gen_id: str, length: int, entropy_base: float
         ren = [renoise_at[c]] if c in renoise_at else []
         acc = acc[~np.isin(acc, ren)]
         ent = np.where(first[acc] == c, entropy[acc], entropy[acc] * 0.5)
-        if pad_call is not None and c >= pad_call:
-            acc = np.concatenate([acc, pads])
-            ent = np.concatenate([ent, np.full(pads.size, PAD_ENTROPY_NATS)])
-        new = np.flatnonzero(first == c).tolist() + (pads.tolist() if c == pad_call else [])
+        pad_acc = pads[(pad_first >= 0) & (pad_first <= c)]
+        acc = np.concatenate([acc, pad_acc])
+        ent = np.concatenate([ent, np.full(pad_acc.size, PAD_ENTROPY_NATS)])
+        new = np.flatnonzero(first == c).tolist() + pads[pad_first == c].tolist()
         rows.append({"gen_id": gen_id, "canvas": 0, "call": c, "cur_step": c, "accepted_positions": acc.tolist(), "accepted_entropy": ent.tolist(),
                      "new_positions": new, "renoised_positions": ren})
     tokens = np.concatenate([rng.integers(3, 262144, length), [EOS_TOKEN], np.full(spec.canvas_positions - length - 1, PAD_TOKEN)])
@@ -145,8 +155,9 @@ def write_run(path: str | Path, commits: pd.DataFrame, generations: pd.DataFrame
     return Path(path)
 
 
-# A demo shaped loosely like the study's six regimes (orders and rates chosen by hand, not fitted).
-DEMO_SPECS = [
+# A demo shaped loosely like the study's six regimes (orders and rates chosen by hand, not fitted);
+# trailing pads are accepted right to left before any content, as the study's trap 1 describes.
+_DEMO = [
     RegimeSpec("R1", "noisy", (150, 230), tokens_per_call=25, jitter_positions=45, renoise_per_canvas=2, accuracy=0.7, label_noise=0.15),
     RegimeSpec("R2", "noisy", (120, 220), tokens_per_call=23, jitter_positions=60, renoise_per_canvas=1, accuracy=0.6, label_noise=0.2),
     RegimeSpec("R3", "noisy", (100, 200), tokens_per_call=20, jitter_positions=30, renoise_per_canvas=1, accuracy=0.6, label_noise=0.2),
@@ -154,6 +165,7 @@ DEMO_SPECS = [
     RegimeSpec("R5", "noisy", (150, 230), tokens_per_call=13, jitter_positions=40, renoise_per_canvas=3),
     RegimeSpec("R6", "random", (40, 120), tokens_per_call=9, accuracy=1.0),
 ]
+DEMO_SPECS = [dataclasses.replace(s, pad_calls=6) for s in _DEMO]
 
 
 def main(argv: list[str] | None = None) -> int:

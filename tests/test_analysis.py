@@ -258,3 +258,42 @@ def test_multi_canvas_generation_sums_calls_and_keeps_canvases_apart():
     one = analyze_tables(commits, gens, bootstrap=B)
     assert np.array_equal(a.generations.accept_calls.to_numpy(), 2 * one.generations.accept_calls.to_numpy())
     assert regime(a, "R").tau_b_content_mean == pytest.approx(-1.0)
+
+
+def test_random_weights_shaped_hook_data():
+    """What the H200 random-weights campaign records: one position accepted per call (the previous
+    one re-noised), 48 calls, no EOS on the canvas, so most positions are never accepted."""
+    rng = np.random.default_rng(7)
+    commits, gens = [], []
+    for p in range(5):
+        for s in range(2):
+            gid = f"rw-p{p}-s{s}"
+            picks = rng.integers(0, 256, 48)
+            seen: set[int] = set()
+            for call, pos in enumerate(picks.tolist()):
+                prev = [int(picks[call - 1])] if call and picks[call - 1] != pos else []
+                commits.append({"gen_id": gid, "canvas": 0, "call": call, "cur_step": call, "accepted_positions": [pos], "accepted_entropy": [11.5],
+                                "new_positions": [] if pos in seen else [pos], "renoised_positions": prev})
+                seen.add(pos)
+            gens.append({"gen_id": gid, "regime": "R1", "prompt_id": f"p{p}", "seed": s, "split": "exploratory", "canvas": 0, "steps": 48,
+                         "content_length": 256, "final_tokens": rng.integers(3, 1000, 256).tolist(), "eos_positions": []})
+    a = analyze_tables(pd.DataFrame(commits), pd.DataFrame(gens), bootstrap=B)
+    r = regime(a, "R1")
+    assert a.checks.problems() == []
+    assert r.content_positions_mean == 256 and r.accept_calls_per_generation_mean == 48
+    assert r.content_coverage_frac_mean < 48 / 256 + 1e-12
+    assert r.renoise_events_content_total == sum(len(c["renoised_positions"]) for c in commits) and r.monotone_canvases == 0
+    assert abs(r.tau_b_content_mean) < 0.15 and r.tokens_per_accept_call_mean <= 1.0
+    assert r.commit_entropy_mean_nats == pytest.approx(11.5)
+    assert r.tau_b_raw_canvas_mean == pytest.approx(r.tau_b_content_mean)  # no EOS/pad: raw and content coincide
+
+
+def test_short_canvases_leave_the_control_and_wide_bins_undefined_and_say_so():
+    a = run([RegimeSpec("S", "noisy", (8, 16), tokens_per_call=2, jitter_positions=3)])
+    r = regime(a, "S")
+    assert math.isnan(r.tau_b_block_seq_control_mean)
+    assert any("S: 12 of 12 canvases have at most 16 content positions" in n for n in a.notes)
+    sweep = a.bin_sweep.set_index("bin_positions")
+    assert sweep.loc[64, "canvases_defined"] == 0 and math.isnan(sweep.loc[64, "tau_b_mean"])
+    md = render_markdown(summary_blocks(a, Source("x"), []))
+    assert "## Notes" in md and "n/a" in md

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 import pandas as pd
+from rich.markup import escape
 
 from costmodel.console import make_console
 from costmodel.errors import UserError
@@ -70,10 +71,10 @@ def analyze(run, out, split, bootstrap, seed, commits, generations):
     console = make_console()
     warning = provenance_warning(source)
     if warning:
-        console.print(f"[bold red]WARNING[/]: {warning}", highlight=False)
+        console.print(f"[bold red]WARNING[/]: {escape(warning)}", highlight=False)
     for x in a.regimes.itertuples():
         console.print(f"{x.regime}: tau_b content {fmt_ci(x.tau_b_content_mean, x.tau_b_content_ci_lo, x.tau_b_content_ci_hi)}, raw {fmt(x.tau_b_raw_canvas_mean)}, "
                       f"control {fmt(x.tau_b_block_seq_control_mean)}, tokens/call {fmt(x.tokens_per_accept_call_mean, 1)}, "
-                      f"same-call {fmt(x.same_call_pair_frac_mean, 2)} ({x.generations} generations)", highlight=False)
-    console.print(f"wrote {len(paths)} files to {out} (summary.md, summary.html)", highlight=False)
+                      f"same-call {fmt(x.same_call_pair_frac_mean, 2)} ({x.generations} generations)", highlight=False, markup=False)
+    console.print(f"wrote {len(paths)} files to {out} (summary.md, summary.html)", highlight=False, markup=False)
     return 0

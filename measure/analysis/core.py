@@ -149,6 +149,9 @@ def analyze_tables(commits: pd.DataFrame, generations: pd.DataFrame, split: str 
         undefined = int(c["tau_b_content"].isna().sum())
         if undefined:
             notes.append(f"{regime}: {undefined} of {len(c)} canvases have no defined content tau_b (fewer than two accepted content positions, or all first accepted in one call); left out of the means")
+        short = int(c["tau_b_block_seq_control"].isna().sum())
+        if short:
+            notes.append(f"{regime}: {short} of {len(c)} canvases have at most {CONTROL_BLOCK} content positions, where the block-sequential control is one tied block (tau_b undefined); left out of the control's mean")
     if len(pooled_boot) >= 2:
         auroc_rows.append(_pooled_auroc_row(pooled_boot))
     regimes = pd.DataFrame(regime_rows)

@@ -188,6 +188,7 @@ def test_split_selection_and_errors():
     commits, gens = make_tables([RegimeSpec("R", "noisy", (40, 80), tokens_per_call=5)], prompts=6, seeds=2)
     conf = analyze_tables(commits, gens, split="confirmatory", bootstrap=B)
     assert set(conf.canvases.split) == {"confirmatory"} and len(conf.canvases) == 6
+    assert conf.checks.problems() == [] and conf.checks.commit_rows == commits.gen_id.isin(gens.gen_id[gens.split == "confirmatory"]).sum()
     assert len(analyze_tables(commits, gens, split="all", bootstrap=B).canvases) == 12
     with pytest.raises(UserError, match="unknown split"):
         analyze_tables(commits, gens, split="train")

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
-from measure.analysis.order import CanvasTrace, HookChecks, build_traces
+from measure.analysis.order import COMMIT_COLUMNS, GENERATION_COLUMNS, CanvasTrace, HookChecks, build_traces, require_columns
 from measure.analysis.stats import ClusterBootstrap, auroc, same_call_pair_fraction, tau_b, weighted_auroc_ci
 
 BIN_SIZES = (1, 4, 8, 16, 32, 64)  # positions per bin; 1 = token level
@@ -114,11 +114,14 @@ def analyze_tables(commits: pd.DataFrame, generations: pd.DataFrame, split: str 
         raise UserError(f"--bootstrap {bootstrap} is below 1", "give the number of prompt resamples, e.g. --bootstrap 2000")
     if commits.empty:
         raise UserError("the commits table is empty", "analyze a diffusion run recorded with the accept_canvas hook")
+    require_columns(commits, COMMIT_COLUMNS, "the commits table")
+    require_columns(generations, GENERATION_COLUMNS, "the generations table")
     if split != "all":
-        present = sorted(map(str, generations["split"].dropna().unique())) if "split" in generations.columns else []
+        present = sorted(map(str, generations["split"].dropna().unique()))
         generations = generations[generations["split"] == split]
         if generations.empty:
             raise UserError(f"no {split} generations in this run (splits present: {', '.join(present) or 'none'})", "pick another --split, or --split all")
+        commits = commits[commits["gen_id"].isin(generations["gen_id"])]  # the other split's commits are not orphans
     traces = build_traces(commits, generations)
     if not traces.canvases:
         raise UserError("no generation canvas has commit rows", "the commits and generations tables do not share gen_id/canvas keys")

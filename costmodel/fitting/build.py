@@ -115,7 +115,9 @@ def _engine_match(spec: str, run: Run, row_engine) -> bool:
 
 
 def passes_frame(runs: list[Run], opts: FitOptions, msgs: list[str]) -> pd.DataFrame:
-    """Every usable timed pass: pass_kind, seqs, tokens_per_seq, context_tokens, ms, run_id, engine_label."""
+    """Every usable timed pass: pass_kind, seqs, tokens_per_seq, context_tokens, ms, run_id, row_engine.
+    Runs timing one pass kind must agree on every manifest engine field they share (eager and
+    compiled timings never pool) and on the rows' `engine` column where present."""
     if opts.time_column not in TIME_COLUMNS:
         raise UserError(f"--time {opts.time_column!r} is unknown", f"use one of {', '.join(TIME_COLUMNS)}")
     frames = []
@@ -142,11 +144,10 @@ def passes_frame(runs: list[Run], opts: FitOptions, msgs: list[str]) -> pd.DataF
         ms = pd.to_numeric(t[opts.time_column], errors="coerce")
         ok = ms.notna() & (ms > 0)
         bad += int((~ok).sum())
-        label = json.dumps(m.engine, sort_keys=True)
         frames.append(pd.DataFrame({
             "pass_kind": t.pass_kind[ok].astype(str), "seqs": t.seqs[ok].astype(int), "tokens_per_seq": t.tokens_per_seq[ok].astype(int),
             "context_tokens": t.context_tokens[ok].astype(int), "ms": ms[ok].astype(float), "run_id": m.run_id,
-            "engine_label": [label + ("" if e is None else f" / {e}") for e in row_engine[ok]],
+            "row_engine": ["" if e is None else e for e in row_engine[ok]],
         }))
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if df.empty:
@@ -156,11 +157,20 @@ def passes_frame(runs: list[Run], opts: FitOptions, msgs: list[str]) -> pd.DataF
         msgs.append(f"dropped {warm} warm-up rows")
     if bad:
         msgs.append(f"dropped {bad} rows without a positive {opts.time_column}")
+    by_id = {r.manifest.run_id: r for r in runs}
+    fix = "fit one engine: pass --engine NAME (the rows' engine column or manifest engine.name) or KEY=VALUE on manifest.engine"
     for kind, g in df.groupby("pass_kind"):
-        labels = sorted(g.engine_label.unique())
-        if len(labels) > 1:
-            raise UserError(f"pass kind {kind} was timed by {len(labels)} different engine setups ({' | '.join(labels)})",
-                            "fit one engine: pass --engine NAME (the rows' engine column or manifest engine.name) or KEY=VALUE on manifest.engine")
+        values = sorted(g.row_engine.unique())
+        if len(values) > 1:
+            raise UserError(f"pass kind {kind} was timed by different engines ({', '.join(values)})", fix)
+        ids = sorted(g.run_id.unique())
+        for i, a in enumerate(ids):
+            for b in ids[i + 1:]:
+                ea, eb = by_id[a].manifest.engine, by_id[b].manifest.engine
+                diff = sorted(k for k in set(ea) & set(eb) if ea[k] != eb[k])
+                if diff:
+                    raise UserError(f"pass kind {kind} was timed by different engine setups: runs {a} and {b} differ in engine "
+                                    + ", ".join(f"{k} ({ea[k]!r} vs {eb[k]!r})" for k in diff), fix)
     return df
 
 

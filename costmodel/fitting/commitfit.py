@@ -9,7 +9,8 @@ Definitions (per regime; content positions = canvas positions not listed in `eos
   call's `renoised_positions` that an earlier call of the same canvas had accepted;
 - commit_entropy_nats: median entropy of content positions at their first acceptance
   (`new_positions`, entropy from `accepted_entropy` aligned with `accepted_positions`).
-Without a commits table the re-mask count and entropy come from the prior, and the notes say so.
+Without commit rows for a regime's generations, its re-mask count and entropy come from the prior,
+and its provenance notes say so.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def commit_stats_from_runs(runs: list[Run]) -> dict[str, CommitStats]:
         renoise, entropy = s.get("renoise"), s.get("entropy")
         if renoise is None:
             renoise, entropy = RENOISE_PER_GENERATION, COMMIT_ENTROPY_NATS
-            notes.append(f"no commits table: re-noise count and commit entropy from the published prior ({CITATION})")
+            notes.append(f"no commit rows for these generations: re-noise count and commit entropy from the published prior ({CITATION})")
         out[str(regime)] = CommitStats(
             regime=str(regime),
             steps_per_canvas=Distribution.from_samples(s["steps"]),

@@ -96,6 +96,9 @@ def load_mtp_acceptance(paths: list[str]) -> MtpAcceptance:
         src = f"vLLM spec-decode counters in {ps[-1]}"
         if len(ps) == 2:
             d0, p0 = _prom_counters(ps[0])
+            if d0 > drafts or any(v < p0.get(i, 0.0) for i, v in per_pos.items()):
+                raise UserError(f"MTP counters decreased from {ps[0]} to {ps[1]}",
+                                "pass the before-scrape first and the after-scrape second, from one server run (a restart resets them)")
             drafts -= d0
             per_pos = {i: v - p0.get(i, 0.0) for i, v in per_pos.items()}
             src = f"vLLM spec-decode counter deltas {ps[0]} -> {ps[1]}"

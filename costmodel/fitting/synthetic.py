@@ -37,9 +37,10 @@ def truth_ms(roof: Roofline, kind: str, shape: tuple[int, int, int], coef: dict[
 
 def write_synthetic_run(path: str | Path, mode: str, coef: dict[str, dict[str, float]], *, hardware: str = "h200",
                         precision: str = "bf16", model: str | None = None, grid: dict[str, list[tuple[int, int, int]]] | None = None,
-                        repeats: int = 3, warmup: int = 1, noise_rel: float = 0.02, seed: int = 0) -> Path:
+                        repeats: int = 3, warmup: int = 1, noise_rel: float = 0.02, seed: int = 0, engine: dict | None = None) -> Path:
     """Write a run of `mode` whose passes take coef[kind] . features (times lognormal noise of
-    sigma `noise_rel`); each shape also gets `warmup` slow rows marked warmup=True."""
+    sigma `noise_rel`); each shape also gets `warmup` slow rows marked warmup=True. `engine`: extra
+    manifest engine fields."""
     model = model or ("diffusiongemma-26b-a4b" if mode == "diffusion" else "gemma4-26b-a4b")
     shape = get_model(model)
     roof = Roofline(shape, get_hardware(hardware), get_precision(precision),
@@ -47,12 +48,12 @@ def write_synthetic_run(path: str | Path, mode: str, coef: dict[str, dict[str, f
     grid = grid or DEFAULT_GRID
     rng = np.random.default_rng(seed)
     kinds = [k for k in MODE_PASS_KINDS[mode] if k in coef]
-    units = [f"{k}/{s}x{t}@{c}" for k in kinds for (s, t, c) in grid[k]]
+    units = list(kinds)  # one unit per pass kind
     man = RunManifest(
         run_id=new_run_id(f"synthetic-{mode}"), kind="gpu", mode=mode, model=model, weights="random", commit_source="none",
         hardware=hardware, gpu_name="synthetic (no GPU)", precision=precision,
-        engine={"name": "synthetic", "synthetic": True, "truth_coef": coef, "noise_rel": noise_rel},
-        settings={"repeats": repeats, "warmup": warmup, "seed": seed}, planned_units=units,
+        engine={"name": "synthetic", "synthetic": True, **(engine or {})},
+        settings={"truth_coef": coef, "noise_rel": noise_rel, "repeats": repeats, "warmup": warmup, "seed": seed}, planned_units=units,
         notes=["SYNTHETIC: times come from a known cost model, not from a GPU"],
     )
     with RunWriter(path, man) as w:
@@ -66,5 +67,5 @@ def write_synthetic_run(path: str | Path, mode: str, coef: dict[str, dict[str, f
                     rows.append({"pass_kind": k, "seqs": s, "tokens_per_seq": t, "context_tokens": c,
                                  "gpu_ms": g, "wall_ms": g + 0.05, "warmup": False})
                 w.add("passes", rows)
-                w.finish_unit(f"{k}/{s}x{t}@{c}")
+            w.finish_unit(k)
     return Path(path)

@@ -1,0 +1,143 @@
+"""`costmodel fit`: the pass-cost fit recovers a known cost model, never predicts below the
+roofline, flags extrapolation, and refuses inputs it cannot honestly turn into a profile."""
+
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from costmodel.errors import UserError
+from costmodel.fitting.build import FitOptions, build_profile, campaign_runs
+from costmodel.fitting.passfit import HeldoutSpec, shape_of
+from costmodel.fitting.synthetic import truth_ms, write_synthetic_run
+from costmodel.roofline import Segment
+
+DIFF_TRUTH = {
+    "denoise_step": {"const": 1.2, "roofline_ms": 3.1},
+    "encoder_prefill": {"const": 2.0, "memory_ms": 2.0, "compute_ms": 1.5},
+    "encoder_commit": {"const": 1.0, "memory_ms": 2.5, "compute_ms": 1.2},
+}
+AR_TRUTH = {
+    "prefill": {"const": 2.0, "memory_ms": 2.0, "compute_ms": 1.5},
+    "decode_step": {"const": 3.0, "memory_ms": 1.6, "compute_ms": 2.0},
+}
+MTP_TRUTH = {
+    "prefill": AR_TRUTH["prefill"],
+    "draft_step": {"const": 0.8, "roofline_ms": 2.5},
+    "verify_step": {"const": 3.2, "memory_ms": 1.6, "compute_ms": 2.1},
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    return {
+        "diffusion": write_synthetic_run(root / "diff", "diffusion", DIFF_TRUTH, seed=1),
+        "ar": write_synthetic_run(root / "ar", "ar", AR_TRUTH, seed=2),
+        "mtp": write_synthetic_run(root / "mtp", "mtp", MTP_TRUTH, seed=3),
+    }
+
+
+@pytest.fixture(scope="module")
+def fitted(runs):
+    return build_profile([runs["diffusion"], runs["ar"], runs["mtp"]], FitOptions())
+
+
+def test_fit_recovers_the_known_cost_model(fitted):
+    p = fitted.profile
+    den = fitted.fits["denoise_step"]
+    assert den.features == ("const", "roofline_ms")
+    assert den.model.coef["roofline_ms"] == pytest.approx(3.1, rel=0.03)
+    assert den.model.coef["const"] == pytest.approx(1.2, abs=0.6)
+    dec = fitted.fits["decode_step"].model.coef
+    assert dec == pytest.approx(AR_TRUTH["decode_step"], rel=0.1)
+    for kind, f in fitted.fits.items():
+        d = f.model.diagnostics
+        assert d.heldout_mape_pct is not None and d.heldout_mape_pct < 3.0, kind
+        assert d.cv_mape_pct < 3.0 and d.r2 > 0.99, kind
+        assert "WLS" in d.summary and "const" in d.summary or "memory_ms" in d.summary
+        assert f.model.provenance.kind == "measured" and "SYNTHETIC" in f.model.provenance.source
+    # an unseen shape inside the support is predicted within a few percent of the truth
+    for mode, kind, truth, shape in [("diffusion", "denoise_step", DIFF_TRUTH, (12, 256, 1000)),
+                                     ("ar", "decode_step", AR_TRUTH, (24, 1, 1500)),
+                                     ("mtp", "verify_step", MTP_TRUTH, (24, 5, 1500))]:
+        want = truth_ms(p.roofline(mode), kind, shape, truth[kind])
+        assert p.pass_ms(mode, (Segment(kind, *shape),)) == pytest.approx(want, rel=0.04)
+    assert "synthetic" in p.profile_id and any("SYNTHETIC" in n for n in p.notes)
+    assert set(p.modes) == {"diffusion", "ar", "mtp"}
+
+
+def test_warmup_rows_are_dropped_and_medians_used(fitted):
+    den = fitted.fits["denoise_step"]
+    assert den.n_rows == 3 * den.n_shapes  # 3 timed repeats per shape; the 5x-slow warm-up rows are gone
+    assert den.model.diagnostics.n_obs == den.n_shapes
+    assert den.model.median_x_roofline == pytest.approx(3.2, abs=0.3)
+    assert any("warm-up" in m for m in fitted.messages)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seqs=st.integers(1, 1024), tokens=st.integers(1, 4096), context=st.integers(0, 65536),
+       kind=st.sampled_from(["denoise_step", "encoder_prefill", "encoder_commit", "decode_step", "prefill", "verify_step", "draft_step"]))
+def test_predictions_never_below_roofline(fitted, seqs, tokens, context, kind):
+    mode = {"denoise_step": "diffusion", "encoder_prefill": "diffusion", "encoder_commit": "diffusion",
+            "decode_step": "ar", "prefill": "ar"}.get(kind, "mtp")
+    seg = (Segment(kind, seqs, tokens, context),)
+    p = fitted.profile
+    assert p.pass_ms(mode, seg) >= p.roofline(mode).pass_cost(seg).roofline_ms
+
+
+def test_extrapolation_flag(fitted):
+    pm = fitted.profile.modes["diffusion"].pass_models["denoise_step"]
+    assert pm.support["seqs"] == [1.0, 64.0]
+    assert not pm.extrapolated(shape_of(Segment("denoise_step", 8, 256, 1024)))
+    assert pm.extrapolated(shape_of(Segment("denoise_step", 256, 256, 1024)))  # larger batch than measured
+    assert pm.extrapolated(shape_of(Segment("denoise_step", 8, 256, 32768)))  # longer context than measured
+
+
+def test_heldout_specs(runs):
+    assert HeldoutSpec.parse("seqs=64").match == {"seqs": 64}
+    with pytest.raises(UserError, match="--heldout"):
+        HeldoutSpec.parse("biggest")
+    r = build_profile([runs["diffusion"]], FitOptions(heldout="context_tokens=2048"))
+    assert "context_tokens=2048 left out" in r.fits["denoise_step"].heldout_desc
+    assert r.fits["denoise_step"].model.diagnostics.heldout_mape_pct < 3.0
+    r = build_profile([runs["diffusion"]], FitOptions(heldout="none", repeats="all"))
+    assert r.fits["denoise_step"].model.diagnostics.heldout_mape_pct is None
+    assert r.fits["denoise_step"].model.diagnostics.n_obs == 3 * r.fits["denoise_step"].n_shapes
+
+
+def test_modes_are_omitted_or_filled_never_silently(runs):
+    r = build_profile([runs["ar"]], FitOptions())
+    assert set(r.profile.modes) == {"ar"} and "commit" not in json.dumps(r.messages)
+    with pytest.raises(UserError, match="mode diffusion needs pass kinds"):
+        build_profile([runs["ar"]], FitOptions(modes=["ar", "diffusion"]))
+    r = build_profile([runs["ar"]], FitOptions(modes=["ar", "mtp"]))
+    mtp = r.profile.modes["mtp"].pass_models
+    assert mtp["verify_step"].provenance.kind == "projected" and "decode_step" in mtp["verify_step"].provenance.source
+    assert mtp["draft_step"].provenance.kind == "roofline"
+    assert {(m, k) for m, k, _ in r.filled} == {("mtp", "verify_step"), ("mtp", "draft_step")}
+    assert "not timed" in r.profile.modes["mtp"].notes
+    assert r.profile.mtp_acceptance.provenance.kind == "published"
+    r = build_profile([runs["ar"]], FitOptions(modes=["ar", "diffusion"], fill_roofline=0.4))
+    assert r.profile.modes["diffusion"].pass_models["denoise_step"].coef == {"roofline_ms": 2.5}
+    assert r.profile.commit_stats["R1"].provenance.kind == "published"
+
+
+def test_bad_inputs_are_user_errors(runs, tmp_path):
+    with pytest.raises(UserError, match="not h100-sxm"):
+        build_profile([runs["ar"]], FitOptions(hardware="h100-sxm"))
+    with pytest.raises(UserError, match="not fp8"):
+        build_profile([runs["ar"]], FitOptions(precision="fp8"))
+    with pytest.raises(UserError, match="--time"):
+        build_profile([runs["ar"]], FitOptions(time_column="cpu_ms"))
+    with pytest.raises(UserError, match="does not exist"):
+        build_profile([tmp_path / "nope"])
+    with pytest.raises(UserError, match="no GPU runs"):
+        campaign_runs(runs["ar"].parent, "h200")  # synthetic runs are never campaign runs
+    # two engine setups timing one pass kind are refused
+    other = write_synthetic_run(tmp_path / "ar2", "ar", {"prefill": AR_TRUTH["prefill"], "decode_step": {"const": 9.0, "roofline_ms": 1.0}},
+                                seed=4, engine={"name": "eager"})
+    with pytest.raises(UserError, match="differ in engine name"):
+        build_profile([runs["ar"], other])
+    r = build_profile([runs["ar"], other], FitOptions(engine="eager"))
+    assert r.fits["decode_step"].model.coef["const"] == pytest.approx(9.0, rel=0.1)

@@ -1,0 +1,120 @@
+"""`costmodel fit` and `costmodel profile show|validate|project|roofline` through the CLI, in-process;
+projection follows the roofline ratio and refuses weights that do not fit."""
+
+import json
+
+import pytest
+
+from costmodel.fitting.projection import project_profile
+from costmodel.fitting.synthetic import write_synthetic_run
+from costmodel.profile import Profile
+from costmodel.roofline import Segment
+
+TRUTH = {
+    "diffusion": {"denoise_step": {"const": 1.2, "roofline_ms": 3.1}, "encoder_prefill": {"const": 2.0, "memory_ms": 2.0, "compute_ms": 1.5},
+                  "encoder_commit": {"const": 1.0, "memory_ms": 2.5, "compute_ms": 1.2}},
+    "ar": {"prefill": {"const": 2.0, "memory_ms": 2.0, "compute_ms": 1.5}, "decode_step": {"const": 3.0, "memory_ms": 1.6, "compute_ms": 2.0}},
+}
+
+
+@pytest.fixture(scope="module")
+def h200(tmp_path_factory):
+    """A profile fitted through `costmodel fit` from synthetic H200 runs, all three modes."""
+    from costmodel.cli import main
+
+    root = tmp_path_factory.mktemp("prof")
+    runs = [str(write_synthetic_run(root / m, m, TRUTH[m], seed=i)) for i, m in enumerate(TRUTH)]
+    out = root / "h200.json"
+    assert main(["fit", *runs, "--modes", "diffusion,ar,mtp", "-o", str(out)]) == 0
+    return out
+
+
+def test_fit_cli_prints_the_statsmodels_backed_summary(tmp_path, cli):
+    run = write_synthetic_run(tmp_path / "ar", "ar", TRUTH["ar"])
+    code, out, err = cli("fit", str(run), "-o", str(tmp_path / "p.json"), "--show-summaries")
+    assert code == 0, err
+    for needle in ("k-fold MAPE", "held-out MAPE", "median x roofline", "decode_step", "seqs=256 left out", "within the 5% target",
+                   "statsmodels WLS", "P>|t|", "wrote"):
+        assert needle in out, needle
+    assert Profile.load(tmp_path / "p.json").modes.keys() == {"ar"}
+    code, out, err = cli("fit", str(run), "-o", str(tmp_path / "q.json"), "--commit-runs", str(run))
+    assert code == 2 and "--commit-runs was given but the profile has no diffusion mode" in err
+    code, out, err = cli("fit", "-o", str(tmp_path / "q.json"))
+    assert code == 2 and "no run directories" in err
+
+
+def test_show_and_validate(h200, cli):
+    code, out, err = cli("profile", "validate", str(h200))
+    assert code == 0 and out.startswith("OK ") and "modes diffusion, ar, mtp" in out
+    code, out, err = cli("profile", "show", str(h200))
+    assert code == 0, err
+    for needle in ("mode diffusion", "mode mtp", "denoise_step: measured", "verify_step: projected", "draft_step: roofline",
+                   "R1: published", "arXiv 2606.14620", "MTP acceptance: k=4", "SYNTHETIC"):
+        assert needle in out, needle
+
+
+def test_projection_scales_with_the_roofline_ratio(h200):
+    src = Profile.load(h200)
+    dst = project_profile(src, "h100-sxm", "bf16")
+    # a memory-bound pass: its linear terms scale by the bandwidth ratio 4.8 / 3.35 (compute 989.5 vs 989: ~1)
+    seg = (Segment("decode_step", 1, 1, 1024),)
+    const = src.modes["ar"].pass_models["decode_step"].coef["const"]
+    assert dst.modes["ar"].pass_models["decode_step"].coef["const"] == const  # overhead carried as is
+    ratio = (dst.pass_ms("ar", seg) - const) / (src.pass_ms("ar", seg) - const)
+    assert ratio == pytest.approx(4.8 / 3.35, rel=0.02)
+    assert dst.roofline("ar").pass_cost(seg).memory_ms / src.roofline("ar").pass_cost(seg).memory_ms == pytest.approx(4.8 / 3.35)
+    pm = dst.modes["diffusion"].pass_models["denoise_step"]
+    assert pm.provenance.kind == "projected" and src.profile_id in pm.provenance.source
+    assert dst.provenance.kind == "projected" and dst.hardware["id"] == "h100-sxm"
+    assert dst.commit_stats["R1"].provenance.kind == "published"
+    assert pm.diagnostics.summary.startswith("diagnostics of the source fit on h200/bf16")
+
+
+def test_project_cli_5090_needs_4bit_weights(h200, tmp_path, cli):
+    out = tmp_path / "5090.json"
+    code, o, err = cli("profile", "project", str(h200), "--hardware", "rtx-5090", "--precision", "bf16", "-o", str(out))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "RTX 5090's 32 GB" in err and "--precision int4" in err and not out.exists()
+    code, o, err = cli("profile", "project", str(h200), "--hardware", "rtx-5090", "--precision", "fp8", "-o", str(out))
+    assert code == 2 and "--precision int4" in err
+    code, o, err = cli("profile", "project", str(h200), "--hardware", "rtx-5090", "--precision", "int4", "-o", str(out))
+    assert code == 0, err
+    p = Profile.load(out)
+    assert p.precision == "int4" and any("cannot hold the 25.2B-parameter model in bf16 (50.5 GB" in n for n in p.notes)
+    assert any("4-bit" in n for n in p.notes) and any("const (per-pass overhead) carried as is" in n for n in p.notes)
+    code, o, err = cli("profile", "project", str(h200), "--hardware", "h100-sxm", "--precision", "nvfp4", "-o", str(out))
+    assert code == 2 and "no fp4 tensor rate" in err
+
+
+def test_profile_roofline_cli(tmp_path, cli):
+    out = tmp_path / "r.json"
+    code, o, err = cli("profile", "roofline", "--hardware", "h100-sxm", "--precision", "bf16", "--efficiency", "0.5", "-o", str(out))
+    assert code == 0, err
+    p = Profile.load(out)
+    assert p.provenance.kind == "roofline" and p.modes["ar"].pass_models["decode_step"].coef == {"roofline_ms": 2.0}
+    code, o, err = cli("profile", "roofline", "--hardware", "rtx-5090", "--precision", "bf16", "-o", str(out))
+    assert code == 2 and "--precision int4" in err
+    code, o, err = cli("profile", "roofline", "--hardware", "h200", "--efficiency", "2", "-o", str(out))
+    assert code == 2 and "outside (0, 1]" in err
+
+
+def test_bad_profiles_are_one_line_errors(h200, tmp_path, cli):
+    good = json.loads(h200.read_text())
+    cases = {
+        "malformed": ("{not json", "not valid JSON"),
+        "missing": (json.dumps({k: v for k, v in good.items() if k != "hardware"}), "not a valid costmodel profile"),
+        "schema": (json.dumps({**good, "schema_version": 7}), "schema_version 7"),
+        "nomtp": (json.dumps({**good, "mtp_acceptance": None}), "mode mtp needs mtp_acceptance"),
+        "empty": ("[]", "not a valid costmodel profile"),
+    }
+    for name, (text, needle) in cases.items():
+        f = tmp_path / f"{name}.json"
+        f.write_text(text)
+        for sub in ("validate", "show"):
+            code, out, err = cli("profile", sub, str(f))
+            assert code == 2, (name, sub)
+            assert needle in err and len(err.strip().splitlines()) == 1, (name, sub, err)
+        code, out, err = cli("profile", "project", str(f), "--hardware", "h100-sxm", "--precision", "bf16", "-o", str(tmp_path / "o.json"))
+        assert code == 2 and needle in err
+    code, out, err = cli("profile", "validate", str(tmp_path / "absent.json"))
+    assert code == 2 and "does not exist" in err

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the shipped profiles (costmodel/data/profiles/*.json), the simulator's defaults, from
 # the committed H200 campaign runs:
-#   h200.json      measured: `costmodel fit` of every H200 GPU run under $RUNS_DIR (kind gpu, a
+#   h200.json      measured: `costmodel fit` of every H200 bf16 GPU run under $RUNS_DIR (kind gpu, a
 #                  passes table, not synthetic), modes diffusion, ar and mtp; pass kinds no run
 #                  timed are filled from the stated sources `costmodel fit` prints (or it refuses);
 #                  commit statistics from runs with the model's own weights, else the published prior;
@@ -9,7 +9,9 @@
 #   rtx-5090.json  projected from h200.json at int4 (the 5090's 32 GB cannot hold bf16 weights).
 # Environment: RUNS_DIR (default data/runs); PROFILES_DIR (default costmodel/data/profiles);
 #   COSTMODEL (default .venv/bin/costmodel);
-#   MTP_METRICS="before.prom after.prom" (vLLM /metrics scrapes) for measured MTP acceptance;
+#   MTP_METRICS: vLLM counters for measured MTP acceptance ("before.prom after.prom" scrapes, a JSON
+#   counters file, or an endpoint run dir); unset: the one run under $RUNS_DIR holding
+#   mtp_counters.json (an MTP endpoint run), if exactly one does, else the stated default (0.8 x 4);
 #   FIT_ARGS (extra `costmodel fit` options, e.g. "--engine compiled").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +20,19 @@ RUNS_DIR=${RUNS_DIR:-data/runs}
 OUT=${PROFILES_DIR:-costmodel/data/profiles}
 mkdir -p "$OUT"
 
-args=(--campaign "$RUNS_DIR" --hardware h200 --modes diffusion,ar,mtp)
+args=(--campaign "$RUNS_DIR" --hardware h200 --precision bf16 --modes diffusion,ar,mtp)
+if [ -z "${MTP_METRICS:-}" ]; then
+  found=()
+  for d in "$RUNS_DIR"/*/; do [ -f "$d/mtp_counters.json" ] && found+=("${d%/}"); done
+  if [ "${#found[@]}" -gt 1 ]; then
+    echo "several runs hold mtp_counters.json (${found[*]}); set MTP_METRICS to the one to use" >&2
+    exit 2
+  fi
+  if [ "${#found[@]}" -eq 1 ]; then
+    echo "MTP acceptance from ${found[0]}/mtp_counters.json"
+    MTP_METRICS=${found[0]}
+  fi
+fi
 for f in ${MTP_METRICS:-}; do args+=(--mtp-metrics "$f"); done
 # shellcheck disable=SC2206
 args+=(${FIT_ARGS:-})

@@ -109,6 +109,11 @@ def test_mtp_acceptance_from_vllm_counters(tmp_path):
     js = tmp_path / "c.json"
     js.write_text(json.dumps({"num_drafts": 10, "num_accepted_tokens_per_pos": [8, 4], "source": "bench"}))
     assert load_mtp_acceptance([str(js)]).per_position == pytest.approx([0.8, 0.5])
+    (tmp_path / "endpoint-run").mkdir()
+    js.rename(tmp_path / "endpoint-run" / "mtp_counters.json")  # an endpoint run directory holds it under this name
+    assert load_mtp_acceptance([str(tmp_path / "endpoint-run")]).per_position == pytest.approx([0.8, 0.5])
+    with pytest.raises(UserError, match="without mtp_counters.json"):
+        load_mtp_acceptance([str(tmp_path)])
     default, msg = choose_mtp_acceptance(None)
     assert default.per_position == [0.8] * 4 and "stated default" in msg
     bad = tmp_path / "bad.prom"

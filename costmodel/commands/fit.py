@@ -52,13 +52,13 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
 @click.argument("runs", nargs=-1, type=click.Path())
 @click.option("-o", "--out", "out", type=click.Path(dir_okay=False), required=True, help="Profile JSON to write.")
 @click.option("--campaign", type=click.Path(file_okay=False), default=None,
-              help="Also fit every GPU run directory under this folder timed on --hardware (kind gpu, a passes table, not synthetic).")
+              help="Also fit every GPU run directory under this folder timed on --hardware (and --precision if given; kind gpu, a passes table, not synthetic).")
 @click.option("--hardware", default=None, help="GPU catalog id (default: the runs' manifest.hardware; required with --campaign).")
 @click.option("--hardware-file", type=click.Path(), default=None, help="JSON file describing GPUs the catalog lacks.")
 @click.option("--precision", default=None, help="Precision the runs used (default: the runs' manifest.precision).")
 @click.option("--commit-runs", "commit_runs", multiple=True, help="Diffusion runs with the model's own weights for commit statistics (repeat or comma list).")
 @click.option("--mtp-metrics", "mtp_metrics", multiple=True,
-              help="vLLM /metrics scrape(s) (before and after a load run) or a JSON counters file for MTP acceptance.")
+              help="MTP acceptance from vLLM counters: /metrics scrape(s) (before and after a load run), a JSON counters file, or an endpoint run dir with mtp_counters.json.")
 @click.option("--heldout", default="auto", show_default=True,
               help="Shapes left out for the held-out check: auto, largest-batch, largest-prompt, largest-context, each-shape, none, or FIELD=VALUE.")
 @click.option("--time", "time_column", type=click.Choice(["gpu_ms", "wall_ms"]), default="gpu_ms", show_default=True,
@@ -90,7 +90,7 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, mt
     if campaign:
         if not hardware:
             raise UserError("--campaign needs --hardware", "e.g. --campaign data/runs --hardware h200")
-        paths += [str(p) for p in campaign_runs(campaign, hardware) if str(p) not in paths]
+        paths += [str(p) for p in campaign_runs(campaign, hardware, precision) if str(p) not in paths]
     if not paths:
         raise UserError("no run directories given", "pass RUN directories or --campaign DIR --hardware ID")
     if fill_roofline is not None and not 0 < fill_roofline <= 1:

@@ -86,9 +86,9 @@ def is_synthetic(run: Run) -> bool:
     return bool(run.manifest.engine.get("synthetic"))
 
 
-def campaign_runs(root: str | Path, hardware: str) -> list[Path]:
-    """Run directories under `root` (one level) timed on `hardware` by the GPU harness: kind gpu,
-    a passes table, not synthetic. What scripts/build_profiles.sh fits."""
+def campaign_runs(root: str | Path, hardware: str, precision: str | None = None) -> list[Path]:
+    """Run directories under `root` (one level) timed on `hardware` (and at `precision`, if given)
+    by the GPU harness: kind gpu, a passes table, not synthetic. What scripts/build_profiles.sh fits."""
     root = Path(root)
     if not root.is_dir():
         raise UserError(f"--campaign {root} is not a directory", "pass the directory holding run directories, e.g. data/runs")
@@ -96,10 +96,11 @@ def campaign_runs(root: str | Path, hardware: str) -> list[Path]:
     for d in sorted(p for p in root.iterdir() if (p / "manifest.json").is_file()):
         m = read_manifest(d)
         run = Run(d, m)
-        if m.kind == "gpu" and m.hardware == hardware and run.has("passes") and not is_synthetic(run):
+        if m.kind == "gpu" and m.hardware == hardware and precision in (None, m.precision) and run.has("passes") and not is_synthetic(run):
             out.append(d)
     if not out:
-        raise UserError(f"no GPU runs on {hardware} with a passes table under {root}", "run the measurement campaign first, or pass run directories")
+        raise UserError(f"no GPU runs on {hardware}{f' at {precision}' if precision else ''} with a passes table under {root}",
+                        "run the measurement campaign first, or pass run directories")
     return out
 
 

@@ -3,7 +3,9 @@
 
 Input (`--mtp-metrics`): one or two scrapes of a live vLLM server's Prometheus `/metrics` text
 (two: before and after a load run, and the counter deltas are used), or a JSON file
-{"num_drafts": N, "num_accepted_tokens_per_pos": [a_0, ..., a_{k-1}], "source": "..."}.
+{"num_drafts": N, "num_accepted_tokens_per_pos": [a_0, ..., a_{k-1}], "source": "..."}, or an
+endpoint run directory holding such a file as `mtp_counters.json` (`costmodel measure --endpoint`
+writes it for MTP deployments).
 Counters used: `vllm:spec_decode_num_drafts`, `vllm:spec_decode_num_accepted_tokens_per_pos`
 (label `position`, counts drafts whose position j was accepted). Per-position CONDITIONAL
 acceptance, as `MtpAcceptance` stores it: p_1 = a_0 / drafts, p_i = a_{i-1} / a_{i-2}.
@@ -80,7 +82,11 @@ def acceptance_from_counters(drafts: float, per_pos: dict[int, float], provenanc
 
 def load_mtp_acceptance(paths: list[str]) -> MtpAcceptance:
     """From one or two scrape files (or one JSON file), see the module docstring."""
-    ps = [Path(p) for p in paths]
+    ps = [Path(p) / "mtp_counters.json" if Path(p).is_dir() else Path(p) for p in paths]
+    for p, given in zip(ps, paths):
+        if Path(given).is_dir() and not p.is_file():
+            raise UserError(f"--mtp-metrics {given} is a directory without mtp_counters.json",
+                            "pass an endpoint run of an MTP deployment, a /metrics scrape, or a JSON counters file")
     for p in ps:
         if not p.is_file():
             raise UserError(f"--mtp-metrics {p} does not exist", "pass a saved Prometheus /metrics scrape or a JSON counters file")

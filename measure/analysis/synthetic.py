@@ -55,6 +55,8 @@ class RegimeSpec:
     def __post_init__(self):
         if self.order not in ORDERS or self.pad not in PAD_WHEN:
             raise ValueError(f"order must be one of {ORDERS}, pad one of {PAD_WHEN}")
+        if min(self.tokens_per_call, self.block, self.pad_calls) < 1:
+            raise ValueError("tokens_per_call, block and pad_calls must be >= 1")
         lo, hi = self.content_lengths
         if not (1 <= lo <= hi <= self.canvas_positions - 1):
             raise ValueError("content lengths must lie in [1, canvas_positions - 1] (room for the EOS)")

@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from reports.crossover import Crossover  # noqa: E402
@@ -66,12 +67,23 @@ def _lines(ax, df: pd.DataFrame, y: str, hardware_list, per_replicas: bool):
         ax.plot(g["qps"], g[y], label=_label(hw, mode, key[2] if per_replicas else None), **_style(hardware_list, hw, mode))
 
 
-def _finish(ax, ylabel: str, log: bool = True):
+def _plain(v, _pos=None) -> str:
+    return f"{v:,.0f}" if abs(v) >= 10 else f"{v:.3g}"
+
+
+def _finish(ax, ylabel: str, log: bool = False, money: bool = False):
+    """Axis labels, grid, plain-number ticks (log axes at 1-2-5 steps); money as $ amounts."""
     ax.set_xlabel("offered load (QPS, requests/s)")
     ax.set_ylabel(ylabel)
+    fmt = ticker.FuncFormatter((lambda v, p=None: "$" + _plain(v)) if money else _plain)
     if log:
         ax.set_yscale("log")
-    ax.grid(True, which="both", alpha=0.25)
+        ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    else:
+        ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_formatter(fmt)
+    ax.grid(True, which="major", alpha=0.3)
 
 
 def _legend(fig, axes):
@@ -92,7 +104,7 @@ def latency_chart(df: pd.DataFrame, hardware_list, per_replicas: bool, slo_limit
         _lines(ax, df, col, hardware_list, per_replicas)
         if col in slo_limits:
             ax.axhline(slo_limits[col], color="black", linestyle="--", linewidth=1, label=f"SLO {col} <= {slo_limits[col]:g}")
-        _finish(ax, name)
+        _finish(ax, name, log=True)
     fig.suptitle(TITLES["latency"] + (" (each configuration)" if per_replicas else " (fewest replicas meeting the SLO)"))
     _legend(fig, axes)
     return _svg(fig, "latency")
@@ -101,6 +113,9 @@ def latency_chart(df: pd.DataFrame, hardware_list, per_replicas: bool, slo_limit
 def throughput_chart(df: pd.DataFrame, hardware_list, per_replicas: bool) -> str:
     fig, ax = plt.subplots(figsize=(10, 4))
     _lines(ax, df, "output_tokens_per_s", hardware_list, per_replicas)
+    if not per_replicas:
+        ax.text(0.01, 0.97, "at the fewest SLO-meeting replicas every option serves the offered load, so the lines overlap",
+                transform=ax.transAxes, fontsize=7, va="top", color="#555555")
     _finish(ax, "output tokens / s served (all replicas)")
     ax.set_title(TITLES["throughput"])
     _legend(fig, [ax])
@@ -110,7 +125,7 @@ def throughput_chart(df: pd.DataFrame, hardware_list, per_replicas: bool) -> str
 def cost_chart(df: pd.DataFrame, hardware_list, per_replicas: bool, basis: str) -> str:
     fig, ax = plt.subplots(figsize=(10, 4))
     _lines(ax, df, "cost_usd_per_mtok_output", hardware_list, per_replicas)
-    _finish(ax, f"USD per 1M output tokens ({basis})")
+    _finish(ax, f"USD per 1M output tokens ({basis})", money=True)
     ax.set_title(TITLES["cost"])
     _legend(fig, [ax])
     return _svg(fig, "cost")
@@ -130,15 +145,8 @@ def crossover_chart(cross: Crossover, best_by_mode: pd.DataFrame) -> str:
         ax.axvspan(cross.qps_low, cross.qps_high, color="#f2c14e", alpha=0.25, label="crossover bracket")
         if cross.qps_estimate is not None:
             ax.axvline(cross.qps_estimate, color="#b8860b", linestyle="--", label=f"crossover ~{cross.qps_estimate:.3g} QPS")
-    _finish(ax, "USD per month")
+    _finish(ax, "USD per month", money=True)
     ax.set_title(TITLES["crossover"])
-    ax.text(0.01, 0.98, _wrap(cross.text, 150), transform=ax.transAxes, fontsize=7, va="top")
     _legend(fig, [ax])
     return _svg(fig, "crossover")
-
-
-def _wrap(text: str, width: int) -> str:
-    import textwrap
-
-    return "\n".join(textwrap.wrap(text, width)) if text else ""
 

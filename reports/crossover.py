@@ -88,6 +88,8 @@ def _side(p: dict) -> str:
     """'diffusion on h200 $X/month vs ar on h200 $Y/month', naming what does not meet the SLO."""
     d = f"{p['diffusion_option']} {_money(p['diffusion_cost_usd_per_month'])}" if p["diffusion_option"] else "no diffusion option meets the SLO"
     o = f"{p['rival_option']} {_money(p['rival_cost_usd_per_month'])}" if p["rival_option"] else "no AR/MTP option meets the SLO"
+    if p["diffusion_cheapest"] and p["rival_cost_usd_per_month"] == p["diffusion_cost_usd_per_month"]:
+        return f"{d} ties {o}"
     return f"{d} vs {o}" if p["diffusion_cheapest"] else f"{o} vs {d}"
 
 

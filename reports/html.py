@@ -24,7 +24,7 @@ CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1180px;color:#1b1b1b;line-height:1.45}
 h1{font-size:1.6rem;margin-bottom:.2rem}h2{margin-top:2.2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
 table{border-collapse:collapse;font-size:.85rem;margin:.6rem 0}th,td{border:1px solid #d6d6d6;padding:.25rem .5rem;text-align:right}
-th{background:#f3f3f3}td.t,th.t{text-align:left}tr.win td{background:#eaf6ea;font-weight:600}tr.miss td{color:#999}
+th{background:#f3f3f3}td.t,th.t{text-align:left}td.t:first-child{white-space:nowrap}tr.win td{background:#eaf6ea;font-weight:600}tr.miss td{color:#999}
 .callout{background:#fff8e1;border-left:4px solid #f2c14e;padding:.6rem 1rem;margin:1rem 0}
 .muted{color:#666;font-size:.85rem}figure{margin:1.2rem 0}figure svg{max-width:100%;height:auto}
 .kind{display:inline-block;padding:0 .4rem;border-radius:3px;font-size:.8rem}

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 REQUEST_COLUMNS = (
     "request_id", "mode", "regime", "replica", "arrival_s", "start_s", "first_token_s", "finish_s",
     "prompt_tokens", "output_tokens", "blocks", "steps", "queue_ms", "ttft_ms", "e2e_ms", "tpot_ms", "preemptions", "finished",
+    "warmup",  # arrived in the warm-up span: kept in the records, left out of percentiles and throughput
 )
 PERCENTILES = (50, 90, 95, 99)
 
@@ -49,6 +50,18 @@ class PointSummary:
     batch_composition: dict = field(default_factory=dict)  # mean sequences per step by pass kind
     seed: int = 0
     provenance: str = ""  # the profile's provenance kinds for this mode (measured/projected/...)
+    # added by the simulator (simulate/metrics.py defines each)
+    mean_in_system: float = float("nan")  # time-average requests in the system over the arrival window (Little's L)
+    backlog_growth: float = float("nan")  # fitted growth of requests in system over the steady window (stability test)
+    warmup_s: float = 0.0
+    simulated_s: float = 0.0
+    engine_steps: int = 0
+    preemptions: int = 0
+    kv_capacity_tokens: int = 0
+    max_num_seqs: int = 0
+    max_num_batched_tokens: int = 0
+    router: str = ""
+    workload: str = ""
 
     def flat(self) -> dict:
         """One flat row (no nested dicts): `ttft_ms_p95`, `e2e_ms_p99`, `batch_denoise_step_seqs`."""

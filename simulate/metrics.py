@@ -1,0 +1,228 @@
+"""Per-request records and per-point aggregates: what every metric means.
+
+Per request (all times on the simulation clock, seconds; latencies in ms):
+- queue_ms: arrival -> the engine first schedules any of its work (its first prefill chunk).
+- ttft_ms: arrival -> its first output is emitted. Diffusion: the end of its first canvas's commit
+  pass (prefill + k denoising steps + the commit: the whole first 256-token burst arrives then).
+  AR/MTP: the end of the engine step that ran its prompt's last prefill chunk.
+- e2e_ms: arrival -> its last output token is emitted.
+- tpot_ms: (e2e_ms - ttft_ms) / (output_tokens - 1): time per output token EXCLUDING the first;
+  NaN for one-token outputs. Diffusion emits 256-token bursts, so a one-canvas output has TPOT 0.
+- steps: engine steps the request took part in (prefill chunks, decode/verify steps, denoising
+  steps and commits; a phase interrupted by preemption counts the steps it ran).
+- blocks: diffusion canvases (ceil(output_tokens / 256)); 0 for AR and MTP.
+- output_tokens: the request's output length (emitted in full when finished).
+- warmup: arrived in the first `warmup_frac` (default 10%) of the arrival window.
+
+Per point (PointSummary):
+- Percentiles (p50/p90/p95/p99, numpy 'linear') and means are over finished requests that arrived
+  after the warm-up span; warm-up requests stay in the records.
+- The steady window is [warm-up end, end of arrivals] (or the abort time). throughput_rps: requests
+  that finished inside it / its length; output_tokens_per_s and total_tokens_per_s: output (and
+  prompt + output) tokens of those requests / its length. On an unstable point these measure the
+  saturated service rate, not the offered load.
+- gpu_busy_frac: time the replicas spent running engine steps inside [0, end of arrivals],
+  / (replicas x that span).
+- mean_batch_seqs / mean_batch_tokens: per engine step (averaged over steps, all replicas),
+  sequences in the step and query tokens in its forward pass (MTP: verify tokens; its k draft
+  passes run the same sequences). batch_composition: mean sequences per step by pass kind.
+- mean_in_system: time-average number of requests arrived and not finished over the arrival
+  window (Little's L; L = lambda x mean E2E holds for a stable point).
+- requests_arrived = requests_finished + requests_unfinished, always.
+
+Stability (stable=False means: the queue grows without bound; its latencies are not steady-state):
+1. abort: a replica's waiting queue held more than `abort_backlog_s` seconds of its arrivals; the
+   run stops there (arrivals outpace service so badly that simulating on is wasted time);
+2. backlog trend: a least-squares line through the time-average number in system of the 20 bins of
+   the arrival window after warm-up; growth = slope x span. Unstable when growth exceeds
+   max(10, 3% of the arrivals in that span). A stable queue fluctuates around a level; an
+   overloaded one grows at (arrival - service) rate, i.e. by the overload fraction of arrivals, so
+   overloads above ~3% of capacity are caught; milder ones show as long queues in the percentiles.
+3. unfinished: requests still in the system `drain_s` after the last arrival.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from simulate.results import PERCENTILES, REQUEST_COLUMNS, PointSummary
+
+TREND_BINS = 20
+TREND_MIN_GROWTH = 10.0
+TREND_FRACTION = 0.03
+
+
+class Records:
+    """Per-request outcome arrays, written by the engine as events happen (index = request id)."""
+
+    def __init__(self, n: int):
+        nan = np.full(n, np.nan)
+        self.start_s = nan.copy()
+        self.first_s = nan.copy()
+        self.finish_s = nan.copy()
+        self.steps = np.zeros(n, dtype=np.int64)
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.replica = np.full(n, -1, dtype=np.int64)
+
+
+class Tracker:
+    """Requests in the system over time: its integral per bin of the arrival window [0, window_end]."""
+
+    def __init__(self, window_end: float, bins: int = TREND_BINS):
+        self.window_end = float(window_end)
+        self.nbins = bins
+        w = self.window_end / bins if self.window_end > 0 else 0.0
+        self.edges = [w * (i + 1) for i in range(bins)]
+        if bins:
+            self.edges[-1] = self.window_end
+        self.area = [0.0] * bins
+        self.b = 0
+        self.n = 0
+        self.t_last = 0.0
+        self.arrived = 0
+        self.departed = 0
+
+    def _acc(self, t: float) -> None:
+        tl = self.t_last
+        if tl < self.window_end:
+            te = t if t < self.window_end else self.window_end
+            b, edges, n = self.b, self.edges, self.n
+            last = self.nbins - 1
+            while b < last and te > edges[b]:
+                if n:
+                    self.area[b] += n * (edges[b] - tl)
+                tl = edges[b]
+                b += 1
+            if n:
+                self.area[b] += n * (te - tl)
+            self.b = b
+        self.t_last = t
+
+    def arrive(self, t: float) -> None:
+        self._acc(t)
+        self.n += 1
+        self.arrived += 1
+
+    def depart(self, t: float) -> None:
+        self._acc(t)
+        self.n -= 1
+        self.departed += 1
+
+    def close(self, t: float) -> None:
+        self._acc(t)
+
+    def bin_means(self) -> np.ndarray:
+        widths = np.diff([0.0] + self.edges)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.asarray(self.area) / widths
+
+
+def _stats(x: np.ndarray) -> dict:
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return {f"p{p}": float("nan") for p in PERCENTILES} | {"mean": float("nan")}
+    q = np.percentile(x, PERCENTILES)
+    return {f"p{p}": float(v) for p, v in zip(PERCENTILES, q)} | {"mean": float(x.mean())}
+
+
+def backlog_trend(tracker: Tracker, warmup_s: float, end_s: float) -> tuple[float, float]:
+    """(growth in requests over the steady span by a least-squares line, span seconds)."""
+    means = tracker.bin_means()
+    edges = np.asarray([0.0] + tracker.edges)
+    centres = (edges[:-1] + edges[1:]) / 2
+    keep = (edges[:-1] >= warmup_s - 1e-9) & (edges[1:] <= end_s + 1e-9) & np.isfinite(means)
+    if keep.sum() < 3:
+        return 0.0, 0.0
+    x, y = centres[keep], means[keep]
+    span = float(edges[1:][keep].max() - edges[:-1][keep].min())
+    slope = np.polyfit(x, y, 1)[0]
+    return float(slope * span), span
+
+
+def summarise(*, mode: str, profile, qps: float, replicas: list, reqs, n_arrived: int, rec: Records, tracker: Tracker,
+              t_end: float, warmup_s: float, abort: str, drain_s: float, seed: int, blocks, cfg, kv_cap: int,
+              router: str, workload_desc: str, tokens_per_g1: int, tokens_per_g2: int, kinds: tuple) -> tuple[PointSummary, pd.DataFrame]:
+    n = n_arrived
+    arr = reqs.arrival_s[:n]
+    prompt = reqs.prompt_tokens[:n]
+    out = reqs.output_tokens[:n]
+    start, first, fin = rec.start_s[:n], rec.first_s[:n], rec.finish_s[:n]
+    finished = np.isfinite(fin)
+    warm = arr < warmup_s
+    queue_ms = (start - arr) * 1e3
+    ttft_ms = (first - arr) * 1e3
+    e2e_ms = (fin - arr) * 1e3
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot_ms = np.where(out > 1, (e2e_ms - ttft_ms) / (out - 1), np.nan)
+
+    window_end = min(reqs.window_s, t_end) if abort else reqs.window_s
+    span = max(window_end - warmup_s, 1e-12)
+    in_win = finished & (fin >= warmup_s) & (fin <= window_end)
+    steady = finished & ~warm
+
+    # stability
+    growth, trend_span = backlog_trend(tracker, warmup_s, window_end)
+    arrivals_in_trend = int(((arr >= window_end - trend_span) & (arr <= window_end)).sum()) if trend_span else 0
+    threshold = max(TREND_MIN_GROWTH, TREND_FRACTION * arrivals_in_trend)
+    unfinished = int(n - finished.sum())
+    reasons = []
+    if abort:
+        reasons.append(abort)
+    if trend_span and growth > threshold:
+        reasons.append(f"backlog grew by {growth:.0f} requests over the steady {trend_span:.0f} s "
+                       f"({100 * growth / max(arrivals_in_trend, 1):.1f}% of its arrivals; limit {threshold:.0f})")
+    if unfinished and not abort:
+        reasons.append(f"{unfinished} requests still unfinished {drain_s:.0f} s after the last arrival")
+    stable = not reasons
+    reason = "; ".join(reasons) if reasons else f"backlog flat ({growth:+.1f} requests over the steady {trend_span:.0f} s; limit {threshold:.0f})"
+
+    steps = sum(r.n_steps for r in replicas)
+    acc_pre = sum(r.acc_prefill_seqs for r in replicas)
+    acc_pre_tok = sum(r.acc_prefill_tokens for r in replicas)
+    acc_g1 = sum(r.acc_g1 for r in replicas)
+    acc_g2 = sum(r.acc_g2 for r in replicas)
+    per = (lambda x: x / steps) if steps else (lambda x: float("nan"))
+    comp = {kinds[0]: per(acc_pre), kinds[1]: per(acc_g1)}
+    if kinds[2]:
+        comp[kinds[2]] = per(acc_g2 if mode == "diffusion" else acc_g1)
+    busy = sum(r.busy_window_s for r in replicas)
+    busy_span = window_end if window_end > 0 else t_end
+
+    summary = PointSummary(
+        mode=mode, hardware=str(profile.hardware.get("id", "")), profile_id=profile.profile_id, qps=float(qps),
+        replicas=len(replicas), requests_arrived=n, requests_finished=int(finished.sum()), requests_unfinished=unfinished,
+        stable=stable, stability_reason=reason, duration_s=float(reqs.window_s),
+        throughput_rps=float(in_win.sum() / span), output_tokens_per_s=float(out[in_win].sum() / span),
+        total_tokens_per_s=float((out[in_win] + prompt[in_win]).sum() / span),
+        output_tokens=int(out[finished].sum()), prompt_tokens=int(prompt[finished].sum()),
+        gpu_busy_frac=float(busy / (len(replicas) * busy_span)) if busy_span > 0 else float("nan"),
+        mean_batch_seqs=per(acc_pre + acc_g1 + acc_g2),
+        mean_batch_tokens=per(acc_pre_tok + acc_g1 * tokens_per_g1 + acc_g2 * tokens_per_g2),
+        ttft_ms=_stats(ttft_ms[steady]), e2e_ms=_stats(e2e_ms[steady]), tpot_ms=_stats(tpot_ms[steady]),
+        queue_ms=_stats(queue_ms[steady]), batch_composition=comp, seed=int(seed), provenance=provenance_text(profile, mode),
+        mean_in_system=float(sum(tracker.area) / tracker.window_end) if tracker.window_end > 0 else float("nan"),
+        backlog_growth=float(growth), warmup_s=float(warmup_s), simulated_s=float(t_end), engine_steps=int(steps),
+        preemptions=int(sum(r.preemptions for r in replicas)), kv_capacity_tokens=int(kv_cap), max_num_seqs=int(cfg.max_num_seqs),
+        max_num_batched_tokens=int(cfg.max_num_batched_tokens), router=router, workload=workload_desc,
+    )
+    names = np.asarray(reqs.regimes, dtype=object)
+    df = pd.DataFrame({
+        "request_id": np.arange(n, dtype=np.int64), "mode": mode, "regime": names[reqs.regime_idx[:n]],
+        "replica": rec.replica[:n], "arrival_s": arr, "start_s": start, "first_token_s": first, "finish_s": fin,
+        "prompt_tokens": prompt, "output_tokens": out, "blocks": blocks[:n] if blocks is not None else np.zeros(n, dtype=np.int64),
+        "steps": rec.steps[:n], "queue_ms": queue_ms, "ttft_ms": ttft_ms, "e2e_ms": e2e_ms, "tpot_ms": tpot_ms,
+        "preemptions": rec.preemptions[:n], "finished": finished, "warmup": warm,
+    }, columns=list(REQUEST_COLUMNS))
+    return summary, df
+
+
+def provenance_text(profile, mode: str) -> str:
+    """E.g. "pass: measured; commit: published" — where this point's numbers come from."""
+    m = profile.mode(mode)
+    parts = [f"pass: {'+'.join(sorted({pm.provenance.kind for pm in m.pass_models.values()}))}"]
+    if mode == "diffusion" and profile.commit_stats:
+        parts.append(f"commit: {'+'.join(sorted({c.provenance.kind for c in profile.commit_stats.values()}))}")
+    if mode == "mtp" and profile.mtp_acceptance:
+        parts.append(f"acceptance: {profile.mtp_acceptance.provenance.kind}")
+    return "; ".join(parts)

@@ -1,0 +1,199 @@
+"""Continuous batching on one replica, as vLLM's scheduler does it, without looping over running
+sequences per step.
+
+Per engine step, in order:
+1. KV growth of the running decode-phase sequences is allocated; when the cache cannot hold it,
+   the most recently admitted running request is preempted (recompute: its KV is freed, it returns
+   to the head of the queue, and later re-prefills its prompt plus everything it already emitted),
+   repeatedly, until the growth fits.
+2. Decode-phase sequences take their tokens of the step budget (`max_num_batched_tokens`): AR 1,
+   MTP k+1, diffusion one 256-token canvas (denoise or commit).
+3. Partially prefilled requests continue (chunked prefill) with what is left of the budget, in
+   admission order; then waiting requests are admitted first-come-first-served while the budget
+   lasts, the running count is below the cap and the KV cache can hold their whole prefill
+   (admission control; a request that does not fit blocks the ones behind it).
+
+The running cap is min(max_num_seqs, max_num_batched_tokens // decode tokens per sequence), so every
+running sequence advances every step: that is what lets each request's next event be scheduled
+at a known future step index (`events[step] -> [(request, epoch)]`) instead of being re-examined
+every step. Batch composition is kept as counters (sequences per phase, sum of their contexts).
+
+Accounting: KV in tokens, no block rounding; a request's KV is its context (prompt and generated
+tokens; diffusion: prompt and committed canvases, the canvas being denoised is not cached).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from costmodel.errors import UserError
+
+
+def _noop(t: float) -> None:
+    return None
+
+
+class Replica:
+    """One serving replica (one GPU). Subclasses (engine.py) add the per-mode decode progression:
+    `schedule()` -> step seconds, `complete(t)`, `enter_decode`, `drop_decoder`."""
+
+    tokens_per_seq = 1  # budget tokens one decode-phase sequence takes per step
+
+    def __init__(self, idx: int, env, cfg, kv_capacity: int, pricer, rec, tracker, plan=None):
+        self.idx = idx
+        self.env = env
+        self.budget = int(cfg.max_num_batched_tokens)
+        self.max_seqs = min(int(cfg.max_num_seqs), self.budget // self.tokens_per_seq)
+        if self.max_seqs < 1:
+            raise UserError(f"max_num_batched_tokens {self.budget} cannot hold one decode-phase sequence ({self.tokens_per_seq} tokens per step)",
+                            f"give --max-num-batched-tokens >= {self.tokens_per_seq}")
+        self.kv_cap = kv_capacity
+        self.pricer = pricer
+        self.price = pricer.price
+        self.rec = rec
+        self.tracker = tracker
+        self.plan = plan
+        self.waiting: deque = deque()
+        self.running: dict = {}  # rid -> Request, in admission order (preemption victim: the last)
+        self.prefilling: list = []
+        self.chunks: list = []  # (request, tokens) prefilled in the current step
+        self.kv_used = 0.0  # KV tokens allocated
+        self.kv_reserved = 0  # KV tokens still to be written by admitted prefills
+        self.events: dict = {}
+        self.step = 0
+        self.outstanding = 0  # routed here and not finished (least-outstanding routing)
+        self.wake = None
+        self.on_depart = _noop  # the run's hook: ends the simulation when the last request leaves
+        self.preemptions = 0
+        # per-step accumulators (batch composition, utilisation)
+        self.busy_s = 0.0
+        self.busy_window_s = 0.0
+        self.n_steps = 0
+        self.acc_prefill_seqs = 0
+        self.acc_prefill_tokens = 0
+        self.acc_g1 = 0
+        self.acc_g2 = 0
+
+    # ---- queue -------------------------------------------------------------------------------
+    def enqueue(self, r) -> None:
+        r.replica = self.idx
+        self.waiting.append(r)
+        self.outstanding += 1
+        w = self.wake
+        if w is not None:
+            self.wake = None
+            w.succeed()
+
+    def idle(self) -> bool:
+        return not self.running and not self.waiting
+
+    # ---- scheduling --------------------------------------------------------------------------
+    def schedule_prefill(self, budget: int, now: float) -> tuple[int, int, int]:
+        """Prefill chunks for this step within `budget` tokens: (chunks, tokens, context sum)."""
+        chunks = self.chunks = []
+        m = tp = psum = 0
+        for r in self.prefilling:
+            if budget <= 0:
+                break
+            c = r.prefill_len - r.prefill_done
+            if c > budget:
+                c = budget
+            chunks.append((r, c))
+            m += 1
+            tp += c
+            psum += r.prefill_done
+            budget -= c
+        waiting = self.waiting
+        if waiting and budget > 0:
+            running = self.running
+            rec_start = self.rec.start_s
+            while waiting and budget > 0 and len(running) < self.max_seqs:
+                r = waiting[0]
+                if self.kv_used + self.kv_reserved + r.prefill_len > self.kv_cap:
+                    break
+                waiting.popleft()
+                running[r.rid] = r
+                self.prefilling.append(r)
+                self.kv_reserved += r.prefill_len
+                if not r.started:
+                    r.started = True
+                    rec_start[r.rid] = now
+                c = r.prefill_len if r.prefill_len < budget else budget
+                chunks.append((r, c))
+                m += 1
+                tp += c
+                budget -= c
+        if tp:
+            self.kv_used += tp
+            self.kv_reserved -= tp
+        return m, tp, psum
+
+    def complete_prefill(self, s: int, t: float) -> None:
+        for r, c in self.chunks:
+            r.prefill_done += c
+            r.steps += 1
+            if r.prefill_done >= r.prefill_len:
+                self.prefilling.remove(r)
+                self.enter_decode(r, s, t)
+
+    def preempt_last(self, s: int) -> None:
+        """Recompute-preempt the most recently admitted running request before step s."""
+        _, r = self.running.popitem()
+        if r.prefill_done < r.prefill_len:
+            self.prefilling.remove(r)
+            self.kv_used -= r.prefill_done
+            self.kv_reserved -= r.prefill_len - r.prefill_done
+        else:
+            self.drop_decoder(r, s)
+        r.prefill_done = 0
+        r.epoch += 1
+        r.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(r)
+
+    def push(self, due: int, r) -> None:
+        ev = self.events.get(due)
+        if ev is None:
+            self.events[due] = [(r, r.epoch)]
+        else:
+            ev.append((r, r.epoch))
+
+    def finish(self, r, t: float, kv: float) -> None:
+        self.kv_used -= kv
+        del self.running[r.rid]
+        self.outstanding -= 1
+        rec = self.rec
+        rec.finish_s[r.rid] = t
+        rec.steps[r.rid] = r.steps
+        rec.preemptions[r.rid] = r.preemptions
+        self.tracker.depart(t)
+        self.on_depart(t)
+
+    def first_output(self, r, t: float) -> None:
+        if not r.first:
+            r.first = True
+            self.rec.first_s[r.rid] = t
+
+    def account(self, dt: float, m: int, tp: int, n1: int, n2: int) -> None:
+        self.busy_s += dt
+        end = self.tracker.window_end
+        t0 = self.env.now
+        if t0 < end:
+            self.busy_window_s += dt if t0 + dt <= end else end - t0
+        self.n_steps += 1
+        self.acc_prefill_seqs += m
+        self.acc_prefill_tokens += tp
+        self.acc_g1 += n1
+        self.acc_g2 += n2
+
+    # ---- the SimPy process -------------------------------------------------------------------
+    def run(self):
+        """Engine loop: one SimPy timeout per engine step; idle (no events) while nothing is queued."""
+        env = self.env
+        while True:
+            if not self.running and not self.waiting:
+                self.wake = env.event()
+                yield self.wake
+            dt = self.schedule()
+            yield env.timeout(dt)
+            self.complete(env.now)

@@ -1,0 +1,457 @@
+"""Workloads: when requests arrive, how long their prompts and outputs are, and which regime each
+belongs to. A workload is a plain JSON file a user writes by hand; every field is optional.
+
+    {
+      "arrival": "poisson",                 // "poisson" | "constant" | {"process": "gamma", "cv": 3.0}
+      "regime_mix": {"R1": 2, "R4": 1},     // weights, normalised; default: every regime of the profile equally
+      "prompt_tokens": {"dist": "lognormal", "median": 512, "sigma": 0.6, "min": 16, "max": 4096},
+      "output_tokens": "regime",            // "regime" (default) | a number | a distribution object
+      "trace": "trace.csv",                 // optional: replay requests from a CSV or JSONL file
+      "trace_time_scale": "qps"             // "qps" (default): rescale the trace to --qps | "recorded"
+    }
+
+Length distributions (`prompt_tokens`, `output_tokens`): a number (constant), or an object with
+`dist` one of `constant` {value}, `lognormal` {median, sigma, min?, max?}, `uniform` {min, max}
+(integers, inclusive), `empirical` {values, probs}. Draws are rounded to integers >= 1.
+
+`output_tokens: "regime"` draws each request's output length from its regime's `content_length` in
+the profile's commit statistics, so diffusion, AR and MTP produce the same tokens for the same
+request (the seed fixes the workload independently of the mode and of the replica count).
+
+Arrivals at rate `qps`: poisson (exponential gaps), constant (gaps 1/qps), gamma (gaps gamma
+distributed with mean 1/qps and coefficient of variation `cv`: cv > 1 is burstier than Poisson).
+
+Trace replay: CSV with a header, or JSONL with one object per line. Columns: `arrival_s` (or
+`timestamp_s` / `timestamp`: seconds, any origin; sorted and shifted to start at 0) and
+`prompt_tokens` are required; `output_tokens` and `regime` are optional (drawn from the workload's
+`output_tokens` / `regime_mix` where absent). A relative trace path is relative to the workload
+file. `trace_time_scale: "qps"` stretches the timestamps so the mean rate equals the requested QPS
+(keeping the trace's burstiness); `"recorded"` replays them as they are (then give no QPS). When
+more requests or a longer duration are asked for than the trace holds, the trace repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from costmodel.errors import UserError
+from costmodel.profile import Profile
+
+ARRIVALS = ("poisson", "constant", "gamma")
+DISTS = ("constant", "lognormal", "uniform", "empirical")
+TIME_SCALES = ("qps", "recorded")
+# Default prompt length (ASSUMED, stated in docs/simulator.md): chat prompts with a system prompt,
+# a few hundred to a few thousand tokens.
+DEFAULT_PROMPT = {"dist": "lognormal", "median": 512, "sigma": 0.6, "min": 16, "max": 4096}
+# Defaults when neither --requests nor --duration is given: 300 s of arrivals, at least 1000 requests.
+DEFAULT_DURATION_S = 300.0
+DEFAULT_MIN_REQUESTS = 1000
+# RNG stream ids: each purpose draws from its own stream, so e.g. the output lengths of request i
+# do not depend on the arrival process or on the mode.
+STREAM_ARRIVAL, STREAM_PROMPT, STREAM_OUTPUT, STREAM_REGIME, STREAM_TRACE = 1, 2, 3, 4, 5
+
+
+def rng_for(seed: int, stream: int) -> np.random.Generator:
+    return np.random.default_rng([int(seed), int(stream)])
+
+
+@dataclass(frozen=True)
+class LengthSpec:
+    """A token-length distribution (see the module docstring)."""
+
+    dist: str
+    params: tuple = ()  # sorted (key, value) pairs, so the spec is hashable and picklable
+
+    @property
+    def p(self) -> dict:
+        return dict(self.params)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        p = self.p
+        if self.dist == "constant":
+            x = np.full(n, float(p["value"]))
+        elif self.dist == "lognormal":
+            x = np.exp(np.log(p["median"]) + p["sigma"] * rng.standard_normal(n))
+            x = np.clip(x, p.get("min", 1), p.get("max", np.inf))
+        elif self.dist == "uniform":
+            x = rng.integers(int(p["min"]), int(p["max"]) + 1, size=n).astype(float)
+        else:  # empirical
+            x = rng.choice(np.asarray(p["values"], float), size=n, p=np.asarray(p["probs"], float))
+        return np.maximum(1, np.rint(x)).astype(np.int64)
+
+    def describe(self) -> str:
+        p = self.p
+        if self.dist == "constant":
+            return f"{p['value']:g}"
+        if self.dist == "lognormal":
+            return f"lognormal(median {p['median']:g}, sigma {p['sigma']:g})"
+        if self.dist == "uniform":
+            return f"uniform[{p['min']:g}, {p['max']:g}]"
+        return f"empirical({len(p['values'])} values)"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A parsed, validated workload. `output` None means: from each regime's content_length."""
+
+    arrival: str = "poisson"
+    cv: float = 1.0
+    regime_mix: tuple = ()  # ((regime, weight), ...); () = every regime of the profile equally
+    prompt: LengthSpec = field(default_factory=lambda: parse_length(DEFAULT_PROMPT, "prompt_tokens", "default"))
+    output: LengthSpec | None = None
+    trace: "Trace | None" = None
+    trace_time_scale: str = "qps"
+    source: str = "default"
+
+    @property
+    def recorded_rate(self) -> bool:
+        return self.trace is not None and self.trace_time_scale == "recorded"
+
+    def describe(self) -> str:
+        if self.trace is not None:
+            return f"trace {self.trace.path} ({len(self.trace.arrival_s)} requests, {self.trace_time_scale} time)"
+        arr = f"gamma(cv {self.cv:g})" if self.arrival == "gamma" else self.arrival
+        out = self.output.describe() if self.output else "per regime"
+        return f"{arr} arrivals; prompt {self.prompt.describe()}; output {out}"
+
+
+@dataclass(frozen=True)
+class Trace:
+    path: str
+    arrival_s: tuple  # shifted to start at 0, sorted
+    prompt_tokens: tuple
+    output_tokens: tuple | None  # None: the column is absent
+    regime: tuple | None
+
+    @property
+    def recorded_qps(self) -> float:
+        span = self.arrival_s[-1] - self.arrival_s[0] if len(self.arrival_s) > 1 else 0.0
+        return (len(self.arrival_s) - 1) / span if span > 0 else 0.0
+
+
+@dataclass
+class Requests:
+    """The requests of one run, as arrays (arrival order), independent of mode and replicas."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    regime_idx: np.ndarray
+    regimes: tuple  # regime names, indexed by regime_idx
+    window_s: float  # the arrival window: arrivals happen in [0, window_s]
+    qps: float  # the offered rate (the requested QPS, or a recorded trace's own rate)
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+
+# ---- parsing -----------------------------------------------------------------------------------
+
+def _num(v, what: str, where: str, minimum: float | None = None, strict: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise UserError(f"{where}: {what} must be a number, got {v!r}", "fix the workload file")
+    if minimum is not None and (v <= minimum if strict else v < minimum):
+        raise UserError(f"{where}: {what} must be {'>' if strict else '>='} {minimum:g}, got {v!r}", "fix the workload file")
+    return float(v)
+
+
+def parse_length(spec, what: str, where: str) -> LengthSpec:
+    """A number or a distribution object -> LengthSpec (one-line errors naming the field)."""
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        return LengthSpec("constant", (("value", _num(spec, what, where, 1)),))
+    if not isinstance(spec, dict):
+        raise UserError(f"{where}: {what} must be a number or an object with \"dist\", got {spec!r}", f"e.g. \"{what}\": {json.dumps(DEFAULT_PROMPT)}")
+    dist = spec.get("dist")
+    if dist not in DISTS:
+        raise UserError(f"{where}: {what}.dist {dist!r} is unknown", f"use one of {', '.join(DISTS)}")
+    allowed = {"constant": {"value"}, "lognormal": {"median", "sigma", "min", "max"}, "uniform": {"min", "max"},
+               "empirical": {"values", "probs"}}[dist]
+    extra = set(spec) - allowed - {"dist"}
+    if extra:
+        raise UserError(f"{where}: {what} ({dist}) has unknown field(s) {', '.join(sorted(extra))}", f"{dist} takes {', '.join(sorted(allowed))}")
+    w = f"{what} ({dist})"
+    if dist == "constant":
+        if "value" not in spec:
+            raise UserError(f"{where}: {w} needs \"value\"", "e.g. {\"dist\": \"constant\", \"value\": 256}")
+        return LengthSpec(dist, (("value", _num(spec["value"], f"{what}.value", where, 1)),))
+    if dist == "lognormal":
+        for k in ("median", "sigma"):
+            if k not in spec:
+                raise UserError(f"{where}: {w} needs \"{k}\"", "e.g. {\"dist\": \"lognormal\", \"median\": 512, \"sigma\": 0.6}")
+        p = {"median": _num(spec["median"], f"{what}.median", where, 1), "sigma": _num(spec["sigma"], f"{what}.sigma", where, 0)}
+        p["min"] = _num(spec.get("min", 1), f"{what}.min", where, 1)
+        p["max"] = _num(spec.get("max", 1e9), f"{what}.max", where, 1)
+        if p["min"] > p["max"]:
+            raise UserError(f"{where}: {what}.min {p['min']:g} exceeds max {p['max']:g}", "swap them")
+        return LengthSpec(dist, tuple(sorted(p.items())))
+    if dist == "uniform":
+        for k in ("min", "max"):
+            if k not in spec:
+                raise UserError(f"{where}: {w} needs \"{k}\"", "e.g. {\"dist\": \"uniform\", \"min\": 64, \"max\": 512}")
+        lo, hi = _num(spec["min"], f"{what}.min", where, 1), _num(spec["max"], f"{what}.max", where, 1)
+        if lo > hi:
+            raise UserError(f"{where}: {what}.min {lo:g} exceeds max {hi:g}", "swap them")
+        return LengthSpec(dist, (("max", hi), ("min", lo)))
+    vals, probs = spec.get("values"), spec.get("probs")
+    if not isinstance(vals, list) or not isinstance(probs, list) or not vals or len(vals) != len(probs):
+        raise UserError(f"{where}: {w} needs equal-length, non-empty \"values\" and \"probs\" lists", "e.g. {\"dist\": \"empirical\", \"values\": [64, 512], \"probs\": [0.5, 0.5]}")
+    v = tuple(_num(x, f"{what}.values[]", where, 1) for x in vals)
+    pr = tuple(_num(x, f"{what}.probs[]", where, 0) for x in probs)
+    if not math.isclose(sum(pr), 1.0, rel_tol=1e-6, abs_tol=1e-6):
+        raise UserError(f"{where}: {what}.probs sum to {sum(pr):g}, not 1", "normalise them")
+    return LengthSpec(dist, (("probs", pr), ("values", v)))
+
+
+def parse_workload(d, where: str = "workload", base_dir: Path | None = None) -> Workload:
+    """A workload JSON object -> Workload. Unknown fields are errors (a typo must not be ignored)."""
+    if not isinstance(d, dict):
+        raise UserError(f"{where} is not a JSON object", "write an object such as {\"arrival\": \"poisson\"}")
+    known = {"arrival", "regime_mix", "prompt_tokens", "output_tokens", "trace", "trace_time_scale", "description"}
+    extra = set(d) - known
+    if extra:
+        raise UserError(f"{where} has unknown field(s) {', '.join(sorted(extra))}", f"fields are {', '.join(sorted(known))}")
+    arrival, cv = d.get("arrival", "poisson"), 1.0
+    if isinstance(arrival, dict):
+        bad = set(arrival) - {"process", "cv"}
+        if bad:
+            raise UserError(f"{where}: arrival has unknown field(s) {', '.join(sorted(bad))}", "arrival takes process and cv")
+        proc = arrival.get("process")
+        if proc == "gamma":
+            if "cv" not in arrival:
+                raise UserError(f"{where}: gamma arrivals need \"cv\" (coefficient of variation of the gaps)", "e.g. {\"process\": \"gamma\", \"cv\": 3}")
+            cv = _num(arrival["cv"], "arrival.cv", where, 0, strict=True)
+        elif "cv" in arrival:
+            raise UserError(f"{where}: arrival.cv applies to gamma arrivals only, not {proc!r}", "drop cv or use \"process\": \"gamma\"")
+        arrival = proc
+    if arrival not in ARRIVALS:
+        raise UserError(f"{where}: arrival {arrival!r} is unknown", f"use one of {', '.join(ARRIVALS)} (gamma as {{\"process\": \"gamma\", \"cv\": 3}})")
+    if arrival == "gamma" and not isinstance(d.get("arrival"), dict):
+        raise UserError(f"{where}: gamma arrivals need a cv", "write \"arrival\": {\"process\": \"gamma\", \"cv\": 3}")
+    mix = d.get("regime_mix", {})
+    if not isinstance(mix, dict):
+        raise UserError(f"{where}: regime_mix must be an object of regime -> weight", "e.g. {\"R1\": 1, \"R4\": 2}")
+    mix_t = tuple((str(k), _num(v, f"regime_mix.{k}", where, 0)) for k, v in mix.items())
+    if mix_t and sum(w for _, w in mix_t) <= 0:
+        raise UserError(f"{where}: regime_mix weights sum to 0", "give at least one positive weight")
+    prompt = parse_length(d.get("prompt_tokens", DEFAULT_PROMPT), "prompt_tokens", where)
+    out_spec = d.get("output_tokens", "regime")
+    output = None if out_spec == "regime" else parse_length(out_spec, "output_tokens", where)
+    scale = d.get("trace_time_scale", "qps")
+    if scale not in TIME_SCALES:
+        raise UserError(f"{where}: trace_time_scale {scale!r} is unknown", f"use one of {', '.join(TIME_SCALES)}")
+    trace = None
+    if d.get("trace") is not None:
+        if not isinstance(d["trace"], str):
+            raise UserError(f"{where}: trace must be a file path string", "e.g. \"trace\": \"requests.csv\"")
+        tp = Path(d["trace"])
+        if not tp.is_absolute() and base_dir is not None:
+            tp = base_dir / tp
+        trace = load_trace(tp)
+    elif "trace_time_scale" in d:
+        raise UserError(f"{where}: trace_time_scale is set but there is no trace", "add \"trace\" or drop trace_time_scale")
+    return Workload(arrival=arrival, cv=cv, regime_mix=mix_t, prompt=prompt, output=output, trace=trace,
+                    trace_time_scale=scale, source=where)
+
+
+def load_workload(path: str | Path) -> Workload:
+    from costmodel.jsonfile import read_json
+
+    p = Path(path)
+    return parse_workload(read_json(p, "workload"), f"workload {p}", p.parent)
+
+
+def load_trace(path: Path) -> Trace:
+    """Read a CSV/JSONL request trace (columns in the module docstring) with one-line errors."""
+    import pandas as pd
+
+    where = f"trace {path}"
+    if not path.exists():
+        raise UserError(f"{where} does not exist", "check the path (relative paths are relative to the workload file)")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".jsonl", ".ndjson"):
+            df = pd.read_json(path, lines=True)
+        elif suffix == ".csv":
+            df = pd.read_csv(path)
+        else:
+            raise UserError(f"{where} is neither .csv nor .jsonl", "give the trace a .csv or .jsonl name")
+    except UserError:
+        raise
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise UserError(f"{where} could not be parsed ({str(e).splitlines()[0] if str(e) else e.__class__.__name__})", "fix the file") from None
+    if len(df) == 0:
+        raise UserError(f"{where} holds no requests", "give at least one row")
+    tcol = next((c for c in ("arrival_s", "timestamp_s", "timestamp") if c in df.columns), None)
+    if tcol is None or "prompt_tokens" not in df.columns:
+        raise UserError(f"{where} lacks column(s) {'arrival_s' if tcol is None else ''}{' prompt_tokens' if 'prompt_tokens' not in df.columns else ''}".replace("  ", " "),
+                        "columns: arrival_s (or timestamp_s), prompt_tokens, optional output_tokens and regime")
+
+    def ints(col):
+        x = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
+        bad = ~np.isfinite(x) | (x < 1) | (x != np.round(x))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise UserError(f"{where}: row {i + 1} has {col} {df[col].iloc[i]!r}, not an integer >= 1", "fix the trace")
+        return tuple(int(v) for v in x)
+
+    t = pd.to_numeric(df[tcol], errors="coerce").to_numpy(float)
+    if not np.isfinite(t).all():
+        i = int(np.argmax(~np.isfinite(t)))
+        raise UserError(f"{where}: row {i + 1} has {tcol} {df[tcol].iloc[i]!r}, not a number of seconds", "fix the trace")
+    order = np.argsort(t, kind="stable")
+    take = lambda tup: tuple(tup[i] for i in order)  # noqa: E731
+    prompt = take(ints("prompt_tokens"))
+    out = take(ints("output_tokens")) if "output_tokens" in df.columns else None
+    reg = take(tuple(str(v) for v in df["regime"])) if "regime" in df.columns else None
+    ts = t[order] - t[order][0]
+    return Trace(str(path), tuple(float(v) for v in ts), prompt, out, reg)
+
+
+# ---- drawing a run's requests -------------------------------------------------------------------
+
+def _regime_names(profile: Profile, workload: Workload) -> tuple[tuple, np.ndarray]:
+    known = tuple(sorted(profile.commit_stats))
+    if workload.regime_mix:
+        names = tuple(r for r, _ in workload.regime_mix)
+        for r in names:
+            if r not in profile.commit_stats:
+                raise UserError(f"{workload.source}: regime_mix names regime {r!r}, which profile {profile.profile_id} lacks",
+                                f"use {', '.join(known) or 'no regimes (the profile has no commit_stats)'}")
+        w = np.array([w for _, w in workload.regime_mix], float)
+        return names, w / w.sum()
+    if not known:
+        return ("-",), np.array([1.0])
+    return known, np.full(len(known), 1.0 / len(known))
+
+
+def _gaps(workload: Workload, rng: np.random.Generator, n: int) -> np.ndarray:
+    """n inter-arrival gaps at rate 1 (scaled by 1/qps later, so QPS only stretches time)."""
+    if workload.arrival == "poisson":
+        return rng.standard_exponential(n)
+    if workload.arrival == "constant":
+        return np.ones(n)
+    shape = 1.0 / workload.cv ** 2
+    return rng.standard_gamma(shape, n) / shape
+
+
+def build_requests(profile: Profile, workload: Workload | None, qps: float | None, *, n_requests: int | None = None,
+                   duration_s: float | None = None, seed: int = 0) -> Requests:
+    """Draw the run's requests. Exactly one of n_requests / duration_s may be given; with neither,
+    DEFAULT_DURATION_S of arrivals (at least DEFAULT_MIN_REQUESTS requests), or a trace once."""
+    wl = workload or Workload()
+    if n_requests is not None and duration_s is not None:
+        raise UserError("give either a number of requests or a duration, not both", "drop --requests or --duration")
+    if n_requests is not None and (isinstance(n_requests, bool) or int(n_requests) != n_requests or n_requests < 1):
+        raise UserError(f"number of requests {n_requests!r} must be an integer >= 1", "e.g. --requests 2000")
+    if duration_s is not None and not (isinstance(duration_s, (int, float)) and math.isfinite(duration_s) and duration_s > 0):
+        raise UserError(f"duration {duration_s!r} s must be a positive number", "e.g. --duration 600")
+    if wl.recorded_rate:
+        if qps is not None:
+            raise UserError(f"{wl.source} replays its trace at the recorded rate, so a QPS ({qps:g}) would be ignored",
+                            "drop --qps, or set \"trace_time_scale\": \"qps\" to rescale the trace")
+        qps = wl.trace.recorded_qps
+        if qps <= 0:
+            raise UserError(f"{wl.source}: the trace spans no time, so it has no recorded rate", "give it timestamps that differ")
+    elif qps is None or isinstance(qps, bool) or not isinstance(qps, (int, float)) or not math.isfinite(qps) or qps <= 0:
+        raise UserError(f"QPS {qps!r} must be a positive number", "e.g. --qps 1,2,4")
+    qps = float(qps)
+
+    names, probs = _regime_names(profile, wl)
+    if wl.trace is not None:
+        arr, prompt, out_tr, reg_tr = _trace_arrays(wl, qps, n_requests, duration_s, seed)
+        n = len(arr)
+    else:
+        rng = rng_for(seed, STREAM_ARRIVAL)
+        if n_requests is None and duration_s is None:
+            duration_s = max(DEFAULT_DURATION_S, DEFAULT_MIN_REQUESTS / qps)
+        if n_requests is not None:
+            arr = np.cumsum(_gaps(wl, rng, int(n_requests))) / qps
+        else:
+            chunks, t, want = [], 0.0, int(qps * duration_s * 1.1) + 64
+            while t <= duration_s:
+                c = t + np.cumsum(_gaps(wl, rng, want)) / qps
+                chunks.append(c)
+                t = c[-1]
+            arr = np.concatenate(chunks)
+            arr = arr[arr <= duration_s]
+            if len(arr) == 0:
+                raise UserError(f"no request arrives in {duration_s:g} s at {qps:g} QPS", "give a longer --duration or a higher --qps")
+        n = len(arr)
+        prompt, out_tr, reg_tr = wl.prompt.sample(rng_for(seed, STREAM_PROMPT), n), None, None
+
+    if reg_tr is not None:
+        lookup = {r: i for i, r in enumerate(names)}
+        missing = sorted({r for r in reg_tr if r not in profile.commit_stats})
+        if missing and profile.commit_stats:
+            raise UserError(f"{wl.source}: the trace names regime(s) {', '.join(missing[:5])} that profile {profile.profile_id} lacks",
+                            f"use {', '.join(sorted(profile.commit_stats))}")
+        for r in sorted(set(reg_tr)):
+            if r not in lookup:
+                lookup[r] = len(names)
+                names = names + (r,)
+        regime_idx = np.array([lookup[r] for r in reg_tr], dtype=np.int64)
+    else:
+        regime_idx = rng_for(seed, STREAM_REGIME).choice(len(names), size=n, p=probs).astype(np.int64)
+
+    if out_tr is not None:
+        output = np.asarray(out_tr, dtype=np.int64)
+    elif wl.output is not None:
+        output = wl.output.sample(rng_for(seed, STREAM_OUTPUT), n)
+    else:
+        if not profile.commit_stats:
+            raise UserError(f"profile {profile.profile_id} has no commit_stats, so output lengths cannot come from regimes",
+                            "give \"output_tokens\" in the workload file")
+        output = np.empty(n, dtype=np.int64)
+        rng = rng_for(seed, STREAM_OUTPUT)
+        u = rng.random(n)
+        for i, r in enumerate(names):
+            sel = regime_idx == i
+            if sel.any():
+                output[sel] = _quantile(profile.commit_stats[r].content_length, u[sel])
+        output = np.maximum(output, 1)
+    window = float(duration_s) if duration_s is not None else float(arr[-1]) if n else 0.0
+    return Requests(np.asarray(arr, float), np.asarray(prompt, np.int64), output, regime_idx, names, window, qps)
+
+
+def _quantile(dist, u: np.ndarray) -> np.ndarray:
+    """Inverse CDF of a discrete Distribution at uniforms u (vectorised)."""
+    vals = np.asarray(dist.values, float)
+    order = np.argsort(vals)
+    cdf = np.cumsum(np.asarray(dist.probs, float)[order])
+    cdf[-1] = 1.0
+    idx = np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)
+    return np.rint(vals[order][idx]).astype(np.int64)
+
+
+def _trace_arrays(wl: Workload, qps: float, n_requests, duration_s, seed):
+    tr = wl.trace
+    t = np.asarray(tr.arrival_s, float)
+    m = len(t)
+    scale = 1.0 if wl.trace_time_scale == "recorded" else (tr.recorded_qps / qps if tr.recorded_qps > 0 else 1.0 / qps)
+    t = t * scale
+    period = (t[-1] + (t[-1] / (m - 1) if m > 1 else 1.0 / qps))  # one pass of the trace, plus a mean gap
+    if n_requests is not None:
+        n = int(n_requests)
+    elif duration_s is not None:
+        n = None
+    else:
+        n = m
+    reps = (math.ceil(n / m) if n is not None else math.floor(duration_s / period) + 1)
+    idx = np.tile(np.arange(m), reps)
+    arr = t[idx] + np.repeat(np.arange(reps) * period, m)
+    if n is not None:
+        idx, arr = idx[:n], arr[:n]
+    else:
+        keep = arr <= duration_s
+        idx, arr = idx[keep], arr[keep]
+        if len(arr) == 0:
+            raise UserError(f"no trace request arrives in {duration_s:g} s", "give a longer --duration")
+    prompt = np.asarray(tr.prompt_tokens, np.int64)[idx]
+    out = np.asarray(tr.output_tokens, np.int64)[idx] if tr.output_tokens is not None else None
+    reg = [tr.regime[i] for i in idx] if tr.regime is not None else None
+    return arr, prompt, out, reg

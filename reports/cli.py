@@ -109,13 +109,14 @@ def print_analysis(con, a, wall_s: float | None = None) -> None:
 @click.option("--mode", "modes", default="diffusion,ar,mtp", show_default=True, help="Serving modes, comma-separated.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(), help="A profile JSON (repeatable); it replaces the shipped default for its GPU (added to --hardware if absent).")
 @pricing_options
+@click.option("--workload", type=click.Path(dir_okay=False), default=None, help="Workload JSON (arrivals, regime mix, lengths, or a trace); default: the simulator's.")
 @click.option("--duration", "duration_s", type=float, default=DEFAULT_DURATION_S, show_default=True, help="Simulated seconds per point.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--max-replicas", type=int, default=64, show_default=True, help="Give up on a (GPU, mode, QPS) above this many replicas.")
 @click.option("--jobs", type=int, default=None, help="Parallel processes (default: the CPUs available).")
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Directory for plan.csv, its dictionary and plan.json.")
 def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry,
-         duration_s, seed, max_replicas, jobs, out):
+         workload, duration_s, seed, max_replicas, jobs, out):
     """Fewest replicas meeting an SLO per (GPU, mode, QPS), their monthly cost, the cheapest option
     per QPS and the crossover QPS above which DiffusionGemma stops being the cheapest.
 
@@ -174,8 +175,15 @@ def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, elect
         for s in specs.values():
             gpu_price(s, pricing)  # a GPU with no purchase price fails now, not after the simulations
 
+    if workload:
+        from simulate.api import resolve_workload
+
+        wl = resolve_workload(workload)  # a malformed workload fails here, before any simulation
+        if wl.recorded_rate:
+            raise UserError(f"workload {workload} replays its trace at the recorded rate", 'plan sets the rate per QPS: use "trace_time_scale": "qps"')
+        workload = str(Path(workload).resolve())
     settings = planmod.PlanSettings(qps_values, slo_obj.text, hw_list, mode_list, profile_paths, duration_s, seed, max_replicas,
-                                    jobs or planmod.default_jobs())
+                                    jobs or planmod.default_jobs(), workload)
     err = make_console(stderr=True)
     err.print(f"plan: {len(hw_list)} GPUs x {len(mode_list)} modes x {len(qps_values)} QPS, {duration_s:g} simulated s per point, "
               f"{settings.jobs} processes")

@@ -101,8 +101,19 @@ def _assumptions(res: Results, a: Analysis) -> str:
             parts.append(f"<li>{e(k)}: {e(st[k])}</li>")
     parts.append(f"<li>SLO checked: {e(a.slo.text or 'stable (steady state) only')}; a point meets it only if the simulator judged it stable.</li>")
     if res.kind == "plan":
-        parts.append("<li>Replica search: gallop up from the answer at the next lower QPS (or 1), then bisect; assumes more replicas never hurt.</li>")
+        parts.append("<li>Replica search: first guess = the answer at the next lower QPS scaled by the load ratio; gallop from it, then bisect; "
+                     "assumes more replicas never hurt.</li>")
+    pts = a.points
+    for col, label in (("workload", "workload simulated"), ("router", "router")):
+        if col in pts:
+            vals = sorted({str(v) for v in pts[col].dropna() if str(v)})
+            if vals:
+                parts.append(f"<li>{label}: {e('; '.join(vals))}</li>")
     parts.append("</ul>")
+    eng = [c for c in ("max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens") if c in pts]
+    if eng:
+        limits = pts.groupby(["hardware", "mode"], sort=False)[eng].max().reset_index()
+        parts.append("<p>Simulated engine limits per replica:</p>" + _table(limits, [("hardware", "GPU"), ("mode", "mode")] + [(c, c) for c in eng]))
 
     parts.append("<h3>Which numbers are measured, projected, published or roofline</h3>")
     parts.append("<ul>" + "".join(f'<li><span class="kind k-{k}">{k}</span> {e(v)}</li>' for k, v in KIND_MEANING.items()) + "</ul>")

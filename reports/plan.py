@@ -40,6 +40,7 @@ class PlanSettings:
     seed: int = 0
     max_replicas: int = DEFAULT_MAX_REPLICAS
     jobs: int = 1
+    workload: str | None = None  # workload JSON path (None: the simulator's default workload)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -91,28 +92,30 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
     return out
 
 
-def simulator_point(profile, duration_s: float, seed: int) -> PointFn:
+def simulator_point(profile, duration_s: float, seed: int, workload: str | None = None) -> PointFn:
     """A PointFn that runs the discrete-event simulator on `profile`."""
-    from simulate.api import run_point
+    from simulate.api import resolve_workload, run_point
+
+    wl = resolve_workload(workload)
 
     def point(hardware: str, mode: str, qps: float, replicas: int) -> dict:
-        return run_point(profile, mode, qps, replicas=replicas, duration_s=duration_s, seed=seed).summary.flat()
+        return run_point(profile, mode, qps, replicas=replicas, workload=wl, duration_s=duration_s, seed=seed).summary.flat()
 
     return point
 
 
 def _chain_job(args) -> list[CellSearch]:
-    hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas = args
+    hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas, workload = args
     from costmodel.shipped import resolve_profile
 
     profile = resolve_profile(profile_path, hardware)
-    return search_chain(simulator_point(profile, duration_s, seed), hardware, mode, qps_values, parse_slo(slo_text), max_replicas)
+    return search_chain(simulator_point(profile, duration_s, seed, workload), hardware, mode, qps_values, parse_slo(slo_text), max_replicas)
 
 
 def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None = None) -> list[CellSearch]:
     """Every (hardware, mode) chain, in parallel processes when settings.jobs > 1."""
-    jobs = [(h, m, list(settings.qps), settings.profiles.get(h), settings.slo, settings.duration_s, settings.seed, settings.max_replicas)
-            for h in settings.hardware for m in settings.modes]
+    jobs = [(h, m, list(settings.qps), settings.profiles.get(h), settings.slo, settings.duration_s, settings.seed, settings.max_replicas,
+             settings.workload) for h in settings.hardware for m in settings.modes]
     cells: list[CellSearch] = []
     t0 = time.perf_counter()
 

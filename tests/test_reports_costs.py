@@ -113,3 +113,30 @@ def test_dictionary_patterns():
     assert describe("batch_verify_step_seqs").unit == "sequences"
     assert describe("cost_usd_per_month").unit == "USD/month"
     assert dictionary_paths("a/b/plan.csv")[0].name == "plan.dictionary.csv"
+
+
+def test_telemetry_power_from_a_measured_run(tmp_path, cli):
+    from measure.rundir import RunManifest, RunWriter
+    from reports.pricing import telemetry_power
+
+    man = RunManifest(run_id="tele", kind="gpu", mode="ar", model="m", weights="random", commit_source="none", hardware="h200")
+    with RunWriter(tmp_path / "run", man) as w:
+        rows = [{"t_s": i, "phase": "timing", "power_w": p, "sm_clock_mhz": 1900, "mem_used_gb": 60, "gpu_util_pct": u, "energy_j": 0}
+                for i, (p, u) in enumerate([(90.0, 0.0), (600.0, 100.0), (500.0, 90.0), (95.0, 10.0)])]
+        w.add("telemetry", rows)
+        w.finish_unit("u1")
+    hw, watts, src = telemetry_power(tmp_path / "run")
+    assert hw == "h200" and watts == pytest.approx(550.0)  # mean of the two busy samples (util >= 50%)
+    assert "2 busy telemetry samples" in src and "tele" in src
+    # through the CLI: on-prem electricity uses 550 W x utilisation instead of the 700 W board power
+    import pandas as pd
+
+    d = tmp_path / "sim"
+    d.mkdir()
+    pd.DataFrame([point("ar", "h200", 5.0, 1, busy=1.0)]).to_csv(d / "summary.csv", index=False)
+    code, out, err = cli("report", str(d), "-o", str(tmp_path / "t.csv"), "--onprem", "--telemetry", str(tmp_path / "run"))
+    assert code == 0, err
+    row = pd.read_csv(tmp_path / "t.csv").iloc[0]
+    assert row["power_w_per_gpu"] == pytest.approx(550.0)
+    assert row["electricity_usd_per_gpu_hour"] == pytest.approx(0.55 * 1.2 * 0.08)
+    assert "measured" in row["power_source"]

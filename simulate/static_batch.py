@@ -6,7 +6,7 @@ until the next arrival. This module simulates exactly that policy with SimPy, pr
 with the profile, so a measured load run and its simulation can be compared request by request.
 
 Pass structure per batch of B requests (prompts padded to the longest, P):
-- diffusion: encoder_prefill(B, P); for each canvas c: an encoder_commit(B, 256, P+256(c-1)) before
+- diffusion: encoder_prefill(B, P); for each canvas c (C = the model's canvas length, 256): an encoder_commit(B, C, P+C(c-1)) before
   every canvas after the first, then max_i k_ic denoise_step(B, 256, P+256(c-1)) passes (a batch's
   denoising loop runs until every row has stopped); all rows run the batch's longest block count.
   A request's first output is the end of its first canvas, its finish the end of its last.
@@ -44,8 +44,8 @@ class BatchRequest:
     draft_tokens: int = 4  # mtp: k
 
 
-def _blocks(r: BatchRequest) -> int:
-    return max(1, math.ceil(r.output_tokens / CANVAS))
+def _blocks(r: BatchRequest, canvas: int = CANVAS) -> int:
+    return max(1, math.ceil(r.output_tokens / canvas))
 
 
 def batch_timeline(profile: Profile, mode: str, batch: list[BatchRequest]) -> tuple[list[float], list[float], float]:
@@ -55,18 +55,21 @@ def batch_timeline(profile: Profile, mode: str, batch: list[BatchRequest]) -> tu
     ms = lambda *segs: profile.pass_ms(mode, segs)  # noqa: E731
     first, finish = [0.0] * B, [0.0] * B
     if mode == "diffusion":
+        from costmodel.models import get_model
+
+        C = get_model(profile.mode(mode).model).canvas_length or CANVAS
         t = ms(Segment("encoder_prefill", B, P, 0))
-        n_blocks = max(_blocks(r) for r in batch)
+        n_blocks = max(_blocks(r, C) for r in batch)
         for c in range(n_blocks):
-            ctx = P + CANVAS * c
+            ctx = P + C * c
             if c > 0:
-                t += ms(Segment("encoder_commit", B, CANVAS, ctx - CANVAS))
+                t += ms(Segment("encoder_commit", B, C, ctx - C))
             steps = max(r.steps_per_canvas[c] if c < len(r.steps_per_canvas) else r.steps_per_canvas[-1] for r in batch)
-            t += steps * ms(Segment("denoise_step", B, CANVAS, ctx))
+            t += steps * ms(Segment("denoise_step", B, C, ctx))
             for i, r in enumerate(batch):
                 if c == 0:
                     first[i] = t
-                if c == _blocks(r) - 1:
+                if c == _blocks(r, C) - 1:
                     finish[i] = t
         return [x / 1e3 for x in first], [x / 1e3 for x in finish], t / 1e3
     if mode == "ar":

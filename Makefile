@@ -25,7 +25,7 @@ install: $(VENV)/.base
 install-test: $(VENV)/.test
 
 run: $(VENV)/.base
-	$(BIN)/costmodel roofline --model diffusiongemma-26b-a4b --hardware h200 --precision bf16 --sweep
+	$(BIN)/costmodel simulate --qps $(QPS) --mode diffusion,ar,mtp --hardware h200 -o out/simulate
 
 test: $(VENV)/.test
 	$(BIN)/python -m pytest -n 2 tests

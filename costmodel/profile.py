@@ -30,7 +30,7 @@ from costmodel.errors import UserError
 SCHEMA_VERSION = 1
 PROVENANCE_KINDS = ("measured", "projected", "published", "roofline", "endpoint")
 MODES = ("diffusion", "ar", "mtp")
-FEATURES = ("const", "roofline_ms", "memory_ms", "compute_ms", "seqs", "tokens", "context_ktokens")
+FEATURES = ("const", "roofline_ms", "memory_ms", "compute_ms", "kv_ms", "seqs", "tokens", "context_ktokens")
 
 
 @dataclass
@@ -333,6 +333,8 @@ def features(roof_pass, segments) -> dict[str, float]:
         "roofline_ms": roof_pass.roofline_ms,
         "memory_ms": roof_pass.memory_ms,
         "compute_ms": roof_pass.compute_ms,
+        # the KV-cache share of memory_ms: lets a fit price KV reads at another efficiency than weights
+        "kv_ms": roof_pass.memory_ms * (roof_pass.kv_read_bytes + roof_pass.kv_write_bytes) / roof_pass.bytes if roof_pass.bytes else 0.0,
         "seqs": float(sum(s.seqs for s in segments)),
         "tokens": float(sum(s.seqs * s.tokens for s in segments)),
         "context_ktokens": sum(s.seqs * s.context for s in segments) / 1000.0,

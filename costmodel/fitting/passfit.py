@@ -4,13 +4,18 @@ Method (what `costmodel fit` prints and stores in each model's diagnostics):
 - observations: one row per shape (seqs, tokens_per_seq, context_tokens) holding the MEDIAN time
   over its repeats (`repeats="median"`, default), or every repeat (`repeats="all"`);
 - features: the pass's roofline terms on the profile's GPU/precision (`memory_ms`, `compute_ms`,
-  `roofline_ms`) plus optional shape terms (`seqs`, `context_ktokens`) and an intercept (`const`,
+  `roofline_ms`, `kv_ms`) plus optional shape terms (`seqs`, `context_ktokens`) and an intercept (`const`,
   per-pass overhead: kernel launches, host work);
 - weights 1/ms^2, so the fit minimises squared RELATIVE error (times span ~1 to ~1000 ms);
 - feature set: the simplest of `CANDIDATE_SETS` whose shape-grouped k-fold MAPE is within
-  max(0.25 points, 10 %) of the best set's, among sets whose coefficients are all >= 0 (every term
-  adds time; a negative term would make projections to other GPUs unphysical); `FALLBACK_SETS`
-  (no intercept) only when no candidate qualifies;
+  max(0.25 points, 10 %) of the best set's, among sets whose slopes are all >= 0 (every roofline or
+  shape term adds time; a negative one would make projections to other GPUs unphysical; `kv_ms`,
+  the KV-cache share of `memory_ms`, may lower the KV bytes' price down to zero, for engines whose
+  attention streams the cache more efficiently than their MoE kernels stream weights). The
+  intercept may be negative: engines whose time grows faster than the roofline terms between the
+  smallest and largest shapes (e.g. per-expert kernel costs as more experts are touched) fit a
+  negative intercept, and the roofline floor still bounds every prediction. `FALLBACK_SETS` only
+  when no candidate qualifies;
 - held-out check: whole shapes left out of the fit (default: the largest batch; see `HeldoutSpec`),
   the chosen feature set refitted on the rest, MAPE on the left-out shapes;
 - predictions are max(roofline_ms, linear), as `Profile.pass_ms` computes them, in every metric.
@@ -29,7 +34,7 @@ from costmodel.profile import FitDiagnostics, PassCostModel, Provenance, feature
 from costmodel.roofline import Roofline, Segment
 
 SHAPE_COLS = ("seqs", "tokens_per_seq", "context_tokens")
-FEATURE_COLS = ("const", "roofline_ms", "memory_ms", "compute_ms", "seqs_f", "tokens_f", "context_ktokens")
+FEATURE_COLS = ("const", "roofline_ms", "memory_ms", "compute_ms", "kv_ms", "seqs_f", "tokens_f", "context_ktokens")
 # Feature sets tried, simplest first (names are profile FEATURES): fewest coefficients first, and
 # with an intercept (`const`: the fixed per-pass overhead of kernel launches and host work) before
 # without. `FALLBACK_SETS` only when no candidate qualifies.
@@ -37,8 +42,10 @@ CANDIDATE_SETS: tuple[tuple[str, ...], ...] = (
     ("const", "roofline_ms"),
     ("memory_ms", "compute_ms"),
     ("const", "memory_ms", "compute_ms"),
+    ("const", "memory_ms", "compute_ms", "kv_ms"),
     ("const", "memory_ms", "compute_ms", "seqs"),
     ("const", "memory_ms", "compute_ms", "context_ktokens"),
+    ("const", "memory_ms", "compute_ms", "kv_ms", "seqs"),
     ("const", "memory_ms", "compute_ms", "seqs", "context_ktokens"),
 )
 FALLBACK_SETS: tuple[tuple[str, ...], ...] = (("roofline_ms",),)
@@ -71,7 +78,7 @@ def add_features(df: pd.DataFrame, roof: Roofline, kind: str) -> pd.DataFrame:
             seg = (Segment(kind, *key).validate(),)
             f = features(roof.pass_cost(seg), seg)
             cache[key] = {"const": 1.0, "roofline_ms": f["roofline_ms"], "memory_ms": f["memory_ms"], "compute_ms": f["compute_ms"],
-                          "seqs_f": f["seqs"], "tokens_f": f["tokens"], "context_ktokens": f["context_ktokens"]}
+                          "kv_ms": f["kv_ms"], "seqs_f": f["seqs"], "tokens_f": f["tokens"], "context_ktokens": f["context_ktokens"]}
         rows.append(cache[key])
     out = df.reset_index(drop=True).copy()
     return pd.concat([out, pd.DataFrame(rows, columns=list(FEATURE_COLS))], axis=1)
@@ -125,6 +132,19 @@ def _estimable(df: pd.DataFrame, feats: tuple[str, ...]) -> bool:
     scale = np.abs(X).max(axis=0)
     scale[scale == 0] = 1.0
     return np.linalg.matrix_rank(X / scale, tol=1e-8) == len(feats)
+
+
+def physical(coef: dict[str, float]) -> bool:
+    """Every roofline and shape term adds time: slopes >= 0, except `kv_ms`, an adjustment of the
+    KV-cache bytes' price relative to `memory_ms`, which may be negative down to free KV bytes
+    (memory_ms + kv_ms >= 0). The intercept may have either sign."""
+    for f, c in coef.items():
+        if f == "kv_ms":
+            if c + coef.get("memory_ms", 0.0) < 0:
+                return False
+        elif f != "const" and c < 0:
+            return False
+    return True
 
 
 def _folds(shape_ids: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
@@ -265,8 +285,8 @@ def fit_pass_kind(rows: pd.DataFrame, kind: str, roof: Roofline, provenance: Pro
             candidates[name] = None
             if not _estimable(obs, feats):
                 continue
-            params = np.asarray(_fit(obs, feats).params)
-            if np.any(params < 0) or not np.all(np.isfinite(params)):
+            params = _fit(obs, feats).params
+            if not np.all(np.isfinite(params)) or not physical(dict(params)):
                 continue
             candidates[name] = kfold_mape(obs, feats, seed)
             ok.append((feats, candidates[name]))
@@ -297,7 +317,7 @@ def fit_pass_kind(rows: pd.DataFrame, kind: str, roof: Roofline, provenance: Pro
         f"statsmodels WLS of {time_column} on {' + '.join(chosen)}, weights 1/ms^2 (relative error); "
         f"{len(obs)} observations ({'median per shape' if repeats == 'median' else 'every repeat'}) over {n_shapes} shapes\n"
         f"{res.summary().tables[1].as_text()}\n"
-        f"k-fold MAPE per feature set ('-': too few shapes or a negative coefficient): {tried}\n"
+        f"k-fold MAPE per feature set ('-': too few shapes or a negative slope): {tried}\n"
         f"held-out: {ho_desc}"
     )
     model = PassCostModel(

@@ -71,7 +71,8 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
                     row = b.iloc[0].to_dict()
                 elif not tried.empty:
                     row = {"hardware": h, "mode": m, "qps": q, "meets_slo": False, "slo": pts["slo"].iloc[0],
-                           "slo_failures": f"not met with {int(tried['replicas'].max())} replicas: {tried.sort_values('replicas').iloc[-1]['slo_failures']}"}
+                           "slo_failures": f"not met by any evaluated replica count (largest {int(tried['replicas'].max())}): "
+                                           f"{tried.sort_values('replicas').iloc[-1]['slo_failures']}"}
                 elif cell_notes and (h, m, q) in cell_notes:
                     row = {"hardware": h, "mode": m, "qps": q, "meets_slo": False, "slo": slo.text or "stable", "slo_failures": cell_notes[(h, m, q)]}
                 else:

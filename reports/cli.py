@@ -244,9 +244,12 @@ def report(results, out, slo, price, onprem, purchase_usd, electricity_usd_per_k
         raise UserError(f"-o {out}: the output must end in .csv or .html", "e.g. -o report.html or -o finance.csv")
     res = load_results(results)
     slo_obj = parse_slo(slo) if slo else (parse_slo(res.slo) if res.slo else STABLE_ONLY)
+    con = make_console()
+    if res.kind == "plan" and slo and slo_obj.text != parse_slo(res.slo).text:
+        con.print(f"[yellow]note: the plan searched replicas for {res.slo}; judged by {slo_obj.text}, each cell shows the cheapest of the "
+                  f"replica counts that search evaluated, which need not be the fewest: re-run `costmodel plan --slo` for those[/yellow]")
     pricing = build_pricing(price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry) or res.pricing or PricingConfig()
     a = analyse(res.points, slo_obj, pricing, res.specs, res.qps, res.cell_notes)
-    con = make_console()
     if suffix == ".csv":
         table = a.cells if res.kind == "plan" else a.points
         written = write_finance_csv(table, out)

@@ -111,18 +111,21 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
                          f"DiffusionGemma meets the SLO{where} at none of the evaluated QPS ({_qlist(qs)})", per_qps=per)
     if not per[0]["diffusion_cheapest"]:
         p = per[0]
+        later = [x["qps"] for x in per[1:] if x["diffusion_cheapest"]]
+        note = f"; note: DiffusionGemma is the cheapest (or tied) at {_qlist(later)} QPS" if later else ""
         return Crossover(scope, "below-range", None, p["qps"], None, p["rival_option"],
                          f"DiffusionGemma is not the cheapest SLO-meeting option{where} even at the lowest evaluated QPS {p['qps']:g} "
-                         f"({_side(p)}); "
-                         f"the crossover, if any, lies below {p['qps']:g} QPS", per_qps=per)
+                         f"({_side(p)}); the crossover, if any, lies below {p['qps']:g} QPS{note}", per_qps=per)
     k = 0
     while k + 1 < len(per) and per[k + 1]["diffusion_cheapest"]:
         k += 1
     again = [p["qps"] for p in per[k + 1:] if p["diffusion_cheapest"]]
     tail = f"; note: diffusion is the cheapest again at {_qlist(again)} QPS (costs are not monotone in QPS)" if again else ""
+    ties = [p["qps"] for p in per[: k + 1] if p["diffusion_cost_usd_per_month"] == p["rival_cost_usd_per_month"]]
+    tie_txt = f" (tied with AR/MTP at {_qlist(ties)} QPS)" if ties else ""
     if k == len(per) - 1:
         return Crossover(scope, "above-range", per[k]["qps"], None, None, None,
-                         f"DiffusionGemma is the cheapest SLO-meeting option{where} at every evaluated QPS up to {per[k]['qps']:g}; "
+                         f"DiffusionGemma is the cheapest SLO-meeting option{where} at every evaluated QPS up to {per[k]['qps']:g}{tie_txt}; "
                          f"the crossover, if any, lies above {per[k]['qps']:g} QPS", per_qps=per)
     lo, hi = per[k], per[k + 1]
     est = None
@@ -133,7 +136,7 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
     head = (f"at ~{est:.3g} QPS (linear interpolation of monthly costs)" if est is not None
             else f"somewhere in ({lo['qps']:g}, {hi['qps']:g}] QPS (not interpolated: a side meets the SLO at only one end)")
     text = (f"crossover{where}: DiffusionGemma stops being the cheapest SLO-meeting option {head}; bracket {lo['qps']:g}-{hi['qps']:g} QPS: "
-            f"at {lo['qps']:g} QPS {_side(lo)}; at {hi['qps']:g} QPS {_side(hi)}{tail}")
+            f"at {lo['qps']:g} QPS {_side(lo)}; at {hi['qps']:g} QPS {_side(hi)}{tie_txt if ties != [lo['qps']] else ''}{tail}")
     return Crossover(scope, "bracketed", lo["qps"], hi["qps"], est, hi["rival_option"], text, per_qps=per)
 
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from costmodel.errors import UserError
-from costmodel.fitting.build import FitOptions, build_profile, campaign_runs
+from costmodel.fitting.build import FitOptions, build_profile, campaign_runs, resolve_model
 from costmodel.fitting.passfit import HeldoutSpec, shape_of
 from costmodel.fitting.synthetic import truth_ms, write_synthetic_run
 from costmodel.roofline import Segment
@@ -132,6 +132,10 @@ def test_bad_inputs_are_user_errors(runs, tmp_path):
         build_profile([runs["ar"]], FitOptions(time_column="cpu_ms"))
     with pytest.raises(UserError, match="does not exist"):
         build_profile([tmp_path / "nope"])
+    with pytest.raises(UserError, match="--model MODE=NAME"):
+        resolve_model("meta/llama-3", "run x")
+    assert resolve_model("google/diffusiongemma-26B-A4B-it", "run x") == "diffusiongemma-26b-a4b"
+    assert resolve_model("google/gemma-4-26B-A4B-it", "run x") == "gemma4-26b-a4b"
     with pytest.raises(UserError, match="no GPU runs"):
         campaign_runs(runs["ar"].parent, "h200")  # synthetic runs are never campaign runs
     # two engine setups timing one pass kind are refused

@@ -226,7 +226,8 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     run_models: dict[str, set] = {}
     for r in runs:
         fam = "diffusion" if r.manifest.mode == "diffusion" else "target"
-        run_models.setdefault(fam, set()).add(resolve_model(r.manifest.model, f"run {r.path}"))
+        override = opts.models.get("diffusion") if fam == "diffusion" else (opts.models.get("ar") or opts.models.get("mtp"))
+        run_models.setdefault(fam, set()).add(override or resolve_model(r.manifest.model, f"run {r.path}"))
     for fam, names in run_models.items():
         if len(names) > 1:
             raise UserError(f"the {fam} runs are of different models ({', '.join(sorted(names))})", "fit one model per mode")

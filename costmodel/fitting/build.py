@@ -277,7 +277,8 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     filled: list[tuple[str, str, str]] = []
     for mode in requested:
         pms: dict[str, PassCostModel] = {}
-        missing = []
+        missing: list[str] = []
+        mode_filled: list[tuple[str, str, str]] = []
         for kind in MODE_PASS_KINDS[mode]:
             if kind in fits:
                 pms[kind] = copy.deepcopy(fits[kind].model)
@@ -285,7 +286,7 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
             donor = DONORS.get(kind)
             if donor and donor[0] in fits:
                 pms[kind] = _carried(fits[donor[0]], kind, donor[1], hw.id, roof_for(kind), now)
-                filled.append((mode, kind, f"carried from the measured {donor[0]} fit: {donor[1]}"))
+                mode_filled.append((mode, kind, f"carried from the measured {donor[0]} fit: {donor[1]}"))
                 continue
             ref = next((fits[k] for k in ("decode_step", "verify_step") if k in fits), None)
             if kind == "draft_step" and ref is not None:
@@ -293,13 +294,13 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
                 pms[kind] = PassCostModel(kind=kind, coef={"roofline_ms": x}, provenance=Provenance(
                     "roofline", f"assistant roofline x {x:.2f} (median measured/roofline of the target's {ref.model.kind})", hardware=hw.id, date=now,
                     notes="draft_step was not timed; the assistant is small, so per-pass overhead weighs more than in the target and this may underestimate it"))
-                filled.append((mode, kind, f"assistant roofline x {x:.2f}, the target {ref.model.kind}'s measured multiple"))
+                mode_filled.append((mode, kind, f"assistant roofline x {x:.2f}, the target {ref.model.kind}'s measured multiple"))
                 continue
             if opts.fill_roofline:
                 eff = opts.fill_roofline
                 pms[kind] = PassCostModel(kind=kind, coef={"roofline_ms": 1.0 / eff}, provenance=Provenance(
                     "roofline", f"roofline time / efficiency {eff:g} (--fill-roofline)", hardware=hw.id, date=now, notes=f"{kind} was not timed"))
-                filled.append((mode, kind, f"roofline / efficiency {eff:g} (--fill-roofline)"))
+                mode_filled.append((mode, kind, f"roofline / efficiency {eff:g} (--fill-roofline)"))
                 continue
             missing.append(kind)
         if missing:
@@ -308,14 +309,17 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
                                 "add runs that time them, drop the mode from --modes, or pass --fill-roofline EFF")
             msgs.append(f"mode {mode} omitted: no run timed {', '.join(missing)} (add such runs, or --modes with --fill-roofline EFF)")
             continue
+        filled += mode_filled
         model = diffusion_model if mode == "diffusion" else target_model
-        note = "; ".join(f"{k}: {src}" for md, k, src in filled if md == mode)
+        note = "; ".join(f"{k}: {src}" for _, k, src in mode_filled)
         modes[mode] = ModeProfile(mode, model, assistant=assistant if mode == "mtp" else None, pass_models=pms,
                                   notes=(f"filled, not timed: {note}" if note else ""))
     if not modes:
         raise UserError("no mode has every pass kind timed", "add runs, or pass --modes with --fill-roofline EFF to fill from the roofline")
     for md, kind, src in filled:
         msgs.append(f"{md}/{kind} not timed: {src}")
+    if opts.fill_roofline and not any("--fill-roofline" in src for _, _, src in filled):
+        msgs.append(f"--fill-roofline {opts.fill_roofline:g} not needed: every pass kind was timed or carried from a timed one")
 
     commit_stats = {}
     if "diffusion" in modes:

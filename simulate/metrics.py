@@ -35,9 +35,12 @@ Stability (stable=False means: the queue grows without bound; its latencies are 
    run stops there (arrivals outpace service so badly that simulating on is wasted time);
 2. backlog trend: a least-squares line through the time-average number in system of the 20 bins of
    the arrival window after warm-up; growth = slope x span. Unstable when growth exceeds
-   max(10, 3% of the arrivals in that span). A stable queue fluctuates around a level; an
-   overloaded one grows at (arrival - service) rate, i.e. by the overload fraction of arrivals, so
-   overloads above ~3% of capacity are caught; milder ones show as long queues in the percentiles.
+   max(10, 3% of the arrivals in that span, half the mean number in system over the span). A
+   stable queue fluctuates around its level (the last two floors keep that noise, and what is left
+   of the ramp-up from an empty system in a short run, from reading as growth); an overloaded one
+   grows at the (arrival - service) rate, by the overload fraction of the arrivals and by more than
+   its own mean level, so overloads above ~3% of capacity are caught; milder ones show as long
+   queues in the percentiles.
 3. unfinished: requests still in the system `drain_s` after the last arrival.
 """
 
@@ -51,6 +54,7 @@ from simulate.results import PERCENTILES, REQUEST_COLUMNS, PointSummary
 TREND_BINS = 20
 TREND_MIN_GROWTH = 10.0
 TREND_FRACTION = 0.03
+TREND_LEVEL = 0.5
 
 
 class Records:
@@ -126,18 +130,19 @@ def _stats(x: np.ndarray) -> dict:
     return {f"p{p}": float(v) for p, v in zip(PERCENTILES, q)} | {"mean": float(x.mean())}
 
 
-def backlog_trend(tracker: Tracker, warmup_s: float, end_s: float) -> tuple[float, float]:
-    """(growth in requests over the steady span by a least-squares line, span seconds)."""
+def backlog_trend(tracker: Tracker, warmup_s: float, end_s: float) -> tuple[float, float, float]:
+    """(growth in requests over the steady span by a least-squares line, span seconds, mean
+    requests in system over the span)."""
     means = tracker.bin_means()
     edges = np.asarray([0.0] + tracker.edges)
     centres = (edges[:-1] + edges[1:]) / 2
     keep = (edges[:-1] >= warmup_s - 1e-9) & (edges[1:] <= end_s + 1e-9) & np.isfinite(means)
     if keep.sum() < 3:
-        return 0.0, 0.0
+        return 0.0, 0.0, float("nan")
     x, y = centres[keep], means[keep]
     span = float(edges[1:][keep].max() - edges[:-1][keep].min())
     slope = np.polyfit(x, y, 1)[0]
-    return float(slope * span), span
+    return float(slope * span), span, float(y.mean())
 
 
 def summarise(*, mode: str, profile, qps: float, replicas: list, reqs, n_arrived: int, rec: Records, tracker: Tracker,
@@ -162,9 +167,9 @@ def summarise(*, mode: str, profile, qps: float, replicas: list, reqs, n_arrived
     steady = finished & ~warm
 
     # stability
-    growth, trend_span = backlog_trend(tracker, warmup_s, window_end)
+    growth, trend_span, level = backlog_trend(tracker, warmup_s, window_end)
     arrivals_in_trend = int(((arr >= window_end - trend_span) & (arr <= window_end)).sum()) if trend_span else 0
-    threshold = max(TREND_MIN_GROWTH, TREND_FRACTION * arrivals_in_trend)
+    threshold = max(TREND_MIN_GROWTH, TREND_FRACTION * arrivals_in_trend, TREND_LEVEL * level if trend_span else 0.0)
     unfinished = int(n - finished.sum())
     reasons = []
     if abort:

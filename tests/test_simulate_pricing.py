@@ -1,0 +1,57 @@
+"""Step pricing: exact mode is the profile's pass_ms of the step's mix; the default resolution stays
+within a stated error of it; the cache is per profile object."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from costmodel.baseline_profile import roofline_profile
+from costmodel.roofline import Segment as S
+from simulate.pricing import StepPricer, quantizer
+
+PROFILE = roofline_profile("h200", "bf16", 0.33)
+
+
+def test_quantizer():
+    q = quantizer(5)
+    assert [q(x) for x in (0, 1, 31)] == [0, 1, 31]
+    for x in range(32, 20000, 7):
+        assert abs(q(x) - x) <= x / 32
+    assert quantizer(0)(12345) == 12345
+
+
+def test_exact_prices_are_pass_ms_of_the_mix():
+    d = StepPricer(PROFILE, "diffusion", 0)
+    assert d.price(2, 1000, 100, 3, 3 * 700, 1, 900) == pytest.approx(PROFILE.pass_ms("diffusion", (
+        S("encoder_prefill", 2, 500, 50), S("denoise_step", 3, 256, 700), S("encoder_commit", 1, 256, 900))) / 1e3)
+    a = StepPricer(PROFILE, "ar", 0)
+    assert a.price(0, 0, 0, 40, 40 * 512) == pytest.approx(PROFILE.pass_ms("ar", (S("decode_step", 40, 1, 512),)) / 1e3)
+    m = StepPricer(PROFILE, "mtp", 0, draft_tokens=4)
+    want = 4 * PROFILE.pass_ms("mtp", (S("draft_step", 8, 1, 300),)) + PROFILE.pass_ms("mtp", (S("prefill", 1, 64, 0), S("verify_step", 8, 5, 300)))
+    assert m.price(1, 64, 0, 8, 8 * 300) == pytest.approx(want / 1e3)
+
+
+@pytest.mark.parametrize("mode", ["diffusion", "ar", "mtp"])
+def test_default_resolution_is_close_to_exact(mode):
+    rng = np.random.default_rng(0)
+    exact = StepPricer(PROFILE, mode, 0, draft_tokens=4)
+    approx = StepPricer(PROFILE, mode, draft_tokens=4)
+    errs = []
+    for _ in range(300):
+        m = int(rng.integers(0, 3))
+        tp = int(rng.integers(m, 4000 * m + 1)) if m else 0
+        n1 = int(rng.integers(0 if m else 1, 64))
+        n2 = int(rng.integers(0, 8)) if mode == "diffusion" else 0
+        ctx = float(rng.integers(16, 3000))
+        args = (m, tp, int(rng.integers(0, 800)) * m, n1, n1 * ctx, n2, n2 * ctx * rng.uniform(0.8, 1.2))
+        errs.append(approx.price(*args) / exact.price(*args) - 1)
+    errs = np.abs(errs)
+    assert errs.mean() < 0.01 and errs.max() < 0.05, (errs.mean(), errs.max())
+
+
+def test_price_cache_is_shared_per_profile_object():
+    other = roofline_profile("h200", "bf16", 0.5)
+    a, b, c = StepPricer(PROFILE, "ar"), StepPricer(PROFILE, "ar"), StepPricer(other, "ar")
+    assert a.cache is b.cache and a.cache is not c.cache
+    assert c.price(0, 0, 0, 10, 5000) < a.price(0, 0, 0, 10, 5000)  # a faster engine

@@ -46,26 +46,24 @@ def e(x) -> str:
 def _fmt(v, col: str) -> str:
     if v is None or v is pd.NA or (isinstance(v, float) and not math.isfinite(v)):
         return ""
-    if isinstance(v, (bool,)) or col in ("meets_slo", "cheapest_at_qps", "stable"):
+    if isinstance(v, bool) or col in ("meets_slo", "cheapest_at_qps", "stable"):
         return "yes" if bool(v) else "no"
     if isinstance(v, float):
-        if col.startswith("cost_usd_per_month") or col.startswith("cost_usd_per_hour"):
-            return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}"
-        if col.startswith("cost_usd"):
-            return f"{v:,.3f}"
-        if abs(v) >= 100:
-            return f"{v:,.0f}"
-        return f"{v:.3g}"
+        if "usd" in col:
+            return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.3f}"
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
     return e(v)
 
 
 def _table(df: pd.DataFrame, cols: list[tuple[str, str]], row_class=None) -> str:
-    head = "".join(f'<th class="{"t" if c in ("hardware", "mode", "slo_failures", "runner_up") else ""}">{e(label)}</th>' for c, label in cols)
+    """An HTML table of `cols` (column, header); text columns align left, numbers right."""
+    text = {c for c, _ in cols if c in df and df[c].map(lambda v: isinstance(v, str)).any()}
+    cls = lambda c: ' class="t"' if c in text else ""
+    head = "".join(f"<th{cls(c)}>{e(label)}</th>" for c, label in cols)
     body = []
     for r in df.to_dict("records"):
-        cls = row_class(r) if row_class else ""
-        tds = "".join(f'<td class="{"t" if c in ("hardware", "mode", "slo_failures", "runner_up") else ""}">{_fmt(r.get(c), c)}</td>' for c, _ in cols)
-        body.append(f'<tr class="{cls}">{tds}</tr>')
+        tds = "".join(f"<td{cls(c)}>{_fmt(r.get(c), c)}</td>" for c, _ in cols)
+        body.append(f'<tr class="{row_class(r) if row_class else ""}">{tds}</tr>')
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
@@ -78,10 +76,10 @@ def _assumptions(res: Results, a: Analysis) -> str:
     parts = ["<h2 id=\"assumptions\">Assumptions and provenance</h2>", "<h3>Prices</h3>"]
     rows = []
     for h, p in a.prices.items():
-        rows.append({"hardware": h, "basis": p.basis, "rate": p.rate_usd_per_gpu_hour, "source": p.rate_source,
+        rows.append({"hardware": h, "basis": p.basis, "rate_usd": p.rate_usd_per_gpu_hour, "source": p.rate_source,
                      "power": p.active_power_w, "psource": p.power_source})
-    parts.append(_table(pd.DataFrame(rows), [("hardware", "GPU"), ("basis", "basis"), ("rate", "USD per GPU-hour (before electricity)"),
-                                             ("source", "rate source"), ("power", "active power W"), ("psource", "power source")]).replace('<td class="">', '<td class="t">'))
+    parts.append(_table(pd.DataFrame(rows), [("hardware", "GPU"), ("basis", "basis"), ("rate_usd", "USD per GPU-hour (before electricity)"),
+                                             ("source", "rate source"), ("power", "active power W"), ("psource", "power source")]))
     items = [f"Month = {HOURS_PER_MONTH:g} hours ({e(SOURCES['hours_per_month'])}).",
              "GPUs per replica: 1 (the 26B-A4B model fits one GPU: bf16 on H100/H200, int4 on the 32 GB RTX 5090 in the shipped profiles).",
              "GPU power = active power x simulated utilisation (gpu_busy_frac); idle draw is not added, so energy at low utilisation is understated.",
@@ -96,7 +94,7 @@ def _assumptions(res: Results, a: Analysis) -> str:
 
     parts.append("<h3>Simulation and plan settings</h3><ul>")
     st = res.settings or {}
-    for k in ("duration_s", "seed", "max_replicas", "slo", "workload", "engine", "router"):
+    for k in ("duration_s", "seed", "max_replicas", "workload", "profile_id", "precision"):
         if k in st and st[k] not in (None, ""):
             parts.append(f"<li>{e(k)}: {e(st[k])}</li>")
     parts.append(f"<li>SLO checked: {e(a.slo.text or 'stable (steady state) only')}; a point meets it only if the simulator judged it stable.</li>")
@@ -139,7 +137,7 @@ def _assumptions(res: Results, a: Analysis) -> str:
                          "kind": d["kind"], "source": d.get("source"), "err": d.get("notes", "")})
         if rows:
             parts.append("<details><summary>every part of this profile</summary>"
-                         + _table(pd.DataFrame(rows), [("part", "part"), ("kind", "provenance"), ("source", "source"), ("err", "notes / fit error")]).replace('<td class="">', '<td class="t">')
+                         + _table(pd.DataFrame(rows), [("part", "part"), ("kind", "provenance"), ("source", "source"), ("err", "notes / fit error")])
                          + "</details>")
     return "\n".join(parts)
 
@@ -187,7 +185,7 @@ def render(res: Results, a: Analysis, title: str = "Serving cost: DiffusionGemma
         _table(cells, plan_cols, lambda r: "win" if r.get("cheapest_at_qps") else ("miss" if not r.get("meets_slo") else "")),
         _assumptions(res, a),
         "<h2>Column dictionary</h2><details><summary>meaning, unit and source of every CSV column</summary>",
-        _table(dict_df, [("column", "column"), ("meaning", "meaning"), ("unit", "unit"), ("source", "source")]).replace('<td class="">', '<td class="t">'),
+        _table(dict_df, [("column", "column"), ("meaning", "meaning"), ("unit", "unit"), ("source", "source")]),
         "</details>",
     ]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -135,8 +135,8 @@ def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None 
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-    # longest chains first (diffusion simulates the most passes), so the pool drains evenly
-    jobs.sort(key=lambda j: {"diffusion": 0, "mtp": 1, "ar": 2}.get(j[1], 3))
+    # longest chains first (AR simulates one decode step per token; measured slowest), so the pool drains evenly
+    jobs.sort(key=lambda j: {"ar": 0, "diffusion": 1, "mtp": 2}.get(j[1], 3))
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as ex:
         futs = [ex.submit(_chain_job, j) for j in jobs]
         for f in as_completed(futs):

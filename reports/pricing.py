@@ -68,6 +68,9 @@ class PricingConfig:
             for k in d:
                 if k not in known:
                     raise UserError(f"--{what} {k}=...: {k!r} is not among the GPUs of this run", f"use one of {', '.join(sorted(known))}")
+        for k in self.active_power_w:
+            if k not in known:
+                raise UserError(f"--telemetry: the run measured {k}, which is not among the GPUs of this run", f"pass a run measured on one of {', '.join(sorted(known))}")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -28,6 +28,7 @@ REASONS: dict[str, str] = {
     "server_error_event": "the stream carried an error object (the server failed mid-generation)",
     "protocol_error": "the HTTP exchange itself was malformed",
     "client_error": "an unexpected exception inside the client (a bug; the type is in error_detail)",
+    "reported_by_bench": "an imported `vllm bench serve` result recorded an error for this request (its text is in error_detail)",
 }
 
 

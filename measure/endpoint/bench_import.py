@@ -1,0 +1,261 @@
+"""`vllm bench serve --save-result` JSON files -> a run directory (kind "bench-import").
+
+Each result (a file holds one JSON object, or several on separate lines with --append-result)
+becomes one unit "<file name>#<i>" with one `load_summary` row:
+- duration_s, completed, failed, qps_offered (request_rate; "inf" -> inf), concurrency
+  (max_concurrency; 0 = unbounded), burstiness, request_throughput_rps (request_throughput),
+  output_throughput_tok_s, total_token_throughput_tok_s, total_input_tokens, total_output_tokens;
+- every latency statistic as vLLM names it: (mean|median|std|pNN)_(ttft|tpot|itl|e2el)_ms;
+  p50_* is taken from median_* when the file lacks it;
+- spec_decode_* -> sd_* columns: acceptance rate as a fraction (vLLM writes a percentage; the
+  counts are used when present), mean acceptance length, drafts, draft/accepted tokens and
+  per-position rates (fractions);
+- diffusion_* -> dg_* columns. vLLM 0.33's bench JSON keys for DiffusionGemma mirror its counters:
+  diffusion_num_denoising_steps, diffusion_num_canvas_positions, diffusion_num_committed_tokens,
+  and the ratios diffusion_steps_per_canvas, diffusion_committed_tokens_per_step (ratios are
+  recomputed from the counts when both are present). Other diffusion_* keys are kept verbatim.
+With --save-detailed (input_lens, output_lens, ttfts, itls, errors) the per-request arrays become
+`requests` and `chunks` rows; their times are relative to each request's own start (start_s = 0;
+vLLM does not save send times), finish_s = ttft + sum(itls), chunk token counts unknown (NaN).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+from costmodel.errors import UserError
+
+PCT_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
+NUMERIC = ("duration", "completed", "failed", "num_prompts", "total_input_tokens", "total_output_tokens", "request_throughput",
+           "output_throughput", "total_token_throughput", "burstiness", "max_output_tokens_per_s", "max_concurrent_requests",
+           "spec_decode_acceptance_rate", "spec_decode_acceptance_length", "spec_decode_num_drafts", "spec_decode_draft_tokens",
+           "spec_decode_accepted_tokens")
+DETAIL = ("input_lens", "output_lens", "ttfts", "itls", "errors")
+
+
+def read_results(path: Path) -> list[dict]:
+    """The result objects of one file (one JSON document, or JSON lines)."""
+    if not path.exists():
+        raise UserError(f"bench result {path} does not exist", "pass the JSON file `vllm bench serve --save-result` wrote")
+    if path.is_dir():
+        raise UserError(f"bench result {path} is a directory", "pass the .json files inside it")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"bench result {path} is not UTF-8 text", "pass a `vllm bench serve --save-result` JSON file") from None
+    if not text.strip():
+        raise UserError(f"bench result {path} is empty", "pass a `vllm bench serve --save-result` JSON file")
+    try:
+        obj = json.loads(text)
+        results = obj if isinstance(obj, list) else [obj]
+    except json.JSONDecodeError:
+        results = []  # --append-result writes one JSON object per line
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                results.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise UserError(f"bench result {path} is not valid JSON (line {n}: {e.msg})", "pass the file `vllm bench serve --save-result` wrote, unedited") from None
+    if not results:
+        raise UserError(f"bench result {path} holds no result", "pass a `vllm bench serve --save-result` JSON file")
+    for i, r in enumerate(results):
+        validate(r, f"{path}" + (f" result {i}" if len(results) > 1 else ""))
+    return results
+
+
+def validate(r, where: str) -> None:
+    if not isinstance(r, dict):
+        raise UserError(f"bench result {where} is not a JSON object", "pass a `vllm bench serve --save-result` JSON file")
+    missing = [k for k in ("duration", "completed") if k not in r]
+    if missing:
+        raise UserError(f"bench result {where} lacks {', '.join(missing)}", "it is not a `vllm bench serve --save-result` file")
+    for k in NUMERIC:
+        v = r.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and math.isnan(v))):
+            raise UserError(f"bench result {where}: {k} is {v!r}, not a number", "regenerate the file with `vllm bench serve --save-result`")
+        if v is not None and v < 0:
+            raise UserError(f"bench result {where}: {k} is negative ({v})", "regenerate the file")
+    if not r["duration"] > 0:
+        raise UserError(f"bench result {where}: duration is {r['duration']}", "a result needs a positive duration")
+    for k, v in r.items():
+        if PCT_KEY.match(k) and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise UserError(f"bench result {where}: {k} is {v!r}, not a number", "regenerate the file")
+    rate = r.get("request_rate")
+    if rate is not None and not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0) and rate != "inf":
+        raise UserError(f"bench result {where}: request_rate is {rate!r}", 'expected a positive number or "inf"')
+    if "model_id" in r and not isinstance(r["model_id"], str):
+        raise UserError(f"bench result {where}: model_id is {r['model_id']!r}", "expected the served model's name")
+    present = [k for k in DETAIL if k in r]
+    if present:
+        if not all(isinstance(r[k], list) for k in present):
+            raise UserError(f"bench result {where}: {', '.join(k for k in present if not isinstance(r[k], list))} is not a list", "regenerate with --save-detailed")
+        lens = {k: len(r[k]) for k in present}
+        if len(set(lens.values())) > 1:
+            raise UserError(f"bench result {where}: per-request arrays differ in length {lens}", "regenerate with --save-detailed")
+        if "itls" in r and not all(isinstance(x, list) for x in r["itls"]):
+            raise UserError(f"bench result {where}: itls is not a list of lists", "regenerate with --save-detailed")
+
+
+def infer_mode(results: list[dict], model: str) -> str:
+    if any(any(k.startswith("diffusion_") for k in r) for r in results):
+        return "diffusion"
+    if any(any(k.startswith("spec_decode_") for k in r) for r in results):
+        return "mtp"
+    return "diffusion" if "diffusion" in model.lower() else "ar"
+
+
+def _num(r: dict, k: str) -> float:
+    v = r.get(k)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+
+
+def summary_row(r: dict, canvas_length: int) -> dict:
+    from measure.endpoint.runner import server_columns
+
+    rate = r.get("request_rate")
+    completed = int(r["completed"])
+    failed = r.get("failed")
+    if failed is None:
+        failed = max(0, int(r.get("num_prompts") or completed) - completed)
+    row = {
+        "source": "bench-import", "duration_s": float(r["duration"]), "completed": completed, "failed": int(failed),
+        "qps_offered": math.inf if rate in (None, "inf") else float(rate), "concurrency": int(r.get("max_concurrency") or 0),
+        "burstiness": _num(r, "burstiness"), "planned_requests": int(r.get("num_prompts") or completed + int(failed)),
+        "request_throughput_rps": _num(r, "request_throughput"), "output_throughput_tok_s": _num(r, "output_throughput"),
+        "total_token_throughput_tok_s": _num(r, "total_token_throughput"), "total_input_tokens": _num(r, "total_input_tokens"),
+        "total_output_tokens": _num(r, "total_output_tokens"), "max_output_tokens_per_s": _num(r, "max_output_tokens_per_s"),
+        "max_concurrent_requests": _num(r, "max_concurrent_requests"),
+        "bench_date": str(r.get("date", "")), "bench_backend": str(r.get("backend", r.get("endpoint_type", ""))), "bench_label": str(r.get("label") or ""),
+    }
+    for k, v in r.items():
+        if PCT_KEY.match(k):
+            row[k] = float(v) if v is not None else math.nan
+    for m in ("ttft", "tpot", "itl", "e2el"):
+        if f"p50_{m}_ms" not in row and f"median_{m}_ms" in row:
+            row[f"p50_{m}_ms"] = row[f"median_{m}_ms"]
+    row.update(server_columns(None))
+    row["metrics_scrapes_ok"] = 0
+    # speculative decoding
+    if any(k.startswith("spec_decode_") for k in r):
+        drafts, dtoks, acc = _num(r, "spec_decode_num_drafts"), _num(r, "spec_decode_draft_tokens"), _num(r, "spec_decode_accepted_tokens")
+        rate_frac = acc / dtoks if dtoks and not math.isnan(acc) and not math.isnan(dtoks) else _num(r, "spec_decode_acceptance_rate") / 100.0
+        length = 1 + acc / drafts if drafts and not math.isnan(acc) and not math.isnan(drafts) else _num(r, "spec_decode_acceptance_length")
+        per_pos = r.get("spec_decode_per_position_acceptance_rates") or []
+        if not isinstance(per_pos, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1 for x in per_pos):
+            raise UserError(f"bench result: spec_decode_per_position_acceptance_rates is {per_pos!r}", "expected fractions in [0, 1]")
+        row.update(sd_num_drafts=drafts, sd_num_draft_tokens=dtoks, sd_num_accepted_tokens=acc, sd_acceptance_rate=rate_frac,
+                   sd_mean_acceptance_length=length, sd_draft_tokens_per_step=dtoks / drafts if drafts and not math.isnan(dtoks) else math.nan,
+                   sd_per_position_rates=json.dumps([float(x) for x in per_pos]))
+    # diffusion
+    if any(k.startswith("diffusion_") for k in r):
+        steps, pos, comm = _num(r, "diffusion_num_denoising_steps"), _num(r, "diffusion_num_canvas_positions"), _num(r, "diffusion_num_committed_tokens")
+        canvases = pos / canvas_length if not math.isnan(pos) else math.nan
+        spc = steps / canvases if canvases and not math.isnan(canvases) and not math.isnan(steps) else _num(r, "diffusion_steps_per_canvas")
+        cps = comm / steps if steps and not math.isnan(comm) and not math.isnan(steps) else _num(r, "diffusion_committed_tokens_per_step")
+        row.update(dg_denoising_steps=steps, dg_canvas_positions=pos, dg_committed_tokens=comm, dg_canvases=canvases, dg_canvas_length=canvas_length,
+                   dg_steps_per_canvas=spc, dg_denoise_steps_per_canvas=spc - 1 if not math.isnan(spc) else math.nan,
+                   dg_committed_tokens_per_step=cps, dg_committed_tokens_per_canvas=comm / canvases if canvases and not math.isnan(comm) else math.nan)
+        extra = {k: v for k, v in r.items() if k.startswith("diffusion_") and k not in (
+            "diffusion_num_denoising_steps", "diffusion_num_canvas_positions", "diffusion_num_committed_tokens",
+            "diffusion_steps_per_canvas", "diffusion_committed_tokens_per_step")}
+        row["dg_extra"] = json.dumps(extra, sort_keys=True, default=str)
+    known = set(NUMERIC) | set(DETAIL) | {"date", "backend", "endpoint_type", "label", "model_id", "tokenizer_id", "request_rate", "max_concurrency",
+                                          "request_goodput", "generated_texts", "spec_decode_per_position_acceptance_rates", "rps_change_events",
+                                          "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"}
+    row["bench_extra"] = json.dumps({k: v for k, v in r.items() if k not in known and not PCT_KEY.match(k) and not k.startswith(("diffusion_", "spec_decode_"))},
+                                    sort_keys=True, default=str)
+    return row
+
+
+def detail_rows(r: dict, unit: str) -> tuple[list[dict], list[dict]]:
+    """requests and chunks rows from --save-detailed arrays (empty lists without them)."""
+    if "ttfts" not in r or "output_lens" not in r:
+        return [], []
+    n = len(r["ttfts"])
+    itls = r.get("itls") or [[] for _ in range(n)]
+    ins = r.get("input_lens") or [math.nan] * n
+    errs = r.get("errors") or [""] * n
+    reqs, chunks = [], []
+    for i in range(n):
+        rid = f"{unit}-{i:06d}"
+        err = errs[i] or ""
+        ok = not err
+        ttft = float(r["ttfts"][i] or 0.0)
+        gaps = [float(x) for x in itls[i]]
+        out_tokens = int(r["output_lens"][i] or 0)
+        finish = ttft + sum(gaps)
+        reqs.append({
+            "request_id": rid, "prompt_id": str(i), "regime": None, "arrival_s": math.nan, "dispatch_s": math.nan, "start_s": 0.0,
+            "first_token_s": ttft if ok else math.nan, "finish_s": finish if ok else math.nan, "prompt_tokens": float(ins[i]),
+            "output_tokens": out_tokens, "status": "ok" if ok else "error", "failure_reason": None if ok else "reported_by_bench",
+            "error_detail": None if ok else " ".join(err.split())[-200:], "http_status": None, "finish_reason": None, "tokens_source": "unknown",
+            "n_chunks": len(gaps) + 1 if ok else 0, "max_tokens": 0, "lateness_ms": math.nan, "wait_ms": math.nan,
+            "ttft_ms": ttft * 1e3 if ok else math.nan, "e2e_ms": finish * 1e3 if ok else math.nan,
+            "itl_mean_ms": sum(gaps) / len(gaps) * 1e3 if ok and gaps else math.nan,
+            "tpot_ms": (finish - ttft) / (out_tokens - 1) * 1e3 if ok and out_tokens > 1 else math.nan,
+        })
+        if ok:
+            t = ttft
+            chunks.append({"request_id": rid, "chunk_index": 0, "t_s": t, "tokens": math.nan})
+            for j, g in enumerate(gaps, 1):
+                t += g
+                chunks.append({"request_id": rid, "chunk_index": j, "t_s": t, "tokens": math.nan})
+    return reqs, chunks
+
+
+def import_files(files: list[str], out: str, model: str | None, mode: str | None, canvas_length: int | None, resume: bool) -> tuple[str, list[dict]]:
+    """Write the run; returns (out, the summary rows written)."""
+    from measure.endpoint.options import _canvas_length
+    from measure.rundir import RunManifest, RunWriter, new_run_id, software_versions
+
+    if not files:
+        raise UserError("no bench result files given", "pass one or more `vllm bench serve --save-result` JSON files")
+    loaded = [(Path(f), read_results(Path(f))) for f in files]
+    allres = [r for _, rs in loaded for r in rs]
+    models = sorted({r["model_id"] for r in allres if isinstance(r.get("model_id"), str)})
+    if model is None:
+        if not models:
+            raise UserError("the bench results name no model_id", "pass --model NAME")
+        if len(models) > 1:
+            raise UserError(f"the bench results are of several models ({', '.join(models)})", "import each model's files into its own run, or pass --model")
+        model = models[0]
+    mode = mode or infer_mode(allres, model)
+    canvas = _canvas_length(model, canvas_length)
+    units = [f"{p.name}#{i}" for p, rs in loaded for i in range(len(rs))]
+    if len(set(units)) != len(units):
+        raise UserError("two bench files share a file name", "rename one, or import them into separate runs")
+    has_dg = any(any(k.startswith("diffusion_num_") for k in r) for r in allres)
+    manifest = RunManifest(
+        run_id=new_run_id("bench"), kind="bench-import", mode=mode, model=model, weights="served",
+        commit_source="model" if has_dg and mode == "diffusion" else "none",
+        engine={"name": "vllm", "via": "vllm bench serve --save-result"},
+        settings={"files": [str(p) for p, _ in loaded], "canvas_length": canvas, "models_in_files": models},
+        software=software_versions(), planned_units=units,
+        notes=["imported from `vllm bench serve` results; per-request times (if any) are relative to each request's start"],
+    )
+    rows = []
+    with RunWriter(out, manifest, resume=resume) as w:
+        for (p, rs) in loaded:
+            for i, r in enumerate(rs):
+                unit = f"{p.name}#{i}"
+                if w.is_done(unit):
+                    continue
+                row = summary_row(r, canvas)
+                row["bench_model_id"] = str(r.get("model_id", ""))
+                w.add("load_summary", row)
+                reqs, chunks = detail_rows(r, unit.replace("#", "-"))
+                if reqs:
+                    w.add("requests", reqs)
+                if chunks:
+                    w.add("chunks", chunks)
+                w.finish_unit(unit)
+                rows.append({"unit": unit, **row})
+        if mode == "mtp":
+            from measure.endpoint.options import write_mtp_counters
+
+            write_mtp_counters(w.path, model)
+    return out, rows

@@ -113,10 +113,12 @@ def print_analysis(con, a, wall_s: float | None = None) -> None:
 @click.option("--duration", "duration_s", type=float, default=DEFAULT_DURATION_S, show_default=True, help="Simulated seconds of arrivals per point (the simulator's own default is 300 s; 60 s keeps plan + report under a minute on 2 CPU cores).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--max-replicas", type=int, default=64, show_default=True, help="Give up on a (GPU, mode, QPS) above this many replicas.")
+@click.option("--refine-crossover", type=int, default=0, show_default=True,
+              help="Narrow the crossover bracket: this many times, simulate its midpoint QPS for every GPU and mode.")
 @click.option("--jobs", type=int, default=None, help="Parallel processes (default: the CPUs available).")
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Directory for plan.csv, its dictionary and plan.json.")
 def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry,
-         workload, duration_s, seed, max_replicas, jobs, out):
+         workload, duration_s, seed, max_replicas, refine_crossover, jobs, out):
     """Fewest replicas meeting an SLO per (GPU, mode, QPS), their monthly cost, the cheapest option
     per QPS and the crossover QPS above which DiffusionGemma stops being the cheapest.
 
@@ -150,6 +152,8 @@ def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, elect
         raise UserError(f"--max-replicas {max_replicas} is below 1", "give an integer >= 1")
     if jobs is not None and jobs < 1:
         raise UserError(f"--jobs {jobs} is below 1", "give an integer >= 1")
+    if refine_crossover < 0:
+        raise UserError(f"--refine-crossover {refine_crossover} is negative", "give the number of extra midpoints to simulate, e.g. 2")
     profile_paths: dict[str, str | None] = {}
     loaded = {}
     for p in profiles:
@@ -182,13 +186,29 @@ def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, elect
         if wl.recorded_rate:
             raise UserError(f"workload {workload} replays its trace at the recorded rate", 'plan sets the rate per QPS: use "trace_time_scale": "qps"')
         workload = str(Path(workload).resolve())
-    settings = planmod.PlanSettings(qps_values, slo_obj.text, hw_list, mode_list, profile_paths, duration_s, seed, max_replicas,
-                                    jobs or planmod.default_jobs(), workload)
+    settings = planmod.PlanSettings(list(qps_values), slo_obj.text, hw_list, mode_list, profile_paths, duration_s, seed, max_replicas,
+                                    jobs or planmod.default_jobs(), workload, refine_crossover)
     err = make_console(stderr=True)
     err.print(f"plan: {len(hw_list)} GPUs x {len(mode_list)} modes x {len(qps_values)} QPS, {duration_s:g} simulated s per point, "
               f"{settings.jobs} processes")
-    cells = planmod.run_searches(settings, progress=lambda s: err.print(f"[dim]{s}[/dim]"))
+    show = lambda s: err.print(f"[dim]{s}[/dim]")  # noqa: E731
+    cells = planmod.run_searches(settings, progress=show)
     a = analyse(planmod.points_frame(cells), slo_obj, pricing, specs, qps_values, planmod.cell_notes(cells))
+    for _ in range(refine_crossover):
+        c = a.crossover
+        if c.status != "bracketed":
+            err.print(f"crossover refinement stops: the crossover is {c.status}, not bracketed")
+            break
+        q = planmod.refine_point(c.qps_low, c.qps_high)
+        if q in qps_values:
+            err.print(f"crossover refinement stops: the bracket {c.qps_low:g}-{c.qps_high:g} QPS has no new midpoint at 3 significant digits")
+            break
+        err.print(f"refining the crossover: simulating {q:g} QPS inside the bracket {c.qps_low:g}-{c.qps_high:g}")
+        starts, skip = planmod.bracket_starts(cells, c.qps_low, c.qps_high, max_replicas)
+        cells += planmod.run_searches(settings, progress=show, qps=[q], starts=starts, skip=skip)
+        qps_values = sorted(qps_values + [q])
+        a = analyse(planmod.points_frame(cells), slo_obj, pricing, specs, qps_values, planmod.cell_notes(cells))
+    settings.qps = qps_values
 
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -41,6 +41,7 @@ class PlanSettings:
     max_replicas: int = DEFAULT_MAX_REPLICAS
     jobs: int = 1
     workload: str | None = None  # workload JSON path (None: the simulator's default workload)
+    refine_crossover: int = 0  # midpoints simulated inside the crossover bracket (their QPS are appended to qps)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -63,11 +64,22 @@ class CellSearch:
 PointFn = Callable[[str, str, float, int], dict]
 
 
-def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo, max_replicas: int) -> list[CellSearch]:
+@dataclass(frozen=True)
+class ChainStart:
+    """What is known before a chain's first QPS: its answer lies in [lower, upper], and `prev_qps`
+    (the QPS whose answer `lower` is) scales the first guess."""
+
+    lower: int = 1
+    upper: int | None = None
+    prev_qps: float | None = None
+
+
+def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo, max_replicas: int,
+                 start: ChainStart = ChainStart()) -> list[CellSearch]:
     """Search each QPS of one (hardware, mode) in ascending order, each starting at the previous answer."""
     out: list[CellSearch] = []
-    lower, prev_q = 1, None
-    for q in sorted(qps_values):
+    lower, prev_q = start.lower, start.prev_qps
+    for i, q in enumerate(sorted(qps_values)):
         if lower is None:
             out.append(CellSearch(hardware, mode, q, None, note=f"not searched: a lower QPS already needs more than {max_replicas} replicas"))
             continue
@@ -84,8 +96,9 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
             return ok, hint
 
         # first guess: the answer below scaled by the load ratio (exact when capacity binds, high when latency does)
-        start = math.ceil(lower * q / prev_q) if prev_q else lower
-        res = fewest_replicas(evaluate, lower=lower, max_replicas=max_replicas, start=start)
+        guess = math.ceil(lower * q / prev_q) if prev_q else lower
+        top = max_replicas if i > 0 or start.upper is None else min(max_replicas, start.upper)
+        res = fewest_replicas(evaluate, lower=lower, max_replicas=top, start=min(guess, top))
         cell.replicas, cell.probes = res.replicas, res.probes
         out.append(cell)
         lower, prev_q = res.replicas, q
@@ -105,18 +118,25 @@ def simulator_point(profile, duration_s: float, seed: int, workload: str | None 
 
 
 def _chain_job(args) -> list[CellSearch]:
-    hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas, workload = args
+    hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas, workload, start = args
     from costmodel.shipped import resolve_profile
 
     profile = resolve_profile(profile_path, hardware)
-    return search_chain(simulator_point(profile, duration_s, seed, workload), hardware, mode, qps_values, parse_slo(slo_text), max_replicas)
+    return search_chain(simulator_point(profile, duration_s, seed, workload), hardware, mode, qps_values, parse_slo(slo_text), max_replicas,
+                        start)
 
 
-def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None = None) -> list[CellSearch]:
-    """Every (hardware, mode) chain, in parallel processes when settings.jobs > 1."""
-    jobs = [(h, m, list(settings.qps), settings.profiles.get(h), settings.slo, settings.duration_s, settings.seed, settings.max_replicas,
-             settings.workload) for h in settings.hardware for m in settings.modes]
-    cells: list[CellSearch] = []
+def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None = None, qps=None,
+                 starts: dict | None = None, skip: dict | None = None) -> list[CellSearch]:
+    """Every (hardware, mode) chain over `qps` (default settings.qps), in parallel processes when
+    settings.jobs > 1; `starts[(hardware, mode)]` is a ChainStart (bounds known from other QPS);
+    `skip[(hardware, mode)]` is a note for a chain that needs no search."""
+    qps_values = list(qps if qps is not None else settings.qps)
+    skip = skip or {}
+    jobs = [(h, m, qps_values, settings.profiles.get(h), settings.slo, settings.duration_s, settings.seed,
+             settings.max_replicas, settings.workload, (starts or {}).get((h, m), ChainStart()))
+            for h in settings.hardware for m in settings.modes if (h, m) not in skip]
+    cells: list[CellSearch] = [CellSearch(h, m, q, None, note=note) for (h, m), note in skip.items() for q in qps_values]
     t0 = time.perf_counter()
 
     def done(chain: list[CellSearch]):
@@ -142,6 +162,27 @@ def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None 
         for f in as_completed(futs):
             done(f.result())
     return cells
+
+
+def refine_point(lo_q: float, hi_q: float) -> float:
+    """The QPS to evaluate next inside a crossover bracket: the midpoint, to 3 significant digits."""
+    return float(f"{(lo_q + hi_q) / 2:.3g}")
+
+
+def bracket_starts(cells: list[CellSearch], lo_q: float, hi_q: float, max_replicas: int) -> tuple[dict, dict]:
+    """Per (hardware, mode): ChainStart bounds for a QPS between lo_q and hi_q (answer at lo_q <= r <= answer at hi_q),
+    and notes for cells that need no search because lo_q already needed more than max_replicas."""
+    at = {(c.hardware, c.mode, c.qps): c for c in cells}
+    starts, skip = {}, {}
+    for (h, m, q), c in at.items():
+        if q != lo_q:
+            continue
+        if c.replicas is None:
+            skip[(h, m)] = f"not searched: {lo_q:g} QPS already needs more than {max_replicas} replicas"
+            continue
+        hi = at.get((h, m, hi_q))
+        starts[(h, m)] = ChainStart(lower=c.replicas, upper=hi.replicas if hi is not None and hi.replicas is not None else None, prev_qps=lo_q)
+    return starts, skip
 
 
 def default_jobs() -> int:

@@ -239,3 +239,21 @@ def test_bad_input_is_one_line_exit_2(cli, tmp_path, monkeypatch, args, needle):
 def test_report_on_a_directory_without_results(cli, tmp_path):
     code, out, err = cli("report", str(tmp_path), "-o", str(tmp_path / "x.csv"))
     assert code == 2 and "neither plan.json nor summary.csv" in err
+
+
+def test_refine_crossover_narrows_the_bracket(cli, tmp_path, toy_sim):
+    out = tmp_path / "plan"
+    code, stdout, err = cli("plan", "--qps", "2,20", "--hardware", "h200,rtx-5090", "--jobs", "1", "--refine-crossover", "2", "-o", str(out))
+    assert code == 0, err
+    doc = json.loads((out / "plan.json").read_text())
+    qps = doc["settings"]["qps"]
+    assert len(qps) == 4 and qps[:1] == [2.0] and 11.0 in qps  # 2, 20, then the midpoint 11, then a midpoint of the new bracket
+    c = doc["results"]["crossover"]
+    assert c["status"] == "bracketed" and c["qps_high"] - c["qps_low"] <= 9.0
+    df = pd.read_csv(out / "plan.csv")
+    for r in df[~df["qps"].isin([2.0, 20.0])].to_dict("records"):  # refined cells agree with brute force too
+        want = toy_min_replicas(r["hardware"], r["mode"], r["qps"], 1000, 5000, max_r=64)
+        assert (None if pd.isna(r["replicas"]) else int(r["replicas"])) == want, r
+    # the report reads the refined QPS back
+    assert cli("report", str(out), "-o", str(tmp_path / "r.csv"))[0] == 0
+    assert sorted(pd.read_csv(tmp_path / "r.csv")["qps"].unique()) == sorted(qps)

@@ -58,11 +58,19 @@ class EngineConfig:
     @classmethod
     def for_profile(cls, profile: Profile, **overrides) -> "EngineConfig":
         """Defaults, then the engine settings the profile was measured with (profile.engine
-        `max_num_seqs`, `max_num_batched_tokens`, `gpu_memory_utilization`), then `overrides`."""
-        base = {k: profile.engine[k] for k in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization")
-                if isinstance(profile.engine, dict) and profile.engine.get(k) is not None}
+        `max_num_seqs`, `max_num_batched_tokens`, `gpu_memory_utilization`, where it records valid
+        ones: a run manifest may hold other engine facts), then `overrides`."""
+        eng = profile.engine if isinstance(profile.engine, dict) else {}
+        base = {k: eng[k] for k in ("max_num_seqs", "max_num_batched_tokens") if _is_count(eng.get(k))}
+        u = eng.get("gpu_memory_utilization")
+        if isinstance(u, (int, float)) and not isinstance(u, bool) and 0 < u <= 1:
+            base["gpu_memory_utilization"] = float(u)
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**base).validate()
+
+
+def _is_count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
 
 def kv_capacity_tokens(profile: Profile, mode: str, cfg: EngineConfig) -> int:

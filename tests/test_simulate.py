@@ -337,3 +337,12 @@ def test_engine_limits_cap_concurrency():
     assert d.mean_batch_tokens <= 512 + 1e-9
     with pytest.raises(UserError, match="cannot hold one decode-phase sequence"):
         run_point(PROFILE, "diffusion", 1.0, n_requests=5, engine=EngineConfig(max_num_batched_tokens=128))
+
+
+def test_engine_defaults_come_from_the_profile_then_overrides():
+    p = copy.deepcopy(PROFILE)
+    p.engine = {"name": "vllm", "max_num_seqs": 48, "max_num_batched_tokens": "auto", "gpu_memory_utilization": 0.85}
+    cfg = EngineConfig.for_profile(p)
+    assert (cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.gpu_memory_utilization) == (48, 8192, 0.85)
+    assert EngineConfig.for_profile(p, max_num_seqs=8, max_num_batched_tokens=None).max_num_seqs == 8
+    assert run_point(p, "ar", 1.0, n_requests=20).summary.max_num_seqs == 48

@@ -10,6 +10,11 @@ import click
 from costmodel.errors import UserError
 
 DEFAULT_DURATION_S = 60.0
+# the defaults `plan` runs on (costmodel plan with no options); kept import-light for a fast --help
+DEFAULT_SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
+DEFAULT_HARDWARE = ("h100-sxm", "h200", "rtx-5090")
+DEFAULT_MODES = ("diffusion", "ar", "mtp")
+DEFAULT_MAX_REPLICAS = 64
 
 
 def pricing_options(f):
@@ -64,7 +69,7 @@ def _money(x) -> str:
     return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else (f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}")
 
 
-def print_analysis(con, a, wall_s: float | None = None) -> None:
+def print_analysis(con, a) -> None:
     """The rich tables: every (GPU, mode, QPS), the cheapest per QPS, and the crossover lines."""
     import math
 
@@ -98,21 +103,19 @@ def print_analysis(con, a, wall_s: float | None = None) -> None:
     for x in a.crossover_by_hardware.values():
         con.print(f"  {x.text}")
     con.print(f"[dim]how: {a.crossover.method}[/dim]")
-    if wall_s is not None:
-        con.print(f"wall time: {wall_s:.1f} s")
 
 
 @click.command()
 @click.option("--qps", default="5,20,50", show_default=True, help="Offered loads (requests/s), comma-separated.")
-@click.option("--slo", default="p95_ttft_ms<=1000,p95_e2e_ms<=5000", show_default=True, help="Latency bounds: STAT_METRIC_ms<=LIMIT, comma-separated.")
-@click.option("--hardware", default="h100-sxm,h200,rtx-5090", show_default=True, help="GPU catalog ids, comma-separated.")
-@click.option("--mode", "modes", default="diffusion,ar,mtp", show_default=True, help="Serving modes, comma-separated.")
+@click.option("--slo", default=DEFAULT_SLO, show_default=True, help="Latency bounds: STAT_METRIC_ms<=LIMIT, comma-separated.")
+@click.option("--hardware", default=",".join(DEFAULT_HARDWARE), show_default=True, help="GPU catalog ids, comma-separated.")
+@click.option("--mode", "modes", default=",".join(DEFAULT_MODES), show_default=True, help="Serving modes, comma-separated.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(), help="A profile JSON (repeatable); it replaces the shipped default for its GPU (added to --hardware if absent).")
 @pricing_options
 @click.option("--workload", type=click.Path(dir_okay=False), default=None, help="Workload JSON (arrivals, regime mix, lengths, or a trace); default: the simulator's.")
 @click.option("--duration", "duration_s", type=float, default=DEFAULT_DURATION_S, show_default=True, help="Simulated seconds of arrivals per point (the simulator's own default is 300 s; 60 s keeps plan + report under a minute on 2 CPU cores).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--max-replicas", type=int, default=64, show_default=True, help="Give up on a (GPU, mode, QPS) above this many replicas.")
+@click.option("--max-replicas", type=int, default=DEFAULT_MAX_REPLICAS, show_default=True, help="Give up on a (GPU, mode, QPS) above this many replicas.")
 @click.option("--refine-crossover", type=int, default=0, show_default=True,
               help="Narrow the crossover bracket: this many times, simulate its midpoint QPS for every GPU and mode.")
 @click.option("--jobs", type=int, default=None, help="Parallel processes (default: the CPUs available).")
@@ -129,7 +132,7 @@ def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, elect
     t0 = time.perf_counter()
     from costmodel.console import make_console
     from costmodel.options import parse_floats, parse_list
-    from costmodel.profile import MODES, Profile
+    from costmodel.profile import MODES
     from costmodel.shipped import resolve_profile
     from reports import plan as planmod
     from reports.analysis import analyse

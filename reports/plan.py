@@ -22,11 +22,6 @@ from costmodel.errors import UserError
 from reports.search import fewest_replicas
 from reports.slo import Slo, parse_slo
 
-DEFAULT_QPS = (5.0, 20.0, 50.0)
-DEFAULT_SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
-DEFAULT_HARDWARE = ("h100-sxm", "h200", "rtx-5090")
-DEFAULT_MODES = ("diffusion", "ar", "mtp")
-DEFAULT_MAX_REPLICAS = 64
 
 
 @dataclass
@@ -38,7 +33,7 @@ class PlanSettings:
     profiles: dict[str, str | None]  # hardware -> profile path (None: the shipped default)
     duration_s: float
     seed: int = 0
-    max_replicas: int = DEFAULT_MAX_REPLICAS
+    max_replicas: int = 64
     jobs: int = 1
     workload: str | None = None  # workload JSON path (None: the simulator's default workload)
     refine_crossover: int = 0  # midpoints simulated inside the crossover bracket (their QPS are appended to qps)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 # evaluate(replicas) -> (meets the SLO, hint: a replica count worth trying next, or None)
-Evaluate = Callable[[int], "tuple[bool, Optional[int]]"]
+Evaluate = Callable[[int], tuple[bool, Optional[int]]]
 
 
 @dataclass

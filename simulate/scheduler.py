@@ -84,9 +84,6 @@ class Replica:
             self.wake = None
             w.succeed()
 
-    def idle(self) -> bool:
-        return not self.running and not self.waiting
-
     # ---- scheduling --------------------------------------------------------------------------
     def schedule_prefill(self, budget: int, now: float) -> tuple[int, int, int]:
         """Prefill chunks for this step within `budget` tokens: (chunks, tokens, context sum)."""

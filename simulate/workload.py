@@ -53,7 +53,7 @@ DEFAULT_DURATION_S = 300.0
 DEFAULT_MIN_REQUESTS = 1000
 # RNG stream ids: each purpose draws from its own stream, so e.g. the output lengths of request i
 # do not depend on the arrival process or on the mode.
-STREAM_ARRIVAL, STREAM_PROMPT, STREAM_OUTPUT, STREAM_REGIME, STREAM_TRACE = 1, 2, 3, 4, 5
+STREAM_ARRIVAL, STREAM_PROMPT, STREAM_OUTPUT, STREAM_REGIME = 1, 2, 3, 4
 
 
 def rng_for(seed: int, stream: int) -> np.random.Generator:

@@ -198,6 +198,8 @@ def run(opts: dict) -> int:
     rates = parse_rates(opts.get("qps"), opts.get("concurrency"))
     if opts.get("n_requests") is None and opts.get("duration") is None:
         raise UserError("the load has no end", "give --requests N or --duration SECONDS")
+    if opts.get("n_requests") is None and any(math.isinf(r) for r in rates):
+        raise UserError("--qps inf with only --duration would send unboundedly many requests", "give --requests N (with --concurrency) or a finite --qps")
     key = api_key_from_env(opts.get("api_key_env"))
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     murl = opts.get("metrics_url")
@@ -269,7 +271,13 @@ def run(opts: dict) -> int:
             for snap, tag in ((res.before, "before"), (res.after, "after")):
                 if snap is not None and snap.ok and snap.text is not None:
                     atomic.write_text(w.path / "metrics" / f"{safe}.{tag}.prom", snap.text)
-            if res.server is not None and res.server.diffusion is not None and res.server.diffusion.denoising_steps > 0 and mode == "diffusion":
+            hint = res.server.mode_hint if res.server is not None else None
+            if hint is not None and hint != mode and not opts.get("mode"):
+                w.note(f"{unit}: mode {mode} ({mode_note}) corrected to {hint}: the server's {hint} counters moved")
+                mode, mode_note = hint, "from the server's counters during the load"
+                w.update(mode=mode)
+                w.manifest.settings["mode_source"] = mode_note
+            if hint == "diffusion" and mode == "diffusion":
                 w.update(commit_source="model")
             w.finish_unit(unit)
             print_unit(con, unit, res)
@@ -329,6 +337,10 @@ def print_unit(con, unit: str, res) -> None:
         con.print(f"server metrics: {sv.scrapes_failed} scrape(s) failed ({sv.first_error})")
     if sv.diffusion is not None and sv.diffusion.steps_per_canvas is not None:
         d = sv.diffusion
+        seen = s.get("client_event_tokens_median", math.nan)
+        if not math.isnan(seen) and round(seen) != d.canvas_length:
+            con.print(f"[yellow]warning: the stream's bursts carry {seen:.0f} tokens but the canvas length used is {d.canvas_length}; "
+                      f"pass --canvas-length {seen:.0f} if that is the served canvas[/yellow]")
         con.print(f"diffusion: {d.steps_per_canvas:.2f} engine steps per canvas (commit step included), "
                   f"{d.committed_tokens_per_step:.2f} committed tokens per step, {d.canvases:.0f} canvases")
     if sv.spec_decode is not None and sv.spec_decode.acceptance_rate is not None:

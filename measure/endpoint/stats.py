@@ -46,6 +46,21 @@ def chunk_gaps_ms(chunks: pd.DataFrame, request_ids=None) -> np.ndarray:
     return d * 1e3
 
 
+def burst_tokens_median(chunks: pd.DataFrame, ok: pd.DataFrame) -> float:
+    """Median tokens of the output events of successful requests, each request's last event
+    excluded (it may be a partial canvas); NaN unless token counts came from usage/logprobs.
+    For a diffusion server this is its canvas length."""
+    if chunks.empty or ok.empty or "tokens_source" not in ok:
+        return math.nan
+    ids = ok.loc[ok["tokens_source"].isin(["usage", "logprobs"]), "request_id"]
+    c = chunks[chunks["request_id"].isin(set(ids))]
+    if c.empty:
+        return math.nan
+    last = c.groupby("request_id")["chunk_index"].transform("max")
+    c = c[c["chunk_index"] < last]
+    return float(np.median(c["tokens"].to_numpy(dtype=float))) if len(c) else math.nan
+
+
 def summarize(requests: pd.DataFrame, chunks: pd.DataFrame) -> dict:
     """Counts, throughputs, latency statistics and client lateness of one load."""
     ok = requests[requests["status"] == "ok"]
@@ -76,6 +91,7 @@ def summarize(requests: pd.DataFrame, chunks: pd.DataFrame) -> dict:
     s["lateness_p50_ms"] = float(np.percentile(late, 50)) if late.size else math.nan
     s["lateness_p99_ms"] = float(np.percentile(late, 99)) if late.size else math.nan
     s["lateness_max_ms"] = float(late.max()) if late.size else math.nan
+    s["client_event_tokens_median"] = burst_tokens_median(chunks, ok)
     wait = requests["wait_ms"].to_numpy(dtype=float) if len(requests) else np.zeros(0)
     wait = wait[~np.isnan(wait)]
     s["concurrency_wait_p99_ms"] = float(np.percentile(wait, 99)) if wait.size else math.nan

@@ -77,6 +77,20 @@ class Metrics:
         self.sd_accepted = Counter("vllm:spec_decode_num_accepted_tokens", "Draft tokens accepted.", L, registry=r)
         self.sd_per_pos = Counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.", L + ["position"], registry=r)
 
+    def register(self, spec: "ModelSpec") -> None:
+        """Expose a model's series at 0 from the start, as vLLM does (mode counters only for that mode)."""
+        lab = (spec.name, "0")
+        for m in (self.prompt_tokens, self.generation_tokens, self.running, self.waiting, self.kv):
+            m.labels(*lab)
+        if spec.mode == "diffusion":
+            for m in (self.dg_steps, self.dg_positions, self.dg_committed):
+                m.labels(*lab)
+        if spec.mode == "mtp":
+            for m in (self.sd_drafts, self.sd_draft_tokens, self.sd_accepted):
+                m.labels(*lab)
+            for pos in range(spec.k):
+                self.sd_per_pos.labels(*lab, str(pos))
+
     def text(self) -> bytes:
         from prometheus_client import generate_latest
 
@@ -553,6 +567,8 @@ def default_specs(backend: str) -> dict[str, ModelSpec]:
 async def serve(args) -> None:
     metrics = Metrics()
     specs = default_specs(args.backend)
+    for spec in specs.values():
+        metrics.register(spec)
     if args.backend == "model":
         engine = ModelEngine(metrics, specs, args.seed, args.mtp_accept, args.denoise_steps)
     else:

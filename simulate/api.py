@@ -13,6 +13,7 @@ process, and a grossly overloaded point stops early (abort_backlog_s).
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,8 +82,12 @@ def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int =
     if not isinstance(profile, Profile):
         raise UserError(f"profile {profile!r} is not a Profile", "load one with costmodel.profile.Profile.load or costmodel.shipped.resolve_profile")
     check_mode(profile, mode)
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+    if isinstance(replicas, bool) or not isinstance(replicas, numbers.Integral) or replicas < 1:
         raise UserError(f"replicas {replicas!r} must be an integer >= 1", "e.g. --replicas 2")
+    replicas = int(replicas)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise UserError(f"seed {seed!r} must be an integer >= 0", "e.g. --seed 1")
+    seed = int(seed)
     if router not in ROUTERS:
         raise UserError(f"unknown router {router!r}", f"use one of {', '.join(ROUTERS)}")
     if not 0 <= warmup_frac < 1:

@@ -48,6 +48,8 @@ def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests,
             raise UserError(f"--mode: unknown mode {m!r}", f"use one or more of {', '.join(MODES)}")
     if len(set(mode_list)) != len(mode_list):
         raise UserError(f"--mode lists a mode twice ({modes})", "give each mode once")
+    if seed < 0:
+        raise UserError(f"--seed {seed} is negative", "give an integer >= 0")
     if replicas < 1:
         raise UserError(f"--replicas {replicas} is below 1", "give an integer >= 1")
     if jobs is not None and jobs < 1:

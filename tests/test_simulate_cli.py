@@ -57,6 +57,7 @@ def test_recorded_trace_needs_no_qps(cli, tmp_path):
     (["--qps", "1", "--hardware", "tpu9"], "tpu9"),
     (["--qps", "1", "--profile", "/nonexistent/p.json"], "does not exist"),
     (["--qps", "1", "--replicas", "0"], "--replicas"),
+    (["--qps", "1", "--seed", "-1"], "--seed"),
     (["--qps", "1", "--requests", "10", "--duration", "5"], "not both"),
     (["--qps", "1", "--duration", "-5"], "--duration"),
     (["--qps", "1", "--max-num-seqs", "0"], "max_num_seqs"),

@@ -25,7 +25,8 @@ from costmodel.profile import Profile
 from simulate.pricing import DEFAULT_SHAPE_BITS
 from simulate.scheduler import Replica
 
-# Engine defaults (override per run): vLLM's common online-serving values.
+# Engine defaults (chosen; typical vLLM online-serving settings): a deployment's own values belong in
+# the profile's engine settings or on the command line.
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 # Memory vLLM may use (its gpu_memory_utilization); the other 10% is the reserve for activations,

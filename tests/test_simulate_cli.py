@@ -63,7 +63,7 @@ def test_recorded_trace_needs_no_qps(cli, tmp_path):
     (["--qps", "1", "--max-num-seqs", "0"], "max_num_seqs"),
     (["--qps", "1", "--mode", "diffusion", "--max-num-batched-tokens", "100"], "cannot hold one decode-phase sequence"),
     (["--qps", "1", "--gpu-memory-utilization", "1.5"], "gpu_memory_utilization"),
-    (["--qps", "1", "--gpu-memory-utilization", "0.2"], "no KV cache"),
+    (["--qps", "1", "--gpu-memory-utilization", "0.05"], "no KV cache"),  # 7 GB: less than the weights at any precision
     (["--qps", "1", "--warmup", "1"], "--warmup"),
     (["--qps", "1", "--jobs", "0"], "--jobs"),
     (["--qps", "1", "--workload", "/nonexistent/w.json"], "does not exist"),

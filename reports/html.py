@@ -158,8 +158,9 @@ def render(res: Results, a: Analysis, title: str = "Serving cost: DiffusionGemma
     figs = [
         _figure(charts.crossover_chart(a.crossover, by_mode if not by_mode.empty else pd.DataFrame(columns=["mode", "qps", "cost_usd_per_month", "hardware"])),
                 f"Monthly cost of the cheapest SLO-meeting option of each mode (any GPU). {a.crossover.method}."),
-        _figure(charts.latency_chart(chart_df, hardware, per_replicas, slo_limits),
-                "Plan: each (GPU, mode) at its fewest SLO-meeting replicas." if is_plan else "Each simulated configuration (GPU / mode x replicas)."),
+        _figure(charts.latency_chart(chart_df[chart_df["stable"].astype(bool)], hardware, per_replicas, slo_limits),
+                "Plan: each (GPU, mode) at its fewest SLO-meeting replicas." if is_plan
+                else "Each simulated configuration (GPU / mode x replicas); unstable points are left out (their latencies are not steady-state)."),
         _figure(charts.throughput_chart(chart_df, hardware, per_replicas), "Output tokens served per second, all replicas."),
         _figure(charts.cost_chart(chart_df, hardware, per_replicas, basis), f"USD per 1M output tokens ({basis} pricing)."),
     ]

@@ -226,6 +226,9 @@ def test_report_from_a_simulate_directory(cli, tmp_path):
     (("plan", "--pue", "0.5", "-o", "X"), "below 1"),
     (("plan", "--electricity-usd-per-kwh", "0.1", "-o", "X"), "--onprem is not set"),
     (("plan", "--profile", "nope.json", "-o", "X"), "does not exist"),
+    (("plan", "--workload", "nope.json", "-o", "X"), "does not exist"),
+    (("plan", "--refine-crossover", "-1", "-o", "X"), "negative"),
+    (("plan", "--max-replicas", "0", "-o", "X"), "below 1"),
     (("report", "missing-dir", "-o", "x.csv"), "do not exist"),
     (("report", ".", "-o", "x.pdf"), ".csv or .html"),
 ])

@@ -81,7 +81,8 @@ def _assumptions(res: Results, a: Analysis) -> str:
     parts.append(_table(pd.DataFrame(rows), [("hardware", "GPU"), ("basis", "basis"), ("rate_usd", "USD per GPU-hour (before electricity)"),
                                              ("source", "rate source"), ("power", "active power W"), ("psource", "power source")]))
     items = [f"Month = {HOURS_PER_MONTH:g} hours ({e(SOURCES['hours_per_month'])}).",
-             "GPUs per replica: 1 (the 26B-A4B model fits one GPU: bf16 on H100/H200, int4 on the 32 GB RTX 5090 in the shipped profiles).",
+             "GPUs per replica: 1, one model replica per GPU" + (" (precision per GPU: " + ", ".join(
+                 f"{e(h)} {e(p.get('precision'))}" for h, p in res.profiles.items() if p.get("precision")) + ")" if res.profiles else "") + ".",
              "GPU power = active power x simulated utilisation (gpu_busy_frac); idle draw is not added, so energy at low utilisation is understated.",
              f"PUE {cfg.pue:g} (facility energy = GPU energy x PUE; {e(SOURCES['pue'])}).",
              "Per-token and per-request costs divide the hourly cost by what the point actually served."]

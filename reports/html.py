@@ -67,6 +67,12 @@ def _table(df: pd.DataFrame, cols: list[tuple[str, str]], row_class=None) -> str
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _kind(kind) -> str:
+    """A provenance kind as a coloured tag (free text, e.g. a simulator's summary, untagged)."""
+    k = str(kind)
+    return f'<span class="kind k-{k}">{e(k)}</span>' if k in KIND_MEANING else f'<span class="kind">{e(k)}</span>'
+
+
 def _figure(svg: str, caption: str) -> str:
     return f"<figure>{svg}<figcaption class=\"muted\">{e(caption)}</figcaption></figure>"
 
@@ -115,16 +121,16 @@ def _assumptions(res: Results, a: Analysis) -> str:
         parts.append("<p>Simulated engine limits per replica:</p>" + _table(limits, [("hardware", "GPU"), ("mode", "mode")] + [(c, c) for c in eng]))
 
     parts.append("<h3>Which numbers are measured, projected, published or roofline</h3>")
-    parts.append("<ul>" + "".join(f'<li><span class="kind k-{k}">{k}</span> {e(v)}</li>' for k, v in KIND_MEANING.items()) + "</ul>")
+    parts.append("<ul>" + "".join(f"<li>{_kind(k)} {e(v)}</li>" for k, v in KIND_MEANING.items()) + "</ul>")
     for hw, prov in res.profiles.items():
         top = prov.get("provenance", {})
         parts.append(f"<h4>{e(hw)}: profile {e(prov.get('profile_id'))}</h4>")
-        parts.append(f'<p>Profile: <span class="kind k-{e(top.get("kind"))}">{e(top.get("kind"))}</span> {e(top.get("source"))}'
+        parts.append(f'<p>Profile: {_kind(top.get("kind"))} {e(top.get("source"))}'
                      + (f" <span class=\"muted\">({e(top.get('notes'))})</span>" if top.get("notes") else "")
                      + (f"; precision {e(prov.get('precision'))}" if prov.get("precision") else "") + "</p>")
         kinds = provenance_kinds(prov)
         if kinds:
-            parts.append("<ul>" + "".join(f'<li><span class="kind k-{e(k)}">{e(k)}</span> {e(", ".join(v))}</li>' for k, v in kinds.items()) + "</ul>")
+            parts.append("<ul>" + "".join(f'<li>{_kind(k)} {e(", ".join(v))}</li>' for k, v in kinds.items()) + "</ul>")
         rows = []
         for mode, pms in prov.get("pass_models", {}).items():
             for kind, d in pms.items():

@@ -145,3 +145,24 @@ def test_workload_errors():
         poisson_workload(PROFILE, "ar", -1, 10, 0)
     with pytest.raises(UserError, match="not in profile"):
         poisson_workload(PROFILE, "ar", 1, 10, 0, regimes=["R9"])
+
+
+def test_validate_cli_end_to_end_on_cpu_tiny_models(tmp_path, cli):
+    """The GPU path on CPU: tiny AR model served in real time, recorded, re-simulated, scored."""
+    pytest.importorskip("torch")
+    prof = roofline_profile("h200", "bf16", 0.33, diffusion_model="tiny-diffusiongemma").save(tmp_path / "p.json")
+    out = tmp_path / "v"
+    code, stdout, err = cli("validate", "--profile", str(prof), "--model", "tiny-diffusiongemma", "--mode", "ar", "--rates", "50",
+                            "--requests", "3", "--max-batch", "2", "--prompt-tokens", "8,16", "--max-output-tokens", "4",
+                            "--device", "cpu", "-o", str(out))
+    assert code == 0, err
+    from measure.rundir import load_run
+
+    run = load_run(out / "ar-rate50")
+    assert run.manifest.kind == "validate" and run.manifest.status == "complete"
+    req = run.table("requests")
+    assert len(req) == 3 and (req.finish_s >= req.first_token_s).all() and (req.first_token_s >= req.start_s).all()
+    table = pd.read_csv(out / "validation.csv")
+    assert set(table.metric) >= {"throughput_rps", "e2e_ms_p99"}
+    code, _, err = cli("validate", "--profile", str(prof), "--score-only", "-o", str(tmp_path / "empty"))
+    assert code == 2 and "no validation load runs" in err

@@ -78,8 +78,8 @@ def summary_mape(table: pd.DataFrame) -> pd.DataFrame:
     """Mean |relative error| per (mode, metric) over unsaturated rates, with the issue's targets."""
     below = table[~table.saturated]
     g = below.assign(abs_err=below.rel_error_pct.abs()).groupby(["mode", "metric"], sort=False).abs_err.mean().rename("mape_pct").reset_index()
-    g["target_pct"] = g.metric.map(TARGETS_PCT)
-    g["meets_target"] = np.where(g.target_pct.notna(), g.mape_pct <= g.target_pct, np.nan)
+    g["target_pct"] = [TARGETS_PCT.get(str(m), float("nan")) for m in g.metric]
+    g["meets_target"] = [bool(e <= t) if t == t else None for e, t in zip(g.mape_pct, g.target_pct)]
     return g
 
 

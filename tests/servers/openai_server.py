@@ -222,15 +222,25 @@ class ModelEngine:
     def _build(self, spec: ModelSpec):
         from costmodel.models import TINY_TEXT
 
+        # Gemma4TextConfig's defaults add per-layer-input embeddings (262144 x 256 per layer) that
+        # the public 26B-A4B config does not have; off, as in the harness (measure/harness/build.py).
+        text = {**TINY_TEXT, "hidden_size_per_layer_input": 0, "vocab_size_per_layer_input": 0}
         if spec.mode == "diffusion":
             from transformers import DiffusionGemmaConfig
             from transformers.models.diffusion_gemma.modeling_diffusion_gemma import DiffusionGemmaForBlockDiffusion
 
-            cfg = DiffusionGemmaConfig(text_config=dict(TINY_TEXT), vision_config=None, canvas_length=spec.canvas_length)
+            # DiffusionGemma always builds a Gemma-4 vision tower (0.17B at defaults; text never runs
+            # it): a one-layer tower keeps the build fast, as the harness does for tiny shapes.
+            vision = {"model_type": "gemma4_vision", "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+                      "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 8, "position_embedding_size": 64}
+            cfg = DiffusionGemmaConfig(text_config=text, vision_config=vision, canvas_length=spec.canvas_length)
             return DiffusionGemmaForBlockDiffusion(cfg).eval()
+        shared = next((m for n, m in self.models.items() if self.specs[n].mode != "diffusion"), None)
+        if shared is not None:
+            return shared  # the MTP model streams the AR model's tokens
         from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 
-        return Gemma4ForCausalLM(Gemma4TextConfig(**TINY_TEXT)).eval()
+        return Gemma4ForCausalLM(Gemma4TextConfig(**text)).eval()
 
     def _warmup(self) -> None:
         for spec in self.specs.values():

@@ -79,7 +79,9 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
                     continue
                 row["evaluations"] = len(tried)
                 cells.append(row)
-    cells_df = pd.DataFrame(cells)
+    # the same columns whether or not any cell meets the SLO (a finance CSV keeps one schema)
+    columns = list(LEAD_COLUMNS) + [c for c in pts.columns if c not in LEAD_COLUMNS]
+    cells_df = pd.DataFrame(cells, columns=columns)
     cheapest = cheapest_per_qps(pts, qps_values)
     if not cells_df.empty:
         win = {(r["qps"], r["hardware"], r["mode"]) for r in cheapest.to_dict("records") if not r["none_meets"]}
@@ -88,8 +90,6 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
             if c in cells_df:
                 cells_df[c] = cells_df[c].astype("Int64")
         cells_df["meets_slo"] = cells_df["meets_slo"].astype(bool)
-        lead = [c for c in LEAD_COLUMNS if c in cells_df.columns]
-        cells_df = cells_df[lead + [c for c in cells_df.columns if c not in lead]]
     pts["cheapest_at_qps"] = False
     if not pts.empty and not best.empty:
         for r in cheapest.to_dict("records"):

@@ -155,11 +155,11 @@ def render(res: Results, a: Analysis, title: str = "Serving cost: DiffusionGemma
     is_plan = res.kind == "plan"
     slo_limits = {b.column: b.limit_ms for b in a.slo.bounds}
     cells = a.cells if not a.cells.empty else a.points
-    chart_df = cells[cells["meets_slo"]] if is_plan and "meets_slo" in cells else a.points
+    best = best_per_cell(a.points)
+    # a plan charts each cell's chosen (fewest SLO-meeting) configuration; simulate results chart every point
+    chart_df = (best if not best.empty else a.points.iloc[0:0]) if is_plan else a.points
     per_replicas = not is_plan
     basis = "on-premises" if a.pricing.onprem else "cloud"
-
-    best = best_per_cell(a.points)
     by_mode = (best.sort_values("cost_usd_per_month").groupby(["mode", "qps"], as_index=False).head(1)
                .assign(_m=lambda d: d["mode"].map(MODE_ORDER)).sort_values(["_m", "qps"]).drop(columns="_m")) if not best.empty else best
     figs = [
@@ -174,7 +174,10 @@ def render(res: Results, a: Analysis, title: str = "Serving cost: DiffusionGemma
     cross_lines = [f"<p><b>{e(a.crossover.text)}</b></p>"] + [f"<p>{e(c.text)}</p>" for c in a.crossover_by_hardware.values()]
     cheapest_cols = [("qps", "QPS"), ("hardware", "GPU"), ("mode", "mode"), ("replicas", "replicas"), ("cost_usd_per_month", "USD/month"),
                      ("cost_usd_per_mtok_output", "USD per 1M output tokens"), ("runner_up", "runner-up"), ("runner_up_cost_usd_per_month", "runner-up USD/month")]
-    cheapest = a.cheapest.assign(hardware=a.cheapest.get("hardware", pd.Series(dtype=object)).fillna("no option meets the SLO")) if not a.cheapest.empty else a.cheapest
+    cheapest = a.cheapest.copy()
+    if not cheapest.empty:
+        cheapest["hardware"] = cheapest["hardware"].where(~cheapest["none_meets"], "no option meets the SLO") if "hardware" in cheapest \
+            else "no option meets the SLO"
     plan_cols = [("hardware", "GPU"), ("mode", "mode"), ("qps", "QPS"), ("replicas", "replicas"), ("gpus", "GPUs"), ("meets_slo", "meets SLO"),
                  ("cost_usd_per_month", "USD/month"), ("cost_usd_per_mtok_output", "USD/1M out tok"), ("cost_usd_per_mtok_total", "USD/1M tok"),
                  ("cost_usd_per_1k_requests", "USD/1k req"), ("energy_kwh_per_mtok_output", "kWh/1M out tok"), ("ttft_ms_p95", "p95 TTFT ms"),

@@ -260,3 +260,16 @@ def test_refine_crossover_narrows_the_bracket(cli, tmp_path, toy_sim):
     # the report reads the refined QPS back
     assert cli("report", str(out), "-o", str(tmp_path / "r.csv"))[0] == 0
     assert sorted(pd.read_csv(tmp_path / "r.csv")["qps"].unique()) == sorted(qps)
+
+
+def test_report_when_no_option_meets_the_slo(cli, tmp_path, toy_sim):
+    out = tmp_path / "plan"
+    assert cli("plan", "--qps", "5,20", "--hardware", "h200", "--mode", "diffusion,ar", "--jobs", "1", "-o", str(out))[0] == 0
+    for name in ("none.csv", "none.html"):
+        code, stdout, err = cli("report", str(out), "-o", str(tmp_path / name), "--slo", "p95_ttft_ms<=1")
+        assert code == 0, err
+        assert "note: the plan searched replicas for" in stdout and "meets the SLO at none of the evaluated QPS" in stdout
+    df = pd.read_csv(tmp_path / "none.csv")
+    assert not df["meets_slo"].any() and df["replicas"].isna().all()
+    assert df["slo_failures"].str.startswith("not met by any evaluated replica count").all()
+    assert "no option meets the SLO" in (tmp_path / "none.html").read_text()

@@ -59,7 +59,7 @@ def cheapest_per_qps(options: pd.DataFrame, qps_values) -> pd.DataFrame:
 @dataclass
 class Crossover:
     scope: str  # "all hardware" or one hardware id
-    status: str  # "bracketed" | "below-range" | "above-range" | "diffusion-never-meets"
+    status: str  # "bracketed" | "below-range" | "above-range" | "diffusion-never-meets" | "not-compared"
     qps_low: float | None  # last evaluated QPS where diffusion is the cheapest
     qps_high: float | None  # first evaluated QPS above it where it is not
     qps_estimate: float | None
@@ -106,6 +106,10 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
         per.append({"qps": q, "diffusion_cost_usd_per_month": d, "diffusion_option": d_opt, "rival_cost_usd_per_month": o,
                     "rival_option": o_opt, "diffusion_cheapest": math.isfinite(d) and d <= o})
     where = "" if hardware is None else f" on {hardware}"
+    present = set(opts["mode"]) if not opts.empty else set()
+    if DIFFUSION not in present or not present & set(RIVALS):
+        missing = "DiffusionGemma (mode diffusion)" if DIFFUSION not in present else "Gemma-4 AR or MTP"
+        return Crossover(scope, "not-compared", None, None, None, None, f"no crossover{where}: the results hold no {missing} points", per_qps=per)
     if not any(math.isfinite(p["diffusion_cost_usd_per_month"]) for p in per):
         return Crossover(scope, "diffusion-never-meets", None, qs[0] if qs else None, None, None,
                          f"DiffusionGemma meets the SLO{where} at none of the evaluated QPS ({_qlist(qs)})", per_qps=per)

@@ -186,6 +186,9 @@ def _execute(ctx: RunContext, w: RunWriter, tel: Telemetry, units, console) -> N
         for name, kind, payload in todo:
             bar.update(task, description=name)
             t0 = time.perf_counter()
+            cuda = ctx.device.type == "cuda"
+            if cuda:
+                torch.cuda.reset_peak_memory_stats(ctx.device)
             try:
                 rows = UnitRows()
                 if kind == "timing":
@@ -206,6 +209,11 @@ def _execute(ctx: RunContext, w: RunWriter, tel: Telemetry, units, console) -> N
                 torch.cuda.empty_cache()
                 bar.advance(task)
                 continue
+            if cuda:
+                peak = torch.cuda.max_memory_allocated(ctx.device) / 2**30
+                for r in rows.passes:
+                    r["unit_peak_mem_gib"] = peak
+                rows.summary += f"; peak {peak:.1f} GiB"
             w.add("passes", uniform(rows.passes))
             w.add("commits", uniform(rows.commits))
             w.add("generations", uniform(rows.generations))

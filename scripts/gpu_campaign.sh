@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# H200 campaigns of `costmodel measure` (issues 3 and 4), run on the device machine from the repo root:
+#   bash scripts/gpu_campaign.sh smoke|eager|compiled-dg|compiled-ar
+# Needs the transformers 5.23 wheel in .whl/ (the image has 5.17). Each run directory is tarred into
+# $OUT (default ./out) with its log; every measure runs under `timeout -s INT`, so a run that overstays
+# its share is interrupted cleanly (finished units kept, manifest "incomplete") and still tarred.
+set -uo pipefail
+phase=${1:?phase: smoke|eager|compiled-dg|compiled-ar}
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT" runs
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1 COSTMODEL_NO_PROGRESS=1 TOKENIZERS_PARALLELISM=false
+M="python3 -m costmodel.cli measure"
+t0=$(date +%s)
+measure() {  # measure SECONDS NAME ARGS...: one run directory runs/NAME, tarred to $OUT/NAME.tar.gz
+  local secs=$1 name=$2; shift 2
+  echo "=== $name: $* (limit ${secs}s) ==="
+  local s=$(date +%s)
+  timeout -s INT "$secs" $M -o "runs/$name" "$@" 2>&1 | tee "runs/$name.log"
+  echo "=== $name: rc ${PIPESTATUS[0]}, $(( $(date +%s) - s )) s ==="
+  [ -d "runs/$name" ] && cp "runs/$name.log" "runs/$name/measure.log" && tar -czf "$OUT/$name.tar.gz" -C runs "$name"
+}
+case "$phase" in
+  smoke)
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv
+    python3 -c "import torch, transformers, pynvml; print('torch', torch.__version__, torch.version.cuda, 'transformers', transformers.__version__, torch.cuda.get_device_name(0))"
+    measure 240 smoke-dg --model diffusiongemma-26b-a4b --random-weights --canvases 1 --contexts 1024 --blocks 2 \
+      --max-denoising-steps 4 --repeats 2 --hook-overhead-repeats 2
+    ;;
+  eager)
+    measure 200 h200-dg-eager --model diffusiongemma-26b-a4b --random-weights --canvases 1,2,4,8,16,32 \
+      --contexts 1024,128,4096,8192 --grid star --blocks 2 --max-denoising-steps 4 --repeats 2 --hook-overhead-repeats 4 --profile-steps 3
+    measure 170 h200-ar-eager --model gemma4-26b-a4b --random-weights --decode-batches 1,4,16,64,256 \
+      --contexts 1024,128,4096,8192 --grid star --decode-steps 8 --repeats 2 --profile-steps 4
+    measure 120 h200-mtp-eager --model gemma4-26b-a4b --mode mtp --random-weights --decode-batches 1,8,32 \
+      --contexts 1024 --draft-tokens 1,2,4,8 --mtp-rounds 3 --repeats 2 --profile-steps 2
+    ;;
+  compiled-dg)
+    measure 540 h200-dg-compiled --model diffusiongemma-26b-a4b --random-weights --engine compiled --canvases 1,8 \
+      --contexts 1024 --blocks 2 --replay prior --repeats 3 --hook-overhead-repeats 3 --profile-steps 4
+    ;;
+  compiled-ar)
+    measure 330 h200-ar-compiled --model gemma4-26b-a4b --random-weights --engine compiled --decode-batches 1,32 \
+      --contexts 1024 --decode-steps 16 --repeats 3 --profile-steps 6
+    measure 220 h200-mtp-compiled --model gemma4-26b-a4b --mode mtp --random-weights --engine compiled --decode-batches 1 \
+      --contexts 1024 --draft-tokens 4 --mtp-rounds 6 --repeats 3
+    ;;
+  *) echo "unknown phase $phase"; exit 2 ;;
+esac
+echo "phase $phase: $(( $(date +%s) - t0 )) s"
+ls -la "$OUT"

@@ -41,6 +41,8 @@ def commit_run(path, commit_source="model"):
         ])
         w.add("generations", gen("g3", "R4", 4, 2, [2, 3, 4, 5, 6, 7]))
         w.add("commits", call("g3", 0, [0, 1], [0.004, 0.004], [0, 1], [2, 3, 4, 5, 6, 7]))
+        # a timing-grid generation (random-token prompt, EOS off): not the model's behaviour on a task
+        w.add("generations", {**gen("t1", "grid", 48, 256, []), "prompt_id": "random-P1024"})
         w.finish_unit("all")
     return load_run(path)
 
@@ -56,6 +58,7 @@ def test_commit_stats_from_a_model_run(tmp_path):
     assert r1.commit_entropy_nats == pytest.approx(0.002)
     assert r1.provenance.kind == "measured" and "commits-model" in r1.provenance.source
     assert stats["R4"].renoise_per_generation == 0 and stats["R4"].description.startswith("short factual")
+    assert set(stats) == {"R1", "R4"}  # the timing grid's generation is left out
 
 
 def test_random_weights_commits_are_refused_as_the_models(tmp_path):
@@ -70,6 +73,13 @@ def test_random_weights_commits_are_refused_as_the_models(tmp_path):
     assert any("not the model's" in m for m in msgs) and any("published prior" in m for m in msgs)
     with pytest.raises(UserError, match="replayed"):
         commit_stats_from_runs([commit_run(tmp_path / "p", "replay")])
+    man = RunManifest(run_id="grid-only", kind="gpu", mode="diffusion", model="diffusiongemma-26b-a4b", weights="checkpoint",
+                      commit_source="model", hardware="h200")
+    with RunWriter(tmp_path / "g", man) as w:
+        w.add("generations", {**gen("t1", "grid", 48, 256, []), "prompt_id": "random-P1024"})
+        w.finish_unit("a")
+    with pytest.raises(UserError, match="only timing-grid generations"):
+        commit_stats_from_runs([load_run(tmp_path / "g")])
 
 
 def test_measured_regimes_override_the_prior_the_rest_stay_published(tmp_path):

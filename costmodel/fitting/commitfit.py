@@ -1,7 +1,11 @@
 """Commit statistics per regime from runs whose commits are the model's own (commit_source
 "model": real weights, not replayed), else the published prior (costmodel.prior).
 
-Definitions (per regime; content positions = canvas positions not listed in `eos_positions`):
+Only task generations count: the timing grid's generations (regime "grid", prompt_id "random-*":
+random-token prompts with EOS off) are not the model's behaviour on a task and are left out.
+
+Definitions (per regime; content positions = canvas positions before `content_length`, the first
+EOS/pad, as the harness records it):
 - steps_per_canvas: empirical distribution of accept-calls per generated canvas (`generations.steps`);
 - content_length: empirical distribution of content tokens per generation (sum over its canvases);
 - tokens_per_call: content tokens / accept-calls, summed over the regime's canvases;
@@ -36,6 +40,12 @@ def _floats(x) -> list[float]:
     return [float(v) for v in np.asarray(x).ravel().tolist()]
 
 
+def task_generations(g: pd.DataFrame) -> pd.DataFrame:
+    """Generations on task prompts: drops the timing grid's (regime "grid", prompt_id "random-*")."""
+    grid = (g["regime"].astype(str) == "grid") | g["prompt_id"].astype(str).str.startswith("random-")
+    return g[~grid]
+
+
 def require_model_commits(run: Run) -> None:
     """UserError unless `run` holds the model's own diffusion commit behaviour."""
     m = run.manifest
@@ -48,6 +58,9 @@ def require_model_commits(run: Run) -> None:
         raise UserError(f"run {run.path} is a {m.mode} run, so it has no diffusion commits", "pass diffusion runs to --commit-runs")
     if not run.has("generations"):
         raise UserError(f"run {run.path} has no generations table", "pass a diffusion run that recorded generations with real weights")
+    if task_generations(run.table("generations")).empty:
+        raise UserError(f"run {run.path} holds only timing-grid generations (random-token prompts, EOS off)",
+                        "pass a run with probe prompts per regime (the harness's probe units) and the model's weights")
 
 
 def _regime_stats(gens: pd.DataFrame, commits: pd.DataFrame) -> dict:
@@ -60,17 +73,19 @@ def _regime_stats(gens: pd.DataFrame, commits: pd.DataFrame) -> dict:
     }
     if commits.empty:
         return out
-    eos = {(r.run_id, r.gen_id, r.canvas): set(_ints(r.eos_positions)) for r in gens.itertuples()}
+    content = {(r.run_id, r.gen_id, r.canvas): int(r.content_length) for r in gens.itertuples()}
     remasks, entropies = 0, []
     for (run_id, gen_id, canvas), calls in commits.sort_values("call").groupby(["run_id", "gen_id", "canvas"], sort=False):
-        not_content = eos.get((run_id, gen_id, canvas), set())
+        n = content.get((run_id, gen_id, canvas))
+        if n is None:
+            continue
         accepted_before: set[int] = set()
         for c in calls.itertuples():
             acc = _ints(c.accepted_positions)
             ent = _floats(c.accepted_entropy)
-            remasks += len((set(_ints(c.renoised_positions)) & accepted_before) - not_content)
+            remasks += sum(1 for p in set(_ints(c.renoised_positions)) & accepted_before if p < n)
             by_pos = dict(zip(acc, ent)) if len(ent) == len(acc) else {}
-            entropies += [by_pos[p] for p in _ints(c.new_positions) if p in by_pos and p not in not_content]
+            entropies += [by_pos[p] for p in _ints(c.new_positions) if p in by_pos and p < n]
             accepted_before |= set(acc)
     out["renoise"] = remasks / max(out["n_gens"], 1)
     out["entropy"] = float(np.median(entropies)) if entropies else None
@@ -82,7 +97,7 @@ def commit_stats_from_runs(runs: list[Run]) -> dict[str, CommitStats]:
     gens, commits = [], []
     for run in runs:
         require_model_commits(run)
-        g = run.table("generations").assign(run_id=run.manifest.run_id)
+        g = task_generations(run.table("generations")).assign(run_id=run.manifest.run_id)
         gens.append(g)
         if run.has("commits"):
             commits.append(run.table("commits").assign(run_id=run.manifest.run_id))
@@ -131,8 +146,10 @@ def choose_commit_stats(fit_runs: list[Run], commit_runs: list[Run]) -> tuple[di
         for r in fit_runs:
             if r.manifest.mode != "diffusion":
                 continue
-            if r.manifest.commit_source == "model" and r.has("generations"):
+            if r.manifest.commit_source == "model" and r.has("generations") and not task_generations(r.table("generations")).empty:
                 sources.append(r)
+            elif r.manifest.commit_source == "model":
+                msgs.append(f"run {r.manifest.run_id}: the model's weights but no task generations (timing grid only); not used for commit statistics")
             else:
                 msgs.append(f"run {r.manifest.run_id}: commit_source {r.manifest.commit_source!r}, so its commits are not the model's; not used for commit statistics")
     prior = published_commit_prior()

@@ -33,6 +33,10 @@ from costmodel.rundir_time import now_iso
 from measure.rundir import Run, load_run, read_manifest
 
 TIME_COLUMNS = ("gpu_ms", "wall_ms")
+# manifest.engine fields that identify how passes run; runs pooled for one pass kind must agree on
+# those they share (other fields, e.g. the models a run built, legitimately differ)
+ENGINE_IDENTITY_KEYS = ("name", "engine", "compiled", "cache", "compile_mode", "experts_implementation", "attn_implementation",
+                        "transformers", "torch")
 # kind -> (measured kind whose coefficients it may carry, why that is a fair stand-in)
 DONORS = {
     "verify_step": ("decode_step", "same target model; a causal pass with logits for every token, over k+1 tokens per sequence instead of 1"),
@@ -117,8 +121,8 @@ def _engine_match(spec: str, run: Run, row_engine) -> bool:
 
 def passes_frame(runs: list[Run], opts: FitOptions, msgs: list[str]) -> pd.DataFrame:
     """Every usable timed pass: pass_kind, seqs, tokens_per_seq, context_tokens, ms, run_id, row_engine.
-    Runs timing one pass kind must agree on every manifest engine field they share (eager and
-    compiled timings never pool) and on the rows' `engine` column where present."""
+    Runs timing one pass kind must agree on the ENGINE_IDENTITY_KEYS of manifest.engine they share
+    (eager and compiled timings never pool) and on the rows' `engine` column where present."""
     if opts.time_column not in TIME_COLUMNS:
         raise UserError(f"--time {opts.time_column!r} is unknown", f"use one of {', '.join(TIME_COLUMNS)}")
     frames = []
@@ -168,7 +172,7 @@ def passes_frame(runs: list[Run], opts: FitOptions, msgs: list[str]) -> pd.DataF
         for i, a in enumerate(ids):
             for b in ids[i + 1:]:
                 ea, eb = by_id[a].manifest.engine, by_id[b].manifest.engine
-                diff = sorted(k for k in set(ea) & set(eb) if ea[k] != eb[k])
+                diff = sorted(k for k in set(ea) & set(eb) & set(ENGINE_IDENTITY_KEYS) if ea[k] != eb[k])
                 if diff:
                     raise UserError(f"pass kind {kind} was timed by different engine setups: runs {a} and {b} differ in engine "
                                     + ", ".join(f"{k} ({ea[k]!r} vs {eb[k]!r})" for k in diff), fix)

@@ -249,3 +249,19 @@ def test_bad_bench_files_are_one_line_errors(tmp_path, content, message):
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     code, out, err = costmodel("import-bench", str(tmp_path / "missing.json"), "-o", str(tmp_path / "o"))
     assert code == 2 and "does not exist" in err
+
+
+def test_model_discovered_and_options_do_not_clash(server, prompts, tmp_path):
+    code, stdout, err = measure(server.url, tmp_path / "disc", "--qps", "inf", "--concurrency", "2", "--requests", "3", "--max-tokens", "8",
+                                "--prompts", str(prompts), "--regimes", "R1", "--canvas-length", "32")
+    assert code == 0, err
+    m = load_run(tmp_path / "disc").manifest
+    assert m.model == "fast-diffusion" and m.mode == "diffusion"  # first of GET /v1/models, mode from its name
+    assert m.settings["qps"] == ["inf"]
+    from measure.cli import measure as measure_cmd
+    from measure.endpoint.options import ENDPOINT_PARAMS
+
+    names = [p.name for p in measure_cmd.params]
+    flags = [f for p in measure_cmd.params for f in p.opts + p.secondary_opts]
+    assert len(names) == len(set(names)) and len(flags) == len(set(flags))  # GPU harness + endpoint + common
+    assert ENDPOINT_PARAMS <= set(names)

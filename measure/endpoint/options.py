@@ -231,7 +231,7 @@ def run(opts: dict) -> int:
 
     con = make_console()
     settings = {
-        "endpoint": api_base, "metrics_url": murl, "api": opts["api"], "qps": rates, "arrivals": opts["arrivals"],
+        "endpoint": api_base, "metrics_url": murl, "api": opts["api"], "qps": [r if math.isfinite(r) else "inf" for r in rates], "arrivals": opts["arrivals"],
         "concurrency": opts.get("concurrency"), "requests": opts.get("n_requests"), "duration_s": opts.get("duration"),
         "max_tokens": opts["max_tokens"], "timeout_s": opts["timeout_s"], "prompts": opts.get("prompts_file") or "probe suite",
         "regimes": opts.get("regimes"), "n_prompts": len(items), "seed": seed, "ignore_eos": bool(opts.get("ignore_eos")),

@@ -588,8 +588,17 @@ async def serve(args) -> None:
     server = await asyncio.start_server(srv.handle, HOST, args.port, backlog=4096)
     port = server.sockets[0].getsockname()[1]
     print(f"LISTENING {port}", flush=True)
+    asyncio.ensure_future(_exit_with_parent(os.getppid()))
     async with server:
         await server.serve_forever()
+
+
+async def _exit_with_parent(ppid: int) -> None:
+    """Stop when the process that started us is gone (a killed test run leaves no server behind)."""
+    while True:
+        await asyncio.sleep(1.0)
+        if os.getppid() != ppid:
+            os._exit(0)
 
 
 def main(argv=None) -> None:

@@ -24,6 +24,7 @@ Method (what `costmodel fit` prints and stores in each model's diagnostics):
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -107,12 +108,21 @@ def _fit(df: pd.DataFrame, feats: tuple[str, ...]):
 
     X = pd.DataFrame(df[_cols(feats)].to_numpy(float), columns=list(feats))
     y = pd.Series(df["ms"].to_numpy(float), name="ms")
-    return sm.WLS(y, X, weights=1.0 / y.to_numpy() ** 2).fit()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # small-sample notes (e.g. the normality test below 8 observations)
+        return sm.WLS(y, X, weights=1.0 / y.to_numpy() ** 2).fit()
 
 
 def _predict(df: pd.DataFrame, feats: tuple[str, ...], coef: np.ndarray) -> np.ndarray:
     linear = df[_cols(feats)].to_numpy(float) @ np.asarray(coef, float)
     return np.maximum(df["roofline_ms"].to_numpy(float), linear)
+
+
+def _coef_table(res) -> str:
+    """statsmodels' coefficient table (estimates, standard errors, t, p, 95% interval)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the summary's normality test warns below 8 observations
+        return res.summary().tables[1].as_text()
 
 
 def mape_pct(y, pred) -> float:
@@ -316,7 +326,7 @@ def fit_pass_kind(rows: pd.DataFrame, kind: str, roof: Roofline, provenance: Pro
     summary = (
         f"statsmodels WLS of {time_column} on {' + '.join(chosen)}, weights 1/ms^2 (relative error); "
         f"{len(obs)} observations ({'median per shape' if repeats == 'median' else 'every repeat'}) over {n_shapes} shapes\n"
-        f"{res.summary().tables[1].as_text()}\n"
+        f"{_coef_table(res)}\n"
         f"k-fold MAPE per feature set ('-': too few shapes or a negative slope): {tried}\n"
         f"held-out: {ho_desc}"
     )

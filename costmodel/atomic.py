@@ -43,7 +43,26 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
-    return write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+    """Strict JSON: NaN and infinities (e.g. a percentile with no finished request) become null."""
+    return write_text(path, json.dumps(_finite(obj), indent=2, sort_keys=False, default=_json_default, allow_nan=False) + "\n")
+
+
+def _finite(o: Any) -> Any:
+    import math
+
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    if hasattr(o, "item") and not hasattr(o, "__len__"):  # numpy scalar
+        return _finite(o.item())
+    import dataclasses
+
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return _finite(dataclasses.asdict(o))
+    return o
 
 
 def write_parquet(path: str | os.PathLike, df) -> Path:

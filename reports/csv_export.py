@@ -76,7 +76,7 @@ FIXED: dict[str, tuple[str, str, str]] = {
     "mean_batch_tokens": ("mean query tokens per forward pass", "tokens", SIM),
     "seed": ("random seed of the simulated workload", "-", SIM),
     "mean_in_system": ("time-average number of requests arrived and not finished over the arrival window (Little's L)", "requests", SIM),
-    "backlog_growth": ("fitted growth of requests in the system over the steady window (the stability test: unstable above max(10, 3% of arrivals))", "requests", SIM),
+    "backlog_growth": ("fitted growth of requests in the system over the steady window (the stability test: unstable above the largest of 10 requests, 3% of the arrivals in the window and half the mean number in the system)", "requests", SIM),
     "warmup_s": ("initial span of the arrival window left out of percentiles and throughput", "s", SIM),
     "simulated_s": ("simulated clock at the end of the run (arrivals plus drain, or the abort time)", "s", SIM),
     "engine_steps": ("engine steps (forward passes) simulated, all replicas", "count", SIM),

@@ -11,8 +11,9 @@ API (every function takes a run directory path or a loaded `measure.rundir.Run`)
   canvas, from the server's vllm:diffusion_* counter deltas pooled over the run's loads.
 - `denoise_step_times(run, merge_ms=1.0) -> list[DenoiseStepTime]`: per load, the engine-step time
   of a diffusion deployment: the gap between two successive canvas bursts of one request is the
-  k + 1 engine steps of the later canvas, so step_ms = sum(gaps) / (n_gaps * steps_per_canvas).
-  Events closer than `merge_ms` are one burst. Assumes canvases after a request's first have the
+  k + 1 engine steps of the later canvas, so step_ms = sum(gaps) / (canvases * steps_per_canvas).
+  Events closer than `merge_ms` are one burst; a burst that carries n canvases' tokens (arrived
+  together) counts n canvases. Assumes canvases after a request's first have the
   run's mean k (the counters do not split k by canvas index). The step time is the one at that
   load's batch: `mean_running_requests` (vllm:num_requests_running) says how big it was.
 - `decode_step_times(run, merge_ms=1.0) -> list[DecodeStepTime]`: per load, AR / MTP step time:
@@ -228,14 +229,19 @@ def denoise_step_times(run, merge_ms: float = 1.0) -> list[DenoiseStepTime]:
         unit = row["unit"]
         ok = req[(req["unit"] == unit) & (req["status"] == "ok")]["request_id"]
         b = _bursts(ch[ch["unit"] == unit], ok, merge_ms)
-        gaps = b["gap_ms"].dropna().to_numpy(dtype=float) if len(b) else np.zeros(0)
-        if gaps.size == 0:
+        b = b[b["gap_ms"].notna()] if len(b) else b
+        if b.empty:
             continue
-        per = gaps / spc
+        gaps = b["gap_ms"].to_numpy(dtype=float)
+        canvas = _f(row, "dg_canvas_length", 256.0)
+        toks = b["tokens"].to_numpy(dtype=float)
+        # a burst carrying n canvases (events merged in transit) spans n canvases' steps
+        n_canvas = np.where(np.isnan(toks) | (toks <= 0), 1.0, np.ceil(toks / canvas))
+        per = gaps / (n_canvas * spc)
         out.append(DenoiseStepTime(
-            unit=str(unit), step_ms=float(gaps.sum() / (gaps.size * spc)), step_ms_median=float(np.median(per)),
+            unit=str(unit), step_ms=float(gaps.sum() / (n_canvas.sum() * spc)), step_ms_median=float(np.median(per)),
             step_ms_p10=float(np.percentile(per, 10)), step_ms_p90=float(np.percentile(per, 90)),
-            canvas_gap_ms_mean=float(gaps.mean()), canvas_gap_ms_median=float(np.median(gaps)), steps_per_canvas=spc,
+            canvas_gap_ms_mean=float(gaps.sum() / n_canvas.sum()), canvas_gap_ms_median=float(np.median(gaps / n_canvas)), steps_per_canvas=spc,
             n_gaps=int(gaps.size), mean_running_requests=_f(row, "running_mean"), qps_offered=_f(row, "qps_offered"),
         ))
     return out

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 campaigns of `costmodel measure` (issues 3 and 4), run on the device machine from the repo root:
-#   bash scripts/gpu_campaign.sh smoke|eager|compiled-dg|compiled-ar
+#   bash scripts/gpu_campaign.sh smoke|eager|compiled-dg|compiled-ar   (as run: eager, compiled-dg, compiled-ar)
 # Needs the transformers 5.23 wheel in .whl/ (the image has 5.17). Each run directory is tarred into
 # $OUT (default ./out) with its log; every measure runs under `timeout -s INT`, so a run that overstays
 # its share is interrupted cleanly (finished units kept, manifest "incomplete") and still tarred.
@@ -41,13 +41,16 @@ case "$phase" in
       --contexts 1024 --draft-tokens 1,2,4,8 --mtp-rounds 3 --repeats 2 --profile-steps 2
     ;;
   compiled-dg)
-    measure 540 h200-dg-compiled --model diffusiongemma-26b-a4b --random-weights --engine compiled --canvases 1,8 \
+    measure 430 h200-dg-compiled --model diffusiongemma-26b-a4b --random-weights --engine compiled --canvases 1,8 \
       --contexts 1024 --blocks 2 --replay prior --repeats 3 --hook-overhead-repeats 3 --profile-steps 4
+    # batch 256 at a 1024-token prompt did not fit in the eager phase (prefill transients): a shorter prompt
+    measure 100 h200-ar-eager-big --model gemma4-26b-a4b --random-weights --decode-batches 128,256 --contexts 256 \
+      --decode-steps 8 --repeats 2
     ;;
   compiled-ar)
-    measure 330 h200-ar-compiled --model gemma4-26b-a4b --random-weights --engine compiled --decode-batches 1,32 \
+    measure 320 h200-ar-compiled --model gemma4-26b-a4b --random-weights --engine compiled --decode-batches 1,32 \
       --contexts 1024 --decode-steps 16 --repeats 3 --profile-steps 6
-    measure 220 h200-mtp-compiled --model gemma4-26b-a4b --mode mtp --random-weights --engine compiled --decode-batches 1 \
+    measure 200 h200-mtp-compiled --model gemma4-26b-a4b --mode mtp --random-weights --engine compiled --decode-batches 1 \
       --contexts 1024 --draft-tokens 4 --mtp-rounds 6 --repeats 3
     ;;
   *) echo "unknown phase $phase"; exit 2 ;;

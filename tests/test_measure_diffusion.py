@@ -44,6 +44,14 @@ def test_hooked_generation_is_identical_to_unhooked(dg):
     assert torch.equal(plain, again)
 
 
+def test_recorded_entropy_is_the_samplers_formula():
+    from measure.harness.hook import entropy_nats
+
+    x = torch.randn(2, 5, 300) * 4
+    x[0, 0, 7] = 80.0  # a near-certain position
+    assert torch.allclose(entropy_nats(x), torch.distributions.Categorical(logits=x).entropy(), atol=1e-5)
+
+
 def test_pass_counts_and_shapes_follow_the_generation_structure(dg):
     B, P, blocks, steps = 2, 10, 3, 4
     ids = torch.randint(10, 500, (B, P), generator=torch.Generator().manual_seed(2))

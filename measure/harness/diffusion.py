@@ -165,7 +165,8 @@ def hook_overhead(ctx: RunContext, unit: str) -> dict:
         identical.append(bool(torch.equal(seqs["plain"], seqs["hooked"])))
     plain_wall = statistics.median(m[1] for m in res["plain"])
     hooked_wall = statistics.median(m[1] for m in res["hooked"])
-    per_step = (hooked_wall - plain_wall) / steps_per_call
+    diffs = [h[1] - p[1] for h, p in zip(res["hooked"], res["plain"])]  # same seed and prompt per pair
+    per_step = statistics.median(diffs) / steps_per_call
     step = statistics.median(step_ms) if step_ms else float("nan")
     doc = {
         "unit": unit, "engine": cfg.engine, "batch": B, "prompt_tokens": P, "blocks": cfg.blocks,
@@ -173,12 +174,14 @@ def hook_overhead(ctx: RunContext, unit: str) -> dict:
         "plain_call_ms": [{"gpu_ms": g, "wall_ms": w} for g, w in res["plain"]],
         "hooked_call_ms": [{"gpu_ms": g, "wall_ms": w} for g, w in res["hooked"]],
         "plain_call_wall_ms_median": plain_wall, "hooked_call_wall_ms_median": hooked_wall,
+        "pair_difference_ms": diffs,
         "overhead_ms_per_step": per_step, "denoise_step_gpu_ms_median": step,
         "overhead_pct_of_step": 100.0 * per_step / step if step == step and step > 0 else float("nan"),
         "identical_outputs": all(identical), "identical_pairs": f"{sum(identical)}/{len(identical)}",
-        "method": ("median wall time of whole generate calls (synchronised at the end) with the instrument (timers + accept_canvas hook "
-                   "recording commits) minus without any wrapper, same seed and prompt per pair, order alternated; divided by the "
-                   "denoising steps per call; pct relative to the median instrumented denoise_step GPU time"),
+        "method": ("median over pairs (same seed and prompt, order alternated) of the wall time of a whole generate call "
+                   "(synchronised at the end) with the instrument (pass timers + accept_canvas hook recording commits) minus the "
+                   "same call without any wrapper, divided by the denoising steps per call; pct relative to the median "
+                   "instrumented denoise_step GPU time"),
     }
     atomic.write_json(ctx.run_dir / "hook_overhead.json", doc)
     return doc

@@ -10,8 +10,8 @@ from costmodel import atomic
 
 # First match wins; kernel names as CUDA/CUTLASS/cuBLAS/inductor emit them.
 CATEGORIES: list[tuple[str, re.Pattern]] = [
-    ("moe_grouped_gemm", re.compile(r"grouped|gmm|moe|histc|bincount", re.I)),
-    ("attention", re.compile(r"flash|fmha|attention|sdpa|softmax_warp.*attn", re.I)),
+    ("attention", re.compile(r"flash|fmha|attention|sdpa", re.I)),
+    ("moe_grouped_gemm", re.compile(r"GroupProblemShape|grouped|moe|histc|bincount", re.I)),
     ("gemm", re.compile(r"gemm|cutlass|cublas|xmma|nvjet|sm90_|triton_tem|matmul|addmm|bmm|_mm_", re.I)),
     ("sampling_softmax_sort", re.compile(r"softmax|multinomial|sort|argmax|topk|radix|cumsum|scan|distribution|log_softmax|entropy", re.I)),
     ("inductor_fused", re.compile(r"triton_(poi|red|per)", re.I)),

@@ -150,7 +150,6 @@ def test_api_key_is_sent_and_never_written(keyed_server, prompts, tmp_path, monk
     (["--endpoint", "http://127.0.0.1:1", "--qps", "1", "--requests", "1", "--concurrency", "0"], "--concurrency 0 must be > 0"),
     (["--endpoint", "http://127.0.0.1:1", "--qps", "1", "--requests", "1", "--prompts", "/nonexistent/p.jsonl"], "--prompts /nonexistent/p.jsonl does not exist"),
     (["--endpoint", "http://127.0.0.1:1", "--qps", "1", "--requests", "1", "--api-key-env", "COSTMODEL_NO_SUCH_VAR"], "COSTMODEL_NO_SUCH_VAR: the environment variable is not set"),
-    (["--endpoint", "http://127.0.0.1:1", "--qps", "1", "--requests", "1", "--random-weights"], "--random-weights is an option of the in-process GPU harness"),
     (["--endpoint", "http://127.0.0.1:1", "--qps", "1", "--requests", "1", "--metrics-url", "ftp://x"], "--metrics-url"),
 ])
 def test_bad_options_are_one_line_errors(args, message, tmp_path, prompts):
@@ -161,6 +160,20 @@ def test_bad_options_are_one_line_errors(args, message, tmp_path, prompts):
     code, out, err = costmodel("measure", "-o", str(tmp_path / "x"), *args)
     assert code == 2, (out, err)
     assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x").exists()
+
+
+def test_harness_options_are_refused_with_endpoint(tmp_path, prompts):
+    from measure.cli import measure as measure_cmd
+    from measure.endpoint.options import COMMON_PARAMS, ENDPOINT_PARAMS
+
+    flags = [p for p in measure_cmd.params if p.name not in ENDPOINT_PARAMS | COMMON_PARAMS and getattr(p, "is_flag", False) and p.opts]
+    if not flags:
+        pytest.skip("the GPU harness defines no flag option")
+    flag = flags[0].opts[0]
+    code, out, err = costmodel("measure", "-o", str(tmp_path / "x"), "--endpoint", "http://127.0.0.1:1", "--model", "m", "--qps", "1",
+                               "--requests", "1", "--prompts", str(prompts), flag)
+    assert code == 2 and f"{flag} is an option of the in-process GPU harness" in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "x").exists()
 
 

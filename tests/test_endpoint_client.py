@@ -124,3 +124,26 @@ def test_connection_refused_is_data():
     res = run_load(f"http://127.0.0.1:{port}", ["x"] * 3, timeout_s=3.0)
     assert [r.failure_reason for r in res.requests] == ["connect_refused"] * 3
     assert all(r.status == "error" and math.isnan(r.ttft_ms) for r in res.requests)
+
+
+def test_lean_pool_reuses_keep_alive_connections(server):
+    import httpx
+
+    from measure.endpoint.transport import LeanTransport
+
+    async def go():
+        tr = LeanTransport()
+        async with httpx.AsyncClient(transport=tr, trust_env=False, timeout=10) as http:
+            for _ in range(20):
+                body = {"model": "fast-ar", "stream": True, "max_tokens": 3, "prompt": "x"}
+                async with http.stream("POST", server.url + "/v1/completions", json=body) as r:
+                    assert r.status_code == 200
+                    async for _ in r.aiter_bytes():
+                        pass
+            n_sequential = tr.pool.connections
+            await asyncio.gather(*[http.get(server.url + "/health") for _ in range(5)])
+            return n_sequential, tr.pool.connections
+
+    sequential, concurrent = asyncio.run(go())
+    assert sequential == 1  # one connection served all 20 streams one after another
+    assert 1 <= concurrent <= 5

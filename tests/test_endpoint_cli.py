@@ -278,3 +278,16 @@ def test_model_discovered_and_options_do_not_clash(server, prompts, tmp_path):
     flags = [f for p in measure_cmd.params for f in p.opts + p.secondary_opts]
     assert len(names) == len(set(names)) and len(flags) == len(set(flags))  # GPU harness + endpoint + common
     assert ENDPOINT_PARAMS <= set(names)
+
+
+def test_probe_suite_is_the_default_prompt_set(server, tmp_path):
+    pytest.importorskip("measure.probes")
+    code, stdout, err = measure(server.url, tmp_path / "probes", "--model", "fast-ar", "--mode", "ar", "--qps", "100", "--requests", "12",
+                                "--max-tokens", "4", "--regimes", "R4,r6")
+    assert code == 0, err
+    run = load_run(tmp_path / "probes")
+    req = run.table("requests")
+    assert set(req["regime"]) <= {"R4", "R6"} and len(set(req["prompt_id"])) > 1 and (req["status"] == "ok").all()
+    assert run.manifest.settings["prompts"] == "probe suite"
+    code, _, err = measure(server.url, tmp_path / "none", "--model", "fast-ar", "--qps", "1", "--requests", "1", "--regimes", "R9")
+    assert code == 2 and "--regimes R9 matches no prompt" in err

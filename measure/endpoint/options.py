@@ -14,6 +14,7 @@ import asyncio
 import json
 import math
 import os
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import click
@@ -219,6 +220,11 @@ def run(opts: dict) -> int:
             raise UserError(f"{api_base} serves no models", "pass --model NAME")
         model = names[0]
     mode, mode_note = opts.get("mode"), "given with --mode"
+    if not mode and opts.get("resume") and (Path(opts["out"]) / "manifest.json").exists():
+        from measure.rundir import read_manifest
+
+        prev = read_manifest(opts["out"])
+        mode, mode_note = prev.mode, prev.settings.get("mode_source", "from the run being resumed")
     if not mode:
         if "diffusion" in model.lower():
             mode, mode_note = "diffusion", "from the model name"

@@ -291,3 +291,29 @@ def test_probe_suite_is_the_default_prompt_set(server, tmp_path):
     assert run.manifest.settings["prompts"] == "probe suite"
     code, _, err = measure(server.url, tmp_path / "none", "--model", "fast-ar", "--qps", "1", "--requests", "1", "--regimes", "R9")
     assert code == 2 and "--regimes R9 matches no prompt" in err
+
+
+def test_endpoint_options_refused_without_endpoint_helper():
+    import click
+    from click.testing import CliRunner
+
+    from costmodel.errors import UserError
+    from measure.endpoint.options import OPTIONS, reject_endpoint_options
+
+    seen = {}
+
+    def body(**opts):
+        try:
+            reject_endpoint_options()
+            seen["ok"] = True
+        except UserError as e:
+            seen["err"] = str(e)
+
+    f = body
+    for o in reversed(OPTIONS):
+        f = o(f)
+    cmd = click.command()(f)
+    CliRunner().invoke(cmd, [])
+    assert seen == {"ok": True}  # defaults are not "given"
+    CliRunner().invoke(cmd, ["--qps", "2"])
+    assert seen["err"].startswith("--qps is an option of the endpoint load generator")

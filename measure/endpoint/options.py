@@ -72,6 +72,19 @@ def reject_foreign_options(opts: dict) -> None:
             raise UserError(f"{flag} is an option of the in-process GPU harness and has no effect with --endpoint", f"drop {flag}, or drop --endpoint")
 
 
+def reject_endpoint_options() -> None:
+    """For the GPU harness's `run`: UserError if an endpoint option was given without --endpoint."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return
+    from click.core import ParameterSource
+
+    for p in ctx.command.params:
+        if p.name in ENDPOINT_PARAMS and ctx.get_parameter_source(p.name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            flag = p.opts[0] if p.opts else p.name
+            raise UserError(f"{flag} is an option of the endpoint load generator and has no effect without --endpoint", f"drop {flag}, or add --endpoint URL")
+
+
 def split_endpoint(url: str) -> tuple[str, str]:
     """(api_base ending in /v1, server root) of an endpoint URL; UserError if malformed."""
     u = urlsplit(url.strip())

@@ -179,3 +179,39 @@ def test_kv_reads_priced_apart_from_weights(tmp_path):
     assert "kv_ms" in f.features and f.model.coef["kv_ms"] < 0 <= f.model.coef["kv_ms"] + f.model.coef["memory_ms"]
     assert f.model.diagnostics.heldout_mape_pct < 5.0
     assert f.candidates["const + roofline_ms"] > 5.0  # one efficiency for every byte does not fit this engine
+
+
+def test_harness_shaped_rows(tmp_path):
+    """Rows as the GPU harness writes them: extra columns, an engine column per row, NaN roofline
+    annotations when it ran on an unknown GPU, a manifest without a catalog hardware id."""
+    import numpy as np
+
+    from costmodel.fitting.synthetic import truth_ms
+    from measure.rundir import RunManifest, RunWriter
+
+    man = RunManifest(run_id="gpu-ar-x", kind="gpu", mode="ar", model="google/gemma-4-26B-A4B-it", weights="random",
+                      commit_source="none", hardware=None, gpu_name="NVIDIA H200",
+                      engine={"name": "transformers", "engine": "eager", "models": {"target": "x"}})
+    from costmodel.hardware import get_hardware
+    from costmodel.models import get_model
+    from costmodel.precision import get_precision
+    from costmodel.roofline import Roofline
+
+    roof = Roofline(get_model("gemma4-26b-a4b"), get_hardware("h200"), get_precision("bf16"))
+    with RunWriter(tmp_path / "r", man) as w:
+        for engine, k in (("eager", 2.0), ("compiled", 1.0)):
+            for s in (1, 4, 16, 64):
+                for kind, t, c in (("decode_step", 1, 1024), ("decode_step", 1, 4096), ("prefill", 512, 0), ("prefill", 2048, 0)):
+                    ms = k * truth_ms(roof, kind, (s, t, c), {"const": 2.0, "memory_ms": 1.5, "compute_ms": 1.5})
+                    w.add("passes", [{"pass_kind": kind, "seqs": s, "tokens_per_seq": t, "context_tokens": c, "gpu_ms": ms, "wall_ms": ms + 1,
+                                      "forward_gpu_ms": ms, "engine": engine, "cache": "dynamic", "warmup": rep == 0, "rep": rep,
+                                      "roofline_ms": np.nan, "x_roofline": np.nan, "cell": f"B{s}"} for rep in range(3)])
+        w.finish_unit("all")
+    with pytest.raises(UserError, match="does not record its GPU"):
+        build_profile([tmp_path / "r"])
+    with pytest.raises(UserError, match="different engines \\(compiled, eager\\)"):
+        build_profile([tmp_path / "r"], FitOptions(hardware="h200"))
+    r = build_profile([tmp_path / "r"], FitOptions(hardware="h200", engine="compiled"))
+    assert r.fits["decode_step"].model.coef == pytest.approx({"const": 2.0, "memory_ms": 1.5, "compute_ms": 1.5}, rel=1e-6)
+    assert r.profile.modes["ar"].model == "gemma4-26b-a4b" and r.profile.engine["selected"] == "compiled"
+    assert "NVIDIA H200" in r.fits["prefill"].model.provenance.notes

@@ -215,3 +215,32 @@ def test_harness_shaped_rows(tmp_path):
     assert r.fits["decode_step"].model.coef == pytest.approx({"const": 2.0, "memory_ms": 1.5, "compute_ms": 1.5}, rel=1e-6)
     assert r.profile.modes["ar"].model == "gemma4-26b-a4b" and r.profile.engine["selected"] == "compiled"
     assert "NVIDIA H200" in r.fits["prefill"].model.provenance.notes
+
+
+def test_unidentified_terms_are_not_fitted():
+    """One batch size over a few context lengths pins down only a multiple of the roofline, and an
+    intercept beside a memory term that barely varies (prefill: the same weights every shape) is
+    refused, so a projection to another GPU cannot amplify noise."""
+    import numpy as np
+    import pandas as pd
+
+    from costmodel.fitting.passfit import fit_pass_kind
+    from costmodel.hardware import get_hardware
+    from costmodel.models import get_model
+    from costmodel.precision import get_precision
+    from costmodel.profile import Provenance
+    from costmodel.roofline import Roofline
+
+    roof = Roofline(get_model("gemma4-26b-a4b"), get_hardware("h200"), get_precision("bf16"))
+    rng = np.random.default_rng(1)
+    rows = pd.DataFrame([{"seqs": 1, "tokens_per_seq": 1, "context_tokens": c, "ms": 9.9 * np.exp(rng.normal(0, 0.01))}
+                         for c in range(1024, 1040)])
+    f = fit_pass_kind(rows, "decode_step", roof, Provenance("measured", "test"))
+    assert f.features == ("roofline_ms",)
+    rows = pd.DataFrame([{"seqs": s, "tokens_per_seq": t, "context_tokens": 0,
+                          "ms": (2.0 + 2.0 * r.memory_ms + 1.5 * r.compute_ms) * np.exp(rng.normal(0, 0.02))}
+                         for s in (1, 2, 4, 8) for t in (256, 512, 1024, 2048) for r in [roof.pass_cost(Segment("prefill", s, t, 0))]])
+    f = fit_pass_kind(rows, "prefill", roof, Provenance("measured", "test"))
+    assert "const" not in f.features or f.model.coef["const"] > 0
+    assert f.candidates["const + memory_ms + compute_ms"] is None  # its intercept is not identified
+    assert f.model.diagnostics.heldout_mape_pct < 5.0

@@ -8,7 +8,8 @@ Method (what `costmodel fit` prints and stores in each model's diagnostics):
   per-pass overhead: kernel launches, host work);
 - weights 1/ms^2, so the fit minimises squared RELATIVE error (times span ~1 to ~1000 ms);
 - feature set: the simplest of `CANDIDATE_SETS` whose shape-grouped k-fold MAPE is within
-  max(0.25 points, 10 %) of the best set's, among sets whose slopes are all >= 0 (every roofline or
+  max(0.25 points, 10 %) of the best set's, among sets whose intercept and correction terms are
+  each >= 2 standard errors from zero (identified by the data) and whose slopes are all >= 0 (every roofline or
   shape term adds time; a negative one would make projections to other GPUs unphysical; `kv_ms`,
   the KV-cache share of `memory_ms`, may lower the KV bytes' price down to zero, for engines whose
   attention streams the cache more efficiently than their MoE kernels stream weights). The
@@ -51,6 +52,8 @@ CANDIDATE_SETS: tuple[tuple[str, ...], ...] = (
 )
 FALLBACK_SETS: tuple[tuple[str, ...], ...] = (("roofline_ms",),)
 CV_FOLDS = 5
+MIN_T = 2.0  # |estimate / standard error| an intercept or correction term needs (see `identified`)
+CORRECTION_TERMS = ("const", "kv_ms", "seqs", "tokens", "context_ktokens")
 SELECT_TOL_POINTS = 0.25
 SELECT_TOL_REL = 0.10
 HELDOUT_TARGET_PCT = 5.0
@@ -122,7 +125,10 @@ def _coef_table(res) -> str:
     """statsmodels' coefficient table (estimates, standard errors, t, p, 95% interval)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the summary's normality test warns below 8 observations
-        return res.summary().tables[1].as_text()
+        try:
+            return res.summary().tables[1].as_text()
+        except ValueError:  # a single observation: no residual statistics
+            return "  ".join(f"{k} {v:.6g}" for k, v in res.params.items()) + f" (n={int(res.nobs)}: no standard errors)"
 
 
 def mape_pct(y, pred) -> float:
@@ -131,13 +137,13 @@ def mape_pct(y, pred) -> float:
 
 
 def _estimable(df: pd.DataFrame, feats: tuple[str, ...]) -> bool:
-    """Enough shapes and independent, varying columns for this feature set."""
+    """Enough shapes and linearly independent, non-zero columns for this feature set."""
     n_shapes = df["shape_id"].nunique()
-    if n_shapes < len(feats) + 1:
+    if n_shapes < (len(feats) + 1 if len(feats) > 1 else 1):  # a single ratio is identified by one shape
         return False
     X = df[_cols(feats)].drop_duplicates().to_numpy(float)
     for f, col in zip(feats, X.T):
-        if f != "const" and np.ptp(col) <= 1e-9 * max(1.0, np.abs(col).max()):
+        if f != "const" and np.abs(col).max() == 0:
             return False
     scale = np.abs(X).max(axis=0)
     scale[scale == 0] = 1.0
@@ -155,6 +161,20 @@ def physical(coef: dict[str, float]) -> bool:
         elif f != "const" and c < 0:
             return False
     return True
+
+
+def identified(res) -> bool:
+    """The intercept and the correction terms (kv_ms, seqs, tokens, context_ktokens) each at least
+    MIN_T standard errors from zero (no residual degrees of freedom: nothing to test). A term the
+    data cannot pin down - e.g. an intercept beside a memory term that barely varies across the
+    shapes - fits noise that a projection to another GPU would amplify. The roofline terms
+    themselves (memory_ms, compute_ms, roofline_ms) need only be >= 0: a physically present but
+    small term (compute in a decode step) is kept even when the shapes barely resolve it."""
+    if res.df_resid <= 0:
+        return True
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (np.abs(res.params) / res.bse).fillna(np.inf)
+    return all(t[f] >= MIN_T for f in res.params.index if f in CORRECTION_TERMS)
 
 
 def _folds(shape_ids: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
@@ -295,8 +315,9 @@ def fit_pass_kind(rows: pd.DataFrame, kind: str, roof: Roofline, provenance: Pro
             candidates[name] = None
             if not _estimable(obs, feats):
                 continue
-            params = _fit(obs, feats).params
-            if not np.all(np.isfinite(params)) or not physical(dict(params)):
+            res = _fit(obs, feats)
+            params = res.params
+            if not np.all(np.isfinite(params)) or not physical(dict(params)) or not identified(res):
                 continue
             candidates[name] = kfold_mape(obs, feats, seed)
             ok.append((feats, candidates[name]))

@@ -8,15 +8,14 @@ Method (what `costmodel fit` prints and stores in each model's diagnostics):
   per-pass overhead: kernel launches, host work);
 - weights 1/ms^2, so the fit minimises squared RELATIVE error (times span ~1 to ~1000 ms);
 - feature set: the simplest of `CANDIDATE_SETS` whose shape-grouped k-fold MAPE is within
-  max(0.25 points, 10 %) of the best set's, among sets whose intercept and correction terms are
-  each >= 2 standard errors from zero (identified by the data) and whose slopes are all >= 0 (every roofline or
-  shape term adds time; a negative one would make projections to other GPUs unphysical; `kv_ms`,
-  the KV-cache share of `memory_ms`, may lower the KV bytes' price down to zero, for engines whose
-  attention streams the cache more efficiently than their MoE kernels stream weights). The
-  intercept may be negative: engines whose time grows faster than the roofline terms between the
-  smallest and largest shapes (e.g. per-expert kernel costs as more experts are touched) fit a
-  negative intercept, and the roofline floor still bounds every prediction. `FALLBACK_SETS` only
-  when no candidate qualifies;
+  max(0.25 points, 10 %) of the best set's, among the sets that are
+  (a) physical: roofline and shape slopes >= 0 (each adds time; a negative one would make
+      projections unphysical), except `kv_ms` (the KV-cache share of `memory_ms`), which may lower
+      the KV bytes' price down to zero, for engines whose attention streams the cache more
+      efficiently than their MoE kernels stream weights; the intercept may be negative (time
+      growing faster than the roofline terms across the shapes, e.g. per-expert kernel costs);
+  (b) identified: the intercept and correction terms each >= 2 standard errors from zero;
+  `FALLBACK_SETS` (a multiple of the roofline) only when no candidate qualifies;
 - held-out check: whole shapes left out of the fit (default: the largest batch; see `HeldoutSpec`),
   the chosen feature set refitted on the rest, MAPE on the left-out shapes;
 - predictions are max(roofline_ms, linear), as `Profile.pass_ms` computes them, in every metric.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 campaigns of `costmodel measure` (issues 3 and 4), run on the device machine from the repo root:
-#   bash scripts/gpu_campaign.sh smoke|eager|compiled-dg|compiled-ar   (as run: eager, compiled-dg, compiled-ar)
+#   bash scripts/gpu_campaign.sh smoke|eager|compiled-dg|compiled-ar   (as run on 2026-11-21: eager, compiled-dg, final)
 # Needs the transformers 5.23 wheel in .whl/ (the image has 5.17). Each run directory is tarred into
 # $OUT (default ./out) with its log; every measure runs under `timeout -s INT`, so a run that overstays
 # its share is interrupted cleanly (finished units kept, manifest "incomplete") and still tarred.
@@ -52,6 +52,14 @@ case "$phase" in
       --contexts 1024 --decode-steps 16 --repeats 3 --profile-steps 6
     measure 200 h200-mtp-compiled --model gemma4-26b-a4b --mode mtp --random-weights --engine compiled --decode-batches 1 \
       --contexts 1024 --draft-tokens 4 --mtp-rounds 6 --repeats 3
+    ;;
+  final)
+    # compiled batch 1 again (the compiled-dg phase spent its time compiling batch 8 and was cut before
+    # its hook-overhead and profile units), then the AR compiled batch-1 decode step
+    measure 250 h200-dg-compiled-b1 --model diffusiongemma-26b-a4b --random-weights --engine compiled --canvases 1 \
+      --contexts 1024 --blocks 2 --max-denoising-steps 16 --replay prior --repeats 3 --hook-overhead-repeats 4 --profile-steps 4
+    measure 210 h200-ar-compiled --model gemma4-26b-a4b --random-weights --engine compiled --decode-batches 1 \
+      --contexts 1024 --decode-steps 16 --repeats 3 --profile-steps 6
     ;;
   *) echo "unknown phase $phase"; exit 2 ;;
 esac

@@ -128,7 +128,7 @@ def test_run_directory_round_trip(tmp_path):
     run = load_run(out)
     m = run.manifest
     assert (m.status, m.kind, m.mode, m.weights, m.commit_source) == ("complete", "gpu", "diffusion", "random", "replay")
-    assert m.planned_units == ["timing-B1-P8", "timing-B2-P8", "hook-overhead"] and m.done_units == m.planned_units
+    assert m.planned_units == ["timing-B1-P8", "hook-overhead", "timing-B2-P8"] and m.done_units == m.planned_units
     assert m.engine["engine"] == "eager" and m.engine["models"]["weights"] == "random"
     assert any("RANDOM WEIGHTS" in n for n in m.notes) and any("REPLAY" in n for n in m.notes)
     passes = run.table("passes")

@@ -24,13 +24,17 @@ from measure.rundir import RunManifest, RunWriter, load_run, new_run_id, softwar
 
 
 def plan_units(cfg: HarnessConfig) -> list[tuple[str, str, object]]:
-    """(unit name, kind, payload) in execution order."""
-    units: list[tuple[str, str, object]] = [(f"timing-{c.label}", "timing", c) for c in cfg.cells()]
+    """(unit name, kind, payload) in execution order. The hook-overhead and profile units run at the
+    first cell's shape right after it, so a compiled engine re-uses that cell's compiled graphs and a
+    campaign cut short still has them."""
+    cells = [(f"timing-{c.label}", "timing", c) for c in cfg.cells()]
+    units: list[tuple[str, str, object]] = cells[:1]
     first = Cell(cfg.batches[0], cfg.contexts[0])
     if cfg.mode == "diffusion" and cfg.hook_overhead_repeats and cfg.timing_grid:
         units.append(("hook-overhead", "hook", first))
     if cfg.profile_steps:
         units.append((f"profile-{first.label}", "profile", first))
+    units += cells[1:]
     if cfg.probe_prompts_per_regime:
         per: dict[str, int] = {}
         for p in load_suite(cfg.probe_regimes):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 campaigns of `costmodel measure` (issues 3 and 4), run on the device machine from the repo root:
-#   bash scripts/gpu_campaign.sh smoke|eager|compiled-dg|compiled-ar   (as run on 2026-11-21: eager, compiled-dg, final)
+#   bash scripts/gpu_campaign.sh smoke|eager|compiled-dg|compiled-ar   (as run on 2026-11-21: eager, compiled-dg, final, extra)
 # Needs the transformers 5.23 wheel in .whl/ (the image has 5.17). Each run directory is tarred into
 # $OUT (default ./out) with its log; every measure runs under `timeout -s INT`, so a run that overstays
 # its share is interrupted cleanly (finished units kept, manifest "incomplete") and still tarred.
@@ -60,6 +60,16 @@ case "$phase" in
       --contexts 1024 --blocks 2 --max-denoising-steps 16 --replay prior --repeats 3 --hook-overhead-repeats 4 --profile-steps 4
     measure 210 h200-ar-compiled --model gemma4-26b-a4b --random-weights --engine compiled --decode-batches 1 \
       --contexts 1024 --decode-steps 16 --repeats 3 --profile-steps 6
+    ;;
+  extra)
+    # the eager hook overhead again with the current hook (the eager phase measured its first version),
+    # the compiled AR decode step at batch 32, and compiled MTP at batch 1, k = 4
+    measure 100 h200-dg-eager-hook --model diffusiongemma-26b-a4b --random-weights --canvases 1 --contexts 1024 --blocks 2 \
+      --max-denoising-steps 8 --repeats 1 --hook-overhead-repeats 8
+    measure 190 h200-ar-compiled-b32 --model gemma4-26b-a4b --random-weights --engine compiled --decode-batches 32 \
+      --contexts 1024 --decode-steps 16 --repeats 3
+    measure 200 h200-mtp-compiled --model gemma4-26b-a4b --mode mtp --random-weights --engine compiled --decode-batches 1 \
+      --contexts 1024 --draft-tokens 4 --mtp-rounds 6 --repeats 3
     ;;
   *) echo "unknown phase $phase"; exit 2 ;;
 esac

@@ -7,15 +7,18 @@ Method (what `costmodel fit` prints and stores in each model's diagnostics):
   `roofline_ms`, `kv_ms`) plus optional shape terms (`seqs`, `context_ktokens`) and an intercept (`const`,
   per-pass overhead: kernel launches, host work);
 - weights 1/ms^2, so the fit minimises squared RELATIVE error (times span ~1 to ~1000 ms);
-- feature set: the simplest of `CANDIDATE_SETS` whose shape-grouped k-fold MAPE is within
-  max(0.25 points, 10 %) of the best set's, among the sets that are
+- feature set: the first of `CANDIDATE_SETS` (preference order: with an intercept, fewest
+  coefficients first) whose shape-grouped k-fold MAPE is within max(0.25 points, 10 %) of the best
+  set's, among the sets that are
   (a) physical: roofline and shape slopes >= 0 (each adds time; a negative one would make
       projections unphysical), except `kv_ms` (the KV-cache share of `memory_ms`), which may lower
       the KV bytes' price down to zero, for engines whose attention streams the cache more
       efficiently than their MoE kernels stream weights; the intercept may be negative (time
       growing faster than the roofline terms across the shapes, e.g. per-expert kernel costs);
   (b) identified: the intercept and correction terms each >= 2 standard errors from zero;
-  `FALLBACK_SETS` (a multiple of the roofline) only when no candidate qualifies;
+  `FALLBACK_SETS` (a multiple of the roofline) when no candidate qualifies, or when the shapes span
+  less than NARROW_SPAN in roofline time (one batch size, nearby contexts: an overhead and a
+  roofline multiple cannot be told apart there, and the multiple extrapolates with the shape);
 - held-out check: whole shapes left out of the fit (default: the largest batch; see `HeldoutSpec`),
   the chosen feature set refitted on the rest, MAPE on the left-out shapes;
 - predictions are max(roofline_ms, linear), as `Profile.pass_ms` computes them, in every metric.
@@ -36,21 +39,32 @@ from costmodel.roofline import Roofline, Segment
 
 SHAPE_COLS = ("seqs", "tokens_per_seq", "context_tokens")
 FEATURE_COLS = ("const", "roofline_ms", "memory_ms", "compute_ms", "kv_ms", "seqs_f", "tokens_f", "context_ktokens")
-# Feature sets tried, simplest first (names are profile FEATURES): fewest coefficients first, and
-# with an intercept (`const`: the fixed per-pass overhead of kernel launches and host work) before
-# without. `FALLBACK_SETS` only when no candidate qualifies.
+# Feature sets tried, in order of preference: with an intercept (`const`: the fixed per-pass
+# overhead of kernel launches and host work) first, fewest coefficients first; then the same shapes
+# without one, for data that do not identify an intercept. `roofline_ms` beside `compute_ms` (and
+# `memory_ms`) is the partial-overlap model a*mem + b*comp + g*max(mem, comp). `FALLBACK_SETS` only
+# when no candidate qualifies.
 CANDIDATE_SETS: tuple[tuple[str, ...], ...] = (
+    ("const",),  # overhead-bound: the time does not follow the shape (small eager passes)
     ("const", "roofline_ms"),
-    ("memory_ms", "compute_ms"),
     ("const", "memory_ms", "compute_ms"),
+    ("const", "compute_ms", "roofline_ms"),
+    ("const", "memory_ms", "compute_ms", "roofline_ms"),
     ("const", "memory_ms", "compute_ms", "kv_ms"),
     ("const", "memory_ms", "compute_ms", "seqs"),
     ("const", "memory_ms", "compute_ms", "context_ktokens"),
+    ("const", "memory_ms", "compute_ms", "roofline_ms", "kv_ms"),
     ("const", "memory_ms", "compute_ms", "kv_ms", "seqs"),
     ("const", "memory_ms", "compute_ms", "seqs", "context_ktokens"),
+    ("roofline_ms",),
+    ("memory_ms", "compute_ms"),
+    ("compute_ms", "roofline_ms"),
+    ("memory_ms", "compute_ms", "roofline_ms"),
+    ("memory_ms", "compute_ms", "kv_ms"),
 )
 FALLBACK_SETS: tuple[tuple[str, ...], ...] = (("roofline_ms",),)
 CV_FOLDS = 5
+NARROW_SPAN = 1.5  # roofline max/min below which the shapes identify only a multiple of the roofline
 MIN_T = 2.0  # |estimate / standard error| an intercept or correction term needs (see `identified`)
 CORRECTION_TERMS = ("const", "kv_ms", "seqs", "tokens", "context_ktokens")
 SELECT_TOL_POINTS = 0.25
@@ -322,7 +336,10 @@ def fit_pass_kind(rows: pd.DataFrame, kind: str, roof: Roofline, provenance: Pro
             ok.append((feats, candidates[name]))
         return ok
 
-    eligible = try_sets(CANDIDATE_SETS) or try_sets(FALLBACK_SETS)
+    narrow = obs["roofline_ms"].max() < NARROW_SPAN * obs["roofline_ms"].min()
+    # shapes spanning a narrow range of roofline time (one batch size, nearby contexts) cannot tell an
+    # overhead from a roofline multiple; the multiple extrapolates with the shape, so only it is fitted
+    eligible = try_sets(FALLBACK_SETS) if narrow else (try_sets(CANDIDATE_SETS) or try_sets(FALLBACK_SETS))
     if not eligible:
         if not _estimable(obs, ("roofline_ms",)):
             raise UserError(f"{kind}: the timed passes have no usable roofline feature", "check the runs' pass shapes")
@@ -349,6 +366,7 @@ def fit_pass_kind(rows: pd.DataFrame, kind: str, roof: Roofline, provenance: Pro
         f"{_coef_table(res)}\n"
         f"k-fold MAPE per feature set ('-': too few shapes or a negative slope): {tried}\n"
         f"held-out: {ho_desc}"
+        + (f"\nthe shapes span < {NARROW_SPAN:g}x in roofline time: only a multiple of the roofline is identified" if narrow else "")
     )
     model = PassCostModel(
         kind=kind,

@@ -2,17 +2,20 @@
 # Regenerate the shipped profiles (costmodel/data/profiles/*.json), the simulator's defaults, from
 # the committed H200 campaign runs:
 #   h200.json      measured: `costmodel fit` of every H200 bf16 GPU run under $RUNS_DIR (kind gpu, a
-#                  passes table, not synthetic), modes diffusion, ar and mtp; pass kinds no run
+#                  passes table, not synthetic) timed by engine $ENGINE, modes diffusion, ar and mtp; pass kinds no run
 #                  timed are filled from the stated sources `costmodel fit` prints (or it refuses);
 #                  commit statistics from runs with the model's own weights, else the published prior;
 #   h100-sxm.json  projected from h200.json at bf16;
 #   rtx-5090.json  projected from h200.json at int4 (the 5090's 32 GB cannot hold bf16 weights).
-# Environment: RUNS_DIR (default data/runs); PROFILES_DIR (default costmodel/data/profiles);
+# Environment: ENGINE (default eager: the engine whose campaign grid covers every pass kind over
+#   batch and context, so every fit has a held-out check; the compiled campaign timed diffusion at
+#   batch 1 only, so its fits extrapolate unvalidated - ENGINE=compiled builds from it anyway);
+#   RUNS_DIR (default data/runs); PROFILES_DIR (default costmodel/data/profiles);
 #   COSTMODEL (default .venv/bin/costmodel);
 #   MTP_METRICS: vLLM counters for measured MTP acceptance ("before.prom after.prom" scrapes, a JSON
 #   counters file, or an endpoint run dir); unset: the one run under $RUNS_DIR holding
 #   mtp_counters.json (an MTP endpoint run), if exactly one does, else the stated default (0.8 x 4);
-#   FIT_ARGS (extra `costmodel fit` options, e.g. "--engine compiled").
+#   FIT_ARGS (extra `costmodel fit` options, e.g. "--heldout each-shape").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COSTMODEL=${COSTMODEL:-.venv/bin/costmodel}
@@ -20,7 +23,8 @@ RUNS_DIR=${RUNS_DIR:-data/runs}
 OUT=${PROFILES_DIR:-costmodel/data/profiles}
 mkdir -p "$OUT"
 
-args=(--campaign "$RUNS_DIR" --hardware h200 --precision bf16 --modes diffusion,ar,mtp)
+ENGINE=${ENGINE:-eager}
+args=(--campaign "$RUNS_DIR" --hardware h200 --precision bf16 --engine "$ENGINE" --modes diffusion,ar,mtp)
 if [ -z "${MTP_METRICS:-}" ]; then
   found=()
   for d in "$RUNS_DIR"/*/; do [ -f "$d/mtp_counters.json" ] && found+=("${d%/}"); done

@@ -70,7 +70,7 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
 @click.option("--model", "model_overrides", multiple=True, help="MODE=NAME: catalog model of a mode when a run's model id is not a catalog name.")
 @click.option("--engine", default=None, help="Fit only rows of this engine: a value of the passes' engine column / manifest engine.name, or KEY=VALUE on manifest.engine.")
 @click.option("--fill-roofline", type=float, default=None, help="Fill pass kinds no run timed at roofline / EFF (0 < EFF <= 1), labelled roofline.")
-@click.option("--id", "profile_id", default=None, help="Profile id (default: <hardware>-<precision>-measured-<date>).")
+@click.option("--id", "profile_id", default=None, help="Profile id (default: <hardware>-<precision>[-<engine>]-measured-<date of the first run>).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the k-fold split.")
 @click.option("--show-summaries", is_flag=True, help="Also print each pass kind's statsmodels coefficient table.")
 def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, mtp_metrics, heldout, time_column, repeats, modes,

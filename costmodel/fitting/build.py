@@ -344,7 +344,8 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
         engine = {**engine, "selected": opts.engine}
     date = min(r.manifest.started_at for r in runs)
     kind_word = "synthetic" if synthetic else "measured"
-    pid = opts.profile_id or f"{hw.id}-{precision}-{kind_word}-{date[:10].replace('-', '')}"
+    engine_word = "".join(c if c.isalnum() else "-" for c in opts.engine) + "-" if opts.engine else ""
+    pid = opts.profile_id or f"{hw.id}-{precision}-{engine_word}{kind_word}-{date[:10].replace('-', '')}"
     notes = [f"fit: statsmodels WLS (weights 1/ms^2) of {opts.time_column} on roofline features per pass kind, "
              f"{'median per shape' if opts.repeats == 'median' else 'every repeat'}, warm-up rows dropped; held-out: {opts.heldout}"]
     if synthetic:

@@ -193,10 +193,13 @@ def test_checkpoint_loading_records_model_commits(tmp_path, dg):
     (["--model", "tiny-diffusiongemma", "--random-weights", "--replay", "nowhere"], "neither 'prior' nor a run"),
     (["--model", "tiny-diffusiongemma", "--random-weights", "--canvases", "0"], "below 1"),
     (["--model", "tiny-diffusiongemma", "--random-weights", "--engine", "compiled", "--warmup", "0"], "time the compilation"),
-    (["--model", "tiny-gemma4", "--random-weights", "--hook-overhead-repeats", "2"], "only diffusion"),
+    (["--model", "tiny-gemma4", "--random-weights", "--hook-overhead-repeats", "2"], "not used by --mode ar"),
     (["--model", "tiny-gemma4", "--random-weights", "--mode", "mtp", "--mtp-acceptance-rate", "1.5"], "outside 0..1"),
     (["--model", "tiny-gemma4", "--checkpoint", "x", "--mode", "mtp"], "--assistant-checkpoint"),
     (["--model", "no-such-model", "--random-weights"], "not a catalog model"),
+    (["--model", "tiny-gemma4", "--random-weights", "--canvases", "2"], "not used by --mode ar"),
+    (["--model", "tiny-diffusiongemma", "--random-weights", "--draft-tokens", "2"], "not used by --mode diffusion"),
+    (["--model", "tiny-diffusiongemma", "--random-weights", "--probe-seeds", "1"], "only used with --probe-prompts"),
 ])
 def test_bad_inputs_are_one_line_user_errors(tmp_path, args, needle):
     with pytest.raises(UserError, match=needle) as e:

@@ -67,7 +67,7 @@ def _roofline_hw(cfg: HarnessConfig, gpu: GpuInfo, notes: list[str]):
     return detected, detected
 
 
-def _compile_settings(cfg: HarnessConfig) -> dict:
+def _compile_settings() -> dict:
     """Room for one compiled graph per grid shape (dynamo's default limit is 8 recompiles)."""
     import torch
 
@@ -90,10 +90,10 @@ def run_campaign(cfg: HarnessConfig) -> int:
     t_start = time.perf_counter()
     console = make_console(stderr=True)
     device = _device(cfg)
-    notes: list[str] = list(cfg.notes)
+    notes: list[str] = []
     gpu = gpu_info(device.index or 0) if device.type == "cuda" else GpuInfo(None, None, None, None, None, None, error="CPU run")
     detected, roof_hw = _roofline_hw(cfg, gpu, notes)
-    compile_cfg = _compile_settings(cfg) if cfg.engine == "compiled" else {}
+    compile_cfg = _compile_settings() if cfg.engine == "compiled" else {}
     schedule = None
     if cfg.replay:
         from measure.harness.replay import load_schedule

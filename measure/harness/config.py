@@ -10,7 +10,7 @@ neither a catalog name nor a config.json and no `--checkpoint` is given, `--mode
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from costmodel.errors import UserError
@@ -76,7 +76,6 @@ class HarnessConfig:
     profile_steps: int
     roofline_gpu: str | None
     telemetry_interval_ms: int
-    notes: list[str] = field(default_factory=list)
 
     @property
     def commit_source(self) -> str:
@@ -99,7 +98,7 @@ class HarnessConfig:
 
     def settings(self) -> dict:
         """The options as the manifest records them."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("shape", "assistant_shape", "notes", "out")}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("shape", "assistant_shape", "out")}
         d["out"] = str(self.out)
         d["cells"] = [c.label for c in self.cells()]
         return d
@@ -108,6 +107,27 @@ class HarnessConfig:
 def _opt(opts: dict, key: str, default=None):
     v = opts.get(key)
     return default if v is None else v
+
+
+# Options that only one mode (or one feature) uses: given anywhere else they would be ignored.
+MODE_ONLY = {
+    "canvases": ("diffusion",), "blocks": ("diffusion",), "max_denoising_steps": ("diffusion",), "replay": ("diffusion",),
+    "hook_overhead_repeats": ("diffusion",), "decode_batches": ("ar", "mtp"), "decode_steps": ("ar",),
+    "draft_tokens": ("mtp",), "mtp_rounds": ("mtp",), "mtp_acceptance_rate": ("mtp",),
+}
+PROBE_ONLY = ("probe_seeds", "probe_regimes", "probe_split")
+
+
+def _reject_unused(opts: dict, mode: str) -> None:
+    for key, modes in MODE_ONLY.items():
+        if opts.get(key) is not None and mode not in modes:
+            raise UserError(f"--{key.replace('_', '-')} is not used by --mode {mode}", f"drop it (it applies to --mode {'/'.join(modes)})")
+    if not opts.get("probe_prompts_per_regime"):
+        for key in PROBE_ONLY:
+            if opts.get(key) is not None:
+                raise UserError(f"--{key.replace('_', '-')} is only used with --probe-prompts-per-regime", "add --probe-prompts-per-regime N or drop it")
+    if opts.get("replay_regimes") is not None and opts.get("replay") is None:
+        raise UserError("--replay-regimes is only used with --replay", "add --replay prior (or a run directory) or drop it")
 
 
 def parse_config(opts: dict) -> HarnessConfig:
@@ -142,6 +162,7 @@ def parse_config(opts: dict) -> HarnessConfig:
         mode = "diffusion" if shape.family == "diffusion_gemma" else "ar"
     if mode not in MODES:
         raise UserError(f"--mode {mode!r} is unknown", f"use one of {', '.join(MODES)}")
+    _reject_unused(opts, mode)
     if shape is not None:
         want = "diffusion_gemma" if mode == "diffusion" else "gemma4"
         if shape.family != want:
@@ -194,13 +215,9 @@ def parse_config(opts: dict) -> HarnessConfig:
     telemetry_ms = pos_int("telemetry_interval_ms", 100, 0)
     if engine == "compiled" and warmup < 1:
         raise UserError("--engine compiled with --warmup 0 would time the compilation", "use --warmup 1 or more")
-    if hook_reps and mode != "diffusion":
-        raise UserError("--hook-overhead-repeats measures the accept_canvas hook, which only diffusion has", "drop it for --mode ar/mtp")
 
     rate = opts.get("mtp_acceptance_rate")
     if rate is not None:
-        if mode != "mtp":
-            raise UserError("--mtp-acceptance-rate is only used with --mode mtp", "drop it")
         if weights == "checkpoint":
             raise UserError("--mtp-acceptance-rate given with a checkpoint", "a checkpoint's acceptance is measured (greedy verification); drop the option")
         if not (0.0 <= float(rate) <= 1.0):
@@ -212,8 +229,6 @@ def parse_config(opts: dict) -> HarnessConfig:
     replay = opts.get("replay")
     replay_regimes = parse_list(str(_opt(opts, "replay_regimes", ",".join(REGIMES))), "replay-regimes")
     if replay is not None:
-        if mode != "diffusion":
-            raise UserError("--replay drives DiffusionGemma's stopping", "drop it for --mode ar/mtp")
         if replay != "prior" and not (Path(replay) / "manifest.json").exists():
             raise UserError(f"--replay {replay!r} is neither 'prior' nor a run directory", "pass --replay prior or the -o directory of a measured diffusion run")
     bad = [r for r in replay_regimes if r not in REGIMES]

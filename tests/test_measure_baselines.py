@@ -117,3 +117,25 @@ def test_ar_and_mtp_runs_write_their_passes(tmp_path):
         (1.0, "draft_step"): 2, (1.0, "verify_step"): 2, (2.0, "draft_step"): 4, (2.0, "verify_step"): 2}
     assert set(p.loc[p["pass_kind"] == "verify_step", "tokens_per_seq"]) == {2, 3}
     assert p.loc[p["pass_kind"] == "draft_step", "roofline_ms"].gt(0).all()
+
+
+def test_mtp_checkpoint_probes_measure_greedy_acceptance(tmp_path, models):
+    from test_measure_helpers import tiny_tokenizer
+
+    target, assistant = models
+    t_dir, a_dir = tmp_path / "target", tmp_path / "assistant"
+    target.save_pretrained(t_dir)
+    assistant.save_pretrained(a_dir)
+    tiny_tokenizer(t_dir)
+    out = tmp_path / "run"
+    run_harness("--model", "tiny-gemma4", "--mode", "mtp", "--checkpoint", str(t_dir), "--assistant-checkpoint", str(a_dir),
+                "-o", str(out), "--no-timing-grid", "--probe-prompts-per-regime", "1", "--probe-regimes", "R1,R4",
+                "--probe-seeds", "0", "--draft-tokens", "2", "--mtp-rounds", "3", "--roofline-gpu", "h200", "--telemetry-interval-ms", "0")
+    run = load_run(out)
+    m = run.manifest
+    assert (m.weights, m.status, m.planned_units) == ("checkpoint", "complete", ["probe-r1-01", "probe-r4-01"])
+    assert m.settings["mtp_acceptance_source"].startswith("greedy")
+    v = run.table("passes").query("pass_kind == 'verify_step'")
+    assert len(v) >= 2 and set(v["regime"]) == {"R1", "R4"} and v["correct"].notna().all()
+    counts = __import__("json").loads((out / "mtp_acceptance_k2.json").read_text())
+    assert counts["num_drafts"] == len(v) and len(counts["num_accepted_tokens_per_pos"]) == 2

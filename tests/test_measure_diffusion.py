@@ -215,3 +215,23 @@ def test_options_module_does_not_import_torch():
     code = "import sys, measure.harness.options, measure.harness.config; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_checkpoint_probes_record_scored_generations(tmp_path, dg):
+    from test_measure_helpers import tiny_tokenizer
+
+    ckpt = tmp_path / "ckpt"
+    dg.save_pretrained(ckpt)
+    tiny_tokenizer(ckpt)
+    out = tmp_path / "run"
+    run_harness("--model", "tiny-diffusiongemma", "--checkpoint", str(ckpt), "-o", str(out), "--no-timing-grid",
+                "--probe-prompts-per-regime", "1", "--probe-regimes", "R1,R5,R6", "--probe-seeds", "0,1", "--blocks", "1",
+                "--max-denoising-steps", "3", "--telemetry-interval-ms", "0")
+    run = load_run(out)
+    assert (run.manifest.commit_source, run.manifest.status) == ("model", "complete")
+    gens = run.table("generations")
+    assert sorted(gens["prompt_id"].unique()) == ["r1-01", "r5-01", "r6-01"] and len(gens) == 6
+    assert set(gens["split"]) <= {"exploratory", "confirmatory"} and (gens["steps"] == 3).all()
+    assert gens.loc[gens["regime"] == "R5", "correct"].isna().all()
+    assert gens.loc[gens["regime"] != "R5", "correct"].notna().all()  # scored (random weights: wrong, but scored)
+    assert len(run.table("commits")) == 6 * 3

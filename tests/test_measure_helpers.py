@@ -42,3 +42,19 @@ def tiny(name: str):
 
     torch.manual_seed(0)
     return build_random(MODELS[name], "cpu", "grouped_mm", dtype=torch.float32)
+
+
+def tiny_tokenizer(path, vocab_size: int = 512):
+    """A word-level tokenizer with a one-line chat template, saved into a tiny checkpoint directory,
+    so the probe path (chat template, decode, answer checks) runs on the CPU."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3}
+    vocab.update({f"w{i}": i for i in range(4, vocab_size)})
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>", unk_token="<unk>")
+    fast.chat_template = "{% for m in messages %}<bos> {{ m['content'] }} {% endfor %}"
+    fast.save_pretrained(path)
+    return fast

@@ -175,9 +175,9 @@ def _shape_from_loaded(config, name: str) -> ModelShape:
         return load_config_json(p)
 
 
-def _from_pretrained(cls, ckpt: str, device, experts_implementation: str):
+def _from_pretrained(cls, ckpt: str, device, experts_implementation: str | None):
     """Weights straight to `device` with accelerate's device_map when it is installed, else loaded on
-    the host and moved."""
+    the host and moved. `experts_implementation` None: a dense model (the MTP assistant)."""
     import importlib.util
 
     import torch
@@ -186,8 +186,10 @@ def _from_pretrained(cls, ckpt: str, device, experts_implementation: str):
     direct = importlib.util.find_spec("accelerate") is not None
     if direct:
         kw["device_map"] = str(device)
+    if experts_implementation is not None:
+        kw["experts_implementation"] = experts_implementation
     try:
-        model = cls.from_pretrained(ckpt, experts_implementation=experts_implementation, **kw)
+        model = cls.from_pretrained(ckpt, **kw)
         return (model if direct else model.to(device)).eval()
     except OSError as e:
         raise UserError(f"checkpoint {ckpt!r} could not be loaded ({str(e).splitlines()[0][:200]})",
@@ -229,7 +231,7 @@ def load_models(cfg, device: str) -> LoadedModels:
                 assistant_source = assistant_shape.name
                 notes.append(f"MTP assistant: random weights, {assistant_shape.source}")
             else:
-                assistant = _from_pretrained(transformers.AutoModelForCausalLM, cfg.assistant_checkpoint, device, cfg.experts_implementation)
+                assistant = _from_pretrained(transformers.AutoModelForCausalLM, cfg.assistant_checkpoint, device, None)
                 assistant_shape = cfg.assistant_shape or _shape_from_loaded(assistant.config, cfg.assistant_checkpoint)
                 assistant_source = cfg.assistant_checkpoint
             if not type(assistant).__name__.startswith(("Gemma4Assistant", "Gemma4UnifiedAssistant")):

@@ -25,6 +25,9 @@ mkdir -p "$OUT"
 
 ENGINE=${ENGINE:-eager}
 args=(--campaign "$RUNS_DIR" --hardware h200 --precision bf16 --engine "$ENGINE" --modes diffusion,ar,mtp)
+if [ "$ENGINE" = eager ]; then
+  args+=(--note "engine: transformers eager (dynamic cache, no CUDA graphs): small passes are host/launch-bound, so every target pass costs tens of ms even at batch 1; the compiled runs under $RUNS_DIR (batch 1-32) are 2-9x faster there, and a serving engine with fused MoE kernels faster still - treat this profile's latencies and costs as an upper bound (see $RUNS_DIR/README.md)")
+fi
 if [ -z "${MTP_METRICS:-}" ]; then
   found=()
   for d in "$RUNS_DIR"/*/; do [ -f "$d/mtp_counters.json" ] && found+=("${d%/}"); done

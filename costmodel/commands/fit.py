@@ -71,10 +71,11 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
 @click.option("--engine", default=None, help="Fit only rows of this engine: a value of the passes' engine column / manifest engine.name, or KEY=VALUE on manifest.engine.")
 @click.option("--fill-roofline", type=float, default=None, help="Fill pass kinds no run timed at roofline / EFF (0 < EFF <= 1), labelled roofline.")
 @click.option("--id", "profile_id", default=None, help="Profile id (default: <hardware>-<precision>[-<engine>]-measured-<date of the first run>).")
+@click.option("--note", "notes", multiple=True, help="A note to write into the profile (repeatable), e.g. what the engine stands for.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the k-fold split.")
 @click.option("--show-summaries", is_flag=True, help="Also print each pass kind's statsmodels coefficient table.")
 def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, mtp_metrics, heldout, time_column, repeats, modes,
-        model_overrides, engine, fill_roofline, profile_id, seed, show_summaries):
+        model_overrides, engine, fill_roofline, profile_id, notes, seed, show_summaries):
     """Fit a profile from run directories: one pass cost model per pass kind (statsmodels WLS on
     roofline features), commit statistics (runs with the model's weights, else the published prior),
     MTP acceptance (vLLM counters, else the stated default).
@@ -104,7 +105,7 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, mt
     opts = FitOptions(hardware=hardware, hardware_file=hardware_file, precision=precision, commit_runs=_split(commit_runs),
                       mtp_metrics=_split(mtp_metrics), heldout=heldout, time_column=time_column, repeats=repeats,
                       modes=_split((modes,)) if modes else None, models=models, engine=engine, fill_roofline=fill_roofline,
-                      profile_id=profile_id, seed=seed)
+                      profile_id=profile_id, notes=list(notes), seed=seed)
     result = build_profile(paths, opts)
     con = make_console()
     print_fit_summary(con, result, show_summaries)

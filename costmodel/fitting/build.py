@@ -62,6 +62,7 @@ class FitOptions:
     engine: str | None = None
     fill_roofline: float | None = None
     profile_id: str | None = None
+    notes: list[str] = field(default_factory=list)  # added to the profile's notes as given
     seed: int = 0
 
 
@@ -179,6 +180,20 @@ def passes_frame(runs: list[Run], opts: FitOptions, msgs: list[str]) -> pd.DataF
     return df
 
 
+def profile_engine(runs: list[Run]) -> dict:
+    """The engine identity the pass-cost runs share, with any field they do not share listed per run."""
+    shared, per_run = {}, {}
+    for k in ENGINE_IDENTITY_KEYS:
+        vals = {json.dumps(r.manifest.engine[k], sort_keys=True) for r in runs if k in r.manifest.engine}
+        if len(vals) == 1:
+            shared[k] = json.loads(vals.pop())
+    for r in runs:
+        diff = {k: r.manifest.engine[k] for k in ENGINE_IDENTITY_KEYS if k in r.manifest.engine and k not in shared}
+        if diff:
+            per_run[r.manifest.run_id] = diff
+    return {**shared, **({"per_run": per_run} if per_run else {}), "runs": [r.manifest.run_id for r in runs]}
+
+
 def _single(values: set, what: str, option: str):
     vals = {v for v in values if v is not None}
     if len(vals) > 1:
@@ -207,9 +222,6 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     runs = [load_run(p) for p in run_paths]
     commit_runs = [load_run(p) for p in opts.commit_runs]
     msgs: list[str] = []
-    for r in runs:
-        if r.manifest.status != "complete":
-            msgs.append(f"run {r.manifest.run_id} is {r.manifest.status} ({len(r.manifest.done_units)} of {len(r.manifest.planned_units) or '?'} units): fitting its finished units")
     hw_id = opts.hardware if opts.hardware else _single({r.manifest.hardware for r in runs}, "GPU", "--hardware ID")
     for r in runs:
         if r.manifest.hardware not in (None, hw_id):
@@ -250,7 +262,14 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     df = passes_frame(runs, opts, msgs)
     heldout = HeldoutSpec.parse(opts.heldout)
     by_id = {r.manifest.run_id: r for r in runs}
-    synthetic = any(is_synthetic(r) for r in runs)
+    pass_runs = [r for r in runs if r.manifest.run_id in set(df.run_id)]
+    for r in runs:
+        if r not in pass_runs:
+            msgs.append(f"run {r.manifest.run_id}: no usable timed passes" + (f" of engine {opts.engine}" if opts.engine else "") + "; not used for pass costs")
+        elif r.manifest.status != "complete":
+            msgs.append(f"run {r.manifest.run_id} is {r.manifest.status} ({len(r.manifest.done_units)} of "
+                        f"{len(r.manifest.planned_units) or '?'} units): fitting its finished units")
+    synthetic = any(is_synthetic(r) for r in pass_runs)
     fits: dict[str, PassFit] = {}
     for kind in [k for k in PASS_KINDS if k in set(df.pass_kind)]:
         if kind == "draft_step" and assistant is None:
@@ -270,7 +289,7 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
                                    time_column=opts.time_column)
 
     # modes, filling kinds no run timed from stated sources
-    run_modes = {r.manifest.mode for r in runs if r.has("passes")}
+    run_modes = {r.manifest.mode for r in pass_runs}
     if opts.modes:
         bad = [m for m in opts.modes if m not in MODES]
         if bad:
@@ -327,7 +346,10 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
 
     commit_stats = {}
     if "diffusion" in modes:
-        commit_stats, cmsgs = choose_commit_stats(runs, commit_runs)
+        # commit behaviour does not depend on the engine: runs with the model's weights count even
+        # when none of their passes were selected
+        commit_candidates = pass_runs + [r for r in runs if r not in pass_runs and r.manifest.commit_source == "model"]
+        commit_stats, cmsgs = choose_commit_stats(commit_candidates, commit_runs)
         msgs.extend(cmsgs)
     elif commit_runs:
         raise UserError("--commit-runs was given but the profile has no diffusion mode", "add diffusion runs or drop --commit-runs")
@@ -338,11 +360,10 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     elif opts.mtp_metrics:
         raise UserError("--mtp-metrics was given but the profile has no mtp mode", "add MTP runs or --modes ...,mtp, or drop --mtp-metrics")
 
-    engines = {json.dumps(r.manifest.engine, sort_keys=True) for r in runs}
-    engine = runs[0].manifest.engine if len(engines) == 1 else {"name": "mixed", "runs": {r.manifest.run_id: r.manifest.engine for r in runs}}
+    engine = profile_engine(pass_runs)
     if opts.engine:
-        engine = {**engine, "selected": opts.engine}
-    date = min(r.manifest.started_at for r in runs)
+        engine["selected"] = opts.engine
+    date = min(r.manifest.started_at for r in pass_runs)
     kind_word = "synthetic" if synthetic else "measured"
     engine_word = "".join(c if c.isalnum() else "-" for c in opts.engine) + "-" if opts.engine else ""
     pid = opts.profile_id or f"{hw.id}-{precision}-{engine_word}{kind_word}-{date[:10].replace('-', '')}"
@@ -350,12 +371,13 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
              f"{'median per shape' if opts.repeats == 'median' else 'every repeat'}, warm-up rows dropped; held-out: {opts.heldout}"]
     if synthetic:
         notes.insert(0, "SYNTHETIC: fitted from runs timed by a known cost model, not by a GPU")
-    notes += [m for m in msgs if not m.startswith("dropped")]
+    notes += list(opts.notes) + [m for m in msgs if not m.startswith("dropped")]
     profile = Profile(
         profile_id=pid, hardware=hw.to_dict(), precision=precision, engine=engine, modes=modes, commit_stats=commit_stats,
         mtp_acceptance=mtp,
-        provenance=Provenance("measured", ("SYNTHETIC " if synthetic else "") + f"costmodel fit of runs {', '.join(r.manifest.run_id for r in runs)}",
-                              hardware=hw.id, date=date, notes=f"GPU {', '.join(sorted({r.manifest.gpu_name or '?' for r in runs}))}"),
+        provenance=Provenance("measured", ("SYNTHETIC " if synthetic else "") + f"costmodel fit of runs {', '.join(r.manifest.run_id for r in pass_runs)}",
+                              hardware=hw.id, date=date, notes=f"GPU {', '.join(sorted({r.manifest.gpu_name or '?' for r in pass_runs}))}; "
+                              f"run directories {', '.join(r.path.name for r in pass_runs)}"),
         created_at=now, notes=notes,
     ).validate("fitted profile")
     return FitResult(profile, fits, filled, msgs)

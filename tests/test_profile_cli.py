@@ -118,3 +118,21 @@ def test_bad_profiles_are_one_line_errors(h200, tmp_path, cli):
         assert code == 2 and needle in err
     code, out, err = cli("profile", "validate", str(tmp_path / "absent.json"))
     assert code == 2 and "does not exist" in err
+
+
+def test_shipped_profiles_are_consistent():
+    """The shipped defaults (scripts/build_profiles.sh): H200 measured, the others projected from it."""
+    from costmodel.shipped import default_profile, shipped_profiles
+
+    shipped = shipped_profiles()
+    if not shipped:
+        pytest.skip("no shipped profiles yet (scripts/build_profiles.sh builds them from data/runs)")
+    assert set(shipped) == {"h200", "h100-sxm", "rtx-5090"}
+    h200 = default_profile("h200")
+    assert h200.provenance.kind == "measured" and set(h200.modes) == {"diffusion", "ar", "mtp"}
+    assert all(pm.provenance.kind in ("measured", "projected", "roofline") for m in h200.modes.values() for pm in m.pass_models.values())
+    for hw, prec in (("h100-sxm", "bf16"), ("rtx-5090", "int4")):
+        p = default_profile(hw)
+        assert p.precision == prec and p.provenance.kind == "projected" and h200.profile_id in p.provenance.source
+        assert set(p.modes) == {"diffusion", "ar", "mtp"} and p.commit_stats and p.mtp_acceptance
+    assert any("4-bit" in n for n in default_profile("rtx-5090").notes)

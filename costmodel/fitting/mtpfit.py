@@ -13,7 +13,6 @@ acceptance, as `MtpAcceptance` stores it: p_1 = a_0 / drafts, p_i = a_{i-1} / a_
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from costmodel.errors import UserError

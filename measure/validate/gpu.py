@@ -20,7 +20,7 @@ def _harness_config(mode: str, model: str, random_weights: bool, checkpoint, ar_
 
     target = model if mode == "diffusion" else AR_SIBLING.get(model, model)
     opts = {"mode": mode, "model": target, "random_weights": random_weights, "out": str(out), "experts_implementation": experts,
-            "device": device, "hook_overhead_repeats": 0 if mode != "diffusion" else None}
+            "device": device}
     if not random_weights:
         ck = checkpoint if mode == "diffusion" else ar_checkpoint
         if not ck:

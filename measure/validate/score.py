@@ -50,18 +50,18 @@ def aggregates(df: pd.DataFrame) -> dict[str, float]:
 
 def align(measured: pd.DataFrame, predicted: pd.DataFrame) -> pd.DataFrame:
     """Join measured and simulated requests on request_id; both must hold the same requests."""
-    m = measured.set_index("request_id")
-    p = predicted.set_index("request_id")
-    if set(m.index) != set(p.index):
-        only_m, only_p = len(set(m.index) - set(p.index)), len(set(p.index) - set(m.index))
-        raise UserError(f"measured and simulated runs hold different requests ({only_m} only measured, {only_p} only simulated)", "simulate the same workload as the load run")
-    j = m[["arrival_s", "first_token_s", "finish_s"]].join(p[["arrival_s", "first_token_s", "finish_s"]], suffixes=("_measured", "_predicted"))
+    ids_m, ids_p = set(measured.request_id), set(predicted.request_id)
+    if ids_m != ids_p:
+        raise UserError(f"measured and simulated runs hold different requests ({len(ids_m - ids_p)} only measured, {len(ids_p - ids_m)} only simulated)",
+                        "simulate the same workload as the load run")
+    cols = ["request_id", "arrival_s", "first_token_s", "finish_s"]
+    j = measured[cols].merge(predicted[cols], on="request_id", suffixes=("_measured", "_predicted"))
     if not np.allclose(j.arrival_s_measured, j.arrival_s_predicted, atol=1e-6):
         raise UserError("measured and simulated arrivals differ", "simulate with the load run's own arrival times")
     j["e2e_ms_measured"] = (j.finish_s_measured - j.arrival_s_measured) * 1e3
     j["e2e_ms_predicted"] = (j.finish_s_predicted - j.arrival_s_predicted) * 1e3
     j["e2e_rel_error_pct"] = 100 * (j.e2e_ms_predicted - j.e2e_ms_measured) / j.e2e_ms_measured
-    return j.reset_index()
+    return j
 
 
 def score_rate(mode: str, rate: float, measured: pd.DataFrame, predicted: pd.DataFrame, saturated: bool) -> list[RateScore]:

@@ -154,7 +154,7 @@ def test_validate_cli_end_to_end_on_cpu_tiny_models(tmp_path, cli):
     out = tmp_path / "v"
     code, stdout, err = cli("validate", "--profile", str(prof), "--model", "tiny-diffusiongemma", "--mode", "ar", "--rates", "50",
                             "--requests", "3", "--max-batch", "2", "--prompt-tokens", "8,16", "--max-output-tokens", "4",
-                            "--device", "cpu", "-o", str(out))
+                            "--device", "cpu", "--warmup-requests", "2", "-o", str(out))
     assert code == 0, err
     from measure.rundir import load_run
 

@@ -27,10 +27,12 @@ from costmodel.options import parse_floats, parse_list
 @click.option("--experts-implementation", default="grouped_mm", show_default=True)
 @click.option("--device", default=None, help="torch device (default cuda if available).")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--warmup-requests", type=click.IntRange(min=0), default=64, show_default=True,
+              help="Untimed requests (another seed) served in full batches before the loads, per mode.")
 @click.option("--score-only", is_flag=True, help="Re-simulate and score the load runs already in -o (CPU; no model is run).")
 @click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False))
 def validate(profile_path, modes, rates, n_requests, max_batch, prompt_tokens, max_output_tokens, draft_tokens, model, random_weights,
-             checkpoint, ar_checkpoint, assistant_checkpoint, experts_implementation, device, seed, score_only, out):
+             checkpoint, ar_checkpoint, assistant_checkpoint, experts_implementation, device, seed, warmup_requests, score_only, out):
     """Run the real engine under Poisson load at several rates, simulate the same workload with
     --profile, and write predicted vs measured throughput, TTFT and E2E (p50/p95/p99).
 
@@ -57,7 +59,8 @@ def validate(profile_path, modes, rates, n_requests, max_batch, prompt_tokens, m
         from measure.validate.gpu import run_validation_loads
 
         run_validation_loads(profile, mode_list, rates, n_requests, max_batch, tuple(lo_hi), max_output_tokens, draft_tokens, model,
-                             random_weights, checkpoint, ar_checkpoint, assistant_checkpoint, experts_implementation, device, seed, out_dir, con)
+                             random_weights, checkpoint, ar_checkpoint, assistant_checkpoint, experts_implementation, device, seed, out_dir, con,
+                             warmup_requests)
     res = score_recorded(out_dir, profile, mode_list)
     from rich.table import Table
 

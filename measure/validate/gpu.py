@@ -30,7 +30,8 @@ def _harness_config(mode: str, model: str, random_weights: bool, checkpoint, ar_
 
 
 def run_validation_loads(profile: Profile, modes, rates, n_requests, max_batch, prompt_tokens, max_output_tokens, draft_tokens, model,
-                         random_weights, checkpoint, ar_checkpoint, assistant_checkpoint, experts, device, seed, out: Path, con) -> None:
+                         random_weights, checkpoint, ar_checkpoint, assistant_checkpoint, experts, device, seed, out: Path, con,
+                         warmup_requests: int = 0) -> None:
     import torch
 
     from costmodel.hardware import detect_local
@@ -53,8 +54,14 @@ def run_validation_loads(profile: Profile, modes, rates, n_requests, max_batch, 
         batch = 1 if mode == "mtp" else max_batch
         probe = poisson_workload(profile, mode, 1.0, n_requests, seed, prompt_tokens, max_output_tokens, draft_tokens=draft_tokens)
         rate_list = auto_rates(profile, mode, probe, batch) if rates == "auto" else finite_rates(parse_floats(rates, "rates"))
-        # warm-up: one batch of the largest size, untimed (allocator, kernels, autotuning)
-        server.serve(probe[:batch])
+        # Warm-up, untimed: a separate workload (another seed, same distributions) served back to back
+        # in full batches. A cold eager engine runs its first ~20 batches up to 1.5x slower (seen on the
+        # H200: the first rate served was the slow one whichever rate came first), so a load run
+        # measures a warm server, as a production replica is.
+        warm = poisson_workload(profile, mode, 1.0, max(batch, warmup_requests), seed + 10_000, prompt_tokens, max_output_tokens,
+                                draft_tokens=draft_tokens)
+        for i in range(0, len(warm), batch):
+            server.serve(warm[i:i + batch])
         for rate in rate_list:
             if (rate_dir(out, mode, rate) / "manifest.json").exists():
                 con.print(f"{mode} @ {rate:g} req/s: already recorded, skipped")
@@ -64,6 +71,7 @@ def run_validation_loads(profile: Profile, modes, rates, n_requests, max_batch, 
             rows = run_load(server, reqs, batch)
             settings = {"rate_rps": rate, "n_requests": n_requests, "max_batch": batch, "prompt_tokens": list(prompt_tokens),
                         "max_output_tokens": max_output_tokens, "draft_tokens": draft_tokens, "seed": seed, "profile": profile.profile_id,
+                        "warmup_requests": max(batch, warmup_requests),
                         "policy": "static FCFS batches (simulate.static_batch)"}
             manifest = base_manifest(mode, loaded.source, loaded.weights, "replay" if (mode == "diffusion" and loaded.weights == "random") else ("model" if loaded.weights == "checkpoint" else "none"),
                                      hw, gpu_name, settings, {"name": "transformers", "compiled": False, "experts_implementation": experts, "device": dev})

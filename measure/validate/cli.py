@@ -74,7 +74,7 @@ def validate(profile_path, modes, rates, n_requests, max_batch, prompt_tokens, m
     for c in ["mode", "metric", "MAPE %", "target %", "met"]:
         s.add_column(c)
     for r in res.summary.itertuples():
-        s.add_row(r.mode, r.metric, f"{r.mape_pct:.1f}", "" if r.target_pct != r.target_pct else f"{r.target_pct:g}",
-                  "" if r.meets_target != r.meets_target else ("yes" if r.meets_target else "NO"))
+        no_target = r.meets_target is None or r.meets_target != r.meets_target
+        s.add_row(r.mode, r.metric, f"{r.mape_pct:.1f}", "" if no_target else f"{r.target_pct:g}", "" if no_target else ("yes" if r.meets_target else "NO"))
     con.print(s)
     con.print(f"wrote {out_dir / 'validation.csv'} and {out_dir / 'validation_summary.csv'}")

@@ -3,7 +3,7 @@
 Per rate: request throughput (finished requests / (last finish - first arrival)), TTFT and E2E at
 p50/p95/p99. relative error = (predicted - measured) / measured. The summary MAPE per metric is the
 mean |relative error| over the rates below saturation (rates flagged `saturated` are reported but
-left out of the summary, as the targets are stated below saturation).
+left out of the summary, as the targets are stated below saturation; see `is_saturated`).
 """
 
 from __future__ import annotations
@@ -83,15 +83,25 @@ def summary_mape(table: pd.DataFrame) -> pd.DataFrame:
     return g
 
 
-def is_saturated(measured: pd.DataFrame, tol: float = 0.9) -> bool:
-    """A load is saturated when the server finished fewer requests per second than arrived
-    (throughput < tol x the realised arrival rate) or the queue delay of the last quarter of the
-    arrivals is over twice that of the first quarter (a growing backlog)."""
-    agg = aggregates(measured)
-    q = measured.sort_values("arrival_s")
-    span = q.arrival_s.iloc[-1] - q.arrival_s.iloc[0]
-    rate = (len(q) - 1) / span if span > 0 else float("inf")
-    wait = (q.start_s - q.arrival_s).to_numpy()
-    n = len(wait) // 4
-    growing = n >= 2 and wait[-n:].mean() > 2 * max(wait[:n].mean(), 1e-3)
-    return bool(agg["throughput_rps"] < tol * rate or growing)
+def idle_fraction(measured: pd.DataFrame) -> float:
+    """Share of the arrival window (first to last arrival) in which the server ran no batch.
+    Batches are the requests sharing a start time; one runs from its start to its last finish."""
+    q = measured.dropna(subset=["finish_s"])
+    t0, t1 = measured.arrival_s.min(), measured.arrival_s.max()
+    if t1 <= t0:
+        return 0.0
+    busy = q.groupby("start_s").finish_s.max().reset_index().sort_values("start_s")
+    covered, end = 0.0, t0
+    for s0, s1 in zip(busy.start_s, busy.finish_s):
+        s0, s1 = max(s0, end), min(s1, t1)
+        if s1 > s0:
+            covered += s1 - s0
+            end = s1
+    return 1.0 - covered / (t1 - t0)
+
+
+def is_saturated(measured: pd.DataFrame, min_idle: float = 0.05) -> bool:
+    """A load is saturated when the server was almost never idle while requests kept arriving
+    (idle < 5% of the arrival window): the queue then only grows, and its latencies depend on how
+    long the load ran, not on a steady state. Below that the server caught up between bursts."""
+    return idle_fraction(measured) < min_idle

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from measure.endpoint.options import OPTIONS as ENDPOINT_OPTIONS, run as run_endpoint
+from measure.endpoint.options import OPTIONS as ENDPOINT_OPTIONS, reject_endpoint_options, run as run_endpoint
 from measure.harness.options import OPTIONS as HARNESS_OPTIONS, run as run_harness
 
 COMMON = [
@@ -32,7 +32,10 @@ def _measure(**opts):
     GPU:      costmodel measure --model diffusiongemma-26b-a4b --random-weights -o runs/h200-dg
     Endpoint: costmodel measure --endpoint http://localhost:8000 --model google/diffusiongemma-26B-A4B-it --qps 2 -o runs/live
     """
-    return run_endpoint(opts) if opts.get("endpoint") else run_harness(opts)
+    if opts.get("endpoint"):
+        return run_endpoint(opts)
+    reject_endpoint_options()  # e.g. --qps without --endpoint: refused, never silently ignored
+    return run_harness(opts)
 
 
 measure = click.command(name="measure")(_apply(COMMON + HARNESS_OPTIONS + ENDPOINT_OPTIONS, _measure))

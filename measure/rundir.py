@@ -64,8 +64,10 @@ COMMIT_SOURCES = ("model", "random-weights", "replay", "none")
 
 def git_commit(cwd: str | Path | None = None) -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd or Path(__file__).parent, capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or None
+        out = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=cwd or Path(__file__).parent, capture_output=True, text=True, timeout=5)
+        sha = out.stdout.strip()
+        # a copy of the tree without git objects prints "HEAD" or nothing: record None, not a fake hash
+        return sha if out.returncode == 0 and len(sha) == 40 else None
     except Exception:
         return None
 

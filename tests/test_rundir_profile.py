@@ -84,3 +84,17 @@ def test_malformed_profiles_are_one_line_errors(tmp_path):
         f.write_text(json.dumps(bad))
         with pytest.raises(UserError, match=needle):
             Profile.load(f)
+
+
+def test_measure_refuses_endpoint_options_without_endpoint(cli, tmp_path):
+    code, _, err = cli("measure", "--model", "tiny-gemma4", "--random-weights", "--qps", "2", "-o", str(tmp_path / "r"))
+    assert code == 2 and "--qps" in err and "--endpoint" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_git_commit_is_a_hash_or_none(tmp_path):
+    from measure.rundir import git_commit
+
+    assert git_commit(tmp_path) is None  # not a repository
+    sha = git_commit()
+    assert sha is None or len(sha) == 40

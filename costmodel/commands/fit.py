@@ -52,11 +52,17 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
 @click.argument("runs", nargs=-1, type=click.Path())
 @click.option("-o", "--out", "out", type=click.Path(dir_okay=False), required=True, help="Profile JSON to write.")
 @click.option("--campaign", type=click.Path(file_okay=False), default=None,
-              help="Also fit every GPU run directory under this folder timed on --hardware (and --precision if given; kind gpu, a passes table, not synthetic).")
+              help="Also fit every GPU run directory under this folder timed on --hardware (and --precision if given; kind gpu, a passes table, "
+                   "not synthetic). Endpoint runs record no GPU, so they are not picked up: pass them as RUN arguments.")
 @click.option("--hardware", default=None, help="GPU catalog id (default: the runs' manifest.hardware; required with --campaign).")
 @click.option("--hardware-file", type=click.Path(), default=None, help="JSON file describing GPUs the catalog lacks.")
 @click.option("--precision", default=None, help="Precision the runs used (default: the runs' manifest.precision).")
-@click.option("--commit-runs", "commit_runs", multiple=True, help="Diffusion runs with the model's own weights for commit statistics (repeat or comma list).")
+@click.option("--commit-runs", "commit_runs", multiple=True,
+              help="Diffusion runs with the model's own weights for commit statistics (repeat or comma list): GPU runs, or endpoint runs "
+                   "of a served diffusion model (its vllm:diffusion_* counters).")
+@click.option("--prefer", type=click.Choice(["gpu", "endpoint"]), default=None,
+              help="Where GPU runs and endpoint runs both observe a pass kind, fit it from this origin only (the other's rows for that "
+                   "kind are dropped). Without it such a kind is refused: the two are never pooled into one model.")
 @click.option("--mtp-metrics", "mtp_metrics", multiple=True,
               help="MTP acceptance from vLLM counters: /metrics scrape(s) (before and after a load run), a JSON counters file, or an endpoint run dir with mtp_counters.json.")
 @click.option("--heldout", default="auto", show_default=True,
@@ -74,15 +80,27 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
 @click.option("--note", "notes", multiple=True, help="A note to write into the profile (repeatable), e.g. what the engine stands for.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the k-fold split.")
 @click.option("--show-summaries", is_flag=True, help="Also print each pass kind's statsmodels coefficient table.")
-def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, mtp_metrics, heldout, time_column, repeats, modes,
+def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, prefer, mtp_metrics, heldout, time_column, repeats, modes,
         model_overrides, engine, fill_roofline, profile_id, notes, seed, show_summaries):
     """Fit a profile from run directories: one pass cost model per pass kind (statsmodels WLS on
     roofline features), commit statistics (runs with the model's weights, else the published prior),
     MTP acceptance (vLLM counters, else the stated default).
 
+    RUNS may be GPU runs (`costmodel measure`) and endpoint runs (`costmodel measure --endpoint`,
+    `costmodel import-bench`; provenance "endpoint"). An endpoint run gives one observation per
+    load: diffusion -> denoise_step (canvas gaps / server steps per canvas, at seqs = mean running
+    requests, the canvas length, the mean context of the timed canvases; the commit step is priced
+    as a denoise step); AR -> decode_step (event gaps / steps spanned, 1 token, mean position). An
+    MTP endpoint run gives no pass costs (draft and verify passes cannot be split from its gaps),
+    only MTP acceptance (used when --mtp-metrics is not given). Diffusion endpoint runs give commit
+    statistics for regimes that no run with the model's weights covers. Endpoint runs record no
+    GPU: give --hardware unless GPU runs are fitted with them. A pass kind observed by both GPU and
+    endpoint runs is refused unless --prefer picks one origin.
+
     \b
     Example: costmodel fit data/runs/h200-diffusion data/runs/h200-ar -o h200.json
              costmodel fit --campaign data/runs --hardware h200 --modes diffusion,ar,mtp -o h200.json
+             costmodel fit data/runs/h200-diffusion data/runs/ep-diffusion --hardware h200 --prefer endpoint -o h200.json
     """
     from costmodel.console import make_console
     from costmodel.fitting.build import FitOptions, build_profile, campaign_runs
@@ -105,7 +123,7 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, mt
     opts = FitOptions(hardware=hardware, hardware_file=hardware_file, precision=precision, commit_runs=_split(commit_runs),
                       mtp_metrics=_split(mtp_metrics), heldout=heldout, time_column=time_column, repeats=repeats,
                       modes=_split((modes,)) if modes else None, models=models, engine=engine, fill_roofline=fill_roofline,
-                      profile_id=profile_id, notes=list(notes), seed=seed)
+                      profile_id=profile_id, notes=list(notes), seed=seed, prefer=prefer)
     result = build_profile(paths, opts)
     con = make_console()
     print_fit_summary(con, result, show_summaries)

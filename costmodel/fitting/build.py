@@ -8,7 +8,11 @@
   assistant's draft step at the target decode step's measured roofline multiple; or
   `--fill-roofline EFF`) or the mode is omitted - both printed and written into the profile notes;
 - commit statistics: runs with the model's own weights, else the published prior (commitfit);
-- MTP acceptance: vLLM spec-decode counters, else the stated default (mtpfit).
+- MTP acceptance: vLLM spec-decode counters, else the stated default (mtpfit);
+- endpoint runs (kind endpoint / bench-import): per-load engine-step observations of
+  denoise_step / decode_step, commit statistics and MTP acceptance from the server's counters,
+  provenance "endpoint" (endpointfit); a pass kind is fitted from GPU runs or endpoint runs, never
+  both (`--prefer gpu|endpoint` picks one where both observe it, else it is refused).
 """
 
 from __future__ import annotations
@@ -22,13 +26,15 @@ import pandas as pd
 
 from costmodel.errors import UserError
 from costmodel.fitting.commitfit import choose_commit_stats
+from costmodel.fitting.endpointfit import (MAPPING_NOTE, endpoint_commit_stats, endpoint_frame, endpoint_mtp_acceptance, is_endpoint,
+                                           require_endpoint_commits, resolve_mixing)
 from costmodel.fitting.mtpfit import choose_mtp_acceptance
 from costmodel.fitting.passfit import HeldoutSpec, PassFit, fit_pass_kind, grid_median_x_roofline
 from costmodel.hardware import get_hardware
 from costmodel.models import AR_SIBLING, ASSISTANT_FOR, MODELS, get_model
 from costmodel.precision import get_precision
 from costmodel.profile import MODES, ModeProfile, PassCostModel, Profile, Provenance
-from costmodel.roofline import MODE_PASS_KINDS, PASS_KINDS, Roofline
+from costmodel.roofline import MODE_PASS_KINDS, PASS_KINDS, Roofline, Segment
 from costmodel.rundir_time import now_iso
 from measure.rundir import Run, load_run, read_manifest
 
@@ -64,6 +70,7 @@ class FitOptions:
     profile_id: str | None = None
     notes: list[str] = field(default_factory=list)  # added to the profile's notes as given
     seed: int = 0
+    prefer: str | None = None  # gpu | endpoint: the origin kept for a pass kind both observe (else refused)
 
 
 @dataclass
@@ -120,7 +127,7 @@ def _engine_match(spec: str, run: Run, row_engine) -> bool:
     return str(value) == spec
 
 
-def passes_frame(runs: list[Run], opts: FitOptions, msgs: list[str]) -> pd.DataFrame:
+def passes_frame(runs: list[Run], opts: FitOptions, msgs: list[str], allow_empty: bool = False) -> pd.DataFrame:
     """Every usable timed pass: pass_kind, seqs, tokens_per_seq, context_tokens, ms, run_id, row_engine.
     Runs timing one pass kind must agree on the ENGINE_IDENTITY_KEYS of manifest.engine they share
     (eager and compiled timings never pool) and on the rows' `engine` column where present."""
@@ -156,13 +163,15 @@ def passes_frame(runs: list[Run], opts: FitOptions, msgs: list[str]) -> pd.DataF
             "row_engine": ["" if e is None else e for e in row_engine[ok]],
         }))
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if df.empty:
+    if df.empty and not allow_empty:
         raise UserError(f"the runs hold no timed passes with a positive {opts.time_column}" + (f" for --engine {opts.engine}" if opts.engine else ""),
                         "pass run directories written by `costmodel measure` on a GPU (or check --time / --engine)")
     if warm:
         msgs.append(f"dropped {warm} warm-up rows")
     if bad:
         msgs.append(f"dropped {bad} rows without a positive {opts.time_column}")
+    if df.empty:
+        return pd.DataFrame(columns=["pass_kind", "seqs", "tokens_per_seq", "context_tokens", "ms", "run_id", "row_engine"])
     by_id = {r.manifest.run_id: r for r in runs}
     fix = "fit one engine: pass --engine NAME (the rows' engine column or manifest engine.name) or KEY=VALUE on manifest.engine"
     for kind, g in df.groupby("pass_kind"):
@@ -215,6 +224,56 @@ def _carried(donor: PassFit, kind: str, why: str, hw_id: str, roof: Roofline, no
     return pm
 
 
+def _commit_stats(runs: list[Run], pass_runs: list[Run], commit_runs: list[Run]) -> tuple[dict, list[str]]:
+    """Commit statistics, in order: --commit-runs (GPU runs with the model's weights, or diffusion
+    endpoint runs of a served model); else the GPU fit runs with the model's weights, then the
+    diffusion endpoint runs' counters for regimes those leave to the prior; else the published prior."""
+    from costmodel.prior import CITATION, published_commit_prior
+
+    gpu_given = [r for r in commit_runs if not is_endpoint(r)]
+    ep_given = [r for r in commit_runs if is_endpoint(r)]
+    for r in ep_given:
+        require_endpoint_commits(r)
+    msgs: list[str] = []
+    if commit_runs:
+        if gpu_given:
+            stats, msgs = choose_commit_stats([], gpu_given)
+        else:
+            stats = published_commit_prior()
+        ep_sources = ep_given
+    else:
+        # commit behaviour does not depend on the engine: runs with the model's weights count even
+        # when none of their passes were selected
+        gpu = [r for r in runs if not is_endpoint(r)]
+        candidates = [r for r in pass_runs if not is_endpoint(r)] + [r for r in gpu if r not in pass_runs and r.manifest.commit_source == "model"]
+        stats, msgs = choose_commit_stats(candidates, [])
+        ep_sources = []
+        for r in runs:
+            if is_endpoint(r) and r.manifest.mode == "diffusion":
+                if r.manifest.commit_source == "model":
+                    ep_sources.append(r)
+                else:
+                    msgs.append(f"endpoint run {r.manifest.run_id}: commit_source {r.manifest.commit_source!r} (no diffusion counters moved); "
+                                "not used for commit statistics")
+    if not ep_sources:
+        return stats, msgs
+    ep_stats = endpoint_commit_stats(ep_sources, msgs)
+    fill = [g for g in ep_stats if g not in stats or stats[g].provenance.kind == "published"]
+    kept = [g for g in ep_stats if g not in fill]
+    if kept:
+        msgs.append(f"endpoint commit statistics for {', '.join(kept)} not used: measured from runs with the model's weights")
+    if not fill:
+        return stats, msgs
+    msgs = [m for m in msgs if not (m.startswith("commit statistics") and "published prior" in m)]
+    stats = {**stats, **{g: ep_stats[g] for g in fill}}
+    msgs.append(f"commit statistics for {', '.join(fill)} from the servers' vllm:diffusion_* counters "
+                f"(endpoint runs {', '.join(r.manifest.run_id for r in ep_sources)})")
+    prior = [g for g, c in stats.items() if c.provenance.kind == "published"]
+    if prior:
+        msgs.append(f"commit statistics for {', '.join(prior)}: the published prior ({CITATION}; no run covers them)")
+    return stats, msgs
+
+
 def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -> FitResult:
     opts = opts or FitOptions()
     if not run_paths:
@@ -222,14 +281,27 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     runs = [load_run(p) for p in run_paths]
     commit_runs = [load_run(p) for p in opts.commit_runs]
     msgs: list[str] = []
-    hw_id = opts.hardware if opts.hardware else _single({r.manifest.hardware for r in runs}, "GPU", "--hardware ID")
+    gpu_runs = [r for r in runs if not is_endpoint(r)]
+    ep_runs = [r for r in runs if is_endpoint(r)]
+    if opts.hardware:
+        hw_id = opts.hardware
+    elif ep_runs and not {r.manifest.hardware for r in ep_runs} - {None} and not gpu_runs:
+        raise UserError("the endpoint runs do not record the server's GPU", "pass --hardware ID (the GPU the server ran on, e.g. h200)")
+    else:
+        # an endpoint run that records no GPU takes the GPU runs' (checked below for the others)
+        hw_id = _single({r.manifest.hardware for r in runs if not (is_endpoint(r) and r.manifest.hardware is None)}, "GPU", "--hardware ID")
     for r in runs:
         if r.manifest.hardware not in (None, hw_id):
             raise UserError(f"run {r.path} was measured on {r.manifest.hardware}, not {hw_id}",
                             "fit each GPU's runs separately; `costmodel profile project` moves a profile to another GPU")
     hw = get_hardware(hw_id, opts.hardware_file)
-    precision = opts.precision or _single({r.manifest.precision for r in runs}, "precision", "--precision P")
-    for r in runs:
+    # endpoint runs cannot see the served precision (their manifest keeps the default): GPU runs' or
+    # --precision decide, endpoint runs are not checked against it
+    precision = opts.precision or _single({r.manifest.precision for r in (gpu_runs or runs)}, "precision", "--precision P")
+    if ep_runs and not opts.precision:
+        msgs.append(f"endpoint runs do not record the served precision: profile at {precision} "
+                    + ("(the GPU runs')" if gpu_runs else "(assumed; pass --precision P)"))
+    for r in gpu_runs:
         if r.manifest.precision != precision:
             raise UserError(f"run {r.path} was measured at {r.manifest.precision}, not {precision}", "fit one precision at a time; `costmodel profile project` changes precision")
     prec = get_precision(precision)
@@ -259,17 +331,29 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
         return roof_diff if PASS_KINDS[kind].mode == "diffusion" else roof_target
 
     # pass fits
-    df = passes_frame(runs, opts, msgs)
+    df_gpu = passes_frame(gpu_runs, opts, msgs, allow_empty=bool(ep_runs)) if gpu_runs else passes_frame([], opts, msgs, allow_empty=True)
+    df_ep = endpoint_frame(ep_runs, msgs) if ep_runs else df_gpu.iloc[0:0]
+    df_gpu, df_ep = resolve_mixing(df_gpu, df_ep, opts.prefer, msgs)
+    frames = [f.assign(origin=o) for f, o in ((df_gpu, "gpu"), (df_ep, "endpoint")) if len(f)]
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if df.empty:
+        if ep_runs and all(r.manifest.mode == "mtp" for r in ep_runs) and not gpu_runs:
+            raise UserError("MTP endpoint runs give no pass observations (an MTP engine step is k draft passes + 1 verify pass; its "
+                            "output-event gaps time only their sum)", "add GPU runs timing prefill/draft_step/verify_step; "
+                            "pass the endpoint run to --mtp-metrics for its acceptance")
+        raise UserError("the runs give no pass observations", "add GPU runs with timed passes, or endpoint runs of diffusion/AR deployments")
     heldout = HeldoutSpec.parse(opts.heldout)
     by_id = {r.manifest.run_id: r for r in runs}
     pass_runs = [r for r in runs if r.manifest.run_id in set(df.run_id)]
     for r in runs:
+        if r not in pass_runs and is_endpoint(r):
+            continue  # endpoint_frame said why
         if r not in pass_runs:
             msgs.append(f"run {r.manifest.run_id}: no usable timed passes" + (f" of engine {opts.engine}" if opts.engine else "") + "; not used for pass costs")
         elif r.manifest.status != "complete":
             msgs.append(f"run {r.manifest.run_id} is {r.manifest.status} ({len(r.manifest.done_units)} of "
                         f"{len(r.manifest.planned_units) or '?'} units): fitting its finished units")
-    synthetic = any(is_synthetic(r) for r in pass_runs)
+    synthetic = any(is_synthetic(r) for r in pass_runs if not is_endpoint(r))
     fits: dict[str, PassFit] = {}
     for kind in [k for k in PASS_KINDS if k in set(df.pass_kind)]:
         if kind == "draft_step" and assistant is None:
@@ -279,6 +363,25 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
         gpus = sorted({r.manifest.gpu_name or "?" for r in kruns})
         engine = kruns[0].manifest.engine
         weights = sorted({r.manifest.weights for r in kruns})
+        if set(rows.origin) == {"endpoint"}:
+            servers = sorted({str(r.manifest.engine.get("endpoint") or r.manifest.settings.get("endpoint") or r.manifest.kind) for r in kruns})
+            prov = Provenance(
+                "endpoint", f"endpoint runs {', '.join(r.manifest.run_id for r in kruns)}", hardware=hw.id,
+                date=min(r.manifest.started_at for r in kruns),
+                notes=(f"{MAPPING_NOTE[kind]}; one observation per load ({len(rows)}); server {', '.join(servers)}; "
+                       f"model {', '.join(sorted({r.manifest.model for r in kruns}))}; GPU {hw.id} "
+                       + ("as the runs record it" if all(r.manifest.hardware for r in kruns) else "as given (the runs do not record it)")),
+            )
+            fits[kind] = fit_pass_kind(rows, kind, roof_for(kind), prov, repeats=opts.repeats, heldout=heldout, seed=opts.seed,
+                                       time_column="endpoint engine-step ms")
+            roofs = [roof_for(kind).pass_cost((Segment(kind, int(r.seqs), int(r.tokens_per_seq), int(r.context_tokens)),)).roofline_ms
+                     for r in rows.itertuples()]
+            fast = [(ms, rf) for ms, rf in zip(rows.ms, roofs) if ms < rf]
+            if fast:
+                msgs.append(f"{kind}: {len(fast)} of {len(rows)} endpoint loads ran faster than the {hw.id} roofline of their shape "
+                            f"(e.g. {fast[0][0]:.3g} ms vs {fast[0][1]:.3g} ms), so the profile predicts the roofline there: "
+                            "check --hardware and the mode's model (--model MODE=NAME)")
+            continue
         prov = Provenance(
             "measured", ("SYNTHETIC " if synthetic else "") + f"runs {', '.join(r.manifest.run_id for r in kruns)}", hardware=hw.id,
             date=min(r.manifest.started_at for r in kruns),
@@ -348,14 +451,14 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     if "diffusion" in modes:
         # commit behaviour does not depend on the engine: runs with the model's weights count even
         # when none of their passes were selected
-        commit_candidates = pass_runs + [r for r in runs if r not in pass_runs and r.manifest.commit_source == "model"]
-        commit_stats, cmsgs = choose_commit_stats(commit_candidates, commit_runs)
+        commit_stats, cmsgs = _commit_stats(runs, pass_runs, commit_runs)
         msgs.extend(cmsgs)
     elif commit_runs:
         raise UserError("--commit-runs was given but the profile has no diffusion mode", "add diffusion runs or drop --commit-runs")
     mtp = None
     if "mtp" in modes:
-        mtp, mmsg = choose_mtp_acceptance(opts.mtp_metrics)
+        ep_mtp = None if opts.mtp_metrics else endpoint_mtp_acceptance(ep_runs)
+        mtp, mmsg = ep_mtp or choose_mtp_acceptance(opts.mtp_metrics)
         msgs.append(mmsg)
     elif opts.mtp_metrics:
         raise UserError("--mtp-metrics was given but the profile has no mtp mode", "add MTP runs or --modes ...,mtp, or drop --mtp-metrics")
@@ -364,18 +467,22 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     if opts.engine:
         engine["selected"] = opts.engine
     date = min(r.manifest.started_at for r in pass_runs)
-    kind_word = "synthetic" if synthetic else "measured"
+    all_endpoint = all(is_endpoint(r) for r in pass_runs)
+    kind_word = "synthetic" if synthetic else "endpoint" if all_endpoint else "measured"
     engine_word = "".join(c if c.isalnum() else "-" for c in opts.engine) + "-" if opts.engine else ""
     pid = opts.profile_id or f"{hw.id}-{precision}-{engine_word}{kind_word}-{date[:10].replace('-', '')}"
     notes = [f"fit: statsmodels WLS (weights 1/ms^2) of {opts.time_column} on roofline features per pass kind, "
              f"{'median per shape' if opts.repeats == 'median' else 'every repeat'}, warm-up rows dropped; held-out: {opts.heldout}"]
     if synthetic:
         notes.insert(0, "SYNTHETIC: fitted from runs timed by a known cost model, not by a GPU")
+    if not df_ep.empty:
+        notes.append("endpoint runs: one observation per load, the mean vLLM engine step at the load's mean running requests "
+                     "(costmodel/fitting/endpointfit.py); a pass kind is fitted from GPU runs or endpoint runs, never both")
     notes += list(opts.notes) + [m for m in msgs if not m.startswith("dropped")]
     profile = Profile(
         profile_id=pid, hardware=hw.to_dict(), precision=precision, engine=engine, modes=modes, commit_stats=commit_stats,
         mtp_acceptance=mtp,
-        provenance=Provenance("measured", ("SYNTHETIC " if synthetic else "") + f"costmodel fit of runs {', '.join(r.manifest.run_id for r in pass_runs)}",
+        provenance=Provenance("endpoint" if all_endpoint else "measured", ("SYNTHETIC " if synthetic else "") + f"costmodel fit of runs {', '.join(r.manifest.run_id for r in pass_runs)}",
                               hardware=hw.id, date=date, notes=f"GPU {', '.join(sorted({r.manifest.gpu_name or '?' for r in pass_runs}))}; "
                               f"run directories {', '.join(r.path.name for r in pass_runs)}"),
         created_at=now, notes=notes,

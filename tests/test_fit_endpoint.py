@@ -232,3 +232,17 @@ def test_loopback_server_endpoint_run_feeds_fit(tmp_path):
     assert seqs == max(1, round(st[0].mean_running_requests))
     assert p.pass_ms("diffusion", (Segment("denoise_step", int(seqs), 32, int(ctx)),)) == pytest.approx(st[0].step_ms, rel=0.03)
     assert p.commit_stats["R1"].provenance.kind == "endpoint"
+
+
+def test_endpoint_runs_as_commit_runs(ep_diff, tmp_path):
+    gpu = write_synthetic_run(tmp_path / "gpu", "diffusion", {"denoise_step": {"const": 1.0, "roofline_ms": 3.0},
+                                                              "encoder_prefill": {"const": 2.0, "roofline_ms": 2.0},
+                                                              "encoder_commit": {"const": 1.0, "roofline_ms": 2.0}}, seed=6)
+    code, stdout, err = cli("fit", gpu, "--commit-runs", ep_diff, "-o", tmp_path / "p.json")
+    assert code == 0, err
+    p = Profile.load(tmp_path / "p.json")
+    assert p.commit_stats["R1"].provenance.kind == "endpoint" and p.commit_stats["R3"].provenance.kind == "published"
+    assert p.modes["diffusion"].pass_models["denoise_step"].provenance.kind == "measured"
+    ar = write_endpoint_run(tmp_path / "ar", "ar", [(4, 10.0)])
+    code, _, err = cli("fit", gpu, "--commit-runs", ar, "-o", tmp_path / "q.json")
+    assert code == 2 and "is a ar run, so it has no diffusion commits" in err and len(err.strip().splitlines()) == 1

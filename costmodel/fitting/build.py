@@ -471,7 +471,8 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     kind_word = "synthetic" if synthetic else "endpoint" if all_endpoint else "measured"
     engine_word = "".join(c if c.isalnum() else "-" for c in opts.engine) + "-" if opts.engine else ""
     pid = opts.profile_id or f"{hw.id}-{precision}-{engine_word}{kind_word}-{date[:10].replace('-', '')}"
-    notes = [f"fit: statsmodels WLS (weights 1/ms^2) of {opts.time_column} on roofline features per pass kind, "
+    timed = " and ".join(([opts.time_column] if not df_gpu.empty else []) + (["endpoint engine-step ms"] if not df_ep.empty else []))
+    notes = [f"fit: statsmodels WLS (weights 1/ms^2) of {timed} on roofline features per pass kind, "
              f"{'median per shape' if opts.repeats == 'median' else 'every repeat'}, warm-up rows dropped; held-out: {opts.heldout}"]
     if synthetic:
         notes.insert(0, "SYNTHETIC: fitted from runs timed by a known cost model, not by a GPU")

@@ -100,9 +100,11 @@ def kv_capacity_tokens(profile: Profile, mode: str, cfg: EngineConfig) -> int:
 
 
 class ArReplica(Replica):
-    """AR: counters n_dec (decoding sequences) and sum_ctx (their contexts)."""
+    """AR: counters n_dec (decoding sequences) and sum_ctx (their contexts); a step emits `g` tokens
+    per sequence (1 for AR). MTP is the same engine with a different step (MtpReplica)."""
 
-    tokens_per_seq = 1
+    tokens_per_seq = 1  # query tokens (and KV slots written) per decoding sequence per step
+    g = 1  # mean tokens emitted per decoding sequence per step
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
@@ -112,75 +114,7 @@ class ArReplica(Replica):
     def schedule(self) -> float:
         s = self.step
         n = self.n_dec
-        while n and self.kv_used + self.kv_reserved + n > self.kv_cap:
-            self.preempt_last(s)
-            n = self.n_dec
-        self.kv_used += n
-        m, tp, psum = self.schedule_prefill(self.budget - n, self.env.now)
-        dt = self.price(m, tp, psum, n, self.sum_ctx)
-        self.account(dt, m, tp, n, 0)
-        return dt
-
-    def complete(self, t: float) -> None:
-        s = self.step
-        self.step = s + 1
-        self.sum_ctx += self.n_dec
-        if self.chunks:
-            self.complete_prefill(s, t)
-        ev = self.events.pop(s, None)
-        if ev:
-            for r, ep in ev:
-                if ep == r.epoch:
-                    done = s - r.dec_start + 1
-                    kv = r.ctx0 + done
-                    self.n_dec -= 1
-                    self.sum_ctx -= kv
-                    r.steps += done
-                    r.emitted = r.n_out
-                    self.finish(r, t, kv)
-
-    def enter_decode(self, r, s: int, t: float) -> None:
-        r.emitted += 1
-        self.first_output(r, t)
-        rem = r.n_out - r.emitted
-        if rem <= 0:
-            self.finish(r, t, r.prefill_len)
-            return
-        r.dec_start = s + 1
-        r.ctx0 = r.prefill_len
-        self.n_dec += 1
-        self.sum_ctx += r.ctx0
-        self.push(s + rem, r)
-
-    def drop_decoder(self, r, s: int) -> None:
-        done = s - r.dec_start
-        kv = r.ctx0 + done
-        self.n_dec -= 1
-        self.sum_ctx -= kv
-        self.kv_used -= kv
-        r.emitted += done
-        r.steps += done
-        r.prefill_len = r.prompt + r.emitted
-
-
-class MtpReplica(Replica):
-    """MTP: like AR, but a step emits 1 + accepted drafts per sequence. Contexts and KV grow by the
-    mean acceptance length per step in the counters (exact per-sequence counts would need a
-    per-step loop); each request's own emitted tokens and step count are exact."""
-
-    def __init__(self, *a, **kw):
-        plan = kw["plan"]
-        self.tokens_per_seq = plan.k + 1
-        super().__init__(*a, **kw)
-        self.k = plan.k
-        self.g = plan.mean_tokens
-        self.n_dec = 0
-        self.sum_ctx = 0.0
-
-    def schedule(self) -> float:
-        s = self.step
-        n = self.n_dec
-        look = self.tokens_per_seq  # KV slots a verify writes before rejection frees them
+        look = self.tokens_per_seq  # KV slots a step writes before rejected drafts free them
         while n and self.kv_used + self.kv_reserved + n * look > self.kv_cap:
             self.preempt_last(s)
             n = self.n_dec
@@ -204,8 +138,7 @@ class MtpReplica(Replica):
                     kv = r.ctx0 + self.g * done
                     self.n_dec -= 1
                     self.sum_ctx -= kv
-                    r.steps += done
-                    r.mpos += done
+                    self._advance(r, done)
                     r.emitted = r.n_out
                     self.finish(r, t, kv)
 
@@ -220,7 +153,7 @@ class MtpReplica(Replica):
         r.ctx0 = r.prefill_len
         self.n_dec += 1
         self.sum_ctx += r.ctx0
-        self.push(s + self.plan.steps_for(r, rem), r)
+        self.push(s + self._steps_for(r, rem), r)
 
     def drop_decoder(self, r, s: int) -> None:
         done = s - r.dec_start
@@ -228,10 +161,43 @@ class MtpReplica(Replica):
         self.n_dec -= 1
         self.sum_ctx -= kv
         self.kv_used -= kv
-        r.emitted += self.plan.tokens_after(r, done)
-        r.mpos += done
-        r.steps += done
+        r.emitted += self._tokens_after(r, done)
+        self._advance(r, done)
         r.prefill_len = r.prompt + r.emitted
+
+    # one token per step; MTP overrides these three
+    def _steps_for(self, r, rem: int) -> int:
+        return rem
+
+    def _tokens_after(self, r, done: int) -> int:
+        return done
+
+    def _advance(self, r, done: int) -> None:
+        r.steps += done
+
+
+class MtpReplica(ArReplica):
+    """MTP: like AR, but a step emits 1 + accepted drafts per sequence. Contexts and KV grow by the
+    mean acceptance length per step in the counters (exact per-sequence counts would need a
+    per-step loop); each request's own emitted tokens and step count are exact."""
+
+    def __init__(self, *a, **kw):
+        plan = kw["plan"]
+        self.tokens_per_seq = plan.k + 1
+        super().__init__(*a, **kw)
+        self.k = plan.k
+        self.g = plan.mean_tokens
+        self.sum_ctx = 0.0
+
+    def _steps_for(self, r, rem: int) -> int:
+        return self.plan.steps_for(r, rem)
+
+    def _tokens_after(self, r, done: int) -> int:
+        return self.plan.tokens_after(r, done)
+
+    def _advance(self, r, done: int) -> None:
+        r.steps += done
+        r.mpos += done
 
 
 class DiffusionReplica(Replica):

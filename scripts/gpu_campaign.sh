@@ -8,13 +8,7 @@ set -uo pipefail
 phase=${1:?phase: smoke|eager|compiled-dg|compiled-ar}
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT" runs
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export PYTHONUNBUFFERED=1 COSTMODEL_NO_PROGRESS=1 TOKENIZERS_PARALLELISM=false
+source "$(dirname "$0")/device_env.sh"
 M="python3 -m costmodel.cli measure"
 t0=$(date +%s)
 measure() {  # measure SECONDS NAME ARGS...: one run directory runs/NAME, tarred to $OUT/NAME.tar.gz

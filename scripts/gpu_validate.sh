@@ -11,13 +11,7 @@ mtp_requests=${3:-10}
 OUT=${OUT:-$PWD/out}
 PROFILE=${PROFILE:?set PROFILE to the eager profile fitted from the measure campaign}
 mkdir -p "$OUT" runs
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export PYTHONUNBUFFERED=1 COSTMODEL_NO_PROGRESS=1 TOKENIZERS_PARALLELISM=false
+source "$(dirname "$0")/device_env.sh"
 for m in ${modes//,/ }; do
   extra=()
   n=$requests

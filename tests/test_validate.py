@@ -194,3 +194,12 @@ def test_analyze_on_the_committed_h200_run_says_what_random_weights_cannot_show(
     assert code == 0, err
     text = (tmp_path / "a" / "summary.md").read_text()
     assert "random weights" in text and "cannot describe" in text
+
+
+def test_validate_refuses_options_it_would_ignore(cli, tmp_path):
+    prof = roofline_profile().save(tmp_path / "p.json")
+    code, _, err = cli("validate", "--profile", str(prof), "--score-only", "--rates", "1", "-o", str(tmp_path / "v"))
+    assert code == 2 and "--rates" in err and "--score-only" in err
+    code, _, err = cli("validate", "--profile", str(prof), "--checkpoint", "google/x", "-o", str(tmp_path / "v"))
+    assert code == 2 and "--checkpoint-weights" in err
+    assert not (tmp_path / "v").exists()

@@ -44,6 +44,7 @@ def validate(profile_path, modes, rates, n_requests, max_batch, prompt_tokens, m
     from costmodel.profile import Profile
     from measure.validate.runner import score_recorded
 
+    _refuse_unused_options(score_only, random_weights)
     con = make_console()
     profile = Profile.load(profile_path)
     mode_list = parse_list(modes, "mode")
@@ -78,3 +79,24 @@ def validate(profile_path, modes, rates, n_requests, max_batch, prompt_tokens, m
         s.add_row(r.mode, r.metric, f"{r.mape_pct:.1f}", "" if no_target else f"{r.target_pct:g}", "" if no_target else ("yes" if r.meets_target else "NO"))
     con.print(s)
     con.print(f"wrote {out_dir / 'validation.csv'} and {out_dir / 'validation_summary.csv'}")
+
+
+GPU_RUN_OPTIONS = ("rates", "n_requests", "max_batch", "prompt_tokens", "max_output_tokens", "draft_tokens", "model", "random_weights",
+                   "checkpoint", "ar_checkpoint", "assistant_checkpoint", "experts_implementation", "device", "seed", "warmup_requests")
+
+
+def _refuse_unused_options(score_only: bool, random_weights: bool) -> None:
+    """Options that would have no effect are refused, never silently ignored."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    given = {p.name: p.opts[0] for p in ctx.command.params if ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE}
+    if score_only:
+        unused = [flag for name, flag in given.items() if name in GPU_RUN_OPTIONS]
+        if unused:
+            raise UserError(f"{', '.join(unused)} only shape a GPU load run and have no effect with --score-only",
+                            "drop them, or drop --score-only to run the loads")
+    elif random_weights:
+        unused = [flag for name, flag in given.items() if name in ("checkpoint", "ar_checkpoint", "assistant_checkpoint")]
+        if unused:
+            raise UserError(f"{', '.join(unused)} given with random weights (the default)", "add --checkpoint-weights to load them")

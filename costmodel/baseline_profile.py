@@ -8,7 +8,7 @@ from costmodel.models import ASSISTANT_FOR, AR_SIBLING
 from costmodel.prior import published_commit_prior, vllm_synthetic_mtp_acceptance
 from costmodel.profile import ModeProfile, PassCostModel, Profile, Provenance
 from costmodel.roofline import MODE_PASS_KINDS
-from costmodel.rundir_time import now_iso
+from costmodel.timestamps import now_iso
 
 # Compiled transformers path on one H200 (shared/examples/README.md): denoise step 33.6 ms vs an
 # ~11 ms roofline, AR decode 9.9 ms vs ~1.6 ms: engines run at a fraction of the roofline.

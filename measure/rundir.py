@@ -41,7 +41,7 @@ import pandas as pd
 
 from costmodel import atomic
 from costmodel.errors import UserError
-from costmodel.rundir_time import now_iso
+from costmodel.timestamps import now_iso
 
 SCHEMA_VERSION = 1
 

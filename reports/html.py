@@ -11,7 +11,7 @@ import math
 import pandas as pd
 
 from costmodel import __version__
-from costmodel.rundir_time import now_iso
+from costmodel.timestamps import now_iso
 from reports import charts
 from reports.analysis import MODE_ORDER, Analysis
 from reports.crossover import best_per_cell

@@ -35,7 +35,7 @@ from costmodel.models import AR_SIBLING, ASSISTANT_FOR, MODELS, get_model
 from costmodel.precision import get_precision
 from costmodel.profile import MODES, ModeProfile, PassCostModel, Profile, Provenance
 from costmodel.roofline import MODE_PASS_KINDS, PASS_KINDS, Roofline, Segment
-from costmodel.rundir_time import now_iso
+from costmodel.timestamps import now_iso
 from measure.rundir import Run, load_run, read_manifest
 
 TIME_COLUMNS = ("gpu_ms", "wall_ms")

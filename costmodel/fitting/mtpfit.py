@@ -18,7 +18,7 @@ from pathlib import Path
 from costmodel.errors import UserError
 from costmodel.prior import vllm_synthetic_mtp_acceptance
 from costmodel.profile import MtpAcceptance, Provenance
-from costmodel.rundir_time import now_iso
+from costmodel.timestamps import now_iso
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"

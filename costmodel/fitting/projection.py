@@ -25,7 +25,7 @@ from costmodel.models import get_model
 from costmodel.precision import PRECISIONS, get_precision
 from costmodel.profile import ModeProfile, Profile, Provenance
 from costmodel.roofline import Roofline
-from costmodel.rundir_time import now_iso
+from costmodel.timestamps import now_iso
 
 MAX_WEIGHT_FRACTION = 0.75
 SHAPE_TERMS = ("seqs", "tokens", "context_ktokens")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from costmodel.hardware import get_hardware
 from costmodel.models import ASSISTANT_FOR, AR_SIBLING
 from costmodel.prior import published_commit_prior, vllm_synthetic_mtp_acceptance
-from costmodel.profile import ModeProfile, PassCostModel, Profile, Provenance
+from costmodel.schemas.profile import ModeProfile, PassCostModel, Profile, Provenance
 from costmodel.roofline import MODE_PASS_KINDS
 from costmodel.timestamps import now_iso
 

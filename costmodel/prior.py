@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from costmodel.profile import CommitStats, Distribution, MtpAcceptance, Provenance
+from costmodel.schemas.profile import CommitStats, Distribution, MtpAcceptance, Provenance
 
 CITATION = 'arXiv 2606.14620, "Neither Parallel Nor Sequential" (commit-order study of DiffusionGemma-26B-A4B), table 1'
 

@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from costmodel.errors import UserError
-from costmodel.profile import Profile
+from costmodel.schemas.profile import Profile
 
 
 def shipped_dir() -> Path:

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from reports.crossover import Crossover  # noqa: E402
+from plan.crossover import Crossover  # noqa: E402
 
 TITLES = {
     "latency": "Latency vs QPS",

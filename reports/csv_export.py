@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from costmodel import atomic
-from reports.pricing import HOURS_PER_MONTH
+from plan.pricing import HOURS_PER_MONTH
 
 SIM = "simulator (simulate/results.py PointSummary)"
 COST = "reports/costs.py from the simulated point and the GPU price"

@@ -13,10 +13,10 @@ import pandas as pd
 from costmodel import __version__
 from costmodel.timestamps import now_iso
 from reports import charts
-from reports.analysis import MODE_ORDER, Analysis
-from reports.crossover import best_per_cell
+from plan.cheapest import MODE_ORDER, Analysis
+from plan.crossover import best_per_cell
 from reports.csv_export import dictionary
-from reports.pricing import HOURS_PER_MONTH, SOURCES
+from plan.pricing import HOURS_PER_MONTH, SOURCES
 from reports.provenance import provenance_kinds
 from reports.results import Results
 

@@ -3,7 +3,7 @@ published / roofline / endpoint per pass model, commit statistics and MTP accept
 
 from __future__ import annotations
 
-from costmodel.profile import Profile, Provenance
+from costmodel.schemas.profile import Profile, Provenance
 
 
 def _prov(p: Provenance) -> dict:

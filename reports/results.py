@@ -15,7 +15,7 @@ import pandas as pd
 from costmodel import atomic
 from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec, _spec, get_hardware
-from reports.pricing import PricingConfig
+from plan.pricing import PricingConfig
 
 PLAN_KIND = "costmodel-plan"
 PLAN_SCHEMA_VERSION = 1
@@ -160,7 +160,7 @@ def _embedded_profiles(meta) -> list:
 def _profiles_for(points: pd.DataFrame, meta) -> dict[str, dict]:
     """Profile provenance per hardware: from profiles embedded in summary.json, else from the
     shipped default when the points name its profile_id, else only the points' provenance column."""
-    from costmodel.profile import Profile
+    from costmodel.schemas.profile import Profile
     from costmodel.shipped import default_profile
     from reports.provenance import profile_provenance
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import pandas as pd
 
 from costmodel.errors import UserError
-from costmodel.profile import MODES, Profile
+from costmodel.schemas.profile import MODES, Profile
 from simulate.engine import EngineConfig
-from simulate.results import PointSummary
+from costmodel.schemas.results import PointSummary
 from simulate.router import ROUTERS
 from simulate.workload import Workload, build_requests, load_workload
 
@@ -33,7 +33,7 @@ DEFAULT_ABORT_BACKLOG_S = 60.0
 @dataclass
 class PointResult:
     summary: PointSummary
-    requests: pd.DataFrame  # simulate.results.REQUEST_COLUMNS, one row per arrived request
+    requests: pd.DataFrame  # costmodel.schemas.results.REQUEST_COLUMNS, one row per arrived request
 
 
 def resolve_workload(workload) -> Workload:
@@ -80,7 +80,7 @@ def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int =
     from simulate.sim import simulate_point
 
     if not isinstance(profile, Profile):
-        raise UserError(f"profile {profile!r} is not a Profile", "load one with costmodel.profile.Profile.load or costmodel.shipped.resolve_profile")
+        raise UserError(f"profile {profile!r} is not a Profile", "load one with costmodel.schemas.profile.Profile.load or costmodel.shipped.resolve_profile")
     check_mode(profile, mode)
     if isinstance(replicas, bool) or not isinstance(replicas, numbers.Integral) or replicas < 1:
         raise UserError(f"replicas {replicas!r} must be an integer >= 1", "e.g. --replicas 2")

@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodel.errors import UserError
-from costmodel.profile import Profile
-from simulate.pricing import DEFAULT_SHAPE_BITS
+from costmodel.schemas.profile import Profile
+from simulate.steptime import DEFAULT_SHAPE_BITS
 from simulate.scheduler import Replica
 
 # Engine defaults (chosen; typical vLLM online-serving settings): a deployment's own values belong in

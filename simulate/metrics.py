@@ -49,7 +49,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from simulate.results import PERCENTILES, REQUEST_COLUMNS, PointSummary
+from costmodel.schemas.results import PERCENTILES, REQUEST_COLUMNS, PointSummary
 
 TREND_BINS = 20
 TREND_MIN_GROWTH = 10.0

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from costmodel.errors import UserError
-from costmodel.profile import Profile
+from costmodel.schemas.profile import Profile
 from simulate.workload import Requests, rng_for
 
 STREAM_CANVAS_STEPS, STREAM_MTP, STREAM_MTP_EXTRA = 11, 12, 13

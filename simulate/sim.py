@@ -8,10 +8,10 @@ import math
 
 import simpy
 
-from costmodel.profile import Profile
+from costmodel.schemas.profile import Profile
 from simulate.engine import EngineConfig, kv_capacity_tokens, replica_class
 from simulate.metrics import Records, Tracker, summarise
-from simulate.pricing import KINDS, StepPricer
+from simulate.steptime import KINDS, StepPricer
 from simulate.request import DiffusionPlan, MtpPlan, Request, check_fits
 from simulate.router import make_router
 from simulate.workload import Requests

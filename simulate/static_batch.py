@@ -25,7 +25,7 @@ import pandas as pd
 import simpy
 
 from costmodel.errors import UserError
-from costmodel.profile import Profile
+from costmodel.schemas.profile import Profile
 from costmodel.roofline import Segment
 
 CANVAS = 256

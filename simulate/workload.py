@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from costmodel.errors import UserError
-from costmodel.profile import Profile
+from costmodel.schemas.profile import Profile
 
 ARRIVALS = ("poisson", "constant", "gamma")
 DISTS = ("constant", "lognormal", "uniform", "empirical")

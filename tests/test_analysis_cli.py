@@ -5,9 +5,9 @@ import re
 import pandas as pd
 import pytest
 
-from measure.analysis.report import TABLES
-from measure.analysis.synthetic import RegimeSpec, make_tables, write_run
-from measure.rundir import RunManifest, RunWriter
+from analyze.report import TABLES
+from analyze.synthetic_commits import RegimeSpec, make_tables, write_run
+from costmodel.schemas.rundir import RunManifest, RunWriter
 
 SPECS = [RegimeSpec("R1", "noisy", (60, 120), tokens_per_call=10, renoise_per_canvas=1, pad_calls=4, accuracy=0.6, label_noise=0.2),
          RegimeSpec("R4", "noisy", (15, 40), tokens_per_call=4, jitter_positions=6, accuracy=0.8, label_noise=0.2)]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from measure.endpoint import fitdata
-from measure.rundir import load_run
+from fit import endpoint_data as fitdata
+from costmodel.schemas.rundir import load_run
 from servers.helpers import ServerProcess, all_files, costmodel, free_port
 
 FIXTURES = Path(__file__).parent / "servers" / "fixtures"
@@ -109,7 +109,7 @@ def test_mtp_mode_from_counters_and_mtp_counters_file(server, prompts, tmp_path)
     assert ch["tokens"].mean() == pytest.approx(s["sd_mean_acceptance_length"], rel=0.05)
     counters = json.loads((out / "mtp_counters.json").read_text())
     assert counters["num_drafts"] == s["sd_num_drafts"]
-    from costmodel.fitting.mtpfit import load_mtp_acceptance
+    from fit.mtp import load_mtp_acceptance
 
     a = load_mtp_acceptance([str(out / "mtp_counters.json")])
     assert a.mean_acceptance_length == pytest.approx(s["sd_mean_acceptance_length"])
@@ -164,8 +164,8 @@ def test_bad_options_are_one_line_errors(args, message, tmp_path, prompts):
 
 
 def test_harness_options_are_refused_with_endpoint(tmp_path, prompts):
-    from measure.cli import measure as measure_cmd
-    from measure.endpoint.options import COMMON_PARAMS, ENDPOINT_PARAMS
+    from costmodel.cli.measure import measure as measure_cmd
+    from measure.endpoint.loadtest import COMMON_PARAMS, ENDPOINT_PARAMS
 
     flags = [p for p in measure_cmd.params if p.name not in ENDPOINT_PARAMS | COMMON_PARAMS and getattr(p, "is_flag", False) and p.opts]
     if not flags:
@@ -271,8 +271,8 @@ def test_model_discovered_and_options_do_not_clash(server, prompts, tmp_path):
     m = load_run(tmp_path / "disc").manifest
     assert m.model == "fast-diffusion" and m.mode == "diffusion"  # first of GET /v1/models, mode from its name
     assert m.settings["qps"] == ["inf"]
-    from measure.cli import measure as measure_cmd
-    from measure.endpoint.options import ENDPOINT_PARAMS
+    from costmodel.cli.measure import measure as measure_cmd
+    from measure.endpoint.loadtest import ENDPOINT_PARAMS
 
     names = [p.name for p in measure_cmd.params]
     flags = [f for p in measure_cmd.params for f in p.opts + p.secondary_opts]
@@ -298,7 +298,7 @@ def test_endpoint_options_refused_without_endpoint_helper():
     from click.testing import CliRunner
 
     from costmodel.errors import UserError
-    from measure.endpoint.options import OPTIONS, reject_endpoint_options
+    from measure.endpoint.loadtest import OPTIONS, reject_endpoint_options
 
     seen = {}
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from measure.endpoint.metrics import Snapshot, derive, parse_exposition, snapshot_rows
+from measure.endpoint.prometheus import Snapshot, derive, parse_exposition, snapshot_rows
 
 
 def expo(dg_steps, dg_pos, dg_comm, drafts, dtoks, acc, per_pos, running=2, waiting=1, kv=0.25, other_steps=999.0):

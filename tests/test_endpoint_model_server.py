@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from measure.endpoint import fitdata  # noqa: E402
-from measure.rundir import load_run  # noqa: E402
+from fit import endpoint_data as fitdata  # noqa: E402
+from costmodel.schemas.rundir import load_run  # noqa: E402
 from servers.helpers import ServerProcess, costmodel  # noqa: E402
 
 pytestmark = pytest.mark.torch

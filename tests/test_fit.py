@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from costmodel.errors import UserError
-from costmodel.fitting.build import FitOptions, build_profile, campaign_runs, resolve_model
-from costmodel.fitting.passfit import HeldoutSpec, shape_of
-from costmodel.fitting.synthetic import truth_ms, write_synthetic_run
+from fit.assemble import FitOptions, build_profile, campaign_runs, resolve_model
+from fit.passes import HeldoutSpec, shape_of
+from fit.synthetic_runs import truth_ms, write_synthetic_run
 from costmodel.roofline import Segment
 
 DIFF_TRUTH = {
@@ -157,7 +157,7 @@ def test_kv_reads_priced_apart_from_weights(tmp_path):
     from costmodel.models import get_model
     from costmodel.precision import get_precision
     from costmodel.roofline import Roofline
-    from measure.rundir import RunManifest, RunWriter
+    from costmodel.schemas.rundir import RunManifest, RunWriter
 
     roof = Roofline(get_model("gemma4-26b-a4b"), get_hardware("h200"), get_precision("bf16"))
     rng = np.random.default_rng(0)
@@ -186,8 +186,8 @@ def test_harness_shaped_rows(tmp_path):
     annotations when it ran on an unknown GPU, a manifest without a catalog hardware id."""
     import numpy as np
 
-    from costmodel.fitting.synthetic import truth_ms
-    from measure.rundir import RunManifest, RunWriter
+    from fit.synthetic_runs import truth_ms
+    from costmodel.schemas.rundir import RunManifest, RunWriter
 
     man = RunManifest(run_id="gpu-ar-x", kind="gpu", mode="ar", model="google/gemma-4-26B-A4B-it", weights="random",
                       commit_source="none", hardware=None, gpu_name="NVIDIA H200",
@@ -224,11 +224,11 @@ def test_unidentified_terms_are_not_fitted():
     import numpy as np
     import pandas as pd
 
-    from costmodel.fitting.passfit import fit_pass_kind
+    from fit.passes import fit_pass_kind
     from costmodel.hardware import get_hardware
     from costmodel.models import get_model
     from costmodel.precision import get_precision
-    from costmodel.profile import Provenance
+    from costmodel.schemas.profile import Provenance
     from costmodel.roofline import Roofline
 
     roof = Roofline(get_model("gemma4-26b-a4b"), get_hardware("h200"), get_precision("bf16"))

@@ -5,12 +5,12 @@ import json
 import pytest
 
 from costmodel.errors import UserError
-from costmodel.fitting.build import FitOptions, build_profile
-from costmodel.fitting.commitfit import choose_commit_stats, commit_stats_from_runs
-from costmodel.fitting.mtpfit import choose_mtp_acceptance, load_mtp_acceptance
-from costmodel.fitting.synthetic import write_synthetic_run
+from fit.assemble import FitOptions, build_profile
+from fit.commits import choose_commit_stats, commit_stats_from_runs
+from fit.mtp import choose_mtp_acceptance, load_mtp_acceptance
+from fit.synthetic_runs import write_synthetic_run
 from costmodel.prior import published_commit_prior
-from measure.rundir import RunManifest, RunWriter, load_run
+from costmodel.schemas.rundir import RunManifest, RunWriter, load_run
 
 
 def gen(gen_id, regime, steps, content, eos):

@@ -8,13 +8,13 @@ from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from costmodel.fitting.synthetic import truth_ms, write_synthetic_run
+from fit.synthetic_runs import truth_ms, write_synthetic_run
 from costmodel.hardware import get_hardware
 from costmodel.models import get_model
 from costmodel.precision import get_precision
-from costmodel.profile import Profile
+from costmodel.schemas.profile import Profile
 from costmodel.roofline import Roofline, Segment
-from measure.rundir import RunManifest, RunWriter, new_run_id
+from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id
 
 DEN_TRUTH = {"const": 4.0, "roofline_ms": 2.5}
 DEC_TRUTH = {"const": 6.0, "roofline_ms": 1.8}
@@ -210,7 +210,7 @@ def test_mixed_regime_loads_leave_commit_stats_to_the_prior(tmp_path):
 def test_loopback_server_endpoint_run_feeds_fit(tmp_path):
     from servers.helpers import ServerProcess, costmodel
 
-    from measure.endpoint import fitdata
+    from fit import endpoint_data as fitdata
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("\n".join(json.dumps({"prompt": f"question {i}", "regime": "R1"}) for i in range(4)) + "\n")

@@ -11,7 +11,7 @@ import torch
 from measure.harness.build import _fixed_kv_sharing_modes, kv_sharing_fix
 from measure.harness.causal import CausalEngine, ar_generation, draw_acceptance, mtp_generation
 from measure.harness.timing import PassTimer
-from measure.rundir import load_run
+from costmodel.schemas.rundir import load_run
 from test_measure_helpers import run_harness, tiny
 
 

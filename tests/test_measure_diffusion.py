@@ -14,7 +14,7 @@ import torch
 from costmodel.errors import UserError
 from measure.harness.hook import DiffusionInstrument
 from measure.harness.timing import PassTimer
-from measure.rundir import load_run
+from costmodel.schemas.rundir import load_run
 from test_measure_helpers import run_harness, tiny
 
 C = 32  # tiny-diffusiongemma canvas length
@@ -212,7 +212,7 @@ def test_options_module_does_not_import_torch():
     import subprocess
     import sys
 
-    code = "import sys, measure.harness.options, measure.harness.config; print('torch' in sys.modules)"
+    code = "import sys, costmodel.cli.measure_harness, measure.harness.config; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -9,11 +9,11 @@ import pytest
 
 from costmodel.errors import UserError
 from costmodel.hardware import get_hardware
-from reports.analysis import analyse
-from reports.crossover import find_crossover
-from reports.pricing import PricingConfig
-from reports.search import fewest_replicas
-from reports.slo import STABLE_ONLY, parse_slo
+from plan.cheapest import analyse
+from plan.crossover import find_crossover
+from plan.pricing import PricingConfig
+from plan.search import fewest_replicas
+from plan.slo import STABLE_ONLY, parse_slo
 from test_reports_fakes import point, toy_min_replicas, toy_point
 
 SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
@@ -148,7 +148,7 @@ def test_repricing_changes_the_winner_not_the_replicas():
 # ---- plan / report end to end on the toy evaluator ---------------------------------------------
 @pytest.fixture
 def toy_sim(monkeypatch):
-    import reports.plan as plan
+    import plan.planner as plan
 
     calls = []
 

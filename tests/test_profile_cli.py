@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from costmodel.fitting.projection import project_profile
-from costmodel.fitting.synthetic import write_synthetic_run
-from costmodel.profile import Profile
+from fit.projection import project_profile
+from fit.synthetic_runs import write_synthetic_run
+from costmodel.schemas.profile import Profile
 from costmodel.roofline import Segment
 
 TRUTH = {

@@ -8,9 +8,9 @@ import pytest
 
 from costmodel.errors import UserError
 from costmodel.hardware import get_hardware
-from reports.costs import add_costs, point_cost
+from plan.costs import add_costs, point_cost
 from reports.csv_export import describe, dictionary_paths, write_finance_csv
-from reports.pricing import PricingConfig, gpu_price
+from plan.pricing import PricingConfig, gpu_price
 from test_reports_fakes import point
 
 
@@ -116,8 +116,8 @@ def test_dictionary_patterns():
 
 
 def test_telemetry_power_from_a_measured_run(tmp_path, cli):
-    from measure.rundir import RunManifest, RunWriter
-    from reports.pricing import telemetry_power
+    from costmodel.schemas.rundir import RunManifest, RunWriter
+    from plan.pricing import telemetry_power
 
     man = RunManifest(run_id="tele", kind="gpu", mode="ar", model="m", weights="random", commit_source="none", hardware="h200")
     with RunWriter(tmp_path / "run", man) as w:

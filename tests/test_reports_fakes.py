@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from simulate.results import PointSummary
+from costmodel.schemas.results import PointSummary
 
 
 def point(mode="diffusion", hardware="h200", qps=5.0, replicas=1, *, ttft_p95=200.0, e2e_p95=2000.0, stable=True, busy=0.5,

@@ -5,14 +5,14 @@ import re
 
 import pytest
 
-from reports.browser_check import check_html, find_chromium, static_remote_refs
+from benchmarks.browser_check import check_html, find_chromium, static_remote_refs
 from reports.charts import TITLES
 from test_reports_fakes import toy_point
 
 
 @pytest.fixture
 def report_html(cli, tmp_path, monkeypatch):
-    import reports.plan as plan
+    import plan.planner as plan
 
     monkeypatch.setattr(plan, "simulator_point", lambda profile, duration_s, seed, workload=None: toy_point)
     out = tmp_path / "plan"

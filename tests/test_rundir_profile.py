@@ -6,9 +6,9 @@ import pytest
 
 from costmodel.baseline_profile import roofline_profile
 from costmodel.errors import UserError
-from costmodel.profile import Profile
+from costmodel.schemas.profile import Profile
 from costmodel.roofline import Segment
-from measure.rundir import RunManifest, RunWriter, load_run
+from costmodel.schemas.rundir import RunManifest, RunWriter, load_run
 
 
 def manifest(**kw):
@@ -93,7 +93,7 @@ def test_measure_refuses_endpoint_options_without_endpoint(cli, tmp_path):
 
 
 def test_git_commit_is_a_hash_or_none(tmp_path):
-    from measure.rundir import git_commit
+    from costmodel.schemas.rundir import git_commit
 
     assert git_commit(tmp_path) is None  # not a repository
     sha = git_commit()

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from costmodel.baseline_profile import roofline_profile
 from costmodel.errors import UserError
-from costmodel.profile import Distribution, MtpAcceptance, Provenance
+from costmodel.schemas.profile import Distribution, MtpAcceptance, Provenance
 from costmodel.roofline import Segment as S
 from simulate.api import run_point, sweep
 from simulate.engine import EngineConfig, kv_capacity_tokens
-from simulate.results import REQUEST_COLUMNS
+from costmodel.schemas.results import REQUEST_COLUMNS
 from simulate.workload import parse_workload
 
 PROFILE = roofline_profile("h200", "bf16", 0.33)

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from simulate.results import REQUEST_COLUMNS
+from costmodel.schemas.results import REQUEST_COLUMNS
 
 
 def test_simulate_runs_on_the_shipped_profile_with_no_other_flags(cli):

@@ -8,7 +8,7 @@ import pytest
 
 from costmodel.baseline_profile import roofline_profile
 from costmodel.roofline import Segment as S
-from simulate.pricing import StepPricer, quantizer
+from simulate.steptime import StepPricer, quantizer
 
 PROFILE = roofline_profile("h200", "bf16", 0.33)
 

@@ -149,7 +149,7 @@ def test_diffusion_steps_follow_the_regime_distribution():
 def test_multi_canvas_requests_and_canvas_content():
     vals, probs = canvas_content_distribution(PROFILE.commit_stats["R1"].content_length, 256)
     assert vals.max() <= 256 and probs.sum() == pytest.approx(1.0)
-    from costmodel.profile import Distribution
+    from costmodel.schemas.profile import Distribution
 
     v2, p2 = canvas_content_distribution(Distribution([600.0], [1.0]), 256)
     assert v2.tolist() == [88, 256] and p2.tolist() == pytest.approx([1 / 3, 2 / 3])

@@ -209,8 +209,8 @@ def detail_rows(r: dict, unit: str) -> tuple[list[dict], list[dict]]:
 
 def import_files(files: list[str], out: str, model: str | None, mode: str | None, canvas_length: int | None, resume: bool) -> tuple[str, list[dict]]:
     """Write the run; returns (out, the summary rows written)."""
-    from measure.endpoint.options import _canvas_length
-    from measure.rundir import RunManifest, RunWriter, new_run_id, software_versions
+    from measure.endpoint.loadtest import _canvas_length
+    from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id, software_versions
 
     if not files:
         raise UserError("no bench result files given", "pass one or more `vllm bench serve --save-result` JSON files")
@@ -255,7 +255,7 @@ def import_files(files: list[str], out: str, model: str | None, mode: str | None
                 w.finish_unit(unit)
                 rows.append({"unit": unit, **row})
         if mode == "mtp":
-            from measure.endpoint.options import write_mtp_counters
+            from measure.endpoint.loadtest import write_mtp_counters
 
             write_mtp_counters(w.path, model)
     return out, rows

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from measure.endpoint.client import LoadClient, LoadConfig, LoadResult, PlannedRequest
-from measure.endpoint.metrics import DURING_METRICS, Scraper, ServerStats, Snapshot, derive, snapshot_rows
-from measure.endpoint.stats import summarize
+from measure.endpoint.prometheus import DURING_METRICS, Scraper, ServerStats, Snapshot, derive, snapshot_rows
+from measure.endpoint.load_summary import summarize
 
 
 @dataclass

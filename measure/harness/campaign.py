@@ -20,7 +20,7 @@ from measure.harness.context import RunContext, UnitRows
 from measure.harness.telemetry import GpuInfo, Telemetry, gpu_info
 from measure.harness.timing import PassTimer, RooflineAnnotator
 from measure.probes import load_suite
-from measure.rundir import RunManifest, RunWriter, load_run, new_run_id, software_versions
+from costmodel.schemas.rundir import RunManifest, RunWriter, load_run, new_run_id, software_versions
 
 
 def plan_units(cfg: HarnessConfig) -> list[tuple[str, str, object]]:

@@ -79,7 +79,7 @@ class HarnessConfig:
 
     @property
     def commit_source(self) -> str:
-        """What the run's commit records are (measure.rundir.COMMIT_SOURCES)."""
+        """What the run's commit records are (costmodel.schemas.rundir.COMMIT_SOURCES)."""
         if self.mode != "diffusion":
             return "none"
         if self.replay:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from costmodel.errors import UserError
-from costmodel.profile import Distribution
+from costmodel.schemas.profile import Distribution
 
 
 @dataclass
@@ -49,7 +49,7 @@ def load_schedule(replay: str, regimes: list[str]) -> StepSchedule:
         prior = published_commit_prior()
         return StepSchedule(f"prior ({CITATION}; per-regime steps_per_canvas, see costmodel.prior)",
                             {r: prior[r].steps_per_canvas for r in regimes}, list(regimes))
-    from measure.rundir import load_run
+    from costmodel.schemas.rundir import load_run
 
     run = load_run(replay)
     m = run.manifest

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel import atomic
-from measure.rundir import Run, load_run
+from costmodel.schemas.rundir import Run, load_run
 
 
 
@@ -52,7 +52,7 @@ def pass_medians(passes: pd.DataFrame) -> pd.DataFrame:
 
 def mtp_acceptance_counts(passes: pd.DataFrame) -> dict[int, dict]:
     """Per k: drafts (rows x rounds) and, per draft position j, rounds whose draft j was accepted
-    (the vLLM counter definition costmodel.fitting.mtpfit reads)."""
+    (the vLLM counter definition fit.mtp reads)."""
     out: dict[int, dict] = {}
     if passes.empty or "accepted_per_seq" not in passes:
         return out

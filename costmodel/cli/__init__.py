@@ -1,0 +1,97 @@
+"""The `costmodel` command. Sub-commands load lazily, so `costmodel --help` and the simulator never
+import torch, and each stage lives in the module that owns it."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from costmodel import __version__
+from costmodel.errors import UserError
+
+# command name -> "module:attribute" of a click command
+COMMANDS: dict[str, str] = {
+    "roofline": "costmodel.cli.roofline:roofline",
+    "hardware": "costmodel.cli.catalog:hardware",
+    "models": "costmodel.cli.catalog:models",
+    "measure": "costmodel.cli.measure:measure",
+    "import-bench": "costmodel.cli.import_bench:import_bench",
+    "analyze": "costmodel.cli.analyze:analyze",
+    "fit": "costmodel.cli.fit:fit",
+    "profile": "costmodel.cli.profile:profile",
+    "simulate": "costmodel.cli.simulate:simulate",
+    "plan": "costmodel.cli.plan_report:plan",
+    "report": "costmodel.cli.plan_report:report",
+    "validate": "costmodel.cli.validate:validate",
+}
+HELP = {
+    "roofline": "FLOPs, bytes and the physical time limit of every pass kind.",
+    "hardware": "List the GPU catalog, or detect the local GPU.",
+    "models": "List the model shapes (parameters, KV bytes per token).",
+    "measure": "Time passes and record commits on a GPU, or load-test a live endpoint.",
+    "import-bench": "Import `vllm bench serve --save-result` JSON files as runs.",
+    "analyze": "Commit-order analysis of a measured run (the paper's lens).",
+    "fit": "Fit a profile (pass cost models, commit statistics) from runs.",
+    "profile": "Show, validate and project profiles.",
+    "simulate": "Simulate serving under load: throughput, latency, utilisation vs QPS.",
+    "plan": "Fewest replicas meeting an SLO per (hardware, mode, QPS), cost and crossover.",
+    "report": "Export simulation/plan results as finance CSV and HTML with charts.",
+    "validate": "Run the real engine under load on the GPU and score the simulator.",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except ImportError as e:
+            missing = getattr(e, "name", "") or ""
+            if missing.split(".")[0] in ("torch", "transformers", "pynvml"):
+                raise UserError(f"`costmodel {name}` needs {missing}", "pip install 'costmodel[measure]'") from None
+            raise
+
+    def format_commands(self, ctx, formatter):
+        with formatter.section("Commands"):
+            formatter.write_dl([(n, HELP.get(n, "")) for n in COMMANDS])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="costmodel")
+def cli():
+    """Serving cost of DiffusionGemma-26B-A4B vs Gemma-4-26B-A4B (AR, MTP) on H100, H200, RTX 5090.
+
+    measure -> analyze -> fit -> simulate -> plan -> report; each stage reads the artefact of the one
+    before, and `simulate` runs on the shipped profiles with no GPU.
+    """
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: user mistakes print one line and exit 2; Ctrl-C exits 130."""
+    try:
+        rv = cli.main(args=argv, prog_name="costmodel", standalone_mode=False)
+    except UserError as e:
+        click.echo(f"error: {e}", err=True)
+        return 2
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return 2
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return 130
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""`costmodel fit`: run directories -> a versioned profile (pass cost models, commit statistics,
+MTP acceptance), with a statsmodels-backed summary and a held-out check per pass kind."""
+
+from __future__ import annotations
+
+import click
+
+from costmodel.errors import UserError
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def print_fit_summary(con, result, show_summaries: bool = False) -> None:
+    """The rich table `costmodel fit` prints: one row per pass kind (measured, then filled)."""
+    from rich.table import Table
+
+    from fit.passes import HELDOUT_TARGET_PCT
+
+    def pct(x):
+        return "-" if x is None else f"{x:.2f}%"
+
+    p = result.profile
+    t = Table(title=f"Pass cost fits: {p.profile_id} ({p.hardware['name']}, {p.precision})")
+    for c in ["pass kind", "rows", "shapes", "features", "R2", "MAPE", "k-fold MAPE", "held-out MAPE", "held out", "median x roofline"]:
+        t.add_column(c, justify="left" if c in ("pass kind", "features", "held out") else "right")
+    over = []
+    for kind, f in result.fits.items():
+        d = f.model.diagnostics
+        ho = d.heldout_mape_pct
+        if ho is not None and ho > HELDOUT_TARGET_PCT:
+            over.append(f"{kind} {ho:.1f}%")
+        t.add_row(kind, str(f.n_rows), str(f.n_shapes), " + ".join(f"{c:.4g}*{n}" if n != "const" else f"{c:.4g}" for n, c in f.model.coef.items()),
+                  "-" if d.r2 is None else f"{d.r2:.4f}", pct(d.mape_pct), pct(d.cv_mape_pct), pct(ho), f.heldout_desc,
+                  f"{f.model.median_x_roofline:.2f}")
+    for mode, kind, src in result.filled:
+        t.add_row(f"{kind} [{mode}]", "0", "0", "not timed", "-", "-", "-", "-", src[:60], "-")
+    con.print(t)
+    if over:
+        con.print(f"[yellow]held-out MAPE above the {HELDOUT_TARGET_PCT:g}% target: {', '.join(over)}[/yellow]")
+    else:
+        con.print(f"held-out MAPE within the {HELDOUT_TARGET_PCT:g}% target for every pass kind with a held-out check")
+    for m in result.messages:
+        con.print(f"- {m}")
+    if show_summaries:
+        for kind, f in result.fits.items():
+            con.print(f"\n[bold]{kind}[/bold]\n{f.model.diagnostics.summary}", markup=True, highlight=False)
+
+
+@click.command()
+@click.argument("runs", nargs=-1, type=click.Path())
+@click.option("-o", "--out", "out", type=click.Path(dir_okay=False), required=True, help="Profile JSON to write.")
+@click.option("--campaign", type=click.Path(file_okay=False), default=None,
+              help="Also fit every GPU run directory under this folder timed on --hardware (and --precision if given; kind gpu, a passes table, "
+                   "not synthetic). Endpoint runs record no GPU, so they are not picked up: pass them as RUN arguments.")
+@click.option("--hardware", default=None, help="GPU catalog id (default: the runs' manifest.hardware; required with --campaign).")
+@click.option("--hardware-file", type=click.Path(), default=None, help="JSON file describing GPUs the catalog lacks.")
+@click.option("--precision", default=None, help="Precision the runs used (default: the runs' manifest.precision).")
+@click.option("--commit-runs", "commit_runs", multiple=True,
+              help="Diffusion runs with the model's own weights for commit statistics (repeat or comma list): GPU runs, or endpoint runs "
+                   "of a served diffusion model (its vllm:diffusion_* counters).")
+@click.option("--prefer", type=click.Choice(["gpu", "endpoint"]), default=None,
+              help="Where GPU runs and endpoint runs both observe a pass kind, fit it from this origin only (the other's rows for that "
+                   "kind are dropped). Without it such a kind is refused: the two are never pooled into one model.")
+@click.option("--mtp-metrics", "mtp_metrics", multiple=True,
+              help="MTP acceptance from vLLM counters: /metrics scrape(s) (before and after a load run), a JSON counters file, or an endpoint run dir with mtp_counters.json.")
+@click.option("--heldout", default="auto", show_default=True,
+              help="Shapes left out for the held-out check: auto, largest-batch, largest-prompt, largest-context, each-shape, none, or FIELD=VALUE.")
+@click.option("--time", "time_column", type=click.Choice(["gpu_ms", "wall_ms"]), default="gpu_ms", show_default=True,
+              help="Which pass time to fit: CUDA-event GPU time, or host wall time.")
+@click.option("--repeats", type=click.Choice(["median", "all"]), default="median", show_default=True,
+              help="Fit the median per shape, or every repeat.")
+@click.option("--modes", default=None, help="Modes to include (comma list of diffusion, ar, mtp; default: the runs' modes). "
+                                            "Pass kinds no run timed are filled from a stated source or refused.")
+@click.option("--model", "model_overrides", multiple=True, help="MODE=NAME: catalog model of a mode when a run's model id is not a catalog name.")
+@click.option("--engine", default=None, help="Fit only rows of this engine: a value of the passes' engine column / manifest engine.name, or KEY=VALUE on manifest.engine.")
+@click.option("--fill-roofline", type=float, default=None, help="Fill pass kinds no run timed at roofline / EFF (0 < EFF <= 1), labelled roofline.")
+@click.option("--id", "profile_id", default=None, help="Profile id (default: <hardware>-<precision>[-<engine>]-measured-<date of the first run>).")
+@click.option("--note", "notes", multiple=True, help="A note to write into the profile (repeatable), e.g. what the engine stands for.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the k-fold split.")
+@click.option("--show-summaries", is_flag=True, help="Also print each pass kind's statsmodels coefficient table.")
+def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, prefer, mtp_metrics, heldout, time_column, repeats, modes,
+        model_overrides, engine, fill_roofline, profile_id, notes, seed, show_summaries):
+    """Fit a profile from run directories: one pass cost model per pass kind (statsmodels WLS on
+    roofline features), commit statistics (runs with the model's weights, else the published prior),
+    MTP acceptance (vLLM counters, else the stated default).
+
+    RUNS may be GPU runs (`costmodel measure`) and endpoint runs (`costmodel measure --endpoint`,
+    `costmodel import-bench`; provenance "endpoint"). An endpoint run gives one observation per
+    load: diffusion -> denoise_step (canvas gaps / server steps per canvas, at seqs = mean running
+    requests, the canvas length, the mean context of the timed canvases; the commit step is priced
+    as a denoise step); AR -> decode_step (event gaps / steps spanned, 1 token, mean position). An
+    MTP endpoint run gives no pass costs (draft and verify passes cannot be split from its gaps),
+    only MTP acceptance (used when --mtp-metrics is not given). Diffusion endpoint runs give commit
+    statistics for regimes that no run with the model's weights covers. Endpoint runs record no
+    GPU: give --hardware unless GPU runs are fitted with them. A pass kind observed by both GPU and
+    endpoint runs is refused unless --prefer picks one origin.
+
+    \b
+    Example: costmodel fit data/runs/h200-diffusion data/runs/h200-ar -o h200.json
+             costmodel fit --campaign data/runs --hardware h200 --modes diffusion,ar,mtp -o h200.json
+             costmodel fit data/runs/h200-diffusion data/runs/ep-diffusion --hardware h200 --prefer endpoint -o h200.json
+    """
+    from costmodel.console import make_console
+    from fit.assemble import FitOptions, build_profile, campaign_runs
+
+    paths = list(runs)
+    if campaign:
+        if not hardware:
+            raise UserError("--campaign needs --hardware", "e.g. --campaign data/runs --hardware h200")
+        paths += [str(p) for p in campaign_runs(campaign, hardware, precision) if str(p) not in paths]
+    if not paths:
+        raise UserError("no run directories given", "pass RUN directories or --campaign DIR --hardware ID")
+    if fill_roofline is not None and not 0 < fill_roofline <= 1:
+        raise UserError(f"--fill-roofline {fill_roofline} is outside (0, 1]", "give the fraction of the roofline the engine reaches, e.g. 0.33")
+    models = {}
+    for item in model_overrides:
+        if "=" not in item:
+            raise UserError(f"--model {item!r} is not MODE=NAME", "e.g. --model diffusion=diffusiongemma-26b-a4b")
+        k, v = item.split("=", 1)
+        models[k.strip()] = v.strip()
+    opts = FitOptions(hardware=hardware, hardware_file=hardware_file, precision=precision, commit_runs=_split(commit_runs),
+                      mtp_metrics=_split(mtp_metrics), heldout=heldout, time_column=time_column, repeats=repeats,
+                      modes=_split((modes,)) if modes else None, models=models, engine=engine, fill_roofline=fill_roofline,
+                      profile_id=profile_id, notes=list(notes), seed=seed, prefer=prefer)
+    result = build_profile(paths, opts)
+    con = make_console()
+    print_fit_summary(con, result, show_summaries)
+    result.profile.save(out)
+    con.print(f"wrote {out} ({result.profile.profile_id}: modes {', '.join(result.profile.modes)})")

@@ -1,0 +1,491 @@
+"""Assemble a Profile from run directories: what `costmodel fit` does.
+
+- pass timings: every run's `passes` table, warm-up rows (column `warmup`) dropped, rows without a
+  positive time dropped and counted; one model per pass kind present (`prefill` pools AR and MTP
+  runs: same target model);
+- modes: those of the runs, or `--modes`; a mode's pass kind that no run timed is filled from a
+  stated source (`DONORS`: a measured kind of the same body with its coefficients carried; the MTP
+  assistant's draft step at the target decode step's measured roofline multiple; or
+  `--fill-roofline EFF`) or the mode is omitted - both printed and written into the profile notes;
+- commit statistics: runs with the model's own weights, else the published prior (commitfit);
+- MTP acceptance: vLLM spec-decode counters, else the stated default (mtpfit);
+- endpoint runs (kind endpoint / bench-import): per-load engine-step observations of
+  denoise_step / decode_step, commit statistics and MTP acceptance from the server's counters,
+  provenance "endpoint" (endpointfit); a pass kind is fitted from GPU runs or endpoint runs, never
+  both (`--prefer gpu|endpoint` picks one where both observe it, else it is refused).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from costmodel.errors import UserError
+from fit.commits import choose_commit_stats
+from fit.endpoint import (MAPPING_NOTE, endpoint_commit_stats, endpoint_frame, endpoint_mtp_acceptance, is_endpoint,
+                                           require_endpoint_commits, resolve_mixing)
+from fit.mtp import choose_mtp_acceptance
+from fit.passes import HeldoutSpec, PassFit, fit_pass_kind, grid_median_x_roofline
+from costmodel.hardware import get_hardware
+from costmodel.models import AR_SIBLING, ASSISTANT_FOR, MODELS, get_model
+from costmodel.precision import get_precision
+from costmodel.schemas.profile import MODES, ModeProfile, PassCostModel, Profile, Provenance
+from costmodel.roofline import MODE_PASS_KINDS, PASS_KINDS, Roofline, Segment
+from costmodel.timestamps import now_iso
+from costmodel.schemas.rundir import Run, load_run, read_manifest
+
+TIME_COLUMNS = ("gpu_ms", "wall_ms")
+# manifest.engine fields that identify how passes run; runs pooled for one pass kind must agree on
+# those they share (other fields, e.g. the models a run built, legitimately differ)
+ENGINE_IDENTITY_KEYS = ("name", "engine", "compiled", "cache", "compile_mode", "experts_implementation", "attn_implementation",
+                        "transformers", "torch")
+# kind -> (measured kind whose coefficients it may carry, why that is a fair stand-in)
+DONORS = {
+    "verify_step": ("decode_step", "same target model; a causal pass with logits for every token, over k+1 tokens per sequence instead of 1"),
+    "decode_step": ("verify_step", "same target model; a causal pass with logits for every token, over 1 token per sequence instead of k+1"),
+    "encoder_commit": ("encoder_prefill", "the same causal encoder writing KV without logits; a commit covers 256 tokens over a cached prefix"),
+    "encoder_prefill": ("prefill", "the same 26B-A4B body (both checkpoints share the text config), causal, writes KV; no logits"),
+    "prefill": ("encoder_prefill", "the same 26B-A4B body (both checkpoints share the text config), causal, writes KV; adds last-token logits"),
+}
+
+
+@dataclass
+class FitOptions:
+    hardware: str | None = None
+    hardware_file: str | None = None
+    precision: str | None = None
+    commit_runs: list[str] = field(default_factory=list)
+    mtp_metrics: list[str] = field(default_factory=list)
+    heldout: str = "auto"
+    time_column: str = "gpu_ms"
+    repeats: str = "median"
+    modes: list[str] | None = None
+    models: dict[str, str] = field(default_factory=dict)  # mode -> catalog model name override
+    engine: str | None = None
+    fill_roofline: float | None = None
+    profile_id: str | None = None
+    notes: list[str] = field(default_factory=list)  # added to the profile's notes as given
+    seed: int = 0
+    prefer: str | None = None  # gpu | endpoint: the origin kept for a pass kind both observe (else refused)
+
+
+@dataclass
+class FitResult:
+    profile: Profile
+    fits: dict[str, PassFit]  # pass kind -> its fit (measured kinds only)
+    filled: list[tuple[str, str, str]]  # (mode, kind, stated source) for kinds no run timed
+    messages: list[str]
+
+
+def resolve_model(name: str, where: str) -> str:
+    """A catalog name for a run's `model` (catalog names, hub ids like google/gemma-4-26B-A4B-it)."""
+    if name in MODELS:
+        return name
+    s = name.lower().rstrip("/").split("/")[-1].removesuffix("-it").replace("gemma-4-", "gemma4-")
+    if s in MODELS:
+        return s
+    try:
+        return get_model(name).name
+    except UserError:
+        raise UserError(f"{where}: model {name!r} is not in the catalog", "pass --model MODE=NAME with a catalog name (costmodel models)") from None
+
+
+def is_synthetic(run: Run) -> bool:
+    return bool(run.manifest.engine.get("synthetic"))
+
+
+def campaign_runs(root: str | Path, hardware: str, precision: str | None = None) -> list[Path]:
+    """Run directories under `root` (one level) timed on `hardware` (and at `precision`, if given)
+    by the GPU harness: kind gpu, a passes table, not synthetic. What scripts/build_profiles.sh fits."""
+    root = Path(root)
+    if not root.is_dir():
+        raise UserError(f"--campaign {root} is not a directory", "pass the directory holding run directories, e.g. data/runs")
+    out = []
+    for d in sorted(p for p in root.iterdir() if (p / "manifest.json").is_file()):
+        m = read_manifest(d)
+        run = Run(d, m)
+        if m.kind == "gpu" and m.hardware == hardware and precision in (None, m.precision) and run.has("passes") and not is_synthetic(run):
+            out.append(d)
+    if not out:
+        raise UserError(f"no GPU runs on {hardware}{f' at {precision}' if precision else ''} with a passes table under {root}",
+                        "run the measurement campaign first, or pass run directories")
+    return out
+
+
+def _engine_match(spec: str, run: Run, row_engine) -> bool:
+    if "=" in spec:
+        for part in spec.split(","):
+            k, v = (x.strip() for x in part.split("=", 1))
+            if str(run.manifest.engine.get(k, "")).lower() != v.lower():
+                return False
+        return True
+    value = row_engine if row_engine is not None else run.manifest.engine.get("name")
+    return str(value) == spec
+
+
+def passes_frame(runs: list[Run], opts: FitOptions, msgs: list[str], allow_empty: bool = False) -> pd.DataFrame:
+    """Every usable timed pass: pass_kind, seqs, tokens_per_seq, context_tokens, ms, run_id, row_engine.
+    Runs timing one pass kind must agree on the ENGINE_IDENTITY_KEYS of manifest.engine they share
+    (eager and compiled timings never pool) and on the rows' `engine` column where present."""
+    if opts.time_column not in TIME_COLUMNS:
+        raise UserError(f"--time {opts.time_column!r} is unknown", f"use one of {', '.join(TIME_COLUMNS)}")
+    frames = []
+    warm = bad = 0
+    for run in runs:
+        t = run.table("passes")
+        m = run.manifest
+        if t.empty:
+            continue
+        unknown = sorted(set(t.pass_kind) - set(PASS_KINDS))
+        if unknown:
+            raise UserError(f"run {run.path} times unknown pass kinds {unknown}", f"pass kinds are {', '.join(PASS_KINDS)}")
+        wrong = sorted(k for k in set(t.pass_kind) if not (PASS_KINDS[k].mode == m.mode or (k == "prefill" and m.mode in ("ar", "mtp"))))
+        if wrong:
+            raise UserError(f"run {run.path} is a {m.mode} run but times {wrong}", "fix the run's manifest mode or its pass kinds")
+        if "warmup" in t.columns:
+            w = t["warmup"].fillna(False).astype(bool)
+            warm += int(w.sum())
+            t = t[~w]
+        row_engine = t["engine"].astype(str) if "engine" in t.columns else pd.Series([None] * len(t), index=t.index)
+        if opts.engine:
+            keep = [_engine_match(opts.engine, run, e) for e in row_engine]
+            t, row_engine = t[keep], row_engine[keep]
+        ms = pd.to_numeric(t[opts.time_column], errors="coerce")
+        ok = ms.notna() & (ms > 0)
+        bad += int((~ok).sum())
+        frames.append(pd.DataFrame({
+            "pass_kind": t.pass_kind[ok].astype(str), "seqs": t.seqs[ok].astype(int), "tokens_per_seq": t.tokens_per_seq[ok].astype(int),
+            "context_tokens": t.context_tokens[ok].astype(int), "ms": ms[ok].astype(float), "run_id": m.run_id,
+            "row_engine": ["" if e is None else e for e in row_engine[ok]],
+        }))
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if df.empty and not allow_empty:
+        raise UserError(f"the runs hold no timed passes with a positive {opts.time_column}" + (f" for --engine {opts.engine}" if opts.engine else ""),
+                        "pass run directories written by `costmodel measure` on a GPU (or check --time / --engine)")
+    if warm:
+        msgs.append(f"dropped {warm} warm-up rows")
+    if bad:
+        msgs.append(f"dropped {bad} rows without a positive {opts.time_column}")
+    if df.empty:
+        return pd.DataFrame(columns=["pass_kind", "seqs", "tokens_per_seq", "context_tokens", "ms", "run_id", "row_engine"])
+    by_id = {r.manifest.run_id: r for r in runs}
+    fix = "fit one engine: pass --engine NAME (the rows' engine column or manifest engine.name) or KEY=VALUE on manifest.engine"
+    for kind, g in df.groupby("pass_kind"):
+        values = sorted(g.row_engine.unique())
+        if len(values) > 1:
+            raise UserError(f"pass kind {kind} was timed by different engines ({', '.join(values)})", fix)
+        ids = sorted(g.run_id.unique())
+        for i, a in enumerate(ids):
+            for b in ids[i + 1:]:
+                ea, eb = by_id[a].manifest.engine, by_id[b].manifest.engine
+                diff = sorted(k for k in set(ea) & set(eb) & set(ENGINE_IDENTITY_KEYS) if ea[k] != eb[k])
+                if diff:
+                    raise UserError(f"pass kind {kind} was timed by different engine setups: runs {a} and {b} differ in engine "
+                                    + ", ".join(f"{k} ({ea[k]!r} vs {eb[k]!r})" for k in diff), fix)
+    return df
+
+
+def profile_engine(runs: list[Run]) -> dict:
+    """The engine identity the pass-cost runs share, with any field they do not share listed per run."""
+    shared, per_run = {}, {}
+    for k in ENGINE_IDENTITY_KEYS:
+        vals = {json.dumps(r.manifest.engine[k], sort_keys=True) for r in runs if k in r.manifest.engine}
+        if len(vals) == 1:
+            shared[k] = json.loads(vals.pop())
+    for r in runs:
+        diff = {k: r.manifest.engine[k] for k in ENGINE_IDENTITY_KEYS if k in r.manifest.engine and k not in shared}
+        if diff:
+            per_run[r.manifest.run_id] = diff
+    return {**shared, **({"per_run": per_run} if per_run else {}), "runs": [r.manifest.run_id for r in runs]}
+
+
+def _single(values: set, what: str, option: str):
+    vals = {v for v in values if v is not None}
+    if len(vals) > 1:
+        raise UserError(f"the runs were measured on different {what}s ({', '.join(sorted(map(str, vals)))})", f"fit one {what} at a time")
+    if None in values or not vals:
+        raise UserError(f"a run does not record its {what}", f"pass {option}")
+    return vals.pop()
+
+
+def _carried(donor: PassFit, kind: str, why: str, hw_id: str, roof: Roofline, now: str) -> PassCostModel:
+    src = donor.model
+    pm = PassCostModel(
+        kind=kind, coef=dict(src.coef),
+        support={k: v for k, v in src.support.items() if k in ("seqs", "context_tokens")},
+        provenance=Provenance("projected", f"coefficients of the measured {src.kind} fit ({src.provenance.source}), features re-evaluated on {kind} shapes",
+                              hardware=hw_id, date=now, notes=f"{kind} was not timed; {why}"),
+    )
+    pm.median_x_roofline = grid_median_x_roofline(pm, roof)
+    return pm
+
+
+def _commit_stats(runs: list[Run], pass_runs: list[Run], commit_runs: list[Run]) -> tuple[dict, list[str]]:
+    """Commit statistics, in order: --commit-runs (GPU runs with the model's weights, or diffusion
+    endpoint runs of a served model); else the GPU fit runs with the model's weights, then the
+    diffusion endpoint runs' counters for regimes those leave to the prior; else the published prior."""
+    from costmodel.prior import CITATION, published_commit_prior
+
+    gpu_given = [r for r in commit_runs if not is_endpoint(r)]
+    ep_given = [r for r in commit_runs if is_endpoint(r)]
+    for r in ep_given:
+        require_endpoint_commits(r)
+    msgs: list[str] = []
+    if commit_runs:
+        if gpu_given:
+            stats, msgs = choose_commit_stats([], gpu_given)
+        else:
+            stats = published_commit_prior()
+        ep_sources = ep_given
+    else:
+        # commit behaviour does not depend on the engine: runs with the model's weights count even
+        # when none of their passes were selected
+        gpu = [r for r in runs if not is_endpoint(r)]
+        candidates = [r for r in pass_runs if not is_endpoint(r)] + [r for r in gpu if r not in pass_runs and r.manifest.commit_source == "model"]
+        stats, msgs = choose_commit_stats(candidates, [])
+        ep_sources = []
+        for r in runs:
+            if is_endpoint(r) and r.manifest.mode == "diffusion":
+                if r.manifest.commit_source == "model":
+                    ep_sources.append(r)
+                else:
+                    msgs.append(f"endpoint run {r.manifest.run_id}: commit_source {r.manifest.commit_source!r} (no diffusion counters moved); "
+                                "not used for commit statistics")
+    if not ep_sources:
+        return stats, msgs
+    ep_stats = endpoint_commit_stats(ep_sources, msgs)
+    fill = [g for g in ep_stats if g not in stats or stats[g].provenance.kind == "published"]
+    kept = [g for g in ep_stats if g not in fill]
+    if kept:
+        msgs.append(f"endpoint commit statistics for {', '.join(kept)} not used: measured from runs with the model's weights")
+    if not fill:
+        return stats, msgs
+    msgs = [m for m in msgs if not (m.startswith("commit statistics") and "published prior" in m)]
+    stats = {**stats, **{g: ep_stats[g] for g in fill}}
+    msgs.append(f"commit statistics for {', '.join(fill)} from the servers' vllm:diffusion_* counters "
+                f"(endpoint runs {', '.join(r.manifest.run_id for r in ep_sources)})")
+    prior = [g for g, c in stats.items() if c.provenance.kind == "published"]
+    if prior:
+        msgs.append(f"commit statistics for {', '.join(prior)}: the published prior ({CITATION}; no run covers them)")
+    return stats, msgs
+
+
+def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -> FitResult:
+    opts = opts or FitOptions()
+    if not run_paths:
+        raise UserError("no run directories given", "pass one or more run directories written by `costmodel measure`")
+    runs = [load_run(p) for p in run_paths]
+    commit_runs = [load_run(p) for p in opts.commit_runs]
+    msgs: list[str] = []
+    gpu_runs = [r for r in runs if not is_endpoint(r)]
+    ep_runs = [r for r in runs if is_endpoint(r)]
+    if opts.hardware:
+        hw_id = opts.hardware
+    elif ep_runs and not {r.manifest.hardware for r in ep_runs} - {None} and not gpu_runs:
+        raise UserError("the endpoint runs do not record the server's GPU", "pass --hardware ID (the GPU the server ran on, e.g. h200)")
+    else:
+        # an endpoint run that records no GPU takes the GPU runs' (checked below for the others)
+        hw_id = _single({r.manifest.hardware for r in runs if not (is_endpoint(r) and r.manifest.hardware is None)}, "GPU", "--hardware ID")
+    for r in runs:
+        if r.manifest.hardware not in (None, hw_id):
+            raise UserError(f"run {r.path} was measured on {r.manifest.hardware}, not {hw_id}",
+                            "fit each GPU's runs separately; `costmodel profile project` moves a profile to another GPU")
+    hw = get_hardware(hw_id, opts.hardware_file)
+    # endpoint runs cannot see the served precision (their manifest keeps the default): GPU runs' or
+    # --precision decide, endpoint runs are not checked against it
+    precision = opts.precision or _single({r.manifest.precision for r in (gpu_runs or runs)}, "precision", "--precision P")
+    if ep_runs and not opts.precision:
+        msgs.append(f"endpoint runs do not record the served precision: profile at {precision} "
+                    + ("(the GPU runs')" if gpu_runs else "(assumed; pass --precision P)"))
+    for r in gpu_runs:
+        if r.manifest.precision != precision:
+            raise UserError(f"run {r.path} was measured at {r.manifest.precision}, not {precision}", "fit one precision at a time; `costmodel profile project` changes precision")
+    prec = get_precision(precision)
+    hw.peak_tflops(prec)
+
+    # models per mode
+    for md in opts.models:
+        if md not in MODES:
+            raise UserError(f"--model {md}=...: mode {md!r} is unknown", f"modes are {', '.join(MODES)}")
+    run_models: dict[str, set] = {}
+    for r in runs:
+        fam = "diffusion" if r.manifest.mode == "diffusion" else "target"
+        override = opts.models.get("diffusion") if fam == "diffusion" else (opts.models.get("ar") or opts.models.get("mtp"))
+        run_models.setdefault(fam, set()).add(override or resolve_model(r.manifest.model, f"run {r.path}"))
+    for fam, names in run_models.items():
+        if len(names) > 1:
+            raise UserError(f"the {fam} runs are of different models ({', '.join(sorted(names))})", "fit one model per mode")
+    diffusion_model = opts.models.get("diffusion") or next(iter(run_models.get("diffusion", {"diffusiongemma-26b-a4b"})))
+    target_model = opts.models.get("ar") or opts.models.get("mtp") or next(iter(run_models.get("target", {AR_SIBLING.get(diffusion_model, "gemma4-26b-a4b")})))
+    for name in (diffusion_model, target_model):
+        get_model(name)
+    assistant = ASSISTANT_FOR.get(target_model)
+    roof_diff = Roofline(get_model(diffusion_model), hw, prec)
+    roof_target = Roofline(get_model(target_model), hw, prec, get_model(assistant) if assistant else None)
+
+    def roof_for(kind: str) -> Roofline:
+        return roof_diff if PASS_KINDS[kind].mode == "diffusion" else roof_target
+
+    # pass fits
+    df_gpu = passes_frame(gpu_runs, opts, msgs, allow_empty=bool(ep_runs)) if gpu_runs else passes_frame([], opts, msgs, allow_empty=True)
+    df_ep = endpoint_frame(ep_runs, msgs) if ep_runs else df_gpu.iloc[0:0]
+    df_gpu, df_ep = resolve_mixing(df_gpu, df_ep, opts.prefer, msgs)
+    frames = [f.assign(origin=o) for f, o in ((df_gpu, "gpu"), (df_ep, "endpoint")) if len(f)]
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if df.empty:
+        if ep_runs and all(r.manifest.mode == "mtp" for r in ep_runs) and not gpu_runs:
+            raise UserError("MTP endpoint runs give no pass observations (an MTP engine step is k draft passes + 1 verify pass; its "
+                            "output-event gaps time only their sum)", "add GPU runs timing prefill/draft_step/verify_step; "
+                            "pass the endpoint run to --mtp-metrics for its acceptance")
+        raise UserError("the runs give no pass observations", "add GPU runs with timed passes, or endpoint runs of diffusion/AR deployments")
+    heldout = HeldoutSpec.parse(opts.heldout)
+    by_id = {r.manifest.run_id: r for r in runs}
+    pass_runs = [r for r in runs if r.manifest.run_id in set(df.run_id)]
+    for r in runs:
+        if r not in pass_runs and is_endpoint(r):
+            continue  # endpoint_frame said why
+        if r not in pass_runs:
+            msgs.append(f"run {r.manifest.run_id}: no usable timed passes" + (f" of engine {opts.engine}" if opts.engine else "") + "; not used for pass costs")
+        elif r.manifest.status != "complete":
+            msgs.append(f"run {r.manifest.run_id} is {r.manifest.status} ({len(r.manifest.done_units)} of "
+                        f"{len(r.manifest.planned_units) or '?'} units): fitting its finished units")
+    synthetic = any(is_synthetic(r) for r in pass_runs if not is_endpoint(r))
+    fits: dict[str, PassFit] = {}
+    for kind in [k for k in PASS_KINDS if k in set(df.pass_kind)]:
+        if kind == "draft_step" and assistant is None:
+            raise UserError(f"{target_model} has no MTP assistant in the catalog, so draft_step cannot be fitted", "time draft_step for gemma4-26b-a4b")
+        rows = df[df.pass_kind == kind]
+        kruns = [by_id[i] for i in sorted(rows.run_id.unique())]
+        gpus = sorted({r.manifest.gpu_name or "?" for r in kruns})
+        engine = kruns[0].manifest.engine
+        weights = sorted({r.manifest.weights for r in kruns})
+        if set(rows.origin) == {"endpoint"}:
+            servers = sorted({str(r.manifest.engine.get("endpoint") or r.manifest.settings.get("endpoint") or r.manifest.kind) for r in kruns})
+            prov = Provenance(
+                "endpoint", f"endpoint runs {', '.join(r.manifest.run_id for r in kruns)}", hardware=hw.id,
+                date=min(r.manifest.started_at for r in kruns),
+                notes=(f"{MAPPING_NOTE[kind]}; one observation per load ({len(rows)}); server {', '.join(servers)}; "
+                       f"model {', '.join(sorted({r.manifest.model for r in kruns}))}; GPU {hw.id} "
+                       + ("as the runs record it" if all(r.manifest.hardware for r in kruns) else "as given (the runs do not record it)")),
+            )
+            fits[kind] = fit_pass_kind(rows, kind, roof_for(kind), prov, repeats=opts.repeats, heldout=heldout, seed=opts.seed,
+                                       time_column="endpoint engine-step ms")
+            roofs = [roof_for(kind).pass_cost((Segment(kind, int(r.seqs), int(r.tokens_per_seq), int(r.context_tokens)),)).roofline_ms
+                     for r in rows.itertuples()]
+            fast = [(ms, rf) for ms, rf in zip(rows.ms, roofs) if ms < rf]
+            if fast:
+                msgs.append(f"{kind}: {len(fast)} of {len(rows)} endpoint loads ran faster than the {hw.id} roofline of their shape "
+                            f"(e.g. {fast[0][0]:.3g} ms vs {fast[0][1]:.3g} ms), so the profile predicts the roofline there: "
+                            "check --hardware and the mode's model (--model MODE=NAME)")
+            continue
+        prov = Provenance(
+            "measured", ("SYNTHETIC " if synthetic else "") + f"runs {', '.join(r.manifest.run_id for r in kruns)}", hardware=hw.id,
+            date=min(r.manifest.started_at for r in kruns),
+            notes=(f"GPU {', '.join(gpus)}; engine {json.dumps(engine, sort_keys=True)}; weights {', '.join(weights)}; "
+                   f"{opts.time_column}, {'median per shape' if opts.repeats == 'median' else 'every repeat'}; warm-up rows dropped"),
+        )
+        fits[kind] = fit_pass_kind(rows, kind, roof_for(kind), prov, repeats=opts.repeats, heldout=heldout, seed=opts.seed,
+                                   time_column=opts.time_column)
+
+    # modes, filling kinds no run timed from stated sources
+    run_modes = {r.manifest.mode for r in pass_runs}
+    if opts.modes:
+        bad = [m for m in opts.modes if m not in MODES]
+        if bad:
+            raise UserError(f"--modes {','.join(bad)} unknown", f"modes are {', '.join(MODES)}")
+    requested = [m for m in MODES if m in (opts.modes or run_modes)]
+    now = now_iso()
+    modes: dict[str, ModeProfile] = {}
+    filled: list[tuple[str, str, str]] = []
+    for mode in requested:
+        pms: dict[str, PassCostModel] = {}
+        missing: list[str] = []
+        mode_filled: list[tuple[str, str, str]] = []
+        for kind in MODE_PASS_KINDS[mode]:
+            if kind in fits:
+                pms[kind] = copy.deepcopy(fits[kind].model)
+                continue
+            donor = DONORS.get(kind)
+            if donor and donor[0] in fits:
+                pms[kind] = _carried(fits[donor[0]], kind, donor[1], hw.id, roof_for(kind), now)
+                mode_filled.append((mode, kind, f"carried from the measured {donor[0]} fit: {donor[1]}"))
+                continue
+            ref = next((fits[k] for k in ("decode_step", "verify_step") if k in fits), None)
+            if kind == "draft_step" and ref is not None:
+                x = ref.model.median_x_roofline
+                pms[kind] = PassCostModel(kind=kind, coef={"roofline_ms": x}, provenance=Provenance(
+                    "roofline", f"assistant roofline x {x:.2f} (median measured/roofline of the target's {ref.model.kind})", hardware=hw.id, date=now,
+                    notes="draft_step was not timed; the assistant is small, so per-pass overhead weighs more than in the target and this may underestimate it"))
+                mode_filled.append((mode, kind, f"assistant roofline x {x:.2f}, the target {ref.model.kind}'s measured multiple"))
+                continue
+            if opts.fill_roofline:
+                eff = opts.fill_roofline
+                pms[kind] = PassCostModel(kind=kind, coef={"roofline_ms": 1.0 / eff}, provenance=Provenance(
+                    "roofline", f"roofline time / efficiency {eff:g} (--fill-roofline)", hardware=hw.id, date=now, notes=f"{kind} was not timed"))
+                mode_filled.append((mode, kind, f"roofline / efficiency {eff:g} (--fill-roofline)"))
+                continue
+            missing.append(kind)
+        if missing:
+            if opts.modes:
+                raise UserError(f"mode {mode} needs pass kinds no run timed ({', '.join(missing)})",
+                                "add runs that time them, drop the mode from --modes, or pass --fill-roofline EFF")
+            msgs.append(f"mode {mode} omitted: no run timed {', '.join(missing)} (add such runs, or --modes with --fill-roofline EFF)")
+            continue
+        filled += mode_filled
+        model = diffusion_model if mode == "diffusion" else target_model
+        note = "; ".join(f"{k}: {src}" for _, k, src in mode_filled)
+        modes[mode] = ModeProfile(mode, model, assistant=assistant if mode == "mtp" else None, pass_models=pms,
+                                  notes=(f"filled, not timed: {note}" if note else ""))
+    if not modes:
+        raise UserError("no mode has every pass kind timed", "add runs, or pass --modes with --fill-roofline EFF to fill from the roofline")
+    for md, kind, src in filled:
+        msgs.append(f"{md}/{kind} not timed: {src}")
+    if opts.fill_roofline and not any("--fill-roofline" in src for _, _, src in filled):
+        msgs.append(f"--fill-roofline {opts.fill_roofline:g} not needed: every pass kind was timed or carried from a timed one")
+
+    commit_stats = {}
+    if "diffusion" in modes:
+        # commit behaviour does not depend on the engine: runs with the model's weights count even
+        # when none of their passes were selected
+        commit_stats, cmsgs = _commit_stats(runs, pass_runs, commit_runs)
+        msgs.extend(cmsgs)
+    elif commit_runs:
+        raise UserError("--commit-runs was given but the profile has no diffusion mode", "add diffusion runs or drop --commit-runs")
+    mtp = None
+    if "mtp" in modes:
+        ep_mtp = None if opts.mtp_metrics else endpoint_mtp_acceptance(ep_runs)
+        mtp, mmsg = ep_mtp or choose_mtp_acceptance(opts.mtp_metrics)
+        msgs.append(mmsg)
+    elif opts.mtp_metrics:
+        raise UserError("--mtp-metrics was given but the profile has no mtp mode", "add MTP runs or --modes ...,mtp, or drop --mtp-metrics")
+
+    engine = profile_engine(pass_runs)
+    if opts.engine:
+        engine["selected"] = opts.engine
+    date = min(r.manifest.started_at for r in pass_runs)
+    all_endpoint = all(is_endpoint(r) for r in pass_runs)
+    kind_word = "synthetic" if synthetic else "endpoint" if all_endpoint else "measured"
+    engine_word = "".join(c if c.isalnum() else "-" for c in opts.engine) + "-" if opts.engine else ""
+    pid = opts.profile_id or f"{hw.id}-{precision}-{engine_word}{kind_word}-{date[:10].replace('-', '')}"
+    timed = " and ".join(([opts.time_column] if not df_gpu.empty else []) + (["endpoint engine-step ms"] if not df_ep.empty else []))
+    notes = [f"fit: statsmodels WLS (weights 1/ms^2) of {timed} on roofline features per pass kind, "
+             f"{'median per shape' if opts.repeats == 'median' else 'every repeat'}, warm-up rows dropped; held-out: {opts.heldout}"]
+    if synthetic:
+        notes.insert(0, "SYNTHETIC: fitted from runs timed by a known cost model, not by a GPU")
+    if not df_ep.empty:
+        notes.append("endpoint runs: one observation per load, the mean vLLM engine step at the load's mean running requests "
+                     "(costmodel/fitting/endpointfit.py); a pass kind is fitted from GPU runs or endpoint runs, never both")
+    notes += list(opts.notes) + [m for m in msgs if not m.startswith("dropped")]
+    profile = Profile(
+        profile_id=pid, hardware=hw.to_dict(), precision=precision, engine=engine, modes=modes, commit_stats=commit_stats,
+        mtp_acceptance=mtp,
+        provenance=Provenance("endpoint" if all_endpoint else "measured", ("SYNTHETIC " if synthetic else "") + f"costmodel fit of runs {', '.join(r.manifest.run_id for r in pass_runs)}",
+                              hardware=hw.id, date=date, notes=f"GPU {', '.join(sorted({r.manifest.gpu_name or '?' for r in pass_runs}))}; "
+                              f"run directories {', '.join(r.path.name for r in pass_runs)}"),
+        created_at=now, notes=notes,
+    ).validate("fitted profile")
+    return FitResult(profile, fits, filled, msgs)

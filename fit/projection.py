@@ -1,0 +1,111 @@
+"""Projection of a profile to another GPU and/or precision.
+
+Method: every pass model keeps its fitted coefficients - the engine's measured efficiency relative
+to the roofline - and the simulator re-evaluates the roofline features (`memory_ms`, `compute_ms`,
+`roofline_ms`) on the target GPU and precision, so each pass scales by the roofline ratio of the
+two points. The `const` term (per-pass overhead: kernel launches, host work) is carried as is.
+Shape terms (`seqs`, `tokens`, `context_ktokens`, in ms per unit) capture traffic the roofline does
+not count, so they are scaled by the memory-bandwidth ratio (source / target). Commit statistics
+and MTP acceptance are properties of the model, carried unchanged. The result is labelled
+projected, with its source profile named in every part.
+
+Memory: the weights of each mode's model(s) must take at most `MAX_WEIGHT_FRACTION` of the GPU's
+memory, leaving room for the KV cache, activations (a 256-token canvas's fp32 logits alone are
+0.27 GB) and the CUDA context; otherwise projecting is a UserError that names a precision that fits.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from costmodel.errors import UserError
+from costmodel.hardware import HardwareSpec, get_hardware
+from costmodel.models import get_model
+from costmodel.precision import PRECISIONS, get_precision
+from costmodel.schemas.profile import ModeProfile, Profile, Provenance
+from costmodel.roofline import Roofline
+from costmodel.timestamps import now_iso
+
+MAX_WEIGHT_FRACTION = 0.75
+SHAPE_TERMS = ("seqs", "tokens", "context_ktokens")
+METHOD_NOTE = ("projection: fitted coefficients (engine efficiency vs the roofline) carried and roofline features re-evaluated on "
+               "the target; const (per-pass overhead) carried as is; seqs/tokens/context terms scaled by the memory-bandwidth ratio")
+
+
+def mode_weights_gb(profile_modes: dict[str, ModeProfile], precision: str) -> dict[str, float]:
+    """GB of weights one replica of each mode holds (MTP: target + assistant)."""
+    wb = get_precision(precision).weight_bytes
+    out = {}
+    for name, m in profile_modes.items():
+        params = get_model(m.model).total_params + (get_model(m.assistant).total_params if m.assistant else 0)
+        out[name] = params * wb / 1e9
+    return out
+
+
+def check_weights_fit(hw: HardwareSpec, precision: str, modes: dict[str, ModeProfile]) -> list[str]:
+    """UserError when a mode's weights do not fit `hw` at `precision`; notes on what was assumed."""
+    prec = get_precision(precision)
+    hw.peak_tflops(prec)  # a format the GPU lacks fails here, naming the formats it has
+    cap = MAX_WEIGHT_FRACTION * hw.memory_gb
+    gb = mode_weights_gb(modes, precision)
+    worst = max(gb, key=gb.get)
+    if gb[worst] > cap:
+        fits = [p for p in PRECISIONS if max(mode_weights_gb(modes, p).values()) <= cap and PRECISIONS[p].compute in hw.tflops]
+        fix = (f"project with --precision {' or '.join(fits)} ({', '.join(f'{max(mode_weights_gb(modes, p).values()):.1f} GB' for p in fits)})"
+               if fits else "choose a GPU with more memory")
+        raise UserError(f"{precision} weights of {modes[worst].model} ({worst} mode) take {gb[worst]:.1f} GB, more than "
+                        f"{MAX_WEIGHT_FRACTION:.0%} of the {hw.name}'s {hw.memory_gb:g} GB (the rest holds KV cache, activations and the CUDA context)", fix)
+    notes = [f"weights per replica at {precision}: " + ", ".join(f"{m} {g:.1f} GB" for m, g in gb.items()) + f" of {hw.memory_gb:g} GB"]
+    bf16 = mode_weights_gb(modes, "bf16")
+    if max(bf16.values()) > cap and prec.weight_bytes < 1.0:
+        body_gb = max(get_model(m.model).total_params for m in modes.values()) * get_precision("bf16").weight_bytes / 1e9
+        notes.append(f"{hw.name} ({hw.memory_gb:g} GB) cannot hold the 25.2B-parameter model in bf16 ({body_gb:.1f} GB of weights): "
+                     f"this profile assumes a 4-bit weight format, {precision} ({prec.note})")
+    return notes
+
+
+def project_profile(src: Profile, hardware: str, precision: str, hardware_file: str | None = None, profile_id: str | None = None) -> Profile:
+    """`src` moved to another GPU/precision (see the module docstring for the method)."""
+    hw = get_hardware(hardware, hardware_file)
+    prec = get_precision(precision)
+    weight_notes = check_weights_fit(hw, precision, src.modes)
+    src_hw = src.hardware_spec()
+    bw_ratio = src_hw.memory_bandwidth_tbps / hw.memory_bandwidth_tbps
+    now = now_iso()
+    from fit.passes import grid_median_x_roofline
+
+    where = f"{src_hw.id}/{src.precision}"
+    modes = {}
+    for name, m in src.modes.items():
+        roof = Roofline(get_model(m.model), hw, prec, get_model(m.assistant) if m.assistant else None)
+        pms = {}
+        for kind, pm in m.pass_models.items():
+            new = copy.deepcopy(pm)
+            new.coef = {f: (c * bw_ratio if f in SHAPE_TERMS else c) for f, c in pm.coef.items()}
+            new.provenance = Provenance(
+                "projected", f"projected from {src.profile_id} ({pm.provenance.kind}: {pm.provenance.source})", hardware=hw.id, date=now,
+                notes=f"coefficients fitted on {where} carried to {hw.id}/{precision}" + (
+                    f"; shape terms x{bw_ratio:.3f} (bandwidth ratio)" if any(f in SHAPE_TERMS for f in pm.coef) else ""),
+            )
+            if new.diagnostics is not None:
+                new.diagnostics = dataclasses.replace(new.diagnostics, summary=f"diagnostics of the source fit on {where}\n{new.diagnostics.summary}")
+            new.median_x_roofline = grid_median_x_roofline(new, roof)
+            pms[kind] = new
+        modes[name] = ModeProfile(name, m.model, m.assistant, pms, notes=m.notes)
+    notes = list(src.notes) + [f"projected from {src.profile_id} ({where}) to {hw.id}/{precision}", METHOD_NOTE] + weight_notes
+    if precision != src.precision:
+        notes.append(f"precision changed {src.precision} -> {precision}: the engine efficiency measured at {src.precision} is assumed to hold; "
+                     "kernels for other formats (e.g. weight-only 4-bit dequantisation) can reach a different fraction of the roofline")
+    return Profile(
+        profile_id=profile_id or f"{hw.id}-{precision}-projected-from-{src.profile_id}",
+        hardware=hw.to_dict(),
+        precision=precision,
+        engine={**src.engine, "projected_from": src.profile_id},
+        modes=modes,
+        commit_stats=copy.deepcopy(src.commit_stats),
+        mtp_acceptance=copy.deepcopy(src.mtp_acceptance),
+        provenance=Provenance("projected", f"projected from {src.profile_id}", hardware=hw.id, date=now, notes=METHOD_NOTE),
+        created_at=now,
+        notes=notes,
+    ).validate(f"projection of {src.profile_id}")

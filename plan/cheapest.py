@@ -1,0 +1,105 @@
+"""From evaluated points (flat PointSummary rows) to what a planner reads: each point priced and
+checked against the SLO, the cheapest SLO-meeting configuration per (hardware, mode, QPS), the
+cheapest option per QPS and the crossover. `plan` and `report` share it, so a report re-prices a
+plan without re-simulating (the fewest replicas meeting an SLO does not depend on price)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from costmodel.hardware import HardwareSpec
+from plan.costs import add_costs
+from plan.crossover import Crossover, best_per_cell, cheapest_per_qps, find_crossover
+from plan.pricing import GpuPrice, PricingConfig, gpu_price
+from plan.slo import Slo
+
+MODE_ORDER = {"diffusion": 0, "ar": 1, "mtp": 2}
+LEAD_COLUMNS = (
+    "hardware", "mode", "qps", "meets_slo", "replicas", "gpus", "cost_usd_per_month", "cost_usd_per_hour", "cost_usd_per_mtok_output",
+    "cost_usd_per_mtok_total", "cost_usd_per_1k_requests", "energy_kwh_per_mtok_output", "cheapest_at_qps", "slo", "slo_failures", "evaluations",
+)
+
+
+@dataclass
+class Analysis:
+    slo: Slo
+    pricing: PricingConfig
+    prices: dict[str, GpuPrice]
+    points: pd.DataFrame  # every evaluated point, priced, with meets_slo and slo_failures
+    cells: pd.DataFrame  # one row per (hardware, mode, qps): its cheapest SLO-meeting point, or why none meets
+    cheapest: pd.DataFrame  # one row per QPS
+    crossover: Crossover
+    crossover_by_hardware: dict[str, Crossover] = field(default_factory=dict)
+    qps: list[float] = field(default_factory=list)
+
+
+def _order(df: pd.DataFrame) -> pd.DataFrame:
+    if df.empty:
+        return df
+    key = df["mode"].map(MODE_ORDER).fillna(9)
+    return df.assign(_m=key).sort_values(["qps", "hardware", "_m", "replicas"], kind="mergesort").drop(columns="_m").reset_index(drop=True)
+
+
+def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[str, HardwareSpec], qps=None,
+            cell_notes: dict | None = None) -> Analysis:
+    """Price and judge `points`; `specs` maps every hardware id in them to its catalog entry;
+    `cell_notes[(hardware, mode, qps)]` explains cells with no point (e.g. skipped by the search)."""
+    pricing.check_hardware(specs)
+    prices = {h: gpu_price(s, pricing) for h, s in specs.items()}
+    pts = add_costs(points.reset_index(drop=True), prices)
+    pts["qps"] = pts["qps"].astype(float)
+    fails = [slo.failures(r) for r in pts.to_dict("records")]
+    pts["meets_slo"] = [not f for f in fails]
+    pts["slo_failures"] = ["; ".join(f) for f in fails]
+    pts["slo"] = slo.text or "stable"
+    pts = _order(pts)
+    qps_values = sorted(set(float(q) for q in (qps if qps is not None else pts["qps"])))
+    hardware = list(dict.fromkeys(specs))
+    modes = sorted(set(pts["mode"]) | {m for (_, m, _) in (cell_notes or {})}, key=lambda m: MODE_ORDER.get(m, 9))
+
+    best = best_per_cell(pts)
+    cells = []
+    for q in qps_values:
+        for h in hardware:
+            for m in modes:
+                b = best[(best["hardware"] == h) & (best["mode"] == m) & (best["qps"] == q)] if not best.empty else best
+                tried = pts[(pts["hardware"] == h) & (pts["mode"] == m) & (pts["qps"] == q)]
+                if not b.empty:
+                    row = b.iloc[0].to_dict()
+                elif not tried.empty:
+                    row = {"hardware": h, "mode": m, "qps": q, "meets_slo": False, "slo": pts["slo"].iloc[0],
+                           "slo_failures": f"not met by any evaluated replica count (largest {int(tried['replicas'].max())}): "
+                                           f"{tried.sort_values('replicas').iloc[-1]['slo_failures']}"}
+                elif cell_notes and (h, m, q) in cell_notes:
+                    row = {"hardware": h, "mode": m, "qps": q, "meets_slo": False, "slo": slo.text or "stable", "slo_failures": cell_notes[(h, m, q)]}
+                else:
+                    continue
+                row["evaluations"] = len(tried)
+                cells.append(row)
+    # the same columns whether or not any cell meets the SLO (a finance CSV keeps one schema)
+    columns = list(LEAD_COLUMNS) + [c for c in pts.columns if c not in LEAD_COLUMNS]
+    cells_df = pd.DataFrame(cells, columns=columns)
+    cheapest = cheapest_per_qps(pts, qps_values)
+    if not cells_df.empty:
+        win = {(r["qps"], r["hardware"], r["mode"]) for r in cheapest.to_dict("records") if not r["none_meets"]}
+        cells_df["cheapest_at_qps"] = [(r["qps"], r["hardware"], r["mode"]) in win for r in cells_df.to_dict("records")]
+        for c in ("replicas", "gpus", "evaluations"):
+            if c in cells_df:
+                cells_df[c] = cells_df[c].astype("Int64")
+        cells_df["meets_slo"] = cells_df["meets_slo"].astype(bool)
+    pts["cheapest_at_qps"] = False
+    if not pts.empty and not best.empty:
+        for r in cheapest.to_dict("records"):
+            if r["none_meets"]:
+                continue
+            idx = pts[(pts["qps"] == r["qps"]) & (pts["hardware"] == r["hardware"]) & (pts["mode"] == r["mode"]) & pts["meets_slo"]
+                      & np.isclose(pts["cost_usd_per_month"], r["cost_usd_per_month"])].index[:1]
+            pts.loc[idx, "cheapest_at_qps"] = True
+    lead = [c for c in LEAD_COLUMNS if c in pts.columns]
+    pts = pts[lead + [c for c in pts.columns if c not in lead]]
+    cross = find_crossover(pts, qps_values)
+    by_hw = {h: find_crossover(pts, qps_values, hardware=h) for h in hardware}
+    return Analysis(slo, pricing, prices, pts, cells_df, cheapest, cross, by_hw, qps_values)

@@ -1,0 +1,200 @@
+"""`costmodel plan`: the fewest replicas meeting an SLO for every (hardware, mode, QPS), found by
+galloping + bisection on replicas (plan.search) with the simulator as the judge, then priced
+(plan.cheapest): monthly cost, cheapest option per QPS, the crossover.
+
+Work split: one chain per (hardware, mode) walks its QPS points upwards, each search starting
+from the answer at the QPS below (needing more load never needs fewer replicas); chains run in
+parallel processes. A QPS whose lower neighbour needed more than --max-replicas is skipped (it
+cannot need fewer) and says so.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import pandas as pd
+
+from costmodel.errors import UserError
+from plan.search import fewest_replicas
+from plan.slo import Slo, parse_slo
+
+
+
+@dataclass
+class PlanSettings:
+    qps: list[float]
+    slo: str
+    hardware: list[str]
+    modes: list[str]
+    profiles: dict[str, str | None]  # hardware -> profile path (None: the shipped default)
+    duration_s: float
+    seed: int = 0
+    max_replicas: int = 64
+    jobs: int = 1
+    workload: str | None = None  # workload JSON path (None: the simulator's default workload)
+    refine_crossover: int = 0  # midpoints simulated inside the crossover bracket (their QPS are appended to qps)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class CellSearch:
+    """The search of one (hardware, mode, QPS) cell."""
+
+    hardware: str
+    mode: str
+    qps: float
+    replicas: int | None  # fewest meeting the SLO; None when none <= max_replicas does (or skipped)
+    probes: list[tuple[int, bool]] = field(default_factory=list)
+    points: list[dict] = field(default_factory=list)  # flat PointSummary rows of every probe
+    note: str = ""  # why a cell was not searched
+
+
+# A point evaluator: (hardware, mode, qps, replicas) -> flat PointSummary row
+PointFn = Callable[[str, str, float, int], dict]
+
+
+@dataclass(frozen=True)
+class ChainStart:
+    """What is known before a chain's first QPS: its answer lies in [lower, upper], and `prev_qps`
+    (the QPS whose answer `lower` is) scales the first guess."""
+
+    lower: int = 1
+    upper: int | None = None
+    prev_qps: float | None = None
+
+
+def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo, max_replicas: int,
+                 start: ChainStart = ChainStart()) -> list[CellSearch]:
+    """Search each QPS of one (hardware, mode) in ascending order, each starting at the previous answer."""
+    out: list[CellSearch] = []
+    lower, prev_q = start.lower, start.prev_qps
+    for i, q in enumerate(sorted(qps_values)):
+        if lower is None:
+            out.append(CellSearch(hardware, mode, q, None, note=f"not searched: a lower QPS already needs more than {max_replicas} replicas"))
+            continue
+        cell = CellSearch(hardware, mode, q, None)
+
+        def evaluate(r: int, q=q, cell=cell):
+            row = point(hardware, mode, q, r)
+            cell.points.append(row)
+            ok = slo.meets(row)
+            hint = None
+            thr = row.get("throughput_rps") or 0.0
+            if not ok and not row.get("stable", True) and thr > 0:
+                hint = math.ceil(q / (thr / r))  # offered load / served load per replica
+            return ok, hint
+
+        # first guess: the answer below scaled by the load ratio (exact when capacity binds, high when latency does)
+        guess = math.ceil(lower * q / prev_q) if prev_q else lower
+        top = max_replicas if i > 0 or start.upper is None else min(max_replicas, start.upper)
+        res = fewest_replicas(evaluate, lower=lower, max_replicas=top, start=min(guess, top))
+        cell.replicas, cell.probes = res.replicas, res.probes
+        out.append(cell)
+        lower, prev_q = res.replicas, q
+    return out
+
+
+def simulator_point(profile, duration_s: float, seed: int, workload: str | None = None) -> PointFn:
+    """A PointFn that runs the discrete-event simulator on `profile`."""
+    from simulate.api import resolve_workload, run_point
+
+    wl = resolve_workload(workload)
+
+    def point(hardware: str, mode: str, qps: float, replicas: int) -> dict:
+        return run_point(profile, mode, qps, replicas=replicas, workload=wl, duration_s=duration_s, seed=seed).summary.flat()
+
+    return point
+
+
+def _chain_job(args) -> list[CellSearch]:
+    hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas, workload, start = args
+    from costmodel.shipped import resolve_profile
+
+    profile = resolve_profile(profile_path, hardware)
+    return search_chain(simulator_point(profile, duration_s, seed, workload), hardware, mode, qps_values, parse_slo(slo_text), max_replicas,
+                        start)
+
+
+def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None = None, qps=None,
+                 starts: dict | None = None, skip: dict | None = None) -> list[CellSearch]:
+    """Every (hardware, mode) chain over `qps` (default settings.qps), in parallel processes when
+    settings.jobs > 1; `starts[(hardware, mode)]` is a ChainStart (bounds known from other QPS);
+    `skip[(hardware, mode)]` is a note for a chain that needs no search."""
+    qps_values = list(qps if qps is not None else settings.qps)
+    skip = skip or {}
+    jobs = [(h, m, qps_values, settings.profiles.get(h), settings.slo, settings.duration_s, settings.seed,
+             settings.max_replicas, settings.workload, (starts or {}).get((h, m), ChainStart()))
+            for h in settings.hardware for m in settings.modes if (h, m) not in skip]
+    cells: list[CellSearch] = [CellSearch(h, m, q, None, note=note) for (h, m), note in skip.items() for q in qps_values]
+    t0 = time.perf_counter()
+
+    def done(chain: list[CellSearch]):
+        cells.extend(chain)
+        if progress and chain:
+            c = chain[0]
+            got = ", ".join(f"{x.qps:g}->{x.replicas if x.replicas is not None else '-'}" for x in chain)
+            progress(f"{c.hardware}/{c.mode}: replicas per QPS {got} ({sum(len(x.probes) for x in chain)} simulations, {time.perf_counter() - t0:.1f} s)")
+
+    n = max(1, min(settings.jobs, len(jobs)))
+    if n == 1:
+        for j in jobs:
+            done(_chain_job(j))
+        return cells
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    # longest chains first (AR simulates one decode step per token; measured slowest), so the pool drains evenly
+    jobs.sort(key=lambda j: {"ar": 0, "diffusion": 1, "mtp": 2}.get(j[1], 3))
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as ex:
+        futs = [ex.submit(_chain_job, j) for j in jobs]
+        for f in as_completed(futs):
+            done(f.result())
+    return cells
+
+
+def refine_point(lo_q: float, hi_q: float) -> float:
+    """The QPS to evaluate next inside a crossover bracket: the midpoint, to 3 significant digits."""
+    return float(f"{(lo_q + hi_q) / 2:.3g}")
+
+
+def bracket_starts(cells: list[CellSearch], lo_q: float, hi_q: float, max_replicas: int) -> tuple[dict, dict]:
+    """Per (hardware, mode): ChainStart bounds for a QPS between lo_q and hi_q (answer at lo_q <= r <= answer at hi_q),
+    and notes for cells that need no search because lo_q already needed more than max_replicas."""
+    at = {(c.hardware, c.mode, c.qps): c for c in cells}
+    starts, skip = {}, {}
+    for (h, m, q), c in at.items():
+        if q != lo_q:
+            continue
+        if c.replicas is None:
+            skip[(h, m)] = f"not searched: {lo_q:g} QPS already needs more than {max_replicas} replicas"
+            continue
+        hi = at.get((h, m, hi_q))
+        starts[(h, m)] = ChainStart(lower=c.replicas, upper=hi.replicas if hi is not None and hi.replicas is not None else None, prev_qps=lo_q)
+    return starts, skip
+
+
+def default_jobs() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def points_frame(cells: list[CellSearch]) -> pd.DataFrame:
+    rows = [r for c in cells for r in c.points]
+    if not rows:
+        raise UserError("the plan evaluated no points", "check --qps, --hardware and --mode")
+    return pd.DataFrame(rows)
+
+
+def cell_notes(cells: list[CellSearch]) -> dict:
+    return {(c.hardware, c.mode, float(c.qps)): c.note for c in cells if c.note}
+
+
+def probes_record(cells: list[CellSearch]) -> list[dict]:
+    return [{"hardware": c.hardware, "mode": c.mode, "qps": c.qps, "replicas": c.replicas,
+             "probes": [{"replicas": r, "meets_slo": ok} for r, ok in c.probes], "note": c.note} for c in cells]

@@ -1,0 +1,82 @@
+"""The GPU half of `costmodel validate`: build each mode's model once (as `costmodel measure`
+does), generate the seeded Poisson workload per rate, serve it in real time and record each load
+as a run directory of kind "validate"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from costmodel.errors import UserError
+from costmodel.models import AR_SIBLING
+from costmodel.options import parse_floats
+from costmodel.schemas.profile import Profile
+from validate.loadrun import run_load
+from validate.runner import auto_rates, base_manifest, finite_rates, rate_dir, record_load_run
+from validate.loads import poisson_workload
+
+
+def _harness_config(mode: str, model: str, random_weights: bool, checkpoint, ar_checkpoint, assistant_checkpoint, experts, device, out: Path):
+    from measure.harness.config import parse_config
+
+    target = model if mode == "diffusion" else AR_SIBLING.get(model, model)
+    opts = {"mode": mode, "model": target, "random_weights": random_weights, "out": str(out), "experts_implementation": experts,
+            "device": device}
+    if not random_weights:
+        ck = checkpoint if mode == "diffusion" else ar_checkpoint
+        if not ck:
+            raise UserError(f"--checkpoint-weights needs a {'--checkpoint' if mode == 'diffusion' else '--ar-checkpoint'} for {mode}", "pass it or use --random-weights")
+        opts.update(checkpoint=ck, model=None, assistant_checkpoint=assistant_checkpoint if mode == "mtp" else None)
+    return parse_config(opts)
+
+
+def run_validation_loads(profile: Profile, modes, rates, n_requests, max_batch, prompt_tokens, max_output_tokens, draft_tokens, model,
+                         random_weights, checkpoint, ar_checkpoint, assistant_checkpoint, experts, device, seed, out: Path, con,
+                         warmup_requests: int = 0) -> None:
+    import torch
+
+    from costmodel.hardware import detect_local
+    from measure.harness.build import load_models
+    from validate.servers import ARServer, DiffusionServer
+
+    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        gpu_name, spec = detect_local()
+        hw = spec.id if spec else None
+    except UserError:
+        gpu_name, hw = None, None
+    for mode in modes:
+        cfg = _harness_config(mode, model, random_weights, checkpoint, ar_checkpoint, assistant_checkpoint, experts, dev, out)
+        loaded = load_models(cfg, dev)
+        if mode == "diffusion":
+            server = DiffusionServer(loaded.model, torch.device(dev), seed=seed)
+        else:
+            server = ARServer(loaded.model, torch.device(dev), assistant=loaded.assistant if mode == "mtp" else None, draft_tokens=draft_tokens, seed=seed)
+        batch = 1 if mode == "mtp" else max_batch
+        probe = poisson_workload(profile, mode, 1.0, n_requests, seed, prompt_tokens, max_output_tokens, draft_tokens=draft_tokens)
+        rate_list = auto_rates(profile, mode, probe, batch) if rates == "auto" else finite_rates(parse_floats(rates, "rates"))
+        # Warm-up, untimed: a separate workload (another seed, same distributions) served back to back
+        # in full batches. A cold eager engine runs its first ~20 batches up to 1.5x slower (seen on the
+        # H200: the first rate served was the slow one whichever rate came first), so a load run
+        # measures a warm server, as a production replica is.
+        warm = poisson_workload(profile, mode, 1.0, max(batch, warmup_requests), seed + 10_000, prompt_tokens, max_output_tokens,
+                                draft_tokens=draft_tokens)
+        for i in range(0, len(warm), batch):
+            server.serve(warm[i:i + batch])
+        for rate in rate_list:
+            if (rate_dir(out, mode, rate) / "manifest.json").exists():
+                con.print(f"{mode} @ {rate:g} req/s: already recorded, skipped")
+                continue
+            reqs = poisson_workload(profile, mode, rate, n_requests, seed, prompt_tokens, max_output_tokens, draft_tokens=draft_tokens)
+            con.print(f"{mode} @ {rate:g} req/s: {n_requests} requests, static batches of up to {batch}")
+            rows = run_load(server, reqs, batch)
+            settings = {"rate_rps": rate, "n_requests": n_requests, "max_batch": batch, "prompt_tokens": list(prompt_tokens),
+                        "max_output_tokens": max_output_tokens, "draft_tokens": draft_tokens, "seed": seed, "profile": profile.profile_id,
+                        "warmup_requests": max(batch, warmup_requests),
+                        "policy": "static FCFS batches (simulate.static_batch)"}
+            manifest = base_manifest(mode, loaded.source, loaded.weights, "replay" if (mode == "diffusion" and loaded.weights == "random") else ("model" if loaded.weights == "checkpoint" else "none"),
+                                     hw, gpu_name, settings, {"name": "transformers", "compiled": False, "experts_implementation": experts, "device": dev})
+            manifest.notes += loaded.notes
+            record_load_run(out, mode, rate, rows, manifest)
+        del server, loaded
+        if dev.startswith("cuda"):
+            torch.cuda.empty_cache()

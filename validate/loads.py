@@ -1,0 +1,42 @@
+"""The validation workload: Poisson arrivals at a rate, prompt/output lengths and, for diffusion,
+the denoising steps of every canvas drawn from the profile's commit statistics. The same records
+drive the GPU load run (as a replayed commit schedule) and its simulation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from costmodel.errors import UserError
+from costmodel.schemas.profile import Profile
+from simulate.static_batch import CANVAS, BatchRequest
+
+
+def poisson_workload(profile: Profile, mode: str, rate_rps: float, n_requests: int, seed: int,
+                     prompt_tokens: tuple[int, int] = (128, 1024), max_output_tokens: int = 256,
+                     regimes: list[str] | None = None, draft_tokens: int = 4) -> list[BatchRequest]:
+    """`n_requests` requests arriving by a Poisson process; output lengths follow the regimes'
+    content-length distributions (capped at `max_output_tokens`), steps per canvas their k."""
+    if rate_rps <= 0 or not math.isfinite(rate_rps):
+        raise UserError(f"rate {rate_rps} is not a positive number", "give --rates as positive requests per second")
+    if n_requests < 2:
+        raise UserError(f"{n_requests} requests per rate are too few to score", "give --requests >= 2")
+    regimes = regimes or sorted(profile.commit_stats)
+    unknown = [r for r in regimes if r not in profile.commit_stats]
+    if unknown:
+        raise UserError(f"regimes {unknown} are not in profile {profile.profile_id}", f"use some of {', '.join(profile.commit_stats)}")
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1.0 / rate_rps, n_requests))
+    arrivals -= arrivals[0]  # the first request arrives when the run starts
+    out = []
+    for i, t in enumerate(arrivals):
+        cs = profile.commit_stats[regimes[i % len(regimes)]]
+        n_out = int(min(max_output_tokens, max(1, cs.content_length.sample(rng))))
+        blocks = max(1, math.ceil(n_out / CANVAS))
+        steps = [int(k) for k in cs.steps_per_canvas.sample(rng, blocks)] if mode == "diffusion" else []
+        out.append(BatchRequest(
+            request_id=f"q{i:05d}", arrival_s=float(t), prompt_tokens=int(rng.integers(prompt_tokens[0], prompt_tokens[1] + 1)),
+            output_tokens=n_out, steps_per_canvas=steps, draft_tokens=draft_tokens,
+        ))
+    return out

@@ -1,0 +1,88 @@
+"""Orchestration of a validation: for each mode and rate, a load run (recorded as a run directory
+of kind "validate"), its static-batch simulation with the given profile, and the score."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from costmodel import atomic
+from costmodel.errors import UserError
+from costmodel.schemas.profile import Profile
+from costmodel.schemas.rundir import RunManifest, RunWriter, load_run, new_run_id, software_versions
+from validate.score import RateScore, is_saturated, score_rate, score_table, summary_mape
+from simulate.static_batch import BatchRequest, batch_timeline, simulate_static_batches
+
+
+@dataclass
+class ValidationResult:
+    table: pd.DataFrame  # one row per (mode, rate, metric)
+    summary: pd.DataFrame  # MAPE per (mode, metric) below saturation
+
+
+def auto_rates(profile: Profile, mode: str, requests: list[BatchRequest], max_batch: int, fractions=(0.25, 0.55, 0.85)) -> list[float]:
+    """Low, middle and near-saturation rates from the profile's predicted capacity: a full batch
+    of typical requests served back to back (max_batch / predicted batch time)."""
+    typical = sorted(requests, key=lambda r: r.output_tokens)[len(requests) // 2]
+    n = max_batch if mode != "mtp" else 1
+    _, _, dur = batch_timeline(profile, mode, [typical] * n)
+    capacity = n / dur
+    return [round(f * capacity, 3 if capacity < 10 else 2) for f in fractions]
+
+
+def rate_dir(out: Path, mode: str, rate: float) -> Path:
+    return out / f"{mode}-rate{rate:g}"
+
+
+def record_load_run(out: Path, mode: str, rate: float, rows: list[dict], manifest: RunManifest) -> None:
+    with RunWriter(rate_dir(out, mode, rate), manifest) as w:
+        w.add("requests", rows)
+        w.finish_unit(f"{mode}-rate{rate:g}")
+
+
+def score_recorded(out: Path, profile: Profile, modes: list[str] | None = None) -> ValidationResult:
+    """Re-simulate every recorded load run under `out` with `profile` and score it (CPU only)."""
+    scores: list[RateScore] = []
+    dirs = sorted(p.parent for p in Path(out).glob("*-rate*/manifest.json"))
+    if not dirs:
+        raise UserError(f"{out} holds no validation load runs (<mode>-rate<r>/manifest.json)", "run `costmodel validate` on a GPU first")
+    for d in dirs:
+        run = load_run(d)
+        if run.manifest.kind != "validate":
+            continue
+        mode = run.manifest.mode
+        if modes and mode not in modes:
+            continue
+        req = run.table("requests")
+        settings = run.manifest.settings
+        batch = [BatchRequest(r.request_id, float(r.arrival_s), int(r.prompt_tokens), int(r.output_tokens),
+                              steps_per_canvas=[int(x) for x in r.steps_per_canvas],
+                              accepted_per_iteration=[int(x) for x in r.accepted_per_iteration],
+                              draft_tokens=int(settings.get("draft_tokens", 4))) for r in req.itertuples()]
+        sim = simulate_static_batches(profile, mode, batch, int(settings["max_batch"]))
+        measured = req[["request_id", "arrival_s", "start_s", "first_token_s", "finish_s"]]
+        scores += score_rate(mode, float(settings["rate_rps"]), measured, sim, saturated=is_saturated(measured))
+    if not scores:
+        raise UserError(f"{out} holds no validation runs for modes {modes}", "check --mode")
+    table = score_table(scores)
+    summary = summary_mape(table)
+    atomic.write_csv(Path(out) / "validation.csv", table)
+    atomic.write_csv(Path(out) / "validation_summary.csv", summary)
+    return ValidationResult(table, summary)
+
+
+def base_manifest(mode: str, model: str, weights: str, commit_source: str, hardware: str | None, gpu_name: str | None,
+                  settings: dict, engine: dict) -> RunManifest:
+    return RunManifest(run_id=new_run_id(f"validate-{mode}"), kind="validate", mode=mode, model=model, weights=weights,
+                       commit_source=commit_source, hardware=hardware, gpu_name=gpu_name, engine=engine, settings=settings,
+                       software=software_versions(), planned_units=[f"{mode}-rate{settings['rate_rps']:g}"])
+
+
+def finite_rates(rates: list[float]) -> list[float]:
+    bad = [r for r in rates if not (r > 0 and math.isfinite(r))]
+    if bad:
+        raise UserError(f"--rates {bad} are not positive", "give positive requests per second, or 'auto'")
+    return rates

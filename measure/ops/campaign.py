@@ -1,0 +1,338 @@
+"""The device campaign: every op of `shapes.all_ops` over its grid, each precision, fastest kernel
+per shape, written row by row to OUT/ops.csv with OUT/meta.json (provenance, measured copy
+bandwidth and matmul rates, the per-step overhead term, kernel self-checks, status, missing units).
+
+    python -m measure.ops.campaign -o OUT --precisions bf16,fp8 --budget-s 420 [--grid full|smoke]
+
+Interrupted or out of budget: every finished op stays in ops.csv, meta.json says `incomplete` and
+lists the missing units; `--resume` continues (finished units are skipped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from measure.ops.shapes import OpDef, all_ops
+from measure.ops.table import ANY, VOCAB_CHUNK, RowWriter, read_rows, unit_key
+
+M_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+SEQS_DECODE = (1, 4, 16, 64, 256, 512)
+SEQS_CANVAS = (1, 2, 4, 8, 16, 32, 64)
+Q_CAUSAL = (1, 9, 64, 256, 1024, 4096, 8192)
+CTX_FULL = (0, 128, 1024, 4096, 16384, 32768)
+CTX_SLIDING = (0, 128, 512, 1024)
+CTX_CANVAS_SLIDING = (0, 128, 512, 768)  # canvas keys = min(ctx + 256, 1024): flat from 768
+MAX_TOKENS = 32768  # seqs x q
+MAX_KV_TOKENS = 2**21  # seqs x (ctx + q): beyond this the table scales the nearest point (KV capacity bounds real shapes far below)
+SMOKE = {"m": (1, 256, 4096), "seqs": (1, 64), "q": (1, 256), "ctx": (0, 1024)}
+
+
+def grid_for(op: OpDef, smoke: bool = False) -> list[dict]:
+    """Axis values at which `op` is timed."""
+    p = op.p
+    if op.family != "attn":
+        top = VOCAB_CHUNK if op.family in ("lm_head", "dg_sampler", "ar_sampler") or op.name == "gemm.sc_embed" else max(M_GRID)
+        if op.name.startswith("asst."):
+            top = 1024  # the assistant drafts one token per sequence (batch <= 512)
+        ms = SMOKE["m"] if smoke else M_GRID
+        if op.family == "dg_sampler":
+            ms = [m for m in ms if m < 256] + [m for m in (256, 512, 1024, 2048, 4096) if not smoke or m in SMOKE["m"]]
+        return [{"m": m} for m in ms if m <= top]
+    sliding = bool(p.get("window"))
+    out = []
+    if p["mask"] == "bidirectional":
+        seqs_g = SMOKE["seqs"] if smoke else SEQS_CANVAS
+        ctx_g = SMOKE["ctx"] if smoke else (CTX_CANVAS_SLIDING if sliding else CTX_FULL)
+        for s in seqs_g:
+            for c in ctx_g:
+                if s * (c + 256) <= MAX_KV_TOKENS:
+                    out.append({"seqs": s, "q": 256, "ctx": c})
+        return out
+    asst = op.name.startswith("asst.")
+    q_g = (1,) if asst else (SMOKE["q"] if smoke else Q_CAUSAL)
+    seqs_g = SMOKE["seqs"] if smoke else SEQS_DECODE
+    ctx_g = SMOKE["ctx"] if smoke else (CTX_SLIDING if sliding else CTX_FULL)
+    for q in q_g:
+        for s in seqs_g:
+            if s * q > MAX_TOKENS or (q >= 1024 and s > 4) or (q >= 64 and s > 64):
+                continue
+            for c in ctx_g:
+                if s * (c + q) <= MAX_KV_TOKENS:
+                    out.append({"seqs": s, "q": q, "ctx": c})
+    return out
+
+
+def plan_units(precisions: list[str], smoke: bool = False, model: str = "gemma4-26b-a4b") -> list[tuple[str, OpDef, dict]]:
+    """(precision, op, axis values) in campaign order: the cheap small ops first, then MoE, GEMMs,
+    lm_head and attention (the long tail a budget stop cuts); precision-independent ops once (precision '*'). `model`: the catalog target (its
+    DiffusionGemma sibling shares every op; its MTP assistant adds the draft ops)."""
+    from costmodel.models import ASSISTANT_FOR, get_model
+
+    asst = ASSISTANT_FOR.get(model)
+    ops = all_ops(get_model(model), get_model(asst) if asst else None).ops
+    order = {"router": 0, "rmsnorm": 1, "act_mul": 2, "dg_sampler": 3, "ar_sampler": 4, "qk_norm_rope": 5, "embed": 6,
+             "moe": 7, "gemm": 8, "lm_head": 9, "attn": 10}
+    units = []
+    for o in sorted(ops.values(), key=lambda o: (order.get(o.family, 99), o.name)):
+        precs = [ANY] if o.precision_independent else precisions
+        for pr in precs:
+            for at in grid_for(o, smoke):
+                units.append((pr, o, at))
+    return units
+
+
+def _params(op: OpDef, at: dict) -> dict:
+    p = dict(op.p)
+    p.update(at)
+    return p
+
+
+def time_unit(op: OpDef, at: dict, precision: str, dev, disabled: dict[str, str]) -> dict:
+    """Build and quick-time every candidate, graph-time the fastest. Returns a row (no gpu column)."""
+    import torch
+
+    from measure.ops import kernels
+    from measure.ops.timing import graph_ms, quick_ms
+
+    prec = "bf16" if precision == ANY else precision
+    params = _params(op, at)
+    timed, errors, details, methods = {}, {}, {}, {}
+    cands = kernels.candidates(op.family, params, prec)
+    for c in cands:
+        if prec not in c.precisions:
+            continue
+        if c.name in disabled:
+            errors[c.name] = disabled[c.name]
+            continue
+        if timed and c.name.startswith(("sdpa_math", "expert_loop")):
+            continue  # last resorts: only when nothing faster ran
+        try:
+            b = c.build(params, prec, dev)
+            est = quick_ms(b, dev)
+            timed[c.name], n, methods[c.name] = graph_ms(b, dev, est)
+            details[c.name] = (b.detail, n)
+            del b
+        except Exception as e:  # recorded, never silent
+            errors[c.name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    row = {"precision": precision, "op": op.name, "family": op.family, **{k: at.get(k, "") for k in ("m", "seqs", "q", "ctx")}}
+    if not timed:
+        row.update(kernel="", ms="", method="failed", candidates=json.dumps(errors),
+                   fallback="; ".join(f"{k}: {v}" for k, v in errors.items()))
+        return row
+    best = min(timed, key=lambda k: timed[k])
+    ms = timed[best]
+    names = [c.name for c in cands if prec in c.precisions]
+    preferred_failed = [k for k in names[: names.index(best)] if k in errors]
+    row.update(kernel=best, ms=f"{ms:.6g}", n_in_graph=details[best][1], method=methods[best],
+               candidates=json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in {**timed, **errors}.items()}),
+               fallback="; ".join(f"{k}: {errors[k]}" for k in preferred_failed), detail=details[best][0])
+    return row
+
+
+def selfcheck(dev) -> tuple[dict, dict[str, str]]:
+    """Correctness of the fast kernels against references at one real shape; a failing candidate is
+    disabled for the campaign (the rows then record it as a fallback)."""
+    import torch
+
+    from measure.ops import kernels
+
+    out, disabled = {}, {}
+    if dev.type != "cuda":
+        return {"skipped": "not a CUDA device"}, disabled
+
+    def rel(a, b):
+        a, b = a.float(), b.float()
+        return float((a - b).norm() / b.norm().clamp(min=1e-12))
+
+    p = {"m": 64, "d": 2816, "experts": 128, "ffn": 704, "topk": 8}
+    for fp8 in (False, True):
+        prec = "fp8" if fp8 else "bf16"
+        for c in kernels.moe_candidates(p, prec):
+            if "loop" in c.name or "bf16 (fp8" in c.name:
+                continue
+            try:
+                torch.manual_seed(7)
+                got = c.build(dict(p), prec, dev).run(0)
+                torch.manual_seed(7)
+                if fp8:  # reference on the same quantised weights: the grouped bf16 path cannot see them, use the loop on dequantised copies
+                    ref = _moe_fp8_reference(p, dev)
+                else:
+                    ref = kernels._moe_loop(dict(p), prec, dev).run(0)
+                e = rel(got, ref)
+                out[f"{prec}:{c.name}"] = e
+                if not e < (0.08 if fp8 else 0.02):
+                    disabled[c.name] = f"disabled: self-check relative error {e:.3g}"
+            except Exception as ex:
+                out[f"{prec}:{c.name}"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+            torch.cuda.empty_cache()
+    try:
+        torch.manual_seed(3)
+        x = torch.randn(64, 2816, device=dev, dtype=torch.bfloat16)
+        w = torch.randn(4096, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5
+        wq, s = kernels.quant_weight_channels(w)
+        xq, xs = kernels.quant_rows(x)
+        y = torch._scaled_mm(xq, wq.t(), scale_a=xs, scale_b=s.view(1, -1), out_dtype=torch.bfloat16)
+        out["fp8:scaled_mm_rowwise"] = rel(y, x @ w.t())
+    except Exception as ex:
+        out["fp8:scaled_mm_rowwise"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+    return out, disabled
+
+
+def _moe_fp8_reference(p, dev):
+    import torch
+    import torch.nn.functional as F
+
+    from measure.ops import kernels
+
+    x, ids, tw, m, d, e, f, topk = kernels._moe_inputs(p, dev)
+    w1 = kernels._randn(e, 2 * f, d, device=dev, scale=d ** -0.5)
+    w2 = kernels._randn(e, d, f, device=dev, scale=f ** -0.5)
+    out = torch.zeros(m, d, device=dev, dtype=torch.float32)
+    for ex in torch.unique(ids).tolist():
+        tok, slot = (ids == ex).nonzero(as_tuple=True)
+        h = x[tok].float() @ w1[ex].float().t()
+        a = F.gelu(h[:, :f], approximate="tanh") * h[:, f:]
+        out.index_add_(0, tok, (a @ w2[ex].float().t()) * tw[tok, slot, None])
+    return out
+
+
+def versions() -> dict:
+    import importlib.metadata as md
+
+    v = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("torch", "triton", "numpy"):
+        try:
+            v[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    try:
+        import torch
+
+        v["cuda"] = torch.version.cuda
+        v["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    except Exception:
+        pass
+    return v
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("--precisions", default="bf16,fp8")
+    ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting new units after this many seconds")
+    ap.add_argument("--grid", choices=("full", "smoke"), default="full")
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--only", default=None, help="comma list of op families to time (default all)")
+    ap.add_argument("--max-units", type=int, default=None, help="stop after this many units (tests)")
+    ap.add_argument("--model", default="gemma4-26b-a4b", help="catalog target model (tests: tiny-gemma4)")
+    a = ap.parse_args(argv)
+    import torch
+
+    t_start = time.time()
+    dev = torch.device(a.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    precisions = [p.strip() for p in a.precisions.split(",") if p.strip()]
+    units = plan_units(precisions, smoke=a.grid == "smoke", model=a.model)
+    if a.only:
+        fams = set(a.only.split(","))
+        units = [u for u in units if u[1].family in fams]
+    planned = [unit_key(pr, o.name, at) for pr, o, at in units]
+    csv_path = out / "ops.csv"
+    if csv_path.exists() and not a.resume:
+        csv_path.unlink()
+    done = {unit_key(r["precision"], r["op"], {k: int(r[k]) for k in ("m", "seqs", "q", "ctx") if r.get(k) not in (None, "")})
+            for r in read_rows(csv_path)} if a.resume else set()
+    gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"cpu ({platform.processor() or platform.machine()})"
+    meta = {
+        "gpu_name": gpu, "device": str(dev), "precisions": precisions, "grid": a.grid, "versions": versions(),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "command": " ".join(["python -m measure.ops.campaign", *(argv or sys.argv[1:])]),
+        "model": a.model, "sliding_window": __import__("costmodel.models", fromlist=["get_model"]).get_model(a.model).sliding_window, "status": "incomplete", "planned_units": len(planned),
+        "notes": [
+            "ops timed with random data and uniform random top-8 routing (the roofline's assumption)",
+            "attention runs on a bf16 KV cache in both precisions (SDPA has no fp8 attention); fp8 rows are the GEMMs and experts",
+            "each op timed alone, back to back under a CUDA graph with rotating weight copies (>= 256 MB) so weights stream from HBM",
+            "overhead: device round trip per step (H2D inputs, graph launch, D2H tokens, sync); an engine's CPU scheduling is not in it",
+        ],
+    }
+    if dev.type == "cuda":
+        meta["sm_count"] = torch.cuda.get_device_properties(dev).multi_processor_count
+        from measure.ops.timing import copy_bandwidth_tbps, matmul_tflops, step_overhead
+
+        meta["copy_bandwidth_tbps"] = copy_bandwidth_tbps(dev)
+        meta["matmul_tflops"] = {"bf16": matmul_tflops(dev, False)}
+        try:
+            meta["matmul_tflops"]["fp8"] = matmul_tflops(dev, True)
+        except Exception as e:
+            meta["matmul_tflops"]["fp8"] = f"{type(e).__name__}: {e}"
+        meta["overhead"] = step_overhead(dev)
+    else:
+        from measure.ops.timing import step_overhead
+
+        meta["copy_bandwidth_tbps"] = None
+        meta["overhead"] = step_overhead(dev)
+    meta["selfcheck"], disabled = selfcheck(dev)
+    meta["disabled_kernels"] = disabled
+
+    def write_meta(status):
+        got = {unit_key(r["precision"], r["op"], {k: int(r[k]) for k in ("m", "seqs", "q", "ctx") if r.get(k) not in (None, "")})
+               for r in read_rows(csv_path) if r.get("ms")}
+        missing = [u for u in planned if u not in got]
+        meta.update(status=status if not missing else "incomplete", done_units=len(got), missing_units=missing[:2000],
+                    missing_count=len(missing), wall_s=round(time.time() - t_start, 1))
+        (out / "meta.json").write_text(json.dumps(meta, indent=1))
+        return missing
+
+    write_meta("incomplete")
+    print(f"[ops] {gpu}: copy {meta.get('copy_bandwidth_tbps')} TB/s; {len(units)} units planned; selfcheck {meta['selfcheck']}", flush=True)
+    w = RowWriter(csv_path)
+    n_done = 0
+    stopped = None
+    try:
+        for i, (pr, o, at) in enumerate(units):
+            key = unit_key(pr, o.name, at)
+            if key in done:
+                continue
+            if time.time() - t_start > a.budget_s:
+                stopped = f"budget of {a.budget_s:.0f} s reached"
+                break
+            if a.max_units is not None and n_done >= a.max_units:
+                stopped = f"--max-units {a.max_units} reached"
+                break
+            try:
+                row = time_unit(o, at, pr, dev, disabled)
+            except Exception as e:
+                row = {"precision": pr, "op": o.name, "family": o.family, **{k: at.get(k, "") for k in ("m", "seqs", "q", "ctx")},
+                       "method": "failed", "fallback": f"{type(e).__name__}: {str(e)[:200]}"}
+                traceback.print_exc()
+                if dev.type == "cuda":
+                    torch.cuda.empty_cache()
+            row["gpu"] = gpu
+            w.add(row)
+            n_done += 1
+            if n_done % 50 == 0:
+                print(f"[ops] {n_done} units, {time.time() - t_start:.0f} s", flush=True)
+                write_meta("incomplete")
+    except KeyboardInterrupt:
+        stopped = "interrupted"
+    finally:
+        w.close()
+        if stopped:
+            meta["stopped"] = stopped
+        missing = write_meta("complete")
+    print(f"[ops] done {n_done} units in {time.time() - t_start:.0f} s; missing {len(missing)}" + (f" ({stopped})" if stopped else ""), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,607 @@
+"""Kernel registry: for each op family, candidate kernels in order of preference. Each candidate
+builds a `Bench` for one op at one shape (its own weights, inputs and outputs on the device); the
+campaign times every candidate that builds and runs, keeps the fastest, and records every one that
+failed with its error (a fallback is never silent).
+
+Families (params in brackets; `m` = tokens in the op):
+- gemm [k, n, m]: y = x @ W.T. bf16: cuBLAS (torch.mm). fp8: e4m3 weights with per-output-channel
+  scales, activations quantised per token at run time (amax -> scale -> cast, counted in the op),
+  `torch._scaled_mm` rowwise (cuBLASLt); tensorwise scales; last resort the bf16 GEMM on dequantised
+  weights.
+- lm_head [k, n=vocab, m]: the gemm plus the final-logit softcap tanh(x/30)*30 into fp32 logits.
+- rmsnorm [d, m]: fused residual add + RMSNorm (Triton), or torch's eager composite.
+- act_mul [d, m]: gelu_tanh(gate) * up (Triton fused, or torch eager).
+- qk_norm_rope [nq, nkv, hd, m]: per-head RMSNorm of q and k plus rotary embedding (torch eager).
+- router [m]: RMSNorm + 2816x128 GEMM + fp32 softmax + top-8 + renormalise (bf16 in both precisions).
+- moe [m]: the routed experts of one layer for m tokens x top-8 (align/sort, gate_up GEMM, gelu*up,
+  down GEMM with the routing weights, combine). Triton fused-MoE (several tile configs) or
+  `torch._grouped_mm`; fp8: the Triton kernel in fp8 (per-channel weight scales, per-row dynamic
+  activation scales) or `torch._scaled_grouped_mm`; last resort the bf16 path.
+- attn [nq, nkv, hd, seqs, q, ctx, mask, window]: SDPA over the visible keys with cuDNN, flash or
+  memory-efficient backends (GQA through enable_gqa; causal with a cached prefix through a
+  lower-right causal bias; a sliding window by restricting keys to the window, in query blocks of
+  one window for long causal chunks); math only as a last resort.
+- embed [m]: embedding gather.  dg_sampler [m]: DiffusionGemma's sampler over fp32 logits
+  (temperature, softmax, entropy, argmax, exponential-race sample, accept the lowest-entropy
+  positions per 256-token canvas, re-noise the rest, keep bf16 probabilities for self-conditioning).
+  ar_sampler [m]: temperature + softmax + exponential-race sample per row.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+FP8_MAX = 448.0
+VOCAB_CHUNK = 4096  # logits-sized ops are run in chunks of this many tokens (timed up to one chunk)
+
+
+def has_triton(device: torch.device) -> bool:
+    if device.type != "cuda":
+        return False
+    try:
+        import triton  # noqa: F401
+
+        from measure.ops import triton_kernels  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
+def fp8_dtype():
+    return getattr(torch, "float8_e4m3fn", None)
+
+
+@dataclass
+class Bench:
+    """One op at one shape: `run(i)` executes it once with weight copy i % copies."""
+
+    run: Callable[[int], object]
+    copies: int = 1
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    build: Callable  # (params: dict, precision: str, device) -> Bench
+    precisions: tuple[str, ...] = ("bf16", "fp8")
+
+
+def _copies(weight_bytes: float, want_bytes: float = 256e6, cap: int = 30) -> int:
+    """Weight copies to rotate through so back-to-back calls stream from memory, not L2 (as the 30
+    layers of a real forward do)."""
+    if weight_bytes <= 0:
+        return 1
+    return int(max(1, min(cap, math.ceil(want_bytes / weight_bytes))))
+
+
+def _randn(*shape, device, dtype=torch.bfloat16, scale=1.0):
+    return (torch.randn(*shape, device=device, dtype=torch.float32) * scale).to(dtype)
+
+
+def quant_rows(x: torch.Tensor):
+    """Dynamic per-row e4m3 quantisation: (fp8 tensor, float32 scale [rows, 1])."""
+    amax = x.abs().amax(dim=-1, keepdim=True).float().clamp(min=1e-6)
+    scale = amax / FP8_MAX
+    return (x.float() / scale).to(fp8_dtype()), scale
+
+
+def quant_rows_fast(x: torch.Tensor):
+    """Per-row quantisation in one Triton kernel on CUDA (what serving engines fuse), else torch."""
+    if has_triton(x.device):
+        from measure.ops.triton_kernels import quant_rows as tq
+
+        return tq(x.contiguous())
+    return quant_rows(x)
+
+
+def quant_weight_channels(w: torch.Tensor):
+    """Per-output-channel e4m3 weights: w [..., n, k] -> (fp8 [..., n, k], float32 scale [..., n])."""
+    amax = w.abs().amax(dim=-1).float().clamp(min=1e-6)
+    scale = amax / FP8_MAX
+    return (w.float() / scale[..., None]).to(fp8_dtype()), scale
+
+
+# ---- gemm ------------------------------------------------------------------------------------------
+def _gemm_bf16(p, prec, dev, softcap=None):
+    k, n, m = p["k"], p["n"], p["m"]
+    c = _copies(k * n * 2)
+    ws = [_randn(n, k, device=dev, scale=k ** -0.5) for _ in range(c)]
+    x = _randn(m, k, device=dev)
+    out = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+    logits = torch.empty(m, n, device=dev, dtype=torch.float32) if softcap else None
+
+    def run(i):
+        torch.mm(x, ws[i % c].t(), out=out)
+        if softcap:
+            torch.tanh(out.float().div_(softcap), out=logits)
+            logits.mul_(softcap)
+    return Bench(run, c, "cuBLAS bf16 mm" + (" + softcap fp32" if softcap else ""))
+
+
+def _gemm_fp8(p, prec, dev, rowwise=True, softcap=None):
+    if prec != "fp8":
+        raise ValueError("fp8 kernel at a non-fp8 precision")
+    if dev.type != "cuda":
+        raise RuntimeError("torch._scaled_mm needs a CUDA device")
+    k, n, m = p["k"], p["n"], p["m"]
+    c = _copies(k * n)
+    ws, ss = [], []
+    for _ in range(c):
+        wq, s = quant_weight_channels(_randn(n, k, device=dev, scale=k ** -0.5))
+        ws.append(wq)  # [n, k] row-major: .t() is the column-major B _scaled_mm wants
+        ss.append(s.view(1, n) if rowwise else s.max().view(()))
+    x = _randn(m, k, device=dev)
+    logits = torch.empty(m, n, device=dev, dtype=torch.float32) if softcap else None
+
+    def run(i):
+        if rowwise:
+            xq, xs = quant_rows_fast(x)
+        else:
+            amax = x.abs().amax().float().clamp(min=1e-6)
+            xs = (amax / FP8_MAX)
+            xq = (x.float() / xs).to(fp8_dtype())
+        y = torch._scaled_mm(xq, ws[i % c].t(), scale_a=xs, scale_b=ss[i % c], out_dtype=torch.bfloat16)
+        if softcap:
+            torch.tanh(y.float().div_(softcap), out=logits)
+            logits.mul_(softcap)
+        return y
+    run(0)  # fail here, at build, if the layout/scales are refused
+    return Bench(run, c, ("cuBLASLt fp8 rowwise" if rowwise else "cuBLASLt fp8 tensorwise") + " + dynamic act quant")
+
+
+def _gemm_dequant(p, prec, dev, softcap=None):
+    """Last resort for fp8: weights kept as e4m3 + scale, dequantised to bf16 per call, bf16 mm."""
+    k, n, m = p["k"], p["n"], p["m"]
+    c = _copies(k * n)
+    f8 = fp8_dtype()
+    ws, ss = [], []
+    for _ in range(c):
+        w = _randn(n, k, device=dev, scale=k ** -0.5)
+        if f8 is not None:
+            wq, s = quant_weight_channels(w)
+        else:
+            wq, s = w, torch.ones(n, device=dev)
+        ws.append(wq)
+        ss.append(s)
+    x = _randn(m, k, device=dev)
+    logits = torch.empty(m, n, device=dev, dtype=torch.float32) if softcap else None
+
+    def run(i):
+        w = (ws[i % c].to(torch.bfloat16) * ss[i % c][:, None].to(torch.bfloat16))
+        y = x @ w.t()
+        if softcap:
+            torch.tanh(y.float().div_(softcap), out=logits)
+            logits.mul_(softcap)
+        return y
+    return Bench(run, c, "dequantise fp8 -> bf16 mm (fallback)")
+
+
+GEMM = {
+    "bf16": [Candidate("cublas_bf16", _gemm_bf16, ("bf16",))],
+    "fp8": [Candidate("scaled_mm_rowwise", lambda p, pr, d: _gemm_fp8(p, pr, d, True), ("fp8",)),
+            Candidate("dequant_bf16_mm", _gemm_dequant, ("fp8",))],
+}
+LM_HEAD = {
+    "bf16": [Candidate("cublas_bf16+softcap", lambda p, pr, d: _gemm_bf16(p, pr, d, softcap=30.0), ("bf16",))],
+    "fp8": [Candidate("scaled_mm_rowwise+softcap", lambda p, pr, d: _gemm_fp8(p, pr, d, True, softcap=30.0), ("fp8",)),
+            Candidate("dequant_bf16_mm+softcap", lambda p, pr, d: _gemm_dequant(p, pr, d, softcap=30.0), ("fp8",))],
+}
+
+
+# ---- norms and elementwise -------------------------------------------------------------------------
+def _rmsnorm_triton(p, prec, dev):
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_kernels import add_rmsnorm
+
+    d, m = p["d"], p["m"]
+    x, res, out = _randn(m, d, device=dev), _randn(m, d, device=dev), torch.empty(m, d, device=dev, dtype=torch.bfloat16)
+    w = _randn(d, device=dev, scale=0.1)
+    return Bench(lambda i: add_rmsnorm(x, res, w, out), 1, "Triton fused add + RMSNorm")
+
+
+def _rmsnorm_torch(p, prec, dev):
+    d, m = p["d"], p["m"]
+    x, res = _randn(m, d, device=dev), _randn(m, d, device=dev)
+    w = _randn(d, device=dev, scale=0.1)
+
+    def run(i):
+        h = x.float() + res.float()
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + w.float())).to(torch.bfloat16)
+    return Bench(run, 1, "torch eager add + RMSNorm (several kernels)")
+
+
+def _act_triton(p, prec, dev):
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_kernels import gelu_mul
+
+    d, m = p["d"], p["m"]
+    gu, out = _randn(m, 2 * d, device=dev), torch.empty(m, d, device=dev, dtype=torch.bfloat16)
+    return Bench(lambda i: gelu_mul(gu, out), 1, "Triton fused gelu_tanh * up")
+
+
+def _act_torch(p, prec, dev):
+    d, m = p["d"], p["m"]
+    gu = _randn(m, 2 * d, device=dev)
+    return Bench(lambda i: F.gelu(gu[:, :d], approximate="tanh") * gu[:, d:], 1, "torch eager gelu_tanh * up")
+
+
+def _qk_norm_rope(p, prec, dev):
+    nq, nkv, hd, m = p["nq"], p["nkv"], p["hd"], p["m"]
+    q = _randn(m, nq, hd, device=dev)
+    k = _randn(m, max(nkv, 0), hd, device=dev) if nkv else None
+    wq = _randn(hd, device=dev, scale=0.1)
+    cos = _randn(m, 1, hd // 2, device=dev)
+    sin = _randn(m, 1, hd // 2, device=dev)
+
+    def norm_rope(t):
+        t = t.float()
+        t = t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + wq.float())
+        a, b = t[..., : hd // 2], t[..., hd // 2:]
+        return torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1).to(torch.bfloat16)
+
+    def run(i):
+        norm_rope(q)
+        if k is not None:
+            norm_rope(k)
+    return Bench(run, 1, "torch eager per-head RMSNorm + RoPE of q and k")
+
+
+def _router(p, prec, dev):
+    m, d, e, topk = p["m"], p["d"], p["experts"], p["topk"]
+    c = _copies(d * e * 2)
+    ws = [_randn(e, d, device=dev, scale=d ** -0.5) for _ in range(c)]
+    x = _randn(m, d, device=dev)
+
+    def run(i):
+        h = x.float()
+        h = (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).to(torch.bfloat16)
+        probs = torch.softmax(h @ ws[i % c].t(), dim=-1, dtype=torch.float32)
+        w, idx = torch.topk(probs, topk, dim=-1)
+        return w / w.sum(-1, keepdim=True), idx
+    return Bench(run, c, "torch: RMSNorm + bf16 GEMM + fp32 softmax + topk")
+
+
+def _embed(p, prec, dev):
+    m, d, v = p["m"], p["d"], p["vocab"]
+    emb = _randn(v, d, device=dev)
+    ids = torch.randint(0, v, (m,), device=dev)
+    return Bench(lambda i: torch.index_select(emb, 0, ids), 1, "torch index_select")
+
+
+# ---- samplers --------------------------------------------------------------------------------------
+def _dg_sampler(p, prec, dev):
+    """DiffusionGemma's sampler for m canvas positions (canvases of 256; fewer positions: one canvas)."""
+    m, v = p["m"], p["vocab"]
+    canvas = min(256, m)
+    nc = max(1, m // canvas)
+    logits = _randn(m, v, device=dev, dtype=torch.float32, scale=3.0)
+    probs_out = torch.empty(m, v, device=dev, dtype=torch.bfloat16)
+    canvas_tokens = torch.randint(0, v, (nc, canvas), device=dev)
+
+    def run(i):
+        lg = logits / 0.6  # temperature schedule value of this step
+        lp = torch.log_softmax(lg, dim=-1)
+        pr = lp.exp()
+        ent = -(pr * lp).sum(-1)  # entropy per position
+        probs_out.copy_(pr)  # bf16 probabilities kept for the next step's self-conditioning
+        greedy = lg.argmax(-1)
+        q = torch.empty_like(pr).exponential_()
+        sample = (pr / q).argmax(-1)
+        e = ent.view(nc, canvas)
+        se, order = torch.sort(e, dim=-1)
+        cum = torch.cumsum(se, -1) - se  # sum of the others below the bound (sum - max of the accepted)
+        acc_sorted = cum <= 0.1
+        accept = torch.zeros_like(acc_sorted).scatter_(1, order, acc_sorted)
+        noise = torch.randint_like(canvas_tokens, 0, v)
+        new = torch.where(accept, sample.view(nc, canvas), noise)
+        canvas_tokens.copy_(new)
+        return greedy
+    return Bench(run, 1, "torch: softmax/entropy/argmax/exponential-race sample over the vocabulary, sort-based accept, re-noise")
+
+
+def _ar_sampler(p, prec, dev):
+    m, v = p["m"], p["vocab"]
+    logits = _randn(m, v, device=dev, dtype=torch.float32, scale=3.0)
+
+    def run(i):
+        pr = torch.softmax(logits / 0.7, dim=-1)
+        q = torch.empty_like(pr).exponential_()
+        return (pr / q).argmax(-1)
+    return Bench(run, 1, "torch: temperature softmax + exponential-race sample")
+
+
+def _dg_sampler_triton(p, prec, dev):
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_kernels import sample_rows
+
+    m, v = p["m"], p["vocab"]
+    canvas = min(256, m)
+    nc = max(1, m // canvas)
+    logits = _randn(m, v, device=dev, dtype=torch.float32, scale=3.0)
+    probs = torch.empty(m, v, device=dev, dtype=torch.bfloat16)
+    greedy = torch.empty(m, device=dev, dtype=torch.int32)
+    sample = torch.empty(m, device=dev, dtype=torch.int32)
+    ent = torch.empty(m, device=dev, dtype=torch.float32)
+    canvas_tokens = torch.randint(0, v, (nc, canvas), device=dev, dtype=torch.int32)
+
+    def run(i):
+        sample_rows(logits, 0.6, 1234 + i, probs=probs, ent=ent, greedy=greedy, sample=sample)
+        e = ent.view(nc, canvas)
+        se, order = torch.sort(e, dim=-1)
+        acc_sorted = (torch.cumsum(se, -1) - se) <= 0.1
+        accept = torch.zeros_like(acc_sorted).scatter_(1, order, acc_sorted)
+        noise = torch.randint_like(canvas_tokens, 0, v)
+        canvas_tokens.copy_(torch.where(accept, sample.view(nc, canvas), noise))
+    return Bench(run, 1, "Triton fused row sampler (online softmax entropy, argmax, in-kernel Gumbel sample, bf16 probs) + torch accept/re-noise")
+
+
+def _ar_sampler_triton(p, prec, dev):
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_kernels import sample_rows
+
+    m, v = p["m"], p["vocab"]
+    logits = _randn(m, v, device=dev, dtype=torch.float32, scale=3.0)
+    greedy = torch.empty(m, device=dev, dtype=torch.int32)
+    sample = torch.empty(m, device=dev, dtype=torch.int32)
+    return Bench(lambda i: sample_rows(logits, 0.7, 99 + i, greedy=greedy, sample=sample, entropy=False), 1,
+                 "Triton fused row sampler (argmax + in-kernel Gumbel sample)")
+
+
+def _qk_norm_rope_triton(p, prec, dev):
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_kernels import qk_norm_rope
+
+    nq, nkv, hd, m = p["nq"], p["nkv"], p["hd"], p["m"]
+    q = _randn(m, nq, hd, device=dev)
+    k = _randn(m, nkv, hd, device=dev) if nkv else None
+    w = _randn(hd, device=dev, scale=0.1)
+    pos = torch.arange(m, device=dev, dtype=torch.int32)
+
+    def run(i):
+        qk_norm_rope(q, w, pos)
+        if k is not None:
+            qk_norm_rope(k, w, pos)
+    return Bench(run, 1, "Triton fused per-head RMSNorm + RoPE (q and k)")
+
+
+# ---- MoE -------------------------------------------------------------------------------------------
+def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int):
+    """vLLM's moe_align_block_size in graph-capturable torch ops: (sorted_ids [EM] with pad value
+    R = topk_ids.numel(), expert id per BLOCK_M block, padded row count as a 1-element tensor)."""
+    flat = topk_ids.reshape(-1)
+    R = flat.numel()
+    dev = flat.device
+    EM = ((R + num_experts * (block_m - 1) + block_m - 1) // block_m) * block_m
+    counts = torch.zeros(num_experts, dtype=torch.int64, device=dev).scatter_add_(0, flat, torch.ones_like(flat))
+    padded = (counts + block_m - 1) // block_m * block_m
+    pad_end = torch.cumsum(padded, 0)
+    pad_start = pad_end - padded
+    order = torch.argsort(flat, stable=True)
+    sorted_e = flat[order]
+    cnt_start = torch.cumsum(counts, 0) - counts
+    rank = torch.arange(R, device=dev) - cnt_start[sorted_e]
+    dest = pad_start[sorted_e] + rank
+    sorted_ids = torch.full((EM,), R, dtype=torch.int64, device=dev).scatter_(0, dest, order)
+    blocks = torch.arange(EM // block_m, device=dev) * block_m
+    expert_ids = torch.searchsorted(pad_end, blocks, right=True).clamp_(max=num_experts - 1)
+    return sorted_ids, expert_ids, pad_end[-1:]
+
+
+def _moe_inputs(p, dev):
+    m, d, e, f, topk = p["m"], p["d"], p["experts"], p["ffn"], p["topk"]
+    g = torch.Generator(device="cpu").manual_seed(1234 + m)
+    ids = torch.stack([torch.randperm(e, generator=g)[:topk] for _ in range(m)]).to(dev)  # uniform routing
+    w = torch.rand(m, topk, generator=g).to(dev)
+    w = (w / w.sum(-1, keepdim=True)).float()
+    x = _randn(m, d, device=dev)
+    return x, ids, w, m, d, e, f, topk
+
+
+def _moe_triton(p, prec, dev, cfg, fp8=False):
+    if not has_triton(dev) and not p.get("_interpret"):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_kernels import fused_moe_gemm, gelu_mul
+
+    x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
+    bm = cfg[0]
+    w1 = _randn(e, 2 * f, d, device=dev, scale=d ** -0.5)
+    w2 = _randn(e, d, f, device=dev, scale=f ** -0.5)
+    if fp8:
+        w1, s1 = quant_weight_channels(w1)
+        w2, s2 = quant_weight_channels(w2)
+    R = m * topk
+    inter = torch.empty(R, 2 * f, device=dev, dtype=torch.bfloat16)
+    act = torch.empty(R, f, device=dev, dtype=torch.bfloat16)
+    out2 = torch.empty(R, d, device=dev, dtype=torch.bfloat16)
+    twf = tw.reshape(-1).contiguous()
+
+    def run(i):
+        sorted_ids, expert_ids, npad = moe_align(ids, e, bm)
+        if fp8:
+            xq, xs = quant_rows_fast(x)
+            fused_moe_gemm(xq, w1, inter, sorted_ids, expert_ids, npad, a_div=topk, cfg=cfg, a_scale=xs.view(-1), w_scale=s1)
+            gelu_mul(inter, act)
+            aq, as_ = quant_rows_fast(act)
+            fused_moe_gemm(aq, w2, out2, sorted_ids, expert_ids, npad, a_div=1, cfg=cfg, topk_w=twf, a_scale=as_.view(-1), w_scale=s2)
+        else:
+            fused_moe_gemm(x, w1, inter, sorted_ids, expert_ids, npad, a_div=topk, cfg=cfg)
+            gelu_mul(inter, act)
+            fused_moe_gemm(act, w2, out2, sorted_ids, expert_ids, npad, a_div=1, cfg=cfg, topk_w=twf)
+        return out2.view(m, topk, d).sum(1)
+    return Bench(run, 1, f"Triton fused MoE {'fp8 w8a8 ' if fp8 else ''}BLOCK_M/N/K={cfg[0]}/{cfg[1]}/{cfg[2]} warps {cfg[4]} stages {cfg[5]}")
+
+
+def _moe_grouped(p, prec, dev, fp8=False):
+    if dev.type != "cuda":
+        raise RuntimeError("torch._grouped_mm needs a CUDA device")
+    x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
+    w1 = _randn(e, 2 * f, d, device=dev, scale=d ** -0.5)
+    w2 = _randn(e, d, f, device=dev, scale=f ** -0.5)
+    if fp8:
+        w1, s1 = quant_weight_channels(w1)
+        w2, s2 = quant_weight_channels(w2)
+    flat = ids.reshape(-1)
+    twf = tw.reshape(-1)
+
+    def run(i):
+        order = torch.argsort(flat, stable=True)
+        counts = torch.zeros(e, dtype=torch.int32, device=dev).scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
+        offs = torch.cumsum(counts, 0, dtype=torch.int32)
+        xs = x.index_select(0, order // topk)
+        if fp8:
+            xq, xsc = quant_rows_fast(xs)
+            h = torch._scaled_grouped_mm(xq, w1.transpose(-2, -1), xsc.view(-1), s1, offs=offs, out_dtype=torch.bfloat16)
+            a = F.gelu(h[:, :f], approximate="tanh") * h[:, f:]
+            aq, asc = quant_rows_fast(a)
+            y = torch._scaled_grouped_mm(aq, w2.transpose(-2, -1), asc.view(-1), s2, offs=offs, out_dtype=torch.bfloat16)
+        else:
+            h = torch._grouped_mm(xs, w1.transpose(-2, -1), offs=offs)
+            a = F.gelu(h[:, :f], approximate="tanh") * h[:, f:]
+            y = torch._grouped_mm(a, w2.transpose(-2, -1), offs=offs)
+        y = y * twf[order, None].to(y.dtype)
+        out = torch.zeros(m, d, device=dev, dtype=torch.float32)
+        out.index_add_(0, order // topk, y.float())
+        return out
+    run(0)
+    return Bench(run, 1, "torch._scaled_grouped_mm (rowwise scales)" if fp8 else "torch._grouped_mm (CUTLASS)")
+
+
+def _moe_loop(p, prec, dev):
+    """Last resort (any device): a loop over experts with dense GEMMs (host-synchronising)."""
+    x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
+    w1 = _randn(e, 2 * f, d, device=dev, scale=d ** -0.5)
+    w2 = _randn(e, d, f, device=dev, scale=f ** -0.5)
+
+    def run(i):
+        out = torch.zeros(m, d, device=dev, dtype=torch.float32)
+        for ex in torch.unique(ids).tolist():
+            tok, slot = (ids == ex).nonzero(as_tuple=True)
+            h = x[tok] @ w1[ex].t()
+            a = F.gelu(h[:, :f], approximate="tanh") * h[:, f:]
+            out.index_add_(0, tok, ((a @ w2[ex].t()).float() * tw[tok, slot, None]))
+        return out
+    return Bench(run, 1, "torch loop over experts (fallback, not graph-capturable)")
+
+
+def moe_candidates(p: dict, prec: str) -> list[Candidate]:
+    from measure.ops import triton_kernels_cfg as cfgmod
+
+    rpe = p["m"] * p["topk"] / p["experts"]
+    fp8 = prec == "fp8"
+    out = [Candidate(f"triton_fused_moe{'_fp8' if fp8 else ''}[{'/'.join(map(str, c))}]",
+                     (lambda cfg: lambda pp, pr, d: _moe_triton(pp, pr, d, cfg, fp8))(c), (prec,))
+           for c in cfgmod.moe_configs(rpe, fp8)]
+    out.append(Candidate("scaled_grouped_mm" if fp8 else "grouped_mm", lambda pp, pr, d: _moe_grouped(pp, pr, d, fp8), (prec,)))
+    if fp8:
+        out.append(Candidate("grouped_mm_bf16 (fp8 fallback)", lambda pp, pr, d: _moe_grouped(pp, pr, d, False), ("fp8",)))
+    out.append(Candidate("expert_loop (fallback)", _moe_loop, ("bf16", "fp8")))
+    return out
+
+
+# ---- attention -------------------------------------------------------------------------------------
+SDPA_BACKENDS = ("cudnn", "flash", "efficient", "math")
+
+
+def attn_plan(q: int, ctx: int, mask: str, window: int | None):
+    """(list of (query_count, key_count, lower_right_causal) blocks) that cover the op's visible keys."""
+    if mask == "bidirectional":
+        L = ctx + q if not window else min(ctx + q, window)
+        return [(q, L, False)]
+    if not window or ctx + q <= window:
+        return [(q, ctx + q, ctx > 0 or q > 1)]
+    if q <= window:
+        return [(q, min(ctx, window) + q, True)]
+    blocks = []
+    done = 0
+    while done < q:
+        b = min(window, q - done)
+        seen = min(ctx + done, window)
+        blocks.append((b, seen + b, True))
+        done += b
+    return blocks
+
+
+def _attn(p, prec, dev, backend, gqa="native"):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    nq, nkv, hd, seqs, q, ctx = p["nq"], p["nkv"], p["hd"], p["seqs"], p["q"], p["ctx"]
+    mask, window, kv_shared = p["mask"], p.get("window") or None, bool(p.get("k_eq_v"))
+    be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+          "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[backend]
+    if backend != "math" and dev.type != "cuda":
+        raise RuntimeError(f"SDPA {backend} backend needs a CUDA device")
+    blocks = attn_plan(q, ctx, mask, window)
+    Lmax = max(b[1] for b in blocks)
+    qs = _randn(seqs, nq, q, hd, device=dev)
+    k = _randn(seqs, nkv, Lmax, hd, device=dev)
+    v = k if kv_shared else _randn(seqs, nkv, Lmax, hd, device=dev)
+    from torch.nn.attention.bias import causal_lower_right
+
+    group = nq // nkv
+    any_mask = any(c for _, _, c in blocks)
+    if gqa == "packed" and (any_mask or group == 1):
+        raise RuntimeError("packed GQA needs an unmasked op (decode or a bidirectional canvas) and grouped heads")
+    plans = []
+    off = 0
+    for nb, L, causal in blocks:
+        qb = qs[:, :, off:off + nb]
+        bias = causal_lower_right(nb, L) if (causal and not (nb == L)) else None
+        plans.append((qb, k[:, :, Lmax - L:], v[:, :, Lmax - L:], bias, causal and nb == L))
+        off += nb
+
+    def run(i):
+        with sdpa_kernel([be]):
+            for qb, kb, vb, bias, is_causal in plans:
+                if gqa == "packed":  # the group's query heads stacked along the query axis of their KV head (exact without a mask)
+                    qp = qb.reshape(seqs, nkv, group * qb.shape[2], hd)
+                    F.scaled_dot_product_attention(qp, kb, vb)
+                elif gqa == "expand":  # KV heads materialised per query head (the copy is in the time)
+                    ke = kb.repeat_interleave(group, dim=1)
+                    ve = ke if kv_shared else vb.repeat_interleave(group, dim=1)
+                    F.scaled_dot_product_attention(qb, ke, ve, attn_mask=bias, is_causal=is_causal)
+                else:
+                    F.scaled_dot_product_attention(qb, kb, vb, attn_mask=bias, is_causal=is_causal, enable_gqa=nq != nkv)
+    run(0)
+    return Bench(run, 1, f"SDPA {backend}{'' if gqa == 'native' else ' GQA-' + gqa} ({len(blocks)} block{'s' if len(blocks) > 1 else ''}, keys {Lmax})")
+
+
+ATTN = ([Candidate(f"sdpa_{b}", (lambda b: lambda p, pr, d: _attn(p, pr, d, b))(b), ("bf16", "fp8")) for b in SDPA_BACKENDS[:3]]
+        + [Candidate(f"sdpa_{b}_gqa_packed", (lambda b: lambda p, pr, d: _attn(p, pr, d, b, "packed"))(b), ("bf16", "fp8"))
+           for b in ("flash", "efficient")]
+        + [Candidate("sdpa_efficient_gqa_expand", lambda p, pr, d: _attn(p, pr, d, "efficient", "expand"), ("bf16", "fp8")),
+           Candidate("sdpa_math", lambda p, pr, d: _attn(p, pr, d, "math"), ("bf16", "fp8"))])
+
+
+def candidates(family: str, params: dict, precision: str) -> list[Candidate]:
+    """The registry: candidates for an op family at a precision, in order of preference."""
+    if family == "gemm":
+        return GEMM[precision]
+    if family == "lm_head":
+        return LM_HEAD[precision]
+    if family == "moe":
+        return moe_candidates(params, precision)
+    if family == "attn":
+        return ATTN
+    simple = {
+        "rmsnorm": [Candidate("triton_add_rmsnorm", _rmsnorm_triton), Candidate("torch_add_rmsnorm", _rmsnorm_torch)],
+        "act_mul": [Candidate("triton_gelu_mul", _act_triton), Candidate("torch_gelu_mul", _act_torch)],
+        "qk_norm_rope": [Candidate("triton_qk_norm_rope", _qk_norm_rope_triton), Candidate("torch_qk_norm_rope", _qk_norm_rope)],
+        "router": [Candidate("torch_router", _router)],
+        "embed": [Candidate("torch_embed", _embed)],
+        "dg_sampler": [Candidate("triton_dg_sampler", _dg_sampler_triton), Candidate("torch_dg_sampler", _dg_sampler)],
+        "ar_sampler": [Candidate("triton_ar_sampler", _ar_sampler_triton), Candidate("torch_ar_sampler", _ar_sampler)],
+    }
+    if family not in simple:
+        raise KeyError(f"unknown op family {family!r}")
+    return simple[family]

@@ -1,0 +1,16 @@
+"""Tile configurations the campaign tries for the Triton fused-MoE kernel (importable without Triton)."""
+
+from __future__ import annotations
+
+
+def moe_configs(rows_per_expert: float, fp8: bool) -> list[tuple[int, int, int, int, int, int]]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages) candidates for a routed-row density,
+    after vLLM's default and tuned H100 configs for E=128 small-N experts; the campaign times each."""
+    bk = 128 if fp8 else 64
+    if rows_per_expert <= 2:
+        return [(16, 64, 128 if not fp8 else 256, 1, 4, 4), (16, 128, bk, 1, 4, 3)]
+    if rows_per_expert <= 24:
+        return [(16, 64, 128 if not fp8 else 256, 1, 4, 4), (16, 128, 128, 1, 4, 3), (32, 64, 128, 1, 4, 4)]
+    if rows_per_expert <= 96:
+        return [(32, 128, bk, 8, 4, 4), (64, 64, 64 if not fp8 else 128, 8, 4, 3)]
+    return [(64, 128, bk, 8, 4, 4), (128, 128, bk, 8, 8, 3)]

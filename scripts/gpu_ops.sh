@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Operator-profiler campaign on the device machine (issue 17): every op of the three models' passes
+# at their real shapes, bf16 and fp8, fastest kernel per shape, CUDA-graph timing, into
+# $OUT/<gpu>/ops.csv + meta.json (provenance, copy bandwidth, overhead term, missing units).
+#   bash scripts/gpu_ops.sh smoke [BUDGET_S]   # a few shapes per op: checks every kernel path (~1-2 min)
+#   bash scripts/gpu_ops.sh full  [BUDGET_S]   # the whole grid (default budget 430 s of timing)
+# Then on any machine: python -m measure.ops.compose ... and python -m measure.ops.targets ...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+MODE=${1:-full}
+BUDGET=${2:-430}
+DEST=${OUT:-/tmp/ops-out}
+tag=$(python3 -c "import torch; n=torch.cuda.get_device_name(); print('h200' if 'H200' in n else 'h100' if 'H100' in n else 'gpu')")
+mkdir -p "$DEST/$tag"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > "$DEST/$tag/nvidia-smi.csv" || true
+python3 -m measure.ops.campaign -o "$DEST/$tag" --grid "$MODE" --budget-s "$BUDGET" --precisions bf16,fp8 2>&1 | tee "$DEST/$tag/campaign.log"

@@ -20,7 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from costmodel.errors import UserError
-from costmodel.schemas.profile import MODES, Profile
+from costmodel.modes import get_mode
+from costmodel.schemas.profile import Profile
 from simulate.engine import EngineConfig
 from costmodel.schemas.results import PointSummary
 from simulate.router import ROUTERS
@@ -60,8 +61,7 @@ def resolve_engine(profile: Profile, engine) -> EngineConfig:
 
 
 def check_mode(profile: Profile, mode: str) -> None:
-    if mode not in MODES:
-        raise UserError(f"unknown mode {mode!r}", f"use one of {', '.join(MODES)}")
+    get_mode(mode)
     profile.mode(mode)
 
 

@@ -46,8 +46,12 @@ Stability (stable=False means: the queue grows without bound; its latencies are 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
+
+from costmodel.modes import ModeDraws, ServingMode
 
 from costmodel.schemas.results import PERCENTILES, REQUEST_COLUMNS, PointSummary
 
@@ -145,89 +149,119 @@ def backlog_trend(tracker: Tracker, warmup_s: float, end_s: float) -> tuple[floa
     return float(slope * span), span, float(y.mean())
 
 
-def summarise(*, mode: str, profile, qps: float, replicas: list, reqs, n_arrived: int, rec: Records, tracker: Tracker,
-              t_end: float, warmup_s: float, abort: str, drain_s: float, seed: int, blocks, cfg, kv_cap: int,
-              router: str, workload_desc: str, tokens_per_g1: int, tokens_per_g2: int, kinds: tuple) -> tuple[PointSummary, pd.DataFrame]:
-    n = n_arrived
-    arr = reqs.arrival_s[:n]
-    prompt = reqs.prompt_tokens[:n]
-    out = reqs.output_tokens[:n]
-    start, first, fin = rec.start_s[:n], rec.first_s[:n], rec.finish_s[:n]
-    finished = np.isfinite(fin)
-    warm = arr < warmup_s
-    queue_ms = (start - arr) * 1e3
-    ttft_ms = (first - arr) * 1e3
-    e2e_ms = (fin - arr) * 1e3
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot_ms = np.where(out > 1, (e2e_ms - ttft_ms) / (out - 1), np.nan)
+@dataclass
+class FinishedRun:
+    """Everything the event loop (sim.py) hands over when a point's simulation ends."""
 
-    window_end = min(reqs.window_s, t_end) if abort else reqs.window_s
-    span = max(window_end - warmup_s, 1e-12)
-    in_win = finished & (fin >= warmup_s) & (fin <= window_end)
-    steady = finished & ~warm
+    mode: ServingMode
+    profile: object  # costmodel.schemas.profile.Profile
+    reqs: object  # simulate.workload.Requests
+    draws: ModeDraws
+    cfg: object  # simulate.engine.EngineConfig
+    replicas: list
+    rec: Records
+    tracker: Tracker
+    n_arrived: int
+    t_end: float
+    warmup_s: float
+    abort: str
+    drain_s: float
+    seed: int
+    kv_cap: int
+    router: str
+    workload_desc: str
 
-    # stability
-    growth, trend_span, level = backlog_trend(tracker, warmup_s, window_end)
+
+@dataclass
+class _Stability:
+    stable: bool
+    reason: str
+    growth: float
+
+
+def _stability(run: FinishedRun, arr: np.ndarray, finished: np.ndarray, window_end: float) -> _Stability:
+    """The three instability tests of the module docstring, in order."""
+    growth, trend_span, level = backlog_trend(run.tracker, run.warmup_s, window_end)
     arrivals_in_trend = int(((arr >= window_end - trend_span) & (arr <= window_end)).sum()) if trend_span else 0
     threshold = max(TREND_MIN_GROWTH, TREND_FRACTION * arrivals_in_trend, TREND_LEVEL * level if trend_span else 0.0)
-    unfinished = int(n - finished.sum())
+    unfinished = int(len(arr) - finished.sum())
     reasons = []
-    if abort:
-        reasons.append(abort)
+    if run.abort:
+        reasons.append(run.abort)
     if trend_span and growth > threshold:
         reasons.append(f"backlog grew by {growth:.0f} requests over the steady {trend_span:.0f} s "
                        f"({100 * growth / max(arrivals_in_trend, 1):.1f}% of its arrivals; limit {threshold:.0f})")
-    if unfinished and not abort:
-        reasons.append(f"{unfinished} requests still unfinished {drain_s:.0f} s after the last arrival")
-    stable = not reasons
+    if unfinished and not run.abort:
+        reasons.append(f"{unfinished} requests still unfinished {run.drain_s:.0f} s after the last arrival")
     reason = "; ".join(reasons) if reasons else f"backlog flat ({growth:+.1f} requests over the steady {trend_span:.0f} s; limit {threshold:.0f})"
+    return _Stability(not reasons, reason, growth)
 
-    steps = sum(r.n_steps for r in replicas)
-    acc_pre = sum(r.acc_prefill_seqs for r in replicas)
-    acc_pre_tok = sum(r.acc_prefill_tokens for r in replicas)
-    acc_g1 = sum(r.acc_g1 for r in replicas)
-    acc_g2 = sum(r.acc_g2 for r in replicas)
+
+def _batch_stats(run: FinishedRun) -> dict:
+    """Engine steps, mean sequences and query tokens per step, and the composition by pass kind."""
+    reps = run.replicas
+    steps = sum(r.n_steps for r in reps)
+    acc_pre = sum(r.acc_prefill_seqs for r in reps)
+    acc_pre_tok = sum(r.acc_prefill_tokens for r in reps)
+    acc_groups = [sum(r.acc_groups[i] for r in reps) for i in range(len(run.mode.group_kinds))]
     per = (lambda x: x / steps) if steps else (lambda x: float("nan"))
-    comp = {kinds[0]: per(acc_pre), kinds[1]: per(acc_g1)}
-    if kinds[2]:
-        comp[kinds[2]] = per(acc_g2 if mode == "diffusion" else acc_g1)
-    busy = sum(r.busy_window_s for r in replicas)
-    busy_span = window_end if window_end > 0 else t_end
+    tokens = acc_pre_tok + sum(a * g for a, g in zip(acc_groups, run.draws.group_tokens))
+    return dict(engine_steps=int(steps), mean_batch_seqs=per(acc_pre + sum(acc_groups)), mean_batch_tokens=per(tokens),
+                batch_composition=run.mode.batch_composition(per(acc_pre), tuple(per(a) for a in acc_groups)))
 
+
+def summarise(run: FinishedRun) -> tuple[PointSummary, pd.DataFrame]:
+    """The point's summary (PointSummary: metric meanings in the module docstring) and its
+    per-request records."""
+    reqs, rec, n = run.reqs, run.rec, run.n_arrived
+    arr, prompt, out = reqs.arrival_s[:n], reqs.prompt_tokens[:n], reqs.output_tokens[:n]
+    start, first, fin = rec.start_s[:n], rec.first_s[:n], rec.finish_s[:n]
+    finished = np.isfinite(fin)
+    warm = arr < run.warmup_s
+    queue_ms, ttft_ms, e2e_ms = (start - arr) * 1e3, (first - arr) * 1e3, (fin - arr) * 1e3
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot_ms = np.where(out > 1, (e2e_ms - ttft_ms) / (out - 1), np.nan)
+    window_end = min(reqs.window_s, run.t_end) if run.abort else reqs.window_s
+    span = max(window_end - run.warmup_s, 1e-12)
+    in_win = finished & (fin >= run.warmup_s) & (fin <= window_end)
+    steady = finished & ~warm
+    stab = _stability(run, arr, finished, window_end)
+    busy = sum(r.busy_window_s for r in run.replicas)
+    busy_span = window_end if window_end > 0 else run.t_end
     summary = PointSummary(
-        mode=mode, hardware=str(profile.hardware.get("id", "")), profile_id=profile.profile_id, qps=float(qps),
-        replicas=len(replicas), requests_arrived=n, requests_finished=int(finished.sum()), requests_unfinished=unfinished,
-        stable=stable, stability_reason=reason, duration_s=float(reqs.window_s),
+        mode=run.mode.name, hardware=str(run.profile.hardware.get("id", "")), profile_id=run.profile.profile_id, qps=float(reqs.qps),
+        replicas=len(run.replicas), requests_arrived=n, requests_finished=int(finished.sum()), requests_unfinished=int(n - finished.sum()),
+        stable=stab.stable, stability_reason=stab.reason, duration_s=float(reqs.window_s),
         throughput_rps=float(in_win.sum() / span), output_tokens_per_s=float(out[in_win].sum() / span),
         total_tokens_per_s=float((out[in_win] + prompt[in_win]).sum() / span),
         output_tokens=int(out[finished].sum()), prompt_tokens=int(prompt[finished].sum()),
-        gpu_busy_frac=float(busy / (len(replicas) * busy_span)) if busy_span > 0 else float("nan"),
-        mean_batch_seqs=per(acc_pre + acc_g1 + acc_g2),
-        mean_batch_tokens=per(acc_pre_tok + acc_g1 * tokens_per_g1 + acc_g2 * tokens_per_g2),
+        gpu_busy_frac=float(busy / (len(run.replicas) * busy_span)) if busy_span > 0 else float("nan"),
         ttft_ms=_stats(ttft_ms[steady]), e2e_ms=_stats(e2e_ms[steady]), tpot_ms=_stats(tpot_ms[steady]),
-        queue_ms=_stats(queue_ms[steady]), batch_composition=comp, seed=int(seed), provenance=provenance_text(profile, mode),
-        mean_in_system=float(sum(tracker.area) / tracker.window_end) if tracker.window_end > 0 else float("nan"),
-        backlog_growth=float(growth), warmup_s=float(warmup_s), simulated_s=float(t_end), engine_steps=int(steps),
-        preemptions=int(sum(r.preemptions for r in replicas)), kv_capacity_tokens=int(kv_cap), max_num_seqs=int(cfg.max_num_seqs),
-        max_num_batched_tokens=int(cfg.max_num_batched_tokens), router=router, workload=workload_desc,
+        queue_ms=_stats(queue_ms[steady]), seed=int(run.seed), provenance=provenance_text(run.profile, run.mode),
+        mean_in_system=float(sum(run.tracker.area) / run.tracker.window_end) if run.tracker.window_end > 0 else float("nan"),
+        backlog_growth=float(stab.growth), warmup_s=float(run.warmup_s), simulated_s=float(run.t_end),
+        preemptions=int(sum(r.preemptions for r in run.replicas)), kv_capacity_tokens=int(run.kv_cap), max_num_seqs=int(run.cfg.max_num_seqs),
+        max_num_batched_tokens=int(run.cfg.max_num_batched_tokens), router=run.router, workload=run.workload_desc, **_batch_stats(run),
     )
+    return summary, _request_frame(run, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm)
+
+
+def _request_frame(run: FinishedRun, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm) -> pd.DataFrame:
+    reqs, rec, n = run.reqs, run.rec, run.n_arrived
     names = np.asarray(reqs.regimes, dtype=object)
-    df = pd.DataFrame({
-        "request_id": np.arange(n, dtype=np.int64), "mode": mode, "regime": names[reqs.regime_idx[:n]],
-        "replica": rec.replica[:n], "arrival_s": arr, "start_s": start, "first_token_s": first, "finish_s": fin,
-        "prompt_tokens": prompt, "output_tokens": out, "blocks": blocks[:n] if blocks is not None else np.zeros(n, dtype=np.int64),
+    blocks = run.draws.blocks
+    return pd.DataFrame({
+        "request_id": np.arange(n, dtype=np.int64), "mode": run.mode.name, "regime": names[reqs.regime_idx[:n]],
+        "replica": rec.replica[:n], "arrival_s": reqs.arrival_s[:n], "start_s": rec.start_s[:n], "first_token_s": rec.first_s[:n],
+        "finish_s": rec.finish_s[:n], "prompt_tokens": reqs.prompt_tokens[:n], "output_tokens": reqs.output_tokens[:n],
+        "blocks": blocks[:n] if blocks is not None else np.zeros(n, dtype=np.int64),
         "steps": rec.steps[:n], "queue_ms": queue_ms, "ttft_ms": ttft_ms, "e2e_ms": e2e_ms, "tpot_ms": tpot_ms,
         "preemptions": rec.preemptions[:n], "finished": finished, "warmup": warm,
     }, columns=list(REQUEST_COLUMNS))
-    return summary, df
 
 
-def provenance_text(profile, mode: str) -> str:
-    """E.g. "pass: measured; commit: published" — where this point's numbers come from."""
-    m = profile.mode(mode)
+def provenance_text(profile, mode: ServingMode) -> str:
+    """E.g. "pass: measured; commit: published" - where this point's numbers come from."""
+    m = profile.mode(mode.name)
     parts = [f"pass: {'+'.join(sorted({pm.provenance.kind for pm in m.pass_models.values()}))}"]
-    if mode == "diffusion" and profile.commit_stats:
-        parts.append(f"commit: {'+'.join(sorted({c.provenance.kind for c in profile.commit_stats.values()}))}")
-    if mode == "mtp" and profile.mtp_acceptance:
-        parts.append(f"acceptance: {profile.mtp_acceptance.provenance.kind}")
-    return "; ".join(parts)
+    return "; ".join(parts + mode.behaviour_provenance(profile))

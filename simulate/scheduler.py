@@ -34,12 +34,21 @@ def _noop(t: float) -> None:
 
 
 class Replica:
-    """One serving replica (one GPU). Subclasses (engine.py) add the per-mode decode progression:
-    `schedule()` -> step seconds, `complete(t)`, `enter_decode`, `drop_decoder`."""
+    """One serving replica (one GPU). A mode's engine mixin (costmodel/modes/<mode>.py, composed in
+    engine.py) adds the per-mode decode progression: `schedule()` -> step seconds, `complete(t)`,
+    `enter_decode(r, s, t)`, `drop_decoder(r, s)`.
+
+    What a mixin may use: `step` (index of the step being run), `env.now`, `budget`, `kv_used`,
+    `kv_reserved`, `kv_cap`, `chunks` (this step's prefill chunks), `events` / `push(due, r)` (a
+    request's next transition at a future step), `schedule_prefill(budget, now)`,
+    `complete_prefill(s, t)`, `preempt_last(s)`, `price(m, tp, psum, group_seqs, group_ctx_sums)`,
+    `account(dt, m, tp, group_seqs)`, `first_output(r, t)`, `finish(r, t, kv)` and `plan` (the
+    mode's draws). Post-conditions of `schedule()`: KV for the step's growth is allocated, the
+    prefill chunks are chosen, the step's seconds are returned and accounted once."""
 
     tokens_per_seq = 1  # budget tokens one decode-phase sequence takes per step
 
-    def __init__(self, idx: int, env, cfg, kv_capacity: int, pricer, rec, tracker, plan=None):
+    def __init__(self, idx: int, env, cfg, kv_capacity: int, pricer, rec, tracker, plan=None, n_groups: int = 1):
         self.idx = idx
         self.env = env
         self.budget = int(cfg.max_num_batched_tokens)
@@ -71,8 +80,7 @@ class Replica:
         self.n_steps = 0
         self.acc_prefill_seqs = 0
         self.acc_prefill_tokens = 0
-        self.acc_g1 = 0
-        self.acc_g2 = 0
+        self.acc_groups = [0] * n_groups  # sequences per decode-phase group, summed over steps
 
     # ---- queue -------------------------------------------------------------------------------
     def enqueue(self, r) -> None:
@@ -171,7 +179,7 @@ class Replica:
             r.first = True
             self.rec.first_s[r.rid] = t
 
-    def account(self, dt: float, m: int, tp: int, n1: int, n2: int) -> None:
+    def account(self, dt: float, m: int, tp: int, group_seqs: tuple) -> None:
         self.busy_s += dt
         end = self.tracker.window_end
         t0 = self.env.now
@@ -180,8 +188,9 @@ class Replica:
         self.n_steps += 1
         self.acc_prefill_seqs += m
         self.acc_prefill_tokens += tp
-        self.acc_g1 += n1
-        self.acc_g2 += n2
+        acc = self.acc_groups
+        for i, n in enumerate(group_seqs):
+            acc[i] += n
 
     # ---- the SimPy process -------------------------------------------------------------------
     def run(self):

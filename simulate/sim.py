@@ -8,12 +8,13 @@ import math
 
 import simpy
 
+from costmodel.modes import get_mode
 from costmodel.schemas.profile import Profile
 from simulate.engine import EngineConfig, kv_capacity_tokens, replica_class
-from simulate.metrics import Records, Tracker, summarise
-from simulate.steptime import KINDS, StepPricer
-from simulate.request import DiffusionPlan, MtpPlan, Request, check_fits
+from simulate.metrics import FinishedRun, Records, Tracker, summarise
+from simulate.request import Request, check_fits
 from simulate.router import make_router
+from simulate.steptime import StepPricer
 from simulate.workload import Requests
 
 # After the last arrival the simulation runs on until everything finishes, for at most
@@ -24,26 +25,18 @@ ABORT_MIN_WAITING = 64
 
 def simulate_point(profile: Profile, mode: str, reqs: Requests, *, replicas: int, cfg: EngineConfig, router: str, seed: int,
                    warmup_frac: float, abort_backlog_s: float | None, drain_s: float | None, workload_desc: str):
+    serving = get_mode(mode)
     kv_cap = kv_capacity_tokens(profile, mode, cfg)
-    plan, blocks, canvas, k = None, None, 256, 0
-    if mode == "diffusion":
-        plan = DiffusionPlan(profile, reqs, seed)
-        blocks, canvas = plan.blocks, plan.canvas
-        check_fits(plan.kv_need(reqs), kv_cap, mode)
-    elif mode == "mtp":
-        plan = MtpPlan(profile, reqs, seed)
-        k = plan.k
-        check_fits(plan.kv_need(reqs), kv_cap, mode)
-    else:
-        check_fits(reqs.prompt_tokens + reqs.output_tokens, kv_cap, mode)
-    pricer = StepPricer(profile, mode, cfg.shape_bits, draft_tokens=k, canvas=canvas)
+    draws = serving.draw(profile, reqs, seed)
+    check_fits(draws.kv_need_tokens, kv_cap, mode)
+    pricer = StepPricer(profile, serving, draws, cfg.shape_bits)
 
     env = simpy.Environment()
     n = len(reqs)
     rec = Records(n)
     tracker = Tracker(reqs.window_s)
-    cls = replica_class(mode)
-    reps = [cls(i, env, cfg, kv_cap, pricer, rec, tracker, plan=plan) for i in range(replicas)]
+    cls = replica_class(serving)
+    reps = [cls(i, env, cfg, kv_cap, pricer, rec, tracker, plan=draws, n_groups=len(serving.group_kinds)) for i in range(replicas)]
     route = make_router(router, reps)
     done = env.event()
     drain = drain_s if drain_s is not None else max(DRAIN_MIN_S, reqs.window_s)
@@ -92,10 +85,9 @@ def simulate_point(profile: Profile, mode: str, reqs: Requests, *, replicas: int
         for r in list(rep.running.values()) + list(rep.waiting):
             rec.steps[r.rid] = r.steps
             rec.preemptions[r.rid] = r.preemptions
-    return summarise(
-        mode=mode, profile=profile, qps=reqs.qps, replicas=reps, reqs=reqs, n_arrived=state["arrived"], rec=rec, tracker=tracker,
-        t_end=t_end, warmup_s=warmup_frac * (min(t_end, reqs.window_s) if state["abort"] else reqs.window_s), abort=state["abort"], drain_s=drain, seed=seed, blocks=blocks, cfg=cfg,
+    warmup_s = warmup_frac * (min(t_end, reqs.window_s) if state["abort"] else reqs.window_s)
+    return summarise(FinishedRun(
+        mode=serving, profile=profile, reqs=reqs, draws=draws, cfg=cfg, replicas=reps, rec=rec, tracker=tracker,
+        n_arrived=state["arrived"], t_end=t_end, warmup_s=warmup_s, abort=state["abort"], drain_s=drain, seed=seed,
         kv_cap=kv_cap, router=router, workload_desc=workload_desc,
-        tokens_per_g1=canvas if mode == "diffusion" else (k + 1 if mode == "mtp" else 1), tokens_per_g2=canvas,
-        kinds=KINDS[mode],
-    ), pricer
+    )), pricer

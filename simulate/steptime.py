@@ -1,16 +1,18 @@
 """Engine-step durations from the profile's pass cost models (the only cost source).
 
-One engine step is one forward pass over a mix of segments (prefill chunks beside decode tokens,
-denoising canvases and commits), priced jointly by `Profile.pass_ms` (one weight read); MTP adds
-k sequential draft passes of the assistant before its verify pass.
+One engine step is prefill chunks beside any number of decode-phase groups (a mode's
+`group_kinds`: AR decode tokens; diffusion denoising canvases and commits; MTP verify tokens),
+priced by the mode's `step_ms` (costmodel/modes): by default one forward pass, one weight read,
+through `Profile.pass_ms`; MTP adds k sequential draft passes of the assistant.
 
 Speed: an hour of traffic has ~10^5 engine steps but a pass_ms miss costs ~100 us, so a step's
 shape is reduced to a small integer key and the prices are cached. With resolution `shape_bits`
 b (default 5):
 - sequence counts are rounded to b significant bits (exact below 2**b = 32, within 1/2**b above);
 - mean contexts to b-2 significant bits (within 1/2**(b-2) = 12.5%, rounded, so 6.25% at most;
-  context is a second-order term of a pass's cost); in a diffusion step the denoising and
-  committing canvases are priced at their pooled mean context (one population of requests);
+  context is a second-order term of a pass's cost); when several groups are non-empty (a
+  diffusion step's denoising and committing canvases) they are priced at their pooled mean
+  context (one population of requests);
 - tokens per prefill chunk are placed on a grid of b-2 significant bits and the price is
   interpolated linearly between the two neighbouring grid points (first-order accurate in the
   dominant, near-linear dimension).
@@ -23,17 +25,13 @@ from __future__ import annotations
 
 import weakref
 
-from costmodel.schemas.profile import Profile
+from costmodel.modes import ModeDraws, ServingMode
 from costmodel.roofline import Segment
+from costmodel.schemas.profile import Profile
 
 DEFAULT_SHAPE_BITS = 5
-KINDS = {
-    "diffusion": ("encoder_prefill", "denoise_step", "encoder_commit"),
-    "ar": ("prefill", "decode_step", None),
-    "mtp": ("prefill", "verify_step", "draft_step"),
-}
-# (id(profile), mode, bits) -> (weakref to the profile, {key: seconds}); shared by every run in a
-# process, so plan's repeated run_point calls on one profile reuse the prices.
+# (id(profile), mode, bits, draws.price_key) -> (weakref to the profile, {key: seconds}); shared by
+# every run in a process, so plan's repeated run_point calls on one profile reuse the prices.
 _CACHES: dict = {}
 
 
@@ -53,19 +51,18 @@ def quantizer(bits: int):
 
 
 class StepPricer:
-    """Seconds of one engine step, from (prefill chunks, decode-phase groups) counts and sums."""
+    """Seconds of one engine step, from the prefill chunks' counts and the decode-phase groups'
+    sequence counts and context sums."""
 
-    def __init__(self, profile: Profile, mode: str, shape_bits: int = DEFAULT_SHAPE_BITS, draft_tokens: int = 0,
-                 canvas: int = 256):
+    def __init__(self, profile: Profile, mode: ServingMode, draws: ModeDraws, shape_bits: int = DEFAULT_SHAPE_BITS):
         self.profile = profile
         self.mode = mode
+        self.draws = draws
         self.exact = shape_bits <= 0
         self.qn = quantizer(shape_bits)
         self.qc = quantizer(max(1, shape_bits - 2)) if not self.exact else quantizer(0)
         self.grid_bits = max(1, shape_bits - 2)
-        self.k = draft_tokens
-        self.canvas = canvas
-        key = (id(profile), mode, shape_bits, draft_tokens, canvas)
+        key = (id(profile), mode.name, shape_bits, draws.group_tokens, draws.price_key)
         hit = _CACHES.get(key)
         if hit is None or hit[0]() is not profile:
             hit = (weakref.ref(profile), {})
@@ -73,16 +70,24 @@ class StepPricer:
         self.cache = hit[1]
         self.misses = 0
 
-    def price(self, m: int, tp: int, psum: int, n1: int, s1: float, n2: int = 0, s2: float = 0.0) -> float:
-        """m prefill chunks of tp tokens in all (context sum psum); n1 sequences of the first
-        decode-phase group (context sum s1); n2 of the second (diffusion: committing canvases)."""
+    def _group_key(self, ns: tuple, ss: tuple) -> tuple:
+        """(seqs, mean context) per group, rounded; several non-empty groups share one pooled context."""
         qn, qc = self.qn, self.qc
-        if self.exact or not n2:
-            rest = (n1 if self.exact else qn(n1), qc(int(s1 / n1 + 0.5)) if n1 else 0,
-                    n2, qc(int(s2 / n2 + 0.5)) if n2 else 0)
-        else:
-            c = qc(int((s1 + s2) / (n1 + n2) + 0.5))
-            rest = (qn(n1), c if n1 else 0, qn(n2), c)
+        if self.exact or sum(1 for n in ns if n) <= 1:
+            out = ()
+            for n, s in zip(ns, ss):
+                out += (n if self.exact else qn(n), qc(int(s / n + 0.5)) if n else 0)
+            return out
+        c = qc(int(sum(ss) / sum(ns) + 0.5))
+        out = ()
+        for n in ns:
+            out += (qn(n), c if n else 0)
+        return out
+
+    def price(self, m: int, tp: int, psum: int, ns: tuple, ss: tuple) -> float:
+        """m prefill chunks of tp tokens in all (context sum psum); ns[i] sequences of decode-phase
+        group i with context sum ss[i]."""
+        rest = self._group_key(ns, ss)
         cache = self.cache
         if not m:
             key = (0, 0, 0) + rest
@@ -91,7 +96,7 @@ class StepPricer:
                 t = self._miss(key)
             return t
         x = tp // m
-        pc = qc(int(psum / m + 0.5))
+        pc = self.qc(int(psum / m + 0.5))
         b = self.grid_bits
         if self.exact or x < (1 << b):
             lo = hi = x
@@ -117,23 +122,9 @@ class StepPricer:
         return t
 
     def _price(self, key) -> float:
-        m, tp, pctx, n1, c1, n2, c2 = key
-        pre, g1, g2 = KINDS[self.mode]
-        segs = []
-        if m:
-            segs.append(Segment(pre, m, max(1, tp), pctx))
-        if self.mode == "diffusion":
-            if n1:
-                segs.append(Segment(g1, n1, self.canvas, c1))
-            if n2:
-                segs.append(Segment(g2, n2, self.canvas, c2))
-            return self.profile.pass_ms("diffusion", tuple(segs)) / 1e3
-        if self.mode == "ar":
-            if n1:
-                segs.append(Segment(g1, n1, 1, c1))
-            return self.profile.pass_ms("ar", tuple(segs)) / 1e3
-        ms = 0.0
-        if n1:
-            segs.append(Segment(g1, n1, self.k + 1, c1))
-            ms += self.k * self.profile.pass_ms("mtp", (Segment(g2, n1, 1, c1),))
-        return (ms + self.profile.pass_ms("mtp", tuple(segs))) / 1e3
+        m, tp, pctx = key[:3]
+        mode = self.mode
+        prefill = Segment(mode.prefill_kind, m, max(1, tp), pctx) if m else None
+        groups = tuple(Segment(kind, key[3 + 2 * i], tokens, key[4 + 2 * i])
+                       for i, (kind, tokens) in enumerate(zip(mode.group_kinds, self.draws.group_tokens)))
+        return mode.step_ms(self.profile, prefill, groups, self.draws) / 1e3

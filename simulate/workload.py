@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from costmodel.errors import UserError
+from costmodel.seeding import rng_for
 from costmodel.schemas.profile import Profile
 
 ARRIVALS = ("poisson", "constant", "gamma")
@@ -54,10 +55,6 @@ DEFAULT_MIN_REQUESTS = 1000
 # RNG stream ids: each purpose draws from its own stream, so e.g. the output lengths of request i
 # do not depend on the arrival process or on the mode.
 STREAM_ARRIVAL, STREAM_PROMPT, STREAM_OUTPUT, STREAM_REGIME = 1, 2, 3, 4
-
-
-def rng_for(seed: int, stream: int) -> np.random.Generator:
-    return np.random.default_rng([int(seed), int(stream)])
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ import pytest
 from costmodel.baseline_profile import roofline_profile
 from costmodel.errors import UserError
 from simulate.api import run_point
-from simulate.request import DiffusionPlan, MtpPlan, Request, canvas_content_distribution, mtp_tokens_pmf
+from costmodel.modes.diffusion import DiffusionDraws as DiffusionPlan, canvas_content_distribution
+from costmodel.modes.mtp import MtpDraws as MtpPlan, mtp_tokens_pmf
+from simulate.request import Request
 from simulate.workload import build_requests, load_workload, parse_workload
 
 PROFILE = roofline_profile("h200", "bf16", 0.33)
@@ -175,7 +177,7 @@ def test_mtp_draws_match_sample_accepted():
 
 
 def test_mtp_region_overflow_extends_deterministically(monkeypatch):
-    import simulate.request as rq
+    import costmodel.modes.mtp as rq
 
     monkeypatch.setattr(rq, "MTP_REGION_FACTOR", 0.0)
     monkeypatch.setattr(rq, "MTP_REGION_SLACK", 1)

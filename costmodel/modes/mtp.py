@@ -1,0 +1,136 @@
+"""Multi-token prediction (Gemma-4 + its assistant): the prefill emits the first token; then each
+engine step runs k draft passes of the assistant (sequential, one token each) and one verify pass
+of k+1 tokens per sequence, emitting 1 + accepted drafts.
+
+Draws: tokens emitted per verify step (1 + accepted drafts), from the distribution that
+`MtpAcceptance.per_position` defines (drafts accepted = the leading run of successes), one region
+of draws per request, fixed by the seed whatever the load, replica count or serving order."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from costmodel.errors import UserError
+from costmodel.modes.ar import ArEngine
+from costmodel.modes.base import ModeDraws, ServingMode
+from costmodel.roofline import Segment
+from costmodel.seeding import rng_for
+
+STREAM_MTP, STREAM_MTP_EXTRA = 12, 13
+# draws per request: enough verify steps for twice the expected count plus slack; a request that
+# needs more (astronomically rare) extends its own region from a per-request stream.
+MTP_REGION_FACTOR, MTP_REGION_SLACK = 2.0, 16
+
+
+def mtp_tokens_pmf(per_position, k: int) -> np.ndarray:
+    """P(tokens per verify step = 1 + j), j = 0..k: j drafts accepted then one rejected (or all k)."""
+    a = np.asarray(per_position[:k], float)
+    pmf = np.empty(k + 1)
+    run = 1.0
+    for j in range(k):
+        pmf[j] = run * (1.0 - a[j])
+        run *= a[j]
+    pmf[k] = run
+    return pmf
+
+
+class MtpDraws(ModeDraws):
+    """Tokens per verify step for every request, as a cumulative count per request region."""
+
+    def __init__(self, profile, reqs, seed: int):
+        acc = profile.mtp_acceptance
+        if acc is None:
+            raise UserError(f"profile {profile.profile_id} has no mtp_acceptance", "use a profile with MTP acceptance for mode mtp")
+        self.k = k = int(acc.num_speculative_tokens)
+        self.mean_tokens = float(acc.mean_acceptance_length)
+        super().__init__(group_tokens=(k + 1,), kv_need_tokens=reqs.prompt_tokens + reqs.output_tokens + k + 1,
+                         price_key=(k,), side_passes=k)
+        self.cdf = np.cumsum(mtp_tokens_pmf(acc.per_position, k))
+        self.cdf[-1] = 1.0
+        self.seed = seed
+        need = np.maximum(reqs.output_tokens - 1, 0)
+        region = np.minimum(need, np.ceil(MTP_REGION_FACTOR * need / self.mean_tokens).astype(np.int64) + MTP_REGION_SLACK)
+        self.start = np.zeros(len(need) + 1, dtype=np.int64)
+        np.cumsum(region, out=self.start[1:])
+        self.start = self.start.tolist()
+        draws = self._draw(rng_for(seed, STREAM_MTP), self.start[-1])
+        self.csum = np.zeros(len(draws) + 1, dtype=np.int64)
+        np.cumsum(draws, out=self.csum[1:])
+
+    def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return 1 + np.searchsorted(self.cdf, rng.random(n), side="right").clip(0, self.k)
+
+    def steps_for(self, r, tokens: int) -> int:
+        """Verify steps from r's current position until `tokens` more tokens are emitted."""
+        if r.cum is None:
+            a = self.start[r.rid] + r.mpos
+            target = int(self.csum[a]) + tokens
+            if int(self.csum[self.start[r.rid + 1]]) >= target:
+                return int(np.searchsorted(self.csum, target, side="left")) - a
+            a0 = self.start[r.rid]
+            r.cum = self.csum[a0:self.start[r.rid + 1] + 1] - self.csum[a0]
+        cum = r.cum
+        target = int(cum[r.mpos]) + tokens
+        while int(cum[-1]) < target:  # region exhausted: extend from this request's own stream
+            extra = self._draw(rng_for(self.seed, STREAM_MTP_EXTRA * 1_000_003 + r.rid * 7919 + len(cum)), max(16, tokens))
+            cum = r.cum = np.concatenate([cum, cum[-1] + np.cumsum(extra)])
+        return int(np.searchsorted(cum, target, side="left")) - r.mpos
+
+    def tokens_after(self, r, steps: int) -> int:
+        """Tokens emitted by the next `steps` verify steps from r's current position."""
+        if r.cum is None:
+            a = self.start[r.rid] + r.mpos
+            return int(self.csum[a + steps] - self.csum[a])
+        return int(r.cum[r.mpos + steps] - r.cum[r.mpos])
+
+
+class MtpEngine(ArEngine):
+    """Like AR, but a step emits 1 + accepted drafts per sequence. Contexts and KV grow by the mean
+    acceptance length per step in the counters (exact per-sequence counts would need a per-step
+    loop); each request's own emitted tokens and step count are exact."""
+
+    def __init__(self, *a, **kw):
+        plan = kw["plan"]
+        self.tokens_per_seq = plan.k + 1
+        super().__init__(*a, **kw)
+        self.k = plan.k
+        self.g = plan.mean_tokens
+        self.sum_ctx = 0.0
+
+    def _steps_for(self, r, rem: int) -> int:
+        return self.plan.steps_for(r, rem)
+
+    def _tokens_after(self, r, done: int) -> int:
+        return self.plan.tokens_after(r, done)
+
+    def _advance(self, r, done: int) -> None:
+        r.steps += done
+        r.mpos += done
+
+
+class MtpMode(ServingMode):
+    name = "mtp"
+    label = "MTP"
+    order = 2
+    line_style = (":", "^")
+    model_family = "gemma4"
+    assistant = True
+    pass_kinds = ("prefill", "draft_step", "verify_step")
+    prefill_kind = "prefill"
+    group_kinds = ("verify_step",)
+    side_kinds = ("draft_step",)
+    profile_parts = ("mtp_acceptance",)
+    sim_cost_rank = 2
+    engine = MtpEngine
+
+    def draw(self, profile, reqs, seed: int) -> MtpDraws:
+        return MtpDraws(profile, reqs, seed)
+
+    def step_ms(self, profile, prefill, groups, draws) -> float:
+        """k sequential one-token draft passes of the assistant over the verifying sequences, then
+        one joint forward of the prefill chunks and the (k+1)-token verify pass."""
+        ms = 0.0
+        verify = groups[0]
+        if verify.seqs:
+            ms += draws.side_passes * profile.pass_ms(self.name, (Segment(self.side_kinds[0], verify.seqs, 1, verify.context),))
+        return ms + super().step_ms(profile, prefill, groups, draws)

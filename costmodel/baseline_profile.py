@@ -4,10 +4,10 @@ Used before fitted profiles exist and for what-if runs (`costmodel profile roofl
 from __future__ import annotations
 
 from costmodel.hardware import get_hardware
-from costmodel.models import ASSISTANT_FOR, AR_SIBLING
+from costmodel.models import ASSISTANT_FOR, AR_SIBLING, get_model
+from costmodel.modes import all_modes
 from costmodel.prior import published_commit_prior, vllm_synthetic_mtp_acceptance
 from costmodel.schemas.profile import ModeProfile, PassCostModel, Profile, Provenance
-from costmodel.roofline import MODE_PASS_KINDS
 from costmodel.timestamps import now_iso
 
 # Compiled transformers path on one H200 (shared/examples/README.md): denoise step 33.6 ms vs an
@@ -27,18 +27,17 @@ def roofline_profile(hardware: str = "h200", precision: str = "bf16", efficiency
                       notes="not measured: every pass costs its roofline time divided by the stated efficiency")
 
     def pms(mode):
-        return {k: PassCostModel(kind=k, coef={"roofline_ms": 1.0 / efficiency}, provenance=prov) for k in MODE_PASS_KINDS[mode]}
+        return {k: PassCostModel(kind=k, coef={"roofline_ms": 1.0 / efficiency}, provenance=prov) for k in mode.pass_kinds}
+
+    model_of = {get_model(name).family: name for name in (diffusion_model, ar_model)}  # family -> the model serving it
 
     return Profile(
         profile_id=f"{hw.id}-{precision}-roofline-eff{efficiency:g}",
         hardware=hw.to_dict(),
         precision=precision,
         engine={"name": "roofline", "efficiency": efficiency},
-        modes={
-            "diffusion": ModeProfile("diffusion", diffusion_model, pass_models=pms("diffusion")),
-            "ar": ModeProfile("ar", ar_model, pass_models=pms("ar")),
-            "mtp": ModeProfile("mtp", ar_model, assistant=ASSISTANT_FOR[ar_model], pass_models=pms("mtp")),
-        },
+        modes={m.name: ModeProfile(m.name, model_of[m.model_family], assistant=ASSISTANT_FOR[model_of[m.model_family]] if m.assistant else None,
+                                   pass_models=pms(m)) for m in all_modes() if m.model_family in model_of},
         commit_stats=published_commit_prior(),
         mtp_acceptance=vllm_synthetic_mtp_acceptance(),
         provenance=prov,

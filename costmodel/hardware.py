@@ -47,7 +47,8 @@ class HardwareSpec:
         return d
 
 
-def _spec(hid: str, d: dict, where: str) -> HardwareSpec:
+def validate_spec(hid: str, d: dict, where: str) -> HardwareSpec:
+    """A HardwareSpec from a catalog-style dict, every required field checked (one-line errors)."""
     if not isinstance(d, dict):
         raise UserError(f"hardware entry {hid!r} in {where} is not an object", "describe it with the fields of costmodel/data/hardware.json")
     missing = [k for k in REQUIRED if k not in d]
@@ -86,7 +87,7 @@ def _catalog_doc() -> dict:
 
 def catalog() -> dict[str, HardwareSpec]:
     doc = _catalog_doc()
-    return {hid: _spec(hid, d, "the built-in catalog") for hid, d in doc["gpus"].items()}
+    return {hid: validate_spec(hid, d, "the built-in catalog") for hid, d in doc["gpus"].items()}
 
 
 def source_text(key: str) -> str:
@@ -100,9 +101,9 @@ def load_user_hardware(path: str | Path) -> dict[str, HardwareSpec]:
 
     doc = read_json(path, "hardware file")
     if isinstance(doc, dict) and "gpus" in doc and isinstance(doc["gpus"], dict):
-        return {hid: _spec(hid, d, str(path)) for hid, d in doc["gpus"].items()}
+        return {hid: validate_spec(hid, d, str(path)) for hid, d in doc["gpus"].items()}
     if isinstance(doc, dict) and "id" in doc:
-        return {doc["id"]: _spec(doc["id"], doc, str(path))}
+        return {doc["id"]: validate_spec(doc["id"], doc, str(path))}
     raise UserError(f"hardware file {path} has neither a 'gpus' object nor an 'id'", 'write {"gpus": {"my-gpu": {...}}} with the catalog\'s fields')
 
 

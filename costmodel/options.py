@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 from costmodel.errors import UserError
+from costmodel.modes import mode_names
 
 
 def parse_list(value: str | None, what: str) -> list[str]:
-    items = [v.strip() for v in (value or "").split(",") if v.strip()]
-    if not items:
+    """Comma-separated items; an empty list or an empty item (`1,,2`) is refused, not dropped."""
+    items = [v.strip() for v in (value or "").split(",")]
+    if not any(items):
         raise UserError(f"--{what} is empty", f"give a comma-separated list, e.g. --{what} a,b")
+    if not all(items):
+        raise UserError(f"--{what} {value!r} has an empty item", f"separate items by single commas, e.g. --{what} a,b")
     return items
+
+
+def parse_modes(value: str | None, allowed: tuple[str, ...] | None = None) -> list[str]:
+    """Registered serving modes (costmodel.modes), each once; `allowed` narrows them (e.g. the modes
+    a backend can run)."""
+    allowed = mode_names() if allowed is None else allowed
+    modes = parse_list(value, "mode")
+    for m in modes:
+        if m not in allowed:
+            raise UserError(f"--mode: unknown mode {m!r}", f"use one or more of {', '.join(allowed)}")
+    if len(set(modes)) != len(modes):
+        raise UserError(f"--mode lists a mode twice ({value})", "give each mode once")
+    return modes
 
 
 def parse_ints(value: str, what: str, minimum: int = 1) -> list[int]:

@@ -32,7 +32,6 @@ LOGIT_BYTES = 4  # fp32 logits (softcapping and sampling run in fp32)
 @dataclass(frozen=True)
 class PassKind:
     name: str
-    mode: str  # diffusion | ar | mtp
     role: str  # "target" (the served model) or "assistant" (MTP drafter)
     writes_kv: bool
     logits: str  # "all" tokens, "last" token per sequence, or "none"
@@ -44,20 +43,15 @@ class PassKind:
 PASS_KINDS: dict[str, PassKind] = {
     k.name: k
     for k in [
-        PassKind("encoder_prefill", "diffusion", "target", True, "none", "causal", doc="encoder over the prompt; writes KV, no lm_head"),
-        PassKind("denoise_step", "diffusion", "target", False, "all", "bidirectional", True,
+        PassKind("encoder_prefill", "target", True, "none", "causal", doc="encoder over the prompt; writes KV, no lm_head"),
+        PassKind("denoise_step", "target", False, "all", "bidirectional", True,
                  doc="decoder over the 256-token canvas against the cached prefix; logits for every canvas position"),
-        PassKind("encoder_commit", "diffusion", "target", True, "none", "causal", doc="encoder over the previous converged canvas; appends its KV"),
-        PassKind("prefill", "ar", "target", True, "last", "causal", doc="prompt prefill; logits for the last position"),
-        PassKind("decode_step", "ar", "target", True, "all", "causal", doc="one new token per sequence"),
-        PassKind("draft_step", "mtp", "assistant", False, "all", "causal", doc="one assistant pass proposing one draft token per sequence"),
-        PassKind("verify_step", "mtp", "target", True, "all", "causal", doc="target pass over k+1 tokens per sequence"),
+        PassKind("encoder_commit", "target", True, "none", "causal", doc="encoder over the previous converged canvas; appends its KV"),
+        PassKind("prefill", "target", True, "last", "causal", doc="prompt prefill; logits for the last position"),
+        PassKind("decode_step", "target", True, "all", "causal", doc="one new token per sequence"),
+        PassKind("draft_step", "assistant", False, "all", "causal", doc="one assistant pass proposing one draft token per sequence"),
+        PassKind("verify_step", "target", True, "all", "causal", doc="target pass over k+1 tokens per sequence"),
     ]
-}
-MODE_PASS_KINDS = {
-    "diffusion": ("encoder_prefill", "denoise_step", "encoder_commit"),
-    "ar": ("prefill", "decode_step"),
-    "mtp": ("prefill", "draft_step", "verify_step"),
 }
 
 

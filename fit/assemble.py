@@ -33,8 +33,9 @@ from fit.passes import HeldoutSpec, PassFit, fit_pass_kind, grid_median_x_roofli
 from costmodel.hardware import get_hardware
 from costmodel.models import AR_SIBLING, ASSISTANT_FOR, MODELS, get_model
 from costmodel.precision import get_precision
-from costmodel.schemas.profile import MODES, ModeProfile, PassCostModel, Profile, Provenance
-from costmodel.roofline import MODE_PASS_KINDS, PASS_KINDS, Roofline, Segment
+from costmodel.schemas.profile import ModeProfile, PassCostModel, Profile, Provenance
+from costmodel.modes import family_of_pass, get_mode, mode_names
+from costmodel.roofline import PASS_KINDS, Roofline, Segment
 from costmodel.timestamps import now_iso
 from costmodel.schemas.rundir import Run, load_run, read_manifest
 
@@ -143,7 +144,7 @@ def passes_frame(runs: list[Run], opts: FitOptions, msgs: list[str], allow_empty
         unknown = sorted(set(t.pass_kind) - set(PASS_KINDS))
         if unknown:
             raise UserError(f"run {run.path} times unknown pass kinds {unknown}", f"pass kinds are {', '.join(PASS_KINDS)}")
-        wrong = sorted(k for k in set(t.pass_kind) if not (PASS_KINDS[k].mode == m.mode or (k == "prefill" and m.mode in ("ar", "mtp"))))
+        wrong = sorted(set(t.pass_kind) - set(get_mode(m.mode).pass_kinds))
         if wrong:
             raise UserError(f"run {run.path} is a {m.mode} run but times {wrong}", "fix the run's manifest mode or its pass kinds")
         if "warmup" in t.columns:
@@ -309,8 +310,8 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
 
     # models per mode
     for md in opts.models:
-        if md not in MODES:
-            raise UserError(f"--model {md}=...: mode {md!r} is unknown", f"modes are {', '.join(MODES)}")
+        if md not in mode_names():
+            raise UserError(f"--model {md}=...: mode {md!r} is unknown", f"modes are {', '.join(mode_names())}")
     run_models: dict[str, set] = {}
     for r in runs:
         fam = "diffusion" if r.manifest.mode == "diffusion" else "target"
@@ -328,7 +329,7 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     roof_target = Roofline(get_model(target_model), hw, prec, get_model(assistant) if assistant else None)
 
     def roof_for(kind: str) -> Roofline:
-        return roof_diff if PASS_KINDS[kind].mode == "diffusion" else roof_target
+        return roof_diff if family_of_pass(kind) == "diffusion_gemma" else roof_target
 
     # pass fits
     df_gpu = passes_frame(gpu_runs, opts, msgs, allow_empty=bool(ep_runs)) if gpu_runs else passes_frame([], opts, msgs, allow_empty=True)
@@ -394,10 +395,10 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     # modes, filling kinds no run timed from stated sources
     run_modes = {r.manifest.mode for r in pass_runs}
     if opts.modes:
-        bad = [m for m in opts.modes if m not in MODES]
+        bad = [m for m in opts.modes if m not in mode_names()]
         if bad:
-            raise UserError(f"--modes {','.join(bad)} unknown", f"modes are {', '.join(MODES)}")
-    requested = [m for m in MODES if m in (opts.modes or run_modes)]
+            raise UserError(f"--modes {','.join(bad)} unknown", f"modes are {', '.join(mode_names())}")
+    requested = [m for m in mode_names() if m in (opts.modes or run_modes)]
     now = now_iso()
     modes: dict[str, ModeProfile] = {}
     filled: list[tuple[str, str, str]] = []
@@ -405,7 +406,7 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
         pms: dict[str, PassCostModel] = {}
         missing: list[str] = []
         mode_filled: list[tuple[str, str, str]] = []
-        for kind in MODE_PASS_KINDS[mode]:
+        for kind in get_mode(mode).pass_kinds:
             if kind in fits:
                 pms[kind] = copy.deepcopy(fits[kind].model)
                 continue

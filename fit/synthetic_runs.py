@@ -12,7 +12,8 @@ from costmodel.hardware import get_hardware
 from costmodel.models import ASSISTANT_FOR, get_model
 from costmodel.precision import get_precision
 from costmodel.schemas.profile import features
-from costmodel.roofline import MODE_PASS_KINDS, Roofline, Segment
+from costmodel.modes import get_mode
+from costmodel.roofline import Roofline, Segment
 from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
@@ -47,7 +48,7 @@ def write_synthetic_run(path: str | Path, mode: str, coef: dict[str, dict[str, f
                     get_model(ASSISTANT_FOR[model]) if mode == "mtp" else None)
     grid = grid or DEFAULT_GRID
     rng = np.random.default_rng(seed)
-    kinds = [k for k in MODE_PASS_KINDS[mode] if k in coef]
+    kinds = [k for k in get_mode(mode).pass_kinds if k in coef]
     units = list(kinds)  # one unit per pass kind
     man = RunManifest(
         run_id=new_run_id(f"synthetic-{mode}"), kind="gpu", mode=mode, model=model, weights="random", commit_source="none",

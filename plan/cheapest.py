@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 
 from costmodel.hardware import HardwareSpec
+from costmodel.modes import mode_order
 from plan.costs import add_costs
 from plan.crossover import Crossover, best_per_cell, cheapest_per_qps, find_crossover
 from plan.pricing import GpuPrice, PricingConfig, gpu_price
 from plan.slo import Slo
 
-MODE_ORDER = {"diffusion": 0, "ar": 1, "mtp": 2}
 LEAD_COLUMNS = (
     "hardware", "mode", "qps", "meets_slo", "replicas", "gpus", "cost_usd_per_month", "cost_usd_per_hour", "cost_usd_per_mtok_output",
     "cost_usd_per_mtok_total", "cost_usd_per_1k_requests", "energy_kwh_per_mtok_output", "cheapest_at_qps", "slo", "slo_failures", "evaluations",
@@ -39,7 +39,7 @@ class Analysis:
 def _order(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return df
-    key = df["mode"].map(MODE_ORDER).fillna(9)
+    key = df["mode"].map(mode_order)
     return df.assign(_m=key).sort_values(["qps", "hardware", "_m", "replicas"], kind="mergesort").drop(columns="_m").reset_index(drop=True)
 
 
@@ -58,7 +58,7 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
     pts = _order(pts)
     qps_values = sorted(set(float(q) for q in (qps if qps is not None else pts["qps"])))
     hardware = list(dict.fromkeys(specs))
-    modes = sorted(set(pts["mode"]) | {m for (_, m, _) in (cell_notes or {})}, key=lambda m: MODE_ORDER.get(m, 9))
+    modes = sorted(set(pts["mode"]) | {m for (_, m, _) in (cell_notes or {})}, key=mode_order)
 
     best = best_per_cell(pts)
     cells = []

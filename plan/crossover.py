@@ -19,11 +19,22 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-DIFFUSION = "diffusion"
-RIVALS = ("ar", "mtp")
-METHOD = ("bracket = (last evaluated QPS where DiffusionGemma's cheapest SLO-meeting option costs <= the cheapest AR/MTP one, "
-          "first evaluated QPS above it where it does not]; estimate = where the two monthly costs, interpolated linearly in QPS "
-          "between the bracket ends, are equal")
+from costmodel.modes import all_modes
+
+
+
+def _sides() -> tuple[str, tuple[str, ...], str]:
+    """(the diffusion mode, its rivals, the rivals' label, e.g. "AR/MTP"), from the mode registry."""
+    modes = all_modes()
+    subject = next(m.name for m in modes if m.is_diffusion)
+    rivals = tuple(m for m in modes if not m.is_diffusion)
+    return subject, tuple(m.name for m in rivals), "/".join(m.label for m in rivals)
+
+
+def method_text() -> str:
+    return (f"bracket = (last evaluated QPS where DiffusionGemma's cheapest SLO-meeting option costs <= the cheapest {_sides()[2]} one, "
+            "first evaluated QPS above it where it does not]; estimate = where the two monthly costs, interpolated linearly in QPS "
+            "between the bracket ends, are equal")
 
 
 def best_per_cell(options: pd.DataFrame) -> pd.DataFrame:
@@ -65,7 +76,7 @@ class Crossover:
     qps_estimate: float | None
     cheapest_above: str | None  # the option that beats diffusion at qps_high
     text: str
-    method: str = METHOD
+    method: str = field(default_factory=method_text)
     per_qps: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -87,7 +98,7 @@ def _money(x: float) -> str:
 def _side(p: dict) -> str:
     """'diffusion on h200 $X/month vs ar on h200 $Y/month', naming what does not meet the SLO."""
     d = f"{p['diffusion_option']} {_money(p['diffusion_cost_usd_per_month'])}" if p["diffusion_option"] else "no diffusion option meets the SLO"
-    o = f"{p['rival_option']} {_money(p['rival_cost_usd_per_month'])}" if p["rival_option"] else "no AR/MTP option meets the SLO"
+    o = f"{p['rival_option']} {_money(p['rival_cost_usd_per_month'])}" if p["rival_option"] else f"no {_sides()[2]} option meets the SLO"
     if p["diffusion_cheapest"] and p["rival_cost_usd_per_month"] == p["diffusion_cost_usd_per_month"]:
         return f"{d} ties {o}"
     return f"{d} vs {o}" if p["diffusion_cheapest"] else f"{o} vs {d}"
@@ -98,17 +109,18 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
     scope = hardware or "all hardware"
     opts = options if hardware is None else options[options["hardware"] == hardware]
     best = best_per_cell(opts)
+    subject, rivals, rival_label = _sides()
     qs = sorted(set(float(x) for x in qps_values))
     per = []
     for q in qs:
-        d, d_opt = _best(best, q, (DIFFUSION,))
-        o, o_opt = _best(best, q, RIVALS)
+        d, d_opt = _best(best, q, (subject,))
+        o, o_opt = _best(best, q, rivals)
         per.append({"qps": q, "diffusion_cost_usd_per_month": d, "diffusion_option": d_opt, "rival_cost_usd_per_month": o,
                     "rival_option": o_opt, "diffusion_cheapest": math.isfinite(d) and d <= o})
     where = "" if hardware is None else f" on {hardware}"
     present = set(opts["mode"]) if not opts.empty else set()
-    if DIFFUSION not in present or not present & set(RIVALS):
-        missing = "DiffusionGemma (mode diffusion)" if DIFFUSION not in present else "Gemma-4 AR or MTP"
+    if subject not in present or not present & set(rivals):
+        missing = "DiffusionGemma (mode diffusion)" if subject not in present else f"Gemma-4 {rival_label.replace('/', ' or ')}"
         return Crossover(scope, "not-compared", None, None, None, None, f"no crossover{where}: the results hold no {missing} points", per_qps=per)
     if not any(math.isfinite(p["diffusion_cost_usd_per_month"]) for p in per):
         return Crossover(scope, "diffusion-never-meets", None, qs[0] if qs else None, None, None,
@@ -126,7 +138,7 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
     again = [p["qps"] for p in per[k + 1:] if p["diffusion_cheapest"]]
     tail = f"; note: diffusion is the cheapest again at {_qlist(again)} QPS (costs are not monotone in QPS)" if again else ""
     ties = [p["qps"] for p in per[: k + 1] if p["diffusion_cost_usd_per_month"] == p["rival_cost_usd_per_month"]]
-    tie_txt = f" (tied with AR/MTP at {_qlist(ties)} QPS)" if ties else ""
+    tie_txt = f" (tied with {rival_label} at {_qlist(ties)} QPS)" if ties else ""
     if k == len(per) - 1:
         return Crossover(scope, "above-range", per[k]["qps"], None, None, None,
                          f"DiffusionGemma is the cheapest SLO-meeting option{where} at every evaluated QPS up to {per[k]['qps']:g}{tie_txt}; "

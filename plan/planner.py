@@ -19,6 +19,7 @@ from typing import Callable
 import pandas as pd
 
 from costmodel.errors import UserError
+from costmodel.modes import get_mode
 from plan.search import fewest_replicas
 from plan.slo import Slo, parse_slo
 
@@ -150,8 +151,8 @@ def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None 
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-    # longest chains first (AR simulates one decode step per token; measured slowest), so the pool drains evenly
-    jobs.sort(key=lambda j: {"ar": 0, "diffusion": 1, "mtp": 2}.get(j[1], 3))
+    # longest chains first (each mode's sim_cost_rank: AR simulates one decode step per token), so the pool drains evenly
+    jobs.sort(key=lambda j: get_mode(j[1]).sim_cost_rank)
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as ex:
         futs = [ex.submit(_chain_job, j) for j in jobs]
         for f in as_completed(futs):

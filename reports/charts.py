@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from costmodel.modes import get_mode  # noqa: E402
 from plan.crossover import Crossover  # noqa: E402
 
 TITLES = {
@@ -24,7 +25,6 @@ TITLES = {
     "crossover": "Crossover: cheapest SLO-meeting monthly cost vs QPS",
 }
 HW_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
-MODE_STYLE = {"diffusion": ("-", "o"), "ar": ("--", "s"), "mtp": (":", "^")}
 
 
 def _svg(fig, key: str) -> str:
@@ -51,7 +51,7 @@ def _series(df: pd.DataFrame, by):
 
 def _style(hardware_list, hw, mode):
     color = HW_COLORS[hardware_list.index(hw) % len(HW_COLORS)] if hw in hardware_list else "#444444"
-    ls, marker = MODE_STYLE.get(mode, ("-.", "d"))
+    ls, marker = get_mode(mode).line_style
     return dict(color=color, linestyle=ls, marker=marker, markersize=4, linewidth=1.4)
 
 
@@ -137,7 +137,7 @@ def crossover_chart(cross: Crossover, best_by_mode: pd.DataFrame) -> str:
     fig, ax = plt.subplots(figsize=(10, 4))
     for mode, g in best_by_mode.groupby("mode", sort=False):
         g = g.sort_values("qps")
-        ls, marker = MODE_STYLE.get(mode, ("-.", "d"))
+        ls, marker = get_mode(mode).line_style
         ax.plot(g["qps"], g["cost_usd_per_month"], linestyle=ls, marker=marker, linewidth=1.6, label=f"{mode} (cheapest GPU)")
         for r in g.to_dict("records"):
             ax.annotate(r["hardware"], (r["qps"], r["cost_usd_per_month"]), fontsize=6, xytext=(3, 3), textcoords="offset points")

@@ -13,7 +13,8 @@ import pandas as pd
 from costmodel import __version__
 from costmodel.timestamps import now_iso
 from reports import charts
-from plan.cheapest import MODE_ORDER, Analysis
+from costmodel.modes import mode_order
+from plan.cheapest import Analysis
 from plan.crossover import best_per_cell
 from reports.csv_export import dictionary
 from plan.pricing import HOURS_PER_MONTH, SOURCES
@@ -161,7 +162,7 @@ def render(res: Results, a: Analysis, title: str = "Serving cost: DiffusionGemma
     per_replicas = not is_plan
     basis = "on-premises" if a.pricing.onprem else "cloud"
     by_mode = (best.sort_values("cost_usd_per_month").groupby(["mode", "qps"], as_index=False).head(1)
-               .assign(_m=lambda d: d["mode"].map(MODE_ORDER)).sort_values(["_m", "qps"]).drop(columns="_m")) if not best.empty else best
+               .assign(_m=lambda d: d["mode"].map(mode_order)).sort_values(["_m", "qps"]).drop(columns="_m")) if not best.empty else best
     figs = [
         _figure(charts.crossover_chart(a.crossover, by_mode if not by_mode.empty else pd.DataFrame(columns=["mode", "qps", "cost_usd_per_month", "hardware"])),
                 f"Monthly cost of the cheapest SLO-meeting option of each mode (any GPU). {a.crossover.method}."),

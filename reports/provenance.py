@@ -3,6 +3,7 @@ published / roofline / endpoint per pass model, commit statistics and MTP accept
 
 from __future__ import annotations
 
+from costmodel.modes import all_modes
 from costmodel.schemas.profile import Profile, Provenance
 
 
@@ -33,10 +34,11 @@ def profile_provenance(profile: Profile, modes=None) -> dict:
         "pass_models": pass_models,
         "notes": list(profile.notes),
     }
-    if modes is None or "diffusion" in modes:
+    parts = {p for m in all_modes() if modes is None or m.name in modes for p in m.profile_parts}
+    if "commit_stats" in parts:
         out["commit_stats"] = {r: {**_prov(c.provenance), "tokens_per_call": c.tokens_per_call, "description": c.description}
                                for r, c in profile.commit_stats.items()}
-    if profile.mtp_acceptance is not None and (modes is None or "mtp" in modes):
+    if profile.mtp_acceptance is not None and "mtp_acceptance" in parts:
         a = profile.mtp_acceptance
         out["mtp_acceptance"] = {**_prov(a.provenance), "num_speculative_tokens": a.num_speculative_tokens,
                                  "mean_acceptance_length": a.mean_acceptance_length}

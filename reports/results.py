@@ -14,7 +14,7 @@ import pandas as pd
 
 from costmodel import atomic
 from costmodel.errors import UserError
-from costmodel.hardware import HardwareSpec, _spec, get_hardware
+from costmodel.hardware import HardwareSpec, get_hardware, validate_spec
 from plan.pricing import PricingConfig
 
 PLAN_KIND = "costmodel-plan"
@@ -86,7 +86,7 @@ def _load_plan(p: Path) -> Results:
         raise UserError(f"plan {p} has schema_version {doc.get('schema_version')!r}; this costmodel reads {PLAN_SCHEMA_VERSION}", "re-run `costmodel plan`")
     try:
         points = pd.DataFrame(doc["points"])
-        specs = {h: _spec(h, d, str(p)) for h, d in doc["hardware_specs"].items()}
+        specs = {h: validate_spec(h, d, str(p)) for h, d in doc["hardware_specs"].items()}
         notes = {(n["hardware"], n["mode"], float(n["qps"])): n["note"] for n in doc.get("cell_notes", [])}
         return Results("plan", p.parent, points, specs, slo=doc["slo"], pricing=PricingConfig.from_dict(doc["pricing"]),
                        qps=[float(q) for q in doc["settings"]["qps"]], profiles=doc.get("profiles", {}), cell_notes=notes,
@@ -140,7 +140,7 @@ def _spec_for(hardware: str, meta) -> HardwareSpec:
         for prof in _embedded_profiles(meta):
             hw = prof.get("hardware") if isinstance(prof, dict) else None
             if isinstance(hw, dict) and hw.get("id") == hardware:
-                return _spec(hardware, hw, "the simulate summary")
+                return validate_spec(hardware, hw, "the simulate summary")
         raise
 
 

@@ -220,7 +220,7 @@ def test_report_from_a_simulate_directory(cli, tmp_path):
 @pytest.mark.parametrize("args, needle", [
     (("plan", "--slo", "p95_ttft<=5", "-o", "X"), "--slo metric"),
     (("plan", "--hardware", "a100", "-o", "X"), "unknown hardware"),
-    (("plan", "--mode", "beam", "-o", "X"), "--mode 'beam' is unknown"),
+    (("plan", "--mode", "beam", "-o", "X"), "unknown mode 'beam'"),
     (("plan", "--qps", "0", "-o", "X"), "--qps"),
     (("plan", "--price", "h200=-2", "-o", "X"), "negative"),
     (("plan", "--price", "h300=2", "-o", "X"), "not among the GPUs"),

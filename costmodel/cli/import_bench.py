@@ -6,12 +6,14 @@ import math
 
 import click
 
+from costmodel.modes import mode_names
+
 
 @click.command(name="import-bench")
 @click.argument("files", nargs=-1, type=click.Path())
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Run directory to write.")
 @click.option("--model", default=None, help="Model name (default: the files' model_id).")
-@click.option("--mode", type=click.Choice(["diffusion", "ar", "mtp"]), default=None,
+@click.option("--mode", type=click.Choice(mode_names()), default=None,
               help="Generation mode (default: diffusion_* fields -> diffusion, spec_decode_* -> mtp, else from the model name, else ar).")
 @click.option("--canvas-length", type=click.IntRange(min=1), default=None, help="Diffusion canvas length (default: the catalog model's, else 256).")
 @click.option("--resume", is_flag=True, help="Add to an existing import run, skipping results already imported.")

@@ -8,12 +8,12 @@ from pathlib import Path
 import click
 
 from costmodel.errors import UserError
+from costmodel.modes import mode_names
 
 DEFAULT_DURATION_S = 60.0
 # the defaults `plan` runs on (costmodel plan with no options); kept import-light for a fast --help
 DEFAULT_SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
 DEFAULT_HARDWARE = ("h100-sxm", "h200", "rtx-5090")
-DEFAULT_MODES = ("diffusion", "ar", "mtp")
 DEFAULT_MAX_REPLICAS = 64
 
 
@@ -109,7 +109,7 @@ def print_analysis(con, a) -> None:
 @click.option("--qps", default="5,20,50", show_default=True, help="Offered loads (requests/s), comma-separated.")
 @click.option("--slo", default=DEFAULT_SLO, show_default=True, help="Latency bounds: STAT_METRIC_ms<=LIMIT, comma-separated.")
 @click.option("--hardware", default=",".join(DEFAULT_HARDWARE), show_default=True, help="GPU catalog ids, comma-separated.")
-@click.option("--mode", "modes", default=",".join(DEFAULT_MODES), show_default=True, help="Serving modes, comma-separated.")
+@click.option("--mode", "modes", default=",".join(mode_names()), show_default=True, help="Serving modes, comma-separated.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(), help="A profile JSON (repeatable); it replaces the shipped default for its GPU (added to --hardware if absent).")
 @pricing_options
 @click.option("--workload", type=click.Path(dir_okay=False), default=None, help="Workload JSON (arrivals, regime mix, lengths, or a trace); default: the simulator's.")
@@ -131,8 +131,7 @@ def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, elect
     """
     t0 = time.perf_counter()
     from costmodel.console import make_console
-    from costmodel.options import parse_floats, parse_list
-    from costmodel.schemas.profile import MODES
+    from costmodel.options import parse_floats, parse_list, parse_modes
     from costmodel.shipped import resolve_profile
     from plan import planner as planmod
     from plan.cheapest import analyse
@@ -144,10 +143,7 @@ def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, elect
 
     slo_obj = parse_slo(slo)
     qps_values = sorted(set(parse_floats(qps, "qps")))
-    mode_list = parse_list(modes, "mode")
-    for m in mode_list:
-        if m not in MODES:
-            raise UserError(f"--mode {m!r} is unknown", f"use one or more of {', '.join(MODES)}")
+    mode_list = parse_modes(modes)
     hw_list = list(dict.fromkeys(parse_list(hardware, "hardware")))
     if not duration_s > 0:
         raise UserError(f"--duration {duration_s} is not positive", "give simulated seconds per point, e.g. 60")

@@ -9,7 +9,8 @@ from costmodel.hardware import get_hardware
 from costmodel.models import ASSISTANT_FOR, AR_SIBLING, get_model
 from costmodel.options import parse_ints, parse_list
 from costmodel.precision import get_precision
-from costmodel.roofline import MODE_PASS_KINDS, PASS_KINDS, Roofline, Segment, crossover_batch, default_tokens
+from costmodel.modes import family_of_pass, modes_of_family
+from costmodel.roofline import PASS_KINDS, Roofline, Segment, crossover_batch, default_tokens
 from costmodel.errors import UserError
 
 
@@ -21,15 +22,16 @@ def roofline_table(model_name: str, hardware: str, precision: str, kinds: list[s
     hw = get_hardware(hardware, hardware_file)
     prec = get_precision(precision)
     target = model
-    if model.family == "diffusion_gemma" and any(PASS_KINDS[k].mode != "diffusion" for k in kinds):
+    if any(family_of_pass(k) != model.family for k in kinds):  # e.g. AR passes asked of DiffusionGemma: its AR sibling runs them
         target = get_model(AR_SIBLING.get(model.name, model.name))
     assistant = get_model(ASSISTANT_FOR[target.name]) if target.name in ASSISTANT_FOR else None
     rows = []
     for kind in kinds:
         pk = PASS_KINDS[kind]
-        m = model if pk.mode == "diffusion" else target
-        if pk.mode == "diffusion" and m.family != "diffusion_gemma":
-            raise UserError(f"pass kind {kind} belongs to DiffusionGemma, not {m.name}", "use --model diffusiongemma-26b-a4b")
+        fam = family_of_pass(kind)
+        m = model if fam == model.family else target
+        if m.family != fam:
+            raise UserError(f"pass kind {kind} belongs to a {fam} model, not {m.name}", f"use --model with a {fam} model (costmodel models)")
         roof = Roofline(m, hw, prec, assistant)
         t = tokens or default_tokens(kind, m, prompt, draft_tokens)
         ctx = 0 if kind in ("encoder_prefill", "prefill") else context
@@ -75,8 +77,7 @@ def roofline(model_name, hardware, hardware_file, precision, kinds, batch, sweep
             if k not in PASS_KINDS:
                 raise UserError(f"unknown pass kind {k!r}", f"use one of {', '.join(PASS_KINDS)}")
     else:
-        modes = ["diffusion"] if model.family == "diffusion_gemma" else ["ar", "mtp"]
-        kind_list = list(dict.fromkeys(k for md in modes for k in MODE_PASS_KINDS[md]))
+        kind_list = list(dict.fromkeys(k for md in modes_of_family(model.family) for k in md.pass_kinds))
     if tokens is not None and tokens < 1:
         raise UserError(f"--tokens {tokens} is below 1", "give at least one token per sequence")
     batches = parse_ints(batch, "batch") if batch else ([1, 2, 4, 8, 16, 32, 64, 128, 256] if sweep else [1])

@@ -9,13 +9,14 @@ from pathlib import Path
 import click
 
 from costmodel.errors import UserError
+from costmodel.modes import mode_names
 
 DEFAULT_HARDWARE = "h200"
 
 
 @click.command()
 @click.option("--qps", default=None, help="Comma-separated arrival rates (requests/s, all replicas together), e.g. 1,2,4,8.")
-@click.option("--mode", "modes", default="diffusion,ar,mtp", show_default=True, help="Comma-separated modes: diffusion, ar, mtp.")
+@click.option("--mode", "modes", default=",".join(mode_names()), show_default=True, help=f"Comma-separated modes: {', '.join(mode_names())}.")
 @click.option("--hardware", default=None, help=f"GPU of the shipped default profile [default: {DEFAULT_HARDWARE}].")
 @click.option("--profile", "profile_path", default=None, help="Profile JSON (from `costmodel fit`) instead of the shipped one.")
 @click.option("--replicas", type=int, default=1, show_default=True, help="Replicas (one GPU each) behind the router.")
@@ -36,18 +37,12 @@ def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests,
     GPU busy fraction, and whether the point is stable (an unstable point's queue grows without
     bound: its latencies are not steady-state and are not shown)."""
     from costmodel.console import make_console
-    from costmodel.options import parse_floats, parse_list
-    from costmodel.schemas.profile import MODES
+    from costmodel.options import parse_floats, parse_modes
     from costmodel.shipped import resolve_profile
     from simulate.api import check_mode, resolve_engine, sweep
     from simulate.workload import load_workload
 
-    mode_list = parse_list(modes, "mode")
-    for m in mode_list:
-        if m not in MODES:
-            raise UserError(f"--mode: unknown mode {m!r}", f"use one or more of {', '.join(MODES)}")
-    if len(set(mode_list)) != len(mode_list):
-        raise UserError(f"--mode lists a mode twice ({modes})", "give each mode once")
+    mode_list = parse_modes(modes)
     if seed < 0:
         raise UserError(f"--seed {seed} is negative", "give an integer >= 0")
     if replicas < 1:

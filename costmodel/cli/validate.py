@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from costmodel.errors import UserError
-from costmodel.options import parse_floats, parse_list
+from costmodel.options import parse_floats, parse_list, parse_modes
+from measure.harness.config import HARNESS_MODES
 
 
 @click.command()
@@ -47,10 +48,8 @@ def validate(profile_path, modes, rates, n_requests, max_batch, prompt_tokens, m
     _refuse_unused_options(score_only, random_weights)
     con = make_console()
     profile = Profile.load(profile_path)
-    mode_list = parse_list(modes, "mode")
+    mode_list = parse_modes(modes, allowed=HARNESS_MODES)
     for m in mode_list:
-        if m not in ("diffusion", "ar", "mtp"):
-            raise UserError(f"--mode {m!r} is unknown", "use diffusion, ar, mtp")
         profile.mode(m)
     out_dir = Path(out)
     if not score_only:

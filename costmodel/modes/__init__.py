@@ -39,6 +39,19 @@ def get_mode(name: str) -> ServingMode:
         raise UserError(f"unknown mode {name!r}", f"use one of {', '.join(mode_names())}") from None
 
 
+def modes_of_family(family: str) -> tuple[ServingMode, ...]:
+    """The modes a model family serves (a catalog model's `family`)."""
+    return tuple(m for m in all_modes() if m.model_family == family)
+
+
+def family_of_pass(kind: str) -> str:
+    """The model family that runs a pass kind (the family of every mode that runs it)."""
+    fams = {m.model_family for m in all_modes() if kind in m.pass_kinds}
+    if len(fams) != 1:
+        raise UserError(f"pass kind {kind!r} is run by {len(fams)} model families", "every pass kind belongs to one model family")
+    return fams.pop()
+
+
 def mode_order(name: str) -> int:
     """Sort key of a mode name in tables (unknown names last)."""
     m = _REGISTRY.get(name)
@@ -54,4 +67,5 @@ register(DiffusionMode())
 register(ArMode())
 register(MtpMode())
 
-__all__ = ["ModeDraws", "ServingMode", "all_modes", "get_mode", "mode_names", "mode_order", "register", "unregister"]
+__all__ = ["ModeDraws", "ServingMode", "all_modes", "get_mode", "family_of_pass", "mode_names", "mode_order", "modes_of_family", "register",
+           "unregister"]

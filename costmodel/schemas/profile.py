@@ -26,10 +26,18 @@ import numpy as np
 
 from costmodel import atomic
 from costmodel.errors import UserError
+from costmodel.hardware import validate_spec
+from costmodel.jsonfile import read_json
+from costmodel.models import get_model
+from costmodel.modes import get_mode, mode_names
+from costmodel.precision import get_precision
+from costmodel.roofline import Roofline
 
 SCHEMA_VERSION = 1
 PROVENANCE_KINDS = ("measured", "projected", "published", "roofline", "endpoint")
-MODES = ("diffusion", "ar", "mtp")
+# how to supply a profile part a mode draws from (costmodel.modes.base.PROFILE_PARTS)
+PART_FIXES = {"commit_stats": "include commit statistics per regime: the published prior or a measured run",
+              "mtp_acceptance": "add per-position acceptance with its provenance"}
 FEATURES = ("const", "roofline_ms", "memory_ms", "compute_ms", "kv_ms", "seqs", "tokens", "context_ktokens")
 
 
@@ -218,32 +226,27 @@ class Profile:
 
     @classmethod
     def load(cls, path: str | Path) -> "Profile":
-        from costmodel.jsonfile import read_json
-
         return cls.from_dict(read_json(path, "profile"), f"profile {path}")
 
     def validate(self, where: str = "profile") -> "Profile":
-        from costmodel.hardware import _spec
-        from costmodel.models import get_model
-        from costmodel.precision import get_precision
-        from costmodel.roofline import MODE_PASS_KINDS
-
-        _spec(self.hardware.get("id", "?"), self.hardware, where)
+        validate_spec(self.hardware.get("id", "?"), self.hardware, where)
         get_precision(self.precision)
         self.provenance.validate(where)
         if not self.modes:
-            raise UserError(f"{where} has no modes", "a profile needs at least one of diffusion, ar, mtp")
+            raise UserError(f"{where} has no modes", f"a profile needs at least one of {', '.join(mode_names())}")
         for name, m in self.modes.items():
-            if name not in MODES or m.mode != name:
-                raise UserError(f"{where}: mode {name!r} is unknown or mislabelled", f"modes are {', '.join(MODES)}")
+            if name not in mode_names() or m.mode != name:
+                raise UserError(f"{where}: mode {name!r} is unknown or mislabelled", f"modes are {', '.join(mode_names())}")
+            serving = get_mode(name)
             get_model(m.model)
-            if name == "mtp":
+            if serving.assistant:
                 if not m.assistant:
-                    raise UserError(f"{where}: mode mtp lacks its assistant model", "set modes.mtp.assistant")
+                    raise UserError(f"{where}: mode {name} lacks its assistant model", f"set modes.{name}.assistant")
                 get_model(m.assistant)
-                if self.mtp_acceptance is None:
-                    raise UserError(f"{where}: mode mtp needs mtp_acceptance", "add per-position acceptance with its provenance")
-            for kind in MODE_PASS_KINDS[name]:
+            for part in serving.profile_parts:
+                if not getattr(self, part):
+                    raise UserError(f"{where}: mode {name} needs {part}", PART_FIXES[part])
+            for kind in serving.pass_kinds:
                 if kind not in m.pass_models:
                     raise UserError(f"{where}: mode {name} lacks a cost model for pass kind {kind}", "refit or regenerate the profile")
             for kind, pm in m.pass_models.items():
@@ -253,8 +256,6 @@ class Profile:
                 if not all(math.isfinite(c) for c in pm.coef.values()):
                     raise UserError(f"{where}: pass model {name}/{kind} has non-finite coefficients", "refit it")
                 pm.provenance.validate(f"{where}: {name}/{kind}")
-        if "diffusion" in self.modes and not self.commit_stats:
-            raise UserError(f"{where}: mode diffusion needs commit_stats per regime", "include the published prior or a measured run")
         for r, c in self.commit_stats.items():
             c.steps_per_canvas.validate(f"{where}: commit_stats.{r}.steps_per_canvas")
             c.content_length.validate(f"{where}: commit_stats.{r}.content_length")
@@ -270,9 +271,7 @@ class Profile:
 
     # ---- prediction ----------------------------------------------------------------------------
     def hardware_spec(self):
-        from costmodel.hardware import _spec
-
-        return _spec(self.hardware["id"], self.hardware, self.profile_id)
+        return validate_spec(self.hardware["id"], self.hardware, self.profile_id)
 
     def roofline(self, mode: str):
         return _roofline_for(self._key(), mode)
@@ -317,10 +316,6 @@ class _ProfileKey:
 
 @lru_cache(maxsize=64)
 def _roofline_for(key: _ProfileKey, mode: str):
-    from costmodel.models import get_model
-    from costmodel.precision import get_precision
-    from costmodel.roofline import Roofline
-
     p = key.profile
     m = p.mode(mode)
     return Roofline(get_model(m.model), p.hardware_spec(), get_precision(p.precision), get_model(m.assistant) if m.assistant else None)

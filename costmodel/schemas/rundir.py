@@ -41,6 +41,7 @@ import pandas as pd
 
 from costmodel import atomic
 from costmodel.errors import UserError
+from costmodel.modes import mode_names
 from costmodel.timestamps import now_iso
 
 SCHEMA_VERSION = 1
@@ -110,8 +111,8 @@ class RunManifest:
         if missing:
             raise UserError(f"run manifest {where} lacks {', '.join(missing)}", "re-run the measurement or fix the manifest")
         m = cls(**{k: v for k, v in d.items() if k in names})
-        if m.kind not in RUN_KINDS or m.weights not in WEIGHTS_KINDS or m.commit_source not in COMMIT_SOURCES or m.mode not in ("diffusion", "ar", "mtp"):
-            raise UserError(f"run manifest {where} has an unknown kind/mode/weights/commit_source", f"kind in {RUN_KINDS}, weights in {WEIGHTS_KINDS}, commit_source in {COMMIT_SOURCES}")
+        if m.kind not in RUN_KINDS or m.weights not in WEIGHTS_KINDS or m.commit_source not in COMMIT_SOURCES or m.mode not in mode_names():
+            raise UserError(f"run manifest {where} has an unknown kind/mode/weights/commit_source", f"kind in {RUN_KINDS}, mode in {mode_names()}, weights in {WEIGHTS_KINDS}, commit_source in {COMMIT_SOURCES}")
         return m
 
     @property

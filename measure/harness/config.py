@@ -18,7 +18,8 @@ from costmodel.models import ASSISTANT_FOR, MODELS, ModelShape, get_model
 from costmodel.options import parse_ints, parse_list
 from measure.probes import REGIMES
 
-MODES = ("diffusion", "ar", "mtp")
+# the registered modes (costmodel.modes) this in-process harness implements (diffusion.py, causal.py)
+HARNESS_MODES = ("diffusion", "ar", "mtp")
 ENGINES = ("eager", "compiled")
 GRIDS = ("cross", "star")
 PROBE_SPLITS = ("all", "exploratory", "confirmatory")
@@ -160,8 +161,8 @@ def parse_config(opts: dict) -> HarnessConfig:
         if shape is None:
             raise UserError("--mode is needed when the model comes from a checkpoint without --model", "pass --mode diffusion|ar|mtp")
         mode = "diffusion" if shape.family == "diffusion_gemma" else "ar"
-    if mode not in MODES:
-        raise UserError(f"--mode {mode!r} is unknown", f"use one of {', '.join(MODES)}")
+    if mode not in HARNESS_MODES:
+        raise UserError(f"--mode {mode!r} is unknown", f"use one of {', '.join(HARNESS_MODES)}")
     _reject_unused(opts, mode)
     if shape is not None:
         want = "diffusion_gemma" if mode == "diffusion" else "gemma4"

@@ -1,0 +1,36 @@
+"""A toy fourth serving mode, the whole of it: "pair" decoding emits two tokens per sequence per
+engine step from one 2-token decode pass of the AR model (think of a drafter that is always right
+and costs nothing). It exists to show that a mode is one module: the test registers it with one
+line and runs simulate, plan and both reports on it."""
+
+from __future__ import annotations
+
+from costmodel.modes import ModeDraws, ServingMode
+from costmodel.modes.ar import ArEngine
+
+
+class PairEngine(ArEngine):
+    tokens_per_seq = 2  # query tokens (and KV slots) per decoding sequence per step
+    g = 2  # tokens emitted per decoding sequence per step
+
+    def _steps_for(self, r, rem: int) -> int:
+        return -(-rem // 2)
+
+    def _tokens_after(self, r, done: int) -> int:
+        return 2 * done
+
+
+class PairMode(ServingMode):
+    name = "pair"
+    label = "Pair"
+    order = 3
+    line_style = ("-.", "x")
+    model_family = "gemma4"
+    pass_kinds = ("prefill", "decode_step")
+    prefill_kind = "prefill"
+    group_kinds = ("decode_step",)
+    engine = PairEngine
+
+    def draw(self, profile, reqs, seed: int) -> ModeDraws:
+        # the last step may write one slot past the output
+        return ModeDraws(group_tokens=(2,), kv_need_tokens=reqs.prompt_tokens + reqs.output_tokens + 1)

@@ -28,6 +28,7 @@ run: $(VENV)/.base
 	$(BIN)/costmodel simulate --qps $(QPS) --mode diffusion,ar,mtp --hardware h200 -o out/simulate
 
 test: $(VENV)/.test
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n 2 tests
 
 clean:

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
-from costmodel.schemas.rundir import Run, load_run
+from costmodel.schemas.rundir import Run, load_run, spec_decode_counts as run_spec_decode_counts
 
 PROVENANCE = "endpoint"
 ENDPOINT_KINDS = ("endpoint", "bench-import")
@@ -288,26 +288,8 @@ def decode_step_times(run, merge_ms: float = 1.0) -> list[DecodeStepTime]:
 def spec_decode_counts(run) -> tuple[float, list[float]] | None:
     """(num_drafts, [accepted at position i]) summed over the run's loads (vLLM counter semantics)."""
     r = _run(run)
-    s = _summary(r)
-    if "sd_num_drafts" not in s:
-        return None
-    drafts_total, per_pos_total = 0.0, []
-    for _, row in s.iterrows():
-        d = _f(row, "sd_num_drafts")
-        if math.isnan(d) or d <= 0:
-            continue
-        try:
-            rates = json.loads(row.get("sd_per_position_rates") or "[]")
-        except (TypeError, ValueError):
-            rates = []
-        drafts_total += d
-        for i, rate in enumerate(rates):
-            if i >= len(per_pos_total):
-                per_pos_total.append(0.0)
-            per_pos_total[i] += round(float(rate) * d, 6)
-    if drafts_total <= 0 or not per_pos_total:
-        return None
-    return drafts_total, per_pos_total
+    _summary(r)
+    return run_spec_decode_counts(r)
 
 
 def mtp_acceptance(run):

@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
+from costmodel.errors import UserError
+from simulate.point import PointResult, check_mode, run_point
+
 
 def _one(profile, mode, qps, kwargs):
-    from simulate.api import run_point
-
     return run_point(profile, mode, qps, **kwargs)
 
 
@@ -26,8 +27,6 @@ def run_points(profile, points: list[tuple[str, float | None]], *, processes: in
     n = len(points)
     procs = default_processes(n) if processes is None else int(processes)
     if procs < 1:
-        from costmodel.errors import UserError
-
         raise UserError(f"processes {processes!r} must be >= 1", "e.g. --jobs 4")
     results = [None] * n
     if procs == 1 or n == 1:
@@ -46,3 +45,14 @@ def run_points(profile, points: list[tuple[str, float | None]], *, processes: in
             if progress:
                 progress(done, n, results[i])
     return results
+
+
+def sweep(profile, modes, qps_list, *, processes: int | None = None, progress=None, **kwargs) -> list[PointResult]:
+    """run_point for every (mode, qps) (mode-major order), QPS points in parallel processes.
+    `progress(done, total, result)` is called as points finish; kwargs go to run_point."""
+    modes = [modes] if isinstance(modes, str) else list(modes)
+    qps_list = [qps_list] if qps_list is None or isinstance(qps_list, (int, float)) else list(qps_list)
+    for m in modes:
+        check_mode(profile, m)
+    points = [(m, q) for m in modes for q in qps_list]
+    return run_points(profile, points, processes=processes, progress=progress, **kwargs)

@@ -27,8 +27,10 @@ Tables and their required columns (writers may add more; units in the names):
 from __future__ import annotations
 
 import dataclasses
+import json
 import datetime as dt
 import getpass
+import math
 import os
 import platform
 import subprocess
@@ -273,3 +275,33 @@ def software_versions() -> dict:
         except md.PackageNotFoundError:
             pass
     return out
+
+
+def spec_decode_counts(run: Run) -> tuple[float, list[float]] | None:
+    """(num_drafts, [accepted at position i]) summed over an endpoint run's loads (vLLM counter
+    semantics: per-position acceptance rates x drafts), or None without spec-decode counters."""
+    if not run.has("load_summary"):
+        return None
+    s = run.table("load_summary")
+    if "sd_num_drafts" not in s:
+        return None
+    drafts_total, per_pos_total = 0.0, []
+    for _, row in s.iterrows():
+        try:
+            d = float(row.get("sd_num_drafts"))
+        except (TypeError, ValueError):
+            continue
+        if math.isnan(d) or d <= 0:
+            continue
+        try:
+            rates = json.loads(row.get("sd_per_position_rates") or "[]")
+        except (TypeError, ValueError):
+            rates = []
+        drafts_total += d
+        for i, rate in enumerate(rates):
+            if i >= len(per_pos_total):
+                per_pos_total.append(0.0)
+            per_pos_total[i] += round(float(rate) * d, 6)
+    if drafts_total <= 0 or not per_pos_total:
+        return None
+    return drafts_total, per_pos_total

@@ -20,7 +20,9 @@ from urllib.parse import urlsplit, urlunsplit
 import click
 import numpy as np
 
+from costmodel import atomic
 from costmodel.errors import UserError
+from costmodel.schemas.rundir import load_run, spec_decode_counts
 
 OPTIONS = [
     click.option("--qps", default=None, help="Endpoint: offered load in requests/s; a comma list runs one load per rate; 'inf' sends all at once (use with --concurrency)."),
@@ -307,17 +309,12 @@ def run(opts: dict) -> int:
 
 def write_mtp_counters(path, model: str) -> None:
     """mtp_counters.json (costmodel fit --mtp-metrics format) from all units' counter deltas."""
-    from costmodel import atomic
-    from costmodel.schemas.rundir import load_run
-
     run = load_run(path)
     if not run.has("load_summary"):
         return
     s = run.table("load_summary")
     if "sd_num_drafts" not in s or not s["sd_num_drafts"].fillna(0).gt(0).any():
         return
-    from fit.endpoint_data import spec_decode_counts
-
     counts = spec_decode_counts(run)
     if counts is None:
         return

@@ -1,0 +1,100 @@
+"""One simulated point: `run_point` checks its inputs, draws the workload and runs the event loop
+(sim.py) once.
+
+Deterministic: the same arguments give identical results (the seed fixes arrivals, lengths,
+regimes and every per-mode draw; nothing depends on wall time or process). The workload drawn for
+a seed is the same for every mode and replica count, so modes and replica counts are compared on
+the same requests. Cheap to call repeatedly: step prices are cached per profile object in the
+process, and a grossly overloaded point stops early (abort_backlog_s).
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from costmodel.errors import UserError
+from costmodel.modes import get_mode
+from costmodel.schemas.profile import Profile
+from simulate.engine import EngineConfig
+from costmodel.schemas.results import PointSummary
+from simulate.router import ROUTERS
+from simulate.sim import simulate_point
+from simulate.workload import Workload, build_requests, load_workload
+
+DEFAULT_WARMUP_FRAC = 0.1
+DEFAULT_ABORT_BACKLOG_S = 60.0
+
+
+@dataclass
+class PointResult:
+    summary: PointSummary
+    requests: pd.DataFrame  # costmodel.schemas.results.REQUEST_COLUMNS, one row per arrived request
+
+
+def resolve_workload(workload) -> Workload:
+    if workload is None:
+        return Workload()
+    if isinstance(workload, Workload):
+        return workload
+    if isinstance(workload, (str, Path)):
+        return load_workload(workload)
+    raise UserError(f"workload {workload!r} is neither a Workload nor a file path", "pass a workload JSON path")
+
+
+def resolve_engine(profile: Profile, engine) -> EngineConfig:
+    if engine is None:
+        return EngineConfig.for_profile(profile)
+    if isinstance(engine, EngineConfig):
+        return engine.validate()
+    if isinstance(engine, dict):
+        bad = set(engine) - set(EngineConfig.__dataclass_fields__)
+        if bad:
+            raise UserError(f"unknown engine setting(s) {', '.join(sorted(bad))}", f"settings are {', '.join(EngineConfig.__dataclass_fields__)}")
+        return EngineConfig.for_profile(profile, **engine)
+    raise UserError(f"engine {engine!r} is neither an EngineConfig nor a dict", "pass EngineConfig(max_num_seqs=..., ...)")
+
+
+def check_mode(profile: Profile, mode: str) -> None:
+    get_mode(mode)
+    profile.mode(mode)
+
+
+def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int = 1, workload=None, duration_s: float | None = None,
+              n_requests: int | None = None, seed: int = 0, engine=None, router: str = "least-outstanding",
+              warmup_frac: float = DEFAULT_WARMUP_FRAC, abort_backlog_s: float | None = DEFAULT_ABORT_BACKLOG_S,
+              drain_s: float | None = None) -> PointResult:
+    """Simulate `replicas` replicas of `mode` serving `qps` requests/s (total, routed by `router`).
+
+    Length: `n_requests` arrivals or `duration_s` seconds of arrivals (not both); with neither,
+    300 s of arrivals, at least 1000 requests (a trace: the trace once). `qps` is None only for a
+    workload replaying a trace at its recorded rate. `warmup_frac` of the arrival window is left
+    out of percentiles and throughput. `abort_backlog_s`: stop (and report unstable) once a
+    replica's queue holds that many seconds of its arrivals (None: never). `drain_s`: how long to
+    run on after the last arrival (default max(120 s, the arrival window))."""
+    if not isinstance(profile, Profile):
+        raise UserError(f"profile {profile!r} is not a Profile", "load one with costmodel.schemas.profile.Profile.load or costmodel.shipped.resolve_profile")
+    check_mode(profile, mode)
+    if isinstance(replicas, bool) or not isinstance(replicas, numbers.Integral) or replicas < 1:
+        raise UserError(f"replicas {replicas!r} must be an integer >= 1", "e.g. --replicas 2")
+    replicas = int(replicas)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise UserError(f"seed {seed!r} must be an integer >= 0", "e.g. --seed 1")
+    seed = int(seed)
+    if router not in ROUTERS:
+        raise UserError(f"unknown router {router!r}", f"use one of {', '.join(ROUTERS)}")
+    if not 0 <= warmup_frac < 1:
+        raise UserError(f"warm-up fraction {warmup_frac!r} must be in [0, 1)", "e.g. 0.1")
+    if abort_backlog_s is not None and abort_backlog_s <= 0:
+        raise UserError(f"abort_backlog_s {abort_backlog_s!r} must be > 0 or None", "e.g. 60")
+    if drain_s is not None and drain_s < 0:
+        raise UserError(f"drain_s {drain_s!r} must be >= 0", "e.g. 120")
+    wl = resolve_workload(workload)
+    cfg = resolve_engine(profile, engine)
+    reqs = build_requests(profile, wl, qps, n_requests=n_requests, duration_s=duration_s, seed=seed)
+    (summary, df), _ = simulate_point(profile, mode, reqs, replicas=replicas, cfg=cfg, router=router, seed=seed, warmup_frac=warmup_frac,
+                                      abort_backlog_s=abort_backlog_s, drain_s=drain_s, workload_desc=wl.describe())
+    return PointResult(summary, df)

@@ -3,7 +3,9 @@ nothing already on disk (write to a temp file in the same directory, fsync, rena
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import tempfile
 from contextlib import contextmanager
@@ -48,8 +50,6 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
 
 
 def _finite(o: Any) -> Any:
-    import math
-
     if isinstance(o, float):
         return o if math.isfinite(o) else None
     if isinstance(o, dict):
@@ -58,8 +58,6 @@ def _finite(o: Any) -> Any:
         return [_finite(v) for v in o]
     if hasattr(o, "item") and not hasattr(o, "__len__"):  # numpy scalar
         return _finite(o.item())
-    import dataclasses
-
     if dataclasses.is_dataclass(o) and not isinstance(o, type):
         return _finite(dataclasses.asdict(o))
     return o
@@ -78,8 +76,6 @@ def write_csv(path: str | os.PathLike, df) -> Path:
 
 
 def _json_default(o: Any):
-    import dataclasses
-
     if dataclasses.is_dataclass(o):
         return dataclasses.asdict(o)
     if hasattr(o, "item"):  # numpy scalars

@@ -3,8 +3,9 @@ Used before fitted profiles exist and for what-if runs (`costmodel profile roofl
 
 from __future__ import annotations
 
+from costmodel.errors import UserError
 from costmodel.hardware import get_hardware
-from costmodel.models import ASSISTANT_FOR, AR_SIBLING, get_model
+from costmodel.models import AR_SIBLING, ASSISTANT_FOR, get_model
 from costmodel.modes import all_modes
 from costmodel.prior import published_commit_prior, vllm_synthetic_mtp_acceptance
 from costmodel.schemas.profile import ModeProfile, PassCostModel, Profile, Provenance
@@ -17,8 +18,6 @@ DEFAULT_EFFICIENCY = 0.33
 
 def roofline_profile(hardware: str = "h200", precision: str = "bf16", efficiency: float = DEFAULT_EFFICIENCY,
                      diffusion_model: str = "diffusiongemma-26b-a4b", hardware_file: str | None = None) -> Profile:
-    from costmodel.errors import UserError
-
     if not 0 < efficiency <= 1:
         raise UserError(f"efficiency {efficiency} is outside (0, 1]", "give the fraction of the roofline the engine reaches, e.g. 0.33")
     hw = get_hardware(hardware, hardware_file)

@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from costmodel.errors import UserError
+from costmodel.jsonfile import read_json
 from costmodel.precision import Precision
 
 REQUIRED = ("name", "memory_gb", "memory_bandwidth_tbps", "tflops", "board_power_w", "price_usd_per_gpu_hour")
@@ -97,8 +98,6 @@ def source_text(key: str) -> str:
 def load_user_hardware(path: str | Path) -> dict[str, HardwareSpec]:
     """A JSON file describing GPUs the catalog lacks: {"gpus": {"my-gpu": {...same fields...}}}
     or a single entry {"id": "my-gpu", ...}."""
-    from costmodel.jsonfile import read_json
-
     doc = read_json(path, "hardware file")
     if isinstance(doc, dict) and "gpus" in doc and isinstance(doc["gpus"], dict):
         return {hid: validate_spec(hid, d, str(path)) for hid, d in doc["gpus"].items()}

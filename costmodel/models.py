@@ -15,6 +15,7 @@ from functools import cached_property
 from pathlib import Path
 
 from costmodel.errors import UserError
+from costmodel.jsonfile import read_json
 
 SOURCE_PUBLIC_CONFIG = (
     "config.json of google/diffusiongemma-26B-A4B-it and google/gemma-4-26B-A4B-it, "
@@ -284,8 +285,6 @@ def get_model(name_or_path: str) -> ModelShape:
 
 def load_config_json(path: str | Path) -> ModelShape:
     """Read a transformers `config.json` (DiffusionGemma, Gemma-4, Gemma-4 assistant) into a shape."""
-    from costmodel.jsonfile import read_json
-
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.stats import lognorm
 
 from costmodel.schemas.profile import CommitStats, Distribution, MtpAcceptance, Provenance
 
@@ -42,8 +43,6 @@ CONTENT_SIGMA = 0.35
 
 def _lognormal_lengths(median: float, sigma: float, lo: int = 8, hi: int = 256) -> Distribution:
     """Discretise a lognormal onto integer lengths lo..hi (probability mass by CDF differences)."""
-    from scipy.stats import lognorm
-
     edges = np.arange(lo, hi + 2) - 0.5
     cdf = lognorm.cdf(edges, s=sigma, scale=median)
     mass = np.diff(cdf)

@@ -6,7 +6,9 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from costmodel.baseline_profile import roofline_profile
 from costmodel.errors import UserError
+from costmodel.hardware import get_hardware
 from costmodel.schemas.profile import Profile
 
 
@@ -23,14 +25,10 @@ def shipped_profiles() -> dict[str, Path]:
 def default_profile(hardware: str) -> Profile:
     """The shipped profile for a catalog GPU, or, where none is shipped, one priced from the
     roofline at the stated default efficiency (its provenance says so)."""
-    from costmodel.hardware import get_hardware
-
     get_hardware(hardware)  # unknown names fail here with the list of known ones
     path = shipped_profiles().get(hardware)
     if path is not None:
         return Profile.load(path)
-    from costmodel.baseline_profile import roofline_profile
-
     return roofline_profile(hardware, "int4" if hardware == "rtx-5090" else "bf16")
 
 

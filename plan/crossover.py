@@ -22,7 +22,6 @@ import pandas as pd
 from costmodel.modes import all_modes
 
 
-
 def _sides() -> tuple[str, tuple[str, ...], str]:
     """(the diffusion mode, its rivals, the rivals' label, e.g. "AR/MTP"), from the mode registry."""
     modes = all_modes()

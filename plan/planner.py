@@ -11,8 +11,10 @@ cannot need fewer) and says so.
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
 import os
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -20,9 +22,10 @@ import pandas as pd
 
 from costmodel.errors import UserError
 from costmodel.modes import get_mode
+from costmodel.shipped import resolve_profile
 from plan.search import fewest_replicas
 from plan.slo import Slo, parse_slo
-
+from simulate.api import resolve_workload, run_point
 
 
 @dataclass
@@ -103,8 +106,6 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
 
 def simulator_point(profile, duration_s: float, seed: int, workload: str | None = None) -> PointFn:
     """A PointFn that runs the discrete-event simulator on `profile`."""
-    from simulate.api import resolve_workload, run_point
-
     wl = resolve_workload(workload)
 
     def point(hardware: str, mode: str, qps: float, replicas: int) -> dict:
@@ -115,8 +116,6 @@ def simulator_point(profile, duration_s: float, seed: int, workload: str | None 
 
 def _chain_job(args) -> list[CellSearch]:
     hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas, workload, start = args
-    from costmodel.shipped import resolve_profile
-
     profile = resolve_profile(profile_path, hardware)
     return search_chain(simulator_point(profile, duration_s, seed, workload), hardware, mode, qps_values, parse_slo(slo_text), max_replicas,
                         start)
@@ -147,9 +146,6 @@ def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None 
         for j in jobs:
             done(_chain_job(j))
         return cells
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
     # longest chains first (each mode's sim_cost_rank: AR simulates one decode step per token), so the pool drains evenly
     jobs.sort(key=lambda j: get_mode(j[1]).sim_cost_rank)

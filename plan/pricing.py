@@ -16,8 +16,10 @@ from pathlib import Path
 
 from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec, source_text
+from costmodel.options import parse_key_values
+from costmodel.schemas.plan import HOURS_PER_MONTH  # 8,760 h / 12: the convention cloud price sheets use
+from costmodel.schemas.rundir import load_run
 
-HOURS_PER_MONTH = 730.0  # 8,760 h / 12: the convention cloud price sheets use
 HOURS_PER_YEAR = 8760.0
 DEFAULT_ELECTRICITY_USD_PER_KWH = 0.08
 DEFAULT_PUE = 1.2
@@ -135,8 +137,6 @@ def gpu_price(spec: HardwareSpec, cfg: PricingConfig) -> GpuPrice:
 def telemetry_power(run_dir: str | Path) -> tuple[str, float, str]:
     """(hardware id, mean busy power W, source text) from a measured run's telemetry table: the mean
     `power_w` over samples with gpu_util_pct >= 50 (all samples when utilisation was not recorded)."""
-    from costmodel.schemas.rundir import load_run
-
     run = load_run(run_dir)
     hw = run.manifest.hardware
     if not hw:
@@ -150,3 +150,46 @@ def telemetry_power(run_dir: str | Path) -> tuple[str, float, str]:
         raise UserError(f"run {run_dir} has no telemetry samples with power while the GPU was busy", "drop --telemetry to use board power x utilisation")
     w = float(busy["power_w"].mean())
     return hw, w, f"measured: mean power_w {w:.0f} W over {len(busy)} busy telemetry samples of run {run.manifest.run_id}"
+
+
+@dataclass
+class PricingOptions:
+    """Pricing as a user states it (the plan/report options): overrides as GPU=USD texts, telemetry
+    run directories; `pricing_config` checks them against each other."""
+
+    price: tuple[str, ...] = ()
+    onprem: bool = False
+    purchase_usd: tuple[str, ...] = ()
+    electricity_usd_per_kwh: float | None = None
+    amortisation_years: float | None = None
+    pue: float | None = None
+    telemetry: tuple[str, ...] = ()
+
+    def given(self) -> bool:
+        return bool(self.price or self.onprem or self.purchase_usd or self.telemetry) or any(
+            x is not None for x in (self.electricity_usd_per_kwh, self.amortisation_years, self.pue))
+
+
+def pricing_config(o: PricingOptions) -> PricingConfig | None:
+    """A validated PricingConfig from the options, or None when none was given."""
+    if not o.given():
+        return None
+    if not o.onprem:
+        for name, v in (("--purchase-usd", o.purchase_usd), ("--electricity-usd-per-kwh", o.electricity_usd_per_kwh), ("--amortisation-years", o.amortisation_years)):
+            if v:
+                raise UserError(f"{name} prices owned GPUs, but --onprem is not set", f"add --onprem, or drop {name} (cloud rental includes power and ownership)")
+    elif o.price:
+        raise UserError("--price sets a cloud rental, but --onprem prices owned GPUs", "drop --price, or use --purchase-usd GPU=USD with --onprem")
+    power, psrc = {}, {}
+    for run in o.telemetry:
+        hw, w, src = telemetry_power(run)
+        power[hw], psrc[hw] = w, src
+    return PricingConfig(
+        onprem=o.onprem,
+        price_usd_per_gpu_hour=parse_key_values(o.price, "price"),
+        purchase_usd=parse_key_values(o.purchase_usd, "purchase-usd"),
+        electricity_usd_per_kwh=DEFAULT_ELECTRICITY_USD_PER_KWH if o.electricity_usd_per_kwh is None else o.electricity_usd_per_kwh,
+        pue=DEFAULT_PUE if o.pue is None else o.pue,
+        amortisation_years=DEFAULT_AMORTISATION_YEARS if o.amortisation_years is None else o.amortisation_years,
+        active_power_w=power, active_power_source=psrc,
+    ).validate()

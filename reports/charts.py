@@ -12,8 +12,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib import ticker  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 from costmodel.modes import get_mode  # noqa: E402
 from plan.crossover import Crossover  # noqa: E402

@@ -11,15 +11,15 @@ import math
 import pandas as pd
 
 from costmodel import __version__
-from costmodel.timestamps import now_iso
-from reports import charts
 from costmodel.modes import mode_order
+from costmodel.schemas.dictionary import dictionary
+from costmodel.schemas.provenance import provenance_kinds
+from costmodel.timestamps import now_iso
 from plan.cheapest import Analysis
 from plan.crossover import best_per_cell
-from reports.csv_export import dictionary
 from plan.pricing import HOURS_PER_MONTH, SOURCES
-from reports.provenance import provenance_kinds
-from reports.results import Results
+from reports import charts
+from reports.sources import Results
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1180px;color:#1b1b1b;line-height:1.45}

@@ -11,7 +11,9 @@ the same requests. Cheap to call repeatedly: step prices are cached per profile 
 process, and a grossly overloaded point stops early (abort_backlog_s).
 """
 
+from simulate.batch import SimulateConfig, SimulateOutcome, run_simulation, write_outcome
 from simulate.point import PointResult, check_mode, resolve_engine, resolve_workload, run_point
 from simulate.sweep import run_points, sweep
 
-__all__ = ["PointResult", "check_mode", "resolve_engine", "resolve_workload", "run_point", "run_points", "sweep"]
+__all__ = ["PointResult", "SimulateConfig", "SimulateOutcome", "check_mode", "resolve_engine", "resolve_workload", "run_point",
+           "run_points", "run_simulation", "sweep", "write_outcome"]

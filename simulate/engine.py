@@ -16,8 +16,8 @@ from costmodel.models import get_model
 from costmodel.modes import ServingMode
 from costmodel.precision import get_precision
 from costmodel.schemas.profile import Profile
-from simulate.steptime import DEFAULT_SHAPE_BITS
 from simulate.scheduler import Replica
+from simulate.steptime import DEFAULT_SHAPE_BITS
 
 # Engine defaults (chosen; typical vLLM online-serving settings): a deployment's own values belong in
 # the profile's engine settings or on the command line.

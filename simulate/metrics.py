@@ -52,7 +52,6 @@ import numpy as np
 import pandas as pd
 
 from costmodel.modes import ModeDraws, ServingMode
-
 from costmodel.schemas.results import PERCENTILES, REQUEST_COLUMNS, PointSummary
 
 TREND_BINS = 20

@@ -19,8 +19,8 @@ import pandas as pd
 from costmodel.errors import UserError
 from costmodel.modes import get_mode
 from costmodel.schemas.profile import Profile
-from simulate.engine import EngineConfig
 from costmodel.schemas.results import PointSummary
+from simulate.engine import EngineConfig
 from simulate.router import ROUTERS
 from simulate.sim import simulate_point
 from simulate.workload import Workload, build_requests, load_workload

@@ -25,8 +25,9 @@ import pandas as pd
 import simpy
 
 from costmodel.errors import UserError
-from costmodel.schemas.profile import Profile
+from costmodel.models import get_model
 from costmodel.roofline import Segment
+from costmodel.schemas.profile import Profile
 
 CANVAS = 256
 
@@ -55,8 +56,6 @@ def batch_timeline(profile: Profile, mode: str, batch: list[BatchRequest]) -> tu
     ms = lambda *segs: profile.pass_ms(mode, segs)  # noqa: E731
     first, finish = [0.0] * B, [0.0] * B
     if mode == "diffusion":
-        from costmodel.models import get_model
-
         C = get_model(profile.mode(mode).model).canvas_length or CANVAS
         t = ms(Segment("encoder_prefill", B, P, 0))
         n_blocks = max(_blocks(r, C) for r in batch)

@@ -38,10 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from costmodel.errors import UserError
-from costmodel.seeding import rng_for
+from costmodel.jsonfile import read_json
 from costmodel.schemas.profile import Profile
+from costmodel.seeding import rng_for
 
 ARRIVALS = ("poisson", "constant", "gamma")
 DISTS = ("constant", "lognormal", "uniform", "empirical")
@@ -256,16 +258,12 @@ def parse_workload(d, where: str = "workload", base_dir: Path | None = None) -> 
 
 
 def load_workload(path: str | Path) -> Workload:
-    from costmodel.jsonfile import read_json
-
     p = Path(path)
     return parse_workload(read_json(p, "workload"), f"workload {p}", p.parent)
 
 
 def load_trace(path: Path) -> Trace:
     """Read a CSV/JSONL request trace (columns in the module docstring) with one-line errors."""
-    import pandas as pd
-
     where = f"trace {path}"
     if not path.exists():
         raise UserError(f"{where} does not exist", "check the path (relative paths are relative to the workload file)")

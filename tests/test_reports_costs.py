@@ -9,7 +9,7 @@ import pytest
 from costmodel.errors import UserError
 from costmodel.hardware import get_hardware
 from plan.costs import add_costs, point_cost
-from reports.csv_export import describe, dictionary_paths, write_finance_csv
+from costmodel.schemas.dictionary import describe, dictionary_paths, write_table as write_finance_csv
 from plan.pricing import PricingConfig, gpu_price
 from test_reports_fakes import point
 

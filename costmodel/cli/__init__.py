@@ -22,8 +22,8 @@ COMMANDS: dict[str, str] = {
     "fit": "costmodel.cli.fit:fit",
     "profile": "costmodel.cli.profile:profile",
     "simulate": "costmodel.cli.simulate:simulate",
-    "plan": "costmodel.cli.plan_report:plan",
-    "report": "costmodel.cli.plan_report:report",
+    "plan": "costmodel.cli.plan:plan",
+    "report": "costmodel.cli.report:report",
     "validate": "costmodel.cli.validate:validate",
 }
 HELP = {

@@ -59,8 +59,8 @@ def mode_order(name: str) -> int:
 
 
 # ---- the registered modes: one line each ------------------------------------------------------
-from costmodel.modes.diffusion import DiffusionMode  # noqa: E402
 from costmodel.modes.ar import ArMode  # noqa: E402
+from costmodel.modes.diffusion import DiffusionMode  # noqa: E402
 from costmodel.modes.mtp import MtpMode  # noqa: E402
 
 register(DiffusionMode())

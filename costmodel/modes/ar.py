@@ -86,6 +86,7 @@ class ArEngine:
 class ArMode(ServingMode):
     name = "ar"
     label = "AR"
+    description = "Gemma-4-26B-A4B autoregressive"
     order = 1
     line_style = ("--", "s")
     model_family = "gemma4"

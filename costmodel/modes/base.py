@@ -60,6 +60,7 @@ class ServingMode:
 
     name: ClassVar[str]
     label: ClassVar[str]  # display name in tables and charts
+    description: ClassVar[str] = ""  # one line for data dictionaries, e.g. "Gemma-4-26B-A4B autoregressive"
     order: ClassVar[int]  # position in tables and charts (ascending)
     line_style: ClassVar[tuple[str, str]] = ("-.", "d")  # matplotlib (linestyle, marker)
     model_family: ClassVar[str]  # costmodel.models family of the served model

@@ -185,6 +185,7 @@ class DiffusionEngine:
 class DiffusionMode(ServingMode):
     name = "diffusion"
     label = "DiffusionGemma"
+    description = "DiffusionGemma-26B-A4B block diffusion"
     order = 0
     line_style = ("-", "o")
     model_family = "diffusion_gemma"

@@ -111,6 +111,7 @@ class MtpEngine(ArEngine):
 class MtpMode(ServingMode):
     name = "mtp"
     label = "MTP"
+    description = "Gemma-4 with multi-token prediction"
     order = 2
     line_style = (":", "^")
     model_family = "gemma4"

@@ -1,67 +1,101 @@
-"""Records the simulator writes: per-request rows and one summary per (mode, hardware, QPS,
-replicas) point. `plan` and `report` read these; units are in the names.
-
-Metric definitions (also in the README):
-- queue_ms: arrival -> the engine first schedules any of the request's work (prefill chunk).
-- ttft_ms: arrival -> the first output token is emitted (diffusion: the first committed canvas,
-  i.e. after prefill plus the first block's k denoising steps and its commit; AR/MTP: after prefill).
-- e2e_ms: arrival -> the last output token is emitted.
-- tpot_ms: (e2e_ms - ttft_ms) / (output_tokens - 1): time per output token EXCLUDING the first;
-  NaN for one-token outputs.
+"""The simulation-results artefact (`costmodel simulate -o DIR`): per-request rows
+(requests_<mode>_qps<q>_r<n>.parquet), one PointSummary per (mode, hardware, QPS, replicas) point
+(summary.csv flat, summary.json nested), their writer and reader. `plan` and `report` read
+simulation results through this module; every field's meaning, unit and source is its metadata.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
-REQUEST_COLUMNS = (
-    "request_id", "mode", "regime", "replica", "arrival_s", "start_s", "first_token_s", "finish_s",
-    "prompt_tokens", "output_tokens", "blocks", "steps", "queue_ms", "ttft_ms", "e2e_ms", "tpot_ms", "preemptions", "finished",
-    "warmup",  # arrived in the warm-up span: kept in the records, left out of percentiles and throughput
-)
+import pandas as pd
+
+from costmodel import atomic
+from costmodel.errors import UserError
+from costmodel.jsonfile import read_json
+from costmodel.schemas.columns import ColumnDoc, meta
+
+SIM = "simulator (costmodel/schemas/results.py PointSummary; simulate/metrics.py computes it)"
 PERCENTILES = (50, 90, 95, 99)
+# the latency metrics (per request, ms); summaries hold {p50, p90, p95, p99, mean} of each
+METRICS = {
+    "queue": "queueing delay: arrival -> the engine first schedules any of the request's work",
+    "ttft": "time to first token: arrival -> first output token emitted (diffusion: first committed canvas)",
+    "e2e": "end-to-end latency: arrival -> last output token emitted",
+    "tpot": "time per output token after the first: (e2e - ttft) / (output tokens - 1)",
+}
+STATS = {"p50": "50th percentile (median)", "p90": "90th percentile", "p95": "95th percentile", "p99": "99th percentile", "mean": "mean"}
+
+REQUEST_DOCS = (
+    ColumnDoc("request_id", "request index in arrival order", "-", SIM),
+    ColumnDoc("mode", "serving mode", "-", SIM),
+    ColumnDoc("regime", "workload regime of the request (commit statistics it draws from)", "-", SIM),
+    ColumnDoc("replica", "replica the router sent it to", "-", SIM),
+    ColumnDoc("arrival_s", "arrival time on the simulation clock", "s", SIM),
+    ColumnDoc("start_s", "time the engine first scheduled its work (first prefill chunk)", "s", SIM),
+    ColumnDoc("first_token_s", "time its first output was emitted", "s", SIM),
+    ColumnDoc("finish_s", "time its last output token was emitted", "s", SIM),
+    ColumnDoc("prompt_tokens", "prompt length", "tokens", SIM),
+    ColumnDoc("output_tokens", "output length (emitted in full when finished)", "tokens", SIM),
+    ColumnDoc("blocks", "diffusion canvases (ceil(output_tokens / canvas length)); 0 for other modes", "count", SIM),
+    ColumnDoc("steps", "engine steps the request took part in (prefill chunks, decode/verify steps, denoising steps and commits)", "count", SIM),
+    ColumnDoc("queue_ms", METRICS["queue"], "ms", SIM),
+    ColumnDoc("ttft_ms", METRICS["ttft"], "ms", SIM),
+    ColumnDoc("e2e_ms", METRICS["e2e"], "ms", SIM),
+    ColumnDoc("tpot_ms", METRICS["tpot"] + "; NaN for one-token outputs", "ms", SIM),
+    ColumnDoc("preemptions", "times the request was preempted (KV cache exhausted) and recomputed", "count", SIM),
+    ColumnDoc("finished", "the request finished inside the simulation", "boolean", SIM),
+    ColumnDoc("warmup", "arrived in the warm-up span: kept in the records, left out of percentiles and throughput", "boolean", SIM),
+)
+REQUEST_COLUMNS = tuple(d.column for d in REQUEST_DOCS)
+
+
+def _f(meaning: str, unit: str = "-", source: str = "", **kw):
+    return field(metadata=meta(meaning, unit, source), **kw)
 
 
 @dataclass
 class PointSummary:
-    mode: str
-    hardware: str
-    profile_id: str
-    qps: float
-    replicas: int
-    requests_arrived: int
-    requests_finished: int
-    requests_unfinished: int
-    stable: bool  # False: the queue grew without bound; the latency numbers are not steady-state
-    stability_reason: str
-    duration_s: float
-    throughput_rps: float
-    output_tokens_per_s: float
-    total_tokens_per_s: float
-    output_tokens: int
-    prompt_tokens: int
-    gpu_busy_frac: float
-    mean_batch_seqs: float
-    mean_batch_tokens: float
-    ttft_ms: dict = field(default_factory=dict)  # {"p50": .., "p90": .., "p95": .., "p99": .., "mean": ..}
+    """One simulated point (simulate/metrics.py defines how each number is computed)."""
+
+    mode: str = _f("serving mode (costmodel/modes)")
+    hardware: str = _f("GPU type (catalog id)", "-", "costmodel/data/hardware.json")
+    profile_id: str = _f("the profile (pass costs, commit statistics) the simulator used")
+    qps: float = _f("offered load: Poisson request arrivals per second across all replicas", "requests/s", "plan --qps / simulate --qps")
+    replicas: int = _f("model replicas serving the load (for a plan: the fewest that meet the SLO)", "count", "costmodel plan / report (plan/cheapest.py)")
+    requests_arrived: int = _f("requests that arrived during the simulated window", "count")
+    requests_finished: int = _f("requests that completed", "count")
+    requests_unfinished: int = _f("requests still queued or running when the simulation ended", "count")
+    stable: bool = _f("false when the queue grew without bound: latency numbers are then not steady-state", "boolean")
+    stability_reason: str = _f("why the simulator judged the point stable or unstable", "text")
+    duration_s: float = _f("arrival window of the point: requests arrive during this many simulated seconds", "s")
+    throughput_rps: float = _f("requests finished inside the steady window (warm-up end to end of arrivals) per second; on an unstable point the saturated service rate", "requests/s")
+    output_tokens_per_s: float = _f("output (generated) tokens of the requests finished in the steady window per second, all replicas", "tokens/s")
+    total_tokens_per_s: float = _f("prompt + output tokens of the requests finished in the steady window per second, all replicas", "tokens/s")
+    output_tokens: int = _f("output tokens of completed requests", "tokens")
+    prompt_tokens: int = _f("prompt tokens of completed requests", "tokens")
+    gpu_busy_frac: float = _f("fraction of the arrival window the replicas spent running engine steps (mean over replicas)", "fraction 0-1")
+    mean_batch_seqs: float = _f("mean sequences per forward pass", "sequences")
+    mean_batch_tokens: float = _f("mean query tokens per forward pass", "tokens")
+    ttft_ms: dict = field(default_factory=dict)  # {"p50": .., "p90": .., "p95": .., "p99": .., "mean": ..}: METRICS
     e2e_ms: dict = field(default_factory=dict)
     tpot_ms: dict = field(default_factory=dict)
     queue_ms: dict = field(default_factory=dict)
     batch_composition: dict = field(default_factory=dict)  # mean sequences per step by pass kind
-    seed: int = 0
-    provenance: str = ""  # the profile's provenance kinds for this mode (measured/projected/...)
-    # added by the simulator (simulate/metrics.py defines each)
-    mean_in_system: float = float("nan")  # time-average requests in the system over the arrival window (Little's L)
-    backlog_growth: float = float("nan")  # fitted growth of requests in system over the steady window (stability test)
-    warmup_s: float = 0.0
-    simulated_s: float = 0.0
-    engine_steps: int = 0
-    preemptions: int = 0
-    kv_capacity_tokens: int = 0
-    max_num_seqs: int = 0
-    max_num_batched_tokens: int = 0
-    router: str = ""
-    workload: str = ""
+    seed: int = _f("random seed of the simulated workload", default=0)
+    provenance: str = _f("provenance kinds of the profile parts this mode used (measured / projected / published / roofline / endpoint)", "text", default="")
+    mean_in_system: float = _f("time-average number of requests arrived and not finished over the arrival window (Little's L)", "requests", default=float("nan"))
+    backlog_growth: float = _f("fitted growth of requests in the system over the steady window (the stability test: unstable above the largest of 10 requests, 3% of the arrivals in the window and half the mean number in the system)", "requests", default=float("nan"))
+    warmup_s: float = _f("initial span of the arrival window left out of percentiles and throughput", "s", default=0.0)
+    simulated_s: float = _f("simulated clock at the end of the run (arrivals plus drain, or the abort time)", "s", default=0.0)
+    engine_steps: int = _f("engine steps (forward passes) simulated, all replicas", "count", default=0)
+    preemptions: int = _f("requests preempted (KV cache exhausted) and recomputed, all replicas", "count", default=0)
+    kv_capacity_tokens: int = _f("KV-cache capacity of one replica", "tokens", default=0)
+    max_num_seqs: int = _f("engine limit: sequences per step", "sequences", default=0)
+    max_num_batched_tokens: int = _f("engine limit: query tokens per step", "tokens", default=0)
+    router: str = _f("how requests are routed to replicas", "text", default="")
+    workload: str = _f("arrival process and prompt/output length distributions simulated", "text", default="")
 
     def flat(self) -> dict:
         """One flat row (no nested dicts): `ttft_ms_p95`, `e2e_ms_p99`, `batch_denoise_step_seqs`."""
@@ -74,3 +108,71 @@ class PointSummary:
             else:
                 out[k] = v
         return out
+
+
+# ---- the artefact: writer and reader ----------------------------------------------------------
+SUMMARY_CSV, SUMMARY_JSON = "summary.csv", "summary.json"
+# columns report needs from a summary
+REQUIRED_COLUMNS = ("mode", "hardware", "qps", "replicas", "stable", "throughput_rps", "output_tokens_per_s", "total_tokens_per_s", "gpu_busy_frac")
+
+
+@dataclass
+class SimulationResults:
+    """A simulate directory as read back: flat summary rows plus summary.json's other fields."""
+
+    path: Path
+    points: pd.DataFrame  # PointSummary.flat() rows
+    meta: dict  # summary.json minus its points (profile id, hardware, precision, embedded profiles)
+
+
+def point_stem(s: PointSummary) -> str:
+    return f"requests_{s.mode}_qps{s.qps:g}_r{s.replicas}"
+
+
+def write_simulation(out_dir: str | Path, points: list[tuple[PointSummary, pd.DataFrame]], profile) -> list[Path]:
+    """requests_<mode>_qps<q>_r<n>.parquet per point, summary.csv (flat rows), summary.json; atomic."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"-o {out} exists and is not a directory", "give a directory path")
+    paths = [atomic.write_parquet(out / f"{point_stem(s)}.parquet", requests) for s, requests in points]
+    paths.append(atomic.write_csv(out / SUMMARY_CSV, pd.DataFrame([s.flat() for s, _ in points])))
+    paths.append(atomic.write_json(out / SUMMARY_JSON, {
+        "profile_id": profile.profile_id, "hardware": profile.hardware.get("id"), "precision": profile.precision,
+        "points": [s for s, _ in points],
+    }))
+    return paths
+
+
+def is_simulation_dir(p: Path) -> bool:
+    return (p / SUMMARY_CSV).exists() or (p / SUMMARY_JSON).exists()
+
+
+def read_simulation(d: str | Path) -> SimulationResults:
+    """A `costmodel simulate -o` directory: summary.csv (else summary.json's points)."""
+    d = Path(d)
+    doc = read_json(d / SUMMARY_JSON, "simulate summary") if (d / SUMMARY_JSON).exists() else {}
+    if (d / SUMMARY_CSV).exists():
+        try:
+            points = pd.read_csv(d / SUMMARY_CSV)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+            raise UserError(f"{d / SUMMARY_CSV} is not a readable CSV ({e.__class__.__name__})", "re-run `costmodel simulate`") from None
+    else:
+        rows = _points_in(doc)
+        if rows is None:
+            raise UserError(f"{d / SUMMARY_JSON} lists no points", "re-run `costmodel simulate`")
+        points = pd.DataFrame(rows)
+    missing = [c for c in REQUIRED_COLUMNS if c not in points.columns]
+    if points.empty or missing:
+        raise UserError(f"{d} summary has no points or lacks columns {missing}", "re-run `costmodel simulate` with this costmodel version")
+    meta_doc = doc if isinstance(doc, dict) else {}
+    return SimulationResults(d, points, {k: v for k, v in meta_doc.items() if k != "points"})
+
+
+def _points_in(doc) -> list | None:
+    if isinstance(doc, list):
+        return doc
+    if isinstance(doc, dict):
+        for k in ("points", "summaries", "summary"):
+            if isinstance(doc.get(k), list):
+                return doc[k]
+    return None

@@ -27,9 +27,10 @@ Tables and their required columns (writers may add more; units in the names):
 from __future__ import annotations
 
 import dataclasses
-import json
 import datetime as dt
 import getpass
+import importlib.metadata as md
+import json
 import math
 import os
 import platform
@@ -43,6 +44,7 @@ import pandas as pd
 
 from costmodel import atomic
 from costmodel.errors import UserError
+from costmodel.jsonfile import read_json
 from costmodel.modes import mode_names
 from costmodel.timestamps import now_iso
 
@@ -225,8 +227,6 @@ class RunWriter:
 
 
 def read_manifest(path: str | Path) -> RunManifest:
-    from costmodel.jsonfile import read_json
-
     p = Path(path)
     if not p.exists():
         raise UserError(f"run directory {p} does not exist", "pass the -o directory of a `costmodel measure` run")
@@ -266,8 +266,6 @@ def load_run(path: str | Path) -> Run:
 
 def software_versions() -> dict:
     """Versions of what a measurement ran on (never imports torch if it is absent)."""
-    import importlib.metadata as md
-
     out = {"python": platform.python_version(), "platform": platform.platform(), "user": getpass.getuser() if hasattr(os, "getuid") else None}
     for pkg in ("torch", "transformers", "numpy", "pandas", "nvidia-ml-py", "costmodel"):
         try:

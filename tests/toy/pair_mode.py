@@ -23,6 +23,7 @@ class PairEngine(ArEngine):
 class PairMode(ServingMode):
     name = "pair"
     label = "Pair"
+    description = "Gemma-4 emitting two tokens per decode step (a toy)"
     order = 3
     line_style = ("-.", "x")
     model_family = "gemma4"

@@ -1,0 +1,90 @@
+"""`costmodel plan`: options -> plan.api.PlanConfig -> run_plan -> write_plan; prints the tables."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import click
+import pandas as pd
+from rich.table import Table
+
+from costmodel.cli.pricing_options import pricing_options, pricing_options_of
+from costmodel.console import make_console
+from costmodel.modes import mode_names
+from costmodel.options import parse_floats, parse_list, parse_modes
+from plan.api import DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, run_plan, write_plan
+from plan.pricing import PricingConfig, pricing_config
+
+
+def _money(x) -> str:
+    return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else (f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}")
+
+
+def print_analysis(con, a) -> None:
+    """The rich tables: every (GPU, mode, QPS), the cheapest per QPS, and the crossover lines."""
+    t = Table(title=f"Fewest replicas meeting {a.slo.text or 'stability'} ({'on-prem' if a.pricing.onprem else 'cloud'} pricing)")
+    for c in ("hardware", "mode", "qps", "replicas", "$/month", "$/1M out tok", "meets SLO", "why not"):
+        t.add_column(c, justify="left" if c in ("hardware", "mode", "why not") else "right")
+    for r in a.cells.to_dict("records"):
+        rep = r.get("replicas")
+        ok = bool(r.get("meets_slo"))
+        style = "bold green" if r.get("cheapest_at_qps") else ("dim" if not ok else None)
+        mtok = r.get("cost_usd_per_mtok_output")
+        t.add_row(str(r["hardware"]), str(r["mode"]), f"{r['qps']:g}", "" if rep is None or pd.isna(rep) else str(int(rep)),
+                  _money(r.get("cost_usd_per_month")) if ok else "",
+                  f"{mtok:.3f}" if ok and isinstance(mtok, float) and math.isfinite(mtok) else "",
+                  "yes" if ok else "no", "" if ok else str(r.get("slo_failures", ""))[:70], style=style)
+    con.print(t)
+    c = Table(title="Cheapest SLO-meeting option per QPS")
+    for col in ("qps", "hardware / mode", "replicas", "$/month", "$/1M out tok", "runner-up", "runner-up $/month"):
+        c.add_column(col, justify="left" if col in ("hardware / mode", "runner-up") else "right")
+    for r in a.cheapest.to_dict("records"):
+        if r["none_meets"]:
+            c.add_row(f"{r['qps']:g}", "no option meets the SLO", "", "", "", "", "")
+        else:
+            c.add_row(f"{r['qps']:g}", f"{r['hardware']} / {r['mode']}", str(r["replicas"]), _money(r["cost_usd_per_month"]),
+                      f"{r['cost_usd_per_mtok_output']:.3f}", r.get("runner_up", ""), _money(r.get("runner_up_cost_usd_per_month")))
+    con.print(c)
+    con.print(f"[bold]{a.crossover.text}[/bold]")
+    for x in a.crossover_by_hardware.values():
+        con.print(f"  {x.text}")
+    con.print(f"[dim]how: {a.crossover.method}[/dim]")
+
+
+@click.command()
+@click.option("--qps", default="5,20,50", show_default=True, help="Offered loads (requests/s), comma-separated.")
+@click.option("--slo", default=DEFAULT_SLO, show_default=True, help="Latency bounds: STAT_METRIC_ms<=LIMIT, comma-separated.")
+@click.option("--hardware", default=",".join(DEFAULT_HARDWARE), show_default=True, help="GPU catalog ids, comma-separated.")
+@click.option("--mode", "modes", default=",".join(mode_names()), show_default=True, help="Serving modes, comma-separated.")
+@click.option("--profile", "profiles", multiple=True, type=click.Path(), help="A profile JSON (repeatable); it replaces the shipped default for its GPU (added to --hardware if absent).")
+@pricing_options
+@click.option("--workload", type=click.Path(dir_okay=False), default=None, help="Workload JSON (arrivals, regime mix, lengths, or a trace); default: the simulator's.")
+@click.option("--duration", "duration_s", type=float, default=DEFAULT_DURATION_S, show_default=True, help="Simulated seconds of arrivals per point (the simulator's own default is 300 s; 60 s keeps plan + report under a minute on 2 CPU cores).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--max-replicas", type=int, default=DEFAULT_MAX_REPLICAS, show_default=True, help="Give up on a (GPU, mode, QPS) above this many replicas.")
+@click.option("--refine-crossover", type=int, default=0, show_default=True,
+              help="Narrow the crossover bracket: this many times, simulate its midpoint QPS for every GPU and mode.")
+@click.option("--jobs", type=int, default=None, help="Parallel processes (default: the CPUs available).")
+@click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Directory for plan.csv, its dictionary and plan.json.")
+def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry,
+         workload, duration_s, seed, max_replicas, refine_crossover, jobs, out):
+    """Fewest replicas meeting an SLO per (GPU, mode, QPS), their monthly cost, the cheapest option
+    per QPS and the crossover QPS above which DiffusionGemma stops being the cheapest.
+
+    \b
+    costmodel plan --qps 5,20,50 --slo "p95_ttft_ms<=1000,p95_e2e_ms<=5000" -o out/plan
+    costmodel plan --onprem --electricity-usd-per-kwh 0.08 --pue 1.2 --amortisation-years 4 -o out/plan-onprem
+    """
+    t0 = time.perf_counter()
+    pricing = pricing_config(pricing_options_of(price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry))
+    cfg = PlanConfig(qps=parse_floats(qps, "qps"), slo=slo, hardware=parse_list(hardware, "hardware"), modes=parse_modes(modes),
+                     profiles=list(profiles), pricing=pricing or PricingConfig(), workload=workload, duration_s=duration_s, seed=seed,
+                     max_replicas=max_replicas, refine_crossover=refine_crossover, jobs=jobs)
+    err = make_console(stderr=True)
+    outcome = run_plan(cfg, progress=lambda s: err.print(f"[dim]{s}[/dim]"))
+    written = write_plan(outcome, out)
+    con = make_console()
+    print_analysis(con, outcome.analysis)
+    con.print(f"{sum(len(c.probes) for c in outcome.cells)} simulations; wrote " + ", ".join(str(p) for p in written))
+    con.print(f"wall time: {time.perf_counter() - t0:.1f} s")

@@ -1,0 +1,39 @@
+"""`costmodel report`: options -> reports.api.ReportConfig -> make_report."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from costmodel.cli.pricing_options import pricing_options, pricing_options_of
+from costmodel.console import make_console
+from plan.pricing import pricing_config
+from reports.api import ReportConfig, make_report
+
+
+@click.command()
+@click.argument("results", type=click.Path())
+@click.option("-o", "--out", "out", type=click.Path(dir_okay=False), required=True, help="out.csv (finance CSV + out.dictionary.csv/.md) or out.html.")
+@click.option("--slo", default=None, help="SLO to judge points by (default: the plan's; for simulate results: stability only).")
+@pricing_options
+def report(results, out, slo, price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry):
+    """Export `costmodel plan -o` or `costmodel simulate -o` results as a finance CSV (with its data
+    dictionary) or a self-contained HTML report with charts.
+
+    Pricing options, when any is given, replace the plan's pricing (the replica counts do not
+    depend on price, so the cheapest option and crossover are recomputed without re-simulating).
+
+    \b
+    costmodel report out/plan -o out/plan-report.html
+    costmodel report out/sim -o out/finance.csv --price h200=3.50
+    """
+    t0 = time.perf_counter()
+    pricing = pricing_config(pricing_options_of(price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry))
+    outcome = make_report(ReportConfig(results, out, slo, pricing))
+    con = make_console()
+    for note in outcome.notes:
+        con.print(f"[yellow]{note}[/yellow]")
+    con.print(f"[bold]{outcome.analysis.crossover.text}[/bold]")
+    con.print("wrote " + ", ".join(str(p) for p in outcome.written))
+    con.print(f"wall time: {time.perf_counter() - t0:.1f} s")

@@ -1,0 +1,89 @@
+"""The plan artefact (`costmodel plan -o DIR`): plan.json (settings, SLO, pricing, hardware specs,
+profile provenance, every replica search and simulated point, the analysis) beside plan.csv and its
+data dictionary. `report` reads plans through this module. The columns a plan adds to the
+simulator's (costs, SLO verdicts) are documented here, once."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from costmodel import atomic
+from costmodel.errors import UserError
+from costmodel.jsonfile import jsonable, read_json
+from costmodel.schemas.columns import ColumnDoc
+
+PLAN_KIND = "costmodel-plan"
+PLAN_SCHEMA_VERSION = 1
+PLAN_JSON = "plan.json"
+HOURS_PER_MONTH = 730.0  # 8,760 h / 12
+
+COST = "plan/costs.py from the simulated point and the GPU price"
+PRICE = "pricing: the row's price_source column (catalog source or user override)"
+PLAN = "costmodel plan / report (plan/cheapest.py)"
+PLAN_DOCS = (
+    ColumnDoc("meets_slo", "true when the point is stable and every SLO bound holds", "boolean", PLAN),
+    ColumnDoc("gpus", "GPUs in use = replicas x gpus_per_replica", "count", COST),
+    ColumnDoc("gpus_per_replica", "GPUs one model replica occupies (one per replica in every shipped configuration)", "count", COST),
+    ColumnDoc("cost_usd_per_month", f"GPU cost of the configuration for a month of {HOURS_PER_MONTH:g} hours (8,760 h / 12) = cost_usd_per_hour x {HOURS_PER_MONTH:g}", "USD/month", COST),
+    ColumnDoc("cost_usd_per_hour", "GPU cost of the configuration per hour = gpus x (rate_usd_per_gpu_hour + electricity_usd_per_gpu_hour)", "USD/hour", COST),
+    ColumnDoc("cost_usd_per_mtok_output", "cost per million output (generated) tokens = cost_usd_per_hour / (output_tokens_per_s x 3600) x 1e6; empty when nothing was served", "USD per 1M output tokens", COST),
+    ColumnDoc("cost_usd_per_mtok_total", "cost per million total tokens (prompt + output) = cost_usd_per_hour / (total_tokens_per_s x 3600) x 1e6", "USD per 1M tokens", COST),
+    ColumnDoc("cost_usd_per_1k_requests", "cost per thousand completed requests = cost_usd_per_hour / (throughput_rps x 3600) x 1000", "USD per 1k requests", COST),
+    ColumnDoc("energy_kwh_per_mtok_output", "facility energy per million output tokens = facility_power_kw / (output_tokens_per_s x 3600) x 1e6 (includes PUE)", "kWh per 1M output tokens", COST),
+    ColumnDoc("facility_power_kw", "facility power of the configuration = gpus x power_w_per_gpu x PUE / 1000", "kW", COST),
+    ColumnDoc("power_w_per_gpu", "GPU power at this point's utilisation = active power (board power, or measured telemetry) x gpu_busy_frac; idle draw not included", "W", "the row's power_source column"),
+    ColumnDoc("pricing_basis", "cloud = hourly rental; onprem = purchase price amortised over its life plus electricity", "-", PRICE),
+    ColumnDoc("rate_usd_per_gpu_hour", "per-GPU hourly rate: cloud rental price, or on-prem purchase price / (amortisation years x 8,760 h)", "USD per GPU-hour", PRICE),
+    ColumnDoc("electricity_usd_per_gpu_hour", "on-prem electricity per GPU-hour = power_w_per_gpu / 1000 x PUE x USD/kWh (0 for cloud: the rental includes power)", "USD per GPU-hour", "--electricity-usd-per-kwh, --pue (defaults: aiinframap.com TCO tool, mid-2026)"),
+    ColumnDoc("price_source", "where the GPU rate comes from (catalog citation or user override)", "text", "costmodel/data/hardware.json sources / command line"),
+    ColumnDoc("power_source", "where the GPU's active power comes from (catalog board power or measured telemetry)", "text", "costmodel/data/hardware.json sources / --telemetry run"),
+    ColumnDoc("cheapest_at_qps", "true for the cheapest SLO-meeting (hardware, mode) at this QPS", "boolean", PLAN),
+    ColumnDoc("slo", "the service-level objective checked (bounds on latency percentiles); 'stable' when only steady state is required", "text", "plan --slo / report --slo"),
+    ColumnDoc("slo_failures", "why the point (or, for a plan row, the largest replica count tried) misses the SLO; empty when it meets it", "text", PLAN),
+    ColumnDoc("evaluations", "simulated points the replica search evaluated for this (hardware, mode, QPS)", "count", "plan/search.py"),
+)
+
+
+@dataclass
+class PlanDoc:
+    """plan.json as read back (the fields `report` uses; the rest stays in `raw`)."""
+
+    path: Path
+    points: pd.DataFrame  # flat PointSummary rows of every simulation the searches ran
+    hardware_specs: dict[str, dict]
+    slo: str
+    pricing: dict  # plan.pricing.PricingConfig.to_dict()
+    qps: list[float]
+    profiles: dict[str, dict] = field(default_factory=dict)  # hardware -> profile provenance
+    cell_notes: dict = field(default_factory=dict)  # (hardware, mode, qps) -> note
+    settings: dict = field(default_factory=dict)
+    raw: dict = field(default_factory=dict)
+
+
+def write_plan_json(path: str | Path, doc: dict) -> Path:
+    return atomic.write_text(path, json.dumps(jsonable({"kind": PLAN_KIND, "schema_version": PLAN_SCHEMA_VERSION, **doc}), indent=1) + "\n")
+
+
+def is_plan_dir(p: Path) -> bool:
+    return (p / PLAN_JSON).exists()
+
+
+def read_plan(p: str | Path) -> PlanDoc:
+    """A plan.json file."""
+    p = Path(p)
+    doc = read_json(p, "plan")
+    if not isinstance(doc, dict) or doc.get("kind") != PLAN_KIND:
+        raise UserError(f"{p} is not a costmodel plan", "pass the -o directory of `costmodel plan`")
+    if doc.get("schema_version") != PLAN_SCHEMA_VERSION:
+        raise UserError(f"plan {p} has schema_version {doc.get('schema_version')!r}; this costmodel reads {PLAN_SCHEMA_VERSION}", "re-run `costmodel plan`")
+    try:
+        notes = {(n["hardware"], n["mode"], float(n["qps"])): n["note"] for n in doc.get("cell_notes", [])}
+        return PlanDoc(p, pd.DataFrame(doc["points"]), dict(doc["hardware_specs"]), doc["slo"], dict(doc["pricing"]),
+                       [float(q) for q in doc["settings"]["qps"]], profiles=doc.get("profiles", {}), cell_notes=notes,
+                       settings=doc["settings"], raw=doc)
+    except (KeyError, TypeError, ValueError) as e:
+        raise UserError(f"plan {p} is incomplete or malformed ({e.__class__.__name__}: {e})", "re-run `costmodel plan`") from None

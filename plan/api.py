@@ -1,0 +1,173 @@
+"""The plan stage's API (what `costmodel plan` calls): check a PlanConfig, run the replica searches
+on the simulator, price them, refine the crossover, and write the plan artefact.
+
+    outcome = run_plan(PlanConfig(qps=[5, 20, 50], slo="p95_ttft_ms<=1000", hardware=["h200"], modes=["diffusion", "ar"]))
+    outcome.analysis.cheapest, outcome.analysis.crossover.text
+    write_plan(outcome, "out/plan")  # plan.csv (+ data dictionary) and plan.json
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from costmodel.errors import UserError
+from costmodel.jsonfile import records
+from costmodel.modes import mode_names
+from costmodel.schemas.dictionary import write_table
+from costmodel.schemas.plan import write_plan_json
+from costmodel.schemas.profile import Profile
+from costmodel.schemas.provenance import profile_provenance
+from costmodel.shipped import resolve_profile
+from plan import planner
+from plan.cheapest import Analysis, analyse
+from plan.pricing import PricingConfig, gpu_price
+from plan.slo import Slo, parse_slo
+from simulate.api import resolve_workload
+
+DEFAULT_DURATION_S = 60.0
+DEFAULT_SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
+DEFAULT_HARDWARE = ("h100-sxm", "h200", "rtx-5090")
+DEFAULT_QPS = (5.0, 20.0, 50.0)
+DEFAULT_MAX_REPLICAS = 64
+
+
+@dataclass
+class PlanConfig:
+    """What to plan: every (GPU, mode, QPS) cell gets the fewest replicas meeting `slo`."""
+
+    qps: list[float] = field(default_factory=lambda: list(DEFAULT_QPS))
+    slo: str = DEFAULT_SLO
+    hardware: list[str] = field(default_factory=lambda: list(DEFAULT_HARDWARE))
+    modes: list[str] | None = None  # None: every registered mode
+    profiles: list[str] = field(default_factory=list)  # profile JSONs replacing the shipped default of their GPU
+    pricing: PricingConfig = field(default_factory=PricingConfig)
+    workload: str | None = None
+    duration_s: float = DEFAULT_DURATION_S
+    seed: int = 0
+    max_replicas: int = DEFAULT_MAX_REPLICAS
+    refine_crossover: int = 0
+    jobs: int | None = None  # None: one process per available core
+
+
+@dataclass
+class PlanOutcome:
+    settings: planner.PlanSettings
+    slo: Slo
+    pricing: PricingConfig
+    profiles: dict[str, Profile]  # hardware -> profile
+    cells: list[planner.CellSearch]
+    analysis: Analysis
+    wall_s: float
+
+
+@dataclass
+class _Resolved:
+    slo: Slo
+    hardware: list[str]
+    profiles: dict[str, Profile]
+    profile_paths: dict[str, str | None]
+    workload: str | None
+
+
+def _resolve(cfg: PlanConfig) -> _Resolved:
+    """Every input checked before any simulation runs (one-line errors)."""
+    modes = list(mode_names()) if cfg.modes is None else cfg.modes
+    if not cfg.duration_s > 0:
+        raise UserError(f"--duration {cfg.duration_s} is not positive", "give simulated seconds per point, e.g. 60")
+    if cfg.max_replicas < 1:
+        raise UserError(f"--max-replicas {cfg.max_replicas} is below 1", "give an integer >= 1")
+    if cfg.jobs is not None and cfg.jobs < 1:
+        raise UserError(f"--jobs {cfg.jobs} is below 1", "give an integer >= 1")
+    if cfg.refine_crossover < 0:
+        raise UserError(f"--refine-crossover {cfg.refine_crossover} is negative", "give the number of extra midpoints to simulate, e.g. 2")
+    slo = parse_slo(cfg.slo)
+    hw_list = list(dict.fromkeys(cfg.hardware))
+    paths: dict[str, str | None] = {}
+    loaded: dict[str, Profile] = {}
+    for p in cfg.profiles:
+        prof = resolve_profile(p, "")
+        hid = prof.hardware.get("id")
+        if hid in paths:
+            raise UserError(f"two --profile files are for {hid}", "pass one profile per GPU")
+        paths[hid], loaded[hid] = str(Path(p).resolve()), prof
+        if hid not in hw_list:
+            hw_list.append(hid)
+    for h in hw_list:
+        if h not in loaded:
+            loaded[h], paths[h] = resolve_profile(None, h), None
+        for m in modes:
+            loaded[h].mode(m)  # a profile lacking a requested mode fails here, before any simulation
+    specs = {h: loaded[h].hardware_spec() for h in hw_list}
+    cfg.pricing.check_hardware(specs)
+    if cfg.pricing.onprem:
+        for s in specs.values():
+            gpu_price(s, cfg.pricing)  # a GPU with no purchase price fails now, not after the simulations
+    workload = None
+    if cfg.workload:
+        wl = resolve_workload(cfg.workload)  # a malformed workload fails here, before any simulation
+        if wl.recorded_rate:
+            raise UserError(f"workload {cfg.workload} replays its trace at the recorded rate", 'plan sets the rate per QPS: use "trace_time_scale": "qps"')
+        workload = str(Path(cfg.workload).resolve())
+    cfg.modes = modes
+    return _Resolved(slo, hw_list, loaded, paths, workload)
+
+
+def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> PlanOutcome:
+    """Search, price, and (cfg.refine_crossover times) narrow the crossover bracket."""
+    t0 = time.perf_counter()
+    r = _resolve(cfg)
+    qps_values = sorted(set(cfg.qps))
+    settings = planner.PlanSettings(list(qps_values), r.slo.text, r.hardware, cfg.modes, r.profile_paths, cfg.duration_s, cfg.seed,
+                                    cfg.max_replicas, cfg.jobs or planner.default_jobs(), r.workload, cfg.refine_crossover)
+    say = progress or (lambda s: None)
+    say(f"plan: {len(r.hardware)} GPUs x {len(cfg.modes)} modes x {len(qps_values)} QPS, {cfg.duration_s:g} simulated s per point, "
+        f"{settings.jobs} processes")
+    specs = {h: p.hardware_spec() for h, p in r.profiles.items()}
+    cells = planner.run_searches(settings, progress=progress)
+
+    def analysis():
+        return analyse(planner.points_frame(cells), r.slo, cfg.pricing, specs, qps_values, planner.cell_notes(cells))
+
+    a = analysis()
+    for _ in range(cfg.refine_crossover):
+        c = a.crossover
+        if c.status != "bracketed":
+            say(f"crossover refinement stops: the crossover is {c.status}, not bracketed")
+            break
+        q = planner.refine_point(c.qps_low, c.qps_high)
+        if q in qps_values:
+            say(f"crossover refinement stops: the bracket {c.qps_low:g}-{c.qps_high:g} QPS has no new midpoint at 3 significant digits")
+            break
+        say(f"refining the crossover: simulating {q:g} QPS inside the bracket {c.qps_low:g}-{c.qps_high:g}")
+        starts, skip = planner.bracket_starts(cells, c.qps_low, c.qps_high, cfg.max_replicas)
+        cells += planner.run_searches(settings, progress=progress, qps=[q], starts=starts, skip=skip)
+        qps_values = sorted(qps_values + [q])
+        a = analysis()
+    settings.qps = qps_values
+    return PlanOutcome(settings, r.slo, cfg.pricing, {h: r.profiles[h] for h in r.hardware}, cells, a, time.perf_counter() - t0)
+
+
+def write_plan(outcome: PlanOutcome, out_dir: str | Path) -> list[Path]:
+    """plan.csv with its data dictionary, and plan.json (the plan artefact, costmodel/schemas/plan.py)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    a, cells, modes = outcome.analysis, outcome.cells, set(outcome.settings.modes)
+    written = write_table(a.cells, out / "plan.csv")
+    doc = {
+        "settings": outcome.settings.to_dict(), "slo": outcome.slo.text, "pricing": outcome.pricing.to_dict(),
+        "hardware_specs": {h: p.hardware_spec().to_dict() for h, p in outcome.profiles.items()},
+        "profiles": {h: profile_provenance(p, modes=modes) for h, p in outcome.profiles.items()},
+        "searches": planner.probes_record(cells),
+        "points": records(planner.points_frame(cells)),
+        "cell_notes": [{"hardware": h, "mode": m, "qps": q, "note": n} for (h, m, q), n in planner.cell_notes(cells).items()],
+        "results": {"cells": records(a.cells), "cheapest": records(a.cheapest), "crossover": a.crossover.to_dict(),
+                    "crossover_by_hardware": {h: c.to_dict() for h, c in a.crossover_by_hardware.items()},
+                    "prices": {h: p.__dict__ for h, p in a.prices.items()}},
+        "simulations": sum(len(c.probes) for c in cells),
+        "wall_s": outcome.wall_s,
+    }
+    written.append(write_plan_json(out / "plan.json", doc))
+    return written

@@ -1,0 +1,53 @@
+"""The report stage's API (what `costmodel report` calls): read plan or simulation results,
+re-price and re-judge them when asked (replica counts do not depend on price), and export a
+finance CSV with its data dictionary or a self-contained HTML page with charts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from costmodel import atomic
+from costmodel.errors import UserError
+from costmodel.schemas.dictionary import write_table
+from plan.cheapest import Analysis, analyse
+from plan.pricing import PricingConfig
+from plan.slo import STABLE_ONLY, parse_slo
+from reports.html import render
+from reports.sources import load_results
+
+FORMATS = (".csv", ".html", ".htm")
+
+
+@dataclass
+class ReportConfig:
+    results: str  # a `costmodel plan -o` or `costmodel simulate -o` directory (or its plan.json / summary.csv)
+    out: str  # out.csv or out.html
+    slo: str | None = None  # judge by this SLO instead of the plan's (simulate results: stability only)
+    pricing: PricingConfig | None = None  # replaces the plan's pricing
+
+
+@dataclass
+class ReportOutcome:
+    analysis: Analysis
+    written: list[Path]
+    notes: list[str] = field(default_factory=list)
+
+
+def make_report(cfg: ReportConfig) -> ReportOutcome:
+    suffix = Path(cfg.out).suffix.lower()
+    if suffix not in FORMATS:
+        raise UserError(f"-o {cfg.out}: the output must end in .csv or .html", "e.g. -o report.html or -o finance.csv")
+    res = load_results(cfg.results)
+    slo = parse_slo(cfg.slo) if cfg.slo else (parse_slo(res.slo) if res.slo else STABLE_ONLY)
+    notes = []
+    if res.kind == "plan" and cfg.slo and slo.text != parse_slo(res.slo).text:
+        notes.append(f"note: the plan searched replicas for {res.slo}; judged by {slo.text}, each cell shows the cheapest of the "
+                     f"replica counts that search evaluated, which need not be the fewest: re-run `costmodel plan --slo` for those")
+    pricing = cfg.pricing or res.pricing or PricingConfig()
+    a = analyse(res.points, slo, pricing, res.specs, res.qps, res.cell_notes)
+    if suffix == ".csv":
+        written = write_table(a.cells if res.kind == "plan" else a.points, cfg.out)
+    else:
+        written = [atomic.write_text(cfg.out, render(res, a))]
+    return ReportOutcome(a, written, notes)

@@ -1,0 +1,92 @@
+"""A batch of simulated points as `costmodel simulate` runs it: one profile, several modes x QPS,
+every input checked before the first point runs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from costmodel.errors import UserError
+from costmodel.modes import mode_names
+from costmodel.schemas.profile import Profile
+from costmodel.schemas.results import write_simulation
+from costmodel.shipped import resolve_profile
+from simulate.point import DEFAULT_WARMUP_FRAC, PointResult, check_mode, resolve_engine
+from simulate.sweep import sweep
+from simulate.workload import Workload, load_workload
+
+DEFAULT_HARDWARE = "h200"
+
+
+@dataclass
+class SimulateConfig:
+    qps: list[float] | None  # None: replay the workload's trace at its recorded rate
+    modes: list[str] = field(default_factory=lambda: list(mode_names()))
+    hardware: str | None = None  # the shipped profile's GPU (default h200), or the --profile's
+    profile_path: str | None = None
+    replicas: int = 1
+    duration_s: float | None = None
+    n_requests: int | None = None
+    workload_path: str | None = None
+    seed: int = 0
+    engine: dict = field(default_factory=dict)  # max_num_seqs, max_num_batched_tokens, gpu_memory_utilization overrides
+    router: str = "least-outstanding"
+    warmup_frac: float = DEFAULT_WARMUP_FRAC
+    jobs: int | None = None
+
+
+@dataclass
+class SimulateOutcome:
+    profile: Profile
+    results: list[PointResult]
+
+
+def _check(cfg: SimulateConfig) -> None:
+    if cfg.seed < 0:
+        raise UserError(f"--seed {cfg.seed} is negative", "give an integer >= 0")
+    if cfg.replicas < 1:
+        raise UserError(f"--replicas {cfg.replicas} is below 1", "give an integer >= 1")
+    if cfg.jobs is not None and cfg.jobs < 1:
+        raise UserError(f"--jobs {cfg.jobs} is below 1", "give an integer >= 1")
+    if cfg.duration_s is not None and not (math.isfinite(cfg.duration_s) and cfg.duration_s > 0):
+        raise UserError(f"--duration {cfg.duration_s:g} must be a positive number of seconds", "e.g. --duration 600")
+    if cfg.n_requests is not None and cfg.n_requests < 1:
+        raise UserError(f"--requests {cfg.n_requests} is below 1", "give an integer >= 1")
+    if not 0 <= cfg.warmup_frac < 1:
+        raise UserError(f"--warmup {cfg.warmup_frac:g} must be in [0, 1)", "e.g. --warmup 0.1")
+    if cfg.qps is not None and len(set(cfg.qps)) != len(cfg.qps):
+        raise UserError(f"--qps lists a rate twice ({','.join(f'{q:g}' for q in cfg.qps)})", "give each rate once")
+
+
+def _profile(cfg: SimulateConfig) -> Profile:
+    profile = resolve_profile(cfg.profile_path, cfg.hardware or DEFAULT_HARDWARE)
+    if cfg.profile_path and cfg.hardware and profile.hardware.get("id") != cfg.hardware:
+        raise UserError(f"--profile {cfg.profile_path} is for {profile.hardware.get('id')}, not --hardware {cfg.hardware}",
+                        "drop --hardware (the profile fixes the GPU) or pass a profile for that GPU")
+    for m in cfg.modes:
+        check_mode(profile, m)
+    return profile
+
+
+def run_simulation(cfg: SimulateConfig, progress: Callable | None = None) -> SimulateOutcome:
+    """Every (mode, QPS) point of `cfg`; `progress(done, total, result)` as points finish."""
+    _check(cfg)
+    workload: Workload | None = load_workload(cfg.workload_path) if cfg.workload_path else None
+    qps_list = cfg.qps
+    if qps_list is None:
+        if not (workload is not None and workload.recorded_rate):
+            raise UserError("--qps is missing", "give arrival rates, e.g. --qps 1,2,4,8")
+        qps_list = [None]
+    profile = _profile(cfg)
+    engine = resolve_engine(profile, cfg.engine)
+    results = sweep(profile, cfg.modes, qps_list, processes=cfg.jobs, progress=progress, replicas=cfg.replicas, workload=workload,
+                    duration_s=cfg.duration_s, n_requests=cfg.n_requests, seed=cfg.seed, engine=engine, router=cfg.router,
+                    warmup_frac=cfg.warmup_frac)
+    return SimulateOutcome(profile, results)
+
+
+def write_outcome(outcome: SimulateOutcome, out_dir: str | Path) -> list[Path]:
+    """The simulation-results artefact (costmodel/schemas/results.py)."""
+    return write_simulation(out_dir, [(r.summary, r.requests) for r in outcome.results], outcome.profile)

@@ -339,12 +339,37 @@ def build_requests(profile: Profile, workload: Workload | None, qps: float | Non
     """Draw the run's requests. Exactly one of n_requests / duration_s may be given; with neither,
     DEFAULT_DURATION_S of arrivals (at least DEFAULT_MIN_REQUESTS requests), or a trace once."""
     wl = workload or Workload()
+    _check_length(n_requests, duration_s)
+    qps = _rate(wl, qps)
+    names, probs = _regime_names(profile, wl)
+    if wl.trace is not None:
+        arr, prompt, out_tr, reg_tr = _trace_arrays(wl, qps, n_requests, duration_s, seed)
+    else:
+        if n_requests is None and duration_s is None:
+            duration_s = max(DEFAULT_DURATION_S, DEFAULT_MIN_REQUESTS / qps)
+        arr = _arrivals(wl, qps, n_requests, duration_s, seed)
+        prompt, out_tr, reg_tr = wl.prompt.sample(rng_for(seed, STREAM_PROMPT), len(arr)), None, None
+    n = len(arr)
+    if reg_tr is not None:
+        names, regime_idx = _trace_regimes(profile, wl, names, reg_tr)
+    else:
+        regime_idx = rng_for(seed, STREAM_REGIME).choice(len(names), size=n, p=probs).astype(np.int64)
+    output = _outputs(profile, wl, out_tr, names, regime_idx, seed)
+    window = float(duration_s) if duration_s is not None else float(arr[-1]) if n else 0.0
+    return Requests(np.asarray(arr, float), np.asarray(prompt, np.int64), output, regime_idx, names, window, qps)
+
+
+def _check_length(n_requests, duration_s) -> None:
     if n_requests is not None and duration_s is not None:
         raise UserError("give either a number of requests or a duration, not both", "drop --requests or --duration")
     if n_requests is not None and (isinstance(n_requests, bool) or int(n_requests) != n_requests or n_requests < 1):
         raise UserError(f"number of requests {n_requests!r} must be an integer >= 1", "e.g. --requests 2000")
     if duration_s is not None and not (isinstance(duration_s, (int, float)) and math.isfinite(duration_s) and duration_s > 0):
         raise UserError(f"duration {duration_s!r} s must be a positive number", "e.g. --duration 600")
+
+
+def _rate(wl: Workload, qps) -> float:
+    """The offered rate: the given QPS, or a trace's recorded rate."""
     if wl.recorded_rate:
         if qps is not None:
             raise UserError(f"{wl.source} replays its trace at the recorded rate, so a QPS ({qps:g}) would be ignored",
@@ -354,63 +379,57 @@ def build_requests(profile: Profile, workload: Workload | None, qps: float | Non
             raise UserError(f"{wl.source}: the trace spans no time, so it has no recorded rate", "give it timestamps that differ")
     elif qps is None or isinstance(qps, bool) or not isinstance(qps, (int, float)) or not math.isfinite(qps) or qps <= 0:
         raise UserError(f"QPS {qps!r} must be a positive number", "e.g. --qps 1,2,4")
-    qps = float(qps)
+    return float(qps)
 
-    names, probs = _regime_names(profile, wl)
-    if wl.trace is not None:
-        arr, prompt, out_tr, reg_tr = _trace_arrays(wl, qps, n_requests, duration_s, seed)
-        n = len(arr)
-    else:
-        rng = rng_for(seed, STREAM_ARRIVAL)
-        if n_requests is None and duration_s is None:
-            duration_s = max(DEFAULT_DURATION_S, DEFAULT_MIN_REQUESTS / qps)
-        if n_requests is not None:
-            arr = np.cumsum(_gaps(wl, rng, int(n_requests))) / qps
-        else:
-            chunks, t, want = [], 0.0, int(qps * duration_s * 1.1) + 64
-            while t <= duration_s:
-                c = t + np.cumsum(_gaps(wl, rng, want)) / qps
-                chunks.append(c)
-                t = c[-1]
-            arr = np.concatenate(chunks)
-            arr = arr[arr <= duration_s]
-            if len(arr) == 0:
-                raise UserError(f"no request arrives in {duration_s:g} s at {qps:g} QPS", "give a longer --duration or a higher --qps")
-        n = len(arr)
-        prompt, out_tr, reg_tr = wl.prompt.sample(rng_for(seed, STREAM_PROMPT), n), None, None
 
-    if reg_tr is not None:
-        lookup = {r: i for i, r in enumerate(names)}
-        missing = sorted({r for r in reg_tr if r not in profile.commit_stats})
-        if missing and profile.commit_stats:
-            raise UserError(f"{wl.source}: the trace names regime(s) {', '.join(missing[:5])} that profile {profile.profile_id} lacks",
-                            f"use {', '.join(sorted(profile.commit_stats))}")
-        for r in sorted(set(reg_tr)):
-            if r not in lookup:
-                lookup[r] = len(names)
-                names = names + (r,)
-        regime_idx = np.array([lookup[r] for r in reg_tr], dtype=np.int64)
-    else:
-        regime_idx = rng_for(seed, STREAM_REGIME).choice(len(names), size=n, p=probs).astype(np.int64)
+def _arrivals(wl: Workload, qps: float, n_requests: int | None, duration_s: float | None, seed: int) -> np.ndarray:
+    """Arrival times of the workload's process: n_requests of them, or all within duration_s."""
+    rng = rng_for(seed, STREAM_ARRIVAL)
+    if n_requests is not None:
+        return np.cumsum(_gaps(wl, rng, int(n_requests))) / qps
+    chunks, t, want = [], 0.0, int(qps * duration_s * 1.1) + 64
+    while t <= duration_s:
+        c = t + np.cumsum(_gaps(wl, rng, want)) / qps
+        chunks.append(c)
+        t = c[-1]
+    arr = np.concatenate(chunks)
+    arr = arr[arr <= duration_s]
+    if len(arr) == 0:
+        raise UserError(f"no request arrives in {duration_s:g} s at {qps:g} QPS", "give a longer --duration or a higher --qps")
+    return arr
 
+
+def _trace_regimes(profile: Profile, wl: Workload, names: tuple, reg_tr) -> tuple[tuple, np.ndarray]:
+    """Regime indices of a trace's named regimes (names the mix lacks are appended)."""
+    lookup = {r: i for i, r in enumerate(names)}
+    missing = sorted({r for r in reg_tr if r not in profile.commit_stats})
+    if missing and profile.commit_stats:
+        raise UserError(f"{wl.source}: the trace names regime(s) {', '.join(missing[:5])} that profile {profile.profile_id} lacks",
+                        f"use {', '.join(sorted(profile.commit_stats))}")
+    for r in sorted(set(reg_tr)):
+        if r not in lookup:
+            lookup[r] = len(names)
+            names = names + (r,)
+    return names, np.array([lookup[r] for r in reg_tr], dtype=np.int64)
+
+
+def _outputs(profile: Profile, wl: Workload, out_tr, names: tuple, regime_idx: np.ndarray, seed: int) -> np.ndarray:
+    """Output lengths: the trace's, the workload's distribution, or the regimes' content lengths."""
+    n = len(regime_idx)
     if out_tr is not None:
-        output = np.asarray(out_tr, dtype=np.int64)
-    elif wl.output is not None:
-        output = wl.output.sample(rng_for(seed, STREAM_OUTPUT), n)
-    else:
-        if not profile.commit_stats:
-            raise UserError(f"profile {profile.profile_id} has no commit_stats, so output lengths cannot come from regimes",
-                            "give \"output_tokens\" in the workload file")
-        output = np.empty(n, dtype=np.int64)
-        rng = rng_for(seed, STREAM_OUTPUT)
-        u = rng.random(n)
-        for i, r in enumerate(names):
-            sel = regime_idx == i
-            if sel.any():
-                output[sel] = _quantile(profile.commit_stats[r].content_length, u[sel])
-        output = np.maximum(output, 1)
-    window = float(duration_s) if duration_s is not None else float(arr[-1]) if n else 0.0
-    return Requests(np.asarray(arr, float), np.asarray(prompt, np.int64), output, regime_idx, names, window, qps)
+        return np.asarray(out_tr, dtype=np.int64)
+    if wl.output is not None:
+        return wl.output.sample(rng_for(seed, STREAM_OUTPUT), n)
+    if not profile.commit_stats:
+        raise UserError(f"profile {profile.profile_id} has no commit_stats, so output lengths cannot come from regimes",
+                        "give \"output_tokens\" in the workload file")
+    output = np.empty(n, dtype=np.int64)
+    u = rng_for(seed, STREAM_OUTPUT).random(n)
+    for i, r in enumerate(names):
+        sel = regime_idx == i
+        if sel.any():
+            output[sel] = _quantile(profile.commit_stats[r].content_length, u[sel])
+    return np.maximum(output, 1)
 
 
 def _quantile(dist, u: np.ndarray) -> np.ndarray:

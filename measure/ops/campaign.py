@@ -153,11 +153,10 @@ def selfcheck(dev) -> tuple[dict, dict[str, str]]:
         a, b = a.float(), b.float()
         return float((a - b).norm() / b.norm().clamp(min=1e-12))
 
-    p = {"m": 64, "d": 2816, "experts": 128, "ffn": 704, "topk": 8}
-    for fp8 in (False, True):
+    for p, fp8 in [({"m": mm, "d": 2816, "experts": 128, "ffn": 704, "topk": 8}, f8) for mm in (64, 8) for f8 in (False, True)]:
         prec = "fp8" if fp8 else "bf16"
         for c in kernels.moe_candidates(p, prec):
-            if "loop" in c.name or "bf16 (fp8" in c.name:
+            if "loop" in c.name or "bf16 (fp8" in c.name or (p["m"] == 8) != ("gemv" in c.name):
                 continue
             try:
                 torch.manual_seed(7)
@@ -168,11 +167,11 @@ def selfcheck(dev) -> tuple[dict, dict[str, str]]:
                 else:
                     ref = kernels._moe_loop(dict(p), prec, dev).run(0)
                 e = rel(got, ref)
-                out[f"{prec}:{c.name}"] = e
+                out[f"{prec}:{c.name}:m{p['m']}"] = e
                 if not e < (0.08 if fp8 else 0.02):
                     disabled[c.name] = f"disabled: self-check relative error {e:.3g}"
             except Exception as ex:
-                out[f"{prec}:{c.name}"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+                out[f"{prec}:{c.name}:m{p['m']}"] = f"{type(ex).__name__}: {str(ex)[:160]}"
             torch.cuda.empty_cache()
     try:
         torch.manual_seed(3)
@@ -184,6 +183,45 @@ def selfcheck(dev) -> tuple[dict, dict[str, str]]:
         out["fp8:scaled_mm_rowwise"] = rel(y, x @ w.t())
     except Exception as ex:
         out["fp8:scaled_mm_rowwise"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+    try:
+        from measure.ops.triton_kernels import flash_gqa
+
+        errs = []
+        for (M, qlen, L, causal, splits, D) in [(8, 1, 4096, False, 8, 512), (4096, 256, 1280, True, 1, 512), (2048, 256, 1280, False, 1, 512),
+                                                (16, 2, 3000, True, 4, 512), (512, 256, 300, True, 1, 256)]:
+            torch.manual_seed(11)
+            qq = torch.randn(2, M, D, device=dev, dtype=torch.bfloat16)
+            kk = torch.randn(2, L, D, device=dev, dtype=torch.bfloat16)
+            vv = torch.randn(2, L, D, device=dev, dtype=torch.bfloat16)
+            sc = (qq.float() @ kk.float().transpose(1, 2)) * D ** -0.5
+            if causal:
+                ii = (torch.arange(M, device=dev) % qlen)[:, None]
+                jj = torch.arange(L, device=dev)[None, :]
+                sc = sc.masked_fill(jj > (L - qlen) + ii, float("-inf"))
+            ref = torch.softmax(sc, -1) @ vv.float()
+            for cfg in ((32, 32, 8, 2), (16, 64, 4, 2)):
+                got = flash_gqa(qq, kk, vv, qlen, causal, splits=splits, block_m=cfg[0], block_n=cfg[1], num_warps=cfg[2], num_stages=cfg[3])
+                errs.append(rel(got, ref))
+        out["triton_flash_gqa_max_err"] = max(errs)
+        if not max(errs) < 0.02:
+            disabled["triton_flash_gqa"] = disabled["triton_flash_gqa_m16"] = f"disabled: self-check relative error {max(errs):.3g}"
+    except Exception as ex:
+        out["triton_flash_gqa"] = f"{type(ex).__name__}: {str(ex)[:200]}"
+    try:
+        from measure.ops.triton_kernels import router_topk
+
+        torch.manual_seed(5)
+        x = torch.randn(32, 2816, device=dev, dtype=torch.bfloat16)
+        W = torch.randn(128, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5
+        w, i = router_topk(x, x @ W.t(), 8)
+        h = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * 2816 ** -0.5
+        rw, ri = torch.topk(torch.softmax(h @ W.float().t(), -1), 8)
+        out["router_topk_weight_err"] = rel(w, rw / rw.sum(-1, keepdim=True))
+        out["router_topk_index_match"] = float((torch.sort(i.long(), -1)[0] == torch.sort(ri, -1)[0]).float().mean())
+        if out["router_topk_weight_err"] > 0.05:
+            disabled["triton_router"] = f"disabled: self-check relative error {out['router_topk_weight_err']:.3g}"
+    except Exception as ex:
+        out["router_topk"] = f"{type(ex).__name__}: {str(ex)[:160]}"
     return out, disabled
 
 

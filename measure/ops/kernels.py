@@ -269,6 +269,25 @@ def _router(p, prec, dev):
     return Bench(run, c, "torch: RMSNorm + bf16 GEMM + fp32 softmax + topk")
 
 
+def _router_triton(p, prec, dev):
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_kernels import router_topk
+
+    m, d, e, topk = p["m"], p["d"], p["experts"], p["topk"]
+    c = _copies(d * e * 2)
+    ws = [_randn(e, d, device=dev, scale=d ** -0.5) for _ in range(c)]  # router scale vector folded in
+    x = _randn(m, d, device=dev)
+    logits = torch.empty(m, e, device=dev, dtype=torch.bfloat16)
+    w_out = torch.empty(m, topk, device=dev, dtype=torch.float32)
+    id_out = torch.empty(m, topk, device=dev, dtype=torch.int32)
+
+    def run(i):
+        torch.mm(x, ws[i % c].t(), out=logits)
+        router_topk(x, logits, topk, w_out, id_out)
+    return Bench(run, c, "cuBLAS GEMM (norm scale folded into weights) + Triton fused RMS factor/softmax/top-k/renormalise")
+
+
 def _embed(p, prec, dev):
     m, d, v = p["m"], p["d"], p["vocab"]
     emb = _randn(v, d, device=dev)
@@ -442,6 +461,39 @@ def _moe_triton(p, prec, dev, cfg, fp8=False):
     return Bench(run, 1, f"Triton fused MoE {'fp8 w8a8 ' if fp8 else ''}BLOCK_M/N/K={cfg[0]}/{cfg[1]}/{cfg[2]} warps {cfg[4]} stages {cfg[5]}")
 
 
+def _moe_gemv(p, prec, dev, fp8=False):
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_kernels import gelu_mul, moe_gemv
+
+    x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
+    w1 = _randn(e, 2 * f, d, device=dev, scale=d ** -0.5)
+    w2 = _randn(e, d, f, device=dev, scale=f ** -0.5)
+    if fp8:
+        w1, s1 = quant_weight_channels(w1)
+        w2, s2 = quant_weight_channels(w2)
+    R = m * topk
+    ids_flat = ids.reshape(-1).to(torch.int32).contiguous()
+    twf = tw.reshape(-1).contiguous()
+    inter = torch.empty(R, 2 * f, device=dev, dtype=torch.bfloat16)
+    act = torch.empty(R, f, device=dev, dtype=torch.bfloat16)
+    out2 = torch.empty(R, d, device=dev, dtype=torch.bfloat16)
+
+    def run(i):
+        if fp8:
+            xq, xs = quant_rows_fast(x)
+            moe_gemv(xq, w1, inter, ids_flat, a_div=topk, a_scale=xs.view(-1), w_scale=s1)
+            gelu_mul(inter, act)
+            aq, as_ = quant_rows_fast(act)
+            moe_gemv(aq, w2, out2, ids_flat, a_div=1, topk_w=twf, a_scale=as_.view(-1), w_scale=s2)
+        else:
+            moe_gemv(x, w1, inter, ids_flat, a_div=topk)
+            gelu_mul(inter, act)
+            moe_gemv(act, w2, out2, ids_flat, a_div=1, topk_w=twf)
+        return out2.view(m, topk, d).sum(1)
+    return Bench(run, 1, f"Triton MoE GEMV per routed row {'(fp8 w8a8) ' if fp8 else ''}(no sort/pad; small batches)")
+
+
 def _moe_grouped(p, prec, dev, fp8=False):
     if dev.type != "cuda":
         raise RuntimeError("torch._grouped_mm needs a CUDA device")
@@ -502,6 +554,8 @@ def moe_candidates(p: dict, prec: str) -> list[Candidate]:
     out = [Candidate(f"triton_fused_moe{'_fp8' if fp8 else ''}[{'/'.join(map(str, c))}]",
                      (lambda cfg: lambda pp, pr, d: _moe_triton(pp, pr, d, cfg, fp8))(c), (prec,))
            for c in cfgmod.moe_configs(rpe, fp8)]
+    if p["m"] <= 32:
+        out.insert(0, Candidate(f"triton_moe_gemv{'_fp8' if fp8 else ''}", lambda pp, pr, d: _moe_gemv(pp, pr, d, fp8), (prec,)))
     out.append(Candidate("scaled_grouped_mm" if fp8 else "grouped_mm", lambda pp, pr, d: _moe_grouped(pp, pr, d, fp8), (prec,)))
     if fp8:
         out.append(Candidate("grouped_mm_bf16 (fp8 fallback)", lambda pp, pr, d: _moe_grouped(pp, pr, d, False), ("fp8",)))
@@ -519,9 +573,9 @@ def attn_plan(q: int, ctx: int, mask: str, window: int | None):
         L = ctx + q if not window else min(ctx + q, window)
         return [(q, L, False)]
     if not window or ctx + q <= window:
-        return [(q, ctx + q, ctx > 0 or q > 1)]
+        return [(q, ctx + q, q > 1)]  # one query sees every cached key: no mask
     if q <= window:
-        return [(q, min(ctx, window) + q, True)]
+        return [(q, min(ctx, window) + q, q > 1)]
     blocks = []
     done = 0
     while done < q:
@@ -576,10 +630,75 @@ def _attn(p, prec, dev, backend, gqa="native"):
     return Bench(run, 1, f"SDPA {backend}{'' if gqa == 'native' else ' GQA-' + gqa} ({len(blocks)} block{'s' if len(blocks) > 1 else ''}, keys {Lmax})")
 
 
+def _attn_bmm_packed(p, prec, dev):
+    """GQA attention as two cuBLAS batched GEMMs per KV head with the group's query heads packed as
+    rows (scores in bf16, fp32 softmax, a lower-right causal mask added where the op is causal):
+    for head_dim 512, which SDPA's flash/cuDNN kernels do not take."""
+    if dev.type != "cuda":
+        raise RuntimeError("the packed-bmm attention candidate is timed on CUDA only")
+    nq, nkv, hd, seqs, q, ctx = p["nq"], p["nkv"], p["hd"], p["seqs"], p["q"], p["ctx"]
+    mask, window, kv_shared = p["mask"], p.get("window") or None, bool(p.get("k_eq_v"))
+    blocks = attn_plan(q, ctx, mask, window)
+    if len(blocks) != 1:
+        raise RuntimeError("packed-bmm candidate covers single-block ops only")
+    nb, L, causal = blocks[0]
+    g = nq // nkv
+    if seqs * nkv * g * nb * L * 6 > 6e9:
+        raise RuntimeError("scores would exceed 6 GB")
+    qs = _randn(seqs * nkv, g * nb, hd, device=dev)
+    k = _randn(seqs * nkv, L, hd, device=dev)
+    v = k if kv_shared else _randn(seqs * nkv, L, hd, device=dev)
+    bias = None
+    if causal:
+        i = torch.arange(nb, device=dev)[:, None]
+        j = torch.arange(L, device=dev)[None, :]
+        bias = torch.where(j <= (L - nb) + i, 0.0, float("-inf")).to(torch.float32)
+    scale = hd ** -0.5
+
+    def run(it):
+        sc = torch.bmm(qs, k.transpose(1, 2))
+        if bias is not None:
+            pr = torch.softmax(sc.view(seqs * nkv, g, nb, L).float() * scale + bias, dim=-1).to(torch.bfloat16).view(seqs * nkv, g * nb, L)
+        else:
+            pr = torch.softmax(sc.float() * scale, dim=-1).to(torch.bfloat16)
+        return torch.bmm(pr, v)
+    run(0)
+    return Bench(run, 1, f"cuBLAS bmm QK^T, fp32 softmax, bmm PV, GQA packed ({'causal' if causal else 'no mask'}, keys {L})")
+
+
+def _attn_flash_triton(p, prec, dev, cfg=(32, 32, 8, 2)):
+    """Triton flash attention with the GQA group packed as rows and split-KV (flash-decoding) when
+    the grid would not fill the GPU: for head_dim 512, which SDPA's flash/cuDNN kernels refuse."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_kernels import flash_gqa
+
+    nq, nkv, hd, seqs, q, ctx = p["nq"], p["nkv"], p["hd"], p["seqs"], p["q"], p["ctx"]
+    mask, window, kv_shared = p["mask"], p.get("window") or None, bool(p.get("k_eq_v"))
+    blocks = attn_plan(q, ctx, mask, window)
+    if len(blocks) != 1:
+        raise RuntimeError("the Triton flash candidate covers single-block ops only")
+    nb, L, causal = blocks[0]
+    g = nq // nkv
+    bm, bn, nw, ns = cfg
+    qs = _randn(seqs * nkv, g * nb, hd, device=dev)
+    k = _randn(seqs * nkv, L, hd, device=dev)
+    v = k if kv_shared else _randn(seqs * nkv, L, hd, device=dev)
+    progs = -(-g * nb // bm) * seqs * nkv
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    splits = max(1, min(-(-2 * sms // progs), -(-L // 512)))
+    run = lambda i: flash_gqa(qs, k, v, nb, causal, splits=splits, block_m=bm, block_n=bn, num_warps=nw, num_stages=ns)  # noqa: E731
+    run(0)
+    return Bench(run, 1, f"Triton flash attention, GQA packed, {splits} KV split(s), BLOCK_M/N {bm}/{bn} ({'causal' if causal else 'no mask'}, keys {L})")
+
+
 ATTN = ([Candidate(f"sdpa_{b}", (lambda b: lambda p, pr, d: _attn(p, pr, d, b))(b), ("bf16", "fp8")) for b in SDPA_BACKENDS[:3]]
         + [Candidate(f"sdpa_{b}_gqa_packed", (lambda b: lambda p, pr, d: _attn(p, pr, d, b, "packed"))(b), ("bf16", "fp8"))
            for b in ("flash", "efficient")]
-        + [Candidate("sdpa_efficient_gqa_expand", lambda p, pr, d: _attn(p, pr, d, "efficient", "expand"), ("bf16", "fp8")),
+        + [Candidate("triton_flash_gqa", _attn_flash_triton, ("bf16", "fp8")),
+           Candidate("triton_flash_gqa_m16", lambda p, pr, d: _attn_flash_triton(p, pr, d, (16, 64, 4, 2)), ("bf16", "fp8")),
+           Candidate("bmm_gqa_packed", _attn_bmm_packed, ("bf16", "fp8")),
+           Candidate("sdpa_efficient_gqa_expand", lambda p, pr, d: _attn(p, pr, d, "efficient", "expand"), ("bf16", "fp8")),
            Candidate("sdpa_math", lambda p, pr, d: _attn(p, pr, d, "math"), ("bf16", "fp8"))])
 
 
@@ -597,7 +716,7 @@ def candidates(family: str, params: dict, precision: str) -> list[Candidate]:
         "rmsnorm": [Candidate("triton_add_rmsnorm", _rmsnorm_triton), Candidate("torch_add_rmsnorm", _rmsnorm_torch)],
         "act_mul": [Candidate("triton_gelu_mul", _act_triton), Candidate("torch_gelu_mul", _act_torch)],
         "qk_norm_rope": [Candidate("triton_qk_norm_rope", _qk_norm_rope_triton), Candidate("torch_qk_norm_rope", _qk_norm_rope)],
-        "router": [Candidate("torch_router", _router)],
+        "router": [Candidate("triton_router", _router_triton), Candidate("torch_router", _router)],
         "embed": [Candidate("torch_embed", _embed)],
         "dg_sampler": [Candidate("triton_dg_sampler", _dg_sampler_triton), Candidate("torch_dg_sampler", _dg_sampler)],
         "ar_sampler": [Candidate("triton_ar_sampler", _ar_sampler_triton), Candidate("torch_ar_sampler", _ar_sampler)],

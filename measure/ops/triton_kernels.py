@@ -244,3 +244,162 @@ def sample_rows(logits, temp, seed, probs=None, ent=None, greedy=None, sample=No
     _sampler_kernel[(M,)](logits, probs if probs is not None else logits, ent, greedy, sample, V, 1.0 / temp, seed,
                           BLOCK=BLOCK, NBLK=triton.cdiv(V, BLOCK), WRITE_PROBS=probs is not None, ENTROPY=entropy, num_warps=8)
     return greedy, sample, ent
+
+
+@triton.jit
+def _moe_gemv_kernel(a_ptr, w_ptr, out_ptr, ids_ptr, a_scale_ptr, w_scale_ptr, topk_w_ptr, N, K: tl.constexpr,
+                     A_DIV: tl.constexpr, MUL_W: tl.constexpr, USE_FP8: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Small-batch MoE: one program per (routed row r, column block): out[r] = a[r // A_DIV] @ W[e_r].T;
+    no sorting or padding (each routed row streams its expert's weights; rows rarely share experts at
+    decode batch sizes)."""
+    r = tl.program_id(0).to(tl.int64)
+    pn = tl.program_id(1)
+    e = tl.load(ids_ptr + r).to(tl.int64)
+    offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
+    nmask = offs_n < N
+    offs_k = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    arow = r // A_DIV
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + offs_k
+        kmask = kk < K
+        a = tl.load(a_ptr + arow * K + kk, mask=kmask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + e * N * K + offs_n[:, None].to(tl.int64) * K + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
+        acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
+    if USE_FP8:
+        acc = acc * tl.load(a_scale_ptr + arow) * tl.load(w_scale_ptr + e * N + offs_n, mask=nmask, other=0.0)
+    if MUL_W:
+        acc = acc * tl.load(topk_w_ptr + r)
+    tl.store(out_ptr + r * N + offs_n, acc.to(out_ptr.dtype.element_ty), mask=nmask)
+
+
+def moe_gemv(a, w, out, ids_flat, *, a_div, topk_w=None, a_scale=None, w_scale=None, block_n=32, block_k=256, num_warps=4):
+    E, N, K = w.shape
+    R = ids_flat.numel()
+    fp8 = a_scale is not None
+    _moe_gemv_kernel[(R, triton.cdiv(N, block_n))](
+        a, w, out, ids_flat, a_scale if fp8 else out, w_scale if fp8 else out, topk_w if topk_w is not None else out, N, K=K,
+        A_DIV=a_div, MUL_W=topk_w is not None, USE_FP8=fp8, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps)
+    return out
+
+
+@triton.jit
+def _router_topk_kernel(x_ptr, logit_ptr, w_out_ptr, id_out_ptr, D, E: tl.constexpr, TOPK: tl.constexpr, BLOCK_D: tl.constexpr,
+                        scale, eps):
+    """Per token: the router's RMSNorm factor (its scale vector is folded into the GEMM weights),
+    fp32 softmax over the experts, top-k, renormalised weights."""
+    row = tl.program_id(0).to(tl.int64)
+    od = tl.arange(0, BLOCK_D)
+    x = tl.load(x_ptr + row * D + od, mask=od < D, other=0.0).to(tl.float32)
+    r = tl.rsqrt(tl.sum(x * x, axis=0) / D + eps) * scale
+    oe = tl.arange(0, E)
+    lg = tl.load(logit_ptr + row * E + oe).to(tl.float32) * r
+    p = tl.exp(lg - tl.max(lg, axis=0))
+    p = p / tl.sum(p, axis=0)
+    ok = tl.arange(0, TOPK)
+    ws = tl.zeros((TOPK,), tl.float32)
+    idx = tl.zeros((TOPK,), tl.int32)
+    for j in tl.static_range(TOPK):
+        mx = tl.max(p, axis=0)
+        am = tl.argmax(p, axis=0)
+        ws = tl.where(ok == j, mx, ws)
+        idx = tl.where(ok == j, am, idx)
+        p = tl.where(oe == am, -1.0, p)
+    ws = ws / tl.sum(ws, axis=0)
+    tl.store(w_out_ptr + row * TOPK + ok, ws)
+    tl.store(id_out_ptr + row * TOPK + ok, idx)
+
+
+def router_topk(x, logits, topk, w_out=None, id_out=None, eps=1e-6):
+    M, D = x.shape
+    E = logits.shape[1]
+    w_out = torch.empty(M, topk, device=x.device, dtype=torch.float32) if w_out is None else w_out
+    id_out = torch.empty(M, topk, device=x.device, dtype=torch.int32) if id_out is None else id_out
+    _router_topk_kernel[(M,)](x, logits, w_out, id_out, D, E=E, TOPK=topk, BLOCK_D=triton.next_power_of_2(D),
+                              scale=D ** -0.5, eps=eps, num_warps=4)
+    return w_out, id_out
+
+
+@triton.jit
+def _flash_gqa_kernel(Q, K, V, O, Ms, Ls, sm_scale, Mrows, qlen, L, per_split,
+                      sqb, sqm, skb, skn, svb, svn, sob, som, SPLITS: tl.constexpr,
+                      D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, ALIGNED: tl.constexpr):
+    """Flash attention for grouped heads with large head_dim (512): one (sequence, KV head) per
+    program column, the group's query heads packed as rows (row r is query position r % qlen), an
+    optional lower-right causal mask, optional split over keys (flash-decoding) with partials in
+    Ms/Ls/O reduced afterwards."""
+    pid_m = tl.program_id(0)
+    b = tl.program_id(1).to(tl.int64)
+    sp = tl.program_id(2)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D)
+    offs_n = tl.arange(0, BLOCK_N)
+    rmask = offs_m < Mrows
+    q = tl.load(Q + b * sqb + offs_m[:, None] * sqm + offs_d[None, :], mask=rmask[:, None], other=0.0)
+    qpos = (L - qlen) + (offs_m % qlen)
+    lo = sp * per_split
+    hi = tl.minimum(L, lo + per_split)
+    if CAUSAL:
+        if ALIGNED:
+            hi = tl.minimum(hi, L - qlen + (pid_m * BLOCK_M) % qlen + BLOCK_M)
+    m_i = tl.full((BLOCK_M,), -float("inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, D), tl.float32)
+    for start in range(lo, hi, BLOCK_N):
+        kn = start + offs_n
+        kmask = kn < hi
+        k = tl.load(K + b * skb + kn[None, :] * skn + offs_d[:, None], mask=kmask[None, :], other=0.0)
+        s = tl.dot(q, k) * sm_scale
+        valid = kmask[None, :]
+        if CAUSAL:
+            valid = valid & (kn[None, :] <= qpos[:, None])
+        s = tl.where(valid, s, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
+        p = tl.exp(s - m_safe[:, None])
+        alpha = tl.exp(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(V + b * svb + kn[:, None] * svn + offs_d[None, :], mask=kmask[:, None], other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    if SPLITS == 1:
+        acc = acc / l_i[:, None]
+        tl.store(O + b * sob + offs_m[:, None] * som + offs_d[None, :], acc.to(O.dtype.element_ty), mask=rmask[:, None])
+    else:
+        base = (b * SPLITS + sp) * Mrows
+        tl.store(Ms + base + offs_m, m_i, mask=rmask)
+        tl.store(Ls + base + offs_m, l_i, mask=rmask)
+        tl.store(O + (b * SPLITS + sp) * Mrows * D + offs_m[:, None] * D + offs_d[None, :], acc, mask=rmask[:, None])
+
+
+def flash_gqa(q, k, v, qlen, causal, splits=1, block_m=32, block_n=32, num_warps=8, num_stages=2, ws=None):
+    """q: [B, Mrows, D] (B = seqs x KV heads, the group's query heads packed as rows), k/v: [B, L, D]."""
+    Bt, Mrows, D = q.shape
+    L = k.shape[1]
+    per_split = triton.cdiv(triton.cdiv(L, splits), block_n) * block_n
+    splits = triton.cdiv(L, per_split)
+    if splits == 1:
+        out = torch.empty_like(q)
+        Ms = Ls = out
+    else:
+        if ws is None:
+            ws = (torch.empty(Bt * splits * Mrows, device=q.device, dtype=torch.float32),
+                  torch.empty(Bt * splits * Mrows, device=q.device, dtype=torch.float32),
+                  torch.empty(Bt * splits * Mrows * D, device=q.device, dtype=torch.float32))
+        Ms, Ls, out = ws
+    aligned = qlen % block_m == 0
+    grid = (triton.cdiv(Mrows, block_m), Bt, splits)
+    _flash_gqa_kernel[grid](q, k, v, out, Ms, Ls, D ** -0.5, Mrows, qlen, L, per_split,
+                            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+                            out.stride(0) if splits == 1 else 0, out.stride(1) if splits == 1 else 0,
+                            SPLITS=splits, D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, ALIGNED=aligned,
+                            num_warps=num_warps, num_stages=num_stages)
+    if splits == 1:
+        return out
+    m = Ms.view(Bt, splits, Mrows)
+    l_ = Ls.view(Bt, splits, Mrows)
+    M = m.max(1, keepdim=True).values
+    w = torch.exp(m - M)
+    w = torch.where(torch.isnan(w), torch.zeros_like(w), w)
+    o = (out.view(Bt, splits, Mrows, D) * w[..., None]).sum(1) / (l_ * w).sum(1)[..., None]
+    return o.to(q.dtype)

@@ -7,6 +7,8 @@ def moe_configs(rows_per_expert: float, fp8: bool) -> list[tuple[int, int, int, 
     """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages) candidates for a routed-row density,
     after vLLM's default and tuned H100 configs for E=128 small-N experts; the campaign times each."""
     bk = 128 if fp8 else 64
+    if fp8 and rows_per_expert <= 24:
+        return [(16, 64, 256, 1, 4, 4), (16, 128, 256, 1, 4, 4), (16, 64, 256, 1, 4, 5), (16, 256, 128, 1, 8, 4), (32, 128, 256, 1, 8, 3)]
     if rows_per_expert <= 2:
         return [(16, 64, 128 if not fp8 else 256, 1, 4, 4), (16, 128, bk, 1, 4, 3)]
     if rows_per_expert <= 24:

@@ -1,0 +1,172 @@
+"""Composition: pass time = sum of its ops (per layer type, times layer counts) + the per-step
+overhead term, from a measured op table (measure/ops/table.py), for every pass kind at any shape.
+A step of mixed segments is priced as one forward (token ops over all tokens, attention per
+segment, logits where the segments make them).
+
+    python -m measure.ops.compose OPS_DIR --precision bf16 --hardware h200 -o RUN_PARENT [--grid default|small]
+
+writes one run directory per mode (diffusion, ar, mtp) under RUN_PARENT, in the format
+`costmodel fit` reads (manifest.json + passes/part-*.parquet; engine name "ops" with the kernel
+per op in its identity), holding the composed pass times over the grid as observations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from costmodel.models import ASSISTANT_FOR, get_model
+from measure.ops.shapes import pass_ops
+from measure.ops.table import OpTable
+
+MODE_KINDS = {"diffusion": ("encoder_prefill", "denoise_step", "encoder_commit"), "ar": ("prefill", "decode_step"),
+              "mtp": ("draft_step", "verify_step")}
+MODEL_OF = {"diffusion": "diffusiongemma-26b-a4b", "ar": "gemma4-26b-a4b", "mtp": "gemma4-26b-a4b"}
+
+
+@dataclass(frozen=True)
+class Seg:
+    seqs: int
+    tokens: int
+    context: int = 0
+
+
+@dataclass
+class Composed:
+    kind: str
+    ops_ms: float
+    overhead_ms: float
+    by_op: dict  # op name -> ms in this pass (all its calls)
+    by_where: dict  # layer:sliding / layer:full / top / logits / sampler / self-conditioning -> ms
+
+    @property
+    def ms(self) -> float:
+        return self.ops_ms + self.overhead_ms
+
+
+def compose(table: OpTable, kind: str, segments, precision: str, model: str | None = None) -> Composed:
+    """Price one forward pass of `kind` over `segments` (Seg / roofline Segment-like objects)."""
+    segs = [segments] if hasattr(segments, "seqs") else list(segments)
+    mode = next(m for m, ks in MODE_KINDS.items() if kind in ks or (kind == "prefill" and m == "ar"))
+    mname = model or MODEL_OF[mode]
+    target = get_model(mname)
+    asst_name = ASSISTANT_FOR.get(mname if mode != "diffusion" else "gemma4-26b-a4b")
+    asst = get_model(asst_name) if asst_name else None
+    by_op: dict[str, float] = {}
+    by_where: dict[str, float] = {}
+    total = 0.0
+    for c in pass_ops(target, kind, segs, asst):
+        ms = table.ms(c.op.name, precision, c.at) * c.count
+        by_op[c.op.name] = by_op.get(c.op.name, 0.0) + ms
+        key = c.where.split(":")[0] if c.where.startswith("layer") and False else c.where
+        by_where[key] = by_where.get(key, 0.0) + ms
+        total += ms
+    batch = sum(s.seqs for s in segs)
+    return Composed(kind, total, table.overhead_ms(batch), by_op, by_where)
+
+
+# ---- the observation grid -----------------------------------------------------------------------
+def default_grid(small: bool = False) -> dict[str, list[Seg]]:
+    """Shapes at which passes are composed for fitting: canvases 1-64, AR batch 1-512, MTP k 1-8,
+    contexts 128-32k, prefill chunks 64-8192."""
+    ctx = [128, 1024, 4096, 16384, 32768] if not small else [128, 4096]
+    canv = [1, 2, 4, 8, 16, 32, 64] if not small else [1, 8]
+    batch = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512] if not small else [1, 32]
+    chunks = [64, 128, 256, 512, 1024, 2048, 4096, 8192] if not small else [256, 2048]
+    ks = [1, 2, 3, 4, 6, 8] if not small else [1, 4]
+    g: dict[str, list[Seg]] = {k: [] for k in ("encoder_prefill", "denoise_step", "encoder_commit", "prefill", "decode_step",
+                                             "draft_step", "verify_step")}
+    for n in canv:
+        for c in ctx:
+            g["denoise_step"].append(Seg(n, 256, c))
+            g["encoder_commit"].append(Seg(n, 256, c))
+    for t in chunks:
+        for s in (1, 2, 4) if not small else (1,):
+            if s * t <= 16384:
+                g["encoder_prefill"].append(Seg(s, t, 0))
+                g["prefill"].append(Seg(s, t, 0))
+        for c in (1024, 8192) if not small else ():
+            g["encoder_prefill"].append(Seg(1, t, c))
+            g["prefill"].append(Seg(1, t, c))
+    for b in batch:
+        for c in ctx:
+            if b * c > 2**22:
+                continue  # beyond any GPU's KV capacity here (seqs x context > 4M tokens)
+            g["decode_step"].append(Seg(b, 1, c))
+            g["draft_step"].append(Seg(b, 1, c))
+            for k in ks:
+                if b * (k + 1) <= 4096:
+                    g["verify_step"].append(Seg(b, k + 1, c))
+    return g
+
+
+# ---- run directories for `costmodel fit` --------------------------------------------------------
+def _manifest(mode: str, hardware: str, precision: str, meta: dict, kernels: dict, grid_name: str, ops_dir: str) -> dict:
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return {
+        "run_id": f"ops-{hardware}-{precision}-{mode}-{uuid.uuid4().hex[:6]}",
+        "kind": "gpu", "mode": mode, "model": MODEL_OF[mode], "weights": "random", "commit_source": "none",
+        "hardware": hardware, "gpu_name": meta.get("gpu_name"), "precision": precision,
+        "engine": {"name": "ops", "composed": True, "kernels": kernels, "overhead": "device round trip per step (meta.json overhead)",
+                   "torch": (meta.get("versions") or {}).get("torch"), "triton": (meta.get("versions") or {}).get("triton")},
+        "settings": {"grid": grid_name, "ops_dir": ops_dir, "op_table_date": meta.get("date"), "op_table_command": meta.get("command")},
+        "software": meta.get("versions") or {}, "git_commit": None, "started_at": meta.get("date") or now, "finished_at": now,
+        "status": "complete", "done_units": ["composed"], "planned_units": ["composed"],
+        "notes": ["composed from operator timings (measure/ops): pass = sum of ops x layer counts + per-step overhead; "
+                  "not a whole-model measurement", f"op table status {meta.get('status')}, {meta.get('missing_count', 0)} units missing"],
+        "schema_version": 1, "host": "device",
+    }
+
+
+def write_runs(table: OpTable, precision: str, hardware: str, out_parent: str | Path, small: bool = False, ops_dir: str = "") -> list[Path]:
+    import pandas as pd
+
+    grid = default_grid(small)
+    out_parent = Path(out_parent)
+    paths = []
+    for mode, kinds in MODE_KINDS.items():
+        rows = []
+        used_ops: set[str] = set()
+        for kind in (("prefill",) if mode == "mtp" else ()) + kinds:
+            for s in grid[kind]:
+                c = compose(table, kind, [s], precision)
+                used_ops.update(c.by_op)
+                rows.append({"unit": "composed", "pass_kind": kind, "seqs": s.seqs, "tokens_per_seq": s.tokens, "context_tokens": s.context,
+                             "prompt_tokens": s.context if kind not in ("prefill", "encoder_prefill") else s.tokens,
+                             "gpu_ms": c.ms, "wall_ms": c.ms, "ops_ms": c.ops_ms, "overhead_ms": c.overhead_ms, "warmup": False,
+                             "engine": "ops"})
+        kernels = {op: table.kernel(op, precision) for op in sorted(used_ops)}
+        d = out_parent / f"ops-{hardware}-{precision}-{mode}"
+        (d / "passes").mkdir(parents=True, exist_ok=True)
+        for old in (d / "passes").glob("part-*.parquet"):
+            old.unlink()
+        pd.DataFrame(rows).to_parquet(d / "passes" / "part-00000-composed.parquet", index=False)
+        (d / "manifest.json").write_text(json.dumps(_manifest(mode, hardware, precision, table.meta, kernels,
+                                                              "small" if small else "default", ops_dir), indent=1))
+        paths.append(d)
+    return paths
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("ops_dir")
+    ap.add_argument("--precision", required=True)
+    ap.add_argument("--hardware", required=True, help="catalog id of the GPU the ops were timed on (h100-sxm, h200)")
+    ap.add_argument("-o", "--out", required=True, help="parent folder of the run directories")
+    ap.add_argument("--grid", choices=("default", "small"), default="default")
+    a = ap.parse_args(argv)
+    t = OpTable.load(a.ops_dir)
+    paths = write_runs(t, a.precision, a.hardware, a.out, small=a.grid == "small", ops_dir=str(a.ops_dir))
+    for p in paths:
+        print(p)
+    if t.extrapolated:
+        print(f"note: {len(t.extrapolated)} op lookups beyond the timed grid (linear extrapolation), e.g. {sorted(t.extrapolated)[:3]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,11 +1,11 @@
 """Commit-order analysis (`costmodel analyze`): the published study's lens on a measured run.
 
-order.py     first-acceptance order per canvas position, content positions, hook-data checks
-stats.py     tie-aware tau_b, same-call pair fraction, prompt-clustered bootstrap, AUROC
-core.py      per-canvas measures and per-regime aggregates (the definitions live here)
-report.py    tables (CSV + parquet), summary.md, self-contained summary.html with the bin sweep
-synthetic.py commit traces with known answers (tests, demo runs)
-cli.py       the click command
+order.py             first-acceptance order per canvas position, content positions, hook-data checks
+rank_stats.py        tie-aware tau_b, same-call pair fraction, prompt-clustered bootstrap, AUROC
+core.py              per-canvas measures and per-regime aggregates (the definitions live here)
+report.py            tables (CSV + parquet), summary.md, self-contained summary.html with the bin sweep
+synthetic_commits.py commit traces with known answers (tests, demo runs)
+(the click command is costmodel/cli/analyze.py)
 """
 
 from analyze.core import Analysis, analyze_tables

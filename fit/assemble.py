@@ -25,19 +25,20 @@ from pathlib import Path
 import pandas as pd
 
 from costmodel.errors import UserError
+from costmodel.hardware import HardwareSpec, get_hardware
+from costmodel.models import AR_SIBLING, ASSISTANT_FOR, MODELS, get_model
+from costmodel.modes import family_of_pass, get_mode, mode_names
+from costmodel.precision import get_precision
+from costmodel.prior import CITATION, published_commit_prior
+from costmodel.roofline import PASS_KINDS, Roofline, Segment
+from costmodel.schemas.profile import ModeProfile, MtpAcceptance, PassCostModel, Profile, Provenance
+from costmodel.schemas.rundir import Run, load_run, read_manifest
+from costmodel.timestamps import now_iso
 from fit.commits import choose_commit_stats
 from fit.endpoint import (MAPPING_NOTE, endpoint_commit_stats, endpoint_frame, endpoint_mtp_acceptance, is_endpoint,
-                                           require_endpoint_commits, resolve_mixing)
+                          require_endpoint_commits, resolve_mixing)
 from fit.mtp import choose_mtp_acceptance
 from fit.passes import HeldoutSpec, PassFit, fit_pass_kind, grid_median_x_roofline
-from costmodel.hardware import get_hardware
-from costmodel.models import AR_SIBLING, ASSISTANT_FOR, MODELS, get_model
-from costmodel.precision import get_precision
-from costmodel.schemas.profile import ModeProfile, PassCostModel, Profile, Provenance
-from costmodel.modes import family_of_pass, get_mode, mode_names
-from costmodel.roofline import PASS_KINDS, Roofline, Segment
-from costmodel.timestamps import now_iso
-from costmodel.schemas.rundir import Run, load_run, read_manifest
 
 TIME_COLUMNS = ("gpu_ms", "wall_ms")
 # manifest.engine fields that identify how passes run; runs pooled for one pass kind must agree on
@@ -229,8 +230,6 @@ def _commit_stats(runs: list[Run], pass_runs: list[Run], commit_runs: list[Run])
     """Commit statistics, in order: --commit-runs (GPU runs with the model's weights, or diffusion
     endpoint runs of a served model); else the GPU fit runs with the model's weights, then the
     diffusion endpoint runs' counters for regimes those leave to the prior; else the published prior."""
-    from costmodel.prior import CITATION, published_commit_prior
-
     gpu_given = [r for r in commit_runs if not is_endpoint(r)]
     ep_given = [r for r in commit_runs if is_endpoint(r)]
     for r in ep_given:
@@ -275,13 +274,34 @@ def _commit_stats(runs: list[Run], pass_runs: list[Run], commit_runs: list[Run])
     return stats, msgs
 
 
-def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -> FitResult:
-    opts = opts or FitOptions()
-    if not run_paths:
-        raise UserError("no run directories given", "pass one or more run directories written by `costmodel measure`")
-    runs = [load_run(p) for p in run_paths]
-    commit_runs = [load_run(p) for p in opts.commit_runs]
-    msgs: list[str] = []
+@dataclass
+class FitTarget:
+    """What a profile is fitted for: the GPU, the precision, each model family's model and roofline."""
+    hw: HardwareSpec
+    precision: str
+    diffusion_model: str
+    target_model: str
+    assistant: str | None
+    roof_diff: Roofline
+    roof_target: Roofline
+
+    def roof_for(self, kind: str) -> Roofline:
+        return self.roof_diff if family_of_pass(kind) == "diffusion_gemma" else self.roof_target
+
+    def model_for(self, mode: str) -> str:
+        return self.diffusion_model if mode == "diffusion" else self.target_model
+
+
+@dataclass
+class PassObservations:
+    """The timed passes a profile is fitted from: GPU rows, endpoint rows, and both tagged by `origin`."""
+    gpu: pd.DataFrame
+    endpoint: pd.DataFrame
+    rows: pd.DataFrame
+
+
+def _resolve_hardware(runs: list[Run], opts: FitOptions) -> HardwareSpec:
+    """--hardware, else the one GPU the runs record (an endpoint run that records none takes the GPU runs')."""
     gpu_runs = [r for r in runs if not is_endpoint(r)]
     ep_runs = [r for r in runs if is_endpoint(r)]
     if opts.hardware:
@@ -295,20 +315,25 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
         if r.manifest.hardware not in (None, hw_id):
             raise UserError(f"run {r.path} was measured on {r.manifest.hardware}, not {hw_id}",
                             "fit each GPU's runs separately; `costmodel profile project` moves a profile to another GPU")
-    hw = get_hardware(hw_id, opts.hardware_file)
-    # endpoint runs cannot see the served precision (their manifest keeps the default): GPU runs' or
-    # --precision decide, endpoint runs are not checked against it
+    return get_hardware(hw_id, opts.hardware_file)
+
+
+def _resolve_precision(runs: list[Run], opts: FitOptions, msgs: list[str]) -> str:
+    """--precision, else the GPU runs' one. Endpoint runs cannot see the served precision (their
+    manifest keeps the default), so they are not checked against it."""
+    gpu_runs = [r for r in runs if not is_endpoint(r)]
     precision = opts.precision or _single({r.manifest.precision for r in (gpu_runs or runs)}, "precision", "--precision P")
-    if ep_runs and not opts.precision:
+    if any(is_endpoint(r) for r in runs) and not opts.precision:
         msgs.append(f"endpoint runs do not record the served precision: profile at {precision} "
                     + ("(the GPU runs')" if gpu_runs else "(assumed; pass --precision P)"))
     for r in gpu_runs:
         if r.manifest.precision != precision:
             raise UserError(f"run {r.path} was measured at {r.manifest.precision}, not {precision}", "fit one precision at a time; `costmodel profile project` changes precision")
-    prec = get_precision(precision)
-    hw.peak_tflops(prec)
+    return precision
 
-    # models per mode
+
+def _resolve_models(runs: list[Run], opts: FitOptions) -> tuple[str, str]:
+    """(diffusion model, target model): --model overrides, else the runs' one model per family, else the catalog pair."""
     for md in opts.models:
         if md not in mode_names():
             raise UserError(f"--model {md}=...: mode {md!r} is unknown", f"modes are {', '.join(mode_names())}")
@@ -324,14 +349,27 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     target_model = opts.models.get("ar") or opts.models.get("mtp") or next(iter(run_models.get("target", {AR_SIBLING.get(diffusion_model, "gemma4-26b-a4b")})))
     for name in (diffusion_model, target_model):
         get_model(name)
+    return diffusion_model, target_model
+
+
+def resolve_target(runs: list[Run], opts: FitOptions, msgs: list[str]) -> FitTarget:
+    """The GPU, precision and models of the profile, checked against every run."""
+    hw = _resolve_hardware(runs, opts)
+    precision = _resolve_precision(runs, opts, msgs)
+    prec = get_precision(precision)
+    hw.peak_tflops(prec)
+    diffusion_model, target_model = _resolve_models(runs, opts)
     assistant = ASSISTANT_FOR.get(target_model)
-    roof_diff = Roofline(get_model(diffusion_model), hw, prec)
-    roof_target = Roofline(get_model(target_model), hw, prec, get_model(assistant) if assistant else None)
+    return FitTarget(hw, precision, diffusion_model, target_model, assistant,
+                     roof_diff=Roofline(get_model(diffusion_model), hw, prec),
+                     roof_target=Roofline(get_model(target_model), hw, prec, get_model(assistant) if assistant else None))
 
-    def roof_for(kind: str) -> Roofline:
-        return roof_diff if family_of_pass(kind) == "diffusion_gemma" else roof_target
 
-    # pass fits
+def pass_observations(runs: list[Run], opts: FitOptions, msgs: list[str]) -> PassObservations:
+    """Every usable timed pass of the GPU runs and engine-step observation of the endpoint runs; a
+    pass kind both observe is kept from one origin (`--prefer`) or refused."""
+    gpu_runs = [r for r in runs if not is_endpoint(r)]
+    ep_runs = [r for r in runs if is_endpoint(r)]
     df_gpu = passes_frame(gpu_runs, opts, msgs, allow_empty=bool(ep_runs)) if gpu_runs else passes_frame([], opts, msgs, allow_empty=True)
     df_ep = endpoint_frame(ep_runs, msgs) if ep_runs else df_gpu.iloc[0:0]
     df_gpu, df_ep = resolve_mixing(df_gpu, df_ep, opts.prefer, msgs)
@@ -343,9 +381,12 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
                             "output-event gaps time only their sum)", "add GPU runs timing prefill/draft_step/verify_step; "
                             "pass the endpoint run to --mtp-metrics for its acceptance")
         raise UserError("the runs give no pass observations", "add GPU runs with timed passes, or endpoint runs of diffusion/AR deployments")
-    heldout = HeldoutSpec.parse(opts.heldout)
-    by_id = {r.manifest.run_id: r for r in runs}
-    pass_runs = [r for r in runs if r.manifest.run_id in set(df.run_id)]
+    return PassObservations(df_gpu, df_ep, df)
+
+
+def _pass_runs(runs: list[Run], obs: PassObservations, opts: FitOptions, msgs: list[str]) -> list[Run]:
+    """The runs that give pass observations; says why each other GPU run is not used, and which are unfinished."""
+    pass_runs = [r for r in runs if r.manifest.run_id in set(obs.rows.run_id)]
     for r in runs:
         if r not in pass_runs and is_endpoint(r):
             continue  # endpoint_frame said why
@@ -354,82 +395,118 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
         elif r.manifest.status != "complete":
             msgs.append(f"run {r.manifest.run_id} is {r.manifest.status} ({len(r.manifest.done_units)} of "
                         f"{len(r.manifest.planned_units) or '?'} units): fitting its finished units")
+    return pass_runs
+
+
+def _endpoint_provenance(kind: str, rows: pd.DataFrame, kruns: list[Run], hw: HardwareSpec) -> Provenance:
+    servers = sorted({str(r.manifest.engine.get("endpoint") or r.manifest.settings.get("endpoint") or r.manifest.kind) for r in kruns})
+    return Provenance(
+        "endpoint", f"endpoint runs {', '.join(r.manifest.run_id for r in kruns)}", hardware=hw.id,
+        date=min(r.manifest.started_at for r in kruns),
+        notes=(f"{MAPPING_NOTE[kind]}; one observation per load ({len(rows)}); server {', '.join(servers)}; "
+               f"model {', '.join(sorted({r.manifest.model for r in kruns}))}; GPU {hw.id} "
+               + ("as the runs record it" if all(r.manifest.hardware for r in kruns) else "as given (the runs do not record it)")),
+    )
+
+
+def _gpu_provenance(kruns: list[Run], hw: HardwareSpec, opts: FitOptions, synthetic: bool) -> Provenance:
+    gpus = sorted({r.manifest.gpu_name or "?" for r in kruns})
+    engine = kruns[0].manifest.engine
+    weights = sorted({r.manifest.weights for r in kruns})
+    return Provenance(
+        "measured", ("SYNTHETIC " if synthetic else "") + f"runs {', '.join(r.manifest.run_id for r in kruns)}", hardware=hw.id,
+        date=min(r.manifest.started_at for r in kruns),
+        notes=(f"GPU {', '.join(gpus)}; engine {json.dumps(engine, sort_keys=True)}; weights {', '.join(weights)}; "
+               f"{opts.time_column}, {'median per shape' if opts.repeats == 'median' else 'every repeat'}; warm-up rows dropped"),
+    )
+
+
+def _warn_below_roofline(kind: str, rows: pd.DataFrame, target: FitTarget, msgs: list[str]) -> None:
+    """Say when endpoint loads ran faster than the roofline of their shape (a wrong GPU or model, most likely)."""
+    roofs = [target.roof_for(kind).pass_cost((Segment(kind, int(r.seqs), int(r.tokens_per_seq), int(r.context_tokens)),)).roofline_ms
+             for r in rows.itertuples()]
+    fast = [(ms, rf) for ms, rf in zip(rows.ms, roofs) if ms < rf]
+    if fast:
+        msgs.append(f"{kind}: {len(fast)} of {len(rows)} endpoint loads ran faster than the {target.hw.id} roofline of their shape "
+                    f"(e.g. {fast[0][0]:.3g} ms vs {fast[0][1]:.3g} ms), so the profile predicts the roofline there: "
+                    "check --hardware and the mode's model (--model MODE=NAME)")
+
+
+def fit_passes(obs: PassObservations, runs: list[Run], pass_runs: list[Run], target: FitTarget, opts: FitOptions,
+               msgs: list[str]) -> dict[str, PassFit]:
+    """One cost model per pass kind observed, from GPU rows or from endpoint rows (never both)."""
+    heldout = HeldoutSpec.parse(opts.heldout)
+    df = obs.rows
+    by_id = {r.manifest.run_id: r for r in runs}
     synthetic = any(is_synthetic(r) for r in pass_runs if not is_endpoint(r))
     fits: dict[str, PassFit] = {}
     for kind in [k for k in PASS_KINDS if k in set(df.pass_kind)]:
-        if kind == "draft_step" and assistant is None:
-            raise UserError(f"{target_model} has no MTP assistant in the catalog, so draft_step cannot be fitted", "time draft_step for gemma4-26b-a4b")
+        if kind == "draft_step" and target.assistant is None:
+            raise UserError(f"{target.target_model} has no MTP assistant in the catalog, so draft_step cannot be fitted", "time draft_step for gemma4-26b-a4b")
         rows = df[df.pass_kind == kind]
         kruns = [by_id[i] for i in sorted(rows.run_id.unique())]
-        gpus = sorted({r.manifest.gpu_name or "?" for r in kruns})
-        engine = kruns[0].manifest.engine
-        weights = sorted({r.manifest.weights for r in kruns})
         if set(rows.origin) == {"endpoint"}:
-            servers = sorted({str(r.manifest.engine.get("endpoint") or r.manifest.settings.get("endpoint") or r.manifest.kind) for r in kruns})
-            prov = Provenance(
-                "endpoint", f"endpoint runs {', '.join(r.manifest.run_id for r in kruns)}", hardware=hw.id,
-                date=min(r.manifest.started_at for r in kruns),
-                notes=(f"{MAPPING_NOTE[kind]}; one observation per load ({len(rows)}); server {', '.join(servers)}; "
-                       f"model {', '.join(sorted({r.manifest.model for r in kruns}))}; GPU {hw.id} "
-                       + ("as the runs record it" if all(r.manifest.hardware for r in kruns) else "as given (the runs do not record it)")),
-            )
-            fits[kind] = fit_pass_kind(rows, kind, roof_for(kind), prov, repeats=opts.repeats, heldout=heldout, seed=opts.seed,
-                                       time_column="endpoint engine-step ms")
-            roofs = [roof_for(kind).pass_cost((Segment(kind, int(r.seqs), int(r.tokens_per_seq), int(r.context_tokens)),)).roofline_ms
-                     for r in rows.itertuples()]
-            fast = [(ms, rf) for ms, rf in zip(rows.ms, roofs) if ms < rf]
-            if fast:
-                msgs.append(f"{kind}: {len(fast)} of {len(rows)} endpoint loads ran faster than the {hw.id} roofline of their shape "
-                            f"(e.g. {fast[0][0]:.3g} ms vs {fast[0][1]:.3g} ms), so the profile predicts the roofline there: "
-                            "check --hardware and the mode's model (--model MODE=NAME)")
+            fits[kind] = fit_pass_kind(rows, kind, target.roof_for(kind), _endpoint_provenance(kind, rows, kruns, target.hw), repeats=opts.repeats,
+                                       heldout=heldout, seed=opts.seed, time_column="endpoint engine-step ms")
+            _warn_below_roofline(kind, rows, target, msgs)
             continue
-        prov = Provenance(
-            "measured", ("SYNTHETIC " if synthetic else "") + f"runs {', '.join(r.manifest.run_id for r in kruns)}", hardware=hw.id,
-            date=min(r.manifest.started_at for r in kruns),
-            notes=(f"GPU {', '.join(gpus)}; engine {json.dumps(engine, sort_keys=True)}; weights {', '.join(weights)}; "
-                   f"{opts.time_column}, {'median per shape' if opts.repeats == 'median' else 'every repeat'}; warm-up rows dropped"),
-        )
-        fits[kind] = fit_pass_kind(rows, kind, roof_for(kind), prov, repeats=opts.repeats, heldout=heldout, seed=opts.seed,
-                                   time_column=opts.time_column)
+        fits[kind] = fit_pass_kind(rows, kind, target.roof_for(kind), _gpu_provenance(kruns, target.hw, opts, synthetic), repeats=opts.repeats,
+                                   heldout=heldout, seed=opts.seed, time_column=opts.time_column)
+    return fits
 
-    # modes, filling kinds no run timed from stated sources
+
+def _fill_kind(kind: str, fits: dict[str, PassFit], target: FitTarget, opts: FitOptions, now: str) -> tuple[PassCostModel, str] | None:
+    """A cost model for a pass kind no run timed, with its stated source, or None: a donor's carried
+    coefficients (DONORS), the assistant's draft step at the target decode step's roofline multiple,
+    or --fill-roofline EFF."""
+    hw_id = target.hw.id
+    donor = DONORS.get(kind)
+    if donor and donor[0] in fits:
+        return (_carried(fits[donor[0]], kind, donor[1], hw_id, target.roof_for(kind), now),
+                f"carried from the measured {donor[0]} fit: {donor[1]}")
+    ref = next((fits[k] for k in ("decode_step", "verify_step") if k in fits), None)
+    if kind == "draft_step" and ref is not None:
+        x = ref.model.median_x_roofline
+        pm = PassCostModel(kind=kind, coef={"roofline_ms": x}, provenance=Provenance(
+            "roofline", f"assistant roofline x {x:.2f} (median measured/roofline of the target's {ref.model.kind})", hardware=hw_id, date=now,
+            notes="draft_step was not timed; the assistant is small, so per-pass overhead weighs more than in the target and this may underestimate it"))
+        return pm, f"assistant roofline x {x:.2f}, the target {ref.model.kind}'s measured multiple"
+    if opts.fill_roofline:
+        eff = opts.fill_roofline
+        pm = PassCostModel(kind=kind, coef={"roofline_ms": 1.0 / eff}, provenance=Provenance(
+            "roofline", f"roofline time / efficiency {eff:g} (--fill-roofline)", hardware=hw_id, date=now, notes=f"{kind} was not timed"))
+        return pm, f"roofline / efficiency {eff:g} (--fill-roofline)"
+    return None
+
+
+def _requested_modes(pass_runs: list[Run], opts: FitOptions) -> list[str]:
+    """--modes (checked), else the pass runs' modes, in registry order."""
     run_modes = {r.manifest.mode for r in pass_runs}
     if opts.modes:
         bad = [m for m in opts.modes if m not in mode_names()]
         if bad:
             raise UserError(f"--modes {','.join(bad)} unknown", f"modes are {', '.join(mode_names())}")
-    requested = [m for m in mode_names() if m in (opts.modes or run_modes)]
-    now = now_iso()
+    return [m for m in mode_names() if m in (opts.modes or run_modes)]
+
+
+def assemble_modes(fits: dict[str, PassFit], pass_runs: list[Run], target: FitTarget, opts: FitOptions, now: str,
+                   msgs: list[str]) -> tuple[dict[str, ModeProfile], list[tuple[str, str, str]]]:
+    """A ModeProfile per requested mode, filling pass kinds no run timed from stated sources; a mode
+    missing a kind is refused (--modes) or omitted. Returns the modes and the (mode, kind, source) filled."""
     modes: dict[str, ModeProfile] = {}
     filled: list[tuple[str, str, str]] = []
-    for mode in requested:
+    for mode in _requested_modes(pass_runs, opts):
         pms: dict[str, PassCostModel] = {}
         missing: list[str] = []
         mode_filled: list[tuple[str, str, str]] = []
         for kind in get_mode(mode).pass_kinds:
             if kind in fits:
                 pms[kind] = copy.deepcopy(fits[kind].model)
-                continue
-            donor = DONORS.get(kind)
-            if donor and donor[0] in fits:
-                pms[kind] = _carried(fits[donor[0]], kind, donor[1], hw.id, roof_for(kind), now)
-                mode_filled.append((mode, kind, f"carried from the measured {donor[0]} fit: {donor[1]}"))
-                continue
-            ref = next((fits[k] for k in ("decode_step", "verify_step") if k in fits), None)
-            if kind == "draft_step" and ref is not None:
-                x = ref.model.median_x_roofline
-                pms[kind] = PassCostModel(kind=kind, coef={"roofline_ms": x}, provenance=Provenance(
-                    "roofline", f"assistant roofline x {x:.2f} (median measured/roofline of the target's {ref.model.kind})", hardware=hw.id, date=now,
-                    notes="draft_step was not timed; the assistant is small, so per-pass overhead weighs more than in the target and this may underestimate it"))
-                mode_filled.append((mode, kind, f"assistant roofline x {x:.2f}, the target {ref.model.kind}'s measured multiple"))
-                continue
-            if opts.fill_roofline:
-                eff = opts.fill_roofline
-                pms[kind] = PassCostModel(kind=kind, coef={"roofline_ms": 1.0 / eff}, provenance=Provenance(
-                    "roofline", f"roofline time / efficiency {eff:g} (--fill-roofline)", hardware=hw.id, date=now, notes=f"{kind} was not timed"))
-                mode_filled.append((mode, kind, f"roofline / efficiency {eff:g} (--fill-roofline)"))
-                continue
-            missing.append(kind)
+            elif (fill := _fill_kind(kind, fits, target, opts, now)) is not None:
+                pms[kind] = fill[0]
+                mode_filled.append((mode, kind, fill[1]))
+            else:
+                missing.append(kind)
         if missing:
             if opts.modes:
                 raise UserError(f"mode {mode} needs pass kinds no run timed ({', '.join(missing)})",
@@ -437,9 +514,8 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
             msgs.append(f"mode {mode} omitted: no run timed {', '.join(missing)} (add such runs, or --modes with --fill-roofline EFF)")
             continue
         filled += mode_filled
-        model = diffusion_model if mode == "diffusion" else target_model
         note = "; ".join(f"{k}: {src}" for _, k, src in mode_filled)
-        modes[mode] = ModeProfile(mode, model, assistant=assistant if mode == "mtp" else None, pass_models=pms,
+        modes[mode] = ModeProfile(mode, target.model_for(mode), assistant=target.assistant if mode == "mtp" else None, pass_models=pms,
                                   notes=(f"filled, not timed: {note}" if note else ""))
     if not modes:
         raise UserError("no mode has every pass kind timed", "add runs, or pass --modes with --fill-roofline EFF to fill from the roofline")
@@ -447,46 +523,75 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
         msgs.append(f"{md}/{kind} not timed: {src}")
     if opts.fill_roofline and not any("--fill-roofline" in src for _, _, src in filled):
         msgs.append(f"--fill-roofline {opts.fill_roofline:g} not needed: every pass kind was timed or carried from a timed one")
+    return modes, filled
 
+
+def _mtp_acceptance(modes: dict[str, ModeProfile], runs: list[Run], opts: FitOptions, msgs: list[str]) -> MtpAcceptance | None:
+    """MTP acceptance when the profile has an mtp mode: --mtp-metrics, else the MTP endpoint runs' counters, else the stated default."""
+    if "mtp" in modes:
+        ep_mtp = None if opts.mtp_metrics else endpoint_mtp_acceptance([r for r in runs if is_endpoint(r)])
+        mtp, mmsg = ep_mtp or choose_mtp_acceptance(opts.mtp_metrics)
+        msgs.append(mmsg)
+        return mtp
+    if opts.mtp_metrics:
+        raise UserError("--mtp-metrics was given but the profile has no mtp mode", "add MTP runs or --modes ...,mtp, or drop --mtp-metrics")
+    return None
+
+
+def _profile_id(opts: FitOptions, target: FitTarget, kind_word: str, date: str) -> str:
+    engine_word = "".join(c if c.isalnum() else "-" for c in opts.engine) + "-" if opts.engine else ""
+    return opts.profile_id or f"{target.hw.id}-{target.precision}-{engine_word}{kind_word}-{date[:10].replace('-', '')}"
+
+
+def _profile_notes(obs: PassObservations, opts: FitOptions, synthetic: bool, msgs: list[str]) -> list[str]:
+    """How the profile was fitted, then --note texts, then the fit's messages (but the dropped-rows counts)."""
+    timed = " and ".join(([opts.time_column] if not obs.gpu.empty else []) + (["endpoint engine-step ms"] if not obs.endpoint.empty else []))
+    notes = [f"fit: statsmodels WLS (weights 1/ms^2) of {timed} on roofline features per pass kind, "
+             f"{'median per shape' if opts.repeats == 'median' else 'every repeat'}, warm-up rows dropped; held-out: {opts.heldout}"]
+    if synthetic:
+        notes.insert(0, "SYNTHETIC: fitted from runs timed by a known cost model, not by a GPU")
+    if not obs.endpoint.empty:
+        notes.append("endpoint runs: one observation per load, the mean vLLM engine step at the load's mean running requests "
+                     "(costmodel/fitting/endpointfit.py); a pass kind is fitted from GPU runs or endpoint runs, never both")
+    return notes + list(opts.notes) + [m for m in msgs if not m.startswith("dropped")]
+
+
+def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -> FitResult:
+    """Fit a Profile from run directories (see the module docstring for every source and rule)."""
+    opts = opts or FitOptions()
+    if not run_paths:
+        raise UserError("no run directories given", "pass one or more run directories written by `costmodel measure`")
+    runs = [load_run(p) for p in run_paths]
+    commit_runs = [load_run(p) for p in opts.commit_runs]
+    msgs: list[str] = []
+    target = resolve_target(runs, opts, msgs)
+    obs = pass_observations(runs, opts, msgs)
+    pass_runs = _pass_runs(runs, obs, opts, msgs)
+    fits = fit_passes(obs, runs, pass_runs, target, opts, msgs)
+    now = now_iso()
+    modes, filled = assemble_modes(fits, pass_runs, target, opts, now, msgs)
     commit_stats = {}
     if "diffusion" in modes:
-        # commit behaviour does not depend on the engine: runs with the model's weights count even
-        # when none of their passes were selected
         commit_stats, cmsgs = _commit_stats(runs, pass_runs, commit_runs)
         msgs.extend(cmsgs)
     elif commit_runs:
         raise UserError("--commit-runs was given but the profile has no diffusion mode", "add diffusion runs or drop --commit-runs")
-    mtp = None
-    if "mtp" in modes:
-        ep_mtp = None if opts.mtp_metrics else endpoint_mtp_acceptance(ep_runs)
-        mtp, mmsg = ep_mtp or choose_mtp_acceptance(opts.mtp_metrics)
-        msgs.append(mmsg)
-    elif opts.mtp_metrics:
-        raise UserError("--mtp-metrics was given but the profile has no mtp mode", "add MTP runs or --modes ...,mtp, or drop --mtp-metrics")
+    mtp = _mtp_acceptance(modes, runs, opts, msgs)
 
     engine = profile_engine(pass_runs)
     if opts.engine:
         engine["selected"] = opts.engine
     date = min(r.manifest.started_at for r in pass_runs)
+    synthetic = any(is_synthetic(r) for r in pass_runs if not is_endpoint(r))
     all_endpoint = all(is_endpoint(r) for r in pass_runs)
     kind_word = "synthetic" if synthetic else "endpoint" if all_endpoint else "measured"
-    engine_word = "".join(c if c.isalnum() else "-" for c in opts.engine) + "-" if opts.engine else ""
-    pid = opts.profile_id or f"{hw.id}-{precision}-{engine_word}{kind_word}-{date[:10].replace('-', '')}"
-    timed = " and ".join(([opts.time_column] if not df_gpu.empty else []) + (["endpoint engine-step ms"] if not df_ep.empty else []))
-    notes = [f"fit: statsmodels WLS (weights 1/ms^2) of {timed} on roofline features per pass kind, "
-             f"{'median per shape' if opts.repeats == 'median' else 'every repeat'}, warm-up rows dropped; held-out: {opts.heldout}"]
-    if synthetic:
-        notes.insert(0, "SYNTHETIC: fitted from runs timed by a known cost model, not by a GPU")
-    if not df_ep.empty:
-        notes.append("endpoint runs: one observation per load, the mean vLLM engine step at the load's mean running requests "
-                     "(costmodel/fitting/endpointfit.py); a pass kind is fitted from GPU runs or endpoint runs, never both")
-    notes += list(opts.notes) + [m for m in msgs if not m.startswith("dropped")]
+    hw = target.hw
     profile = Profile(
-        profile_id=pid, hardware=hw.to_dict(), precision=precision, engine=engine, modes=modes, commit_stats=commit_stats,
-        mtp_acceptance=mtp,
+        profile_id=_profile_id(opts, target, kind_word, date), hardware=hw.to_dict(), precision=target.precision, engine=engine, modes=modes,
+        commit_stats=commit_stats, mtp_acceptance=mtp,
         provenance=Provenance("endpoint" if all_endpoint else "measured", ("SYNTHETIC " if synthetic else "") + f"costmodel fit of runs {', '.join(r.manifest.run_id for r in pass_runs)}",
                               hardware=hw.id, date=date, notes=f"GPU {', '.join(sorted({r.manifest.gpu_name or '?' for r in pass_runs}))}; "
                               f"run directories {', '.join(r.path.name for r in pass_runs)}"),
-        created_at=now, notes=notes,
+        created_at=now, notes=_profile_notes(obs, opts, synthetic, msgs),
     ).validate("fitted profile")
     return FitResult(profile, fits, filled, msgs)

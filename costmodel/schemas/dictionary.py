@@ -14,7 +14,7 @@ from costmodel import atomic
 from costmodel.modes import all_modes
 from costmodel.schemas.columns import ColumnDoc, docs_of
 from costmodel.schemas.plan import PLAN_DOCS
-from costmodel.schemas.results import METRICS, SIM, STATS, PointSummary
+from costmodel.schemas.results import METRICS, PERCENTILES, REQUEST_DOCS, SIM, STATS, PointSummary
 
 _PCT = re.compile(r"^(" + "|".join(METRICS) + r")_ms_(p\d+|mean)$")
 _BATCH = re.compile(r"^batch_(.+)_seqs$")
@@ -100,3 +100,29 @@ def write_table(df: pd.DataFrame, path: str | Path) -> list[Path]:
     atomic.write_csv(dcsv, d)
     atomic.write_text(dmd, dictionary_markdown(d, path.name))
     return [path, dcsv, dmd]
+
+
+def reference_markdown() -> str:
+    """Every column the simulation and plan artefacts can hold (docs/metrics.md is this text:
+    `python -m costmodel.schemas.dictionary > docs/metrics.md`)."""
+    point_cols = [c for c in PointSummary.__dataclass_fields__ if c not in METRICS_FIELDS]
+    stats = [f"p{p}" for p in PERCENTILES] + ["mean"]
+    point_cols += [f"{m}_ms_{s}" for m in METRICS for s in stats]
+    sections = [
+        ("Per request (`requests_*.parquet`)", pd.DataFrame([d.__dict__ for d in REQUEST_DOCS])),
+        ("Per simulated point (`summary.csv`, `plan.json` points)", dictionary(point_cols)),
+        ("Added by a plan (`plan.csv`) and by reports", dictionary([d.column for d in PLAN_DOCS])),
+    ]
+    out = ["# Metrics and columns", "", "Generated from the schemas' field documentation by "
+           "`python -m costmodel.schemas.dictionary` (a test checks this file is current).", ""]
+    for title, d in sections:
+        out += [f"## {title}", "", "| column | meaning | unit | source |", "|---|---|---|---|"]
+        out += ["| " + " | ".join(str(r[k]).replace("|", "/") for k in ("column", "meaning", "unit", "source")) + " |" for r in d.to_dict("records")]
+        out.append("")
+    return "\n".join(out)
+
+
+METRICS_FIELDS = tuple(f"{m}_ms" for m in METRICS) + ("batch_composition",)
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")

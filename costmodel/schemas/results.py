@@ -17,6 +17,7 @@ from costmodel.jsonfile import read_json
 from costmodel.schemas.columns import ColumnDoc, meta
 
 SIM = "simulator (costmodel/schemas/results.py PointSummary; simulate/metrics.py computes it)"
+REQ = "simulator (costmodel/schemas/results.py REQUEST_DOCS; simulate/metrics.py records it)"
 PERCENTILES = (50, 90, 95, 99)
 # the latency metrics (per request, ms); summaries hold {p50, p90, p95, p99, mean} of each
 METRICS = {
@@ -28,25 +29,25 @@ METRICS = {
 STATS = {"p50": "50th percentile (median)", "p90": "90th percentile", "p95": "95th percentile", "p99": "99th percentile", "mean": "mean"}
 
 REQUEST_DOCS = (
-    ColumnDoc("request_id", "request index in arrival order", "-", SIM),
-    ColumnDoc("mode", "serving mode", "-", SIM),
-    ColumnDoc("regime", "workload regime of the request (commit statistics it draws from)", "-", SIM),
-    ColumnDoc("replica", "replica the router sent it to", "-", SIM),
-    ColumnDoc("arrival_s", "arrival time on the simulation clock", "s", SIM),
-    ColumnDoc("start_s", "time the engine first scheduled its work (first prefill chunk)", "s", SIM),
-    ColumnDoc("first_token_s", "time its first output was emitted", "s", SIM),
-    ColumnDoc("finish_s", "time its last output token was emitted", "s", SIM),
-    ColumnDoc("prompt_tokens", "prompt length", "tokens", SIM),
-    ColumnDoc("output_tokens", "output length (emitted in full when finished)", "tokens", SIM),
-    ColumnDoc("blocks", "diffusion canvases (ceil(output_tokens / canvas length)); 0 for other modes", "count", SIM),
-    ColumnDoc("steps", "engine steps the request took part in (prefill chunks, decode/verify steps, denoising steps and commits)", "count", SIM),
-    ColumnDoc("queue_ms", METRICS["queue"], "ms", SIM),
-    ColumnDoc("ttft_ms", METRICS["ttft"], "ms", SIM),
-    ColumnDoc("e2e_ms", METRICS["e2e"], "ms", SIM),
-    ColumnDoc("tpot_ms", METRICS["tpot"] + "; NaN for one-token outputs", "ms", SIM),
-    ColumnDoc("preemptions", "times the request was preempted (KV cache exhausted) and recomputed", "count", SIM),
-    ColumnDoc("finished", "the request finished inside the simulation", "boolean", SIM),
-    ColumnDoc("warmup", "arrived in the warm-up span: kept in the records, left out of percentiles and throughput", "boolean", SIM),
+    ColumnDoc("request_id", "request index in arrival order", "-", REQ),
+    ColumnDoc("mode", "serving mode", "-", REQ),
+    ColumnDoc("regime", "workload regime of the request (commit statistics it draws from)", "-", REQ),
+    ColumnDoc("replica", "replica the router sent it to", "-", REQ),
+    ColumnDoc("arrival_s", "arrival time on the simulation clock", "s", REQ),
+    ColumnDoc("start_s", "time the engine first scheduled its work (first prefill chunk)", "s", REQ),
+    ColumnDoc("first_token_s", "time its first output was emitted", "s", REQ),
+    ColumnDoc("finish_s", "time its last output token was emitted", "s", REQ),
+    ColumnDoc("prompt_tokens", "prompt length", "tokens", REQ),
+    ColumnDoc("output_tokens", "output length (emitted in full when finished)", "tokens", REQ),
+    ColumnDoc("blocks", "diffusion canvases (ceil(output_tokens / canvas length)); 0 for other modes", "count", REQ),
+    ColumnDoc("steps", "engine steps the request took part in (prefill chunks, decode/verify steps, denoising steps and commits)", "count", REQ),
+    ColumnDoc("queue_ms", METRICS["queue"], "ms", REQ),
+    ColumnDoc("ttft_ms", METRICS["ttft"], "ms", REQ),
+    ColumnDoc("e2e_ms", METRICS["e2e"], "ms", REQ),
+    ColumnDoc("tpot_ms", METRICS["tpot"] + "; NaN for one-token outputs", "ms", REQ),
+    ColumnDoc("preemptions", "times the request was preempted (KV cache exhausted) and recomputed", "count", REQ),
+    ColumnDoc("finished", "the request finished inside the simulation", "boolean", REQ),
+    ColumnDoc("warmup", "arrived in the warm-up span: kept in the records, left out of percentiles and throughput", "boolean", REQ),
 )
 REQUEST_COLUMNS = tuple(d.column for d in REQUEST_DOCS)
 

@@ -35,12 +35,17 @@ the time, so an observation is the MEAN engine step at that load's mean batch):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
+from costmodel.prior import CITATION, COMMIT_ENTROPY_NATS, REGIMES, RENOISE_PER_GENERATION
+from costmodel.schemas.profile import CommitStats, Distribution, Provenance
 from costmodel.schemas.rundir import Run
+from fit import endpoint_data as fitdata
+from fit.mtp import acceptance_from_counters
 
 ENDPOINT_KINDS = ("endpoint", "bench-import")
 ORIGINS = ("gpu", "endpoint")
@@ -132,8 +137,6 @@ def _why_empty(run: Run) -> str:
 def endpoint_frame(runs: list[Run], msgs: list[str]) -> pd.DataFrame:
     """Pass observations from endpoint runs: pass_kind, seqs, tokens_per_seq, context_tokens, ms,
     run_id, row_engine, unit. UserError for a diffusion/AR endpoint run with no usable load."""
-    from fit import endpoint_data as fitdata
-
     rows = []
     for run in runs:
         m = run.manifest
@@ -209,10 +212,6 @@ def resolve_mixing(gpu: pd.DataFrame, ep: pd.DataFrame, prefer: str | None, msgs
 
 def endpoint_mtp_acceptance(runs: list[Run]):
     """(MtpAcceptance, message) pooled over the endpoint MTP runs' spec-decode counters, or None."""
-    from fit.mtp import acceptance_from_counters
-    from costmodel.schemas.profile import Provenance
-    from fit import endpoint_data as fitdata
-
     drafts, per_pos, used = 0.0, [], []
     for r in runs:
         if r.manifest.mode != "mtp":
@@ -245,65 +244,78 @@ def require_endpoint_commits(run: Run) -> None:
                         "(no vllm:diffusion_* counters moved)", "pass an endpoint run of a diffusion deployment with /metrics reachable")
 
 
+@dataclass
+class RegimeCounters:
+    """One regime's diffusion counters summed over its single-regime loads."""
+
+    k: list[float] = field(default_factory=list)  # denoising steps per canvas, one per load
+    canvases: list[float] = field(default_factory=list)  # the loads' canvases (weights of k)
+    committed: float = 0.0
+    denoise: float = 0.0  # denoising engine steps (commit steps excluded)
+    content: list[float] = field(default_factory=list)  # successful requests' output tokens
+    runs: set[str] = field(default_factory=set)
+
+
+def _counter(row: pd.Series, name: str) -> float:
+    return float(pd.to_numeric(pd.Series([row.get(name)]), errors="coerce").iloc[0])
+
+
+def _add_commit_loads(run: Run, per: dict[str, RegimeCounters], msgs: list[str]) -> None:
+    """Add the run's single-regime loads whose counters moved to `per` (regime -> counters); say why others are not used."""
+    s = run.table("load_summary")
+    req = run.table("requests") if run.has("requests") else pd.DataFrame()
+    for _, row in s.iterrows():
+        steps, canv, committed = _counter(row, "dg_denoising_steps"), _counter(row, "dg_canvases"), _counter(row, "dg_committed_tokens")
+        if not (steps > 0 and canv > 0):
+            continue
+        unit = row["unit"]
+        k = steps / canv - 1.0
+        if k < 1:
+            msgs.append(f"endpoint run {run.manifest.run_id} load {unit}: {steps / canv:.2f} engine steps per canvas (< 1 denoising step "
+                        "besides the commit); not used for commit statistics")
+            continue
+        ureq = req[req["unit"] == unit] if not req.empty else req
+        regimes = sorted({str(x) for x in ureq["regime"].dropna()}) if "regime" in ureq else []
+        if len(regimes) != 1:
+            msgs.append(f"endpoint run {run.manifest.run_id} load {unit}: "
+                        + ("requests of regimes " + ", ".join(regimes) if regimes else "no regime recorded per request")
+                        + "; the counters cannot be split by regime, so not used for commit statistics")
+            continue
+        ok = ureq[ureq["status"] == "ok"]
+        d = per.setdefault(regimes[0].upper(), RegimeCounters())
+        d.k.append(k)
+        d.canvases.append(canv)
+        d.committed += committed if math.isfinite(committed) else 0.0
+        d.denoise += steps - canv
+        d.content += [float(x) for x in _num(ok["output_tokens"]) if math.isfinite(x) and x > 0]
+        d.runs.add(run.manifest.run_id)
+
+
+def _regime_commit_stats(regime: str, d: RegimeCounters, runs: list[Run]) -> CommitStats:
+    w = np.asarray(d.canvases, float)
+    vals, inv = np.unique(np.round(np.asarray(d.k, float), 6), return_inverse=True)
+    probs = np.bincount(inv, weights=w) / w.sum()
+    ids = ", ".join(sorted(d.runs))
+    runs_used = [r for r in runs if r.manifest.run_id in d.runs]
+    return CommitStats(
+        regime=regime, steps_per_canvas=Distribution(vals.tolist(), probs.tolist()), tokens_per_call=d.committed / d.denoise,
+        content_length=Distribution.from_samples(d.content), renoise_per_generation=RENOISE_PER_GENERATION,
+        commit_entropy_nats=COMMIT_ENTROPY_NATS,
+        provenance=Provenance("endpoint", f"endpoint runs {ids}: vllm:diffusion_* counter deltas", date=min(r.manifest.started_at for r in runs_used),
+                              notes=(f"{len(d.k)} load(s), {w.sum():.0f} canvases; steps per canvas = server engine steps per canvas - 1 "
+                                     "(the commit step), distribution over the loads' means weighted by canvases (the counters give sums, "
+                                     "not per-canvas values); content length = successful requests' output tokens (truncated at max_tokens); "
+                                     f"re-noise count and commit entropy from the published prior ({CITATION})")),
+        description=REGIMES[regime][0] if regime in REGIMES else "",
+    )
+
+
 def endpoint_commit_stats(runs: list[Run], msgs: list[str]) -> dict:
     """CommitStats per regime (provenance endpoint) from diffusion endpoint runs' counters; see the
     module docstring. Regimes no single-regime load covers are absent."""
-    from costmodel.prior import CITATION, COMMIT_ENTROPY_NATS, REGIMES, RENOISE_PER_GENERATION
-    from costmodel.schemas.profile import CommitStats, Distribution, Provenance
-
-    per: dict[str, dict] = {}
+    per: dict[str, RegimeCounters] = {}
     for run in runs:
         require_endpoint_commits(run)
-        if not run.has("load_summary"):
-            continue
-        s = run.table("load_summary")
-        req = run.table("requests") if run.has("requests") else pd.DataFrame()
-        for _, row in s.iterrows():
-            steps = float(pd.to_numeric(pd.Series([row.get("dg_denoising_steps")]), errors="coerce").iloc[0])
-            canv = float(pd.to_numeric(pd.Series([row.get("dg_canvases")]), errors="coerce").iloc[0])
-            committed = float(pd.to_numeric(pd.Series([row.get("dg_committed_tokens")]), errors="coerce").iloc[0])
-            if not (steps > 0 and canv > 0):
-                continue
-            unit = row["unit"]
-            k = steps / canv - 1.0
-            if k < 1:
-                msgs.append(f"endpoint run {run.manifest.run_id} load {unit}: {steps / canv:.2f} engine steps per canvas (< 1 denoising step "
-                            "besides the commit); not used for commit statistics")
-                continue
-            ureq = req[req["unit"] == unit] if not req.empty else req
-            regimes = sorted({str(x) for x in ureq["regime"].dropna()}) if "regime" in ureq else []
-            if len(regimes) != 1:
-                msgs.append(f"endpoint run {run.manifest.run_id} load {unit}: "
-                            + ("requests of regimes " + ", ".join(regimes) if regimes else "no regime recorded per request")
-                            + "; the counters cannot be split by regime, so not used for commit statistics")
-                continue
-            regime = regimes[0].upper()
-            ok = ureq[ureq["status"] == "ok"]
-            d = per.setdefault(regime, {"k": [], "w": [], "committed": 0.0, "denoise": 0.0, "content": [], "runs": set()})
-            d["k"].append(k)
-            d["w"].append(canv)
-            d["committed"] += committed if math.isfinite(committed) else 0.0
-            d["denoise"] += steps - canv
-            d["content"] += [float(x) for x in _num(ok["output_tokens"]) if math.isfinite(x) and x > 0]
-            d["runs"].add(run.manifest.run_id)
-    out = {}
-    for regime, d in sorted(per.items()):
-        if not d["content"] or d["denoise"] <= 0:
-            continue
-        w = np.asarray(d["w"], float)
-        vals, inv = np.unique(np.round(np.asarray(d["k"], float), 6), return_inverse=True)
-        probs = np.bincount(inv, weights=w) / w.sum()
-        ids = ", ".join(sorted(d["runs"]))
-        runs_used = [r for r in runs if r.manifest.run_id in d["runs"]]
-        out[regime] = CommitStats(
-            regime=regime, steps_per_canvas=Distribution(vals.tolist(), probs.tolist()), tokens_per_call=d["committed"] / d["denoise"],
-            content_length=Distribution.from_samples(d["content"]), renoise_per_generation=RENOISE_PER_GENERATION,
-            commit_entropy_nats=COMMIT_ENTROPY_NATS,
-            provenance=Provenance("endpoint", f"endpoint runs {ids}: vllm:diffusion_* counter deltas", date=min(r.manifest.started_at for r in runs_used),
-                                  notes=(f"{len(d['k'])} load(s), {w.sum():.0f} canvases; steps per canvas = server engine steps per canvas - 1 "
-                                         "(the commit step), distribution over the loads' means weighted by canvases (the counters give sums, "
-                                         "not per-canvas values); content length = successful requests' output tokens (truncated at max_tokens); "
-                                         f"re-noise count and commit entropy from the published prior ({CITATION})")),
-            description=REGIMES[regime][0] if regime in REGIMES else "",
-        )
-    return out
+        if run.has("load_summary"):
+            _add_commit_loads(run, per, msgs)
+    return {regime: _regime_commit_stats(regime, d, runs) for regime, d in sorted(per.items()) if d.content and d.denoise > 0}

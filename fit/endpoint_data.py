@@ -38,7 +38,9 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
+from costmodel.schemas.profile import Provenance
 from costmodel.schemas.rundir import Run, load_run, spec_decode_counts as run_spec_decode_counts
+from fit.mtp import acceptance_from_counters
 
 PROVENANCE = "endpoint"
 ENDPOINT_KINDS = ("endpoint", "bench-import")
@@ -294,9 +296,6 @@ def spec_decode_counts(run) -> tuple[float, list[float]] | None:
 
 def mtp_acceptance(run):
     """MtpAcceptance (costmodel.schemas.profile) from the run's spec-decode counters, provenance endpoint."""
-    from fit.mtp import acceptance_from_counters
-    from costmodel.schemas.profile import Provenance
-
     r = _run(run)
     counts = spec_decode_counts(r)
     if counts is None:

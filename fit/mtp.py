@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from costmodel.errors import UserError
+from costmodel.jsonfile import read_json
 from costmodel.prior import vllm_synthetic_mtp_acceptance
 from costmodel.schemas.profile import MtpAcceptance, Provenance
 from costmodel.timestamps import now_iso
@@ -25,8 +28,6 @@ PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 
 
 def _prom_counters(path: Path) -> tuple[float, dict[int, float]]:
-    from prometheus_client.parser import text_string_to_metric_families
-
     try:
         text = path.read_text(encoding="utf-8")
         drafts, per_pos, seen = 0.0, {}, False
@@ -50,8 +51,6 @@ def _prom_counters(path: Path) -> tuple[float, dict[int, float]]:
 
 
 def _json_counters(path: Path) -> tuple[float, dict[int, float], str]:
-    from costmodel.jsonfile import read_json
-
     d = read_json(path, "MTP metrics file")
     try:
         drafts = float(d["num_drafts"])

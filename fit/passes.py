@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import statsmodels.api as sm
 
 from costmodel.errors import UserError
 from costmodel.schemas.profile import FitDiagnostics, PassCostModel, Provenance, features
@@ -120,8 +121,6 @@ def aggregate(df: pd.DataFrame, repeats: str) -> pd.DataFrame:
 
 
 def _fit(df: pd.DataFrame, feats: tuple[str, ...]):
-    import statsmodels.api as sm
-
     X = pd.DataFrame(df[_cols(feats)].to_numpy(float), columns=list(feats))
     y = pd.Series(df["ms"].to_numpy(float), name="ms")
     with warnings.catch_warnings():
@@ -310,36 +309,43 @@ def support_of(df: pd.DataFrame) -> dict[str, list[float]]:
     }
 
 
-def fit_pass_kind(rows: pd.DataFrame, kind: str, roof: Roofline, provenance: Provenance, *, repeats: str = "median",
-                  heldout: HeldoutSpec | None = None, seed: int = 0, time_column: str = "gpu_ms") -> PassFit:
-    """Fit one pass kind. `rows`: pass_kind == kind, columns seqs, tokens_per_seq, context_tokens, ms."""
-    heldout = heldout or HeldoutSpec("auto")
-    if rows.empty:
-        raise UserError(f"no timed {kind} passes to fit", "add runs that time this pass kind")
-    obs = add_features(aggregate(rows[[*SHAPE_COLS, "ms"]], repeats), roof, kind)
-    n_shapes = int(obs["shape_id"].nunique())
+@dataclass
+class FeatureChoice:
+    """The feature set a pass kind is fitted on, and every set tried (name -> k-fold MAPE, None: not estimable)."""
 
+    features: tuple[str, ...]
+    cv_mape: float | None
+    candidates: dict[str, float | None]
+    narrow: bool  # the shapes span < NARROW_SPAN x in roofline time: only a roofline multiple is fitted
+
+
+def _eligible_sets(obs: pd.DataFrame, sets, seed: int, candidates: dict[str, float | None]) -> list[tuple[tuple[str, ...], float | None]]:
+    """The feature sets that fit physically and identifiably, with their k-fold MAPE (recorded in `candidates`)."""
+    ok = []
+    for feats in sets:
+        name = " + ".join(feats)
+        candidates[name] = None
+        if not _estimable(obs, feats):
+            continue
+        res = _fit(obs, feats)
+        params = res.params
+        if not np.all(np.isfinite(params)) or not physical(dict(params)) or not identified(res):
+            continue
+        candidates[name] = kfold_mape(obs, feats, seed)
+        ok.append((feats, candidates[name]))
+    return ok
+
+
+def choose_features(obs: pd.DataFrame, kind: str, seed: int) -> FeatureChoice:
+    """The simplest eligible feature set within the selection tolerance of the best k-fold MAPE."""
     candidates: dict[str, float | None] = {}
-
-    def try_sets(sets):
-        ok = []
-        for feats in sets:
-            name = " + ".join(feats)
-            candidates[name] = None
-            if not _estimable(obs, feats):
-                continue
-            res = _fit(obs, feats)
-            params = res.params
-            if not np.all(np.isfinite(params)) or not physical(dict(params)) or not identified(res):
-                continue
-            candidates[name] = kfold_mape(obs, feats, seed)
-            ok.append((feats, candidates[name]))
-        return ok
-
     narrow = obs["roofline_ms"].max() < NARROW_SPAN * obs["roofline_ms"].min()
     # shapes spanning a narrow range of roofline time (one batch size, nearby contexts) cannot tell an
     # overhead from a roofline multiple; the multiple extrapolates with the shape, so only it is fitted
-    eligible = try_sets(FALLBACK_SETS) if narrow else (try_sets(CANDIDATE_SETS) or try_sets(FALLBACK_SETS))
+    if narrow:
+        eligible = _eligible_sets(obs, FALLBACK_SETS, seed, candidates)
+    else:
+        eligible = _eligible_sets(obs, CANDIDATE_SETS, seed, candidates) or _eligible_sets(obs, FALLBACK_SETS, seed, candidates)
     if not eligible:
         if not _estimable(obs, ("roofline_ms",)):
             raise UserError(f"{kind}: the timed passes have no usable roofline feature", "check the runs' pass shapes")
@@ -351,7 +357,32 @@ def fit_pass_kind(rows: pd.DataFrame, kind: str, roof: Roofline, provenance: Pro
         chosen, cv_mape = next((f, cv) for f, cv in with_cv if cv <= best + tol)
     else:
         chosen, cv_mape = eligible[0]  # too few shapes for k-fold: the simplest set that qualifies
+    return FeatureChoice(chosen, cv_mape, candidates, narrow)
 
+
+def _fit_summary(res, obs: pd.DataFrame, choice: FeatureChoice, time_column: str, repeats: str, ho_desc: str) -> str:
+    """The statsmodels summary `costmodel fit --show-summaries` prints for one pass kind."""
+    tried = "; ".join(f"{k}: {'-' if v is None else f'{v:.2f}%'}" for k, v in choice.candidates.items())
+    return (
+        f"statsmodels WLS of {time_column} on {' + '.join(choice.features)}, weights 1/ms^2 (relative error); "
+        f"{len(obs)} observations ({'median per shape' if repeats == 'median' else 'every repeat'}) over {int(obs['shape_id'].nunique())} shapes\n"
+        f"{_coef_table(res)}\n"
+        f"k-fold MAPE per feature set ('-': too few shapes or a negative slope): {tried}\n"
+        f"held-out: {ho_desc}"
+        + (f"\nthe shapes span < {NARROW_SPAN:g}x in roofline time: only a multiple of the roofline is identified" if choice.narrow else "")
+    )
+
+
+def fit_pass_kind(rows: pd.DataFrame, kind: str, roof: Roofline, provenance: Provenance, *, repeats: str = "median",
+                  heldout: HeldoutSpec | None = None, seed: int = 0, time_column: str = "gpu_ms") -> PassFit:
+    """Fit one pass kind. `rows`: pass_kind == kind, columns seqs, tokens_per_seq, context_tokens, ms."""
+    heldout = heldout or HeldoutSpec("auto")
+    if rows.empty:
+        raise UserError(f"no timed {kind} passes to fit", "add runs that time this pass kind")
+    obs = add_features(aggregate(rows[[*SHAPE_COLS, "ms"]], repeats), roof, kind)
+    n_shapes = int(obs["shape_id"].nunique())
+    choice = choose_features(obs, kind, seed)
+    chosen = choice.features
     res = _fit(obs, chosen)
     coef = {f: float(c) for f, c in zip(chosen, res.params)}
     pred = _predict(obs, chosen, res.params)
@@ -359,25 +390,16 @@ def fit_pass_kind(rows: pd.DataFrame, kind: str, roof: Roofline, provenance: Pro
     sst = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - float(np.sum((y - pred) ** 2)) / sst if len(y) > 1 and sst > 0 else None
     ho, ho_desc = heldout_mape(obs, chosen, heldout)
-    tried = "; ".join(f"{k}: {'-' if v is None else f'{v:.2f}%'}" for k, v in candidates.items())
-    summary = (
-        f"statsmodels WLS of {time_column} on {' + '.join(chosen)}, weights 1/ms^2 (relative error); "
-        f"{len(obs)} observations ({'median per shape' if repeats == 'median' else 'every repeat'}) over {n_shapes} shapes\n"
-        f"{_coef_table(res)}\n"
-        f"k-fold MAPE per feature set ('-': too few shapes or a negative slope): {tried}\n"
-        f"held-out: {ho_desc}"
-        + (f"\nthe shapes span < {NARROW_SPAN:g}x in roofline time: only a multiple of the roofline is identified" if narrow else "")
-    )
     model = PassCostModel(
         kind=kind,
         coef=coef,
         support=support_of(obs),
-        diagnostics=FitDiagnostics(n_obs=int(len(obs)), r2=r2, mape_pct=mape_pct(y, pred), cv_mape_pct=cv_mape,
-                                   heldout_mape_pct=ho, summary=summary),
+        diagnostics=FitDiagnostics(n_obs=int(len(obs)), r2=r2, mape_pct=mape_pct(y, pred), cv_mape_pct=choice.cv_mape,
+                                   heldout_mape_pct=ho, summary=_fit_summary(res, obs, choice, time_column, repeats, ho_desc)),
         provenance=provenance,
         median_x_roofline=float(np.median(y / obs["roofline_ms"].to_numpy(float))),
     )
-    return PassFit(model=model, n_rows=int(len(rows)), n_shapes=n_shapes, features=chosen, heldout_desc=ho_desc, candidates=candidates)
+    return PassFit(model=model, n_rows=int(len(rows)), n_shapes=n_shapes, features=chosen, heldout_desc=ho_desc, candidates=choice.candidates)
 
 
 def grid_median_x_roofline(pm: PassCostModel, roof: Roofline) -> float | None:

@@ -26,6 +26,7 @@ from costmodel.precision import PRECISIONS, get_precision
 from costmodel.schemas.profile import ModeProfile, Profile, Provenance
 from costmodel.roofline import Roofline
 from costmodel.timestamps import now_iso
+from fit.passes import grid_median_x_roofline
 
 MAX_WEIGHT_FRACTION = 0.75
 SHAPE_TERMS = ("seqs", "tokens", "context_ktokens")
@@ -73,7 +74,6 @@ def project_profile(src: Profile, hardware: str, precision: str, hardware_file: 
     src_hw = src.hardware_spec()
     bw_ratio = src_hw.memory_bandwidth_tbps / hw.memory_bandwidth_tbps
     now = now_iso()
-    from fit.passes import grid_median_x_roofline
 
     where = f"{src_hw.id}/{src.precision}"
     modes = {}

@@ -83,7 +83,10 @@ def test_requests_leave_on_schedule(server):
     res = run_load(server.url, ["on time"] * 150, model="fast-diffusion", arrivals=t, max_tokens=40)
     late = np.array([r.lateness_ms for r in res.requests])
     assert np.all(np.isfinite(late)) and np.all(late >= 0)
-    assert np.percentile(late, 50) < 20  # generous: a shared CI machine; benchmarks/bench_client.py measures it
+    # on schedule, not a speed figure (benchmarks/bench_client.py measures lateness): the median request
+    # leaves within a tenth of a second even on a loaded 2-core CI machine, where a client that ignored
+    # the schedule (sending all 150 at once, or serially) would be seconds off
+    assert np.percentile(late, 50) < 100
     assert all(r.status == "ok" for r in res.requests)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 
 from costmodel.errors import UserError
-from costmodel.models import get_model
 from costmodel.modes.base import ModeDraws, ServingMode
 from costmodel.seeding import rng_for
 
@@ -24,7 +23,8 @@ STREAM_CANVAS_STEPS = 11
 
 
 def canvas_length(profile) -> int:
-    return int(get_model(profile.mode("diffusion").model).canvas_length or 256)
+    profile.mode("diffusion")
+    return int(profile.resolved().models["diffusion"].canvas_length or 256)
 
 
 def canvas_content_distribution(content_length, C: int) -> tuple[np.ndarray, np.ndarray]:

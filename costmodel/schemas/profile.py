@@ -26,11 +26,11 @@ import numpy as np
 
 from costmodel import atomic
 from costmodel.errors import UserError
-from costmodel.hardware import validate_spec
+from costmodel.hardware import HardwareSpec, validate_spec
 from costmodel.jsonfile import read_json
-from costmodel.models import get_model
+from costmodel.models import ModelShape, get_model
 from costmodel.modes import get_mode, mode_names
-from costmodel.precision import get_precision
+from costmodel.precision import Precision, get_precision
 from costmodel.roofline import Roofline
 
 SCHEMA_VERSION = 1
@@ -269,9 +269,13 @@ class Profile:
             a.provenance.validate(f"{where}: mtp_acceptance")
         return self
 
-    # ---- prediction ----------------------------------------------------------------------------
-    def hardware_spec(self):
-        return validate_spec(self.hardware["id"], self.hardware, self.profile_id)
+    # ---- resolved objects and prediction -------------------------------------------------------
+    def resolved(self) -> "ResolvedProfile":
+        """The catalog objects the profile names, resolved once per profile object."""
+        return _resolved_for(self._key())
+
+    def hardware_spec(self) -> HardwareSpec:
+        return self.resolved().spec
 
     def roofline(self, mode: str):
         return _roofline_for(self._key(), mode)
@@ -314,11 +318,30 @@ class _ProfileKey:
         return isinstance(other, _ProfileKey) and other.profile is self.profile
 
 
+@dataclass(frozen=True)
+class ResolvedProfile:
+    """A profile's GPU, precision and per-mode model shapes as objects (what the simulator and the
+    plan use), instead of the catalog names the JSON holds."""
+
+    spec: HardwareSpec
+    precision: Precision
+    models: dict[str, ModelShape]  # mode -> the served model's shape
+    assistants: dict[str, ModelShape | None]  # mode -> its drafter's shape (MTP), else None
+
+
+@lru_cache(maxsize=64)
+def _resolved_for(key: _ProfileKey) -> ResolvedProfile:
+    p = key.profile
+    return ResolvedProfile(validate_spec(p.hardware["id"], p.hardware, p.profile_id), get_precision(p.precision),
+                           {n: get_model(m.model) for n, m in p.modes.items()},
+                           {n: get_model(m.assistant) if m.assistant else None for n, m in p.modes.items()})
+
+
 @lru_cache(maxsize=64)
 def _roofline_for(key: _ProfileKey, mode: str):
-    p = key.profile
-    m = p.mode(mode)
-    return Roofline(get_model(m.model), p.hardware_spec(), get_precision(p.precision), get_model(m.assistant) if m.assistant else None)
+    r = key.profile.resolved()
+    key.profile.mode(mode)
+    return Roofline(r.models[mode], r.spec, r.precision, r.assistants[mode])
 
 
 def features(roof_pass, segments) -> dict[str, float]:

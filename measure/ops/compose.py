@@ -62,8 +62,7 @@ def compose(table: OpTable, kind: str, segments, precision: str, model: str | No
     for c in pass_ops(target, kind, segs, asst):
         ms = table.ms(c.op.name, precision, c.at) * c.count
         by_op[c.op.name] = by_op.get(c.op.name, 0.0) + ms
-        key = c.where.split(":")[0] if c.where.startswith("layer") and False else c.where
-        by_where[key] = by_where.get(key, 0.0) + ms
+        by_where[c.where] = by_where.get(c.where, 0.0) + ms
         total += ms
     batch = sum(s.seqs for s in segs)
     return Composed(kind, total, table.overhead_ms(batch), by_op, by_where)

@@ -182,9 +182,36 @@ def _gemm_dequant(p, prec, dev, softcap=None):
     return Bench(run, c, "dequantise fp8 -> bf16 mm (fallback)")
 
 
+def _gemm_gemv(p, prec, dev, w8a16=False):
+    """Triton GEMV (the MoE GEMV kernel with one expert) for m <= 16: bf16, or fp8 weights with bf16
+    activations (w8a16: no activation quantisation)."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    if p["m"] > 16:
+        raise RuntimeError("GEMV candidate is for m <= 16")
+    from measure.ops.triton_kernels import moe_gemv
+
+    k, n, m = p["k"], p["n"], p["m"]
+    c = _copies(k * n * (1 if w8a16 else 2))
+    ws, ss = [], []
+    for _ in range(c):
+        w = _randn(1, n, k, device=dev, scale=k ** -0.5)
+        if w8a16:
+            w, s_ = quant_weight_channels(w)
+            ss.append(s_)
+        ws.append(w)
+    x = _randn(m, k, device=dev)
+    out = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+    ids = torch.zeros(m, device=dev, dtype=torch.int32)
+    run = lambda i: moe_gemv(x, ws[i % c], out, ids, a_div=1, w_scale=ss[i % c] if w8a16 else None)  # noqa: E731
+    run(0)
+    return Bench(run, c, f"Triton GEMV {'fp8 w8a16' if w8a16 else 'bf16'} (m <= 16)")
+
+
 GEMM = {
-    "bf16": [Candidate("cublas_bf16", _gemm_bf16, ("bf16",))],
+    "bf16": [Candidate("cublas_bf16", _gemm_bf16, ("bf16",)), Candidate("triton_gemv_bf16", _gemm_gemv, ("bf16",))],
     "fp8": [Candidate("scaled_mm_rowwise", lambda p, pr, d: _gemm_fp8(p, pr, d, True), ("fp8",)),
+            Candidate("triton_gemv_w8a16", lambda p, pr, d: _gemm_gemv(p, pr, d, True), ("fp8",)),
             Candidate("dequant_bf16_mm", _gemm_dequant, ("fp8",))],
 }
 LM_HEAD = {
@@ -427,7 +454,7 @@ def _moe_inputs(p, dev):
     return x, ids, w, m, d, e, f, topk
 
 
-def _moe_triton(p, prec, dev, cfg, fp8=False):
+def _moe_triton(p, prec, dev, cfg, fp8=False, w8a16=False):
     if not has_triton(dev) and not p.get("_interpret"):
         raise RuntimeError("Triton is not available on this device")
     from measure.ops.triton_kernels import fused_moe_gemm, gelu_mul
@@ -436,7 +463,7 @@ def _moe_triton(p, prec, dev, cfg, fp8=False):
     bm = cfg[0]
     w1 = _randn(e, 2 * f, d, device=dev, scale=d ** -0.5)
     w2 = _randn(e, d, f, device=dev, scale=f ** -0.5)
-    if fp8:
+    if fp8 or w8a16:
         w1, s1 = quant_weight_channels(w1)
         w2, s2 = quant_weight_channels(w2)
     R = m * topk
@@ -447,7 +474,11 @@ def _moe_triton(p, prec, dev, cfg, fp8=False):
 
     def run(i):
         sorted_ids, expert_ids, npad = moe_align(ids, e, bm)
-        if fp8:
+        if w8a16:
+            fused_moe_gemm(x, w1, inter, sorted_ids, expert_ids, npad, a_div=topk, cfg=cfg, w_scale=s1, w8a16=True)
+            gelu_mul(inter, act)
+            fused_moe_gemm(act, w2, out2, sorted_ids, expert_ids, npad, a_div=1, cfg=cfg, topk_w=twf, w_scale=s2, w8a16=True)
+        elif fp8:
             xq, xs = quant_rows_fast(x)
             fused_moe_gemm(xq, w1, inter, sorted_ids, expert_ids, npad, a_div=topk, cfg=cfg, a_scale=xs.view(-1), w_scale=s1)
             gelu_mul(inter, act)
@@ -458,10 +489,10 @@ def _moe_triton(p, prec, dev, cfg, fp8=False):
             gelu_mul(inter, act)
             fused_moe_gemm(act, w2, out2, sorted_ids, expert_ids, npad, a_div=1, cfg=cfg, topk_w=twf)
         return out2.view(m, topk, d).sum(1)
-    return Bench(run, 1, f"Triton fused MoE {'fp8 w8a8 ' if fp8 else ''}BLOCK_M/N/K={cfg[0]}/{cfg[1]}/{cfg[2]} warps {cfg[4]} stages {cfg[5]}")
+    return Bench(run, 1, f"Triton fused MoE {'fp8 w8a16 ' if w8a16 else 'fp8 w8a8 ' if fp8 else ''}BLOCK_M/N/K={cfg[0]}/{cfg[1]}/{cfg[2]} warps {cfg[4]} stages {cfg[5]}")
 
 
-def _moe_gemv(p, prec, dev, fp8=False):
+def _moe_gemv(p, prec, dev, fp8=False, cfg=(32, 256, 4), w8a16=False):
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
     from measure.ops.triton_kernels import gelu_mul, moe_gemv
@@ -480,18 +511,24 @@ def _moe_gemv(p, prec, dev, fp8=False):
     out2 = torch.empty(R, d, device=dev, dtype=torch.bfloat16)
 
     def run(i):
-        if fp8:
+        bn, bk, nw = cfg
+        if fp8 and not w8a16:
             xq, xs = quant_rows_fast(x)
-            moe_gemv(xq, w1, inter, ids_flat, a_div=topk, a_scale=xs.view(-1), w_scale=s1)
+            moe_gemv(xq, w1, inter, ids_flat, a_div=topk, a_scale=xs.view(-1), w_scale=s1, block_n=bn, block_k=bk, num_warps=nw)
             gelu_mul(inter, act)
             aq, as_ = quant_rows_fast(act)
-            moe_gemv(aq, w2, out2, ids_flat, a_div=1, topk_w=twf, a_scale=as_.view(-1), w_scale=s2)
-        else:
-            moe_gemv(x, w1, inter, ids_flat, a_div=topk)
+            moe_gemv(aq, w2, out2, ids_flat, a_div=1, topk_w=twf, a_scale=as_.view(-1), w_scale=s2, block_n=bn, block_k=bk, num_warps=nw)
+        elif fp8:
+            moe_gemv(x, w1, inter, ids_flat, a_div=topk, w_scale=s1, block_n=bn, block_k=bk, num_warps=nw)
             gelu_mul(inter, act)
-            moe_gemv(act, w2, out2, ids_flat, a_div=1, topk_w=twf)
+            moe_gemv(act, w2, out2, ids_flat, a_div=1, topk_w=twf, w_scale=s2, block_n=bn, block_k=bk, num_warps=nw)
+        else:
+            moe_gemv(x, w1, inter, ids_flat, a_div=topk, block_n=bn, block_k=bk, num_warps=nw)
+            gelu_mul(inter, act)
+            moe_gemv(act, w2, out2, ids_flat, a_div=1, topk_w=twf, block_n=bn, block_k=bk, num_warps=nw)
         return out2.view(m, topk, d).sum(1)
-    return Bench(run, 1, f"Triton MoE GEMV per routed row {'(fp8 w8a8) ' if fp8 else ''}(no sort/pad; small batches)")
+    mode = "(fp8 w8a16) " if (fp8 and w8a16) else "(fp8 w8a8) " if fp8 else ""
+    return Bench(run, 1, f"Triton MoE GEMV per routed row {mode}BLOCK_N/K {cfg[0]}/{cfg[1]} warps {cfg[2]} (no sort/pad; small batches)")
 
 
 def _moe_grouped(p, prec, dev, fp8=False):
@@ -555,7 +592,18 @@ def moe_candidates(p: dict, prec: str) -> list[Candidate]:
                      (lambda cfg: lambda pp, pr, d: _moe_triton(pp, pr, d, cfg, fp8))(c), (prec,))
            for c in cfgmod.moe_configs(rpe, fp8)]
     if p["m"] <= 32:
-        out.insert(0, Candidate(f"triton_moe_gemv{'_fp8' if fp8 else ''}", lambda pp, pr, d: _moe_gemv(pp, pr, d, fp8), (prec,)))
+        gemv = [Candidate(f"triton_moe_gemv{'_fp8' if fp8 else ''}[{'/'.join(map(str, c))}]",
+                          (lambda cfg: lambda pp, pr, d: _moe_gemv(pp, pr, d, fp8, cfg))(c), (prec,))
+                for c in ((32, 256, 4), (16, 512, 4), (64, 128, 8))]
+        if fp8:
+            gemv += [Candidate(f"triton_moe_gemv_w8a16[{'/'.join(map(str, c))}]",
+                               (lambda cfg: lambda pp, pr, d: _moe_gemv(pp, pr, d, True, cfg, w8a16=True))(c), (prec,))
+                     for c in ((32, 256, 4), (16, 512, 4))]
+        out = gemv + out
+    if fp8:
+        out += [Candidate(f"triton_fused_moe_w8a16[{'/'.join(map(str, c))}]",
+                          (lambda cfg: lambda pp, pr, d: _moe_triton(pp, pr, d, cfg, False, True))(c), (prec,))
+                for c in cfgmod.moe_configs(rpe, False)]
     out.append(Candidate("scaled_grouped_mm" if fp8 else "grouped_mm", lambda pp, pr, d: _moe_grouped(pp, pr, d, fp8), (prec,)))
     if fp8:
         out.append(Candidate("grouped_mm_bf16 (fp8 fallback)", lambda pp, pr, d: _moe_grouped(pp, pr, d, False), ("fp8",)))

@@ -154,8 +154,8 @@ class OpTable:
         window = None
         if ".sliding." in op:
             window = self.meta.get("sliding_window", 1024)
-        if window:
-            ctx = min(ctx, window)  # the op restricts keys to the window: flat beyond it
+        if window:  # the op restricts keys to the window: flat beyond it
+            ctx = max(0, min(ctx, window - q)) if ".bidirectional" in op else min(ctx, window)
         S, Q, C = s.grid(0), s.grid(1), s.grid(2)
         if window:
             C = [c for c in C if c <= window] or C

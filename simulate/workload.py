@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +55,14 @@ DEFAULT_PROMPT = {"dist": "lognormal", "median": 512, "sigma": 0.6, "min": 16, "
 # Defaults when neither --requests nor --duration is given: 300 s of arrivals, at least 1000 requests.
 DEFAULT_DURATION_S = 300.0
 DEFAULT_MIN_REQUESTS = 1000
+# Memory bound of a run: the peak resident memory a point adds per request and per replica
+# (benchmarks/bench_memory.py measures it: 0.5-1.6 KiB per request by mode at 200,000 requests, about
+# 3.4 KiB per replica) rounded up; a run whose estimate exceeds the budget is refused before it
+# allocates anything, so memory stays flat however long a run is asked for.
+BYTES_PER_REQUEST = 2048
+BYTES_PER_REPLICA = 4096
+DEFAULT_MEMORY_BUDGET_GIB = 4.0
+BUDGET_ENV = "COSTMODEL_MEMORY_BUDGET_GIB"
 # RNG stream ids: each purpose draws from its own stream, so e.g. the output lengths of request i
 # do not depend on the arrival process or on the mode.
 STREAM_ARRIVAL, STREAM_PROMPT, STREAM_OUTPUT, STREAM_REGIME = 1, 2, 3, 4
@@ -340,6 +349,7 @@ def build_requests(profile: Profile, workload: Workload | None, qps: float | Non
     DEFAULT_DURATION_S of arrivals (at least DEFAULT_MIN_REQUESTS requests), or a trace once."""
     wl = workload or Workload()
     _check_length(n_requests, duration_s)
+    check_run_size(expected_requests(wl, qps, n_requests, duration_s))
     qps = _rate(wl, qps)
     names, probs = _regime_names(profile, wl)
     if wl.trace is not None:
@@ -357,6 +367,49 @@ def build_requests(profile: Profile, workload: Workload | None, qps: float | Non
     output = _outputs(profile, wl, out_tr, names, regime_idx, seed)
     window = float(duration_s) if duration_s is not None else float(arr[-1]) if n else 0.0
     return Requests(np.asarray(arr, float), np.asarray(prompt, np.int64), output, regime_idx, names, window, qps)
+
+
+def memory_budget_bytes() -> float:
+    """The run-size budget: DEFAULT_MEMORY_BUDGET_GIB, or COSTMODEL_MEMORY_BUDGET_GIB when set."""
+    raw = os.environ.get(BUDGET_ENV)
+    if raw is None:
+        return DEFAULT_MEMORY_BUDGET_GIB * 2**30
+    try:
+        gib = float(raw)
+    except ValueError:
+        gib = math.nan
+    if not (math.isfinite(gib) and gib > 0):
+        raise UserError(f"{BUDGET_ENV}={raw!r} is not a positive number of GiB", f"unset it or give e.g. {BUDGET_ENV}=16")
+    return gib * 2**30
+
+
+def expected_requests(workload: Workload | None, qps: float | None, n_requests: int | None = None, duration_s: float | None = None) -> float:
+    """How many requests a point will draw, computed before drawing any (a float: it may be huge)."""
+    wl = workload or Workload()
+    if n_requests is not None:
+        return float(n_requests)
+    rate = _rate(wl, qps)
+    if wl.trace is not None:
+        if duration_s is None:
+            return float(len(wl.trace.arrival_s))
+        return (duration_s * rate + 1) * 1.05  # a rescaled trace keeps its mean rate; margin for its last gap
+    window = duration_s if duration_s is not None else max(DEFAULT_DURATION_S, DEFAULT_MIN_REQUESTS / rate)
+    return rate * window * 1.1 + 64  # the arrival draw's own chunk size (see _arrivals)
+
+
+def check_run_size(requests: float, replicas: int = 1, what: str = "this point") -> None:
+    """Refuse a run whose memory estimate exceeds the budget, naming the limit and how to split it."""
+    need = requests * BYTES_PER_REQUEST + replicas * BYTES_PER_REPLICA
+    budget = memory_budget_bytes()
+    if need <= budget:
+        return
+    cap = int((budget - replicas * BYTES_PER_REPLICA) // BYTES_PER_REQUEST)
+    split = (f"at most {cap:,} requests per run (fewer --requests, a shorter --duration or a lower --qps), repeated with different --seed values"
+             if cap >= 1000 else f"at most {int(budget // BYTES_PER_REPLICA) // 2:,} replicas per run")
+    raise UserError(
+        f"{what} would simulate about {requests:,.0f} requests on {replicas:,} replica(s), needing about {need / 2**30:,.1f} GiB, "
+        f"above the {budget / 2**30:g} GiB memory budget ({BYTES_PER_REQUEST // 1024} KiB per request, {BYTES_PER_REPLICA // 1024} KiB per replica)",
+        f"split the run: {split}; or raise {BUDGET_ENV} on a machine with more memory")
 
 
 def _check_length(n_requests, duration_s) -> None:

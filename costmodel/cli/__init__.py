@@ -4,7 +4,11 @@ import torch, and each stage lives in the module that owns it."""
 from __future__ import annotations
 
 import importlib
+import multiprocessing
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 
 import click
 
@@ -74,22 +78,69 @@ def cli():
     """
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: user mistakes print one line and exit 2; Ctrl-C exits 130."""
+INTERRUPTED = "interrupted (Ctrl-C): worker processes stopped; files already written are complete, none is half-written"
+
+
+def stop_workers(timeout_s: float = 1.0) -> int:
+    """Terminate this process's worker processes (process pools of simulate, plan, validate), so an
+    interrupted command does not wait for points nobody will read. Returns how many were running."""
+    children = multiprocessing.active_children()
+    for p in children:
+        p.terminate()
+    for p in children:
+        p.join(timeout_s)
+        if p.is_alive():
+            p.kill()
+    return len(children)
+
+
+@contextmanager
+def _interruptible():
+    """Ctrl-C stops the workers first, then unwinds the main process: a process pool's shutdown
+    otherwise waits for every queued point (minutes) before KeyboardInterrupt reaches main()."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum, frame):
+        stop_workers()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        rv = cli.main(args=argv, prog_name="costmodel", standalone_mode=False)
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def os_error_line(e: OSError) -> str:
+    """An OS error on a file (read-only filesystem, permission, a directory where a file is
+    meant, a full disk) as the one line a user can act on."""
+    path = e.filename if e.filename is not None else "a file"
+    return f"cannot use {path}: {e.strerror or e.__class__.__name__}; choose a writable path you own (-o elsewhere) or fix its permissions"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: user mistakes and OS errors on files print one line and exit 2; Ctrl-C stops
+    the workers and exits 130 (atomic writes leave no half-written output)."""
+    try:
+        with _interruptible():
+            rv = cli.main(args=argv, prog_name="costmodel", standalone_mode=False)
     except UserError as e:
         click.echo(f"error: {e}", err=True)
         return 2
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        stop_workers()
+        click.echo(INTERRUPTED, err=True)
         return 130
     except click.ClickException as e:
         e.show()
         return 2
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        return 130
+    except OSError as e:
+        if e.filename is None:
+            raise
+        click.echo(f"error: {os_error_line(e)}", err=True)
+        return 2
     return rv if isinstance(rv, int) else 0
 
 

@@ -9,6 +9,7 @@ import click
 import pandas as pd
 from rich.table import Table
 
+from costmodel import atomic
 from costmodel.cli.pricing_options import pricing_options, pricing_options_of
 from costmodel.console import make_console
 from costmodel.modes import mode_names
@@ -77,6 +78,7 @@ def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, elect
     costmodel plan --onprem --electricity-usd-per-kwh 0.08 --pue 1.2 --amortisation-years 4 -o out/plan-onprem
     """
     t0 = time.perf_counter()
+    atomic.check_output(out, directory=True)
     pricing = pricing_config(pricing_options_of(price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry))
     cfg = PlanConfig(qps=parse_floats(qps, "qps"), slo=slo, hardware=parse_list(hardware, "hardware"), modes=parse_modes(modes),
                      profiles=list(profiles), pricing=pricing or PricingConfig(), workload=workload, duration_s=duration_s, seed=seed,

@@ -6,6 +6,7 @@ import time
 
 import click
 
+from costmodel import atomic
 from costmodel.cli.pricing_options import pricing_options, pricing_options_of
 from costmodel.console import make_console
 from plan.pricing import pricing_config
@@ -29,6 +30,7 @@ def report(results, out, slo, price, onprem, purchase_usd, electricity_usd_per_k
     costmodel report out/sim -o out/finance.csv --price h200=3.50
     """
     t0 = time.perf_counter()
+    atomic.check_output(out)
     pricing = pricing_config(pricing_options_of(price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry))
     outcome = make_report(ReportConfig(results, out, slo, pricing))
     con = make_console()

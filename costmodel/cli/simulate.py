@@ -10,6 +10,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from costmodel import atomic
 from costmodel.console import make_console
 from costmodel.modes import mode_names
 from costmodel.options import parse_floats, parse_modes
@@ -44,6 +45,8 @@ def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests,
                          workload_path=workload_path, seed=seed, router=router, warmup_frac=warmup, jobs=jobs,
                          engine={"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                                  "gpu_memory_utilization": gpu_memory_utilization})
+    if out_dir:
+        atomic.check_output(out_dir, directory=True)
     con = make_console()
     with progress_bar(make_console(stderr=True)) as progress:
         outcome = run_simulation(cfg, progress)

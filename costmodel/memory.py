@@ -296,9 +296,10 @@ def _engine_terms(target: ModelShape, assistant: ModelShape | None, prec: Precis
                             "vLLM measures this peak at start-up; here it is estimated from the shapes"))
     if assistant is not None:
         k = s.num_speculative_tokens
-        drafter = forward_activation_bytes(assistant, t, prec.act_bytes) + rows * k * assistant.vocab_size * 4
+        drafter = forward_activation_bytes(assistant, t, prec.act_bytes) + rows * assistant.vocab_size * 4
         terms.append(MemoryTerm("MTP drafter activations", drafter, "vllm/v1/worker/gpu/spec_decode (drafter dummy run: "
-                                f"{t} tokens, fp32 draft logits for {rows} x k={k} rows; shape estimate)", "activations"))
+                                f"{t} tokens, fp32 logits of one draft step over {rows} rows, k={k} steps run one after another; "
+                                "shape estimate)", "activations"))
     g = _graph_tokens(s)
     graphs = forward_activation_bytes(target, g, prec.act_bytes)
     if assistant is not None:
@@ -410,23 +411,14 @@ def _largest_len(layout: KVLayout, s: ResolvedSettings, usable: int) -> int:
     return lo
 
 
-def _check_k(target: ModelShape, assistant: ModelShape, prec: Precision, s: ResolvedSettings, requested: int) -> None:
-    """MTP: a verify step schedules 1 + k tokens per request (they must fit max_num_batched_tokens) and
-    the drafter's fp32 logits grow with k (they must fit the engine budget)."""
-    def fits(k: int) -> bool:
-        sk = replace(s, num_speculative_tokens=k, decode_query_len=1 + k, step_tokens=1 + 2 * k)
-        return 1 + k <= s.max_num_batched_tokens and sum(t.bytes for t in _engine_terms(target, assistant, prec, sk)) < requested
-    if fits(s.num_speculative_tokens):
-        return
-    lo, hi = 0, s.num_speculative_tokens
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    if lo < 1:
-        return  # not k's fault: the weights check names the precision
-    raise UserError(f"num_speculative_tokens {s.num_speculative_tokens} does not fit: 1 + k tokens per verify step and "
-                    f"the drafter's fp32 logits must fit max_num_batched_tokens {s.max_num_batched_tokens} and the engine budget",
-                    f"the largest k that fits is {lo}")
+def _check_k(s: ResolvedSettings) -> None:
+    """MTP: a verify step schedules 1 + k tokens per request, so 1 + k must fit max_num_batched_tokens
+    (and the 1 + 2k KV slots a step allocates must fit max_model_len)."""
+    largest = min(s.max_num_batched_tokens - 1, (s.max_model_len - 2) // 2)
+    if s.num_speculative_tokens > largest:
+        raise UserError(f"num_speculative_tokens {s.num_speculative_tokens} does not fit: a verify step needs 1 + k tokens of "
+                        f"max_num_batched_tokens {s.max_num_batched_tokens} and 1 + 2k KV slots of max_model_len {s.max_model_len}",
+                        f"the largest k that fits is {largest}")
 
 
 # ---- the replica ------------------------------------------------------------------------------
@@ -465,7 +457,7 @@ def replica_memory(hw: HardwareSpec, mode: str, prec: Precision, settings: Engin
     headroom = device - requested
     _check_sampler(mode, target, s, headroom, per_canvas)
     if asst is not None:
-        _check_k(target, asst, prec, s, requested)
+        _check_k(s)
     engine = _engine_terms(target, asst, prec, s)
     kv_bytes = requested - sum(t.bytes for t in engine)
     if kv_bytes <= 0:

@@ -38,7 +38,11 @@ def run_validation_loads(profile: Profile, modes, rates, n_requests, max_batch, 
     from measure.harness.build import load_models
     from validate.servers import ARServer, DiffusionServer
 
-    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    rate_given = None if rates == "auto" else finite_rates(parse_floats(rates, "rates"))  # checked before any model is built
+    dev = device or "cuda"
+    if dev.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"--device {device or 'cuda (the default)'}: torch sees no CUDA GPU, and a full-size model on the CPU would take "
+                        "hours", "run on a GPU machine, pass --device cpu with a tiny-* --model, or re-score recorded loads with --score-only")
     try:
         gpu_name, spec = detect_local()
         hw = spec.id if spec else None
@@ -53,7 +57,7 @@ def run_validation_loads(profile: Profile, modes, rates, n_requests, max_batch, 
             server = ARServer(loaded.model, torch.device(dev), assistant=loaded.assistant if mode == "mtp" else None, draft_tokens=draft_tokens, seed=seed)
         batch = 1 if mode == "mtp" else max_batch
         probe = poisson_workload(profile, mode, 1.0, n_requests, seed, prompt_tokens, max_output_tokens, draft_tokens=draft_tokens)
-        rate_list = auto_rates(profile, mode, probe, batch) if rates == "auto" else finite_rates(parse_floats(rates, "rates"))
+        rate_list = auto_rates(profile, mode, probe, batch) if rate_given is None else rate_given
         # Warm-up, untimed: a separate workload (another seed, same distributions) served back to back
         # in full batches. A cold eager engine runs its first ~20 batches up to 1.5x slower (seen on the
         # H200: the first rate served was the slow one whichever rate came first), so a load run

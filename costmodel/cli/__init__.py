@@ -18,6 +18,7 @@ from costmodel.errors import UserError
 # command name -> "module:attribute" of a click command
 COMMANDS: dict[str, str] = {
     "roofline": "costmodel.cli.roofline:roofline",
+    "memory": "costmodel.cli.memory:memory",
     "hardware": "costmodel.cli.catalog:hardware",
     "models": "costmodel.cli.catalog:models",
     "measure": "costmodel.cli.measure:measure",
@@ -32,6 +33,7 @@ COMMANDS: dict[str, str] = {
 }
 HELP = {
     "roofline": "FLOPs, bytes and the physical time limit of every pass kind.",
+    "memory": "Replica memory per term (weights, KV blocks, sampler buffers) and engine limits.",
     "hardware": "List the GPU catalog, or detect the local GPU.",
     "models": "List the model shapes (parameters, KV bytes per token).",
     "measure": "Time passes and record commits on a GPU, or load-test a live endpoint.",

@@ -154,16 +154,21 @@ class Roofline:
         T = seg.seqs * seg.tokens
         logit_tokens = T if kind.logits == "all" else (seg.seqs if kind.logits == "last" else 0)
         kvb = self.precision.kv_bytes
-        attn_flops = 0.0
-        kv_read = 0.0
-        for lt in m.layer_types:
+        # each layer type's terms computed once, then added per layer in layer order (the same sums)
+        terms = {}
+        for lt in set(m.layer_types):
             full = lt == "full_attention"
             hd = m.global_head_dim if full else m.head_dim
             window = None if full else m.sliding_window
             vis = _visible_sum(seg.context, seg.tokens, window, kind.attention)
-            attn_flops += 4.0 * m.num_attention_heads * hd * vis * seg.seqs
             cached = seg.context if full else min(seg.context, m.sliding_window)
-            kv_read += cached * m.kv_elems_per_token_layer(lt) * kvb * seg.seqs
+            terms[lt] = (4.0 * m.num_attention_heads * hd * vis * seg.seqs, cached * m.kv_elems_per_token_layer(lt) * kvb * seg.seqs)
+        attn_flops = 0.0
+        kv_read = 0.0
+        for lt in m.layer_types:
+            a, r = terms[lt]
+            attn_flops += a
+            kv_read += r
         kv_write = T * m.kv_bytes_per_token(kvb) if kind.writes_kv else 0.0
         logits_bytes = 2.0 * logit_tokens * m.vocab_size * LOGIT_BYTES
         return attn_flops, kv_read, kv_write, logits_bytes, float(logit_tokens)

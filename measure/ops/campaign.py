@@ -271,6 +271,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default=None)
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--only", default=None, help="comma list of op families to time (default all)")
+    ap.add_argument("--ops", default=None, help="comma list of op names to time (default all)")
+    ap.add_argument("--m-max", type=int, default=None, help="skip token-op grid points above this many tokens (tests)")
     ap.add_argument("--max-units", type=int, default=None, help="stop after this many units (tests)")
     ap.add_argument("--model", default="gemma4-26b-a4b", help="catalog target model (tests: tiny-gemma4)")
     a = ap.parse_args(argv)
@@ -285,6 +287,11 @@ def main(argv=None) -> int:
     if a.only:
         fams = set(a.only.split(","))
         units = [u for u in units if u[1].family in fams]
+    if a.ops:
+        names = set(a.ops.split(","))
+        units = [u for u in units if u[1].name in names]
+    if a.m_max:
+        units = [u for u in units if u[2].get("m", 0) <= a.m_max]
     planned = [unit_key(pr, o.name, at) for pr, o, at in units]
     csv_path = out / "ops.csv"
     if csv_path.exists() and not a.resume:

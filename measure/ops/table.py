@@ -88,7 +88,7 @@ class OpTable:
         self.meta = meta or {}
         self.series: dict[tuple[str, str], OpSeries] = {}
         self.extrapolated: set[str] = set()
-        self.gpu = rows[0]["gpu"] if rows else self.meta.get("gpu_name")
+        self.gpu = (rows[0].get("gpu") if rows else None) or self.meta.get("gpu_name")
         for r in rows:
             if not r.get("ms"):
                 continue

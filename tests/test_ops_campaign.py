@@ -1,0 +1,39 @@
+"""measure/ops/campaign.py on the CPU with the tiny shapes: every candidate kernel that cannot run
+here is recorded as a fallback (never silent), and an interrupted campaign keeps its finished ops,
+lists the missing ones, and resumes."""
+
+import json
+
+from measure.ops import campaign
+from measure.ops.table import read_rows
+
+
+def run(tmp_path, *args):
+    out = tmp_path / "ops"
+    campaign.main(["-o", str(out), "--model", "tiny-gemma4", "--grid", "smoke", "--device", "cpu", *args])
+    return out, read_rows(out / "ops.csv"), json.loads((out / "meta.json").read_text())
+
+
+def test_missing_kernels_fall_back_and_say_so(tmp_path):
+    out, rows, meta = run(tmp_path, "--ops", "moe,rmsnorm.d64,gemm.qkv_sliding", "--precisions", "bf16,fp8", "--m-max", "256")
+    moe = [r for r in rows if r["op"] == "moe" and r["precision"] == "bf16"]
+    assert moe and all(r["kernel"] == "expert_loop (fallback)" for r in moe)
+    # the preferred kernels that could not run are named, with why
+    assert "triton_fused_moe" in moe[0]["fallback"] and "grouped_mm" in moe[0]["fallback"]
+    cands = json.loads(moe[0]["candidates"])
+    assert cands["grouped_mm"].startswith("RuntimeError")
+    fp8 = [r for r in rows if r["op"] == "gemm.qkv_sliding" and r["precision"] == "fp8"]
+    assert fp8 and all(r["kernel"] == "dequant_bf16_mm" and "scaled_mm_rowwise" in r["fallback"] for r in fp8)
+    norm = [r for r in rows if r["family"] == "rmsnorm"]
+    assert norm and all(r["precision"] == "*" and r["kernel"] == "torch_add_rmsnorm" for r in norm)  # timed once per GPU
+    assert meta["status"] == "complete" and meta["missing_count"] == 0 and meta["gpu_name"].startswith("cpu")
+
+
+def test_interrupted_campaign_keeps_finished_ops_and_resumes(tmp_path):
+    out, rows, meta = run(tmp_path, "--only", "rmsnorm,act_mul,embed", "--precisions", "bf16", "--max-units", "4")
+    assert len(rows) == 4 and all(r["ms"] for r in rows)
+    assert meta["status"] == "incomplete" and meta["stopped"] == "--max-units 4 reached"
+    assert meta["missing_count"] == meta["planned_units"] - 4 and len(meta["missing_units"]) == meta["missing_count"]
+    out, rows2, meta2 = run(tmp_path, "--only", "rmsnorm,act_mul,embed", "--precisions", "bf16", "--resume")
+    assert rows2[:4] == rows  # finished ops kept as they were
+    assert meta2["status"] == "complete" and meta2["missing_count"] == 0 and len(rows2) == meta2["planned_units"]

@@ -500,15 +500,36 @@ def _fit_max_model_len(layout: KVLayout, s: ResolvedSettings, kv_bytes: int) -> 
     return replace(s, max_model_len=best, source={**s.source, "max_model_len": "lowered to fit the KV cache (vLLM auto-fit)"})
 
 
+@dataclass(frozen=True)
+class KVReport:
+    """What vLLM reports at start-up for a KV budget: its block count and its log line's two numbers
+    ("<device> KV cache size: N tokens, Maximum concurrency for L tokens per request: Cx")."""
+
+    num_blocks: int
+    kv_tokens: int
+    max_concurrency: float
+
+
+def vllm_kv_report(layout: KVLayout, kv_memory_bytes: int, max_model_len: int, in_flight_tokens: int) -> KVReport:
+    """vLLM's numbers for `kv_memory_bytes` of KV cache: blocks = bytes // bytes per block
+    (get_kv_cache_config_from_groups); concurrency = blocks / the blocks one max_model_len request
+    reserves in every group (get_max_concurrency_for_kv_cache_config); tokens = concurrency x
+    max_model_len (get_kv_cache_capacity). `in_flight_tokens`: max_num_batched_tokens x batches in
+    flight (2 with async scheduling on GPU, 1 on CPU)."""
+    blocks = kv_memory_bytes // layout.bytes_per_block
+    concurrency = blocks / layout.admission_blocks(max_model_len, in_flight_tokens)
+    return KVReport(blocks, int(concurrency * max_model_len), concurrency)
+
+
 def _limits(layout: KVLayout, s: ResolvedSettings, kv_bytes: int, requested: int) -> EngineLimits:
-    blocks = kv_bytes // layout.bytes_per_block
-    concurrency = blocks / layout.admission_blocks(s.max_model_len, s.in_flight_tokens)
+    rep = vllm_kv_report(layout, kv_bytes, s.max_model_len, s.in_flight_tokens)
+    blocks, concurrency = rep.num_blocks, rep.max_concurrency
     if s.max_canvases_by_memory is not None and s.source.get("max_num_seqs", "").startswith("lowered"):
         binding = "sampler buffers"
     else:
         binding = "max_num_seqs"
     return EngineLimits(s.max_num_seqs, s.max_num_batched_tokens, s.gpu_memory_utilization, s.max_model_len, s.block_size,
-                        s.step_tokens, blocks, int(concurrency * s.max_model_len), concurrency, s.max_canvases_by_memory,
+                        s.step_tokens, blocks, rep.kv_tokens, concurrency, s.max_canvases_by_memory,
                         binding, dict(s.source))
 
 

@@ -59,6 +59,44 @@ print("CAPTURE " + json.dumps({"num_gpu_blocks": kvc.num_blocks, "groups": group
 """
 
 
+def full_size(max_model_len: int, in_flight_tokens: int, kv_memory_bytes: int) -> list[dict]:
+    """vLLM's own layout functions on the full-size 26B-A4B layer specs (no model load): page sizes,
+    groups, bytes per block, blocks per request at max_model_len, num_blocks for a KV budget."""
+    import torch
+    from vllm.utils.math_utils import cdiv
+    from vllm.v1.core.kv_cache_utils import (
+        _get_kv_cache_bytes_per_block,
+        _get_kv_cache_groups_uniform_page_size,
+        unify_kv_cache_spec_page_size,
+    )
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
+    from vllm.v1.kv_cache_layout import KVCacheLayout
+
+    from costmodel.models import get_model
+
+    m = get_model("gemma4-26b-a4b")
+    out = []
+    for dtype in (torch.bfloat16, torch.float8_e4m3fn):
+        specs = {}
+        for i, t in enumerate(m.layer_types):
+            if t == "full_attention":
+                specs[f"layers.{i}"] = FullAttentionSpec(block_size=16, num_kv_heads=m.num_global_key_value_heads, head_size=m.global_head_dim, dtype=dtype)
+            else:
+                specs[f"layers.{i}"] = SlidingWindowSpec(block_size=16, num_kv_heads=m.num_key_value_heads, head_size=m.head_dim, dtype=dtype,
+                                                         sliding_window=m.sliding_window)
+        groups = _get_kv_cache_groups_uniform_page_size(unify_kv_cache_spec_page_size(specs))
+        bpb = _get_kv_cache_bytes_per_block(groups, KVCacheLayout.LBNHC)
+        per_req = sum(cdiv(max_model_len, g.kv_cache_spec.block_size) if isinstance(g.kv_cache_spec, FullAttentionSpec)
+                      else g.kv_cache_spec.max_admission_blocks_per_request(in_flight_tokens, max_model_len) for g in groups)
+        blocks = kv_memory_bytes // bpb
+        out.append({"kv_dtype": str(dtype), "groups": [{"layers": g.layer_names, "block_size": g.kv_cache_spec.block_size,
+                    "page_size_bytes": g.kv_cache_spec.page_size_bytes, "spec": type(g.kv_cache_spec).__name__} for g in groups],
+                    "bytes_per_block": bpb, "max_model_len": max_model_len, "in_flight_tokens": in_flight_tokens,
+                    "blocks_per_request_at_max_model_len": per_req, "kv_memory_bytes": kv_memory_bytes, "num_blocks": blocks,
+                    "kv_tokens": int(blocks / per_req * max_model_len)})
+    return out
+
+
 def _env(mode: str) -> dict[str, str]:
     env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_LOGGING_LEVEL="INFO")
     if mode == "diffusion":  # TEST/VALIDATION ONLY (measure/vllm/cpu_triton/sitecustomize.py)
@@ -88,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", required=True, help="directory for the tiny model directories (built if missing)")
     ap.add_argument("-o", "--out", required=True)
     ap.add_argument("--only", default=None, help="comma list of case ids")
+    ap.add_argument("--full-size-only", action="store_true", help="only the full-size layout (no engine start-up); merged into --out")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(REPO))
     import vllm
@@ -96,6 +135,13 @@ def main(argv: list[str] | None = None) -> int:
         build_all,  # the vLLM environment has the project installed
     )
 
+    # the full-size shapes at vLLM's defaults: max_model_len 262,144, 2 x 8,192 tokens in flight (async), 20 GB of KV
+    fs = full_size(262144, 2 * 8192, 20 * 10**9)
+    if a.full_size_only:
+        doc = json.loads(Path(a.out).read_text())
+        doc["full_size"] = fs
+        Path(a.out).write_text(json.dumps(doc, indent=1) + "\n")
+        return 0
     dirs = build_all(Path(a.models))
     cases = [c for c in CASES if not a.only or c[0] in a.only.split(",")]
     results = []
@@ -103,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         r = capture(c, dirs)
         print(f"{r['case']}: {r['log_line']} | blocks {r['num_gpu_blocks']}", flush=True)
         results.append(r)
-    doc = {"vllm_version": vllm.__version__, "command": "python scripts/vllm_kv_startup.py --models DIR -o " + a.out, "cases": results}
+    doc = {"vllm_version": vllm.__version__, "command": "python scripts/vllm_kv_startup.py --models DIR -o " + a.out, "cases": results, "full_size": fs}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(doc, indent=1) + "\n")
     return 0

@@ -297,14 +297,16 @@ def test_endpoint_options_refused_without_endpoint_helper():
     import click
     from click.testing import CliRunner
 
+    from costmodel.cli.measure import given_options
+    from costmodel.cli.measure_endpoint import OPTIONS
     from costmodel.errors import UserError
-    from measure.endpoint.loadtest import OPTIONS, reject_endpoint_options
+    from measure.endpoint.loadtest import reject_endpoint_options
 
     seen = {}
 
     def body(**opts):
         try:
-            reject_endpoint_options()
+            reject_endpoint_options(given_options(click.get_current_context()))
             seen["ok"] = True
         except UserError as e:
             seen["err"] = str(e)

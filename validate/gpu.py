@@ -4,28 +4,27 @@ as a run directory of kind "validate"."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from costmodel.errors import UserError
 from costmodel.models import AR_SIBLING
 from costmodel.options import parse_floats
 from costmodel.schemas.profile import Profile
+from measure.harness.config import HarnessOptions, parse_config
 from validate.loadrun import run_load
 from validate.runner import auto_rates, base_manifest, finite_rates, rate_dir, record_load_run
 from validate.loads import poisson_workload
 
 
 def _harness_config(mode: str, model: str, random_weights: bool, checkpoint, ar_checkpoint, assistant_checkpoint, experts, device, out: Path):
-    from measure.harness.config import parse_config
-
     target = model if mode == "diffusion" else AR_SIBLING.get(model, model)
-    opts = {"mode": mode, "model": target, "random_weights": random_weights, "out": str(out), "experts_implementation": experts,
-            "device": device}
+    opts = HarnessOptions(mode=mode, model=target, random_weights=random_weights, out=str(out), experts_implementation=experts, device=device)
     if not random_weights:
         ck = checkpoint if mode == "diffusion" else ar_checkpoint
         if not ck:
             raise UserError(f"--checkpoint-weights needs a {'--checkpoint' if mode == 'diffusion' else '--ar-checkpoint'} for {mode}", "pass it or use --random-weights")
-        opts.update(checkpoint=ck, model=None, assistant_checkpoint=assistant_checkpoint if mode == "mtp" else None)
+        opts = dataclasses.replace(opts, checkpoint=ck, model=None, assistant_checkpoint=assistant_checkpoint if mode == "mtp" else None)
     return parse_config(opts)
 
 

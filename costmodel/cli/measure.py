@@ -1,13 +1,18 @@
 """`costmodel measure`: one command, two backends. Without --endpoint it drives the model
 in-process on the local GPU (measure/harness); with --endpoint URL it load-tests a live
-OpenAI-compatible deployment (measure/endpoint). Each backend contributes its own options."""
+OpenAI-compatible deployment (measure/endpoint). Each backend contributes its own options; the
+command parses them into `MeasureOptions` and calls `measure.backends.run_measure`, which checks them."""
 
 from __future__ import annotations
 
 import click
+from click.core import ParameterSource
 
-from measure.endpoint.loadtest import OPTIONS as ENDPOINT_OPTIONS, reject_endpoint_options, run as run_endpoint
-from costmodel.cli.measure_harness import OPTIONS as HARNESS_OPTIONS, run as run_harness
+from costmodel.cli.measure_endpoint import OPTIONS as ENDPOINT_OPTIONS
+from costmodel.cli.measure_harness import OPTIONS as HARNESS_OPTIONS
+from measure.backends import MeasureOptions, run_measure
+from measure.endpoint.loadtest import LoadTestOptions
+from measure.harness.config import HarnessOptions
 
 COMMON = [
     click.option("--model", "model", default=None, help="In-process: catalog name, checkpoint path or hub id. Endpoint: the served model name."),
@@ -25,6 +30,14 @@ def _apply(options, f):
     return f
 
 
+def given_options(ctx: click.Context | None) -> dict[str, str]:
+    """The options given on the command line or by the environment (defaults are not "given"): parameter name -> flag."""
+    if ctx is None:
+        return {}
+    return {p.name: (p.opts[0] if getattr(p, "opts", None) else p.name) for p in ctx.command.params
+            if ctx.get_parameter_source(p.name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)}
+
+
 def _measure(**opts):
     """Time passes and record commits on the local GPU, or load-test a live endpoint.
 
@@ -32,10 +45,8 @@ def _measure(**opts):
     GPU:      costmodel measure --model diffusiongemma-26b-a4b --random-weights -o runs/h200-dg
     Endpoint: costmodel measure --endpoint http://localhost:8000 --model google/diffusiongemma-26B-A4B-it --qps 2 -o runs/live
     """
-    if opts.get("endpoint"):
-        return run_endpoint(opts)
-    reject_endpoint_options()  # e.g. --qps without --endpoint: refused, never silently ignored
-    return run_harness(opts)
+    given = given_options(click.get_current_context(silent=True))
+    return run_measure(MeasureOptions(HarnessOptions.from_values(opts), LoadTestOptions.from_values(opts), given))
 
 
 measure = click.command(name="measure")(_apply(COMMON + HARNESS_OPTIONS + ENDPOINT_OPTIONS, _measure))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from costmodel.errors import UserError
+from measure.harness.campaign import run_harness
+from measure.harness.config import HarnessOptions
 
 OPTIONS = [
     click.option("--random-weights", is_flag=True, help="Build the --model shape at full size with random bf16 weights on the GPU (timings only: no commit statistic is the model's)."),
@@ -46,14 +47,4 @@ OPTIONS = [
 
 def run(opts: dict) -> int:
     """Run the in-process harness with the parsed options (see `costmodel measure --help`)."""
-    from measure.harness.config import parse_config
-
-    cfg = parse_config(opts)
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        raise UserError(f"`costmodel measure` without --endpoint needs {e.name or 'torch'}", "pip install 'costmodel[measure]'") from None
-    from measure.harness.campaign import run_campaign
-
-    return run_campaign(cfg)
+    return run_harness(HarnessOptions.from_values(opts))

@@ -27,6 +27,9 @@ import re
 from pathlib import Path
 
 from costmodel.errors import UserError
+from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id, software_versions
+from measure.endpoint.loadtest import canvas_length_for, write_mtp_counters
+from measure.endpoint.runner import server_columns
 
 PCT_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
 NUMERIC = ("duration", "completed", "failed", "num_prompts", "total_input_tokens", "total_output_tokens", "request_throughput",
@@ -114,8 +117,6 @@ def _num(r: dict, k: str) -> float:
 
 
 def summary_row(r: dict, canvas_length: int) -> dict:
-    from measure.endpoint.runner import server_columns
-
     rate = r.get("request_rate")
     completed = int(r["completed"])
     failed = r.get("failed")
@@ -209,9 +210,6 @@ def detail_rows(r: dict, unit: str) -> tuple[list[dict], list[dict]]:
 
 def import_files(files: list[str], out: str, model: str | None, mode: str | None, canvas_length: int | None, resume: bool) -> tuple[str, list[dict]]:
     """Write the run; returns (out, the summary rows written)."""
-    from measure.endpoint.loadtest import _canvas_length
-    from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id, software_versions
-
     if not files:
         raise UserError("no bench result files given", "pass one or more `vllm bench serve --save-result` JSON files")
     loaded = [(Path(f), read_results(Path(f))) for f in files]
@@ -224,7 +222,7 @@ def import_files(files: list[str], out: str, model: str | None, mode: str | None
             raise UserError(f"the bench results are of several models ({', '.join(models)})", "import each model's files into its own run, or pass --model")
         model = models[0]
     mode = mode or infer_mode(allres, model)
-    canvas = _canvas_length(model, canvas_length)
+    canvas = canvas_length_for(model, canvas_length)
     units = [f"{p.name}#{i}" for p, rs in loaded for i in range(len(rs))]
     if len(set(units)) != len(units):
         raise UserError("two bench files share a file name", "rename one, or import them into separate runs")
@@ -255,7 +253,5 @@ def import_files(files: list[str], out: str, model: str | None, mode: str | None
                 w.finish_unit(unit)
                 rows.append({"unit": unit, **row})
         if mode == "mtp":
-            from measure.endpoint.loadtest import write_mtp_counters
-
             write_mtp_counters(w.path, model)
     return out, rows

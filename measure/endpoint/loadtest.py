@@ -1,4 +1,5 @@
-"""The endpoint backend of `costmodel measure` (--endpoint URL): its options and `run(opts)`.
+"""The endpoint backend of `costmodel measure` (--endpoint URL): `LoadTestOptions` (the options as
+given) -> `run_loadtest`, which checks every one of them and runs the loads.
 
 A run is one load per --qps value (each a resumable unit "qps=<rate>"); each load sends
 --requests requests and/or arrivals for --duration seconds (whichever ends first), Poisson or
@@ -11,79 +12,80 @@ mtp_counters.json for `costmodel fit --mtp-metrics`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-import click
+import httpx
 import numpy as np
+from rich.table import Table
 
 from costmodel import atomic
+from costmodel.console import make_console
 from costmodel.errors import UserError
-from costmodel.schemas.rundir import load_run, spec_decode_counts
+from costmodel.models import MODELS
+from costmodel.schemas.rundir import RunManifest, RunWriter, load_run, new_run_id, read_manifest, software_versions, spec_decode_counts
+from measure.endpoint.client import LoadConfig, PlannedRequest, PromptItem, schedule_s
+from measure.endpoint.prometheus import DG_STEPS, SD_DRAFTS, Scraper, value
+from measure.endpoint.prompts import load_prompts
+from measure.endpoint.runner import chunk_frame, metrics_rows, request_frame, run_unit, summary_row
 
-OPTIONS = [
-    click.option("--qps", default=None, help="Endpoint: offered load in requests/s; a comma list runs one load per rate; 'inf' sends all at once (use with --concurrency)."),
-    click.option("--concurrency", type=int, default=None, help="Endpoint: most requests in flight (default: unbounded, a pure open loop)."),
-    click.option("--arrivals", type=click.Choice(["poisson", "constant"]), default="poisson", show_default=True, help="Endpoint: arrival process."),
-    click.option("--prompts", "prompts_file", type=click.Path(), default=None, help="Endpoint: JSONL ({prompt|messages, prompt_id, regime, max_tokens}) or text file, one prompt per line (default: the probe suite)."),
-    click.option("--regimes", default=None, help="Endpoint: keep prompts of these regimes (comma list)."),
-    click.option("--max-tokens", type=int, default=512, show_default=True, help="Endpoint: max_tokens per request (a prompt's own max_tokens wins)."),
-    click.option("--duration", type=float, default=None, help="Endpoint: seconds of arrivals per load."),
-    click.option("--requests", "n_requests", type=int, default=None, help="Endpoint: requests per load."),
-    click.option("--metrics-url", default=None, help="Endpoint: Prometheus URL (default: ENDPOINT root + /metrics; 'none' to skip)."),
-    click.option("--metrics-interval", type=float, default=1.0, show_default=True, help="Endpoint: seconds between /metrics scrapes during a load."),
-    click.option("--api-key-env", default=None, help="Endpoint: name of the environment variable holding the API key (the key is never written)."),
-    click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True, help="Endpoint: seconds a request may take end to end before it counts as failed."),
-    click.option("--api", type=click.Choice(["chat", "completions"]), default="chat", show_default=True, help="Endpoint: /v1/chat/completions or /v1/completions."),
-    click.option("--ignore-eos", is_flag=True, help="Endpoint: ask the server to generate max_tokens regardless of EOS (vLLM's ignore_eos)."),
-    click.option("--continuous-usage/--no-continuous-usage", default=True, show_default=True,
-                 help="Endpoint: ask for usage on every chunk (vLLM stream_options.continuous_usage_stats) to count tokens per event."),
-    click.option("--canvas-length", type=int, default=None, help="Endpoint, diffusion: canvas length (default: the catalog model's, else 256)."),
-]
 
+@dataclass
+class LoadTestOptions:
+    """The endpoint options as given (`costmodel measure --endpoint URL ...`); `run_loadtest` checks them."""
+
+    endpoint: str | None
+    out: str
+    model: str | None = None
+    mode: str | None = None
+    resume: bool = False
+    seed: int | None = 0
+    qps: str | None = None
+    concurrency: int | None = None
+    arrivals: str = "poisson"
+    prompts_file: str | None = None
+    regimes: str | None = None
+    max_tokens: int = 512
+    duration: float | None = None
+    n_requests: int | None = None
+    metrics_url: str | None = None
+    metrics_interval: float = 1.0
+    api_key_env: str | None = None
+    timeout_s: float = 600.0
+    api: str = "chat"
+    ignore_eos: bool = False
+    continuous_usage: bool = True
+    canvas_length: int | None = None
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> LoadTestOptions:
+        """The endpoint's options out of every `costmodel measure` option (the GPU harness's are not its)."""
+        return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
+
+
+# options both backends of `costmodel measure` take; every other option belongs to one backend
 COMMON_PARAMS = frozenset({"model", "mode", "out", "resume", "seed", "endpoint"})
+ENDPOINT_PARAMS = frozenset(f.name for f in dataclasses.fields(LoadTestOptions)) - COMMON_PARAMS
 
 
-def _param_names(options) -> frozenset[str]:
-    def f():
-        pass
-
-    for o in options:
-        f = o(f)
-    return frozenset(p.name for p in getattr(f, "__click_params__", []))
-
-
-ENDPOINT_PARAMS = _param_names(OPTIONS)
-
-
-def reject_foreign_options(opts: dict) -> None:
-    """UserError if a GPU-harness option was given explicitly together with --endpoint."""
-    ctx = click.get_current_context(silent=True)
-    if ctx is None:
-        return
-    from click.core import ParameterSource
-
-    for p in ctx.command.params:
-        if p.name in ENDPOINT_PARAMS or p.name in COMMON_PARAMS:
-            continue
-        if ctx.get_parameter_source(p.name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
-            flag = p.opts[0] if getattr(p, "opts", None) else p.name
+def reject_harness_options(given: Mapping[str, str]) -> None:
+    """UserError if a GPU-harness option was given explicitly together with --endpoint.
+    `given`: the options given on the command line (or by the environment), parameter name -> flag."""
+    for name, flag in given.items():
+        if name not in ENDPOINT_PARAMS and name not in COMMON_PARAMS:
             raise UserError(f"{flag} is an option of the in-process GPU harness and has no effect with --endpoint", f"drop {flag}, or drop --endpoint")
 
 
-def reject_endpoint_options() -> None:
-    """For the GPU harness's `run`: UserError if an endpoint option was given without --endpoint."""
-    ctx = click.get_current_context(silent=True)
-    if ctx is None:
-        return
-    from click.core import ParameterSource
-
-    for p in ctx.command.params:
-        if p.name in ENDPOINT_PARAMS and ctx.get_parameter_source(p.name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
-            flag = p.opts[0] if p.opts else p.name
+def reject_endpoint_options(given: Mapping[str, str]) -> None:
+    """For the GPU harness: UserError if an endpoint option was given without --endpoint."""
+    for name, flag in given.items():
+        if name in ENDPOINT_PARAMS:
             raise UserError(f"{flag} is an option of the endpoint load generator and has no effect without --endpoint", f"drop {flag}, or add --endpoint URL")
 
 
@@ -124,9 +126,9 @@ def parse_rates(value: str | None, concurrency: int | None) -> list[float]:
     return rates
 
 
-def _validate(opts: dict) -> None:
+def _validate(opts: LoadTestOptions) -> None:
     def pos(name, flag, integer=False):
-        v = opts.get(name)
+        v = getattr(opts, name)
         if v is not None and (v <= 0 or (not integer and not math.isfinite(v))):
             raise UserError(f"{flag} {v} must be > 0", f"give a positive {'integer' if integer else 'number'}")
 
@@ -148,18 +150,15 @@ def api_key_from_env(name: str | None) -> str | None:
     return key
 
 
-def _canvas_length(model: str, given: int | None) -> int:
+def canvas_length_for(model: str, given: int | None) -> int:
+    """--canvas-length, else the catalog model's canvas length, else 256."""
     if given:
         return given
-    from costmodel.models import MODELS
-
     shape = MODELS.get(model)
     return shape.canvas_length if shape is not None and shape.canvas_length else 256
 
 
 async def _list_models(api_base: str, headers: dict) -> list[str]:
-    import httpx
-
     try:
         async with httpx.AsyncClient(timeout=15.0, headers=headers, trust_env=False) as http:
             r = await http.get(api_base + "/models")
@@ -173,8 +172,6 @@ async def _probe_mode(metrics_url: str | None, model: str, headers: dict) -> str
     """diffusion / mtp from the server's counters (present only when the engine runs that mode)."""
     if not metrics_url:
         return None
-    from measure.endpoint.prometheus import DG_STEPS, SD_DRAFTS, Scraper, value
-
     sc = Scraper(metrics_url, headers)
     try:
         snap = await sc.scrape("before", 0.0)
@@ -191,119 +188,153 @@ async def _probe_mode(metrics_url: str | None, model: str, headers: dict) -> str
 
 def plan_requests(items, n: int | None, duration_s: float | None, qps: float, arrivals: str, seed: int, unit: str):
     """The PlannedRequests of one load: arrival times and prompts (a seeded shuffle, cycled)."""
-    from measure.endpoint.client import PlannedRequest, schedule_s
-
     t = schedule_s(qps, arrivals, n, duration_s, seed)
     order = np.random.default_rng(seed + 1).permutation(len(items))
     tag = unit.replace("=", "")
     return [PlannedRequest(f"{tag}-{i:06d}", float(ti), items[order[i % len(items)]]) for i, ti in enumerate(t)]
 
 
-def run(opts: dict) -> int:
-    """`costmodel measure --endpoint URL ...`: load-test a live OpenAI-compatible server."""
-    from costmodel import atomic
-    from costmodel.console import make_console
-    from measure.endpoint.client import LoadConfig
-    from measure.endpoint.prompts import load_prompts
-    from measure.endpoint.runner import chunk_frame, metrics_rows, request_frame, run_unit, summary_row
-    from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id, software_versions
+@dataclass
+class LoadTest:
+    """A checked endpoint run: where to send, at which rates, which prompts, and the served model and mode."""
 
-    reject_foreign_options(opts)
+    opts: LoadTestOptions
+    api_base: str
+    rates: list[float]
+    api_key: str | None
+    metrics_url: str | None
+    items: list[PromptItem]
+    model: str
+    mode: str
+    mode_note: str  # where the mode came from
+    canvas: int
+    seed: int
+
+    @property
+    def headers(self) -> dict:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    @property
+    def units(self) -> list[str]:
+        return [f"qps={r:g}" for r in self.rates]
+
+
+def _metrics_url(given: str | None, root: str) -> str | None:
+    """--metrics-url (checked), 'none' -> None, default: the server root's /metrics."""
+    if given is None:
+        return root + "/metrics"
+    if given.strip().lower() == "none":
+        return None
+    u = urlsplit(given)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise UserError(f"--metrics-url {given!r} is not an http(s) URL", "e.g. --metrics-url http://localhost:8000/metrics, or none")
+    return given
+
+
+def _served_mode(opts: LoadTestOptions, model: str, murl: str | None, headers: dict) -> tuple[str, str]:
+    """(mode, where it came from): --mode, the run being resumed, the model name, or the server's counters."""
+    if opts.mode:
+        return opts.mode, "given with --mode"
+    if opts.resume and (Path(opts.out) / "manifest.json").exists():
+        prev = read_manifest(opts.out)
+        if prev.mode:
+            return prev.mode, prev.settings.get("mode_source", "from the run being resumed")
+    if "diffusion" in model.lower():
+        return "diffusion", "from the model name"
+    mode = asyncio.run(_probe_mode(murl, model, headers))
+    return (mode, "from the server's counters") if mode else ("ar", "assumed (no --mode, and /metrics did not tell)")
+
+
+def check_loadtest(opts: LoadTestOptions) -> LoadTest:
+    """Every endpoint option checked (UserError naming the bad input and the fix); asks the server
+    for its model (and mode) when they are not given."""
     _validate(opts)
-    api_base, root = split_endpoint(opts["endpoint"])
-    rates = parse_rates(opts.get("qps"), opts.get("concurrency"))
-    if opts.get("n_requests") is None and opts.get("duration") is None:
+    api_base, root = split_endpoint(opts.endpoint)
+    rates = parse_rates(opts.qps, opts.concurrency)
+    if opts.n_requests is None and opts.duration is None:
         raise UserError("the load has no end", "give --requests N or --duration SECONDS")
-    if opts.get("n_requests") is None and any(math.isinf(r) for r in rates):
+    if opts.n_requests is None and any(math.isinf(r) for r in rates):
         raise UserError("--qps inf with only --duration would send unboundedly many requests", "give --requests N (with --concurrency) or a finite --qps")
-    key = api_key_from_env(opts.get("api_key_env"))
+    key = api_key_from_env(opts.api_key_env)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    murl = opts.get("metrics_url")
-    if murl is None:
-        murl = root + "/metrics"
-    elif murl.strip().lower() == "none":
-        murl = None
-    else:
-        u = urlsplit(murl)
-        if u.scheme not in ("http", "https") or not u.hostname:
-            raise UserError(f"--metrics-url {murl!r} is not an http(s) URL", "e.g. --metrics-url http://localhost:8000/metrics, or none")
-    items = load_prompts(opts.get("prompts_file"), [r.strip() for r in opts["regimes"].split(",") if r.strip()] if opts.get("regimes") else None)
-    model = opts.get("model")
+    murl = _metrics_url(opts.metrics_url, root)
+    items = load_prompts(opts.prompts_file, [r.strip() for r in opts.regimes.split(",") if r.strip()] if opts.regimes else None)
+    model = opts.model
     if not model:
         names = asyncio.run(_list_models(api_base, headers))
         if not names:
             raise UserError(f"{api_base} serves no models", "pass --model NAME")
         model = names[0]
-    mode, mode_note = opts.get("mode"), "given with --mode"
-    if not mode and opts.get("resume") and (Path(opts["out"]) / "manifest.json").exists():
-        from costmodel.schemas.rundir import read_manifest
+    mode, mode_note = _served_mode(opts, model, murl, headers)
+    return LoadTest(opts, api_base, rates, key, murl, items, model, mode, mode_note, canvas=canvas_length_for(model, opts.canvas_length),
+                    seed=int(opts.seed or 0))
 
-        prev = read_manifest(opts["out"])
-        mode, mode_note = prev.mode, prev.settings.get("mode_source", "from the run being resumed")
-    if not mode:
-        if "diffusion" in model.lower():
-            mode, mode_note = "diffusion", "from the model name"
-        else:
-            mode = asyncio.run(_probe_mode(murl, model, headers))
-            mode_note = "from the server's counters" if mode else "assumed (no --mode, and /metrics did not tell)"
-            mode = mode or "ar"
-    canvas = _canvas_length(model, opts.get("canvas_length"))
-    seed = int(opts.get("seed") or 0)
 
-    con = make_console()
+def _manifest(lt: LoadTest) -> RunManifest:
+    o = lt.opts
     settings = {
-        "endpoint": api_base, "metrics_url": murl, "api": opts["api"], "qps": [r if math.isfinite(r) else "inf" for r in rates], "arrivals": opts["arrivals"],
-        "concurrency": opts.get("concurrency"), "requests": opts.get("n_requests"), "duration_s": opts.get("duration"),
-        "max_tokens": opts["max_tokens"], "timeout_s": opts["timeout_s"], "prompts": opts.get("prompts_file") or "probe suite",
-        "regimes": opts.get("regimes"), "n_prompts": len(items), "seed": seed, "ignore_eos": bool(opts.get("ignore_eos")),
-        "continuous_usage": bool(opts.get("continuous_usage")), "metrics_interval_s": opts["metrics_interval"],
-        "canvas_length": canvas, "api_key_env": opts.get("api_key_env"), "mode_source": mode_note,
+        "endpoint": lt.api_base, "metrics_url": lt.metrics_url, "api": o.api, "qps": [r if math.isfinite(r) else "inf" for r in lt.rates],
+        "arrivals": o.arrivals, "concurrency": o.concurrency, "requests": o.n_requests, "duration_s": o.duration,
+        "max_tokens": o.max_tokens, "timeout_s": o.timeout_s, "prompts": o.prompts_file or "probe suite",
+        "regimes": o.regimes, "n_prompts": len(lt.items), "seed": lt.seed, "ignore_eos": bool(o.ignore_eos),
+        "continuous_usage": bool(o.continuous_usage), "metrics_interval_s": o.metrics_interval,
+        "canvas_length": lt.canvas, "api_key_env": o.api_key_env, "mode_source": lt.mode_note,
     }
-    units = [f"qps={r:g}" for r in rates]
-    manifest = RunManifest(
-        run_id=new_run_id("endpoint"), kind="endpoint", mode=mode, model=model, weights="served", commit_source="none",
-        engine={"name": "openai-compatible endpoint", "endpoint": api_base}, settings=settings, software=software_versions(),
-        planned_units=units,
+    return RunManifest(
+        run_id=new_run_id("endpoint"), kind="endpoint", mode=lt.mode, model=lt.model, weights="served", commit_source="none",
+        engine={"name": "openai-compatible endpoint", "endpoint": lt.api_base}, settings=settings, software=software_versions(),
+        planned_units=lt.units,
         notes=["times in seconds from each load's t0 (t0_unix in load_summary); failure reasons: measure/endpoint/failures.py REASONS"],
     )
-    out = opts["out"]
-    cfg = LoadConfig(api_base=api_base, model=model, api=opts["api"], max_tokens=opts["max_tokens"], timeout_s=opts["timeout_s"],
-                     concurrency=opts.get("concurrency"), continuous_usage=bool(opts.get("continuous_usage")),
-                     ignore_eos=bool(opts.get("ignore_eos")), api_key=key)
-    with RunWriter(out, manifest, resume=bool(opts.get("resume"))) as w:
-        for rate, unit in zip(rates, units):
+
+
+def _record_load(w: RunWriter, lt: LoadTest, unit: str, rate: float, planned: list, res) -> None:
+    """One load's tables and raw /metrics texts; the run's mode corrected when the server's counters tell otherwise."""
+    o = lt.opts
+    unit_settings = {"qps_offered": rate, "arrivals": o.arrivals, "concurrency": o.concurrency or 0,
+                     "max_tokens": o.max_tokens, "planned_requests": len(planned), "mode": lt.mode}
+    w.add("requests", request_frame(res.load).to_dict("records"))
+    chunks = chunk_frame(res.load)
+    if len(chunks):
+        w.add("chunks", chunks.to_dict("records"))
+    mrows = metrics_rows(res)
+    if mrows:
+        w.add("server_metrics", mrows)
+    w.add("load_summary", summary_row(res, unit_settings))
+    safe = unit.replace("=", "")
+    for snap, tag in ((res.before, "before"), (res.after, "after")):
+        if snap is not None and snap.ok and snap.text is not None:
+            atomic.write_text(w.path / "metrics" / f"{safe}.{tag}.prom", snap.text)
+    hint = res.server.mode_hint if res.server is not None else None
+    if hint is not None and hint != lt.mode and not o.mode:
+        w.note(f"{unit}: mode {lt.mode} ({lt.mode_note}) corrected to {hint}: the server's {hint} counters moved")
+        lt.mode, lt.mode_note = hint, "from the server's counters during the load"
+        w.update(mode=lt.mode)
+        w.manifest.settings["mode_source"] = lt.mode_note
+    if hint == "diffusion" and lt.mode == "diffusion":
+        w.update(commit_source="model")
+
+
+def run_loadtest(opts: LoadTestOptions) -> int:
+    """`costmodel measure --endpoint URL ...`: load-test a live OpenAI-compatible server."""
+    lt = check_loadtest(opts)
+    con = make_console()
+    cfg = LoadConfig(api_base=lt.api_base, model=lt.model, api=opts.api, max_tokens=opts.max_tokens, timeout_s=opts.timeout_s,
+                     concurrency=opts.concurrency, continuous_usage=bool(opts.continuous_usage),
+                     ignore_eos=bool(opts.ignore_eos), api_key=lt.api_key)
+    with RunWriter(opts.out, _manifest(lt), resume=bool(opts.resume)) as w:
+        for rate, unit in zip(lt.rates, lt.units):
             if w.is_done(unit):
                 con.print(f"{unit}: already done, skipped")
                 continue
-            planned = plan_requests(items, opts.get("n_requests"), opts.get("duration"), rate, opts["arrivals"], seed, unit)
-            con.print(f"{unit}: {len(planned)} requests to {cfg.url} ({mode}, model {model})")
-            res = asyncio.run(run_unit(unit, cfg, planned, murl, opts["metrics_interval"], canvas, headers))
-            unit_settings = {"qps_offered": rate, "arrivals": opts["arrivals"], "concurrency": opts.get("concurrency") or 0,
-                             "max_tokens": opts["max_tokens"], "planned_requests": len(planned), "mode": mode}
-            w.add("requests", request_frame(res.load).to_dict("records"))
-            chunks = chunk_frame(res.load)
-            if len(chunks):
-                w.add("chunks", chunks.to_dict("records"))
-            mrows = metrics_rows(res)
-            if mrows:
-                w.add("server_metrics", mrows)
-            w.add("load_summary", summary_row(res, unit_settings))
-            safe = unit.replace("=", "")
-            for snap, tag in ((res.before, "before"), (res.after, "after")):
-                if snap is not None and snap.ok and snap.text is not None:
-                    atomic.write_text(w.path / "metrics" / f"{safe}.{tag}.prom", snap.text)
-            hint = res.server.mode_hint if res.server is not None else None
-            if hint is not None and hint != mode and not opts.get("mode"):
-                w.note(f"{unit}: mode {mode} ({mode_note}) corrected to {hint}: the server's {hint} counters moved")
-                mode, mode_note = hint, "from the server's counters during the load"
-                w.update(mode=mode)
-                w.manifest.settings["mode_source"] = mode_note
-            if hint == "diffusion" and mode == "diffusion":
-                w.update(commit_source="model")
+            planned = plan_requests(lt.items, opts.n_requests, opts.duration, rate, opts.arrivals, lt.seed, unit)
+            con.print(f"{unit}: {len(planned)} requests to {cfg.url} ({lt.mode}, model {lt.model})")
+            res = asyncio.run(run_unit(unit, cfg, planned, lt.metrics_url, opts.metrics_interval, lt.canvas, lt.headers))
+            _record_load(w, lt, unit, rate, planned, res)
             w.finish_unit(unit)
             print_unit(con, unit, res)
-        write_mtp_counters(w.path, model)
-    con.print(f"wrote {out}")
+        write_mtp_counters(w.path, lt.model)
+    con.print(f"wrote {opts.out}")
     return 0
 
 
@@ -326,8 +357,6 @@ def write_mtp_counters(path, model: str) -> None:
 
 
 def print_unit(con, unit: str, res) -> None:
-    from rich.table import Table
-
     s = res.summary
     t = Table(title=f"{unit}: {s['completed']} ok, {s['failed']} failed in {s['duration_s']:.1f} s", show_header=True)
     for c in ("metric", "p50", "p99", "mean"):

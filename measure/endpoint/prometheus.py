@@ -2,10 +2,12 @@
 server-side statistics from counter deltas (after - before) and gauge samples (during).
 
 Metric names (vLLM; counters are exposed with a `_total` suffix, both spellings are accepted):
-- DiffusionGemma (vLLM 0.33): vllm:diffusion_num_denoising_steps (engine steps of diffusion
-  requests, the commit step of every canvas counted among them), vllm:diffusion_num_canvas_positions
-  (canvas_length per canvas), vllm:diffusion_num_committed_tokens (tokens committed/emitted).
-  Derived: canvases = Δpositions / canvas_length; steps_per_canvas = Δsteps / canvases (k + 1:
+- DiffusionGemma: vllm:diffusion_num_denoising_steps (engine steps of diffusion requests, the
+  commit step of every canvas counted among them), vllm:diffusion_num_canvas_positions (vLLM 0.32,
+  as a running server shows: canvas_length per diffusion engine step), vllm:diffusion_num_committed_tokens
+  (tokens committed/emitted). Derived (`diffusion_canvases`): canvases = Δcommitted / canvas_length
+  (as `vllm bench serve` computes it; Δpositions / canvas_length for counters that add a canvas
+  once); steps_per_canvas = Δsteps / canvases (k + 1:
   k denoising passes + 1 commit step); denoise_steps_per_canvas = steps_per_canvas - 1;
   committed_tokens_per_step = Δcommitted / Δsteps.
 - MTP: vllm:spec_decode_num_drafts, _num_draft_tokens, _num_accepted_tokens,
@@ -26,6 +28,7 @@ request dispatch; the texts are parsed after the load.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -188,6 +191,20 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
+def diffusion_canvases(steps: float | None, positions: float | None, committed: float | None, canvas_length: int) -> float | None:
+    """Canvases behind counter deltas. vLLM 0.32 (seen on a running server) adds the canvas length to
+    vllm:diffusion_num_canvas_positions on EVERY diffusion engine step (commit steps included), so
+    Δpositions = Δsteps x canvas length and canvases = Δcommitted / canvas length (as `vllm bench serve`
+    computes them: a last canvas cut short by max_tokens or EOS counts as a fraction, so k is slightly
+    overstated then). Counters that add the canvas length once per canvas give canvases = Δpositions /
+    canvas length."""
+    if positions is None or not steps:
+        return None
+    if abs(positions / steps - canvas_length) < 0.5:  # per-step positions (vLLM 0.32)
+        return _ratio(committed, canvas_length) if committed else None
+    return _ratio(positions, canvas_length)
+
+
 def derive(before: Snapshot, after: Snapshot, during: list[Snapshot], model: str | None, canvas_length: int = 256) -> ServerStats:
     """Counter deltas and gauge summaries of one load window."""
     snaps = [before, *during, after]
@@ -210,7 +227,7 @@ def derive(before: Snapshot, after: Snapshot, during: list[Snapshot], model: str
     diffusion = None
     steps, positions, committed = d(DG_STEPS), d(DG_POSITIONS), d(DG_COMMITTED)
     if steps is not None:
-        canvases = _ratio(positions, canvas_length) if positions is not None else None
+        canvases = diffusion_canvases(steps, positions, committed, canvas_length)
         spc = _ratio(steps, canvases)
         diffusion = DiffusionServerStats(
             denoising_steps=steps, canvas_positions=positions or 0.0, committed_tokens=committed or 0.0, canvas_length=canvas_length,
@@ -282,8 +299,6 @@ class Scraper:
 
 def snapshot_rows(snap: Snapshot, keep: tuple[str, ...] | None = None) -> list[dict]:
     """Rows of the run's `server_metrics` table (one per sample; a failed scrape -> one row)."""
-    import json
-
     samples = snap.samples  # parses; an unparseable text marks the scrape failed
     if not snap.ok:
         return [{"t_s": snap.t_s, "phase": snap.phase, "metric": "", "labels": "{}", "value": math.nan, "error": snap.error}]

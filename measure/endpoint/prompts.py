@@ -14,6 +14,7 @@ from pathlib import Path
 
 from costmodel.errors import UserError
 from measure.endpoint.client import PromptItem
+from measure.probes import load_suite
 
 
 def load_prompts(path: str | None, regimes: list[str] | None) -> list[PromptItem]:
@@ -29,10 +30,6 @@ def load_prompts(path: str | None, regimes: list[str] | None) -> list[PromptItem
 
 
 def _from_suite() -> list[PromptItem]:
-    try:
-        from measure.probes import load_suite
-    except ImportError:
-        raise UserError("the probe suite (measure.probes) is not available in this installation", "pass --prompts FILE (JSONL or one prompt per line)") from None
     items = [PromptItem(prompt_id=str(p.prompt_id), prompt=str(p.prompt), regime=str(p.regime)) for p in load_suite()]
     if not items:
         raise UserError("the probe suite is empty", "pass --prompts FILE")

@@ -9,18 +9,26 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from costmodel import atomic
 from costmodel.console import make_console
 from costmodel.errors import UserError
-from costmodel.hardware import get_hardware, match_nvml_name
-from measure.harness.build import load_models
-from measure.harness.config import Cell, HarnessConfig
+from costmodel.hardware import HardwareSpec, get_hardware, match_nvml_name
+from costmodel.schemas.rundir import RunManifest, RunWriter, load_run, new_run_id, software_versions
+from measure.harness import baseline, diffusion
+from measure.harness.build import LoadedModels, load_models
+from measure.harness.causal import CausalEngine
+from measure.harness.config import Cell, HarnessConfig, HarnessOptions, parse_config
 from measure.harness.context import RunContext, UnitRows
+from measure.harness.replay import StepSchedule, load_schedule
+from measure.harness.summary import write_summary
 from measure.harness.telemetry import GpuInfo, Telemetry, gpu_info
 from measure.harness.timing import PassTimer, RooflineAnnotator
 from measure.probes import load_suite
-from costmodel.schemas.rundir import RunManifest, RunWriter, load_run, new_run_id, software_versions
 
 
 def plan_units(cfg: HarnessConfig) -> list[tuple[str, str, object]]:
@@ -48,7 +56,7 @@ def plan_units(cfg: HarnessConfig) -> list[tuple[str, str, object]]:
 
 
 def _device(cfg: HarnessConfig):
-    import torch
+    import torch  # optional heavy dependency (the measure extra)
 
     name = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
@@ -69,7 +77,7 @@ def _roofline_hw(cfg: HarnessConfig, gpu: GpuInfo, notes: list[str]):
 
 def _compile_settings() -> dict:
     """Room for one compiled graph per grid shape (dynamo's default limit is 8 recompiles)."""
-    import torch
+    import torch  # optional heavy dependency (the measure extra)
 
     out = {}
     for name in ("recompile_limit", "cache_size_limit"):
@@ -83,77 +91,93 @@ def _compile_settings() -> dict:
     return out
 
 
-def run_campaign(cfg: HarnessConfig) -> int:
-    import torch
-    import transformers
+@dataclass
+class CampaignSetup:
+    """What a harness run settles before it builds the models."""
 
-    t_start = time.perf_counter()
-    console = make_console(stderr=True)
+    device: Any  # torch.device
+    gpu: GpuInfo
+    detected: HardwareSpec | None  # the local GPU, when the catalog knows it
+    roof_hw: HardwareSpec | None  # the GPU whose roofline the passes are compared with
+    compile_cfg: dict
+    schedule: StepSchedule | None
+    units: list[tuple[str, str, object]]
+    notes: list[str] = field(default_factory=list)
+
+
+def _setup(cfg: HarnessConfig) -> CampaignSetup:
     device = _device(cfg)
     notes: list[str] = []
     gpu = gpu_info(device.index or 0) if device.type == "cuda" else GpuInfo(None, None, None, None, None, None, error="CPU run")
     detected, roof_hw = _roofline_hw(cfg, gpu, notes)
     compile_cfg = _compile_settings() if cfg.engine == "compiled" else {}
-    schedule = None
-    if cfg.replay:
-        from measure.harness.replay import load_schedule
+    schedule = load_schedule(cfg.replay, cfg.replay_regimes) if cfg.replay else None
+    return CampaignSetup(device, gpu, detected, roof_hw, compile_cfg, schedule, plan_units(cfg), notes)
 
-        schedule = load_schedule(cfg.replay, cfg.replay_regimes)
-    units = plan_units(cfg)
-    with Telemetry(cfg.telemetry_interval_ms, device.index or 0) as tel:
-        tel.set_phase("build")
-        console.print(f"building {cfg.model} ({cfg.weights} weights, {cfg.mode}) on {device} ...")
-        models = load_models(cfg, device)
-        notes += models.notes
-        console.print(f"built in {models.build_s:.1f} s: {models.params / 1e9:.3f}B parameters"
-                      + (f" + assistant {models.assistant_params / 1e9:.3f}B" if models.assistant is not None else ""))
-        if device.type == "cuda":
-            notes.append(f"GPU memory allocated after build: {torch.cuda.memory_allocated(device) / 2**30:.1f} GiB")
-        timer = PassTimer(device)
-        model_cfg = models.model.config
-        engine = {"name": "transformers", "engine": cfg.engine, "compiled": cfg.engine == "compiled",
-                  "cache": "static" if cfg.engine == "compiled" else "dynamic",
-                  "compile_mode": "reduce-overhead" if cfg.engine == "compiled" else None, "dynamo": compile_cfg,
-                  "experts_implementation": cfg.experts_implementation,
-                  "attn_implementation": getattr(model_cfg, "_attn_implementation", None),
-                  "transformers": transformers.__version__, "torch": torch.__version__, "device": str(device),
-                  "models": models.describe()}
-        engine_label = {"engine": cfg.engine, "experts_implementation": cfg.experts_implementation, "cache": engine["cache"],
-                        "roofline_gpu": roof_hw.id if roof_hw else None}
-        settings = cfg.settings()
-        settings["gpu"] = gpu.to_dict()
-        settings["telemetry"] = {"interval_ms": cfg.telemetry_interval_ms, "enabled": tel.enabled, "energy_counter": tel.energy_counter}
-        if schedule is not None:
-            settings["replay_schedule"] = schedule.describe()
-        if cfg.mode == "mtp":
-            settings["mtp_acceptance_source"] = (
-                "greedy verification of the checkpoint's drafts" if cfg.weights == "checkpoint" else
-                f"stated default: per-token acceptance {cfg.mtp_acceptance_rate} drawn per round (vLLM benchmarks' synthetic rate); NOT measured")
-        if cfg.weights == "random":
-            notes.append("RANDOM WEIGHTS: pass timings are the architecture's; "
-                         + ("commit records are random-weights behaviour, not the model's" if cfg.mode == "diffusion" else
-                            "MTP acceptance is the stated default, not measured" if cfg.mode == "mtp" else "no model behaviour is measured"))
-        if schedule is not None:
-            notes.append(f"REPLAY: canvases stop after k_b steps drawn from {schedule.source}; commit records are the sampler's on these weights")
-        sw = software_versions()
-        sw.update(torch_cuda=torch.version.cuda, driver=gpu.driver, transformers=transformers.__version__, torch=torch.__version__)
-        manifest = RunManifest(
-            run_id=new_run_id(f"gpu-{cfg.mode}"), kind="gpu", mode=cfg.mode, model=cfg.model, weights=cfg.weights,
-            commit_source=cfg.commit_source, hardware=detected.id if detected else None, gpu_name=gpu.name, precision="bf16",
-            engine=engine, settings=settings, software=sw, planned_units=[u[0] for u in units], notes=notes)
-        with RunWriter(cfg.out, manifest, resume=cfg.resume) as w:
-            ctx = RunContext(cfg, models, device, timer, RooflineAnnotator(models.shape, roof_hw, models.assistant_shape),
-                             cfg.out, engine_label, tel.set_phase, schedule)
-            if cfg.mode != "diffusion":
-                from measure.harness.causal import CausalEngine
 
-                ctx.causal = CausalEngine(models.model, cfg.engine, timer, models.assistant)
-            _execute(ctx, w, tel, units, console)
-            atomic.write_json(cfg.out / "campaign_time.json", {
-                "command_wall_s": time.perf_counter() - t_start, "build_s": models.build_s,
-                "note": "wall time of this `costmodel measure` command (model build, compilation, warm-up, timed units), excluding Python start-up"})
-    from measure.harness.summary import write_summary
+def _engine_identity(cfg: HarnessConfig, setup: CampaignSetup, models: LoadedModels) -> dict:
+    """manifest.engine: how the passes ran (the fit pools only runs that agree on it)."""
+    import torch  # optional heavy dependency (the measure extra)
+    import transformers  # optional heavy dependency (the measure extra)
 
+    return {"name": "transformers", "engine": cfg.engine, "compiled": cfg.engine == "compiled",
+            "cache": "static" if cfg.engine == "compiled" else "dynamic",
+            "compile_mode": "reduce-overhead" if cfg.engine == "compiled" else None, "dynamo": setup.compile_cfg,
+            "experts_implementation": cfg.experts_implementation,
+            "attn_implementation": getattr(models.model.config, "_attn_implementation", None),
+            "transformers": transformers.__version__, "torch": torch.__version__, "device": str(setup.device),
+            "models": models.describe()}
+
+
+def _settings(cfg: HarnessConfig, setup: CampaignSetup, tel: Telemetry) -> dict:
+    """manifest.settings: the options, the GPU, telemetry, the replay schedule and where MTP acceptance comes from."""
+    settings = cfg.settings()
+    settings["gpu"] = setup.gpu.to_dict()
+    settings["telemetry"] = {"interval_ms": cfg.telemetry_interval_ms, "enabled": tel.enabled, "energy_counter": tel.energy_counter}
+    if setup.schedule is not None:
+        settings["replay_schedule"] = setup.schedule.describe()
+    if cfg.mode == "mtp":
+        settings["mtp_acceptance_source"] = (
+            "greedy verification of the checkpoint's drafts" if cfg.weights == "checkpoint" else
+            f"stated default: per-token acceptance {cfg.mtp_acceptance_rate} drawn per round (vLLM benchmarks' synthetic rate); NOT measured")
+    return settings
+
+
+def _manifest(cfg: HarnessConfig, setup: CampaignSetup, engine: dict, tel: Telemetry) -> RunManifest:
+    import torch  # optional heavy dependency (the measure extra)
+    import transformers  # optional heavy dependency (the measure extra)
+
+    settings = _settings(cfg, setup, tel)
+    notes = setup.notes
+    if cfg.weights == "random":
+        notes.append("RANDOM WEIGHTS: pass timings are the architecture's; "
+                     + ("commit records are random-weights behaviour, not the model's" if cfg.mode == "diffusion" else
+                        "MTP acceptance is the stated default, not measured" if cfg.mode == "mtp" else "no model behaviour is measured"))
+    if setup.schedule is not None:
+        notes.append(f"REPLAY: canvases stop after k_b steps drawn from {setup.schedule.source}; commit records are the sampler's on these weights")
+    sw = software_versions()
+    sw.update(torch_cuda=torch.version.cuda, driver=setup.gpu.driver, transformers=transformers.__version__, torch=torch.__version__)
+    return RunManifest(
+        run_id=new_run_id(f"gpu-{cfg.mode}"), kind="gpu", mode=cfg.mode, model=cfg.model, weights=cfg.weights,
+        commit_source=cfg.commit_source, hardware=setup.detected.id if setup.detected else None, gpu_name=setup.gpu.name, precision="bf16",
+        engine=engine, settings=settings, software=sw, planned_units=[u[0] for u in setup.units], notes=notes)
+
+
+def _build(cfg: HarnessConfig, setup: CampaignSetup, console) -> LoadedModels:
+    import torch  # optional heavy dependency (the measure extra)
+
+    device = setup.device
+    console.print(f"building {cfg.model} ({cfg.weights} weights, {cfg.mode}) on {device} ...")
+    models = load_models(cfg, device)
+    setup.notes += models.notes
+    console.print(f"built in {models.build_s:.1f} s: {models.params / 1e9:.3f}B parameters"
+                  + (f" + assistant {models.assistant_params / 1e9:.3f}B" if models.assistant is not None else ""))
+    if device.type == "cuda":
+        setup.notes.append(f"GPU memory allocated after build: {torch.cuda.memory_allocated(device) / 2**30:.1f} GiB")
+    return models
+
+
+def _print_summary(cfg: HarnessConfig, console) -> None:
     run = load_run(cfg.out)
     doc = write_summary(run)
     console.print(f"[bold]{cfg.out}[/bold]: {run.manifest.status}, {len(run.manifest.done_units)}/{len(run.manifest.planned_units)} units; "
@@ -162,7 +186,42 @@ def run_campaign(cfg: HarnessConfig) -> int:
         x = r.get("x_roofline_median")
         console.print(f"  {r['pass_kind']:>15s} seqs {int(r['seqs']):>4d} tok {int(r['tokens_per_seq']):>4d} ctx {int(r['context_tokens']):>5d}: "
                       f"{r['gpu_ms_median']:8.2f} ms (x_roofline {'n/a' if x is None else f'{x:.2f}'}, n={r['n']})")
+
+
+def run_campaign(cfg: HarnessConfig) -> int:
+    t_start = time.perf_counter()
+    console = make_console(stderr=True)
+    setup = _setup(cfg)
+    with Telemetry(cfg.telemetry_interval_ms, setup.device.index or 0) as tel:
+        tel.set_phase("build")
+        models = _build(cfg, setup, console)
+        engine = _engine_identity(cfg, setup, models)
+        engine_label = {"engine": cfg.engine, "experts_implementation": cfg.experts_implementation, "cache": engine["cache"],
+                        "roofline_gpu": setup.roof_hw.id if setup.roof_hw else None}
+        manifest = _manifest(cfg, setup, engine, tel)
+        with RunWriter(cfg.out, manifest, resume=cfg.resume) as w:
+            timer = PassTimer(setup.device)
+            ctx = RunContext(cfg, models, setup.device, timer, RooflineAnnotator(models.shape, setup.roof_hw, models.assistant_shape),
+                             cfg.out, engine_label, tel.set_phase, setup.schedule)
+            if cfg.mode != "diffusion":
+                ctx.causal = CausalEngine(models.model, cfg.engine, timer, models.assistant)
+            _execute(ctx, w, tel, setup.units, console)
+            atomic.write_json(cfg.out / "campaign_time.json", {
+                "command_wall_s": time.perf_counter() - t_start, "build_s": models.build_s,
+                "note": "wall time of this `costmodel measure` command (model build, compilation, warm-up, timed units), excluding Python start-up"})
+    _print_summary(cfg, console)
     return 0
+
+
+def run_harness(opts: HarnessOptions) -> int:
+    """`costmodel measure` without --endpoint: check the options, then run the harness on the local GPU."""
+    cfg = parse_config(opts)
+    try:
+        import torch  # noqa: F401  optional heavy dependency (the measure extra), checked before anything runs
+        import transformers  # noqa: F401  optional heavy dependency (the measure extra)
+    except ImportError as e:
+        raise UserError(f"`costmodel measure` without --endpoint needs {e.name or 'torch'}", "pip install 'costmodel[measure]'") from None
+    return run_campaign(cfg)
 
 
 def uniform(rows: list[dict]) -> list[dict]:
@@ -175,15 +234,11 @@ def uniform(rows: list[dict]) -> list[dict]:
 
 
 def _execute(ctx: RunContext, w: RunWriter, tel: Telemetry, units, console) -> None:
-    import torch
-
-    from measure.harness import baseline, diffusion
+    import torch  # optional heavy dependency (the measure extra)
 
     mode = ctx.cfg.mode
     todo = [u for u in units if not w.is_done(u[0])]
     show = os.environ.get("COSTMODEL_NO_PROGRESS") != "1"
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=not show, transient=False) as bar:
         task = bar.add_task("measure", total=len(todo))

@@ -1,5 +1,6 @@
-"""Validated settings of one harness run, parsed from the CLI options (torch-free, so every bad
-input is a one-line UserError before anything heavy is imported).
+"""Validated settings of one harness run: `HarnessOptions` (the options as given) -> `parse_config`
+-> `HarnessConfig` (torch-free, so every bad input is a one-line UserError before anything heavy
+is imported).
 
 Model source: `--random-weights` builds the catalog shape (or a config.json) at full size;
 `--checkpoint PATH_OR_HUB_ID` loads real weights with from_pretrained. `--model` names the
@@ -12,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 from costmodel.errors import UserError
 from costmodel.models import ASSISTANT_FOR, MODELS, ModelShape, get_model
@@ -105,9 +107,54 @@ class HarnessConfig:
         return d
 
 
-def _opt(opts: dict, key: str, default=None):
-    v = opts.get(key)
-    return default if v is None else v
+@dataclass
+class HarnessOptions:
+    """The harness options as given (`costmodel measure` without --endpoint); None: not given, the
+    default applies. `parse_config` checks every one of them."""
+
+    out: str
+    model: str | None = None
+    mode: str | None = None
+    resume: bool = False
+    seed: int | None = None
+    random_weights: bool = False
+    checkpoint: str | None = None
+    assistant_checkpoint: str | None = None
+    engine: str | None = None
+    experts_implementation: str | None = None
+    device: str | None = None
+    canvases: str | None = None
+    decode_batches: str | None = None
+    contexts: str | None = None
+    grid: str | None = None
+    no_timing_grid: bool = False
+    blocks: int | None = None
+    max_denoising_steps: int | None = None
+    decode_steps: int | None = None
+    draft_tokens: str | None = None
+    mtp_rounds: int | None = None
+    mtp_acceptance_rate: float | None = None
+    repeats: int | None = None
+    warmup: int | None = None
+    replay: str | None = None
+    replay_regimes: str | None = None
+    probe_prompts_per_regime: int | None = None
+    probe_seeds: str | None = None
+    probe_regimes: str | None = None
+    probe_split: str | None = None
+    hook_overhead_repeats: int | None = None
+    profile_steps: int | None = None
+    roofline_gpu: str | None = None
+    telemetry_interval_ms: int | None = None
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> HarnessOptions:
+        """The harness's options out of every `costmodel measure` option (the endpoint's are not its)."""
+        return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
+
+    def get(self, key: str, default=None):
+        v = getattr(self, key)
+        return default if v is None else v
 
 
 # Options that only one mode (or one feature) uses: given anywhere else they would be ignored.
@@ -119,7 +166,7 @@ MODE_ONLY = {
 PROBE_ONLY = ("probe_seeds", "probe_regimes", "probe_split")
 
 
-def _reject_unused(opts: dict, mode: str) -> None:
+def _reject_unused(opts: HarnessOptions, mode: str) -> None:
     for key, modes in MODE_ONLY.items():
         if opts.get(key) is not None and mode not in modes:
             raise UserError(f"--{key.replace('_', '-')} is not used by --mode {mode}", f"drop it (it applies to --mode {'/'.join(modes)})")
@@ -131,11 +178,20 @@ def _reject_unused(opts: dict, mode: str) -> None:
         raise UserError("--replay-regimes is only used with --replay", "add --replay prior (or a run directory) or drop it")
 
 
-def parse_config(opts: dict) -> HarnessConfig:
-    """Every harness option checked; raises UserError naming the bad input and the fix."""
-    model_opt = opts.get("model")
-    checkpoint = opts.get("checkpoint")
-    random_weights = bool(opts.get("random_weights"))
+@dataclass
+class ModelSource:
+    """Where the harness's model comes from: a catalog shape (roofline, random weights) and/or a checkpoint."""
+
+    shape: ModelShape | None
+    checkpoint: str | None
+    weights: str  # "random" | "checkpoint"
+
+    def manifest_model(self, model_opt: str | None) -> str:
+        return self.shape.name if self.shape is not None and not self.checkpoint else (self.checkpoint or model_opt)
+
+
+def _model_source(opts: HarnessOptions) -> ModelSource:
+    model_opt, checkpoint, random_weights = opts.model, opts.checkpoint, bool(opts.random_weights)
     if random_weights and checkpoint:
         raise UserError("--random-weights and --checkpoint both given", "choose one model source")
     if not model_opt and not checkpoint:
@@ -154,95 +210,136 @@ def parse_config(opts: dict) -> HarnessConfig:
         raise UserError(f"--model {model_opt} gives a shape but no weights", "add --random-weights (full-size random weights) or --checkpoint PATH_OR_HUB_ID")
     if random_weights and shape is None:
         raise UserError("--random-weights needs a model shape", "pass --model with a catalog name or a config.json path")
-    weights = "random" if random_weights else "checkpoint"
+    return ModelSource(shape, checkpoint, "random" if random_weights else "checkpoint")
 
-    mode = opts.get("mode")
+
+def _mode(opts: HarnessOptions, src: ModelSource) -> str:
+    """--mode (default: from the shape's family), checked against the shape and the options given."""
+    mode = opts.mode
     if mode is None:
-        if shape is None:
+        if src.shape is None:
             raise UserError("--mode is needed when the model comes from a checkpoint without --model", "pass --mode diffusion|ar|mtp")
-        mode = "diffusion" if shape.family == "diffusion_gemma" else "ar"
+        mode = "diffusion" if src.shape.family == "diffusion_gemma" else "ar"
     if mode not in HARNESS_MODES:
         raise UserError(f"--mode {mode!r} is unknown", f"use one of {', '.join(HARNESS_MODES)}")
     _reject_unused(opts, mode)
-    if shape is not None:
+    if src.shape is not None:
         want = "diffusion_gemma" if mode == "diffusion" else "gemma4"
-        if shape.family != want:
-            raise UserError(f"--mode {mode} needs a {'DiffusionGemma' if mode == 'diffusion' else 'Gemma-4 (AR)'} model, and {shape.name} is {shape.family}",
+        if src.shape.family != want:
+            raise UserError(f"--mode {mode} needs a {'DiffusionGemma' if mode == 'diffusion' else 'Gemma-4 (AR)'} model, and {src.shape.name} is {src.shape.family}",
                             "use --model diffusiongemma-26b-a4b for diffusion and --model gemma4-26b-a4b for ar/mtp")
+    return mode
 
-    assistant_ckpt = opts.get("assistant_checkpoint")
-    assistant_shape = None
-    if mode == "mtp":
-        if weights == "checkpoint" and not assistant_ckpt:
-            raise UserError("--mode mtp with --checkpoint needs the drafter's weights", "pass --assistant-checkpoint PATH_OR_HUB_ID (e.g. google/gemma-4-26B-A4B-it-assistant)")
-        if weights == "random":
-            if assistant_ckpt:
-                raise UserError("--assistant-checkpoint given with --random-weights", "drop it: random weights build the assistant from the catalog shape")
-            if shape.name not in ASSISTANT_FOR:
-                raise UserError(f"no MTP assistant shape is known for {shape.name}", f"use one of {', '.join(ASSISTANT_FOR)}")
-        if shape is not None and shape.name in ASSISTANT_FOR:
-            assistant_shape = get_model(ASSISTANT_FOR[shape.name])
-    elif assistant_ckpt:
-        raise UserError("--assistant-checkpoint is only used with --mode mtp", "drop it or pass --mode mtp")
 
-    engine = _opt(opts, "engine", "eager")
-    if engine not in ENGINES:
-        raise UserError(f"--engine {engine!r} is unknown", f"use one of {', '.join(ENGINES)}")
+def _assistant(opts: HarnessOptions, mode: str, src: ModelSource) -> ModelShape | None:
+    """The MTP assistant's shape (None for other modes), with --assistant-checkpoint checked."""
+    assistant_ckpt = opts.assistant_checkpoint
+    if mode != "mtp":
+        if assistant_ckpt:
+            raise UserError("--assistant-checkpoint is only used with --mode mtp", "drop it or pass --mode mtp")
+        return None
+    if src.weights == "checkpoint" and not assistant_ckpt:
+        raise UserError("--mode mtp with --checkpoint needs the drafter's weights", "pass --assistant-checkpoint PATH_OR_HUB_ID (e.g. google/gemma-4-26B-A4B-it-assistant)")
+    if src.weights == "random":
+        if assistant_ckpt:
+            raise UserError("--assistant-checkpoint given with --random-weights", "drop it: random weights build the assistant from the catalog shape")
+        if src.shape.name not in ASSISTANT_FOR:
+            raise UserError(f"no MTP assistant shape is known for {src.shape.name}", f"use one of {', '.join(ASSISTANT_FOR)}")
+    if src.shape is not None and src.shape.name in ASSISTANT_FOR:
+        return get_model(ASSISTANT_FOR[src.shape.name])
+    return None
 
-    def ints(key, minimum=1):
-        return parse_ints(str(opts[key]), key.replace("_", "-"), minimum) if opts.get(key) is not None else None
 
-    batches = ints("canvases") if mode == "diffusion" else ints("decode_batches")
+def _ints(opts: HarnessOptions, key: str, minimum: int = 1) -> list[int] | None:
+    return parse_ints(str(opts.get(key)), key.replace("_", "-"), minimum) if opts.get(key) is not None else None
+
+
+def _pos_int(opts: HarnessOptions, key: str, default: int, minimum: int = 1) -> int:
+    v = opts.get(key, default)
+    if not isinstance(v, int) or v < minimum:
+        raise UserError(f"--{key.replace('_', '-')} {v!r} must be an integer >= {minimum}", f"e.g. --{key.replace('_', '-')} {max(default, minimum)}")
+    return v
+
+
+@dataclass
+class GridCounts:
+    """The timing grid and the repeat counts of a harness run."""
+
+    batches: list[int]
+    contexts: list[int]
+    draft_tokens: list[int]
+    blocks: int
+    max_denoising_steps: int
+    decode_steps: int
+    mtp_rounds: int
+    repeats: int
+    warmup: int
+    hook_overhead_repeats: int
+    profile_steps: int
+    telemetry_interval_ms: int
+
+
+def _grid_counts(opts: HarnessOptions, mode: str, engine: str) -> GridCounts:
+    batches = _ints(opts, "canvases") if mode == "diffusion" else _ints(opts, "decode_batches")
     batches = batches or ([1, 2, 4, 8, 16, 32] if mode == "diffusion" else [1, 4, 16, 64, 256])
-    contexts = ints("contexts") or [1024]
-    draft_tokens = ints("draft_tokens") or [1, 2, 4, 8]
+    contexts = _ints(opts, "contexts") or [1024]
+    draft_tokens = _ints(opts, "draft_tokens") or [1, 2, 4, 8]
     if mode == "mtp" and max(draft_tokens) > 16:
         raise UserError(f"--draft-tokens {max(draft_tokens)} is above 16", "MTP drafts 1 to 8 tokens per round in practice; give values 1..16")
-
-    def pos_int(key, default, minimum=1):
-        v = _opt(opts, key, default)
-        if not isinstance(v, int) or v < minimum:
-            raise UserError(f"--{key.replace('_', '-')} {v!r} must be an integer >= {minimum}", f"e.g. --{key.replace('_', '-')} {max(default, minimum)}")
-        return v
-
-    blocks = pos_int("blocks", 2)
-    max_steps = pos_int("max_denoising_steps", 48)
-    decode_steps = pos_int("decode_steps", 16)
-    mtp_rounds = pos_int("mtp_rounds", 4)
-    repeats = pos_int("repeats", 3)
-    warmup = pos_int("warmup", 1, 0)
-    hook_reps = pos_int("hook_overhead_repeats", 5 if mode == "diffusion" else 0, 0)
-    profile_steps = pos_int("profile_steps", 0, 0)
-    telemetry_ms = pos_int("telemetry_interval_ms", 100, 0)
-    if engine == "compiled" and warmup < 1:
+    counts = GridCounts(
+        batches, contexts, draft_tokens, blocks=_pos_int(opts, "blocks", 2), max_denoising_steps=_pos_int(opts, "max_denoising_steps", 48),
+        decode_steps=_pos_int(opts, "decode_steps", 16), mtp_rounds=_pos_int(opts, "mtp_rounds", 4), repeats=_pos_int(opts, "repeats", 3),
+        warmup=_pos_int(opts, "warmup", 1, 0), hook_overhead_repeats=_pos_int(opts, "hook_overhead_repeats", 5 if mode == "diffusion" else 0, 0),
+        profile_steps=_pos_int(opts, "profile_steps", 0, 0), telemetry_interval_ms=_pos_int(opts, "telemetry_interval_ms", 100, 0))
+    if engine == "compiled" and counts.warmup < 1:
         raise UserError("--engine compiled with --warmup 0 would time the compilation", "use --warmup 1 or more")
+    return counts
 
-    rate = opts.get("mtp_acceptance_rate")
+
+def _acceptance_rate(opts: HarnessOptions, mode: str, weights: str) -> float | None:
+    rate = opts.mtp_acceptance_rate
     if rate is not None:
         if weights == "checkpoint":
             raise UserError("--mtp-acceptance-rate given with a checkpoint", "a checkpoint's acceptance is measured (greedy verification); drop the option")
         if not (0.0 <= float(rate) <= 1.0):
             raise UserError(f"--mtp-acceptance-rate {rate} is outside 0..1", "e.g. --mtp-acceptance-rate 0.8 (vLLM's synthetic default)")
-        rate = float(rate)
-    elif mode == "mtp" and weights == "random":
-        rate = DEFAULT_MTP_ACCEPTANCE
+        return float(rate)
+    return DEFAULT_MTP_ACCEPTANCE if mode == "mtp" and weights == "random" else None
 
-    replay = opts.get("replay")
-    replay_regimes = parse_list(str(_opt(opts, "replay_regimes", ",".join(REGIMES))), "replay-regimes")
+
+def _regimes(opts: HarnessOptions, key: str) -> list[str]:
+    regimes = parse_list(str(opts.get(key, ",".join(REGIMES))), key.replace("_", "-"))
+    bad = [r for r in regimes if r not in REGIMES]
+    if bad:
+        raise UserError(f"--{key.replace('_', '-')} has unknown regime(s) {', '.join(bad)}", f"use some of {', '.join(REGIMES)}")
+    return regimes
+
+
+@dataclass
+class Probing:
+    """Commit replay and probe-prompt settings of a harness run."""
+
+    replay: str | None
+    replay_regimes: list[str]
+    prompts_per_regime: int
+    seeds: list[int]
+    regimes: list[str]
+    split: str
+
+
+def _probing(opts: HarnessOptions, mode: str, weights: str, engine: str) -> Probing:
+    replay = opts.replay
+    replay_regimes = parse_list(str(opts.get("replay_regimes", ",".join(REGIMES))), "replay-regimes")
     if replay is not None:
         if replay != "prior" and not (Path(replay) / "manifest.json").exists():
             raise UserError(f"--replay {replay!r} is neither 'prior' nor a run directory", "pass --replay prior or the -o directory of a measured diffusion run")
     bad = [r for r in replay_regimes if r not in REGIMES]
     if bad:
         raise UserError(f"--replay-regimes has unknown regime(s) {', '.join(bad)}", f"use some of {', '.join(REGIMES)}")
-
-    probes_n = pos_int("probe_prompts_per_regime", 0, 0)
-    probe_seeds = parse_ints(str(_opt(opts, "probe_seeds", "0,1,2,3,4")), "probe-seeds", 0)
-    probe_regimes = parse_list(str(_opt(opts, "probe_regimes", ",".join(REGIMES))), "probe-regimes")
-    bad = [r for r in probe_regimes if r not in REGIMES]
-    if bad:
-        raise UserError(f"--probe-regimes has unknown regime(s) {', '.join(bad)}", f"use some of {', '.join(REGIMES)}")
-    probe_split = _opt(opts, "probe_split", "all")
+    probes_n = _pos_int(opts, "probe_prompts_per_regime", 0, 0)
+    probe_seeds = parse_ints(str(opts.get("probe_seeds", "0,1,2,3,4")), "probe-seeds", 0)
+    probe_regimes = _regimes(opts, "probe_regimes")
+    probe_split = opts.get("probe_split", "all")
     if probe_split not in PROBE_SPLITS:
         raise UserError(f"--probe-split {probe_split!r} is unknown", f"use one of {', '.join(PROBE_SPLITS)}")
     if probes_n:
@@ -254,27 +351,40 @@ def parse_config(opts: dict) -> HarnessConfig:
             raise UserError("--replay with probe prompts would replace the model's own commits", "run probes without --replay")
         if engine == "compiled" and mode == "mtp":
             raise UserError("--engine compiled cannot measure MTP acceptance exactly (static sliding-window KV is not rolled back)", "use --engine eager for probe runs")
-    if mode == "mtp" and engine == "compiled" and weights == "checkpoint":
-        raise UserError("--engine compiled for MTP is timing-only (rejected drafts stay in the static sliding-window KV)", "use --engine eager with a checkpoint")
+    return Probing(replay, replay_regimes, probes_n, probe_seeds, probe_regimes, probe_split)
 
-    timing_grid = not opts.get("no_timing_grid")
-    if not timing_grid and not probes_n:
+
+def parse_config(opts: HarnessOptions) -> HarnessConfig:
+    """Every harness option checked; raises UserError naming the bad input and the fix."""
+    src = _model_source(opts)
+    mode = _mode(opts, src)
+    assistant_shape = _assistant(opts, mode, src)
+    engine = opts.get("engine", "eager")
+    if engine not in ENGINES:
+        raise UserError(f"--engine {engine!r} is unknown", f"use one of {', '.join(ENGINES)}")
+    counts = _grid_counts(opts, mode, engine)
+    rate = _acceptance_rate(opts, mode, src.weights)
+    probing = _probing(opts, mode, src.weights, engine)
+    if mode == "mtp" and engine == "compiled" and src.weights == "checkpoint":
+        raise UserError("--engine compiled for MTP is timing-only (rejected drafts stay in the static sliding-window KV)", "use --engine eager with a checkpoint")
+    timing_grid = not opts.no_timing_grid
+    if not timing_grid and not probing.prompts_per_regime:
         raise UserError("--no-timing-grid leaves nothing to measure", "add --probe-prompts-per-regime N or drop --no-timing-grid")
-    grid = _opt(opts, "grid", "cross")
+    grid = opts.get("grid", "cross")
     if grid not in GRIDS:
         raise UserError(f"--grid {grid!r} is unknown", f"use one of {', '.join(GRIDS)}")
-    device = opts.get("device")
+    device = opts.device
     if device is not None and device != "cpu" and not device.startswith("cuda"):
         raise UserError(f"--device {device!r} is not a torch device", "use cuda, cuda:N or cpu")
-
     return HarnessConfig(
-        mode=mode, model=(shape.name if shape is not None and not checkpoint else (checkpoint or model_opt)), shape=shape,
-        assistant_shape=assistant_shape, weights=weights, checkpoint=checkpoint, assistant_checkpoint=assistant_ckpt,
-        engine=engine, experts_implementation=_opt(opts, "experts_implementation", "grouped_mm"), device=device,
-        out=Path(opts["out"]), resume=bool(opts.get("resume")), seed=int(_opt(opts, "seed", 0)),
-        batches=batches, contexts=contexts, grid=grid, timing_grid=timing_grid, blocks=blocks, max_denoising_steps=max_steps,
-        decode_steps=decode_steps, draft_tokens=draft_tokens, mtp_rounds=mtp_rounds, mtp_acceptance_rate=rate,
-        repeats=repeats, warmup=warmup, replay=replay, replay_regimes=replay_regimes, probe_prompts_per_regime=probes_n,
-        probe_seeds=probe_seeds, probe_regimes=probe_regimes, probe_split=probe_split, hook_overhead_repeats=hook_reps,
-        profile_steps=profile_steps, roofline_gpu=opts.get("roofline_gpu"), telemetry_interval_ms=telemetry_ms,
+        mode=mode, model=src.manifest_model(opts.model), shape=src.shape, assistant_shape=assistant_shape, weights=src.weights,
+        checkpoint=src.checkpoint, assistant_checkpoint=opts.assistant_checkpoint, engine=engine,
+        experts_implementation=opts.get("experts_implementation", "grouped_mm"), device=device,
+        out=Path(opts.out), resume=bool(opts.resume), seed=int(opts.get("seed", 0)),
+        batches=counts.batches, contexts=counts.contexts, grid=grid, timing_grid=timing_grid, blocks=counts.blocks,
+        max_denoising_steps=counts.max_denoising_steps, decode_steps=counts.decode_steps, draft_tokens=counts.draft_tokens,
+        mtp_rounds=counts.mtp_rounds, mtp_acceptance_rate=rate, repeats=counts.repeats, warmup=counts.warmup, replay=probing.replay,
+        replay_regimes=probing.replay_regimes, probe_prompts_per_regime=probing.prompts_per_regime, probe_seeds=probing.seeds,
+        probe_regimes=probing.regimes, probe_split=probing.split, hook_overhead_repeats=counts.hook_overhead_repeats,
+        profile_steps=counts.profile_steps, roofline_gpu=opts.roofline_gpu, telemetry_interval_ms=counts.telemetry_interval_ms,
     )

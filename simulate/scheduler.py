@@ -20,17 +20,21 @@ every step. Batch composition is kept as counters (sequences per phase, sum of t
 
 Accounting: KV in tokens, no block rounding; a request's KV is its context (prompt and generated
 tokens; diffusion: prompt and committed canvases, the canvas being denoised is not cached).
+
+Time: each replica keeps its own clock (`now`) and runs its steps ahead to a bound the event loop
+(sim.py) gives it, the next arrival: replicas share nothing between arrivals but the record of
+departures, which the loop merges in time order. A mode's `coast` runs stretches of steps in which
+nothing but time and the counters changes (no prefill chunk, no request transition, no admission,
+no preemption) without the per-step bookkeeping; it performs the same float operations in the same
+order, so results are identical to stepping one by one.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from heapq import heappop, heappush
 
 from costmodel.errors import UserError
-
-
-def _noop(t: float) -> None:
-    return None
 
 
 class Replica:
@@ -38,19 +42,21 @@ class Replica:
     engine.py) adds the per-mode decode progression: `schedule()` -> step seconds, `complete(t)`,
     `enter_decode(r, s, t)`, `drop_decoder(r, s)`.
 
-    What a mixin may use: `step` (index of the step being run), `env.now`, `budget`, `kv_used`,
+    What a mixin may use: `step` (index of the step being run), `now`, `budget`, `kv_used`,
     `kv_reserved`, `kv_cap`, `chunks` (this step's prefill chunks), `events` / `push(due, r)` (a
     request's next transition at a future step), `schedule_prefill(budget, now)`,
     `complete_prefill(s, t)`, `preempt_last(s)`, `price(m, tp, psum, group_seqs, group_ctx_sums)`,
     `account(dt, m, tp, group_seqs)`, `first_output(r, t)`, `finish(r, t, kv)` and `plan` (the
     mode's draws). Post-conditions of `schedule()`: KV for the step's growth is allocated, the
-    prefill chunks are chosen, the step's seconds are returned and accounted once."""
+    prefill chunks are chosen, the step's seconds are returned and accounted once. A mixin may also
+    define `coast(t, bound, prev) -> t'` (see `advance`); the default runs no step ahead."""
 
     tokens_per_seq = 1  # budget tokens one decode-phase sequence takes per step
 
-    def __init__(self, idx: int, env, cfg, kv_capacity: int, pricer, rec, tracker, plan=None, n_groups: int = 1):
+    def __init__(self, idx: int, departures: list, cfg, kv_capacity: int, pricer, rec, tracker, plan=None, n_groups: int = 1):
         self.idx = idx
-        self.env = env
+        self.departures = departures  # finish times of every replica (the event loop merges them in time order)
+        self.now = 0.0  # this replica's clock: the start of the step being scheduled, or the end of the last
         self.budget = int(cfg.max_num_batched_tokens)
         self.max_seqs = min(int(cfg.max_num_seqs), self.budget // self.tokens_per_seq)
         if self.max_seqs < 1:
@@ -69,10 +75,13 @@ class Replica:
         self.kv_used = 0.0  # KV tokens allocated
         self.kv_reserved = 0  # KV tokens still to be written by admitted prefills
         self.events: dict = {}
+        self.dues: list = []  # heap of the step indices in `events` (stale ones below `step` included)
         self.step = 0
         self.outstanding = 0  # routed here and not finished (least-outstanding routing)
-        self.wake = None
-        self.on_depart = _noop  # the run's hook: ends the simulation when the last request leaves
+        self.t_start = 0.0  # start of the step in flight
+        self.t_end = None  # end of the step in flight; None while idle
+        self.woken = False  # idle, and a request arrived: the loop starts a step at the arrival
+        self.woken_list: list = []  # the loop's list of woken replicas (it replaces this one)
         self.preemptions = 0
         # per-step accumulators (batch composition, utilisation)
         self.busy_s = 0.0
@@ -84,13 +93,13 @@ class Replica:
 
     # ---- queue -------------------------------------------------------------------------------
     def enqueue(self, r) -> None:
+        """Queue r; an idle replica joins the loop's `woken` list (it starts a step at the arrival)."""
         r.replica = self.idx
         self.waiting.append(r)
         self.outstanding += 1
-        w = self.wake
-        if w is not None:
-            self.wake = None
-            w.succeed()
+        if self.t_end is None and not self.woken:
+            self.woken = True
+            self.woken_list.append(self)
 
     # ---- scheduling --------------------------------------------------------------------------
     def schedule_prefill(self, budget: int, now: float) -> tuple[int, int, int]:
@@ -160,8 +169,16 @@ class Replica:
         ev = self.events.get(due)
         if ev is None:
             self.events[due] = [(r, r.epoch)]
+            heappush(self.dues, due)
         else:
             ev.append((r, r.epoch))
+
+    def next_due(self) -> float:
+        """The smallest step index at or after `step` holding a request transition (inf: none)."""
+        dues, s = self.dues, self.step
+        while dues and dues[0] < s:
+            heappop(dues)
+        return dues[0] if dues else float("inf")
 
     def finish(self, r, t: float, kv: float) -> None:
         self.kv_used -= kv
@@ -171,8 +188,7 @@ class Replica:
         rec.finish_s[r.rid] = t
         rec.steps[r.rid] = r.steps
         rec.preemptions[r.rid] = r.preemptions
-        self.tracker.depart(t)
-        self.on_depart(t)
+        self.departures.append(t)
 
     def first_output(self, r, t: float) -> None:
         if not r.first:
@@ -182,7 +198,7 @@ class Replica:
     def account(self, dt: float, m: int, tp: int, group_seqs: tuple) -> None:
         self.busy_s += dt
         end = self.tracker.window_end
-        t0 = self.env.now
+        t0 = self.now
         if t0 < end:
             self.busy_window_s += dt if t0 + dt <= end else end - t0
         self.n_steps += 1
@@ -192,14 +208,27 @@ class Replica:
         for i, n in enumerate(group_seqs):
             acc[i] += n
 
-    # ---- the SimPy process -------------------------------------------------------------------
-    def run(self):
-        """Engine loop: one SimPy timeout per engine step; idle (no events) while nothing is queued."""
-        env = self.env
+    # ---- time ------------------------------------------------------------------------------
+    def start(self, t: float) -> None:
+        """Schedule a step at t (the replica was idle, or its last step ended at t)."""
+        self.now = self.t_start = t
+        self.woken = False
+        self.t_end = t + self.schedule()
+
+    def coast(self, t: float, bound: float, prev: float) -> float:
+        return t
+
+    def advance(self, bound: float, prev: float) -> None:
+        """Complete every step that ends before an event at `bound` scheduled at time `prev`: a step
+        ending at `bound` itself goes first when it was scheduled earlier (t_start < prev), as a
+        heap ordered by (time, scheduling order) runs them. Steps after it are scheduled, not run."""
         while True:
+            te = self.t_end
+            if te is None or te > bound or (te == bound and self.t_start >= prev):
+                return
+            self.now = te
+            self.complete(te)
             if not self.running and not self.waiting:
-                self.wake = env.event()
-                yield self.wake
-            dt = self.schedule()
-            yield env.timeout(dt)
-            self.complete(env.now)
+                self.t_end = None
+                return
+            self.start(self.coast(te, bound, prev))

@@ -1,13 +1,18 @@
-"""The event loop of one simulated point: SimPy processes for the arrivals and for each replica's
-engine; the run ends when every arrived request has finished, when the drain limit after the last
-arrival passes, or when the backlog aborts it (metrics.py: stability)."""
+"""The event loop of one simulated point: arrivals routed to replicas, each replica's engine steps;
+the run ends when every arrived request has finished, when the drain limit after the last arrival
+passes, or when the backlog aborts it (metrics.py: stability).
+
+Replicas interact only at arrivals (the router reads their outstanding counts) and through the
+requests-in-system record (departures in time order), so between two arrivals each replica runs
+its own steps ahead to the next arrival (scheduler.Replica.advance) and the loop then merges the
+departures. Ties at one instant are ordered as a heap of (time, scheduling order) orders them, so
+the results are those of a one-event-at-a-time simulation (SimPy's, which this loop replaced).
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import simpy
 
 from costmodel.modes import ModeDraws, ServingMode, get_mode
 from costmodel.schemas.profile import Profile
@@ -46,60 +51,75 @@ def deploy(profile: Profile, mode: str, reqs: Requests, cfg: EngineConfig, seed:
 
 
 class _Loop:
-    """The SimPy processes of one point: arrivals routed to replicas, each replica's engine loop."""
+    """One point's arrivals, replicas and clock."""
 
     def __init__(self, dep: Deployment, reqs: Requests, replicas: int, router: str, abort_backlog_s: float | None, drain_s: float):
-        self.env = env = simpy.Environment()
         self.reqs = reqs
         self.rec = Records(len(reqs))
         self.tracker = Tracker(reqs.window_s)
+        self.departures: list[float] = []
         cls = replica_class(dep.mode)
-        self.reps = [cls(i, env, dep.cfg, dep.kv_cap, dep.pricer, self.rec, self.tracker, plan=dep.draws, n_groups=len(dep.mode.group_kinds))
-                     for i in range(replicas)]
+        self.reps = [cls(i, self.departures, dep.cfg, dep.kv_cap, dep.pricer, self.rec, self.tracker, plan=dep.draws,
+                         n_groups=len(dep.mode.group_kinds)) for i in range(replicas)]
         self.route = make_router(router, self.reps)
-        self.done = env.event()
+        self.woken: list = []
+        self.wake_s = 0.0  # the instant the replicas in `woken` were woken
+        for rep in self.reps:
+            rep.woken_list = self.woken
         self.drain_s = drain_s
         self.abort_backlog_s = abort_backlog_s
         self.limit = max(ABORT_MIN_WAITING, abort_backlog_s * reqs.qps / replicas) if abort_backlog_s else math.inf
-        self.arrived, self.abort, self.all_arrived = 0, "", False
+        self.arrived, self.abort = 0, ""
+
+    def _advance(self, bound: float, prev: float) -> None:
+        """Start the replicas woken at the last instant, run every replica to `bound` (an event
+        scheduled at `prev`), then record the departures in time order."""
+        for rep in self.woken:
+            rep.start(self.wake_s)
+        self.woken.clear()
         for rep in self.reps:
-            rep.on_depart = self._finish_hook
-            env.process(rep.run())
-        env.process(self._arrivals())
+            rep.advance(bound, prev)
+        deps = self.departures
+        if deps:
+            deps.sort()
+            depart = self.tracker.depart
+            for t in deps:
+                depart(t)
+            deps.clear()
 
-    def _finish_hook(self, t: float) -> None:
-        if self.all_arrived and self.tracker.n == 0 and not self.done.triggered:
-            self.done.succeed()
-
-    def _arrivals(self):
-        env, reqs, tracker, done = self.env, self.reqs, self.tracker, self.done
-        arr, prompt, out = reqs.arrival_s.tolist(), reqs.prompt_tokens.tolist(), reqs.output_tokens.tolist()
-        rec_replica = self.rec.replica
-        for i in range(len(arr)):
-            t = arr[i]
-            if t > env.now:
-                yield env.timeout(t - env.now)
-            tracker.arrive(t)
-            rep = self.route(Request(i, t, prompt[i], out[i]))
-            rec_replica[i] = rep.idx
-            self.arrived = i + 1
-            if len(rep.waiting) > self.limit:
-                self.abort = (f"aborted at {t:.0f} s: {len(rep.waiting)} requests waiting on replica {rep.idx} "
-                              f"(more than {self.abort_backlog_s:g} s of its arrivals); arrivals outpace service")
-                done.succeed()
-                return
-        self.all_arrived = True
-        if tracker.n == 0:
-            done.succeed()
-            return
-        yield env.timeout(self.drain_s)
-        if not done.triggered:
-            done.succeed()
+    def _arrive(self, i: int, t: float, prompt: int, out: int) -> bool:
+        """Route arrival i; True when it aborts the run."""
+        self.tracker.arrive(t)
+        rep = self.route(Request(i, t, prompt, out))
+        self.rec.replica[i] = rep.idx
+        self.arrived = i + 1
+        if len(rep.waiting) > self.limit:
+            self.abort = (f"aborted at {t:.0f} s: {len(rep.waiting)} requests waiting on replica {rep.idx} "
+                          f"(more than {self.abort_backlog_s:g} s of its arrivals); arrivals outpace service")
+            return True
+        return False
 
     def run(self) -> float:
         """Run to the end; returns the end time, with unfinished requests' progress recorded."""
-        self.env.run(until=self.done)
-        t_end = self.env.now
+        reqs = self.reqs
+        arr, prompt, out = reqs.arrival_s.tolist(), reqs.prompt_tokens.tolist(), reqs.output_tokens.tolist()
+        now = 0.0
+        for i in range(len(arr)):
+            t = arr[i]
+            if t > now:
+                t_next = now + (t - now)  # the clock as a timeout of (t - now) sets it
+                self._advance(t_next, now)
+                now = self.wake_s = t_next
+            if self._arrive(i, t, prompt[i], out[i]):
+                # what was already due at this instant runs before the stop: wakes and steps ending now
+                self._advance(now, math.inf)
+                return self._close(now)
+        deadline = now + self.drain_s
+        self._advance(deadline, now)
+        t_end = deadline if self.tracker.n else self.tracker.t_last
+        return self._close(t_end)
+
+    def _close(self, t_end: float) -> float:
         self.tracker.close(t_end)
         for rep in self.reps:  # requests still in the system: record how far they got
             for r in list(rep.running.values()) + list(rep.waiting):

@@ -60,7 +60,8 @@ class StepPricer:
         self.draws = draws
         self.exact = shape_bits <= 0
         self.qn = quantizer(shape_bits)
-        self.qc = quantizer(max(1, shape_bits - 2)) if not self.exact else quantizer(0)
+        self.qc_bits = max(1, shape_bits - 2)
+        self.qc = quantizer(self.qc_bits) if not self.exact else quantizer(0)
         self.grid_bits = max(1, shape_bits - 2)
         key = (id(profile), mode.name, shape_bits, draws.group_tokens, draws.price_key)
         hit = _CACHES.get(key)
@@ -115,6 +116,19 @@ class StepPricer:
         if t2 is None:
             t2 = self._miss(key)
         return t + (t2 - t) * (x - lo) / (hi - lo)
+
+    def decode_price(self, n: int, ssum, c: int) -> tuple[float, int]:
+        """Seconds of a step of n sequences of one decode-phase group, context sum ssum (mean
+        rounded: c), no prefill - what price(0, 0, 0, (n,), (ssum,)) returns - and the mean
+        context below which the price holds (it rises with the context)."""
+        if self.exact:
+            return self.price(0, 0, 0, (n,), (ssum,)), c + 1
+        q = self.qc(c)
+        b = max(1, self.qc_bits)
+        if c < (1 << b):
+            return self.price(0, 0, 0, (n,), (ssum,)), c + 1
+        half = 1 << (c.bit_length() - b - 1)
+        return self.price(0, 0, 0, (n,), (ssum,)), min(q + half, 1 << c.bit_length())
 
     def _miss(self, key) -> float:
         t = self.cache[key] = self._price(key)

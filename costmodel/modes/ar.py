@@ -26,10 +26,50 @@ class ArEngine:
             self.preempt_last(s)
             n = self.n_dec
         self.kv_used += n * self.g
-        m, tp, psum = self.schedule_prefill(self.budget - n * look, self.env.now)
+        m, tp, psum = self.schedule_prefill(self.budget - n * look, self.now)
         dt = self.price(m, tp, psum, (n,), (self.sum_ctx,))
         self.account(dt, m, tp, (n,))
         return dt
+
+    def coast(self, t: float, bound: float, prev: float) -> float:
+        """Run the decode-only steps from t that change nothing but time, KV and contexts (no event
+        due, no prefill, no admission, no preemption) and end before `bound` (Replica.advance);
+        the same float operations as schedule() + complete() step by step. Returns the clock."""
+        n = self.n_dec
+        if not n or self.prefilling:
+            return t
+        s, due = self.step, self.next_due()
+        if s >= due:
+            return t
+        look_n, ng, kv_cap, kv_res = n * self.tokens_per_seq, n * self.g, self.kv_cap, self.kv_reserved
+        kv, sc, waiting = self.kv_used, self.sum_ctx, self.waiting
+        head = waiting[0].prefill_len if waiting else 0
+        admits = bool(waiting) and self.budget - look_n > 0 and len(self.running) < self.max_seqs
+        pricer, wend = self.pricer, self.tracker.window_end
+        busy, busy_w, s0 = self.busy_s, self.busy_window_s, s
+        hi, dt = -1, 0.0
+        while s < due and kv + kv_res + look_n <= kv_cap:
+            if admits and kv + ng + kv_res + head <= kv_cap:
+                break  # the head of the queue would be admitted: a full step
+            c = int(sc / n + 0.5)
+            if c >= hi:
+                dt, hi = pricer.decode_price(n, sc, c)
+            te = t + dt
+            if te > bound or (te == bound and t >= prev):
+                break
+            kv += ng
+            busy += dt
+            if t < wend:
+                busy_w += dt if te <= wend else wend - t
+            t, s = te, s + 1
+            sc += ng
+        if s > s0:
+            k = s - s0
+            self.step, self.kv_used, self.sum_ctx, self.busy_s, self.busy_window_s = s, kv, sc, busy, busy_w
+            self.n_steps += k
+            self.acc_groups[0] += k * n
+            self.chunks = []
+        return t
 
     def complete(self, t: float) -> None:
         s = self.step

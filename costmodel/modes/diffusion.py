@@ -115,10 +115,47 @@ class DiffusionEngine:
             nc = self.n_com
         self.kv_used += C * nc
         nd = self.n_den
-        m, tp, psum = self.schedule_prefill(self.budget - C * (nd + nc), self.env.now)
+        m, tp, psum = self.schedule_prefill(self.budget - C * (nd + nc), self.now)
         dt = self.price(m, tp, psum, (nd, nc), (self.s_den, self.s_com))
         self.account(dt, m, tp, (nd, nc))
         return dt
+
+    def coast(self, t: float, bound: float, prev: float) -> float:
+        """Run the steps from t in which no canvas finishes denoising or committing, nothing is
+        prefilled or admitted and nothing is preempted, ending before `bound` (Replica.advance):
+        their price is one (the counters do not move); the same float operations as schedule() +
+        complete() step by step. Returns the clock."""
+        nd, nc = self.n_den, self.n_com
+        if not (nd or nc) or self.prefilling:
+            return t
+        s, due = self.step, self.next_due()
+        if s >= due:
+            return t
+        C, kv_cap, kv_res, waiting = self.C, self.kv_cap, self.kv_reserved, self.waiting
+        grow = C * nc
+        head = waiting[0].prefill_len if waiting else 0
+        admits = bool(waiting) and self.budget - C * (nd + nc) > 0 and len(self.running) < self.max_seqs
+        kv, wend, busy, busy_w, s0 = self.kv_used, self.tracker.window_end, self.busy_s, self.busy_window_s, s
+        dt = self.price(0, 0, 0, (nd, nc), (self.s_den, self.s_com))
+        while s < due and not (nc and kv + kv_res + grow > kv_cap):
+            if admits and kv + grow + kv_res + head <= kv_cap:
+                break  # the head of the queue would be admitted: a full step
+            te = t + dt
+            if te > bound or (te == bound and t >= prev):
+                break
+            kv += grow
+            busy += dt
+            if t < wend:
+                busy_w += dt if te <= wend else wend - t
+            t, s = te, s + 1
+        if s > s0:
+            k = s - s0
+            self.step, self.kv_used, self.busy_s, self.busy_window_s = s, kv, busy, busy_w
+            self.n_steps += k
+            self.acc_groups[0] += k * nd
+            self.acc_groups[1] += k * nc
+            self.chunks = []
+        return t
 
     def complete(self, t: float) -> None:
         s = self.step

@@ -165,3 +165,24 @@ def test_memory_command(cli):
     assert out.count("rtx-5090") >= 3 and "h200" in out
     code, out, err = cli("memory", "--hardware", "rtx-5090", "--mode", "ar", "--precision", "bf16")
     assert code == 2 and "use --precision fp8" in err and len(err.strip().splitlines()) == 1
+
+
+VLLM_PYTHON = Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python"
+
+
+@pytest.mark.skipif(not VLLM_PYTHON.exists(), reason="the vLLM environment (make vllm-env) is not built")
+def test_live_vllm_cpu_startup_matches(tmp_path):
+    """Start the real engine once more (AR, 16 MiB of KV, max_model_len 512, about 1.5 minutes) and
+    compare its start-up numbers with the model, so a vLLM change shows up here, not only in the
+    fixture."""
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "vllm_kv_startup.py"
+    out = tmp_path / "live.json"
+    proc = subprocess.run([str(VLLM_PYTHON), str(script), "--models", str(tmp_path / "tiny"), "-o", str(out), "--only", "ar-l512-b512"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    live = json.loads(out.read_text())["cases"][0]
+    lay = kv_layout(get_model("tiny-gemma4"), 2, BLOCK_SIZE_CPU)
+    rep = vllm_kv_report(lay, live["settings"]["kv_cache_memory_bytes"], live["settings"]["max_model_len"], live["max_num_batched_tokens"])
+    assert within(rep.num_blocks, live["num_gpu_blocks"]) and within(rep.kv_tokens, live["logged_kv_tokens"]), live["log_line"]

@@ -67,8 +67,9 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
               help="MTP acceptance from vLLM counters: /metrics scrape(s) (before and after a load run), a JSON counters file, or an endpoint run dir with mtp_counters.json.")
 @click.option("--heldout", default="auto", show_default=True,
               help="Shapes left out for the held-out check: auto, largest-batch, largest-prompt, largest-context, each-shape, none, or FIELD=VALUE.")
-@click.option("--time", "time_column", type=click.Choice(["gpu_ms", "wall_ms"]), default="gpu_ms", show_default=True,
-              help="Which pass time to fit: CUDA-event GPU time, or host wall time.")
+@click.option("--time", "time_column", type=click.Choice(["gpu_ms", "wall_ms", "gap_ms", "elapsed_ms"]), default="gpu_ms", show_default=True,
+              help="Which pass time to fit: CUDA-event GPU time, or host wall time. Recorded engine steps (fit/steps.py): gap_ms "
+                   "(wall step time, the default for them) or elapsed_ms (model time).")
 @click.option("--repeats", type=click.Choice(["median", "all"]), default="median", show_default=True,
               help="Fit the median per shape, or every repeat.")
 @click.option("--modes", default=None, help="Modes to include (comma list of diffusion, ar, mtp; default: the runs' modes). "
@@ -104,6 +105,7 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
     """
     from costmodel.console import make_console
     from fit.assemble import FitOptions, build_profile, campaign_runs
+    from fit.steps import build_step_profile, is_step_run
 
     paths = list(runs)
     if campaign:
@@ -124,7 +126,7 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
                       mtp_metrics=_split(mtp_metrics), heldout=heldout, time_column=time_column, repeats=repeats,
                       modes=_split((modes,)) if modes else None, models=models, engine=engine, fill_roofline=fill_roofline,
                       profile_id=profile_id, notes=list(notes), seed=seed, prefer=prefer)
-    result = build_profile(paths, opts)
+    result = build_step_profile(paths, opts) if any(is_step_run(p) for p in paths) else build_profile(paths, opts)
     con = make_console()
     print_fit_summary(con, result, show_summaries)
     result.profile.save(out)

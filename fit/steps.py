@@ -1,0 +1,459 @@
+"""`costmodel fit` from recorded engine steps (run kind engine-steps, measure/vllm/recorder.py).
+
+Each recorded step is one mixed batch: prefill chunks beside decode / denoise / commit / verify
+groups. The simulator prices a step with its mode's `step_ms` over those segments
+(costmodel/modes, simulate/steptime.py): one joint forward `Profile.pass_ms(mode, segments)` =
+sum over segments of (segment's token share) x (its kind's linear model on the joint pass's
+features), plus for MTP k draft passes of the assistant over the verifying sequences. That is
+linear in every kind's coefficients, so all kinds of a mode are fitted JOINTLY so that the
+simulator's price reproduces the recorded step times: one statsmodels WLS (weights 1/ms^2, relative
+error) whose columns are share_kind x feature (and k x draft feature), the same feature set for
+every kind of the mode.
+
+- step time (`--time`): `gap_ms` (default), the wall time of a step: the engine's per-step model
+  time (`elapsed_ms`, vLLM's --enable-logging-iteration-details) plus the run's mean per-step
+  overhead (scheduling, output processing: the busy steps' summed front-end gaps minus their model
+  time; single gaps are not used, because the front-end receives the engine's steps in bursts when it
+  is busy), or the gaps themselves when no model time was recorded; `elapsed_ms`: model time alone.
+  Empty steps are dropped;
+- shapes: prefill = prefill requests x (prefill tokens / requests) at context 0; decode-phase groups
+  at the mean cached context of the running requests (kv_tokens / running);
+- feature sets: FEATURE_SETS in order, the first whose block k-fold MAPE is within the selection
+  tolerance of the best among the physical ones (every slope >= 0);
+- held-out check: whole blocks of BLOCK_STEPS consecutive steps (every HOLDOUT_EVERY-th) left out,
+  the chosen set refitted on the rest; MAPE of the simulator's step price per pass kind over the
+  held-out steps that run that kind (and over all of them), kept in each model's diagnostics;
+- diffusion: steps per canvas from the same records (denoise steps / canvases committed; the
+  distribution from canvases that ran alone, when there are enough of them); MTP: acceptance per
+  position from the recorded accepted-per-position counts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from costmodel.errors import UserError
+from costmodel.modes import get_mode
+from costmodel.prior import CITATION, published_commit_prior
+from costmodel.roofline import Segment
+from costmodel.schemas.profile import (CommitStats, Distribution, FitDiagnostics, ModeProfile, PassCostModel, Profile, Provenance,
+                                       features)
+from costmodel.schemas.rundir import STEP_COLUMNS, Run, load_run
+from costmodel.timestamps import now_iso
+from fit.assemble import FitOptions, FitResult, resolve_target
+from fit.mtp import acceptance_from_counters
+from fit.passes import HELDOUT_TARGET_PCT, SELECT_TOL_POINTS, SELECT_TOL_REL, PassFit, mape_pct
+
+KIND = "engine-steps"
+TIME_COLUMNS = ("gap_ms", "elapsed_ms")
+TRIED_VERSIONS = ("0.32.0",)  # vLLM versions whose step records this fit was checked on
+FEATURE_SETS: tuple[tuple[str, ...], ...] = (
+    ("const", "tokens"),
+    ("const", "tokens", "seqs"),
+    ("const", "tokens", "context_ktokens"),
+    ("const", "roofline_ms"),
+    ("const", "memory_ms", "compute_ms"),
+    ("const", "tokens", "seqs", "context_ktokens"),
+)
+BLOCK_STEPS = 32
+HOLDOUT_EVERY = 5
+CV_FOLDS = 5
+MIN_STEPS = 20
+MIN_SOLO_CANVASES = 5
+
+
+def is_step_run(path_or_run) -> bool:
+    run = path_or_run if isinstance(path_or_run, Run) else load_run(path_or_run)
+    return run.manifest.kind == KIND
+
+
+# ---- reading ----------------------------------------------------------------------------------
+def load_steps(run: Run, time_column: str, msgs: list[str]) -> pd.DataFrame:
+    """The run's busy, non-empty steps with `ms`; one-line UserError naming a missing field."""
+    m = run.manifest
+    if m.kind != KIND:
+        raise UserError(f"run {run.path} is a {m.kind} run, not recorded engine steps", "pass run directories written by the vLLM step recorder")
+    for key in ("name", "version"):
+        if not m.engine.get(key):
+            raise UserError(f"engine-steps run {run.path}: manifest engine.{key} is missing", "record with costmodel's vLLM step recorder")
+    if str(m.engine["version"]) not in TRIED_VERSIONS:
+        msgs.append(f"run {m.run_id}: vLLM {m.engine['version']} is not among the versions this fit was checked on ({', '.join(TRIED_VERSIONS)})")
+    if time_column not in TIME_COLUMNS:
+        raise UserError(f"--time {time_column} is not a step time", f"for engine-steps runs use {' or '.join(TIME_COLUMNS)}")
+    if not run.has("steps"):
+        raise UserError(f"engine-steps run {run.path} has no steps table (nothing was flushed)", "record more steps than the flush interval, or stop the server cleanly")
+    df = run.table("steps").sort_values("step").reset_index(drop=True)
+    for c in STEP_COLUMNS:
+        bad = pd.to_numeric(df[c], errors="coerce").isna() & ~df[c].isna() if c != "elapsed_ms" else pd.Series(False, index=df.index)
+        if bad.any():
+            raise UserError(f"engine-steps run {run.path}: field {c} is not numeric (step {int(df.loc[bad.idxmax(), 'step'])})", "re-record the run")
+    if m.mode == "mtp" and "sd_per_pos" not in df:
+        raise UserError(f"engine-steps run {run.path}: field sd_per_pos is missing", "re-record the MTP run with costmodel's step recorder")
+    busy_before = (df["running"] + df["waiting"]).shift(1).fillna(0) > 0
+    tokens = df["prefill_tokens"] + df["decode_tokens"] + df["denoise_tokens"] + df["commit_tokens"] + df["verify_tokens"]
+    el = pd.to_numeric(df["elapsed_ms"], errors="coerce")
+    gap = pd.to_numeric(df["gap_ms"], errors="coerce")
+    busy = (tokens > 0) & busy_before & gap.notna()
+    how = ""
+    if el[tokens > 0].notna().mean() > 0.9:
+        # per-step model time from the engine; the wall step adds the run's mean per-step overhead
+        # (scheduling, output processing): busy wall time minus model time, over the busy steps
+        over = max(0.0, float((gap[busy] - el[busy]).sum() / max(int(busy.sum()), 1)))
+        ms = el + (over if time_column == "gap_ms" else 0.0)
+        keep = (tokens > 0) & ms.notna() & (ms > 0)
+        how = (f"model time per step + {over:.3g} ms mean overhead per busy step (busy wall time {gap[busy].sum():.0f} ms over "
+               f"{int(busy.sum())} steps, model time {el[busy].sum():.0f} ms)") if time_column == "gap_ms" else "model time per step (elapsed_ms)"
+    elif time_column == "gap_ms":
+        ms, keep = gap, busy & (gap > 0)
+        how = "front-end gaps between busy steps (no model time recorded: --enable-logging-iteration-details was off)"
+    else:
+        raise UserError(f"engine-steps run {run.path}: field elapsed_ms is empty", "record with --enable-logging-iteration-details, or fit --time gap_ms")
+    out = df[keep].copy()
+    out["ms"] = ms[keep]
+    out["run_id"] = m.run_id
+    msgs.append(f"run {m.run_id} ({m.mode}, vLLM {m.engine['version']} on {m.engine.get('device')}/{m.gpu_name}, model {m.model}): "
+                f"{len(df)} steps recorded, {len(out)} used; step time = {how}"
+                + ("" if m.status == "complete" else f" (run {m.status}: fitting the flushed steps)"))
+    return out
+
+
+# ---- shapes and design ------------------------------------------------------------------------
+def step_segments(row, mode: str, engine: dict) -> tuple[tuple[Segment, ...], Segment | None, int]:
+    """(joint-pass segments, the side pass's segment or None, side passes per step) of one step, in the
+    shapes the simulator prices."""
+    sm = get_mode(mode)
+    running = max(int(row.running), 1)
+    ctx = int(round(float(row.kv_tokens) / running)) if float(row.kv_tokens) > 0 else 0
+    segs = []
+    if row.prefill_reqs > 0 and row.prefill_tokens > 0:
+        m = int(row.prefill_reqs)
+        segs.append(Segment(sm.prefill_kind, m, max(1, int(round(row.prefill_tokens / m))), 0))
+    side, k = None, 0
+    if mode == "diffusion":
+        for kind, n, t in (("denoise_step", row.denoise_reqs, row.denoise_tokens), ("encoder_commit", row.commit_reqs, row.commit_tokens)):
+            if n > 0 and t > 0:
+                segs.append(Segment(kind, int(n), max(1, int(round(t / n))), ctx))
+    elif mode == "mtp":
+        if row.verify_reqs > 0:
+            n = int(row.verify_reqs)
+            segs.append(Segment("verify_step", n, max(1, int(round(row.verify_tokens / n))), ctx))
+            k = int(engine.get("num_speculative_tokens") or 0)
+            side = Segment("draft_step", n, 1, ctx) if k else None
+    elif row.decode_reqs > 0:
+        n = int(row.decode_reqs)
+        segs.append(Segment("decode_step", n, max(1, int(round(row.decode_tokens / n))), ctx))
+    return tuple(segs), side, k
+
+
+@dataclass
+class Design:
+    """Per step: the token share of each kind in the joint pass, the joint and side passes' features."""
+
+    kinds: tuple[str, ...]
+    share: pd.DataFrame  # kind -> share in the joint pass (0 if absent); side kinds: passes per step
+    feats: pd.DataFrame  # joint-pass feature values (FEATURES names)
+    side_feats: pd.DataFrame  # side-pass feature values (0 rows where no side pass)
+    roofline_ms: np.ndarray  # the step's roofline (joint + side): the floor of the simulator's price
+
+
+def build_design(steps: pd.DataFrame, mode: str, target, engine: dict) -> Design:
+    sm = get_mode(mode)
+    kinds = sm.pass_kinds
+    roof = target.roof_for(sm.prefill_kind)
+    shares, fj, fs, floor = [], [], [], []
+    for row in steps.itertuples():
+        segs, side, k = step_segments(row, mode, engine)
+        total = sum(s.seqs * s.tokens for s in segs)
+        sh = {kd: 0.0 for kd in kinds}
+        for s in segs:
+            sh[s.kind] += s.seqs * s.tokens / total
+        rj = roof.pass_cost(segs)
+        fj.append(features(rj, segs))
+        fl = rj.roofline_ms
+        if side is not None:
+            rs = target.roof_for(side.kind).pass_cost((side,))
+            fs.append(features(rs, (side,)))
+            sh[side.kind] = float(k)
+            fl += k * rs.roofline_ms
+        else:
+            fs.append({f: 0.0 for f in fj[-1]})
+        shares.append(sh)
+        floor.append(fl)
+    return Design(kinds, pd.DataFrame(shares, index=steps.index), pd.DataFrame(fj, index=steps.index),
+                  pd.DataFrame(fs, index=steps.index), np.asarray(floor, float))
+
+
+def _matrix(d: Design, feats: tuple[str, ...], mode: str) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    side = set(get_mode(mode).side_kinds)
+    cols, names = {}, []
+    for kind in d.kinds:
+        if not (d.share[kind] > 0).any():
+            continue
+        src = d.side_feats if kind in side else d.feats
+        for f in feats:
+            cols[f"{kind}:{f}"] = d.share[kind].to_numpy() * src[f].to_numpy()
+            names.append((kind, f))
+    return pd.DataFrame(cols, index=d.share.index), names
+
+
+def _wls(X: pd.DataFrame, y: np.ndarray):
+    import statsmodels.api as sm
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sm.WLS(y, X, weights=1.0 / y ** 2).fit()
+
+
+def _predict(X: pd.DataFrame, params, floor: np.ndarray) -> np.ndarray:
+    return np.maximum(floor, X.to_numpy(float) @ np.asarray(params, float))
+
+
+def _physical(params) -> bool:
+    return all(v >= 0 for k, v in params.items() if not k.endswith(":const")) and np.all(np.isfinite(params))
+
+
+def _blocks(steps: pd.DataFrame) -> np.ndarray:
+    """Block id of each step: runs and BLOCK_STEPS consecutive steps (held-out units, never split)."""
+    codes = pd.factorize(steps["run_id"])[0].astype(np.int64)
+    return codes * 10**9 + (steps["step"].to_numpy(np.int64) // BLOCK_STEPS)
+
+
+def _kfold(X, y, floor, blocks, seed: int) -> float | None:
+    uniq = np.unique(blocks)
+    if len(uniq) < CV_FOLDS:
+        return None
+    perm = np.random.default_rng(seed).permutation(uniq)
+    errs = []
+    for i in range(CV_FOLDS):
+        test = np.isin(blocks, perm[i::CV_FOLDS])
+        res = _wls(X[~test], y[~test])
+        errs.extend(np.abs(_predict(X[test], res.params, floor[test]) - y[test]) / y[test])
+    return float(100 * np.mean(errs))
+
+
+@dataclass
+class StepFit:
+    mode: str
+    features: tuple[str, ...]
+    coef: dict[str, dict[str, float]]  # kind -> feature -> coefficient
+    n_steps: int
+    mape_pct: float
+    cv_mape_pct: float | None
+    heldout_mape_pct: dict[str, float | None]  # pass kind (and "all") -> MAPE over held-out steps running it
+    heldout_desc: str
+    summary: str
+    candidates: dict[str, float | None]
+
+
+def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int) -> StepFit:
+    y = steps["ms"].to_numpy(float)
+    blocks = _blocks(steps)
+    cands: dict[str, float | None] = {}
+    ok = []
+    for feats in FEATURE_SETS:
+        X, _ = _matrix(d, feats, mode)
+        name = " + ".join(feats)
+        cands[name] = None
+        if np.linalg.matrix_rank(X.to_numpy(float) / np.maximum(np.abs(X.to_numpy(float)).max(axis=0), 1e-12)) < X.shape[1]:
+            continue
+        res = _wls(X, y)
+        if not _physical(res.params):
+            continue
+        cands[name] = _kfold(X, y, d.roofline_ms, blocks, seed)
+        ok.append((feats, cands[name]))
+    if not ok:
+        raise UserError(f"{mode}: no feature set fits the recorded steps with non-negative slopes", "record more steps over a wider range of batch sizes")
+    with_cv = [(f, c) for f, c in ok if c is not None]
+    if with_cv:
+        best = min(c for _, c in with_cv)
+        feats, cv = next((f, c) for f, c in with_cv if c <= best + max(SELECT_TOL_POINTS, SELECT_TOL_REL * best))
+    else:
+        feats, cv = ok[0]
+    X, names = _matrix(d, feats, mode)
+    res = _wls(X, y)
+    coef: dict[str, dict[str, float]] = {}
+    for (kind, f), v in zip(names, res.params):
+        coef.setdefault(kind, {})[f] = float(v)
+    held, desc = _heldout(X, y, d, blocks, mode)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = res.summary().tables[1].as_text()
+    summary = (f"statsmodels WLS of step ms on share x ({' + '.join(feats)}) per pass kind, weights 1/ms^2; {len(y)} steps\n{table}\n"
+               f"block k-fold MAPE per feature set: " + "; ".join(f"{k}: {'-' if v is None else f'{v:.2f}%'}" for k, v in cands.items()))
+    return StepFit(mode, feats, coef, len(y), mape_pct(y, _predict(X, res.params, d.roofline_ms)), cv, held, desc, summary, cands)
+
+
+def _heldout(X, y, d: Design, blocks, mode: str) -> tuple[dict[str, float | None], str]:
+    uniq = np.unique(blocks)
+    if len(uniq) < 2:
+        return {}, "too few step blocks to hold any out"
+    test = np.isin(blocks, uniq[HOLDOUT_EVERY - 1::HOLDOUT_EVERY] if len(uniq) >= HOLDOUT_EVERY else uniq[-1:])
+    res = _wls(X[~test], y[~test])
+    pred = _predict(X[test], res.params, d.roofline_ms[test])
+    err = np.abs(pred - y[test]) / y[test]
+    out: dict[str, float | None] = {"all": float(100 * err.mean())}
+    for kind in d.kinds:
+        runs = (d.share[kind].to_numpy()[test] > 0)
+        out[kind] = float(100 * err[runs].mean()) if runs.any() else None
+    return out, f"every {HOLDOUT_EVERY}th block of {BLOCK_STEPS} steps left out ({int(test.sum())} steps)"
+
+
+# ---- behaviour: steps per canvas, MTP acceptance -------------------------------------------------
+def steps_per_canvas(df: pd.DataFrame) -> tuple[Distribution, str]:
+    """Denoising steps per canvas (k): canvases that ran alone give exact k's; else the run's mean."""
+    canv = float(df["commit_reqs"].sum())
+    den = float(df["denoise_reqs"].sum())
+    if canv <= 0:
+        raise UserError("the diffusion step records hold no committed canvas", "record until requests finish")
+    ks, run = [], 0
+    for r in df.itertuples():
+        stepping = r.denoise_reqs + r.commit_reqs
+        if stepping != 1:
+            run = -1 if stepping > 1 else run  # another canvas stepped: this canvas's count is unknown
+            continue
+        if r.commit_reqs == 1:
+            if run > 0:
+                ks.append(run)
+            run = 0
+        elif run >= 0:
+            run += 1
+    mean = den / canv
+    if len(ks) >= MIN_SOLO_CANVASES:
+        return Distribution.from_samples(ks), f"{len(ks)} canvases that ran alone (mean k {np.mean(ks):.2f}; all canvases: {mean:.2f})"
+    return Distribution.constant(round(mean, 3)), f"mean over {canv:.0f} canvases ({mean:.2f}; fewer than {MIN_SOLO_CANVASES} ran alone)"
+
+
+def commit_stats_from_steps(df: pd.DataFrame, runs: list[Run]) -> tuple[dict[str, CommitStats], str]:
+    dist, how = steps_per_canvas(df)
+    prov = Provenance("measured", f"engine steps of runs {', '.join(r.manifest.run_id for r in runs)}: denoise steps per canvas ({how})",
+                      date=min(r.manifest.started_at for r in runs),
+                      notes=("the recorder sees no regimes: this k distribution is applied to every regime; content length, re-noise and "
+                             f"commit entropy are the published prior's ({CITATION})"
+                             + ("; RANDOM WEIGHTS: k is the sampler's budget, not the model's" if any(r.manifest.weights == "random" for r in runs) else "")))
+    out = {}
+    for regime, cs in published_commit_prior().items():
+        out[regime] = CommitStats(regime=regime, steps_per_canvas=dist, tokens_per_call=cs.tokens_per_call, content_length=cs.content_length,
+                                  renoise_per_generation=cs.renoise_per_generation, commit_entropy_nats=cs.commit_entropy_nats,
+                                  provenance=prov, description=cs.description)
+    return out, f"steps per canvas from the recorded steps: {how}"
+
+
+def mtp_acceptance_from_steps(df: pd.DataFrame, runs: list[Run]):
+    per_pos = None
+    for s in df["sd_per_pos"]:
+        v = json.loads(s) if isinstance(s, str) and s else []
+        if not v:
+            continue
+        per_pos = np.asarray(v, float) if per_pos is None else per_pos + np.asarray(v, float)
+    drafts = float(df["sd_drafts"].sum()) if "sd_drafts" in df else 0.0
+    if per_pos is None or drafts <= 0:
+        raise UserError("the MTP step records hold no drafts", "record an MTP server while it decodes")
+    prov = Provenance("measured", f"engine steps of runs {', '.join(r.manifest.run_id for r in runs)}: accepted tokens per position / drafts",
+                      date=min(r.manifest.started_at for r in runs), notes=f"{drafts:.0f} drafts"
+                      + ("; RANDOM WEIGHTS: acceptance is not the model's" if any(r.manifest.weights == "random" for r in runs) else ""))
+    a = acceptance_from_counters(drafts, dict(enumerate(per_pos.tolist())), prov)
+    return a, f"MTP acceptance from the recorded steps: k={a.num_speculative_tokens}, per position {', '.join(f'{p:.3f}' for p in a.per_position)}"
+
+
+# ---- the profile ------------------------------------------------------------------------------
+def _pass_models(fit: StepFit, runs: list[Run], target, steps: pd.DataFrame, time_column: str) -> dict[str, PassFit]:
+    eng = runs[0].manifest.engine
+    prov = Provenance("measured", f"vLLM {eng.get('version')} engine steps of runs {', '.join(r.manifest.run_id for r in runs)}",
+                      hardware=target.hw.id, date=min(r.manifest.started_at for r in runs),
+                      notes=(f"engine vllm {eng.get('version')} on {eng.get('device')} ({runs[0].manifest.gpu_name}); model "
+                             f"{', '.join(sorted({r.manifest.model for r in runs}))} ({eng.get('model_path')}); {time_column} of busy steps; "
+                             f"all pass kinds of the mode fitted jointly to the simulator's step price; held-out: {fit.heldout_desc}"))
+    out = {}
+    for kind in get_mode(fit.mode).pass_kinds:
+        if kind not in fit.coef:
+            continue
+        ho = fit.heldout_mape_pct.get(kind)
+        n = int((steps[f"_share_{kind}"] > 0).sum())
+        pm = PassCostModel(kind=kind, coef=fit.coef[kind], support={}, provenance=prov,
+                           diagnostics=FitDiagnostics(n_obs=n, mape_pct=fit.mape_pct, cv_mape_pct=fit.cv_mape_pct, heldout_mape_pct=ho,
+                                                      summary=fit.summary + f"\nheld-out MAPE, all steps: {fit.heldout_mape_pct.get('all', float('nan')):.2f}%"),
+                           median_x_roofline=float(np.median(steps["ms"] / steps["_floor"])))
+        out[kind] = PassFit(model=pm, n_rows=n, n_shapes=n, features=fit.features, heldout_desc=fit.heldout_desc, candidates=fit.candidates)
+    return out
+
+
+def _check_runs(runs: list[Run], opts: FitOptions) -> None:
+    if not opts.hardware:
+        raise UserError("engine-steps runs do not record a catalog GPU", "pass --hardware ID (e.g. h200; for the CPU examples: "
+                        "--hardware cpu-2core --hardware-file data/runs/vllm-cpu/hardware.json)")
+    modes = {}
+    for r in runs:
+        if r.manifest.kind != KIND:
+            raise UserError(f"run {r.path} is a {r.manifest.kind} run: engine-steps runs are fitted on their own",
+                            "fit recorded engine steps in one `costmodel fit`, other runs in another")
+        modes.setdefault(r.manifest.mode, []).append(r)
+    for mode, rs in modes.items():
+        keys = {(r.manifest.engine.get("canvas_length"), r.manifest.engine.get("num_speculative_tokens")) for r in rs}
+        if len(keys) > 1:
+            raise UserError(f"the {mode} engine-steps runs differ in canvas length / speculative tokens ({sorted(keys, key=str)})", "fit one engine set-up per mode")
+
+
+def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -> FitResult:
+    """A Profile whose pass costs reproduce the recorded engine steps (see the module docstring)."""
+    opts = opts or FitOptions()
+    runs = [load_run(p) for p in run_paths]
+    _check_runs(runs, opts)
+    msgs: list[str] = []
+    if opts.time_column == "wall_ms":
+        raise UserError("--time wall_ms is a GPU-run pass time", f"for recorded engine steps use --time {' or '.join(TIME_COLUMNS)}")
+    time_column = opts.time_column if opts.time_column in TIME_COLUMNS else "gap_ms"  # gpu_ms, the CLI default: the wall step
+    target = resolve_target(runs, opts, msgs)
+    fits: dict[str, PassFit] = {}
+    modes: dict[str, ModeProfile] = {}
+    commit, mtp = {}, None
+    for mode in [m for m in ("diffusion", "ar", "mtp") if any(r.manifest.mode == m for r in runs)]:
+        mruns = [r for r in runs if r.manifest.mode == mode]
+        steps = pd.concat([load_steps(r, time_column, msgs) for r in mruns], ignore_index=True)
+        if len(steps) < MIN_STEPS:
+            raise UserError(f"{mode}: only {len(steps)} busy engine steps recorded", f"record at least {MIN_STEPS} (serve some load while recording)")
+        engine = mruns[0].manifest.engine
+        d = build_design(steps, mode, target, engine)
+        for kind in d.kinds:
+            steps[f"_share_{kind}"] = d.share[kind].to_numpy()
+        steps["_floor"] = d.roofline_ms
+        fit = choose_and_fit(steps, d, mode, opts.seed)
+        mfits = _pass_models(fit, mruns, target, steps, time_column)
+        missing = [k for k in get_mode(mode).pass_kinds if k not in mfits]
+        if missing:
+            raise UserError(f"{mode}: the recorded steps never ran {', '.join(missing)}", "record a load that exercises every pass kind of the mode")
+        fits.update({(k if k not in fits else f"{k} [{mode}]"): f for k, f in mfits.items()})
+        modes[mode] = ModeProfile(mode, target.model_for(mode), assistant=target.assistant if mode == "mtp" else None,
+                                  pass_models={k: f.model for k, f in mfits.items()},
+                                  notes=f"fitted jointly from {fit.n_steps} recorded vLLM engine steps ({time_column}); features {' + '.join(fit.features)}")
+        msgs.append(f"{mode}: {fit.n_steps} steps, features {' + '.join(fit.features)}, in-sample MAPE {fit.mape_pct:.2f}%, held-out MAPE "
+                    + ", ".join(f"{k} {'-' if v is None else f'{v:.2f}%'}" for k, v in fit.heldout_mape_pct.items()))
+        if mode == "diffusion":
+            commit, cmsg = commit_stats_from_steps(pd.concat([r.table("steps") for r in mruns]), mruns)
+            msgs.append(cmsg)
+        if mode == "mtp":
+            mtp, amsg = mtp_acceptance_from_steps(pd.concat([r.table("steps") for r in mruns]), mruns)
+            msgs.append(amsg)
+    now = now_iso()
+    date = min(r.manifest.started_at for r in runs)
+    eng = runs[0].manifest.engine
+    pid = opts.profile_id or f"{target.hw.id}-{target.precision}-vllm-steps-{date[:10].replace('-', '')}"
+    profile = Profile(
+        profile_id=pid, hardware=target.hw.to_dict(), precision=target.precision,
+        engine={"name": "vllm", "version": eng.get("version"), "device": eng.get("device"), "device_name": runs[0].manifest.gpu_name,
+                "source": "engine-steps", "time": time_column},
+        modes=modes, commit_stats=commit, mtp_acceptance=mtp,
+        provenance=Provenance("measured", f"costmodel fit of recorded vLLM engine steps: runs {', '.join(r.manifest.run_id for r in runs)}",
+                              hardware=target.hw.id, date=date,
+                              notes=f"vLLM {eng.get('version')} on {eng.get('device')} ({runs[0].manifest.gpu_name}); run directories "
+                                    f"{', '.join(r.path.name for r in runs)}"),
+        created_at=now, notes=[f"fit: recorded vLLM engine steps ({time_column}), all pass kinds of a mode fitted jointly so that the "
+                               "simulator's step price reproduces them (fit/steps.py)"] + list(opts.notes) + msgs,
+    ).validate("fitted profile")
+    return FitResult(profile, fits, [], msgs)

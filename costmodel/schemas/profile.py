@@ -31,7 +31,7 @@ from costmodel.jsonfile import read_json
 from costmodel.models import ModelShape, get_model
 from costmodel.modes import get_mode, mode_names
 from costmodel.precision import Precision, get_precision
-from costmodel.roofline import Roofline
+from costmodel.roofline import Roofline, Segment, default_tokens
 
 SCHEMA_VERSION = 1
 PROVENANCE_KINDS = ("measured", "projected", "published", "roofline", "endpoint")
@@ -253,9 +253,9 @@ class Profile:
                 bad = [f for f in pm.coef if f not in FEATURES]
                 if bad:
                     raise UserError(f"{where}: pass model {name}/{kind} uses unknown features {bad}", f"features are {', '.join(FEATURES)}")
-                if not all(math.isfinite(c) for c in pm.coef.values()):
-                    raise UserError(f"{where}: pass model {name}/{kind} has non-finite coefficients", "refit it")
+                _check_coefficients(pm, f"{where}: pass model {name}/{kind}")
                 pm.provenance.validate(f"{where}: {name}/{kind}")
+            _check_above_roofline(self, name, f"{where}: pass model {name}")
         for r, c in self.commit_stats.items():
             c.steps_per_canvas.validate(f"{where}: commit_stats.{r}.steps_per_canvas")
             c.content_length.validate(f"{where}: commit_stats.{r}.content_length")
@@ -292,6 +292,56 @@ class Profile:
             return self.modes[mode]
         except KeyError:
             raise UserError(f"profile {self.profile_id} has no mode {mode!r}", f"it has {', '.join(self.modes)}") from None
+
+
+# Features a fit may weight below zero: an intercept under a steeper slope, and kv_ms, the KV share
+# of memory_ms, which re-prices KV bytes (kv_ms + memory_ms >= 0 keeps every byte priced >= 0).
+# Both are still held above the roofline on the model's support (_check_above_roofline).
+SIGNED_FEATURES = ("const", "kv_ms")
+
+
+def _check_coefficients(pm: PassCostModel, where: str) -> None:
+    """Coefficients finite and >= 0 (bar SIGNED_FEATURES): the features are times and sizes, so a
+    negative weight makes a bigger pass cheaper (a negative denoise_step term halved diffusion's
+    simulated p50)."""
+    bad = {f: c for f, c in pm.coef.items() if not (isinstance(c, (int, float)) and math.isfinite(c) and (c >= 0 or f in SIGNED_FEATURES))}
+    if pm.coef.get("kv_ms", 0.0) < 0 and pm.coef.get("kv_ms", 0.0) + pm.coef.get("memory_ms", 0.0) < 0:
+        bad["kv_ms"] = pm.coef["kv_ms"]
+    if bad:
+        shown = ", ".join(f"{f}={c!r}" for f, c in bad.items())
+        raise UserError(f"{where} has negative, NaN or infinite coefficient(s) {shown}", "refit it (`costmodel fit`) or fix the coefficients")
+
+
+def support_corners(pm: PassCostModel, model: ModelShape) -> list[tuple[int, int, int]]:
+    """(seqs, tokens per sequence, context) at the corners of the shapes the fit saw; a model
+    without a recorded support is checked on a wide default grid (1-256 sequences, 0-8192 context)."""
+    sup = pm.support or {}
+    tok = default_tokens(pm.kind, model, 1024, 4)
+    seqs = sup.get("seqs", [1, 256])
+    tps = sup.get("tokens_per_seq", [tok, tok])
+    ctx = sup.get("context_tokens", [0, 8192])
+    return sorted({(max(1, round(a)), max(1, round(b)), max(0, round(c))) for a in seqs for b in tps for c in ctx})
+
+
+def _check_above_roofline(p: Profile, mode: str, where: str) -> None:
+    """A pass model may not predict less than the physical limit anywhere on its support: the
+    simulator floors predictions at the roofline, which would hide such a model's error. Models
+    of kind "endpoint" are exempt: they are inferred from end-to-end latencies (fit/endpoint.py),
+    not from pass timings, and stand only where the floor holds them."""
+    m = p.modes[mode]
+    model = get_model(m.model)
+    roof = Roofline(model, validate_spec(p.hardware.get("id", "?"), p.hardware, where), get_precision(p.precision),
+                    get_model(m.assistant) if m.assistant else None)
+    for kind, pm in m.pass_models.items():
+        if pm.provenance.kind == "endpoint":
+            continue
+        for seqs, tokens, context in support_corners(pm, model):
+            seg = (Segment(kind, seqs, tokens, context),)
+            r = roof.pass_cost(seg)
+            linear = pm.linear_ms(features(r, seg))
+            if linear < r.roofline_ms * (1 - 1e-9):
+                raise UserError(f"{where}/{kind} predicts {linear:.3g} ms at {seqs} seq x {tokens} tokens, context {context}, "
+                                f"below its {r.roofline_ms:.3g} ms roofline", "refit it (`costmodel fit` keeps fits above the roofline)")
 
 
 def _pass_model(v: dict) -> PassCostModel:

@@ -81,6 +81,12 @@ def _ms(x: float) -> str:
     return "-" if x is None or not math.isfinite(x) else (f"{x:,.0f}" if x >= 100 else f"{x:.1f}")
 
 
+def _no_rate(s) -> bool:
+    """Requests finished, none inside the arrival window: one request, or all arriving at one
+    instant, leave no span to measure a rate over (0.00 req/s would contradict the latencies)."""
+    return s.requests_finished > 0 and s.throughput_rps == 0
+
+
 def render_table(results, profile) -> Table:
     first = results[0].summary
     t = Table(title=f"costmodel simulate: {profile.profile_id} ({first.hardware}), {first.replicas} replica(s), "
@@ -91,8 +97,23 @@ def render_table(results, profile) -> Table:
         s = r.summary
         lat = [s.ttft_ms["p50"], s.ttft_ms["p95"], s.e2e_ms["p50"], s.e2e_ms["p95"], s.e2e_ms["p99"]]
         shown = [_ms(x) for x in lat] if s.stable else ["-"] * len(lat)
-        t.add_row(s.mode, f"{s.qps:g}", "yes" if s.stable else "[red]NO[/red]", f"{s.throughput_rps:.2f}", f"{s.output_tokens_per_s:,.0f}",
-                  *shown, f"{s.gpu_busy_frac:.2f}", f"{s.mean_batch_seqs:.1f}")
-    t.caption = (f"percentiles over finished requests after the first {100 * first.warmup_s / max(first.duration_s, 1e-9):.0f}% of arrivals; "
-                 f"TPOT and per-request rows in -o; provenance: " + " | ".join(sorted({f'{r.summary.mode}: {r.summary.provenance}' for r in results})))
+        rate = ["n/a", "n/a"] if _no_rate(s) else [f"{s.throughput_rps:.2f}", f"{s.output_tokens_per_s:,.0f}"]
+        t.add_row(s.mode, f"{s.qps:g}", "yes" if s.stable else "[red]NO[/red]", *rate, *shown, f"{s.gpu_busy_frac:.2f}", f"{s.mean_batch_seqs:.1f}")
+    notes = [_warmup_caption([r.summary for r in results])]
+    if any(_no_rate(r.summary) for r in results):
+        notes.append("req/s n/a: no request finished inside the arrival window (a single request, or all arriving at one instant), "
+                     "so there is no span to measure a rate over; give more requests or spread arrivals")
+    notes.append("TPOT and per-request rows in -o; provenance: " + " | ".join(sorted({f'{r.summary.mode}: {r.summary.provenance}' for r in results})))
+    t.caption = "; ".join(notes)
     return t
+
+
+def _warmup_caption(summaries) -> str:
+    """The warm-up share of each point; a point that aborted early warms up over the span it ran,
+    so one share for every row would misstate it."""
+    pct = [round(100 * s.warmup_s / max(s.duration_s, 1e-9)) for s in summaries]
+    if len(set(pct)) == 1:
+        return f"percentiles over finished requests after the first {pct[0]:.0f}% of arrivals"
+    parts = ", ".join(f"{s.mode} @ {s.qps:g} QPS {p:.0f}%" for s, p in zip(summaries, pct) if p != max(set(pct), key=pct.count))
+    return (f"percentiles over finished requests after each point's warm-up: the first {max(set(pct), key=pct.count):.0f}% of the arrival "
+            f"window, except {parts} (aborted early: the warm-up share of the span it ran)")

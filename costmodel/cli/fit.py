@@ -99,9 +99,10 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
     endpoint runs is refused unless --prefer picks one origin.
 
     \b
-    Example: costmodel fit data/runs/h200-diffusion data/runs/h200-ar -o h200.json
-             costmodel fit --campaign data/runs --hardware h200 --modes diffusion,ar,mtp -o h200.json
-             costmodel fit data/runs/h200-diffusion data/runs/ep-diffusion --hardware h200 --prefer endpoint -o h200.json
+    Example: costmodel fit data/runs/h200-dg-compiled data/runs/h200-ar-compiled -o h200.json
+             costmodel fit --campaign data/runs --hardware h200 --engine compiled --modes diffusion,ar,mtp -o h200.json
+             costmodel fit data/runs/h200-dg-compiled runs/live --hardware h200 --prefer endpoint -o h200.json
+             (runs/live: your `costmodel measure --endpoint URL ... -o runs/live`)
     """
     from costmodel.console import make_console
     from fit.assemble import FitOptions, build_profile, campaign_runs

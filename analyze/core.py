@@ -106,12 +106,17 @@ def per_generation(canvases: pd.DataFrame) -> pd.DataFrame:
     return g.drop(columns=["entropy_sum", "entropy_n"])
 
 
-def analyze_tables(commits: pd.DataFrame, generations: pd.DataFrame, split: str = "all", bootstrap: int = 2000, seed: int = 0) -> Analysis:
-    """The whole lens on a commits + generations pair (run-directory schema)."""
+def check_settings(split: str, bootstrap: int) -> None:
+    """UserError for a split that is not one of SPLITS or fewer than one bootstrap resample."""
     if split not in SPLITS:
-        raise UserError(f"unknown split {split!r}", f"use one of {', '.join(SPLITS)}")
+        raise UserError(f"--split {split!r}: unknown split", f"use one of {', '.join(SPLITS)}")
     if bootstrap < 1:
         raise UserError(f"--bootstrap {bootstrap} is below 1", "give the number of prompt resamples, e.g. --bootstrap 2000")
+
+
+def analyze_tables(commits: pd.DataFrame, generations: pd.DataFrame, split: str = "all", bootstrap: int = 2000, seed: int = 0) -> Analysis:
+    """The whole lens on a commits + generations pair (run-directory schema)."""
+    check_settings(split, bootstrap)
     if commits.empty:
         raise UserError("the commits table is empty", "analyze a diffusion run recorded with the accept_canvas hook")
     require_columns(commits, COMMIT_COLUMNS, "the commits table")

@@ -77,7 +77,8 @@ def fmt_ci(mean, lo, hi, digits: int = 3) -> str:
     return f"{fmt(mean, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
 
 
-def summary_blocks(a: Analysis, source: Source, files: list[str]) -> list[Block]:
+def _header_blocks(a: Analysis, source: Source) -> list[Block]:
+    """Title, provenance warning, the run's line and what was analysed."""
     m = source.manifest
     title = f"Commit-order analysis: {m.run_id if m else source.label}"
     blocks = [Block("h1", title)]
@@ -94,8 +95,12 @@ def summary_blocks(a: Analysis, source: Source, files: list[str]) -> list[Block]
                              f"{a.regimes['prompts'].sum()} prompts over {len(a.regimes)} regimes. Prompt-clustered bootstrap: "
                              f"{a.bootstrap_resamples} resamples, seed {a.seed}. Content positions only (before the first EOS/pad) "
                              f"unless marked raw."))
-    r = a.regimes
-    blocks.append(Block("h2", "Commit order per regime"))
+    return blocks
+
+
+def _regime_blocks(r) -> list[Block]:
+    """The per-regime tables: commit order, then commit rates (with a note on low content coverage)."""
+    blocks = [Block("h2", "Commit order per regime")]
     blocks.append(Block("table", header=["regime", "gens (prompts x seeds)", "tau_b content [95% CI]", "seed SD", "raw-canvas tau_b (EOS/pad incl.)",
                                          f"block-seq. control (/{CONTROL_BLOCK})", "re-noise events (/gen)", "monotone canvases", "tau_b monotone only"],
                         rows=[[x.regime, f"{x.generations} ({x.prompts} x {x.seeds})",
@@ -118,31 +123,41 @@ def summary_blocks(a: Analysis, source: Source, files: list[str]) -> list[Block]
                                  + ", ".join(f"{x.regime} {x.content_coverage_frac_mean:.1%}" for x in low_cov.itertuples())
                                  + " accepted on average). They have no commit call and are left out of tau_b; random weights accept "
                                    "about one position per call, so most of their canvas is never accepted."))
-    blocks.append(Block("h2", "Bin sweep: block-level tau_b by bin size"))
+    return blocks
+
+
+def _bin_sweep_blocks(a: Analysis) -> list[Block]:
     sweep = a.bin_sweep.pivot(index="regime", columns="bin_positions", values="tau_b_mean")
-    blocks.append(Block("table", header=["regime"] + [("1 (token)" if b == 1 else str(b)) for b in BIN_SIZES],
-                        rows=[[reg] + [fmt(sweep.loc[reg, b]) for b in BIN_SIZES] for reg in sweep.index]))
-    blocks.append(Block("chart", CHART))
-    blocks.append(Block("p", "Bin size is a choice of ruler, not a property of the model: read the whole sweep, never one bin. "
-                             "A bin wider than a canvas's content puts all its positions in one bin, where tau_b is undefined "
-                             "(n/a; per-bin counts in bin_sweep.csv)."))
-    blocks.extend(_auroc_blocks(a))
-    blocks.append(Block("h2", "Hook-data checks"))
+    return [Block("h2", "Bin sweep: block-level tau_b by bin size"),
+            Block("table", header=["regime"] + [("1 (token)" if b == 1 else str(b)) for b in BIN_SIZES],
+                  rows=[[reg] + [fmt(sweep.loc[reg, b]) for b in BIN_SIZES] for reg in sweep.index]),
+            Block("chart", CHART),
+            Block("p", "Bin size is a choice of ruler, not a property of the model: read the whole sweep, never one bin. "
+                       "A bin wider than a canvas's content puts all its positions in one bin, where tau_b is undefined "
+                       "(n/a; per-bin counts in bin_sweep.csv).")]
+
+
+def _check_blocks(a: Analysis) -> list[Block]:
+    """The hook-data checks and the analysis notes."""
     c = a.checks
     problems = c.problems()
-    blocks.append(Block("p", f"{c.commit_rows} commit rows over {c.canvases_with_commits} canvases. "
-                             + ("All records consistent: first acceptances agree with new_positions, every re-noised position was accepted "
-                                "before, entropy lists match position lists, all positions inside the canvas."
-                                if not problems else "Problems found:")))
+    blocks = [Block("h2", "Hook-data checks"),
+              Block("p", f"{c.commit_rows} commit rows over {c.canvases_with_commits} canvases. "
+                         + ("All records consistent: first acceptances agree with new_positions, every re-noised position was accepted "
+                            "before, entropy lists match position lists, all positions inside the canvas."
+                            if not problems else "Problems found:"))]
     if problems:
         blocks.append(Block("list", items=problems))
     if a.notes:
         blocks.append(Block("h2", "Notes"))
         blocks.append(Block("list", items=list(a.notes)))
-    blocks.append(Block("h2", "Definitions"))
-    blocks.append(Block("list", items=DEFINITIONS))
-    blocks.append(Block("p", "Files: " + ", ".join(files) + "."))
     return blocks
+
+
+def summary_blocks(a: Analysis, source: Source, files: list[str]) -> list[Block]:
+    """The summary (markdown and HTML) as blocks, in reading order."""
+    return (_header_blocks(a, source) + _regime_blocks(a.regimes) + _bin_sweep_blocks(a) + _auroc_blocks(a) + _check_blocks(a)
+            + [Block("h2", "Definitions"), Block("list", items=DEFINITIONS), Block("p", "Files: " + ", ".join(files) + ".")])
 
 
 DEFINITIONS = [

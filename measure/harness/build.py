@@ -134,8 +134,42 @@ def model_class(shape: ModelShape):
             "gemma4_assistant": transformers.Gemma4AssistantForCausalLM}[shape.family]
 
 
+# buffers whose construct-time value transformers' init_weights does not restore for every layer class
+# (DiffusionGemma's encoder layers' layer_scalar: torch.ones(1) in __init__)
+CONSTRUCT_TIME_BUFFERS = {"layer_scalar": 1.0}
+
+
+def _materialize(model, device) -> int:
+    """Give every meta parameter and buffer real (uninitialised) storage on `device`, once per
+    distinct tensor: tied weights (DiffusionGemma's encoder and decoder share their layers and the
+    embedding) stay one tensor. Returns the number of distinct tensors allocated."""
+    import torch
+
+    memo: dict[int, object] = {}
+    for mod in model.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is None:
+                continue
+            if id(p) not in memo:
+                memo[id(p)] = torch.nn.Parameter(torch.empty(p.shape, dtype=p.dtype, device=device), requires_grad=p.requires_grad)
+            mod._parameters[name] = memo[id(p)]
+        for name, b in list(mod._buffers.items()):
+            if b is None:
+                continue
+            if id(b) not in memo:
+                memo[id(b)] = torch.empty(b.shape, dtype=b.dtype, device=device)
+            mod._buffers[name] = memo[id(b)]
+    return len(memo)
+
+
 def build_random(shape: ModelShape, device: str, experts_implementation: str, dtype=None):
-    """Full-size model with random bf16 weights, allocated and initialised on `device`."""
+    """Full-size model with random bf16 weights, initialised on `device`.
+
+    Built on the meta device first, so that nothing is allocated before transformers ties the
+    weights (DiffusionGemma's encoder and decoder share 30 layers: constructing it directly on the
+    GPU allocated both stacks, ~100 GB, and ran out of memory on an 80 GB H100 - issue 17 item 6);
+    then every distinct tensor is materialised once on `device` and initialised by transformers'
+    own `init_weights` (which also recomputes buffers such as the rotary frequencies)."""
     import torch
 
     dtype = dtype or torch.bfloat16
@@ -143,7 +177,7 @@ def build_random(shape: ModelShape, device: str, experts_implementation: str, dt
     prev = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        with torch.device(device):
+        with torch.device("meta"):
             model = model_class(shape)(cfg)
     except ValueError as e:
         if "experts" in str(e).lower():
@@ -152,6 +186,22 @@ def build_random(shape: ModelShape, device: str, experts_implementation: str, dt
         raise
     finally:
         torch.set_default_dtype(prev)
+    _materialize(model, device)
+    for t in (*model.parameters(), *model.buffers(), *model.modules()):
+        if getattr(t, "_is_hf_initialized", False):
+            t._is_hf_initialized = False  # set while building on meta; everything must be initialised now
+    with torch.no_grad():
+        for b in model.buffers():
+            if b.is_floating_point():
+                b.fill_(float("nan"))  # poison: whatever init_weights leaves untouched shows up below
+        model.init_weights()
+        left = [n for n, b in model.named_buffers() if b.is_floating_point() and torch.isnan(b).any()]
+        for n, b in model.named_buffers():
+            if n in left and n.rsplit(".", 1)[-1] in CONSTRUCT_TIME_BUFFERS:
+                b.fill_(CONSTRUCT_TIME_BUFFERS[n.rsplit(".", 1)[-1]])
+                left.remove(n)
+        if left:
+            raise RuntimeError(f"buffers not initialised after building on the meta device: {left[:5]}")
     return model.eval()
 
 

@@ -41,6 +41,7 @@ def test_schedule_is_seeded_and_bounded():
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_tokens_and_latency_definitions(server, api):
     res = run_load(server.url, ["hello there"] * 4, model="fast-ar", api=api)
+    assert len(res.requests) == 4  # the checks below run on every request, never on none
     for r in res.requests:
         assert r.status == "ok", r.error_detail
         assert r.tokens_source == "usage" and r.output_tokens == 12 and r.prompt_tokens == 3
@@ -57,9 +58,11 @@ def test_tokens_and_latency_definitions(server, api):
 
 def test_bursts_counted_by_usage_or_as_pieces(server):
     res = run_load(server.url, ["a b"] * 3, model="fast-diffusion", max_tokens=70)
+    assert len(res.requests) == 3
     for r in res.requests:
         assert [n for _, n in res.chunks[r.request_id]] == [32, 32, 6]  # canvas bursts of 32
     res = run_load(server.url, ["a b"] * 3, model="fast-diffusion", max_tokens=70, continuous_usage=False)
+    assert len(res.requests) == 3
     for r in res.requests:
         assert r.tokens_source == "pieces"
         assert [n for _, n in res.chunks[r.request_id]] == [1, 1, 1]  # one per event without usage

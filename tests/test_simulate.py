@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import os
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ from simulate.workload import parse_workload
 PROFILE = roofline_profile("h200", "bf16", 0.33)
 EXACT = EngineConfig(shape_bits=0)
 MODES = ("diffusion", "ar", "mtp")
-HYP = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+HYP = settings(max_examples=int(os.environ.get("COSTMODEL_HYPOTHESIS_EXAMPLES", "30")), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 
 
 def fixed(prompt: int, output: int, arrival: str = "constant"):

@@ -49,7 +49,8 @@ class PlanConfig:
     seed: int = 0
     max_replicas: int = DEFAULT_MAX_REPLICAS
     refine_crossover: int = 0
-    jobs: int | None = None  # None: one process per available core
+    jobs: int | None = None  # None: one local worker process per available core (1: serially, no Dask)
+    scheduler: str | None = None  # a Dask scheduler address (tcp://HOST:8786); None: DASK_SCHEDULER_ADDRESS, else a local cluster
 
 
 @dataclass
@@ -126,7 +127,7 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
     say(f"plan: {len(r.hardware)} GPUs x {len(cfg.modes)} modes x {len(qps_values)} QPS, {cfg.duration_s:g} simulated s per point, "
         f"{settings.jobs} processes")
     specs = {h: p.hardware_spec() for h, p in r.profiles.items()}
-    cells = planner.run_searches(settings, progress=progress)
+    cells = planner.run_searches(settings, progress=progress, scheduler=cfg.scheduler)
 
     def analysis():
         return analyse(planner.points_frame(cells), r.slo, cfg.pricing, specs, qps_values, planner.cell_notes(cells))
@@ -143,7 +144,7 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
             break
         say(f"refining the crossover: simulating {q:g} QPS inside the bracket {c.qps_low:g}-{c.qps_high:g}")
         starts, skip = planner.bracket_starts(cells, c.qps_low, c.qps_high, cfg.max_replicas)
-        cells += planner.run_searches(settings, progress=progress, qps=[q], starts=starts, skip=skip)
+        cells += planner.run_searches(settings, progress=progress, qps=[q], starts=starts, skip=skip, scheduler=cfg.scheduler)
         qps_values = sorted(qps_values + [q])
         a = analysis()
     settings.qps = qps_values

@@ -4,18 +4,16 @@ galloping + bisection on replicas (plan.search) with the simulator as the judge,
 
 Work split: one chain per (hardware, mode) walks its QPS points upwards, each search starting
 from the answer at the QPS below (needing more load never needs fewer replicas); chains run in
-parallel processes. A QPS whose lower neighbour needed more than --max-replicas is skipped (it
-cannot need fewer) and says so.
+parallel on Dask workers (simulate.sweep.run_tasks: a local cluster, or --scheduler). A QPS whose
+lower neighbour needed more than --max-replicas is skipped (it cannot need fewer) and says so.
 """
 
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
-import os
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Callable
 
 import pandas as pd
@@ -26,6 +24,7 @@ from costmodel.shipped import resolve_profile
 from plan.search import fewest_replicas
 from plan.slo import Slo, parse_slo
 from simulate.api import resolve_workload, run_point
+from simulate.sweep import Cluster, cores, run_tasks
 
 
 @dataclass
@@ -114,17 +113,22 @@ def simulator_point(profile, duration_s: float, seed: int, workload: str | None 
     return point
 
 
-def _chain_job(args) -> list[CellSearch]:
-    hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas, workload, start = args
-    profile = resolve_profile(profile_path, hardware)
+@lru_cache(maxsize=16)
+def _profile(profile_path: str | None, hardware: str):
+    """One profile object per (path, GPU) in a worker process: its step prices stay cached across jobs."""
+    return resolve_profile(profile_path, hardware)
+
+
+def _chain_job(hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas, workload, start) -> list[CellSearch]:
+    profile = _profile(profile_path, hardware)
     return search_chain(simulator_point(profile, duration_s, seed, workload), hardware, mode, qps_values, parse_slo(slo_text), max_replicas,
                         start)
 
 
 def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None = None, qps=None,
-                 starts: dict | None = None, skip: dict | None = None) -> list[CellSearch]:
-    """Every (hardware, mode) chain over `qps` (default settings.qps), in parallel processes when
-    settings.jobs > 1; `starts[(hardware, mode)]` is a ChainStart (bounds known from other QPS);
+                 starts: dict | None = None, skip: dict | None = None, scheduler: str | None = None) -> list[CellSearch]:
+    """Every (hardware, mode) chain over `qps` (default settings.qps), on `scheduler` (None: a
+    local cluster of settings.jobs workers; serially for one job or settings.jobs == 1); `starts[(hardware, mode)]` is a ChainStart (bounds known from other QPS);
     `skip[(hardware, mode)]` is a note for a chain that needs no search."""
     qps_values = list(qps if qps is not None else settings.qps)
     skip = skip or {}
@@ -135,24 +139,15 @@ def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None 
     t0 = time.perf_counter()
 
     def done(chain: list[CellSearch]):
-        cells.extend(chain)
         if progress and chain:
             c = chain[0]
             got = ", ".join(f"{x.qps:g}->{x.replicas if x.replicas is not None else '-'}" for x in chain)
             progress(f"{c.hardware}/{c.mode}: replicas per QPS {got} ({sum(len(x.probes) for x in chain)} simulations, {time.perf_counter() - t0:.1f} s)")
 
-    n = max(1, min(settings.jobs, len(jobs)))
-    if n == 1:
-        for j in jobs:
-            done(_chain_job(j))
-        return cells
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-    # longest chains first (each mode's sim_cost_rank: AR simulates one decode step per token), so the pool drains evenly
+    # longest chains first (each mode's sim_cost_rank: AR simulates one decode step per token), so the workers drain evenly
     jobs.sort(key=lambda j: get_mode(j[1]).sim_cost_rank)
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as ex:
-        futs = [ex.submit(_chain_job, j) for j in jobs]
-        for f in as_completed(futs):
-            done(f.result())
+    for chain in run_tasks(_chain_job, jobs, cluster=Cluster(scheduler, settings.jobs), on_done=lambda i, chain: done(chain)):
+        cells.extend(chain)  # in job order, whichever finished first
     return cells
 
 
@@ -178,7 +173,7 @@ def bracket_starts(cells: list[CellSearch], lo_q: float, hi_q: float, max_replic
 
 
 def default_jobs() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    return cores()
 
 
 def points_frame(cells: list[CellSearch]) -> pd.DataFrame:

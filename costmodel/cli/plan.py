@@ -66,10 +66,11 @@ def print_analysis(con, a) -> None:
 @click.option("--max-replicas", type=int, default=DEFAULT_MAX_REPLICAS, show_default=True, help="Give up on a (GPU, mode, QPS) above this many replicas.")
 @click.option("--refine-crossover", type=int, default=0, show_default=True,
               help="Narrow the crossover bracket: this many times, simulate its midpoint QPS for every GPU and mode.")
-@click.option("--jobs", type=int, default=None, help="Parallel processes (default: the CPUs available).")
+@click.option("--jobs", type=int, default=None, help="Local Dask worker processes (default: the CPUs available; 1 runs serially with no Dask).")
+@click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://HOST:8786 (default: $DASK_SCHEDULER_ADDRESS, else a local cluster).")
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Directory for plan.csv, its dictionary and plan.json.")
 def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry,
-         workload, duration_s, seed, max_replicas, refine_crossover, jobs, out):
+         workload, duration_s, seed, max_replicas, refine_crossover, jobs, scheduler, out):
     """Fewest replicas meeting an SLO per (GPU, mode, QPS), their monthly cost, the cheapest option
     per QPS and the crossover QPS above which DiffusionGemma stops being the cheapest.
 
@@ -82,7 +83,7 @@ def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, elect
     pricing = pricing_config(pricing_options_of(price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry))
     cfg = PlanConfig(qps=parse_floats(qps, "qps"), slo=slo, hardware=parse_list(hardware, "hardware"), modes=parse_modes(modes),
                      profiles=list(profiles), pricing=pricing or PricingConfig(), workload=workload, duration_s=duration_s, seed=seed,
-                     max_replicas=max_replicas, refine_crossover=refine_crossover, jobs=jobs)
+                     max_replicas=max_replicas, refine_crossover=refine_crossover, jobs=jobs, scheduler=scheduler)
     err = make_console(stderr=True)
     outcome = run_plan(cfg, progress=lambda s: err.print(f"[dim]{s}[/dim]"))
     written = write_plan(outcome, out)

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "profile": "costmodel.cli.profile:profile",
     "simulate": "costmodel.cli.simulate:simulate",
     "plan": "costmodel.cli.plan:plan",
+    "sweep": "costmodel.cli.sweep:sweep",
     "report": "costmodel.cli.report:report",
     "validate": "costmodel.cli.validate:validate",
 }
@@ -43,6 +44,7 @@ HELP = {
     "profile": "Show, validate and project profiles.",
     "simulate": "Simulate serving under load: throughput, latency, utilisation vs QPS.",
     "plan": "Fewest replicas meeting an SLO per (hardware, mode, QPS), cost and crossover.",
+    "sweep": "Run a declarative sweep (YAML/JSON) on Dask, resumably, into one results table.",
     "report": "Export simulation/plan results as finance CSV and HTML with charts.",
     "validate": "Run the real engine under load on the GPU and score the simulator.",
 }

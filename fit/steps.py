@@ -19,10 +19,13 @@ every kind of the mode.
 - shapes: prefill = prefill requests x (prefill tokens / requests) at context 0; decode-phase groups
   at the mean cached context of the running requests (kv_tokens / running);
 - feature sets: FEATURE_SETS in order, the first whose block k-fold MAPE is within the selection
-  tolerance of the best among the physical ones (every slope >= 0);
+  tolerance of the best; every slope is kept >= 0 by an active-set fit (a negative slope's column
+  is dropped, i.e. that kind's feature priced at 0, and the rest refitted);
 - held-out check: whole blocks of BLOCK_STEPS consecutive steps (every HOLDOUT_EVERY-th) left out,
   the chosen set refitted on the rest; MAPE of the simulator's step price per pass kind over the
-  held-out steps that run that kind (and over all of them), kept in each model's diagnostics;
+  held-out steps that run that kind (and over all of them), kept in each model's diagnostics; and
+  the MAPE of each held-out block's summed time ("block sums": what latencies add up, where
+  step-to-step noise of a shared machine averages out);
 - diffusion: steps per canvas from the same records (denoise steps / canvases committed; the
   distribution from canvases that ran alone, when there are enough of them); MTP: acceptance per
   position from the recorded accepted-per-position counts.
@@ -161,6 +164,13 @@ class Design:
     feats: pd.DataFrame  # joint-pass feature values (FEATURES names)
     side_feats: pd.DataFrame  # side-pass feature values (0 rows where no side pass)
     roofline_ms: np.ndarray  # the step's roofline (joint + side): the floor of the simulator's price
+    shapes: dict  # kind -> [(seqs, tokens per seq, context)] of the steps that ran it
+
+    def support(self, kind: str) -> dict[str, list[float]]:
+        a = np.asarray(self.shapes.get(kind) or [(1, 1, 0)], float)
+        tokens = a[:, 0] * a[:, 1]
+        return {"seqs": [a[:, 0].min(), a[:, 0].max()], "tokens_per_seq": [a[:, 1].min(), a[:, 1].max()],
+                "context_tokens": [a[:, 2].min(), a[:, 2].max()], "tokens": [tokens.min(), tokens.max()]}
 
 
 def build_design(steps: pd.DataFrame, mode: str, target, engine: dict) -> Design:
@@ -168,8 +178,11 @@ def build_design(steps: pd.DataFrame, mode: str, target, engine: dict) -> Design
     kinds = sm.pass_kinds
     roof = target.roof_for(sm.prefill_kind)
     shares, fj, fs, floor = [], [], [], []
+    shapes: dict[str, list] = {}
     for row in steps.itertuples():
         segs, side, k = step_segments(row, mode, engine)
+        for sg in segs + ((side,) if side is not None else ()):
+            shapes.setdefault(sg.kind, []).append((sg.seqs, sg.tokens, sg.context))
         total = sum(s.seqs * s.tokens for s in segs)
         sh = {kd: 0.0 for kd in kinds}
         for s in segs:
@@ -187,7 +200,7 @@ def build_design(steps: pd.DataFrame, mode: str, target, engine: dict) -> Design
         shares.append(sh)
         floor.append(fl)
     return Design(kinds, pd.DataFrame(shares, index=steps.index), pd.DataFrame(fj, index=steps.index),
-                  pd.DataFrame(fs, index=steps.index), np.asarray(floor, float))
+                  pd.DataFrame(fs, index=steps.index), np.asarray(floor, float), shapes)
 
 
 def _matrix(d: Design, feats: tuple[str, ...], mode: str) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
@@ -219,6 +232,21 @@ def _physical(params) -> bool:
     return all(v >= 0 for k, v in params.items() if not k.endswith(":const")) and np.all(np.isfinite(params))
 
 
+def _fit_physical(X: pd.DataFrame, y: np.ndarray):
+    """WLS with every slope >= 0: the most negative slope's column is dropped (that kind's feature
+    priced at 0) and the rest refitted, until none is negative (an active-set fit). (result, columns kept)"""
+    cols = list(X.columns)
+    while cols:
+        res = _wls(X[cols], y)
+        neg = {k: v for k, v in res.params.items() if not k.endswith(":const") and v < 0}
+        if not neg and np.all(np.isfinite(res.params)):
+            return res, cols
+        if not neg:
+            return None, cols
+        cols.remove(min(neg, key=neg.get))
+    return None, cols
+
+
 def _blocks(steps: pd.DataFrame) -> np.ndarray:
     """Block id of each step: runs and BLOCK_STEPS consecutive steps (held-out units, never split)."""
     codes = pd.factorize(steps["run_id"])[0].astype(np.int64)
@@ -233,8 +261,10 @@ def _kfold(X, y, floor, blocks, seed: int) -> float | None:
     errs = []
     for i in range(CV_FOLDS):
         test = np.isin(blocks, perm[i::CV_FOLDS])
-        res = _wls(X[~test], y[~test])
-        errs.extend(np.abs(_predict(X[test], res.params, floor[test]) - y[test]) / y[test])
+        res, cols = _fit_physical(X[~test], y[~test])
+        if res is None:
+            return None
+        errs.extend(np.abs(_predict(X.loc[test, cols], res.params, floor[test]) - y[test]) / y[test])
     return float(100 * np.mean(errs))
 
 
@@ -263,10 +293,10 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int) -> Step
         cands[name] = None
         if np.linalg.matrix_rank(X.to_numpy(float) / np.maximum(np.abs(X.to_numpy(float)).max(axis=0), 1e-12)) < X.shape[1]:
             continue
-        res = _wls(X, y)
-        if not _physical(res.params):
+        res, cols = _fit_physical(X, y)
+        if res is None:
             continue
-        cands[name] = _kfold(X, y, d.roofline_ms, blocks, seed)
+        cands[name] = _kfold(X[cols], y, d.roofline_ms, blocks, seed)
         ok.append((feats, cands[name]))
     if not ok:
         raise UserError(f"{mode}: no feature set fits the recorded steps with non-negative slopes", "record more steps over a wider range of batch sizes")
@@ -277,9 +307,11 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int) -> Step
     else:
         feats, cv = ok[0]
     X, names = _matrix(d, feats, mode)
-    res = _wls(X, y)
+    res, cols = _fit_physical(X, y)
+    X = X[cols]
     coef: dict[str, dict[str, float]] = {}
-    for (kind, f), v in zip(names, res.params):
+    for col, v in res.params.items():
+        kind, f = col.split(":")
         coef.setdefault(kind, {})[f] = float(v)
     held, desc = _heldout(X, y, d, blocks, mode)
     with warnings.catch_warnings():
@@ -295,10 +327,15 @@ def _heldout(X, y, d: Design, blocks, mode: str) -> tuple[dict[str, float | None
     if len(uniq) < 2:
         return {}, "too few step blocks to hold any out"
     test = np.isin(blocks, uniq[HOLDOUT_EVERY - 1::HOLDOUT_EVERY] if len(uniq) >= HOLDOUT_EVERY else uniq[-1:])
-    res = _wls(X[~test], y[~test])
-    pred = _predict(X[test], res.params, d.roofline_ms[test])
+    res, cols = _fit_physical(X[~test], y[~test])
+    if res is None:
+        return {}, "no physical fit without the held-out blocks"
+    pred = _predict(X.loc[test, cols], res.params, d.roofline_ms[test])
     err = np.abs(pred - y[test]) / y[test]
     out: dict[str, float | None] = {"all": float(100 * err.mean())}
+    # the summed time of each held-out block (what a request's latency adds up): step noise averages out
+    bt = pd.DataFrame({"b": blocks[test], "y": y[test], "p": pred}).groupby("b").sum()
+    out["block sums"] = float(100 * (np.abs(bt["p"] - bt["y"]) / bt["y"]).mean())
     for kind in d.kinds:
         runs = (d.share[kind].to_numpy()[test] > 0)
         out[kind] = float(100 * err[runs].mean()) if runs.any() else None
@@ -363,7 +400,7 @@ def mtp_acceptance_from_steps(df: pd.DataFrame, runs: list[Run]):
 
 
 # ---- the profile ------------------------------------------------------------------------------
-def _pass_models(fit: StepFit, runs: list[Run], target, steps: pd.DataFrame, time_column: str) -> dict[str, PassFit]:
+def _pass_models(fit: StepFit, runs: list[Run], target, steps: pd.DataFrame, time_column: str, d: Design) -> dict[str, PassFit]:
     eng = runs[0].manifest.engine
     prov = Provenance("measured", f"vLLM {eng.get('version')} engine steps of runs {', '.join(r.manifest.run_id for r in runs)}",
                       hardware=target.hw.id, date=min(r.manifest.started_at for r in runs),
@@ -376,7 +413,7 @@ def _pass_models(fit: StepFit, runs: list[Run], target, steps: pd.DataFrame, tim
             continue
         ho = fit.heldout_mape_pct.get(kind)
         n = int((steps[f"_share_{kind}"] > 0).sum())
-        pm = PassCostModel(kind=kind, coef=fit.coef[kind], support={}, provenance=prov,
+        pm = PassCostModel(kind=kind, coef=fit.coef[kind], support=d.support(kind), provenance=prov,
                            diagnostics=FitDiagnostics(n_obs=n, mape_pct=fit.mape_pct, cv_mape_pct=fit.cv_mape_pct, heldout_mape_pct=ho,
                                                       summary=fit.summary + f"\nheld-out MAPE, all steps: {fit.heldout_mape_pct.get('all', float('nan')):.2f}%"),
                            median_x_roofline=float(np.median(steps["ms"] / steps["_floor"])))
@@ -424,7 +461,7 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
             steps[f"_share_{kind}"] = d.share[kind].to_numpy()
         steps["_floor"] = d.roofline_ms
         fit = choose_and_fit(steps, d, mode, opts.seed)
-        mfits = _pass_models(fit, mruns, target, steps, time_column)
+        mfits = _pass_models(fit, mruns, target, steps, time_column, d)
         missing = [k for k in get_mode(mode).pass_kinds if k not in mfits]
         if missing:
             raise UserError(f"{mode}: the recorded steps never ran {', '.join(missing)}", "record a load that exercises every pass kind of the mode")

@@ -10,9 +10,13 @@ becomes one unit "<file name>#<i>" with one `load_summary` row:
 - spec_decode_* -> sd_* columns: acceptance rate as a fraction (vLLM writes a percentage; the
   counts are used when present), mean acceptance length, drafts, draft/accepted tokens and
   per-position rates (fractions);
-- diffusion_* -> dg_* columns. vLLM 0.33's bench JSON keys for DiffusionGemma mirror its counters:
-  diffusion_num_denoising_steps, diffusion_num_canvas_positions, diffusion_num_committed_tokens,
-  and the ratios diffusion_steps_per_canvas, diffusion_committed_tokens_per_step (ratios are
+- diffusion_* -> dg_* columns (dg_denoising_steps: engine steps, commit steps included;
+  dg_steps_per_canvas: k + 1). vLLM 0.32 writes diffusion_denoising_steps (commit steps EXCLUDED),
+  diffusion_canvas_positions, diffusion_committed_tokens, diffusion_steps_per_canvas (k, commits
+  excluded), diffusion_committed_per_step, diffusion_committed_throughput (seen in real
+  `vllm bench serve --save-result` files; `_vllm032_diffusion`); files with the counter names
+  diffusion_num_denoising_steps / _num_canvas_positions / _num_committed_tokens and the ratios
+  diffusion_steps_per_canvas, diffusion_committed_tokens_per_step are read as counters (ratios
   recomputed from the counts when both are present). Other diffusion_* keys are kept verbatim.
 With --save-detailed (input_lens, output_lens, ttfts, itls, errors) the per-request arrays become
 `requests` and `chunks` rows; their times are relative to each request's own start (start_s = 0;
@@ -116,6 +120,20 @@ def _num(r: dict, k: str) -> float:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
 
 
+def _vllm032_diffusion(r: dict, canvas_length: int) -> tuple[float, float, float, float, float]:
+    """(engine steps incl. commits, canvas positions, committed tokens, canvases, engine steps per canvas)
+    from vLLM 0.32's keys, as its vllm/benchmarks/serve.py computes them: canvas length = Δpositions /
+    Δsteps, canvases = Δcommitted / canvas length, diffusion_denoising_steps = Δsteps - canvases (commit
+    steps excluded) and diffusion_steps_per_canvas = k (commits excluded); this table keeps engine
+    steps with the commit step included (k + 1 per canvas)."""
+    den, pos, comm = _num(r, "diffusion_denoising_steps"), _num(r, "diffusion_canvas_positions"), _num(r, "diffusion_committed_tokens")
+    canvases = comm / canvas_length if not math.isnan(comm) else math.nan
+    steps = den + canvases if not math.isnan(den) and not math.isnan(canvases) else math.nan
+    k = _num(r, "diffusion_steps_per_canvas")
+    spc = steps / canvases if canvases and not math.isnan(steps) else (k + 1 if not math.isnan(k) else math.nan)
+    return steps, pos, comm, canvases, spc
+
+
 def summary_row(r: dict, canvas_length: int) -> dict:
     rate = r.get("request_rate")
     completed = int(r["completed"])
@@ -152,17 +170,22 @@ def summary_row(r: dict, canvas_length: int) -> dict:
                    sd_mean_acceptance_length=length, sd_draft_tokens_per_step=dtoks / drafts if drafts and not math.isnan(dtoks) else math.nan,
                    sd_per_position_rates=json.dumps([float(x) for x in per_pos]))
     # diffusion
-    if any(k.startswith("diffusion_") for k in r):
+    if any(k.startswith("diffusion_") for k in r) and "diffusion_denoising_steps" in r:
+        steps, pos, comm, canvases, spc = _vllm032_diffusion(r, canvas_length)
+        cps = comm / steps if steps and not math.isnan(comm) else math.nan
+    elif any(k.startswith("diffusion_") for k in r):
         steps, pos, comm = _num(r, "diffusion_num_denoising_steps"), _num(r, "diffusion_num_canvas_positions"), _num(r, "diffusion_num_committed_tokens")
         canvases = pos / canvas_length if not math.isnan(pos) else math.nan
         spc = steps / canvases if canvases and not math.isnan(canvases) and not math.isnan(steps) else _num(r, "diffusion_steps_per_canvas")
         cps = comm / steps if steps and not math.isnan(comm) and not math.isnan(steps) else _num(r, "diffusion_committed_tokens_per_step")
+    if any(k.startswith("diffusion_") for k in r):
         row.update(dg_denoising_steps=steps, dg_canvas_positions=pos, dg_committed_tokens=comm, dg_canvases=canvases, dg_canvas_length=canvas_length,
                    dg_steps_per_canvas=spc, dg_denoise_steps_per_canvas=spc - 1 if not math.isnan(spc) else math.nan,
                    dg_committed_tokens_per_step=cps, dg_committed_tokens_per_canvas=comm / canvases if canvases and not math.isnan(comm) else math.nan)
         extra = {k: v for k, v in r.items() if k.startswith("diffusion_") and k not in (
             "diffusion_num_denoising_steps", "diffusion_num_canvas_positions", "diffusion_num_committed_tokens",
-            "diffusion_steps_per_canvas", "diffusion_committed_tokens_per_step")}
+            "diffusion_steps_per_canvas", "diffusion_committed_tokens_per_step", "diffusion_denoising_steps", "diffusion_canvas_positions",
+            "diffusion_committed_tokens")}
         row["dg_extra"] = json.dumps(extra, sort_keys=True, default=str)
     known = set(NUMERIC) | set(DETAIL) | {"date", "backend", "endpoint_type", "label", "model_id", "tokenizer_id", "request_rate", "max_concurrency",
                                           "request_goodput", "generated_texts", "spec_decode_per_position_acceptance_rates", "rps_change_events",
@@ -226,7 +249,7 @@ def import_files(files: list[str], out: str, model: str | None, mode: str | None
     units = [f"{p.name}#{i}" for p, rs in loaded for i in range(len(rs))]
     if len(set(units)) != len(units):
         raise UserError("two bench files share a file name", "rename one, or import them into separate runs")
-    has_dg = any(any(k.startswith("diffusion_num_") for k in r) for r in allres)
+    has_dg = any(any(k.startswith(("diffusion_num_", "diffusion_denoising_steps")) for k in r) for r in allres)
     manifest = RunManifest(
         run_id=new_run_id("bench"), kind="bench-import", mode=mode, model=model, weights="served",
         commit_source="model" if has_dg and mode == "diffusion" else "none",

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec
 from costmodel.models import ASSISTANT_FOR, ModelShape, get_model
+from costmodel.modes import get_mode
 from costmodel.precision import PRECISIONS, Precision
 
 GIB = 2**30
@@ -52,11 +53,6 @@ SRC_KV_BUDGET = "vllm/v1/worker/gpu_worker.py determine_available_memory (reques
 SRC_SAMPLER = ("vllm/model_executor/models/diffusion_gemma.py compute_logits/_softcap_logits (bf16 -> fp32 logits) and "
                "the sampler's tile budget (three fp32 [W, vocab] copies per canvas)")
 
-MODE_MODELS = {  # mode -> (target model, whether an assistant drafts)
-    "diffusion": ("diffusiongemma-26b-a4b", False),
-    "ar": ("gemma4-26b-a4b", False),
-    "mtp": ("gemma4-26b-a4b", True),
-}
 
 
 def cdiv(a: int, b: int) -> int:
@@ -313,13 +309,11 @@ def _engine_terms(target: ModelShape, assistant: ModelShape | None, prec: Precis
 # ---- settings ---------------------------------------------------------------------------------
 def mode_models(mode: str, model: str | None = None, assistant: str | None = None) -> tuple[ModelShape, ModelShape | None]:
     """The target (and MTP assistant) a mode serves: the catalog's, or the names/paths given."""
-    if mode not in MODE_MODELS:
-        raise UserError(f"unknown mode {mode!r}", f"use one of {', '.join(MODE_MODELS)}")
-    default, drafts = MODE_MODELS[mode]
-    target = get_model(model or default)
-    if mode == "diffusion" and target.family != "diffusion_gemma":
-        raise UserError(f"mode diffusion needs a DiffusionGemma model, not {target.name}", "pass a diffusion_gemma config")
-    if not drafts:
+    serving = get_mode(mode)
+    target = get_model(model or serving.default_model)
+    if target.family != serving.model_family:
+        raise UserError(f"mode {mode} needs a {serving.model_family} model, not {target.name}", f"pass a {serving.model_family} config")
+    if not serving.assistant:
         return target, None
     name = assistant or ASSISTANT_FOR.get(target.name)
     if name is None:
@@ -343,18 +337,19 @@ def _resolve(hw: HardwareSpec, mode: str, target: ModelShape, user: EngineSettin
     max_len = pick("max_model_len", int(target.text_config.get("max_position_embeddings", 262144)),
                    "model config max_position_embeddings (vLLM's default max_model_len)")
     block = pick("block_size", BLOCK_SIZE_GPU, "vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE")
-    k = pick("num_speculative_tokens", MTP_NUM_SPECULATIVE_TOKENS, "published MTP serving command") if mode == "mtp" else 0
-    canvas = pick("canvas_length", target.canvas_length, "model config canvas_length") if mode == "diffusion" else 0
+    serving = get_mode(mode)
+    k = pick("num_speculative_tokens", MTP_NUM_SPECULATIVE_TOKENS, "published MTP serving command") if serving.assistant else 0
+    canvas = pick("canvas_length", target.canvas_length, "model config canvas_length") if serving.canvas_sampler else 0
     seqs = pick("max_num_seqs", seqs_default, SRC_ARG_UTILS)
     canvases = None
-    if mode == "diffusion":
+    if serving.canvas_sampler:
         canvases = (device_bytes - math.ceil(device_bytes * util)) // per_canvas(canvas)
         if user.max_num_seqs is None and seqs >= DEFAULT_MAX_NUM_SEQS:
             seqs, src["max_num_seqs"] = DIFFUSION_MAX_NUM_SEQS, SRC_DG_RULE
         if user.max_num_seqs is None and 1 <= canvases < seqs:
             seqs, src["max_num_seqs"] = canvases, "lowered to the canvases the sampler headroom holds"
-    step = {"ar": 1, "mtp": 1 + 2 * k, "diffusion": canvas}[mode]
-    q = {"ar": 1, "mtp": 1 + k, "diffusion": canvas}[mode]
+    step = serving.kv_step_slots(k, canvas)
+    q = serving.decode_query_tokens(k, canvas)
     in_flight = (2 if user.async_scheduling else 1) * batched
     return ResolvedSettings(seqs, batched, float(util), max_len, block, step, q, k, canvas, in_flight, canvases, src)
 
@@ -373,7 +368,7 @@ def _fitting_precision(hw: HardwareSpec, target: ModelShape, assistant: ModelSha
 
 
 def _check_sampler(mode: str, target: ModelShape, s: ResolvedSettings, headroom: int, per_canvas) -> None:
-    if mode != "diffusion":
+    if not get_mode(mode).canvas_sampler:
         return
     need = s.max_num_seqs * per_canvas(s.canvas_length)
     if s.max_canvases_by_memory < 1 or s.canvas_length > s.max_num_batched_tokens:
@@ -476,11 +471,12 @@ def replica_memory(hw: HardwareSpec, mode: str, prec: Precision, settings: Engin
              MemoryTerm(f"KV cache: {limits.num_gpu_blocks:,} blocks x {layout.bytes_per_block:,} B", limits.num_gpu_blocks * layout.bytes_per_block,
                         f"{SRC_KV_BUDGET}; {SRC_NUM_BLOCKS}", "kv", _layout_note(layout)),
              MemoryTerm("KV remainder (less than a block)", kv_bytes - limits.num_gpu_blocks * layout.bytes_per_block, SRC_NUM_BLOCKS, "kv")]
-    if mode == "diffusion":
+    sampler = get_mode(mode).canvas_sampler
+    if sampler:
         terms.append(MemoryTerm(f"diffusion sampler: {s.max_num_seqs} canvas(es) x {per_canvas(s.canvas_length) / 1e9:.2f} GB",
                                 s.max_num_seqs * per_canvas(s.canvas_length), SRC_SAMPLER, "sampler",
                                 f"fp32 [canvases, {s.canvas_length}, {target.vocab_size}] transients, outside the engine budget"))
-    used_outside = terms[-1].bytes if mode == "diffusion" else 0
+    used_outside = terms[-1].bytes if sampler else 0
     terms.append(MemoryTerm("headroom outside the engine budget", headroom - used_outside,
                             "device - engine budget (CUDA context, allocator fragmentation, unprofiled transients)", "headroom"))
     return ReplicaMemory(hw.id, mode, prec.name, target.name, asst.name if asst else None, tuple(terms), layout, limits)

@@ -7,9 +7,8 @@ from __future__ import annotations
 import click
 
 from costmodel.errors import UserError
+from costmodel.modes import get_mode, mode_names
 from costmodel.options import parse_ints
-
-MODES = ("diffusion", "ar", "mtp")
 
 
 def _settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, max_model_len, block_size, k, canvas):
@@ -41,8 +40,8 @@ def _one(con, hw, mode, prec, settings, contexts):
         s.add_row(name, f"{getattr(lim, name):g}" if isinstance(getattr(lim, name), float) else f"{getattr(lim, name):,}", lim.source.get(name, ""))
     s.add_row("KV blocks", f"{lim.num_gpu_blocks:,}", "engine budget - weights - activations - CUDA graphs, / bytes per block")
     s.add_row("KV cache size (vLLM's log line)", f"{lim.kv_tokens_logged:,} tokens", f"max concurrency {lim.max_concurrency_logged:.2f}x at max_model_len")
-    s.add_row("KV slots per running request per step", f"{lim.step_tokens:,}", {"ar": "1 new token", "mtp": "1 + 2k (verify + lookahead)",
-                                                                                  "diffusion": "the active canvas"}[mode])
+    s.add_row("KV slots per running request per step", f"{lim.step_tokens:,}",
+              (get_mode(mode).kv_step_slots.__doc__ or "").strip() or "the mode's step slots (costmodel/modes)")
     if lim.max_canvases_by_memory is not None:
         s.add_row("canvases the sampler headroom holds", f"{lim.max_canvases_by_memory:,}", "(1 - utilisation) x device / sampler bytes per canvas")
     s.add_row("binding limit", lim.binding, "")
@@ -89,7 +88,7 @@ def _all(con, specs, prec_name, settings, contexts):
         t.add_column(col, justify="left" if col in ("GPU", "mode", "precision", "binding") else "right", overflow="fold")
     failed = []
     for hw in specs:
-        for mode in MODES:
+        for mode in mode_names():
             mem, reason = _fit(hw, mode, prec_name, settings)
             if mem is None:
                 failed.append(f"{hw.id} {mode}: {reason}")
@@ -108,7 +107,7 @@ def _all(con, specs, prec_name, settings, contexts):
 @click.command()
 @click.option("--hardware", default="h100-sxm", show_default=True, help="Catalog id or a hardware JSON file.")
 @click.option("--hardware-file", type=click.Path(), default=None, help="JSON file describing extra GPUs.")
-@click.option("--mode", type=click.Choice(MODES), default="diffusion", show_default=True)
+@click.option("--mode", type=click.Choice(mode_names()), default="diffusion", show_default=True)
 @click.option("--precision", default=None, help="bf16, fp8, int4 or nvfp4 (costmodel/precision.py); default bf16, with --all "
               "each GPU's widest precision that fits.")
 @click.option("--all", "all_", is_flag=True, help="Every catalog GPU x mode, one row each.")

@@ -31,10 +31,11 @@ class ArEngine:
         self.account(dt, m, tp, (n,))
         return dt
 
-    def coast(self, t: float, bound: float, prev: float) -> float:
+    def coast(self, t: float, bound: float, prev: float):
         """Run the decode-only steps from t that change nothing but time, KV and contexts (no event
-        due, no prefill, no admission, no preemption) and end before `bound` (Replica.advance);
-        the same float operations as schedule() + complete() step by step. Returns the clock."""
+        due, no prefill, no admission, no preemption) with the same float operations as schedule()
+        + complete(); the one that ends past `bound` is left in flight (Replica.advance). Returns
+        the time a full step must start at, or None when a step is in flight."""
         n = self.n_dec
         if not n or self.prefilling:
             return t
@@ -46,8 +47,7 @@ class ArEngine:
         head = waiting[0].prefill_len if waiting else 0
         admits = bool(waiting) and self.budget - look_n > 0 and len(self.running) < self.max_seqs
         pricer, wend = self.pricer, self.tracker.window_end
-        busy, busy_w, s0 = self.busy_s, self.busy_window_s, s
-        hi, dt = -1, 0.0
+        busy, busy_w, s0, hi, dt, flight = self.busy_s, self.busy_window_s, s, -1, 0.0, False
         while s < due and kv + kv_res + look_n <= kv_cap:
             if admits and kv + ng + kv_res + head <= kv_cap:
                 break  # the head of the queue would be admitted: a full step
@@ -55,21 +55,27 @@ class ArEngine:
             if c >= hi:
                 dt, hi = pricer.decode_price(n, sc, c)
             te = t + dt
-            if te > bound or (te == bound and t >= prev):
-                break
             kv += ng
             busy += dt
             if t < wend:
                 busy_w += dt if te <= wend else wend - t
+            if te > bound or (te == bound and t >= prev):
+                flight = True  # started, ends after the bound
+                break
             t, s = te, s + 1
             sc += ng
-        if s > s0:
-            k = s - s0
-            self.step, self.kv_used, self.sum_ctx, self.busy_s, self.busy_window_s = s, kv, sc, busy, busy_w
-            self.n_steps += k
-            self.acc_groups[0] += k * n
-            self.chunks = []
-        return t
+        k = s - s0 + flight
+        if not k:
+            return t
+        self.step, self.kv_used, self.sum_ctx, self.busy_s, self.busy_window_s = s, kv, sc, busy, busy_w
+        self.n_steps += k
+        self.acc_groups[0] += k * n
+        self.chunks = []
+        if not flight:
+            return t
+        self.now = self.t_start = t
+        self.t_end = te
+        return None
 
     def complete(self, t: float) -> None:
         s = self.step
@@ -130,6 +136,7 @@ class ArMode(ServingMode):
     order = 1
     line_style = ("--", "s")
     model_family = "gemma4"
+    default_model = "gemma4-26b-a4b"
     pass_kinds = ("prefill", "decode_step")
     prefill_kind = "prefill"
     group_kinds = ("decode_step",)

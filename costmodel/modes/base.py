@@ -64,6 +64,8 @@ class ServingMode:
     order: ClassVar[int]  # position in tables and charts (ascending)
     line_style: ClassVar[tuple[str, str]] = ("-.", "d")  # matplotlib (linestyle, marker)
     model_family: ClassVar[str]  # costmodel.models family of the served model
+    default_model: ClassVar[str]  # the catalog model served when none is named
+    canvas_sampler: ClassVar[bool] = False  # holds fp32 [canvas, vocab] sampler buffers per running canvas (costmodel/memory.py)
     assistant: ClassVar[bool] = False  # an assistant model drafts for the target
     is_diffusion: ClassVar[bool] = False  # the subject of the crossover (where diffusion stops paying off)
     pass_kinds: ClassVar[tuple[str, ...]]  # every pass kind the mode runs (profile order)
@@ -73,6 +75,15 @@ class ServingMode:
     profile_parts: ClassVar[tuple[str, ...]] = ()  # profile parts its draws use (PROFILE_PARTS)
     sim_cost_rank: ClassVar[int] = 9  # simulation cost per request, rank (0 = slowest): plan runs slow chains first
     engine: ClassVar[type]  # the replica mixin (see the module docstring)
+
+    # ---- engine memory (costmodel/memory.py) ---------------------------------------------------
+    def kv_step_slots(self, k: int, canvas: int) -> int:
+        """One new token's slot per step."""
+        return 1
+
+    def decode_query_tokens(self, k: int, canvas: int) -> int:
+        """Query tokens a decoding request adds to a step's batch (AR: 1)."""
+        return 1
 
     # ---- draws and KV --------------------------------------------------------------------------
     def draw(self, profile, reqs: RequestArrays, seed: int) -> ModeDraws:

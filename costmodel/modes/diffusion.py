@@ -120,11 +120,11 @@ class DiffusionEngine:
         self.account(dt, m, tp, (nd, nc))
         return dt
 
-    def coast(self, t: float, bound: float, prev: float) -> float:
+    def coast(self, t: float, bound: float, prev: float):
         """Run the steps from t in which no canvas finishes denoising or committing, nothing is
-        prefilled or admitted and nothing is preempted, ending before `bound` (Replica.advance):
-        their price is one (the counters do not move); the same float operations as schedule() +
-        complete() step by step. Returns the clock."""
+        prefilled or admitted and nothing is preempted (one price: the counters do not move), with
+        the same float operations as schedule() + complete(); the one that ends past `bound` is
+        left in flight (Replica.advance). Returns the time a full step must start at, or None."""
         nd, nc = self.n_den, self.n_com
         if not (nd or nc) or self.prefilling:
             return t
@@ -135,27 +135,33 @@ class DiffusionEngine:
         grow = C * nc
         head = waiting[0].prefill_len if waiting else 0
         admits = bool(waiting) and self.budget - C * (nd + nc) > 0 and len(self.running) < self.max_seqs
-        kv, wend, busy, busy_w, s0 = self.kv_used, self.tracker.window_end, self.busy_s, self.busy_window_s, s
+        kv, wend, busy, busy_w, s0, flight = self.kv_used, self.tracker.window_end, self.busy_s, self.busy_window_s, s, False
         dt = self.price(0, 0, 0, (nd, nc), (self.s_den, self.s_com))
         while s < due and not (nc and kv + kv_res + grow > kv_cap):
             if admits and kv + grow + kv_res + head <= kv_cap:
                 break  # the head of the queue would be admitted: a full step
             te = t + dt
-            if te > bound or (te == bound and t >= prev):
-                break
             kv += grow
             busy += dt
             if t < wend:
                 busy_w += dt if te <= wend else wend - t
+            if te > bound or (te == bound and t >= prev):
+                flight = True  # started, ends after the bound
+                break
             t, s = te, s + 1
-        if s > s0:
-            k = s - s0
-            self.step, self.kv_used, self.busy_s, self.busy_window_s = s, kv, busy, busy_w
-            self.n_steps += k
-            self.acc_groups[0] += k * nd
-            self.acc_groups[1] += k * nc
-            self.chunks = []
-        return t
+        k = s - s0 + flight
+        if not k:
+            return t
+        self.step, self.kv_used, self.busy_s, self.busy_window_s = s, kv, busy, busy_w
+        self.n_steps += k
+        self.acc_groups[0] += k * nd
+        self.acc_groups[1] += k * nc
+        self.chunks = []
+        if not flight:
+            return t
+        self.now = self.t_start = t
+        self.t_end = te
+        return None
 
     def complete(self, t: float) -> None:
         s = self.step
@@ -226,6 +232,8 @@ class DiffusionMode(ServingMode):
     order = 0
     line_style = ("-", "o")
     model_family = "diffusion_gemma"
+    default_model = "diffusiongemma-26b-a4b"
+    canvas_sampler = True
     is_diffusion = True
     pass_kinds = ("encoder_prefill", "denoise_step", "encoder_commit")
     prefill_kind = "encoder_prefill"
@@ -233,6 +241,13 @@ class DiffusionMode(ServingMode):
     profile_parts = ("commit_stats",)
     sim_cost_rank = 1
     engine = DiffusionEngine
+
+    def kv_step_slots(self, k: int, canvas: int) -> int:
+        """The active canvas holds its slots from its first denoising step."""
+        return canvas
+
+    def decode_query_tokens(self, k: int, canvas: int) -> int:
+        return canvas
 
     def draw(self, profile, reqs, seed: int) -> DiffusionDraws:
         return DiffusionDraws(profile, reqs, seed)

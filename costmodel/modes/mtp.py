@@ -115,6 +115,7 @@ class MtpMode(ServingMode):
     order = 2
     line_style = (":", "^")
     model_family = "gemma4"
+    default_model = "gemma4-26b-a4b"
     assistant = True
     pass_kinds = ("prefill", "draft_step", "verify_step")
     prefill_kind = "prefill"
@@ -123,6 +124,13 @@ class MtpMode(ServingMode):
     profile_parts = ("mtp_acceptance",)
     sim_cost_rank = 2
     engine = MtpEngine
+
+    def kv_step_slots(self, k: int, canvas: int) -> int:
+        """vLLM's lookahead reserve for speculative decoding: 1 + 2k slots (v1/core/sched, spec decode)."""
+        return 1 + 2 * k
+
+    def decode_query_tokens(self, k: int, canvas: int) -> int:
+        return 1 + k
 
     def draw(self, profile, reqs, seed: int) -> MtpDraws:
         return MtpDraws(profile, reqs, seed)

@@ -27,10 +27,17 @@ class PairMode(ServingMode):
     order = 3
     line_style = ("-.", "x")
     model_family = "gemma4"
+    default_model = "gemma4-26b-a4b"
     pass_kinds = ("prefill", "decode_step")
     prefill_kind = "prefill"
     group_kinds = ("decode_step",)
     engine = PairEngine
+
+    def kv_step_slots(self, k: int, canvas: int) -> int:
+        return 2
+
+    def decode_query_tokens(self, k: int, canvas: int) -> int:
+        return 2
 
     def draw(self, profile, reqs, seed: int) -> ModeDraws:
         # the last step may write one slot past the output

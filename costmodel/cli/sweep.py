@@ -1,0 +1,53 @@
+"""`costmodel sweep`: a spec file -> sweep.spec.SweepSpec -> sweep.run.run_sweep; a progress bar
+of points done / total, then where the table is."""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from costmodel.console import make_console
+from simulate.sweep import Cluster
+from sweep.run import run_sweep
+from sweep.spec import load_spec
+
+
+@contextmanager
+def points_bar(err):
+    """A `progress(done, total)` callback drawing points done / total on stderr (none with COSTMODEL_NO_PROGRESS)."""
+    if os.environ.get("COSTMODEL_NO_PROGRESS"):
+        yield None
+        return
+    with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("points"), TimeElapsedColumn(), console=err,
+                  transient=True) as bar:
+        task = bar.add_task("", total=None)
+        yield lambda done, total: bar.update(task, total=total, completed=done)
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True,
+              help="Directory: points/<id>.json as points finish, then results.parquet, results.csv and its dictionary.")
+@click.option("--jobs", type=int, default=None, help="Local Dask worker processes (default: the CPUs available; 1 runs serially with no Dask).")
+@click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://HOST:8786 (default: $DASK_SCHEDULER_ADDRESS, else a local cluster).")
+def sweep(spec, out, jobs, scheduler):
+    """Run every point of a sweep SPEC (YAML or JSON: kind simulate|plan, base, grid, points; see
+    docs/sweeps.md). Re-running skips the points already in -o; Ctrl-C keeps every finished point.
+
+    \b
+    costmodel sweep examples.yaml -o out/sweep
+    costmodel sweep big.yaml -o out/big --scheduler tcp://10.0.0.5:8786
+    """
+    t0 = time.perf_counter()
+    s = load_spec(spec)
+    con = make_console()
+    with points_bar(make_console(stderr=True)) as progress:
+        outcome = run_sweep(s, out, Cluster(scheduler, jobs), progress)
+    wall = time.perf_counter() - t0
+    con.print(f"{len(s.points)} points ({s.kind}): {outcome.ran} run, {outcome.skipped} already done; {wall:.1f} s wall"
+              + (f", {outcome.ran / wall:.1f} points/s" if outcome.ran else ""))
+    con.print("wrote " + ", ".join(str(p) for p in outcome.written))

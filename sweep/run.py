@@ -1,0 +1,161 @@
+"""Run a sweep (sweep/spec.py) on the cluster simulate.sweep.run_tasks gives, resumably.
+
+Each finished point is written at once, atomically, as OUT/points/<point_id>.json (its flat result
+row); a re-run skips every point whose file exists, so an interrupted sweep (Ctrl-C, a lost
+cluster) loses nothing that finished. At the end the rows of every point of the spec, in spec
+order, become one table: OUT/results.parquet and the flat OUT/results.csv with its data dictionary.
+
+kind simulate: one job per point (run_point), its PointSummary as the row (SLO judged when given).
+kind plan: points that differ only in QPS form one job, a replica-search chain over their QPS
+(plan.planner.search_chain, the same warm starts as `costmodel plan`); each point's row is its
+fewest SLO-meeting replica count and that probe's summary.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from costmodel import atomic
+from costmodel.errors import UserError
+from costmodel.schemas.dictionary import write_table
+from costmodel.shipped import resolve_profile
+from plan.planner import ChainStart, search_chain, simulator_point
+from plan.slo import parse_slo
+from simulate.api import check_mode, resolve_engine, run_point
+from simulate.sweep import Cluster, run_tasks
+from simulate.workload import Workload, load_workload, parse_workload
+from sweep.spec import SweepPoint, SweepSpec
+
+ENGINE_KEYS = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization")
+# (done, total) as points finish
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class SweepOutcome:
+    table: pd.DataFrame  # one row per point of the spec, in spec order
+    ran: int  # points simulated by this call
+    skipped: int  # points already done in OUT/points
+    written: list[Path]
+
+
+@lru_cache(maxsize=32)
+def _profile(path: str | None, hardware: str):
+    """One profile object per (path, GPU) in a worker process: its step prices stay cached across points."""
+    return resolve_profile(path, hardware)
+
+
+def _workload(spec) -> Workload | None:
+    if spec is None:
+        return None
+    if isinstance(spec, dict):
+        return parse_workload(spec, where="sweep workload")
+    return load_workload(spec)
+
+
+def check_point(p: dict) -> None:
+    """Everything a point's job would reject, checked in the client before any job runs."""
+    prof = _profile(p.get("profile"), p["hardware"])
+    check_mode(prof, p["mode"])
+    resolve_engine(prof, {k: p.get(k) for k in ENGINE_KEYS})
+    _workload(p.get("workload"))
+    if "slo" in p:
+        parse_slo(p["slo"])
+
+
+def _row(point: SweepPoint, flat: dict) -> dict:
+    params = {f"param_{k}": (json.dumps(v, sort_keys=True) if isinstance(v, dict) else v) for k, v in point.params.items()}
+    return {"point_id": point.point_id, **params, **flat}
+
+
+def simulate_job(point: SweepPoint) -> list[dict]:
+    """One point of kind simulate -> [its row]."""
+    p = point.params
+    prof = _profile(p.get("profile"), p["hardware"])
+    res = run_point(prof, p["mode"], p["qps"], replicas=p["replicas"], workload=_workload(p.get("workload")), duration_s=p.get("duration_s"),
+                    n_requests=p.get("n_requests"), seed=p["seed"], engine={k: p.get(k) for k in ENGINE_KEYS}, router=p["router"],
+                    warmup_frac=p["warmup_frac"])
+    flat = res.summary.flat()
+    if "slo" in p:
+        fails = parse_slo(p["slo"]).failures(flat)
+        flat.update(meets_slo=not fails, slo_failures="; ".join(fails))
+    return [_row(point, flat)]
+
+
+def plan_job(points: list[SweepPoint]) -> list[dict]:
+    """Points differing only in QPS -> one replica-search chain -> one row per point."""
+    p = points[0].params
+    if p.get("n_requests") is not None or any(p.get(k) is not None for k in ENGINE_KEYS) or p.get("router") != "least-outstanding":
+        raise UserError("kind plan searches with the simulator's defaults for n_requests, router and engine settings",
+                        "drop n_requests, router and engine parameters from a plan sweep (or use kind simulate)")
+    prof = _profile(p.get("profile"), p["hardware"])
+    wl = p.get("workload")
+    point_fn = simulator_point(prof, p["duration_s"], p["seed"], None if wl is None else _workload(wl))
+    cells = search_chain(point_fn, p["hardware"], p["mode"], [q.params["qps"] for q in points], parse_slo(p["slo"]), p["max_replicas"],
+                         ChainStart())
+    by_qps = {c.qps: c for c in cells}
+    rows = []
+    for q in points:
+        c = by_qps[q.params["qps"]]
+        best = next((r for r in c.points if r["replicas"] == c.replicas), {}) if c.replicas is not None else {}
+        rows.append(_row(q, {**best, "replicas": c.replicas if c.replicas is not None else math.nan, "meets_slo": c.replicas is not None,
+                             "evaluations": len(c.probes), "note": c.note}))
+    return rows
+
+
+def _jobs(spec: SweepSpec, todo: list[SweepPoint]) -> tuple[Callable, list[tuple]]:
+    if spec.kind == "simulate":
+        return simulate_job, [(p,) for p in todo]
+    chains: dict[str, list[SweepPoint]] = {}
+    for p in todo:
+        key = json.dumps({k: v for k, v in p.params.items() if k != "qps"}, sort_keys=True, default=str)
+        chains.setdefault(key, []).append(p)
+    return plan_job, [(sorted(c, key=lambda p: p.params["qps"]),) for c in chains.values()]
+
+
+def _point_path(out: Path, pid: str) -> Path:
+    return out / "points" / f"{pid}.json"
+
+
+def _load_done(out: Path, spec: SweepSpec) -> dict[str, dict]:
+    done = {}
+    for p in spec.points:
+        f = _point_path(out, p.point_id)
+        if f.exists():
+            try:
+                done[p.point_id] = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                continue  # unreadable: run the point again
+    return done
+
+
+def run_sweep(spec: SweepSpec, out_dir: str | Path, cluster: Cluster = Cluster(), progress: Progress | None = None) -> SweepOutcome:
+    """Every point of `spec` not already in OUT/points, then the results table."""
+    out = atomic.check_output(out_dir, directory=True)
+    done = _load_done(out, spec)
+    todo = [p for p in spec.points if p.point_id not in done]
+    for p in todo:
+        check_point(p.params)
+    total, skipped = len(spec.points), len(done)
+    if progress:
+        progress(skipped, total)
+
+    def finished(i, rows):
+        for r in rows:
+            atomic.write_json(_point_path(out, r["point_id"]), r)
+            done[r["point_id"]] = r
+        if progress:
+            progress(len(done), total)
+
+    fn, args = _jobs(spec, todo)
+    run_tasks(fn, args, cluster=cluster, on_done=finished)
+    table = pd.DataFrame([done[p.point_id] for p in spec.points])
+    written = [atomic.write_parquet(out / "results.parquet", table)] + write_table(table, out / "results.csv")
+    return SweepOutcome(table, len(todo), skipped, written)

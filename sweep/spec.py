@@ -1,0 +1,176 @@
+"""A declarative sweep: what `costmodel sweep SPEC` reads (YAML or JSON) and the points it expands to.
+
+    kind: simulate            # or plan: the fewest replicas meeting `slo` at every point
+    base:                     # every point
+      hardware: h200
+      duration_s: 60
+    grid:                     # the cartesian product, in the order written
+      mode: [diffusion, ar, mtp]
+      qps: [1, 2, 4, 8]
+      max_num_seqs: [64, 256]
+      workload.prompt_tokens: [256, 1024]    # a field of the inline workload object
+    points:                   # optional: explicit points (each over `base`), after the grid's
+
+Every point's parameters are checked here, before any simulation, so a typo is one line naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from costmodel.errors import UserError
+
+KINDS = ("simulate", "plan")
+# parameter -> (type check, what it is); engine settings are flat (max_num_seqs, ...)
+PARAMS = {
+    "hardware": (str, "GPU catalog id of the shipped profile"),
+    "profile": (str, "profile JSON path (instead of the shipped one for `hardware`)"),
+    "mode": (str, "serving mode"),
+    "qps": ((int, float), "offered load, requests/s (all replicas together)"),
+    "replicas": (int, "replicas behind the router (kind simulate)"),
+    "duration_s": ((int, float), "seconds of arrivals per point"),
+    "n_requests": (int, "arrivals per point (instead of duration_s)"),
+    "seed": (int, "seed of the workload and every draw"),
+    "router": (str, "least-outstanding or round-robin"),
+    "warmup_frac": ((int, float), "share of the arrival window left out of percentiles"),
+    "max_num_seqs": (int, "engine: running sequences per replica"),
+    "max_num_batched_tokens": (int, "engine: token budget per step"),
+    "gpu_memory_utilization": ((int, float), "engine: share of GPU memory for weights + KV"),
+    "workload": ((str, dict), "workload JSON path, or an inline workload object"),
+    "slo": (str, "latency bounds, e.g. p95_ttft_ms<=1000 (kind plan: the search target; simulate: judged)"),
+    "max_replicas": (int, "kind plan: give up above this many replicas"),
+}
+DEFAULTS = {"hardware": "h200", "duration_s": 60.0, "seed": 0, "replicas": 1, "router": "least-outstanding", "warmup_frac": 0.1,
+            "max_replicas": 64}
+REQUIRED = ("mode", "qps")
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One point's parameters (defaults filled in) and its id: a hash of them, stable across runs."""
+
+    point_id: str
+    params: dict
+
+
+@dataclass
+class SweepSpec:
+    kind: str
+    points: list[SweepPoint]
+    source: str
+
+
+def point_id(params: dict) -> str:
+    return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _read(path: Path):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"sweep spec {path} cannot be read ({e.strerror})", "give the path of a YAML or JSON sweep spec") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml  # the `sweep` extra; only YAML specs need it
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise UserError(f"sweep spec {path} is not valid YAML ({str(e).splitlines()[0]})", "fix the YAML syntax") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"sweep spec {path} is not valid JSON (line {e.lineno}: {e.msg})", "fix the JSON, or name the file .yaml") from None
+
+
+def _check_value(where: str, name: str, value) -> None:
+    if name.startswith("workload."):
+        return  # checked with the whole workload object (parse_workload)
+    if name not in PARAMS:
+        raise UserError(f"{where}: unknown parameter {name!r}", f"parameters are {', '.join(PARAMS)} and workload.<field>")
+    types = PARAMS[name][0]
+    if isinstance(value, bool) or not isinstance(value, types):
+        raise UserError(f"{where}: {name} = {value!r} is not {PARAMS[name][1]}", f"give {name} a {' or '.join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))}")
+
+
+def _params(where: str, d) -> dict:
+    if d is None:
+        return {}
+    if not isinstance(d, dict):
+        raise UserError(f"{where} must be a mapping of parameter -> value", "e.g. base: {hardware: h200}")
+    for k, v in d.items():
+        _check_value(f"{where}.{k}", str(k), v)
+    return dict(d)
+
+
+def _grid(where: str, d) -> list[dict]:
+    if d is None:
+        return []
+    if not isinstance(d, dict) or not d:
+        raise UserError(f"{where} must be a non-empty mapping of parameter -> list of values", "e.g. grid: {qps: [1, 2, 4]}")
+    for k, vs in d.items():
+        if not isinstance(vs, list) or not vs:
+            raise UserError(f"{where}.{k} must be a non-empty list", f"e.g. {k}: [a, b]")
+        for v in vs:
+            _check_value(f"{where}.{k}", str(k), v)
+    keys = list(d)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(d[k] for k in keys))]
+
+
+def _resolve(where: str, base: dict, over: dict, kind: str) -> dict:
+    """Defaults <- base <- the point; workload.<field> keys fold into one inline workload object."""
+    given = {**base, **over}
+    if "n_requests" in given and "duration_s" in given:
+        raise UserError(f"{where}: both n_requests and duration_s are set", "give one length per point")
+    p = {k: v for k, v in DEFAULTS.items() if not (k == "duration_s" and "n_requests" in given)}
+    p.update(given)
+    fields = {k[len("workload."):]: p.pop(k) for k in list(p) if k.startswith("workload.")}
+    if fields:
+        if isinstance(p.get("workload"), str):
+            raise UserError(f"{where}: workload.<field> parameters need an inline workload, not the file {p['workload']!r}",
+                            "write the workload object inline in base.workload")
+        p["workload"] = {**(p.get("workload") or {}), **fields}
+    for k in REQUIRED:
+        if k not in p:
+            raise UserError(f"{where}: no {k!r} (in base, grid or the point)", f"add {k} to base or grid")
+    if kind == "plan":
+        p.pop("replicas", None)
+        p.setdefault("slo", "p95_ttft_ms<=1000,p95_e2e_ms<=5000")
+    else:
+        p.pop("max_replicas", None)
+    p["qps"] = float(p["qps"])
+    return p
+
+
+def parse_spec(d, source: str = "sweep spec") -> SweepSpec:
+    """A spec mapping -> SweepSpec (every point resolved; duplicates dropped, the first kept)."""
+    if not isinstance(d, dict):
+        raise UserError(f"{source} is not a mapping", "write kind/base/grid/points at the top level")
+    extra = set(d) - {"kind", "base", "grid", "points", "description"}
+    if extra:
+        raise UserError(f"{source}: unknown field(s) {', '.join(sorted(map(str, extra)))}", "fields are kind, base, grid, points, description")
+    kind = d.get("kind", "simulate")
+    if kind not in KINDS:
+        raise UserError(f"{source}: kind {kind!r} is unknown", f"use one of {', '.join(KINDS)}")
+    base = _params(f"{source}: base", d.get("base"))
+    overs = _grid(f"{source}: grid", d.get("grid"))
+    pts = d.get("points")
+    if pts is not None and not isinstance(pts, list):
+        raise UserError(f"{source}: points must be a list of mappings", "e.g. points: [{mode: ar, qps: 2}]")
+    overs += [_params(f"{source}: points[{i}]", p) for i, p in enumerate(pts or [])]
+    if not overs:
+        overs = [{}]
+    out: dict[str, SweepPoint] = {}
+    for i, o in enumerate(overs):
+        p = _resolve(f"{source}: point {i + 1}", base, o, kind)
+        pid = point_id(p)
+        out.setdefault(pid, SweepPoint(pid, p))
+    return SweepSpec(kind, list(out.values()), source)
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    p = Path(path)
+    return parse_spec(_read(p), source=f"sweep spec {p}")

@@ -346,41 +346,16 @@ class _StreamState:
         if choices is None and usage is None:
             self._bad(data)
             return
-        text = ""
-        n_logprobs = None
+        text, n_logprobs = "", None
         if choices:
-            c = choices[0]
-            if not isinstance(c, dict):
+            parsed = self._choice(choices[0])
+            if parsed is None:
                 self._bad(data)
                 return
-            delta = c.get("delta")
-            if isinstance(delta, dict):
-                text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
-            else:
-                text = c.get("text") or ""
-            if not isinstance(text, str):
-                self._bad(data)
-                return
-            lp = c.get("logprobs")
-            if isinstance(lp, dict):
-                seq = lp.get("content") if isinstance(lp.get("content"), list) else lp.get("tokens")
-                if isinstance(seq, list):
-                    n_logprobs = len(seq)
-            if c.get("finish_reason"):
-                self.finish_reason = str(c["finish_reason"])
+            text, n_logprobs = parsed
         n = 0
         if isinstance(usage, dict):
-            ct = usage.get("completion_tokens")
-            pt = usage.get("prompt_tokens")
-            if isinstance(pt, int):
-                self.prompt_tokens = pt
-            if isinstance(ct, int):
-                if choices:  # continuous usage on a content chunk
-                    n = max(0, ct - self.cum_usage)
-                    self.cum_usage = max(self.cum_usage, ct)
-                    self.source = "usage"
-                else:  # the final usage-only chunk
-                    self.final_usage = ct
+            n = self._usage(usage, bool(choices))
         elif n_logprobs is not None:
             n = n_logprobs
             self.source = "logprobs"
@@ -390,6 +365,44 @@ class _StreamState:
             if math.isnan(self.first_t):
                 self.first_t = t
             chunks.append((t, n))
+
+    def _choice(self, c) -> tuple[str, int | None] | None:
+        """(output text, per-token logprob entries or None) of a stream choice; None if malformed.
+        Records the finish reason."""
+        if not isinstance(c, dict):
+            return None
+        delta = c.get("delta")
+        if isinstance(delta, dict):
+            text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
+        else:
+            text = c.get("text") or ""
+        if not isinstance(text, str):
+            return None
+        n_logprobs = None
+        lp = c.get("logprobs")
+        if isinstance(lp, dict):
+            seq = lp.get("content") if isinstance(lp.get("content"), list) else lp.get("tokens")
+            if isinstance(seq, list):
+                n_logprobs = len(seq)
+        if c.get("finish_reason"):
+            self.finish_reason = str(c["finish_reason"])
+        return text, n_logprobs
+
+    def _usage(self, usage: dict, on_content: bool) -> int:
+        """Tokens this chunk adds by the cumulative usage (0 on the final usage-only chunk, which sets final_usage)."""
+        ct = usage.get("completion_tokens")
+        pt = usage.get("prompt_tokens")
+        if isinstance(pt, int):
+            self.prompt_tokens = pt
+        if not isinstance(ct, int):
+            return 0
+        if on_content:  # continuous usage on a content chunk
+            n = max(0, ct - self.cum_usage)
+            self.cum_usage = max(self.cum_usage, ct)
+            self.source = "usage"
+            return n
+        self.final_usage = ct  # the final usage-only chunk
+        return 0
 
     def _bad(self, data: str) -> None:
         self.n_malformed += 1

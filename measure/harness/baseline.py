@@ -17,7 +17,7 @@ from measure.probes import Probe, check_answer
 
 
 def _ids(ctx: RunContext, batch: int, length: int, seed: int):
-    import torch
+    import torch  # optional heavy dependency (the measure extra)
 
     gen = torch.Generator().manual_seed(seed)
     return safe_token_ids(gen, batch, length, ctx.models.model.config.get_text_config().vocab_size).to(ctx.device)
@@ -36,7 +36,7 @@ def _rows(ctx: RunContext, gen: CausalGeneration, **stamp) -> list[dict]:
 
 def _run(ctx: RunContext, cell: Cell, ids, seed: int, profiler=None, eos_ids=None) -> CausalGeneration:
     cfg = ctx.cfg
-    import torch
+    import torch  # optional heavy dependency (the measure extra)
 
     with torch.no_grad():
         if cfg.mode == "ar":

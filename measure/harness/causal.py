@@ -47,7 +47,7 @@ class TimedPass:
 
 def safe_token_ids(gen, batch: int, length: int, vocab: int):
     """Random prompt tokens that avoid special and multimodal ids (ids 10 .. min(vocab, 255000))."""
-    import torch
+    import torch  # optional heavy dependency (the measure extra)
 
     hi = max(11, min(vocab, 255_000))
     return torch.randint(10, hi, (batch, length), generator=gen)
@@ -57,8 +57,8 @@ class CausalEngine:
     """One Gemma-4 target (and optionally its assistant) on one engine setting."""
 
     def __init__(self, model, engine: str, timer: PassTimer, assistant=None):
-        import torch
-        from transformers import CompileConfig
+        import torch  # optional heavy dependency (the measure extra)
+        from transformers import CompileConfig  # optional heavy dependency (the measure extra)
 
         self.torch = torch
         self.model = model
@@ -76,7 +76,7 @@ class CausalEngine:
     # -- caches -------------------------------------------------------------------------------------
     def cache(self, batch: int, max_len: int):
         """A fresh DynamicCache (eager), or the persisted StaticCache for this shape, reset (compiled)."""
-        from transformers import DynamicCache, StaticCache
+        from transformers import DynamicCache, StaticCache  # optional heavy dependency (the measure extra)
 
         cfg = self.model.config.get_text_config(decoder=True)
         if not self.compiled:

@@ -11,6 +11,7 @@ runs the requested number of blocks.
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -51,7 +52,7 @@ def generate_kwargs(ctx: RunContext, eos_off: bool) -> dict:
 
 
 def _generate(ctx: RunContext, ids, kw: dict, seed: int):
-    import torch
+    import torch  # optional heavy dependency (the measure extra)
 
     torch.manual_seed(seed)
     with torch.no_grad():
@@ -59,7 +60,7 @@ def _generate(ctx: RunContext, ids, kw: dict, seed: int):
 
 
 def _random_ids(ctx: RunContext, batch: int, length: int, seed: int):
-    import torch
+    import torch  # optional heavy dependency (the measure extra)
 
     gen = torch.Generator().manual_seed(seed)
     return safe_token_ids(gen, batch, length, ctx.models.model.config.get_text_config().vocab_size)
@@ -117,19 +118,25 @@ def timing_cell(ctx: RunContext, unit: str, cell: Cell) -> UnitRows:
     return out
 
 
-def hook_overhead(ctx: RunContext, unit: str) -> dict:
-    """Whole generate calls with and without the instrument (same seeds, interleaved), at the first
-    grid cell with no replay: the instrument's cost per denoising step, and whether the outputs match."""
-    import torch
+@dataclass
+class OverheadPairs:
+    """Whole generate calls timed in pairs, plain and hooked (same seed and prompt): (gpu_ms, wall_ms) per call."""
+
+    plain: list = field(default_factory=list)
+    hooked: list = field(default_factory=list)
+    identical: list[bool] = field(default_factory=list)  # per pair: the two calls' outputs are equal
+    step_ms: list[float] = field(default_factory=list)  # instrumented denoise_step GPU times
+
+
+def _time_overhead_pairs(ctx: RunContext, unit: str) -> OverheadPairs:
+    """One warm-up pair, then hook_overhead_repeats pairs at the first grid cell, order alternated."""
+    import torch  # optional heavy dependency (the measure extra)
 
     cfg, model, timer = ctx.cfg, ctx.models.model, ctx.timer
     B, P = cfg.batches[0], cfg.contexts[0]
     eos, pad = special_tokens(model)
     kw = generate_kwargs(ctx, eos_off=True)
-    steps_per_call = cfg.blocks * cfg.max_denoising_steps
-    res = {"plain": [], "hooked": []}
-    identical = []
-    step_ms: list[float] = []
+    pairs = OverheadPairs()
     inst = DiffusionInstrument(model, timer, record_commits=True)
 
     def one(variant: str, seed: int, ids):
@@ -141,7 +148,7 @@ def hook_overhead(ctx: RunContext, unit: str) -> dict:
                 out = _generate(ctx, ids, kw, seed)
                 b = timer.mark()
                 trace = inst.collect(out.sequences, stop_token_ids=[], special_token_ids=eos + ([pad] if pad is not None else []))
-            step_ms.extend(p["gpu_ms"] for p in trace.passes if p["pass_kind"] == "denoise_step")
+            pairs.step_ms.extend(p["gpu_ms"] for p in trace.passes if p["pass_kind"] == "denoise_step")
         else:
             a = timer.mark()
             out = _generate(ctx, ids, kw, seed)
@@ -153,7 +160,7 @@ def hook_overhead(ctx: RunContext, unit: str) -> dict:
     ids0 = _random_ids(ctx, B, P, seed0)
     one("plain", seed0, ids0)
     one("hooked", seed0, ids0)
-    step_ms.clear()
+    pairs.step_ms.clear()
     for i in range(cfg.hook_overhead_repeats):
         seed = ctx.seed_for(unit, i)
         ids = _random_ids(ctx, B, P, seed)
@@ -161,23 +168,31 @@ def hook_overhead(ctx: RunContext, unit: str) -> dict:
         seqs = {}
         for v in order:
             ms, seqs[v] = one(v, seed, ids)
-            res[v].append(ms)
-        identical.append(bool(torch.equal(seqs["plain"], seqs["hooked"])))
-    plain_wall = statistics.median(m[1] for m in res["plain"])
-    hooked_wall = statistics.median(m[1] for m in res["hooked"])
-    diffs = [h[1] - p[1] for h, p in zip(res["hooked"], res["plain"])]  # same seed and prompt per pair
+            getattr(pairs, v).append(ms)
+        pairs.identical.append(bool(torch.equal(seqs["plain"], seqs["hooked"])))
+    return pairs
+
+
+def hook_overhead(ctx: RunContext, unit: str) -> dict:
+    """Whole generate calls with and without the instrument (same seeds, interleaved), at the first
+    grid cell with no replay: the instrument's cost per denoising step, and whether the outputs match."""
+    cfg = ctx.cfg
+    pairs = _time_overhead_pairs(ctx, unit)
+    steps_per_call = cfg.blocks * cfg.max_denoising_steps
+    diffs = [h[1] - p[1] for h, p in zip(pairs.hooked, pairs.plain)]  # same seed and prompt per pair
     per_step = statistics.median(diffs) / steps_per_call
-    step = statistics.median(step_ms) if step_ms else float("nan")
+    step = statistics.median(pairs.step_ms) if pairs.step_ms else float("nan")
     doc = {
-        "unit": unit, "engine": cfg.engine, "batch": B, "prompt_tokens": P, "blocks": cfg.blocks,
+        "unit": unit, "engine": cfg.engine, "batch": cfg.batches[0], "prompt_tokens": cfg.contexts[0], "blocks": cfg.blocks,
         "denoising_steps_per_call": steps_per_call, "repeats": cfg.hook_overhead_repeats,
-        "plain_call_ms": [{"gpu_ms": g, "wall_ms": w} for g, w in res["plain"]],
-        "hooked_call_ms": [{"gpu_ms": g, "wall_ms": w} for g, w in res["hooked"]],
-        "plain_call_wall_ms_median": plain_wall, "hooked_call_wall_ms_median": hooked_wall,
+        "plain_call_ms": [{"gpu_ms": g, "wall_ms": w} for g, w in pairs.plain],
+        "hooked_call_ms": [{"gpu_ms": g, "wall_ms": w} for g, w in pairs.hooked],
+        "plain_call_wall_ms_median": statistics.median(m[1] for m in pairs.plain),
+        "hooked_call_wall_ms_median": statistics.median(m[1] for m in pairs.hooked),
         "pair_difference_ms": diffs,
         "overhead_ms_per_step": per_step, "denoise_step_gpu_ms_median": step,
         "overhead_pct_of_step": 100.0 * per_step / step if step == step and step > 0 else float("nan"),
-        "identical_outputs": all(identical), "identical_pairs": f"{sum(identical)}/{len(identical)}",
+        "identical_outputs": all(pairs.identical), "identical_pairs": f"{sum(pairs.identical)}/{len(pairs.identical)}",
         "method": ("median over pairs (same seed and prompt, order alternated) of the wall time of a whole generate call "
                    "(synchronised at the end) with the instrument (pass timers + accept_canvas hook recording commits) minus the "
                    "same call without any wrapper, divided by the denoising steps per call; pct relative to the median "
@@ -217,7 +232,7 @@ def profile_steps(ctx: RunContext, unit: str) -> dict:
 
 def chat_ids(tokenizer, prompt: str):
     """Token ids of a one-turn chat with the generation prompt, as the checkpoint's template writes it."""
-    import torch
+    import torch  # optional heavy dependency (the measure extra)
 
     msgs = [{"role": "user", "content": prompt}]
     if getattr(tokenizer, "chat_template", None):

@@ -25,6 +25,7 @@ transformers' stop test does when it fires.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +38,7 @@ _ENTROPY: dict[str, object] = {}
 
 def entropy_nats(logits):
     """Per-position entropy, as `torch.distributions.Categorical(logits=logits).entropy()` computes it."""
-    import torch
+    import torch  # optional heavy dependency (the measure extra)
 
     x = logits.float()
     lp = x - x.logsumexp(-1, keepdim=True)
@@ -49,14 +50,12 @@ def position_entropy(logits):
     compiling it fails: the same formula, a few more kernels)."""
     dev = logits.device.type
     if dev not in _ENTROPY:
-        import torch
+        import torch  # optional heavy dependency (the measure extra)
 
         _ENTROPY[dev] = torch.compile(entropy_nats, dynamic=True) if dev == "cuda" else entropy_nats
     try:
         return _ENTROPY[dev](logits)
     except Exception as e:  # a compiler failure must not stop the measurement
-        import warnings
-
         warnings.warn(f"compiled entropy failed ({type(e).__name__}: {str(e)[:120]}); using the eager formula")
         _ENTROPY[dev] = entropy_nats
         return entropy_nats(logits)
@@ -187,7 +186,7 @@ class DiffusionInstrument:
         self.call = 0
         out = self._orig["_prepare_denoiser_inputs"](*args, **kwargs)
         if self.replay_steps is not None:
-            import torch
+            import torch  # optional heavy dependency (the measure extra)
 
             dev = out[0].device
             self._k = torch.tensor([ks[min(self.canvas, len(ks) - 1)] for ks in self.replay_steps], device=dev)
@@ -241,6 +240,12 @@ class DiffusionInstrument:
             if s.accepted is not None:
                 s.accepted = s.accepted.cpu().numpy()
                 s.entropy = s.entropy.float().cpu().numpy()
+        passes = self._pass_rows(B, P, C)
+        commits, canvases = self._commit_rows(sequences.detach().cpu().numpy(), stop_token_ids, set(special_token_ids), B, P, C)
+        return GenerationTrace(B, P, C, passes, commits, canvases, len(self.steps))
+
+    def _pass_rows(self, B: int, P: int, C: int) -> list[dict]:
+        """One `passes` row per timed encoder pass and denoising step."""
         passes: list[dict] = []
         for e in self.encoder:
             if e.end is None:
@@ -255,8 +260,11 @@ class DiffusionInstrument:
             passes.append({"pass_kind": "denoise_step", "seqs": B, "tokens_per_seq": C, "context_tokens": P + C * s.canvas,
                            "gpu_ms": gpu, "wall_ms": wall, "forward_gpu_ms": fwd, "canvas": s.canvas, "call": s.call,
                            "cur_step": s.cur_step, "active_seqs": int(s.active.sum()), "prompt_tokens": P})
-        seq = sequences.detach().cpu().numpy()
-        special = set(special_token_ids)
+        return passes
+
+    def _commit_rows(self, seq, stop_token_ids: list[int], special: set, B: int, P: int, C: int) -> tuple[list[dict], list[dict]]:
+        """(`commits` rows per step and row, `canvases` rows per canvas and row) from the recorded acceptances
+        and the final sequences `seq`; a row that emitted a stop token is not recorded in later canvases."""
         n_canvases = max((s.canvas for s in self.steps), default=-1) + 1
         ended = np.zeros(B, dtype=bool)  # the row's sequence hit EOS in an earlier canvas
         commits: list[dict] = []
@@ -290,4 +298,4 @@ class DiffusionInstrument:
                                  "eos_positions": eos_pos, "content_length": int(eos_pos[0]) if eos_pos else int(len(row_tokens))})
             if stop_token_ids and tokens.size:
                 ended |= np.isin(tokens, list(stop_token_ids)).any(axis=1)
-        return GenerationTrace(B, P, C, passes, commits, canvases, len(self.steps))
+        return commits, canvases

@@ -28,7 +28,7 @@ def categorize(name: str) -> str:
 
 
 def new_profiler(cuda: bool):
-    import torch
+    import torch  # optional heavy dependency (the measure extra)
 
     acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
     return torch.profiler.profile(activities=acts, record_shapes=False)

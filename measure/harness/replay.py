@@ -20,7 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from costmodel.errors import UserError
+from costmodel.prior import CITATION, published_commit_prior
 from costmodel.schemas.profile import Distribution
+from costmodel.schemas.rundir import load_run
 
 
 @dataclass
@@ -44,13 +46,9 @@ class StepSchedule:
 def load_schedule(replay: str, regimes: list[str]) -> StepSchedule:
     """`replay` is "prior" or a run directory (see module doc)."""
     if replay == "prior":
-        from costmodel.prior import CITATION, published_commit_prior
-
         prior = published_commit_prior()
         return StepSchedule(f"prior ({CITATION}; per-regime steps_per_canvas, see costmodel.prior)",
                             {r: prior[r].steps_per_canvas for r in regimes}, list(regimes))
-    from costmodel.schemas.rundir import load_run
-
     run = load_run(replay)
     m = run.manifest
     if m.mode != "diffusion":

@@ -31,7 +31,7 @@ class GpuInfo:
 
 def _nvml():
     try:
-        import pynvml
+        import pynvml  # optional heavy dependency (the measure extra)
 
         pynvml.nvmlInit()
         return pynvml

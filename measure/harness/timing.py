@@ -29,7 +29,7 @@ class PassTimer:
     """Marks on one device; `ms(a, b)` -> (gpu_ms, wall_ms) once the device has synchronized."""
 
     def __init__(self, device):
-        import torch
+        import torch  # optional heavy dependency (the measure extra)
 
         self.torch = torch
         self.cuda = getattr(device, "type", str(device)).startswith("cuda")

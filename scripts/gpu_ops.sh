@@ -4,6 +4,8 @@
 # $OUT/<gpu>/ops.csv + meta.json (provenance, copy bandwidth, overhead term, missing units).
 #   bash scripts/gpu_ops.sh smoke [BUDGET_S]   # a few shapes per op: checks every kernel path (~1-2 min)
 #   bash scripts/gpu_ops.sh full  [BUDGET_S]   # the whole grid (default budget 430 s of timing)
+#   bash scripts/gpu_ops.sh chain [BUDGET_S]   # composition check: whole passes chained op by op in one CUDA graph
+#                                              # (kernels from the committed data/runs/ops/<gpu>/ops.csv) vs the composed sum
 # Then on any machine: python -m measure.ops.compose ... and python -m measure.ops.targets ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,5 +15,9 @@ BUDGET=${2:-430}
 DEST=${OUT:-/tmp/ops-out}
 tag=$(python3 -c "import torch; n=torch.cuda.get_device_name(); print('h200' if 'H200' in n else 'h100' if 'H100' in n else 'gpu')")
 mkdir -p "$DEST/$tag"
+if [ "$MODE" = chain ]; then
+  python3 -m measure.ops.chain --ops "data/runs/ops/$tag" --budget-s "$BUDGET" -o "$DEST/$tag/chain.json" 2>&1 | grep -v Warning | tee "$DEST/$tag/chain.log"
+  exit 0
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > "$DEST/$tag/nvidia-smi.csv" || true
 python3 -m measure.ops.campaign -o "$DEST/$tag" --grid "$MODE" --budget-s "$BUDGET" --precisions bf16,fp8 2>&1 | tee "$DEST/$tag/campaign.log"

@@ -3,7 +3,9 @@
 
 Options are compared by monthly cost at the same QPS (serving the same requests). DiffusionGemma
 "is the cheapest" at a QPS when its cheapest SLO-meeting option costs no more than the cheapest
-SLO-meeting AR or MTP option (ties go to diffusion). How the crossover is determined:
+SLO-meeting AR or MTP option, under the one tie rule every "cheapest" statement uses (RANK_COLUMNS:
+monthly cost, then USD per 1M output tokens, then fewer GPUs), so the crossover text and the
+cheapest-option table never disagree. How the crossover is determined:
 
 1. bracket: walking up the evaluated QPS points, the last point where diffusion is the cheapest
    and the first point after it where it is not bound the crossover, q_low < q* <= q_high;
@@ -20,6 +22,15 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from costmodel.modes import all_modes
+
+
+# The tie rule: options are ranked by these columns, in order (a stable sort keeps input order last).
+RANK_COLUMNS = ("cost_usd_per_month", "cost_usd_per_mtok_output", "gpus")
+
+
+def rank_options(options: pd.DataFrame) -> pd.DataFrame:
+    """Cheapest first under the shared tie rule."""
+    return options.sort_values([c for c in RANK_COLUMNS if c in options.columns], kind="mergesort")
 
 
 def _sides() -> tuple[str, tuple[str, ...], str]:
@@ -51,7 +62,7 @@ def cheapest_per_qps(options: pd.DataFrame, qps_values) -> pd.DataFrame:
     best = best_per_cell(options)
     rows = []
     for q in sorted(set(float(x) for x in qps_values)):
-        cand = best[best["qps"] == q].sort_values(["cost_usd_per_month", "cost_usd_per_mtok_output", "gpus"], kind="mergesort") if not best.empty else best
+        cand = rank_options(best[best["qps"] == q]) if not best.empty else best
         if cand is None or cand.empty:
             rows.append({"qps": q, "none_meets": True})
             continue
@@ -82,12 +93,14 @@ class Crossover:
         return asdict(self)
 
 
-def _best(best: pd.DataFrame, q: float, modes) -> tuple[float, str | None]:
+def _best(best: pd.DataFrame, q: float, modes) -> tuple[float, str | None, tuple]:
+    """(monthly cost, "mode on hardware", rank key) of the cheapest option of `modes` at `q`."""
     sel = best[(best["qps"] == q) & best["mode"].isin(modes)] if not best.empty else best
     if sel.empty:
-        return math.inf, None
-    r = sel.sort_values("cost_usd_per_month", kind="mergesort").iloc[0]
-    return float(r["cost_usd_per_month"]), f"{r['mode']} on {r['hardware']}"
+        return math.inf, None, (math.inf,)
+    r = rank_options(sel).iloc[0]
+    key = tuple(float(r[c]) if c in r and pd.notna(r[c]) else math.inf for c in RANK_COLUMNS)
+    return float(r["cost_usd_per_month"]), f"{r['mode']} on {r['hardware']}", key
 
 
 def _money(x: float) -> str:
@@ -98,8 +111,9 @@ def _side(p: dict) -> str:
     """'diffusion on h200 $X/month vs ar on h200 $Y/month', naming what does not meet the SLO."""
     d = f"{p['diffusion_option']} {_money(p['diffusion_cost_usd_per_month'])}" if p["diffusion_option"] else "no diffusion option meets the SLO"
     o = f"{p['rival_option']} {_money(p['rival_cost_usd_per_month'])}" if p["rival_option"] else f"no {_sides()[2]} option meets the SLO"
-    if p["diffusion_cheapest"] and p["rival_cost_usd_per_month"] == p["diffusion_cost_usd_per_month"]:
-        return f"{d} ties {o}"
+    if p["rival_cost_usd_per_month"] == p["diffusion_cost_usd_per_month"]:
+        win = "DiffusionGemma" if p["diffusion_cheapest"] else p["rival_option"]
+        return f"{d} ties {o} on monthly cost; the tie goes to {win} (lower USD per 1M output tokens, then fewer GPUs)"
     return f"{d} vs {o}" if p["diffusion_cheapest"] else f"{o} vs {d}"
 
 
@@ -112,10 +126,10 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
     qs = sorted(set(float(x) for x in qps_values))
     per = []
     for q in qs:
-        d, d_opt = _best(best, q, (subject,))
-        o, o_opt = _best(best, q, rivals)
+        d, d_opt, d_key = _best(best, q, (subject,))
+        o, o_opt, o_key = _best(best, q, rivals)
         per.append({"qps": q, "diffusion_cost_usd_per_month": d, "diffusion_option": d_opt, "rival_cost_usd_per_month": o,
-                    "rival_option": o_opt, "diffusion_cheapest": math.isfinite(d) and d <= o})
+                    "rival_option": o_opt, "diffusion_cheapest": math.isfinite(d) and d_key <= o_key})
     where = "" if hardware is None else f" on {hardware}"
     present = set(opts["mode"]) if not opts.empty else set()
     if subject not in present or not present & set(rivals):
@@ -137,7 +151,7 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
     again = [p["qps"] for p in per[k + 1:] if p["diffusion_cheapest"]]
     tail = f"; note: diffusion is the cheapest again at {_qlist(again)} QPS (costs are not monotone in QPS)" if again else ""
     ties = [p["qps"] for p in per[: k + 1] if p["diffusion_cost_usd_per_month"] == p["rival_cost_usd_per_month"]]
-    tie_txt = f" (tied with {rival_label} at {_qlist(ties)} QPS)" if ties else ""
+    tie_txt = f" (tied on monthly cost with {rival_label} at {_qlist(ties)} QPS, won on the tie rule: lower USD per 1M output tokens, then fewer GPUs)" if ties else ""
     if k == len(per) - 1:
         return Crossover(scope, "above-range", per[k]["qps"], None, None, None,
                          f"DiffusionGemma is the cheapest SLO-meeting option{where} at every evaluated QPS up to {per[k]['qps']:g}{tie_txt}; "
@@ -146,8 +160,8 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
     est = None
     d0, d1, o0, o1 = lo["diffusion_cost_usd_per_month"], hi["diffusion_cost_usd_per_month"], lo["rival_cost_usd_per_month"], hi["rival_cost_usd_per_month"]
     if all(math.isfinite(x) for x in (d0, d1, o0, o1)):
-        g0, g1 = o0 - d0, o1 - d1  # >= 0 at lo, < 0 at hi
-        est = lo["qps"] + (hi["qps"] - lo["qps"]) * g0 / (g0 - g1)
+        g0, g1 = o0 - d0, o1 - d1  # >= 0 at lo, <= 0 at hi (a cost tie broken by the rank rule)
+        est = lo["qps"] + (hi["qps"] - lo["qps"]) * g0 / (g0 - g1) if g0 != g1 else hi["qps"]
     head = (f"at ~{est:.3g} QPS (linear interpolation of monthly costs)" if est is not None
             else f"somewhere in ({lo['qps']:g}, {hi['qps']:g}] QPS (not interpolated: a side meets the SLO at only one end)")
     text = (f"crossover{where}: DiffusionGemma stops being the cheapest SLO-meeting option {head}; bracket {lo['qps']:g}-{hi['qps']:g} QPS: "

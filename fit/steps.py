@@ -19,8 +19,10 @@ every kind of the mode.
 - shapes: prefill = prefill requests x (prefill tokens / requests) at context 0; decode-phase groups
   at the mean cached context of the running requests (kv_tokens / running);
 - feature sets: FEATURE_SETS in order, the first whose block k-fold MAPE is within the selection
-  tolerance of the best; every slope is kept >= 0 by an active-set fit (a negative slope's column
-  is dropped, i.e. that kind's feature priced at 0, and the rest refitted);
+  tolerance of the best; every coefficient is kept >= 0 by an active-set fit (a negative one's column
+  is dropped, i.e. that kind's feature priced at 0, and the rest refitted); a kind left with no
+  coefficient (its time not separable from the others', e.g. MTP's draft passes, which always run
+  beside a verify pass) is priced at its roofline and said so;
 - held-out check: whole blocks of BLOCK_STEPS consecutive steps (every HOLDOUT_EVERY-th) left out,
   the chosen set refitted on the rest; MAPE of the simulator's step price per pass kind over the
   held-out steps that run that kind (and over all of them), kept in each model's diagnostics; and
@@ -233,12 +235,13 @@ def _physical(params) -> bool:
 
 
 def _fit_physical(X: pd.DataFrame, y: np.ndarray):
-    """WLS with every slope >= 0: the most negative slope's column is dropped (that kind's feature
-    priced at 0) and the rest refitted, until none is negative (an active-set fit). (result, columns kept)"""
+    """WLS with every coefficient >= 0 (a kind's overhead too: each kind is also priced alone, e.g. MTP's
+    draft passes): the most negative column is dropped (that kind's feature priced at 0) and the rest
+    refitted, until none is negative (an active-set fit). (result, columns kept)"""
     cols = list(X.columns)
     while cols:
         res = _wls(X[cols], y)
-        neg = {k: v for k, v in res.params.items() if not k.endswith(":const") and v < 0}
+        neg = {k: v for k, v in res.params.items() if v < 0}
         if not neg and np.all(np.isfinite(res.params)):
             return res, cols
         if not neg:
@@ -312,7 +315,11 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int) -> Step
     coef: dict[str, dict[str, float]] = {}
     for col, v in res.params.items():
         kind, f = col.split(":")
-        coef.setdefault(kind, {})[f] = float(v)
+        if v > 0:
+            coef.setdefault(kind, {})[f] = float(v)
+    for kind in d.kinds:
+        if (d.share[kind] > 0).any() and kind not in coef:
+            coef[kind] = {"roofline_ms": 1.0}  # not separable from the other kinds' time: they carry it
     held, desc = _heldout(X, y, d, blocks, mode)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -437,6 +444,29 @@ def _check_runs(runs: list[Run], opts: FitOptions) -> None:
             raise UserError(f"the {mode} engine-steps runs differ in canvas length / speculative tokens ({sorted(keys, key=str)})", "fit one engine set-up per mode")
 
 
+def fit_mode(mode: str, runs: list[Run], target, time_column: str, seed: int, msgs: list[str]) -> tuple[dict[str, PassFit], StepFit]:
+    """One mode's pass cost models from its runs' recorded steps."""
+    steps = pd.concat([load_steps(r, time_column, msgs) for r in runs], ignore_index=True)
+    if len(steps) < MIN_STEPS:
+        raise UserError(f"{mode}: only {len(steps)} busy engine steps recorded", f"record at least {MIN_STEPS} (serve some load while recording)")
+    d = build_design(steps, mode, target, runs[0].manifest.engine)
+    for kind in d.kinds:
+        steps[f"_share_{kind}"] = d.share[kind].to_numpy()
+    steps["_floor"] = d.roofline_ms
+    fit = choose_and_fit(steps, d, mode, seed)
+    mfits = _pass_models(fit, runs, target, steps, time_column, d)
+    missing = [k for k in get_mode(mode).pass_kinds if k not in mfits]
+    if missing:
+        raise UserError(f"{mode}: the recorded steps never ran {', '.join(missing)}", "record a load that exercises every pass kind of the mode")
+    for kind, c in fit.coef.items():
+        if c == {"roofline_ms": 1.0}:
+            msgs.append(f"{mode}/{kind}: its time is not separable from the other kinds' in these steps: priced at its roofline, "
+                        "the other kinds' coefficients carry it")
+    msgs.append(f"{mode}: {fit.n_steps} steps, features {' + '.join(fit.features)}, in-sample MAPE {fit.mape_pct:.2f}%, held-out MAPE "
+                + ", ".join(f"{k} {'-' if v is None else f'{v:.2f}%'}" for k, v in fit.heldout_mape_pct.items()))
+    return mfits, fit
+
+
 def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -> FitResult:
     """A Profile whose pass costs reproduce the recorded engine steps (see the module docstring)."""
     opts = opts or FitOptions()
@@ -452,36 +482,25 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
     commit, mtp = {}, None
     for mode in [m for m in ("diffusion", "ar", "mtp") if any(r.manifest.mode == m for r in runs)]:
         mruns = [r for r in runs if r.manifest.mode == mode]
-        steps = pd.concat([load_steps(r, time_column, msgs) for r in mruns], ignore_index=True)
-        if len(steps) < MIN_STEPS:
-            raise UserError(f"{mode}: only {len(steps)} busy engine steps recorded", f"record at least {MIN_STEPS} (serve some load while recording)")
-        engine = mruns[0].manifest.engine
-        d = build_design(steps, mode, target, engine)
-        for kind in d.kinds:
-            steps[f"_share_{kind}"] = d.share[kind].to_numpy()
-        steps["_floor"] = d.roofline_ms
-        fit = choose_and_fit(steps, d, mode, opts.seed)
-        mfits = _pass_models(fit, mruns, target, steps, time_column, d)
-        missing = [k for k in get_mode(mode).pass_kinds if k not in mfits]
-        if missing:
-            raise UserError(f"{mode}: the recorded steps never ran {', '.join(missing)}", "record a load that exercises every pass kind of the mode")
+        mfits, fit = fit_mode(mode, mruns, target, time_column, opts.seed, msgs)
         fits.update({(k if k not in fits else f"{k} [{mode}]"): f for k, f in mfits.items()})
         modes[mode] = ModeProfile(mode, target.model_for(mode), assistant=target.assistant if mode == "mtp" else None,
                                   pass_models={k: f.model for k, f in mfits.items()},
                                   notes=f"fitted jointly from {fit.n_steps} recorded vLLM engine steps ({time_column}); features {' + '.join(fit.features)}")
-        msgs.append(f"{mode}: {fit.n_steps} steps, features {' + '.join(fit.features)}, in-sample MAPE {fit.mape_pct:.2f}%, held-out MAPE "
-                    + ", ".join(f"{k} {'-' if v is None else f'{v:.2f}%'}" for k, v in fit.heldout_mape_pct.items()))
         if mode == "diffusion":
             commit, cmsg = commit_stats_from_steps(pd.concat([r.table("steps") for r in mruns]), mruns)
             msgs.append(cmsg)
         if mode == "mtp":
             mtp, amsg = mtp_acceptance_from_steps(pd.concat([r.table("steps") for r in mruns]), mruns)
             msgs.append(amsg)
-    now = now_iso()
+    return FitResult(_profile(runs, opts, target, modes, commit, mtp, time_column, msgs), fits, [], msgs)
+
+
+def _profile(runs: list[Run], opts: FitOptions, target, modes: dict, commit: dict, mtp, time_column: str, msgs: list[str]) -> Profile:
     date = min(r.manifest.started_at for r in runs)
     eng = runs[0].manifest.engine
     pid = opts.profile_id or f"{target.hw.id}-{target.precision}-vllm-steps-{date[:10].replace('-', '')}"
-    profile = Profile(
+    return Profile(
         profile_id=pid, hardware=target.hw.to_dict(), precision=target.precision,
         engine={"name": "vllm", "version": eng.get("version"), "device": eng.get("device"), "device_name": runs[0].manifest.gpu_name,
                 "source": "engine-steps", "time": time_column},
@@ -490,7 +509,6 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
                               hardware=target.hw.id, date=date,
                               notes=f"vLLM {eng.get('version')} on {eng.get('device')} ({runs[0].manifest.gpu_name}); run directories "
                                     f"{', '.join(r.path.name for r in runs)}"),
-        created_at=now, notes=[f"fit: recorded vLLM engine steps ({time_column}), all pass kinds of a mode fitted jointly so that the "
-                               "simulator's step price reproduces them (fit/steps.py)"] + list(opts.notes) + msgs,
+        created_at=now_iso(), notes=[f"fit: recorded vLLM engine steps ({time_column}), all pass kinds of a mode fitted jointly so that the "
+                                     "simulator's step price reproduces them (fit/steps.py)"] + list(opts.notes) + msgs,
     ).validate("fitted profile")
-    return FitResult(profile, fits, [], msgs)

@@ -215,7 +215,9 @@ class Replica:
         self.woken = False
         self.t_end = t + self.schedule()
 
-    def coast(self, t: float, bound: float, prev: float) -> float:
+    def coast(self, t: float, bound: float, prev: float):
+        """Steps a mode can run from t without the per-step bookkeeping; returns the time the next
+        full step starts at, or None when the mode left a step in flight (none by default)."""
         return t
 
     def advance(self, bound: float, prev: float) -> None:
@@ -231,4 +233,6 @@ class Replica:
             if not self.running and not self.waiting:
                 self.t_end = None
                 return
-            self.start(self.coast(te, bound, prev))
+            t = self.coast(te, bound, prev)
+            if t is not None:
+                self.start(t)

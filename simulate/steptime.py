@@ -74,6 +74,9 @@ class StepPricer:
     def _group_key(self, ns: tuple, ss: tuple) -> tuple:
         """(seqs, mean context) per group, rounded; several non-empty groups share one pooled context."""
         qn, qc = self.qn, self.qc
+        if len(ns) == 1:  # the common case, spelled out
+            n = ns[0]
+            return (qn(n), qc(int(ss[0] / n + 0.5))) if n else (0, 0)
         if self.exact or sum(1 for n in ns if n) <= 1:
             out = ()
             for n, s in zip(ns, ss):

@@ -33,6 +33,7 @@ from simulate.sweep import Cluster, run_tasks
 from simulate.workload import Workload, load_workload, parse_workload
 from sweep.spec import SweepPoint, SweepSpec
 
+BATCH_MAX = 16
 ENGINE_KEYS = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization")
 # (done, total) as points finish
 Progress = Callable[[int, int], None]
@@ -75,8 +76,12 @@ def _row(point: SweepPoint, flat: dict) -> dict:
     return {"point_id": point.point_id, **params, **flat}
 
 
-def simulate_job(point: SweepPoint) -> list[dict]:
-    """One point of kind simulate -> [its row]."""
+def simulate_job(points: list[SweepPoint]) -> list[dict]:
+    """Points of kind simulate -> their rows (a batch: one job carries several short points)."""
+    return [_simulate_row(p) for p in points]
+
+
+def _simulate_row(point: SweepPoint) -> dict:
     p = point.params
     prof = _profile(p.get("profile"), p["hardware"])
     res = run_point(prof, p["mode"], p["qps"], replicas=p["replicas"], workload=_workload(p.get("workload")), duration_s=p.get("duration_s"),
@@ -86,7 +91,7 @@ def simulate_job(point: SweepPoint) -> list[dict]:
     if "slo" in p:
         fails = parse_slo(p["slo"]).failures(flat)
         flat.update(meets_slo=not fails, slo_failures="; ".join(fails))
-    return [_row(point, flat)]
+    return _row(point, flat)
 
 
 def plan_job(points: list[SweepPoint]) -> list[dict]:
@@ -112,7 +117,9 @@ def plan_job(points: list[SweepPoint]) -> list[dict]:
 
 def _jobs(spec: SweepSpec, todo: list[SweepPoint]) -> tuple[Callable, list[tuple]]:
     if spec.kind == "simulate":
-        return simulate_job, [(p,) for p in todo]
+        # batches of up to BATCH_MAX points, at least ~64 jobs: Dask's ~ms per job stays small beside the points
+        size = max(1, min(BATCH_MAX, len(todo) // 64))
+        return simulate_job, [(todo[i:i + size],) for i in range(0, len(todo), size)]
     chains: dict[str, list[SweepPoint]] = {}
     for p in todo:
         key = json.dumps({k: v for k, v in p.params.items() if k != "qps"}, sort_keys=True, default=str)

@@ -20,7 +20,7 @@ from sweep.spec import load_spec, parse_spec
 distributed = pytest.importorskip("distributed")
 
 SPEC = {"kind": "simulate", "base": {"hardware": "h200", "duration_s": 15, "slo": "p95_ttft_ms<=1000"},
-        "grid": {"mode": ["diffusion", "ar", "mtp"], "qps": [1, 3], "max_num_seqs": [16, 256]}}
+        "grid": {"mode": ["diffusion", "ar", "mtp"], "qps": [1, 3], "max_num_seqs": [4, 8]}}
 
 
 def _table(out) -> pd.DataFrame:

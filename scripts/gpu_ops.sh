@@ -15,6 +15,14 @@ BUDGET=${2:-430}
 DEST=${OUT:-/tmp/ops-out}
 tag=$(python3 -c "import torch; n=torch.cuda.get_device_name(); print('h200' if 'H200' in n else 'h100' if 'H100' in n else 'gpu')")
 mkdir -p "$DEST/$tag"
+if [ "$MODE" = attn-rerun ]; then  # re-time attention into the committed table (merged on the device), then the chain check
+  mkdir -p "$DEST/$tag-attn"
+  python3 -m measure.ops.campaign -o "$DEST/$tag-attn" --grid full --budget-s "$BUDGET" --precisions bf16,fp8 --only attn > "$DEST/$tag-attn/campaign.log" 2>&1
+  tail -2 "$DEST/$tag-attn/campaign.log"
+  python3 -m measure.ops.merge "data/runs/ops/$tag" "$DEST/$tag-attn" --families attn --why "attention re-timed with q = 3, 5 added to the causal grid (MTP verify)"
+  mkdir -p "$DEST/$tag"; cp "data/runs/ops/$tag/ops.csv" "data/runs/ops/$tag/meta.json" "$DEST/$tag/"
+  MODE=chain
+fi
 if [ "$MODE" = chain ]; then
   python3 -m measure.ops.chain --ops "data/runs/ops/$tag" --budget-s "$BUDGET" -o "$DEST/$tag/chain.json" 2>&1 | grep -v Warning | tee "$DEST/$tag/chain.log"
   exit 0

@@ -25,7 +25,7 @@ from measure.ops.table import ANY, VOCAB_CHUNK, RowWriter, read_rows, unit_key
 M_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 SEQS_DECODE = (1, 4, 16, 64, 256, 512)
 SEQS_CANVAS = (1, 2, 4, 8, 16, 32, 64)
-Q_CAUSAL = (1, 9, 64, 256, 1024, 4096, 8192)
+Q_CAUSAL = (1, 3, 5, 9, 64, 256, 1024, 4096, 8192)  # 3, 5: MTP verify (k+1 queries) between 1 and 9
 CTX_FULL = (0, 128, 1024, 4096, 16384, 32768)
 CTX_SLIDING = (0, 128, 512, 1024)
 CTX_CANVAS_SLIDING = (0, 128, 512, 768)  # canvas keys = min(ctx + 256, 1024): flat from 768

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from costmodel import atomic
 from costmodel.errors import UserError
-from costmodel.schemas.dictionary import write_table
 from plan.cheapest import Analysis, analyse
 from plan.pricing import PricingConfig
 from plan.slo import STABLE_ONLY, parse_slo
+from reports.finance import write_finance_csv
 from reports.html import render
 from reports.sources import load_results
 
@@ -47,7 +47,7 @@ def make_report(cfg: ReportConfig) -> ReportOutcome:
     pricing = cfg.pricing or res.pricing or PricingConfig()
     a = analyse(res.points, slo, pricing, res.specs, res.qps, res.cell_notes)
     if suffix == ".csv":
-        written = write_table(a.cells if res.kind == "plan" else a.points, cfg.out)
+        written = write_finance_csv(a.cells if res.kind == "plan" else a.points, res, a, cfg.out)
     else:
         written = [atomic.write_text(cfg.out, render(res, a))]
     return ReportOutcome(a, written, notes)

@@ -19,6 +19,7 @@ from plan.cheapest import Analysis
 from plan.crossover import best_per_cell
 from plan.pricing import HOURS_PER_MONTH, SOURCES
 from reports import charts
+from reports.finance import TERMS, assumptions
 from reports.sources import Results
 
 CSS = """
@@ -27,6 +28,7 @@ h1{font-size:1.6rem;margin-bottom:.2rem}h2{margin-top:2.2rem;border-bottom:1px s
 table{border-collapse:collapse;font-size:.85rem;margin:.6rem 0}th,td{border:1px solid #d6d6d6;padding:.25rem .5rem;text-align:right}
 th{background:#f3f3f3}td.t,th.t{text-align:left}td.t:first-child{white-space:nowrap}tr.win td{background:#eaf6ea;font-weight:600}tr.miss td{color:#999}
 .callout{background:#fff8e1;border-left:4px solid #f2c14e;padding:.6rem 1rem;margin:1rem 0}
+dl.terms{display:grid;grid-template-columns:max-content 1fr;gap:.1rem 1rem;font-size:.9rem}dl.terms dd{margin:0}
 .muted{color:#666;font-size:.85rem}figure{margin:1.2rem 0}figure svg{max-width:100%;height:auto}
 .kind{display:inline-block;padding:0 .4rem;border-radius:3px;font-size:.8rem}
 .k-measured{background:#d7f0d7}.k-projected{background:#dde8fb}.k-published{background:#fbeedd}.k-roofline{background:#f6dada}.k-endpoint{background:#e8e0f5}
@@ -121,8 +123,13 @@ def _assumptions(res: Results, a: Analysis) -> str:
         limits = pts.groupby(["hardware", "mode"], sort=False)[eng].max().reset_index()
         parts.append("<p>Simulated engine limits per replica:</p>" + _table(limits, [("hardware", "GPU"), ("mode", "mode")] + [(c, c) for c in eng]))
 
-    parts.append("<h3>Which numbers are measured, projected, published or roofline</h3>")
-    parts.append("<ul>" + "".join(f"<li>{_kind(k)} {e(v)}</li>" for k, v in KIND_MEANING.items()) + "</ul>")
+    return "\n".join(parts + _profile_parts(res))
+
+
+def _profile_parts(res: Results) -> list[str]:
+    """Each profile's provenance, part by part (pass models, commit statistics, MTP acceptance)."""
+    parts = ["<h3>Which numbers are measured, projected, published or roofline</h3>",
+             "<ul>" + "".join(f"<li>{_kind(k)} {e(v)}</li>" for k, v in KIND_MEANING.items()) + "</ul>"]
     for hw, prov in res.profiles.items():
         top = prov.get("provenance", {})
         parts.append(f"<h4>{e(hw)}: profile {e(prov.get('profile_id'))}</h4>")
@@ -147,7 +154,21 @@ def _assumptions(res: Results, a: Analysis) -> str:
             parts.append("<details><summary>every part of this profile</summary>"
                          + _table(pd.DataFrame(rows), [("part", "part"), ("kind", "provenance"), ("source", "source"), ("err", "notes / fit error")])
                          + "</details>")
-    return "\n".join(parts)
+    return parts
+
+
+def _inputs_block(res: Results, a: Analysis) -> str:
+    """The top-of-page summary of what every figure rests on (measured / prior / projected, with
+    the figures, from the profiles' provenance) and the terms the page uses."""
+    rows = pd.DataFrame([r.__dict__ for r in assumptions(res, a)])
+    table = _table(rows, [("basis", "basis"), ("part", "input"), ("figure", "what it is"), ("hardware", "GPU"), ("source", "source")]) \
+        if not rows.empty else "<p>no profile provenance in these results</p>"
+    terms = "".join(f"<dt><b>{e(k)}</b></dt><dd>{e(v)}</dd>" for k, v in TERMS.items())
+    return ('<h2 id="inputs">What these numbers rest on</h2><div class="callout">'
+            "<p>Measured inputs were timed by this project; priors are taken from publications or stated defaults; everything "
+            "else (latency, throughput, cost) is projected by the simulator from them. Details per part: "
+            '<a href="#assumptions">Assumptions and provenance</a>.</p>' + table + "</div>"
+            f'<details open><summary>Terms</summary><dl class="terms">{terms}</dl></details>')
 
 
 def render(res: Results, a: Analysis, title: str = "Serving cost: DiffusionGemma-26B-A4B vs Gemma-4-26B-A4B (AR, MTP)") -> str:
@@ -189,6 +210,7 @@ def render(res: Results, a: Analysis, title: str = "Serving cost: DiffusionGemma
         f"<h1>{e(title)}</h1>",
         f"<p class=\"muted\">costmodel {e(__version__)} - generated {e(now_iso())} from {e(res.kind)} results {e(res.path)} - "
         f"{e(basis)} pricing - SLO {e(a.slo.text or 'stable only')}</p>",
+        _inputs_block(res, a),
         "<h2>Crossover</h2>", '<div class="callout">', *cross_lines, f"<p class=\"muted\">How: {e(a.crossover.method)}.</p>", "</div>",
         "<h2>Cheapest SLO-meeting option per QPS</h2>",
         _table(cheapest, [c for c in cheapest_cols if c[0] in cheapest.columns]) if not cheapest.empty else "<p>no points</p>",

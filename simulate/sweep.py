@@ -130,10 +130,33 @@ def dask_client(address: str | None, workers: int) -> Iterator:
         client = Client(local)
     try:
         yield client
+    except KeyboardInterrupt:
+        _stop_local(local)  # Ctrl-C: the workers go now (they got the SIGINT too), without a restart
+        raise
     finally:
-        client.close(timeout=CLOSE_TIMEOUT_S)
-        if local is not None:
-            local.close(timeout=CLOSE_TIMEOUT_S)
+        _close(client, local)
+
+
+def _stop_local(local) -> None:
+    """Kill a local cluster's worker processes, with their nannies' automatic restart off."""
+    if local is None:
+        return
+    for nanny in list(getattr(local, "workers", {}).values()):
+        nanny.auto_restart = False
+        proc = getattr(getattr(nanny, "process", None), "process", None)
+        if proc is not None and proc.is_alive():
+            proc.kill()
+
+
+def _close(client, local) -> None:
+    """Close within CLOSE_TIMEOUT_S each; a cluster that is slow to say goodbye is not an error."""
+    for thing in (client, local):
+        if thing is None:
+            continue
+        try:
+            thing.close(timeout=CLOSE_TIMEOUT_S)
+        except (TimeoutError, OSError, RuntimeError):
+            pass
 
 
 def _one(mode, qps, kwargs, profile):

@@ -4,20 +4,15 @@ MTP acceptance), with a statsmodels-backed summary and a held-out check per pass
 from __future__ import annotations
 
 import click
+from rich.table import Table
 
-from costmodel.errors import UserError
-
-
-def _split(values: tuple[str, ...]) -> list[str]:
-    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+from costmodel.console import make_console
+from fit.passes import HELDOUT_TARGET_PCT
+from fit.request import FitRequest, fit_profile
 
 
 def print_fit_summary(con, result, show_summaries: bool = False) -> None:
     """The rich table `costmodel fit` prints: one row per pass kind (measured, then filled)."""
-    from rich.table import Table
-
-    from fit.passes import HELDOUT_TARGET_PCT
-
     def pct(x):
         return "-" if x is None else f"{x:.2f}%"
 
@@ -104,30 +99,10 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
              costmodel fit data/runs/h200-dg-compiled runs/live --hardware h200 --prefer endpoint -o h200.json
              (runs/live: your `costmodel measure --endpoint URL ... -o runs/live`)
     """
-    from costmodel.console import make_console
-    from fit.assemble import FitOptions, build_profile, campaign_runs
-    from fit.steps import build_step_profile, is_step_run
-
-    paths = list(runs)
-    if campaign:
-        if not hardware:
-            raise UserError("--campaign needs --hardware", "e.g. --campaign data/runs --hardware h200")
-        paths += [str(p) for p in campaign_runs(campaign, hardware, precision) if str(p) not in paths]
-    if not paths:
-        raise UserError("no run directories given", "pass RUN directories or --campaign DIR --hardware ID")
-    if fill_roofline is not None and not 0 < fill_roofline <= 1:
-        raise UserError(f"--fill-roofline {fill_roofline} is outside (0, 1]", "give the fraction of the roofline the engine reaches, e.g. 0.33")
-    models = {}
-    for item in model_overrides:
-        if "=" not in item:
-            raise UserError(f"--model {item!r} is not MODE=NAME", "e.g. --model diffusion=diffusiongemma-26b-a4b")
-        k, v = item.split("=", 1)
-        models[k.strip()] = v.strip()
-    opts = FitOptions(hardware=hardware, hardware_file=hardware_file, precision=precision, commit_runs=_split(commit_runs),
-                      mtp_metrics=_split(mtp_metrics), heldout=heldout, time_column=time_column, repeats=repeats,
-                      modes=_split((modes,)) if modes else None, models=models, engine=engine, fill_roofline=fill_roofline,
-                      profile_id=profile_id, notes=list(notes), seed=seed, prefer=prefer)
-    result = build_step_profile(paths, opts) if any(is_step_run(p) for p in paths) else build_profile(paths, opts)
+    result = fit_profile(FitRequest(
+        runs=list(runs), campaign=campaign, hardware=hardware, hardware_file=hardware_file, precision=precision, commit_runs=list(commit_runs),
+        mtp_metrics=list(mtp_metrics), prefer=prefer, heldout=heldout, time_column=time_column, repeats=repeats, modes=modes,
+        model_overrides=list(model_overrides), engine=engine, fill_roofline=fill_roofline, profile_id=profile_id, notes=list(notes), seed=seed))
     con = make_console()
     print_fit_summary(con, result, show_summaries)
     result.profile.save(out)

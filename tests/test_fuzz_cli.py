@@ -1,0 +1,281 @@
+"""Fuzz every command with bad options and bad input files (Hypothesis): each run exits 0 or 2 -
+never a traceback - and leaves every file already written as it was, with no temp file behind.
+
+Each command starts from a cheap valid invocation; Hypothesis replaces one to three of its option
+values with bad ones (numbers out of range, NaN, empty list items, unwritable or odd paths,
+malformed profiles, workloads, traces, run directories, sweep specs and SLO strings).
+`pytest -s tests/test_fuzz_cli.py` prints how many inputs were tried and how they ended.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import json
+import os
+from collections import Counter
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from costmodel.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "costmodel" / "data" / "profiles" / "h200.json"
+REAL_RUN = ROOT / "data" / "runs" / "h200-ar-compiled"
+EXAMPLES = int(os.environ.get("COSTMODEL_FUZZ_EXAMPLES", "24"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+OUTCOMES: Counter = Counter()  # (command, exit code) over the session
+NUMBERS = ["", "-1", "0", "nan", "inf", "-inf", "1e309", "abc", "1,,2", ",", " ", "1e9", "99999999999999999999", "0.5", "☃", "x" * 300]
+SLOS = ["", "p95_ttft_ms<=", "p95_ttft_ms<=-5", "p95_ttft_ms<=nan", "p101_e2e_ms<=5", "ttft<=5", "p95_ttft_ms>=5", "p95_ttft_ms<=1000,,",
+        "p95_ttft_ms<=1000,p95_ttft_ms<=2000", "p95_e2e_ms<=inf", "p50_tpot_ms<=1e9", "p95_ttft_ms<=1000;p95_e2e_ms<=5000"]
+
+
+# ---- the workspace: inputs, good and bad, and outputs already written ------------------------------
+
+def _write(p: Path, text: str | bytes) -> Path:
+    p.parent.mkdir(parents=True, exist_ok=True)
+    (p.write_bytes if isinstance(text, bytes) else p.write_text)(text)
+    return p
+
+
+def _bad_profiles(d: Path) -> list[str]:
+    """The shipped profile with one field broken: negative, NaN, infinite coefficients, a model below
+    its roofline, missing or mistyped parts."""
+    good = json.loads(SHIPPED.read_text())
+    edits = {
+        "neg_coef": lambda p: p["modes"]["diffusion"]["pass_models"]["denoise_step"]["coef"].update(roofline_ms=-4.0),
+        "nan_coef": lambda p: p["modes"]["ar"]["pass_models"]["decode_step"]["coef"].update(const=float("nan")),
+        "inf_coef": lambda p: p["modes"]["ar"]["pass_models"]["decode_step"]["coef"].update(const=float("inf")),
+        "below_roofline": lambda p: p["modes"]["diffusion"]["pass_models"]["encoder_commit"].update(coef={"roofline_ms": 0.5}),
+        "no_modes": lambda p: p.update(modes={}),
+        "bad_hw": lambda p: p["hardware"].update(id="no-such-gpu", memory_gb=-1),
+        "str_coef": lambda p: p["modes"]["ar"]["pass_models"]["decode_step"]["coef"].update(const="fast"),
+        "bad_probs": lambda p: [c["content_length"].update(probs=[2.0] * len(c["content_length"]["probs"])) for c in p["commit_stats"].values()],
+        "bad_accept": lambda p: p["mtp_acceptance"].update(per_position=[1.5, -1]),
+        "schema": lambda p: p.update(schema_version=999),
+    }
+    out = []
+    for name, edit in edits.items():
+        p = copy.deepcopy(good)
+        edit(p)
+        out.append(str(_write(d / f"profile_{name}.json", json.dumps(p))))
+    out.append(str(_write(d / "profile_empty.json", "")))
+    out.append(str(_write(d / "profile_list.json", "[1, 2]")))
+    return out
+
+
+def _traces(d: Path) -> list[str]:
+    return [str(_write(d / name, text)) for name, text in {
+        "equal.csv": "arrival_s,prompt_tokens\n" + "5,100\n" * 20,
+        "one.csv": "arrival_s,prompt_tokens\n0,10\n",
+        "neg.csv": "arrival_s,prompt_tokens\n-1,-5\n2,0\n",
+        "text.csv": "arrival_s,prompt_tokens\nnoon,many\n",
+        "empty.csv": "arrival_s,prompt_tokens\n",
+        "nocols.csv": "a,b\n1,2\n",
+        "huge.csv": "arrival_s,prompt_tokens,output_tokens\n0,99999999999,99999999999\n1,1,1\n",
+        "bad.jsonl": "{\"arrival_s\": 0, \"prompt_tokens\": 1}\n{not json\n",
+        "binary.csv": b"\x00\xff\xfe\x00garbage",
+    }.items()]
+
+
+WORKLOAD_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**12), st.floats(allow_nan=True, allow_infinity=True),
+                            st.text(max_size=8), st.just({}), st.just([]), st.sampled_from(["poisson", "constant", "gamma", "regime"]))
+WORKLOADS = st.dictionaries(
+    st.sampled_from(["arrival", "regime_mix", "prompt_tokens", "output_tokens", "trace", "trace_time_scale", "description", "extra"]),
+    st.one_of(WORKLOAD_VALUES, st.dictionaries(st.sampled_from(["dist", "median", "sigma", "min", "max", "value", "values", "probs",
+                                                                "process", "cv", "R1", "R9"]), WORKLOAD_VALUES, max_size=4)),
+    max_size=4)
+
+
+def _run_dirs(d: Path) -> list[str]:
+    empty = d / "run_empty"
+    empty.mkdir()
+    _write(d / "run_garbage" / "manifest.json", "{\"kind\": 3, \"mode\": []}")
+    _write(d / "run_badjson" / "manifest.json", "{")
+    _write(d / "run_passes" / "manifest.json", json.dumps({"run_id": "x", "kind": "gpu", "mode": "ar", "model": "gemma4-26b-a4b"}))
+    _write(d / "run_passes" / "passes" / "part-0.parquet", b"not parquet")
+    return [str(empty), str(d / "run_garbage"), str(d / "run_badjson"), str(d / "run_passes")]
+
+
+def _sweep_specs(d: Path) -> list[str]:
+    specs = {"empty.json": "", "list.json": "[]", "kind.json": json.dumps({"kind": "nope"}),
+             "grid.json": json.dumps({"kind": "simulate", "base": {"requests": -1}, "grid": {"qps": [0, "x"]}}),
+             "huge.json": json.dumps({"kind": "simulate", "base": {"mode": "ar", "requests": 10**12}, "grid": {"qps": [1]}}),
+             "plan.json": json.dumps({"kind": "plan", "base": {"slo": "p95<=", "duration_s": -5}, "grid": {}}),
+             "bad.yaml": "kind: simulate\nbase: [unclosed\n"}
+    return [str(_write(d / name, text)) for name, text in specs.items()]
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    """Inputs and already-written outputs; `pools` maps each kind of input to bad (and a few good) values."""
+    root = tmp_path_factory.mktemp("fuzz")
+    inputs = root / "inputs"
+    done = root / "done"  # outputs of earlier runs: must never change
+    assert main(["simulate", "--qps", "2", "--mode", "ar,diffusion", "--requests", "60", "--jobs", "1", "-o", str(done / "sim")]) == 0
+    assert main(["report", str(done / "sim"), "-o", str(done / "sim.csv")]) == 0
+    ro = _write(inputs / "readonly.csv", "x\n")
+    ro.chmod(0o444)
+    workloads = [str(_write(inputs / "wl_equal.json", json.dumps({"trace": "equal.csv"})))]
+    existing = _write(inputs / "existing.json", "{}\n")  # a writable file: overwriting it is allowed only on success
+    # unwritable places (a pseudo filesystem, below a file, a folder, a read-only file) and odd names inside the workspace
+    paths = ["/proc/x", f"{ro}/x", str(inputs), str(ro), str(existing), str(root / "☃" / "x y"), str(root / "-")]
+    pools = {
+        "num": NUMBERS, "slo": SLOS, "path": paths,
+        "profile": _bad_profiles(inputs) + [str(SHIPPED), str(inputs / "missing.json")] + paths,
+        "trace": _traces(inputs), "workload": workloads + paths, "run": _run_dirs(inputs) + paths,
+        "spec": _sweep_specs(inputs) + paths, "results": [str(done / "sim"), str(inputs / "run_empty")] + paths,
+        "name": ["h200", "no-such", "", "ar,ar", "diffusion,", "H200", "rtx-5090,h200,,"] + NUMBERS[:6],
+    }
+    for i, tr in enumerate(pools["trace"]):
+        workloads.append(str(_write(inputs / f"wl_trace{i}.json", json.dumps({"trace": Path(tr).name, "trace_time_scale": "qps"}))))
+    yield {"root": root, "done": done, "inputs": inputs, "pools": pools, "n": [0]}
+    ro.chmod(0o644)
+    print("\nfuzz outcomes: " + ", ".join(f"{cmd} exit {code}: {n}" for (cmd, code), n in sorted(OUTCOMES.items()))
+          + f"; {sum(OUTCOMES.values())} inputs, {sum(n for (_, c), n in OUTCOMES.items() if c not in (0, 2))} neither 0 nor 2")
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def run_fuzzed(ws, args: list[str]) -> int:
+    """Run `costmodel ARGS` in-process; a traceback fails the test with the arguments that caused it."""
+    before = _snapshot(ws["done"]) | _snapshot(ws["inputs"])
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main(args)
+    except Exception as e:  # noqa: BLE001 - any exception escaping main() is the traceback a user would see
+        OUTCOMES[(args[0], "traceback")] += 1
+        pytest.fail(f"traceback ({e.__class__.__name__}: {e}) from costmodel {' '.join(args)}")
+    OUTCOMES[(args[0], code)] += 1
+    assert code in (0, 2), (code, args, err.getvalue()[-500:])
+    if code == 2:
+        msg = err.getvalue().strip()
+        assert msg and "Traceback" not in msg, (args, msg)
+    after = _snapshot(ws["done"]) | _snapshot(ws["inputs"])
+    named = set(args) if code == 0 else set()  # a successful run may replace the file it was told to write
+    assert {k: v for k, v in after.items() if k not in named} == {k: v for k, v in before.items() if k not in named}, \
+        f"costmodel {' '.join(args)} changed files already written"
+    stray = [p for p in ws["root"].rglob(".*") if p.name.endswith(".tmp") or p.name.startswith(".costmodel-probe")]
+    assert not stray, stray
+    return code
+
+
+def _fresh(ws, name: str) -> str:
+    ws["n"][0] += 1
+    return str(ws["root"] / "out" / f"{ws['n'][0]}" / name)
+
+
+def mutate(draw, ws, base: list[str], options: dict[str, str]) -> list[str]:
+    """`base` with one to three of `options` (flag -> pool name) set to values from their pools."""
+    args = list(base)
+    chosen = draw(st.lists(st.sampled_from(sorted(options)), min_size=1, max_size=3, unique=True))
+    for flag in chosen:
+        value = draw(st.sampled_from(ws["pools"][options[flag]]))
+        if flag in args:
+            i = args.index(flag)
+            args[i + 1] = value
+        elif flag.startswith("ARG"):
+            args[int(flag[3:])] = value
+        else:
+            args += [flag, value]
+    return args
+
+
+# ---- one test per command ---------------------------------------------------------------------------
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_simulate(ws, data):
+    base = ["simulate", "--qps", "2", "--mode", "ar", "--requests", "20", "--jobs", "1", "-o", _fresh(ws, "sim")]
+    opts = {"--qps": "num", "--mode": "name", "--hardware": "name", "--profile": "profile", "--replicas": "num", "--duration": "num",
+            "--requests": "num", "--workload": "workload", "--seed": "num", "--max-num-seqs": "num", "--max-num-batched-tokens": "num",
+            "--gpu-memory-utilization": "num", "--warmup": "num", "-o": "path", "--jobs": "num", "--router": "name"}
+    run_fuzzed(ws, mutate(data.draw, ws, base, opts))
+
+
+@FUZZ
+@given(wl=WORKLOADS)
+def test_fuzz_workload_files(ws, wl):
+    path = _write(Path(_fresh(ws, "wl.json")), json.dumps(wl))
+    run_fuzzed(ws, ["simulate", "--qps", "2", "--mode", "ar", "--requests", "20", "--jobs", "1", "--workload", str(path)])
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_plan_and_report(ws, data):
+    base = ["plan", "--qps", "2", "--duration", "5", "--hardware", "h200", "--mode", "ar", "--jobs", "1", "--max-replicas", "2",
+            "-o", _fresh(ws, "plan")]
+    opts = {"--qps": "num", "--slo": "slo", "--hardware": "name", "--mode": "name", "--profile": "profile", "--price": "num",
+            "--purchase-usd": "num", "--electricity-usd-per-kwh": "num", "--amortisation-years": "num", "--pue": "num",
+            "--telemetry": "run", "--workload": "workload", "--duration": "num", "--seed": "num", "--max-replicas": "num",
+            "--refine-crossover": "num", "--jobs": "num", "-o": "path"}
+    run_fuzzed(ws, mutate(data.draw, ws, base, opts))
+    base = ["report", str(ws["done"] / "sim"), "-o", _fresh(ws, "r.csv")]
+    opts = {"ARG1": "results", "-o": "path", "--slo": "slo", "--price": "num", "--pue": "num", "--telemetry": "run",
+            "--amortisation-years": "num", "--purchase-usd": "num"}
+    run_fuzzed(ws, mutate(data.draw, ws, base, opts))
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_catalog_roofline_memory(ws, data):
+    base = ["roofline", "--model", "diffusiongemma-26b-a4b", "--hardware", "h200", "--batch", "1", "--csv", _fresh(ws, "r.csv")]
+    opts = {"--model": "name", "--hardware": "name", "--precision": "name", "--pass-kind": "name", "--batch": "num", "--tokens": "num",
+            "--context": "num", "--draft-tokens": "num", "--csv": "path", "--hardware-file": "profile"}
+    run_fuzzed(ws, mutate(data.draw, ws, base, opts))
+    run_fuzzed(ws, mutate(data.draw, ws, ["hardware"], {"--hardware-file": "profile"}))
+    run_fuzzed(ws, mutate(data.draw, ws, ["memory", "--hardware", "h200"], {"--hardware": "name", "--mode": "name", "--precision": "name",
+                                                                             "--context": "num", "--max-num-seqs": "num",
+                                                                             "--gpu-memory-utilization": "num"}))
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_profiles(ws, data):
+    pool = ws["pools"]["profile"]
+    run_fuzzed(ws, ["profile", data.draw(st.sampled_from(["validate", "show"])), data.draw(st.sampled_from(pool))])
+    base = ["profile", "project", str(SHIPPED), "--hardware", "h100-sxm", "--precision", "bf16", "-o", _fresh(ws, "p.json")]
+    run_fuzzed(ws, mutate(data.draw, ws, base, {"ARG2": "profile", "--hardware": "name", "--precision": "name", "-o": "path"}))
+    base = ["profile", "roofline", "--hardware", "h200", "--precision", "bf16", "--efficiency", "0.3", "-o", _fresh(ws, "r.json")]
+    run_fuzzed(ws, mutate(data.draw, ws, base, {"--hardware": "name", "--precision": "name", "--efficiency": "num", "-o": "path"}))
+
+
+@settings(FUZZ, max_examples=max(4, EXAMPLES // 3))
+@given(data=st.data())
+def test_fuzz_run_directories(ws, data):
+    """fit, analyze and import-bench on bad run directories and files (the real run once in a while)."""
+    runs = ws["pools"]["run"] + [str(REAL_RUN)]
+    run_fuzzed(ws, mutate(data.draw, ws, ["fit", str(REAL_RUN), "-o", _fresh(ws, "f.json")],
+                          {"ARG1": "run", "-o": "path", "--heldout": "num", "--fill-roofline": "num", "--modes": "name", "--seed": "num"}))
+    run_fuzzed(ws, ["analyze", data.draw(st.sampled_from(runs)), "-o", data.draw(st.sampled_from([_fresh(ws, "a")] + ws["pools"]["path"]))])
+    run_fuzzed(ws, ["import-bench", data.draw(st.sampled_from(ws["pools"]["spec"] + ws["pools"]["trace"])), "-o", _fresh(ws, "ib")])
+
+
+@settings(FUZZ, max_examples=max(4, EXAMPLES // 3))
+@given(data=st.data())
+def test_fuzz_gpu_commands_refuse_without_a_gpu(ws, data):
+    """measure and validate need a GPU (or an endpoint): on this machine they must refuse in one line."""
+    base = ["measure", "--model", "diffusiongemma-26b-a4b", "--random-weights", "-o", _fresh(ws, "m")]
+    run_fuzzed(ws, mutate(data.draw, ws, base, {"--model": "name", "--canvases": "num", "--contexts": "num", "--repeats": "num",
+                                                "-o": "path", "--mode": "name", "--draft-tokens": "num"}))
+    run_fuzzed(ws, ["measure", "--resume", "-o", data.draw(st.sampled_from([_fresh(ws, "missing")] + ws["pools"]["run"]))])
+    base = ["validate", "--profile", str(SHIPPED), "-o", _fresh(ws, "v")]
+    run_fuzzed(ws, mutate(data.draw, ws, base, {"--rates": "num", "--mode": "name", "--profile": "profile", "--requests": "num",
+                                                "--prompt-tokens": "num", "-o": "path"}))
+
+
+@settings(FUZZ, max_examples=max(4, EXAMPLES // 3))
+@given(data=st.data())
+def test_fuzz_sweep_specs(ws, data):
+    run_fuzzed(ws, ["sweep", data.draw(st.sampled_from(ws["pools"]["spec"])), "--jobs", "1",
+                    "-o", data.draw(st.sampled_from([_fresh(ws, "sw")] + ws["pools"]["path"]))])
+

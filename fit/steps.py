@@ -349,6 +349,15 @@ def _heldout(X, y, d: Design, blocks, mode: str) -> tuple[dict[str, float | None
     return out, f"every {HOLDOUT_EVERY}th block of {BLOCK_STEPS} steps left out ({int(test.sum())} steps)"
 
 
+def noise_floor_pct(steps: pd.DataFrame) -> float:
+    """MAPE of predicting each step by the median time of the steps with the same batch composition
+    (requests and tokens of every kind, context aside): what step-to-step noise alone costs any model
+    of these features (in sample, so a lower bound)."""
+    comp = ["prefill_reqs", "prefill_tokens", "decode_reqs", "denoise_reqs", "commit_reqs", "verify_reqs"]
+    med = steps.groupby(comp)["ms"].transform("median")
+    return mape_pct(steps["ms"], med)
+
+
 # ---- behaviour: steps per canvas, MTP acceptance -------------------------------------------------
 def steps_per_canvas(df: pd.DataFrame) -> tuple[Distribution, str]:
     """Denoising steps per canvas (k): canvases that ran alone give exact k's; else the run's mean."""
@@ -463,7 +472,8 @@ def fit_mode(mode: str, runs: list[Run], target, time_column: str, seed: int, ms
             msgs.append(f"{mode}/{kind}: its time is not separable from the other kinds' in these steps: priced at its roofline, "
                         "the other kinds' coefficients carry it")
     msgs.append(f"{mode}: {fit.n_steps} steps, features {' + '.join(fit.features)}, in-sample MAPE {fit.mape_pct:.2f}%, held-out MAPE "
-                + ", ".join(f"{k} {'-' if v is None else f'{v:.2f}%'}" for k, v in fit.heldout_mape_pct.items()))
+                + ", ".join(f"{k} {'-' if v is None else f'{v:.2f}%'}" for k, v in fit.heldout_mape_pct.items())
+                + f"; noise floor {noise_floor_pct(steps):.1f}% (each step predicted by the median of the steps with its exact batch composition)")
     return mfits, fit
 
 

@@ -104,7 +104,7 @@ def test_mtp_streams_per_verified_step_and_counts_drafts(mtp):
     assert tokens.max() <= 3 and tokens.min() >= 1  # k = 2: 1 to k + 1 tokens per verified step
     assert {SD_DRAFTS, SD_ACCEPTED, SD_PER_POS} <= names(mtp.metrics_text)
     s = run.table("load_summary")
-    assert (s["sd_num_drafts"] > 0).all() and (s["sd_draft_tokens_per_step"] == pytest.approx(2.0))
+    assert (s["sd_num_drafts"] > 0).all() and s["sd_draft_tokens_per_step"].tolist() == pytest.approx([2.0] * len(s))
 
 
 def test_killed_server_leaves_a_readable_incomplete_step_run(mtp):

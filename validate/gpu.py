@@ -8,13 +8,16 @@ import dataclasses
 from pathlib import Path
 
 from costmodel.errors import UserError
+from costmodel.hardware import detect_local
 from costmodel.models import AR_SIBLING
 from costmodel.options import parse_floats
 from costmodel.schemas.profile import Profile
+from measure.harness.build import load_models
 from measure.harness.config import HarnessOptions, parse_config
 from validate.loadrun import run_load
-from validate.runner import auto_rates, base_manifest, finite_rates, rate_dir, record_load_run
 from validate.loads import poisson_workload
+from validate.runner import auto_rates, base_manifest, finite_rates, rate_dir, record_load_run
+from validate.servers import ARServer, DiffusionServer
 
 
 def _harness_config(mode: str, model: str, random_weights: bool, checkpoint, ar_checkpoint, assistant_checkpoint, experts, device, out: Path):
@@ -31,11 +34,7 @@ def _harness_config(mode: str, model: str, random_weights: bool, checkpoint, ar_
 def run_validation_loads(profile: Profile, modes, rates, n_requests, max_batch, prompt_tokens, max_output_tokens, draft_tokens, model,
                          random_weights, checkpoint, ar_checkpoint, assistant_checkpoint, experts, device, seed, out: Path, con,
                          warmup_requests: int = 0) -> None:
-    import torch
-
-    from costmodel.hardware import detect_local
-    from measure.harness.build import load_models
-    from validate.servers import ARServer, DiffusionServer
+    import torch  # optional heavy dependency (the measure extra)
 
     rate_given = None if rates == "auto" else finite_rates(parse_floats(rates, "rates"))  # checked before any model is built
     dev = device or "cuda"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+from measure.harness.hook import DiffusionInstrument
 from measure.harness.timing import PassTimer
 from simulate.static_batch import BatchRequest
 
@@ -29,7 +30,7 @@ class _TokenProbe:
         self.lengths: list[int] = []
 
     def __call__(self, input_ids, scores, **kwargs):
-        import torch
+        import torch  # optional heavy dependency (the measure extra)
 
         self.marks.append(self.timer.mark())
         self.lengths.append(int(input_ids.shape[1]))
@@ -37,7 +38,7 @@ class _TokenProbe:
 
 
 def _prompt_ids(batch: list[BatchRequest], vocab: int, device, seed: int):
-    import torch
+    import torch  # optional heavy dependency (the measure extra)
 
     g = torch.Generator(device="cpu").manual_seed(seed)
     P = max(r.prompt_tokens for r in batch)
@@ -46,8 +47,6 @@ def _prompt_ids(batch: list[BatchRequest], vocab: int, device, seed: int):
 
 class DiffusionServer:
     def __init__(self, model, device, max_denoising_steps: int = 48, seed: int = 0):
-        from measure.harness.hook import DiffusionInstrument
-
         self.model = model
         self.timer = PassTimer(device)
         self.device = device
@@ -56,7 +55,7 @@ class DiffusionServer:
         self.seed = seed
 
     def serve(self, batch: list[BatchRequest]):
-        import torch
+        import torch  # optional heavy dependency (the measure extra)
 
         C = self.model.config.canvas_length
         blocks = [max(1, math.ceil(r.output_tokens / C)) for r in batch]
@@ -96,8 +95,8 @@ class ARServer:
             assistant.generation_config.num_assistant_tokens_schedule = "constant"
 
     def serve(self, batch: list[BatchRequest]):
-        import torch
-        from transformers import StoppingCriteriaList
+        import torch  # optional heavy dependency (the measure extra)
+        from transformers import StoppingCriteriaList  # optional heavy dependency (the measure extra)
 
         ids = _prompt_ids(batch, self.model.config.vocab_size, self.device, self.seed)
         self.seed += 1

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 
 import click
+from rich.table import Table
 
+from costmodel.console import make_console
 from costmodel.errors import UserError
+from costmodel.hardware import TEMPLATE, catalog, detect_local, load_user_hardware, source_text
+from costmodel.models import MODELS
 
 
 @click.command()
@@ -15,11 +19,6 @@ from costmodel.errors import UserError
 @click.option("--template", is_flag=True, help="Print a JSON template for describing a GPU the catalog lacks.")
 def hardware(detect, hardware_file, template):
     """List the GPU catalog (dense TFLOP/s, bandwidth, power, price, each with a source)."""
-    from costmodel.console import make_console
-    from rich.table import Table
-
-    from costmodel.hardware import TEMPLATE, catalog, detect_local, load_user_hardware, source_text
-
     con = make_console()
     if template:
         click.echo(json.dumps(TEMPLATE, indent=2))
@@ -48,11 +47,6 @@ def hardware(detect, hardware_file, template):
 @click.command()
 def models():
     """List model shapes: parameters (total / active per token), KV bytes per token, source."""
-    from costmodel.console import make_console
-    from rich.table import Table
-
-    from costmodel.models import MODELS
-
     t = Table(title="Model shapes")
     for c in ["name", "family", "params B", "active B", "KV KiB/token (bf16)", "source"]:
         t.add_column(c)

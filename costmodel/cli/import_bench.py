@@ -6,7 +6,9 @@ import math
 
 import click
 
+from costmodel.console import make_console
 from costmodel.modes import mode_names
+from measure.endpoint.bench_import import import_files
 
 
 @click.command(name="import-bench")
@@ -23,9 +25,6 @@ def import_bench(files, out, model, mode, canvas_length, resume):
     \b
     Example: costmodel import-bench results/openai-chat-4.0qps-gemma-4-26B-A4B-it-*.json -o runs/bench-mtp
     """
-    from costmodel.console import make_console
-    from measure.endpoint.bench_import import import_files
-
     out, rows = import_files(list(files), out, model, mode, canvas_length, resume)
     con = make_console()
 

@@ -5,6 +5,13 @@ from __future__ import annotations
 import json
 
 import click
+from rich.table import Table
+
+from costmodel.baseline_profile import DEFAULT_EFFICIENCY, roofline_profile
+from costmodel.console import make_console
+from costmodel.hardware import get_hardware
+from costmodel.schemas.profile import Profile
+from fit.projection import check_weights_fit, project_profile
 
 
 def _prov(p) -> str:
@@ -23,8 +30,6 @@ def _pct(x) -> str:
 
 def show_profile(con, prof) -> None:
     """A readable summary of a profile with the provenance of every part."""
-    from rich.table import Table
-
     hw = prof.hardware
     con.print(f"[bold]{prof.profile_id}[/bold] (schema {prof.schema_version}, created {prof.created_at or '?'})")
     con.print(f"hardware: {hw['name']} ({hw['id']}): {hw['memory_gb']:g} GB, {hw['memory_bandwidth_tbps']:g} TB/s, "
@@ -77,9 +82,6 @@ def profile():
 @click.argument("path", type=click.Path())
 def show(path):
     """Readable summary of a profile with the provenance of every part."""
-    from costmodel.console import make_console
-    from costmodel.schemas.profile import Profile
-
     show_profile(make_console(), Profile.load(path))
 
 
@@ -87,8 +89,6 @@ def show(path):
 @click.argument("path", type=click.Path())
 def validate(path):
     """Check a profile: prints OK, or one line naming what is wrong (exit 2)."""
-    from costmodel.schemas.profile import Profile
-
     p = Profile.load(path)
     click.echo(f"OK {path}: {p.profile_id} ({p.hardware['id']}, {p.precision}; modes {', '.join(p.modes)}; {p.provenance.kind})")
 
@@ -106,10 +106,6 @@ def project(path, hardware, hardware_file, precision, out, profile_id):
 
     Example: costmodel profile project h200.json --hardware rtx-5090 --precision int4 -o rtx-5090.json
     """
-    from costmodel.console import make_console
-    from fit.projection import project_profile
-    from costmodel.schemas.profile import Profile
-
     src = Profile.load(path)
     p = project_profile(src, hardware, precision, hardware_file, profile_id)
     p.save(out)
@@ -127,11 +123,6 @@ def project(path, hardware, hardware_file, precision, out, profile_id):
 @click.option("-o", "--out", "out", type=click.Path(dir_okay=False), required=True, help="Profile JSON to write.")
 def roofline(hardware, hardware_file, precision, efficiency, out):
     """A profile priced straight from the roofline at a stated efficiency (provenance roofline)."""
-    from costmodel.baseline_profile import DEFAULT_EFFICIENCY, roofline_profile
-    from costmodel.console import make_console
-    from fit.projection import check_weights_fit
-    from costmodel.hardware import get_hardware
-
     p = roofline_profile(hardware, precision, DEFAULT_EFFICIENCY if efficiency is None else efficiency, hardware_file=hardware_file)
     p.notes.extend(check_weights_fit(get_hardware(hardware, hardware_file), precision, p.modes))
     p.save(out)

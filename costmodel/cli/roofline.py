@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import click
 import pandas as pd
+from rich.table import Table
 
+from costmodel.atomic import write_csv
+from costmodel.console import make_console
+from costmodel.errors import UserError
 from costmodel.hardware import get_hardware
-from costmodel.models import ASSISTANT_FOR, AR_SIBLING, get_model
+from costmodel.models import AR_SIBLING, ASSISTANT_FOR, get_model
+from costmodel.modes import family_of_pass, modes_of_family
 from costmodel.options import parse_ints, parse_list
 from costmodel.precision import get_precision
-from costmodel.modes import family_of_pass, modes_of_family
 from costmodel.roofline import PASS_KINDS, Roofline, Segment, crossover_batch, default_tokens
-from costmodel.errors import UserError
 
 
 def roofline_table(model_name: str, hardware: str, precision: str, kinds: list[str], batches: list[int],
@@ -67,9 +70,6 @@ def roofline(model_name, hardware, hardware_file, precision, kinds, batch, sweep
 
     Example: costmodel roofline --model diffusiongemma-26b-a4b --hardware h200 --precision bf16 --batch 1
     """
-    from costmodel.console import make_console
-    from rich.table import Table
-
     model = get_model(model_name)
     if kinds:
         kind_list = parse_list(kinds, "pass-kind")
@@ -94,7 +94,5 @@ def roofline(model_name, hardware, hardware_file, precision, kinds, batch, sweep
         x = g.compute_bound_from_seqs.iloc[0]
         con.print(f"{kind}: " + (f"turns compute-bound at {int(x)} sequences" if pd.notna(x) else "memory-bound up to 4096 sequences"))
     if csv_path:
-        from costmodel.atomic import write_csv
-
         write_csv(csv_path, df)
         con.print(f"wrote {csv_path}")

@@ -5,10 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
+from rich.table import Table
 
+from costmodel.console import make_console
 from costmodel.errors import UserError
-from costmodel.options import parse_floats, parse_list, parse_modes
+from costmodel.options import parse_floats, parse_modes
+from costmodel.schemas.profile import Profile
 from measure.harness.config import HARNESS_MODES
+from validate.gpu import run_validation_loads
+from validate.runner import score_recorded
 
 
 @click.command()
@@ -41,10 +47,6 @@ def validate(profile_path, modes, rates, n_requests, max_batch, prompt_tokens, m
     GPU:  costmodel validate --profile runs/calibration-profile.json --mode diffusion,ar,mtp -o runs/validate
     CPU:  costmodel validate --profile P --score-only -o runs/validate     (re-score recorded runs)
     """
-    from costmodel.console import make_console
-    from costmodel.schemas.profile import Profile
-    from validate.runner import score_recorded
-
     _refuse_unused_options(score_only, random_weights)
     con = make_console()
     profile = Profile.load(profile_path)
@@ -56,13 +58,11 @@ def validate(profile_path, modes, rates, n_requests, max_batch, prompt_tokens, m
         lo_hi = [int(x) for x in parse_floats(prompt_tokens, "prompt-tokens", minimum=1, strict=False)]
         if len(lo_hi) != 2 or lo_hi[0] > lo_hi[1]:
             raise UserError(f"--prompt-tokens {prompt_tokens!r} is not MIN,MAX", "e.g. --prompt-tokens 128,1024")
-        from validate.gpu import run_validation_loads
 
         run_validation_loads(profile, mode_list, rates, n_requests, max_batch, tuple(lo_hi), max_output_tokens, draft_tokens, model,
                              random_weights, checkpoint, ar_checkpoint, assistant_checkpoint, experts_implementation, device, seed, out_dir, con,
                              warmup_requests)
     res = score_recorded(out_dir, profile, mode_list)
-    from rich.table import Table
 
     t = Table(title=f"Simulator vs measured (profile {profile.profile_id})")
     for c in ["mode", "rate req/s", "metric", "measured", "predicted", "error %", "saturated"]:
@@ -86,8 +86,6 @@ GPU_RUN_OPTIONS = ("rates", "n_requests", "max_batch", "prompt_tokens", "max_out
 
 def _refuse_unused_options(score_only: bool, random_weights: bool) -> None:
     """Options that would have no effect are refused, never silently ignored."""
-    from click.core import ParameterSource
-
     ctx = click.get_current_context()
     given = {p.name: p.opts[0] for p in ctx.command.params if ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE}
     if score_only:

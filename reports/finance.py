@@ -124,7 +124,7 @@ def _merge(rows: list[Assumption]) -> list[Assumption]:
 
 
 def spreadsheet_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """Flat, with TRUE/FALSE for booleans and plain decimals (6 significant digits, no exponent)."""
+    """Flat, with TRUE/FALSE for booleans and plain decimals (at most 6 decimal places, never an exponent)."""
     flat = flat_frame(df)
     out = {}
     for c in flat.columns:
@@ -142,7 +142,7 @@ def spreadsheet_frame(df: pd.DataFrame) -> pd.DataFrame:
 def _decimal(x) -> str:
     if x is None or not np.isfinite(x):
         return ""
-    return np.format_float_positional(float(x), precision=6, unique=False, fractional=False, trim="-")
+    return np.format_float_positional(float(x), precision=6, unique=True, fractional=True, trim="-")
 
 
 def write_finance_csv(df: pd.DataFrame, res: Results, a: Analysis, path: str | Path) -> list[Path]:

@@ -1,0 +1,251 @@
+"""Issue 20, case by case: every bad input a one-line error (exit 2), every run bounded, Ctrl-C
+prompt (exit 130), profiles that cannot be right refused, and report artefacts that state their
+inputs and agree with themselves."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from costmodel.errors import UserError
+from plan.cheapest import analyse
+from plan.pricing import PricingConfig
+from plan.slo import STABLE_ONLY
+from reports.finance import spreadsheet_frame
+from test_reports_fakes import point
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "costmodel" / "data" / "profiles" / "h200.json"
+COSTMODEL = [str(Path(sys.executable).parent / "costmodel")]
+
+
+def one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+
+
+# ---- 1. output paths: checked before work, OS errors one line -----------------------------------------
+
+@pytest.fixture
+def read_only_file(tmp_path):
+    f = tmp_path / "locked.csv"
+    f.write_text("keep me\n")
+    f.chmod(0o444)
+    yield f
+    f.chmod(0o644)
+
+
+def test_unwritable_outputs_are_one_line_errors_naming_the_path(cli, tmp_path, read_only_file):
+    cases = [
+        ("simulate", "--qps", "1", "--mode", "ar", "--requests", "20", "-o", "/proc/x"),
+        ("simulate", "--qps", "1", "--mode", "ar", "--requests", "20", "-o", str(read_only_file)),
+        ("plan", "--qps", "1", "-o", f"{read_only_file}/below-a-file"),
+        ("report", str(tmp_path), "-o", "/proc/x.csv"),
+        ("roofline", "--model", "diffusiongemma-26b-a4b", "--hardware", "h200", "--batch", "1", "--csv", str(tmp_path)),
+        ("roofline", "--model", "diffusiongemma-26b-a4b", "--hardware", "h200", "--batch", "1", "--csv", str(read_only_file)),
+        ("profile", "project", str(SHIPPED), "--hardware", "h100-sxm", "--precision", "bf16", "-o", "/proc/p.json"),
+        ("fit", str(ROOT / "data" / "runs" / "h200-ar-compiled"), "-o", "/sys/p.json"),
+    ]
+    for args in cases:
+        code, _, err = cli(*args)
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (args, err)
+        assert any(p in err for p in ("/proc", "/sys", str(tmp_path), str(read_only_file))), (args, err)
+    assert read_only_file.read_text() == "keep me\n"
+
+
+def test_a_simulate_output_path_is_checked_before_any_point_runs(cli):
+    t0 = time.perf_counter()
+    code, _, err = cli("simulate", "--qps", "1", "--mode", "ar", "--requests", "200000", "-o", "/proc/x")
+    one_line_error(code, err, "-o /proc/x", "cannot create files in /proc")
+    assert time.perf_counter() - t0 < 5  # 200,000 requests would take ~15 s to simulate
+
+
+# ---- 2. bounded runs --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [
+    ("simulate", "--qps", "1", "--requests", "1000000000"),
+    ("simulate", "--qps", "1", "--duration", "1e10"),
+    ("simulate", "--qps", "1", "--requests", "100000000000"),
+    ("simulate", "--qps", "1", "--replicas", "100000000", "--requests", "10"),
+    ("plan", "--qps", "1e9", "--hardware", "h200", "--mode", "ar", "--jobs", "1", "-o", "PLAN"),
+    ("plan", "--duration", "1e9", "--hardware", "h200", "--mode", "ar", "--jobs", "1", "-o", "PLAN"),
+])
+def test_runs_above_the_memory_budget_are_refused_with_how_to_split(cli, tmp_path, args):
+    t0 = time.perf_counter()
+    code, _, err = cli(*[str(tmp_path / "plan") if a == "PLAN" else a for a in args])
+    one_line_error(code, err.splitlines()[-1] + "\n", "GiB memory budget", "split the run", "COSTMODEL_MEMORY_BUDGET_GIB")
+    assert time.perf_counter() - t0 < 15  # refused before drawing a single request
+
+
+def test_the_budget_follows_the_environment(monkeypatch):
+    from simulate.workload import check_run_size
+
+    check_run_size(1_000_000)  # 2 GiB: inside the default 4 GiB
+    monkeypatch.setenv("COSTMODEL_MEMORY_BUDGET_GIB", "1")
+    with pytest.raises(UserError, match="at most 524,286 requests per run"):
+        check_run_size(1_000_000)
+    monkeypatch.setenv("COSTMODEL_MEMORY_BUDGET_GIB", "lots")
+    with pytest.raises(UserError, match="not a positive number"):
+        check_run_size(10)
+
+
+# ---- 3. Ctrl-C --------------------------------------------------------------------------------------
+
+def _interrupt_after(args: list[str], wait_s: float, tmp_path: Path) -> tuple[int, float, str]:
+    env = {**os.environ, "COSTMODEL_NO_PROGRESS": "1"}
+    p = subprocess.Popen(COSTMODEL + args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(wait_s)
+    assert p.poll() is None, "the run ended before it could be interrupted"
+    t0 = time.perf_counter()
+    os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole process group
+    _, err = p.communicate(timeout=60)
+    return p.returncode, time.perf_counter() - t0, err.decode()
+
+
+def test_ctrl_c_on_a_400k_request_simulate_exits_130_within_2_s(tmp_path):
+    code, took, err = _interrupt_after(["simulate", "--qps", "4", "--mode", "ar", "--requests", "400000", "-o", "out"], 5.0, tmp_path)
+    assert code == 130 and took < 2.0, (code, took, err)
+    assert err.strip().splitlines()[-1].startswith("interrupted (Ctrl-C)")
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob(".*"))  # nothing half-written
+
+
+def test_ctrl_c_stops_the_worker_processes_of_a_parallel_simulate(tmp_path):
+    code, took, err = _interrupt_after(["simulate", "--qps", "4,5", "--mode", "ar", "--requests", "400000", "--jobs", "2"], 5.0, tmp_path)
+    assert code == 130 and took < 2.0, (code, took, err)
+
+
+# ---- 4. profiles and degenerate runs ----------------------------------------------------------------
+
+def _profile_with(tmp_path: Path, edit) -> Path:
+    p = json.loads(SHIPPED.read_text())
+    edit(p)
+    out = tmp_path / "edited.json"
+    out.write_text(json.dumps(p))
+    return out
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda p: p["modes"]["diffusion"]["pass_models"]["denoise_step"]["coef"].update(compute_ms=-2.1), "negative, NaN or infinite"),
+    (lambda p: p["modes"]["ar"]["pass_models"]["decode_step"]["coef"].update(const=float("nan")), "negative, NaN or infinite"),
+    (lambda p: p["modes"]["ar"]["pass_models"]["decode_step"]["coef"].update(const=float("inf")), "negative, NaN or infinite"),
+    (lambda p: p["modes"]["diffusion"]["pass_models"]["denoise_step"]["coef"].update(roofline_ms=0.2, const=0.0, compute_ms=0.0),
+     "below its"),
+])
+def test_profile_validation_refuses_impossible_pass_models(cli, tmp_path, edit, needle):
+    code, _, err = cli("profile", "validate", str(_profile_with(tmp_path, edit)))
+    one_line_error(code, err, needle)
+    code, _, err = cli("simulate", "--qps", "1", "--mode", "diffusion", "--requests", "20", "--profile", str(tmp_path / "edited.json"))
+    one_line_error(code, err, needle)
+
+
+def test_one_request_or_equal_timestamps_print_no_rate_beside_latencies(cli, tmp_path):
+    code, out, err = cli("simulate", "--qps", "1", "--mode", "ar", "--requests", "1")
+    assert code == 0, err
+    row = [c.strip() for c in next(line for line in out.splitlines() if line.startswith("│ ar")).split("│")][1:-1]
+    assert row[3:5] == ["n/a", "n/a"] and "no span to measure a rate over" in " ".join(out.split())  # req/s, out tok/s
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_tokens\n" + "7,100\n" * 12)
+    (tmp_path / "w.json").write_text(json.dumps({"trace": "t.csv"}))
+    code, out, err = cli("simulate", "--qps", "2", "--mode", "ar", "--workload", str(tmp_path / "w.json"))
+    assert code == 0, err
+    assert "n/a" in out
+
+
+def test_an_empty_list_item_is_refused(cli):
+    one_line_error(*cli("simulate", "--qps", "1,,2")[::2], "empty item")
+
+
+def test_validate_without_a_gpu_refuses_before_building_a_model(cli):
+    pytest.importorskip("torch")
+    for rates in ("auto", "-1", "fast"):
+        t0 = time.perf_counter()
+        code, _, err = cli("validate", "--profile", str(SHIPPED), "--rates", rates, "-o", "/tmp/costmodel-never-written")
+        one_line_error(code, err, "--rates" if rates != "auto" else "no CUDA GPU")
+        assert time.perf_counter() - t0 < 30
+
+
+def test_an_aborted_point_gets_its_own_warm_up_in_the_caption(cli):
+    code, out, err = cli("simulate", "--qps", "1,16", "--mode", "diffusion", "--duration", "200", "--jobs", "1")
+    assert code == 0, err
+    caption = " ".join(out.split())
+    assert "except diffusion @ 16 QPS" in caption and "aborted early" in caption
+
+
+# ---- 5. finance artefacts ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sim_report(tmp_path_factory):
+    from costmodel.cli import main
+
+    d = tmp_path_factory.mktemp("sim")
+    assert main(["simulate", "--qps", "1,2", "--mode", "diffusion,ar,mtp", "--requests", "150", "--jobs", "1", "-o", str(d / "sim")]) == 0
+    assert main(["report", str(d / "sim"), "-o", str(d / "fin.csv")]) == 0
+    assert main(["report", str(d / "sim"), "-o", str(d / "fin.html")]) == 0
+    return d
+
+
+def test_the_finance_csv_leads_with_cost_and_slo_and_has_the_full_table_beside(sim_report):
+    fin, full = pd.read_csv(sim_report / "fin.csv"), pd.read_csv(sim_report / "fin.full.csv")
+    assert list(fin.columns[:10]) == ["hardware", "mode", "qps", "meets_slo", "cheapest_at_qps", "slo", "slo_failures", "replicas",
+                                      "gpus", "cost_usd_per_month"]
+    assert len(fin.columns) < 35 < len(full.columns) and list(full.columns[: len(fin.columns)]) == list(fin.columns)
+    text = (sim_report / "fin.csv").read_text()
+    assert "True" not in text and "False" not in text and "TRUE" in text
+    assert "e-0" not in text and "e+" not in text  # plain decimals a spreadsheet reads as numbers
+
+
+def test_the_assumptions_sidecar_comes_from_the_profile_provenance(sim_report):
+    a = pd.read_csv(sim_report / "fin.assumptions.csv")
+    by_part = {r["part"]: r for r in a.to_dict("records")}
+    assert "random-weight models" in by_part["pass timings (8 pass kinds)"]["figure"]
+    assert by_part["DiffusionGemma commit statistics"]["basis"] == "prior" and "published prior" in by_part["DiffusionGemma commit statistics"]["figure"]
+    assert "synthetic per-token acceptance 0.8" in by_part["MTP acceptance"]["figure"]
+
+
+def test_the_html_opens_with_its_inputs_and_defines_its_terms(sim_report):
+    page = (sim_report / "fin.html").read_text()
+    assert page.index("What these numbers rest on") < page.index("<h2>Crossover</h2>")
+    for term in ("QPS", "SLO", "TTFT", "E2E", "bracket"):
+        assert f"<dt><b>{term}</b></dt>" in page
+    assert "random-weight models" in page and "synthetic per-token acceptance 0.8" in page
+
+
+def test_spreadsheet_values():
+    df = spreadsheet_frame(pd.DataFrame({"ok": [True, False], "x": [2e-6, 12345678.9], "y": [0.1 + 0.2, float("nan")]}))
+    assert df["ok"].tolist() == ["TRUE", "FALSE"] and df["x"].tolist() == ["0.000002", "12345678.9"] and df["y"].tolist() == ["0.3", ""]
+
+
+def test_the_crossover_text_and_the_cheapest_table_share_one_tie_rule():
+    """A monthly-cost tie at 8 QPS that AR wins on USD per 1M output tokens: the headline may not
+    call diffusion the cheapest there while the table names AR."""
+    rows = [point("diffusion", "h200", 4.0, 1), point("ar", "h200", 4.0, 2),
+            point("diffusion", "h200", 8.0, 2, out_tok_s=1000.0), point("ar", "h200", 8.0, 2, out_tok_s=1600.0)]
+    from costmodel.hardware import get_hardware
+
+    a = analyse(pd.DataFrame(rows), STABLE_ONLY, PricingConfig(), {"h200": get_hardware("h200")})
+    at8 = a.cheapest[a.cheapest["qps"] == 8.0].iloc[0]
+    assert at8["mode"] == "ar"
+    assert a.crossover.status == "bracketed" and (a.crossover.qps_low, a.crossover.qps_high) == (4.0, 8.0)
+    assert "the tie goes to ar on h200" in a.crossover.text
+
+
+# ---- 6. smaller -------------------------------------------------------------------------------------
+
+def test_both_fit_help_examples_run_on_the_shipped_data(cli, tmp_path):
+    code, out, _ = cli("fit", "--help")
+    examples = [line.split("costmodel ", 1)[1] for line in out.splitlines() if "data/runs" in line and "runs/live" not in line]
+    assert len(examples) == 2, out
+    for i, ex in enumerate(examples):
+        args = ex.split()[:-1] + [str(tmp_path / f"p{i}.json")]
+        code, _, err = cli(*args)
+        assert code == 0, (ex, err)

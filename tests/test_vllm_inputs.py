@@ -107,3 +107,25 @@ def test_recorder_refuses_a_vllm_without_a_stat_field(mode, tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     assert "enabled False" in p.stdout and "SchedulerStats.num_imaginary_reqs" in p.stderr and not (tmp_path / "run").exists()
 
+
+
+@pytest.mark.torch
+def test_tiny_models_load_in_transformers(tmp_path):
+    """The tiny model directories vLLM serves also load in transformers (this interpreter's), tokenizer included."""
+    pytest.importorskip("transformers")
+    import transformers
+
+    from measure.vllm.tiny_models import EOS, _kv_sharing_fix, build_all
+
+    dirs = build_all(tmp_path)
+    tok = transformers.AutoTokenizer.from_pretrained(dirs["ar"])
+    ids = tok("What is the capital city of Canada?")["input_ids"]
+    assert tok.vocab_size == 512 and tok.decode(ids) == "What is the capital city of Canada?" and tok.eos_token_id == EOS
+    chat = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert chat.endswith("<start_of_turn>model\n")
+    for key, cls in (("diffusion-c32", transformers.DiffusionGemmaForBlockDiffusion), ("diffusion-c256", transformers.DiffusionGemmaForBlockDiffusion),
+                     ("ar", transformers.Gemma4ForCausalLM), ("mtp-assistant", transformers.Gemma4AssistantForCausalLM)):
+        with _kv_sharing_fix():  # transformers 5.23's assistant config needs the project's fix (measure/harness/build.py)
+            model = cls.from_pretrained(dirs[key])
+        assert model.config.get_text_config().hidden_size in (64, 32), key
+    assert transformers.AutoConfig.from_pretrained(dirs["diffusion-c256"]).canvas_length == 256

@@ -36,5 +36,6 @@ fit h200 fp8 "$OPS/h200" h200-fp8
 fit rtx-5090 int4 "$OUT/ops-rtx-5090-projected" rtx-5090-int4 \
   "PROJECTED, not measured: every op of the H100 bf16 table carried to the RTX 5090's int4 (weight-only) roofline (floor + roofline-scaled rest, measure/ops/project.py), then composed and fitted; int4 kernels were not timed anywhere"
 "$COSTMODEL" profile project "$OUT/h100-sxm-bf16.json" --hardware rtx-5090 --precision int4 --id rtx-5090-int4-profile-projected \
-  -o "$OUT/rtx-5090-int4-profile-projected.json"
+  -o "$OUT/rtx-5090-int4-profile-projected.json" \
+  || echo "note: the profile-level projection was refused (see above); the per-op projection rtx-5090-int4.json stands"
 for f in "$OUT"/*.json; do "$COSTMODEL" profile validate "$f"; done

@@ -162,6 +162,17 @@ def main(argv=None) -> int:
             c = compose(tables["h100"], "decode_step", [Seg(1, 1, 1024)], "bf16")
             print(f"{'H100 AR compiled (issue 17 table)':42} {'decode_step':15} {'1x1 ctx 1024':20} {H100_AR_DECODE_B1_COMPILED_MS:8.2f} "
                   f"{c.ms:8.2f} {H100_AR_DECODE_B1_COMPILED_MS / c.ms:6.2f}")
+    chains = {g: root / g / "chain.json" for g in tables if (root / g / "chain.json").exists()}
+    if chains:
+        import json
+
+        print("\n== 4. composition check: the pass chained op by op in one CUDA graph (measure/ops/chain.py) vs the composed sum of its ops")
+        print(f"{'GPU':5} {'prec':5} {'pass':13} {'shape':18} {'chained ms':>10} {'composed':>9} {'ratio':>6}")
+        for g, path in chains.items():
+            for r in json.loads(path.read_text())["results"]:
+                if "chained_ms" in r:
+                    shape = "{}x{} ctx {}".format(r["seqs"], r["tokens"], r["context"])
+                    print(f"{g:5} {r['precision']:5} {r['kind']:13} {shape:18} {r['chained_ms']:10.2f} {r['composed_ops_ms']:9.2f} {r['ratio']:6.3f}")
     for g, t in tables.items():
         m = t.meta
         print(f"\n{g}: {m.get('gpu_name')}, torch {m.get('versions', {}).get('torch')}, triton {m.get('versions', {}).get('triton')}, "

@@ -8,7 +8,7 @@ from rich.table import Table
 
 from costmodel.console import make_console
 from fit.passes import HELDOUT_TARGET_PCT
-from fit.request import FitRequest, fit_profile
+from fit.from_runs import FitRequest, fit_profile
 
 
 def print_fit_summary(con, result, show_summaries: bool = False) -> None:

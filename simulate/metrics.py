@@ -156,7 +156,8 @@ class FinishedRun:
     profile: object  # costmodel.schemas.profile.Profile
     reqs: object  # simulate.workload.Requests
     draws: ModeDraws
-    cfg: object  # simulate.engine.EngineConfig
+    cfg: object  # simulate.engine.EngineConfig, every setting filled in
+    limits: object  # simulate.engine.ReplicaLimits
     replicas: list
     rec: Records
     tracker: Tracker
@@ -242,6 +243,9 @@ def summarise(run: FinishedRun) -> tuple[PointSummary, pd.DataFrame]:
         preemptions=int(sum(r.preemptions for r in run.replicas)), kv_capacity_tokens=int(run.kv_cap), max_num_seqs=int(run.cfg.max_num_seqs),
         max_num_batched_tokens=int(run.cfg.max_num_batched_tokens), router=run.router, workload=run.workload_desc, **_batch_stats(run),
     )
+    summary.max_running_requests = int(run.limits.max_running)
+    summary.running_limit = run.limits.running_binding
+    summary.binding_limit = binding_limit(summary.mean_batch_seqs, run.limits.max_running, run.limits.running_binding)
     return summary, _request_frame(run, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm)
 
 
@@ -257,6 +261,16 @@ def _request_frame(run: FinishedRun, queue_ms, ttft_ms, e2e_ms, tpot_ms, finishe
         "steps": rec.steps[:n], "queue_ms": queue_ms, "ttft_ms": ttft_ms, "e2e_ms": e2e_ms, "tpot_ms": tpot_ms,
         "preemptions": rec.preemptions[:n], "finished": finished, "warmup": warm,
     }, columns=list(REQUEST_COLUMNS))
+
+
+BINDING_FILL = 0.9  # steps this full of the running cap mean the cap, not step time, limits service
+
+
+def binding_limit(mean_batch_seqs: float, max_running: int, running_binding: str) -> str:
+    """What limits a replica at this point: its running cap (KV blocks, max_num_seqs or sampler
+    buffers) when engine steps run at least BINDING_FILL of it on average; otherwise compute (the
+    step time of the batches it does run)."""
+    return running_binding if mean_batch_seqs >= BINDING_FILL * max_running else "compute"
 
 
 def provenance_text(profile, mode: ServingMode) -> str:

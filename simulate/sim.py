@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from costmodel.modes import ModeDraws, ServingMode, get_mode
 from costmodel.schemas.profile import Profile
-from simulate.engine import EngineConfig, kv_capacity_tokens, replica_class
+from simulate.engine import EngineConfig, ReplicaLimits, replica_class, replica_limits
 from simulate.metrics import FinishedRun, Records, Tracker, summarise
 from simulate.request import Request, check_fits
 from simulate.router import make_router
@@ -27,6 +29,7 @@ from simulate.workload import Requests
 # max(DRAIN_MIN_S, the arrival window) more seconds.
 DRAIN_MIN_S = 120.0
 ABORT_MIN_WAITING = 64
+CONTEXT_SAMPLE = 1000  # final contexts the KV capacity is sized on (quantiles of the requests')
 
 
 @dataclass
@@ -36,18 +39,29 @@ class Deployment:
 
     profile: Profile
     mode: ServingMode
-    cfg: EngineConfig
-    kv_cap: int
+    cfg: EngineConfig  # every setting filled in (vLLM's defaults where the user gave none)
+    limits: ReplicaLimits
     draws: ModeDraws
     pricer: StepPricer
+
+    @property
+    def kv_cap(self) -> int:
+        return self.limits.kv_capacity_tokens
+
+
+def _context_sample(kv_need: np.ndarray, n: int = CONTEXT_SAMPLE) -> np.ndarray:
+    """Evenly spaced quantiles of the requests' final contexts: what the KV blocks are sized for."""
+    if len(kv_need) <= n:
+        return kv_need
+    return np.quantile(kv_need, np.linspace(0.0, 1.0, n), method="nearest")
 
 
 def deploy(profile: Profile, mode: str, reqs: Requests, cfg: EngineConfig, seed: int) -> Deployment:
     serving = get_mode(mode)
-    kv_cap = kv_capacity_tokens(profile, mode, cfg)
     draws = serving.draw(profile, reqs, seed)
-    check_fits(draws.kv_need_tokens, kv_cap, mode)
-    return Deployment(profile, serving, cfg, kv_cap, draws, StepPricer(profile, serving, draws, cfg.shape_bits))
+    limits = replica_limits(profile, mode, cfg, _context_sample(draws.kv_need_tokens))
+    check_fits(draws.kv_need_tokens, limits.kv_capacity_tokens, mode)
+    return Deployment(profile, serving, limits.cfg, limits, draws, StepPricer(profile, serving, draws, cfg.shape_bits))
 
 
 class _Loop:
@@ -137,7 +151,7 @@ def simulate_point(profile: Profile, mode: str, reqs: Requests, *, replicas: int
     t_end = loop.run()
     warmup_s = warmup_frac * (min(t_end, reqs.window_s) if loop.abort else reqs.window_s)
     return summarise(FinishedRun(
-        mode=dep.mode, profile=profile, reqs=reqs, draws=dep.draws, cfg=cfg, replicas=loop.reps, rec=loop.rec, tracker=loop.tracker,
+        mode=dep.mode, profile=profile, reqs=reqs, draws=dep.draws, cfg=dep.cfg, limits=dep.limits, replicas=loop.reps, rec=loop.rec, tracker=loop.tracker,
         n_arrived=loop.arrived, t_end=t_end, warmup_s=warmup_s, abort=loop.abort, drain_s=drain, seed=seed,
         kv_cap=dep.kv_cap, router=router, workload_desc=workload_desc,
     )), dep.pricer

@@ -18,7 +18,7 @@ from costmodel.errors import UserError
 from costmodel.schemas.profile import Distribution, MtpAcceptance, Provenance
 from costmodel.roofline import Segment as S
 from simulate.api import run_point, sweep
-from simulate.engine import EngineConfig, kv_capacity_tokens
+from simulate.engine import EngineConfig, replica_limits
 from costmodel.schemas.results import REQUEST_COLUMNS
 from simulate.workload import parse_workload
 
@@ -227,18 +227,22 @@ def test_overloaded_run_stops_early():
 
 # ---- KV cache ----------------------------------------------------------------------------------------
 
-def test_kv_capacity_from_memory():
-    from costmodel.models import get_model
-
-    m = get_model("gemma4-26b-a4b")
-    a = get_model("gemma4-26b-a4b-assistant")
-    cfg = EngineConfig()
-    expect = int((0.9 * 141e9 - m.total_params * 2) // m.kv_bytes_per_token(2))
-    assert kv_capacity_tokens(PROFILE, "ar", cfg) == expect
-    assert kv_capacity_tokens(PROFILE, "mtp", cfg) == int((0.9 * 141e9 - (m.total_params + a.total_params) * 2) // m.kv_bytes_per_token(2))
-    assert kv_capacity_tokens(PROFILE, "ar", EngineConfig(gpu_memory_utilization=0.5)) < expect
-    with pytest.raises(UserError, match="leaves no KV cache"):
-        kv_capacity_tokens(PROFILE, "ar", EngineConfig(gpu_memory_utilization=0.3))
+def test_replica_limits_come_from_the_memory_model():
+    """vLLM 0.32's defaults on an H200 (costmodel/memory.py): DiffusionGemma's max_num_seqs rule (8),
+    Hopper batch defaults for AR/MTP; KV in blocks of the hybrid layout, as context tokens."""
+    ctx = [1024] * 10
+    d = replica_limits(PROFILE, "diffusion", EngineConfig(), ctx)
+    ar = replica_limits(PROFILE, "ar", EngineConfig(), ctx)
+    mtp = replica_limits(PROFILE, "mtp", EngineConfig(), ctx)
+    assert (d.cfg.max_num_seqs, d.max_running, d.running_binding) == (8, 8, "max_num_seqs")
+    assert (ar.cfg.max_num_seqs, ar.cfg.max_num_batched_tokens, ar.cfg.gpu_memory_utilization) == (1024, 8192, 0.92)
+    assert ar.running_binding == "kv blocks" and ar.kv_capacity_tokens == ar.max_running * 1024
+    assert mtp.max_running < ar.max_running  # the assistant's weights and the 1 + 2k lookahead slots
+    # long contexts: the 25 sliding-window layers keep 1,024 tokens, so a replica holds more tokens
+    assert replica_limits(PROFILE, "ar", EngineConfig(), [16384] * 10).kv_capacity_tokens > ar.kv_capacity_tokens
+    assert replica_limits(PROFILE, "ar", EngineConfig(gpu_memory_utilization=0.7), ctx).kv_capacity_tokens < ar.kv_capacity_tokens
+    with pytest.raises(UserError, match="needs .* GB for weights"):
+        replica_limits(PROFILE, "ar", EngineConfig(gpu_memory_utilization=0.3), ctx)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -336,7 +340,7 @@ def test_engine_limits_cap_concurrency():
     assert s.mean_batch_seqs <= 4 + 1e-9
     d = run_point(PROFILE, "diffusion", 8.0, n_requests=200, seed=0, engine=EngineConfig(max_num_batched_tokens=512), abort_backlog_s=None).summary
     assert d.mean_batch_tokens <= 512 + 1e-9
-    with pytest.raises(UserError, match="cannot hold one decode-phase sequence"):
+    with pytest.raises(UserError, match="canvas_length 256 does not fit"):  # a canvas must fit the step's token budget
         run_point(PROFILE, "diffusion", 1.0, n_requests=5, engine=EngineConfig(max_num_batched_tokens=128))
 
 
@@ -344,6 +348,6 @@ def test_engine_defaults_come_from_the_profile_then_overrides():
     p = copy.deepcopy(PROFILE)
     p.engine = {"name": "vllm", "max_num_seqs": 48, "max_num_batched_tokens": "auto", "gpu_memory_utilization": 0.85}
     cfg = EngineConfig.for_profile(p)
-    assert (cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.gpu_memory_utilization) == (48, 8192, 0.85)
+    assert (cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.gpu_memory_utilization) == (48, None, 0.85)  # None: vLLM's default
     assert EngineConfig.for_profile(p, max_num_seqs=8, max_num_batched_tokens=None).max_num_seqs == 8
     assert run_point(p, "ar", 1.0, n_requests=20).summary.max_num_seqs == 48

@@ -20,11 +20,11 @@ def test_simulate_runs_on_the_shipped_profile_with_no_other_flags(cli):
 def test_simulate_writes_parquet_summary_csv_and_json(cli, tmp_path):
     out_dir = tmp_path / "sim"
     code, out, err = cli("simulate", "--qps", "1,2", "--mode", "ar,diffusion", "--requests", "80", "--seed", "3", "--replicas", "2",
-                         "--router", "round-robin", "--max-num-seqs", "64", "-o", str(out_dir), "--jobs", "2")
+                         "--router", "round-robin", "--max-num-seqs", "6", "-o", str(out_dir), "--jobs", "2")
     assert code == 0, err
     summary = pd.read_csv(out_dir / "summary.csv")
     assert len(summary) == 4 and {"ttft_ms_p95", "e2e_ms_p99", "stable", "gpu_busy_frac", "batch_denoise_step_seqs"} <= set(summary.columns)
-    assert (summary.replicas == 2).all() and (summary["max_num_seqs"] == 64).all() and (summary.router == "round-robin").all()
+    assert (summary.replicas == 2).all() and (summary["max_num_seqs"] == 6).all() and (summary.router == "round-robin").all()
     doc = json.loads((out_dir / "summary.json").read_text())
     assert len(doc["points"]) == 4 and doc["hardware"] == "h200"
     df = pd.read_parquet(out_dir / "requests_ar_qps2_r2.parquet")
@@ -61,9 +61,10 @@ def test_recorded_trace_needs_no_qps(cli, tmp_path):
     (["--qps", "1", "--requests", "10", "--duration", "5"], "not both"),
     (["--qps", "1", "--duration", "-5"], "--duration"),
     (["--qps", "1", "--max-num-seqs", "0"], "max_num_seqs"),
-    (["--qps", "1", "--mode", "diffusion", "--max-num-batched-tokens", "100"], "cannot hold one decode-phase sequence"),
+    (["--qps", "1", "--mode", "diffusion", "--max-num-batched-tokens", "100"], "canvas_length 256 does not fit"),
+    (["--qps", "1", "--mode", "diffusion", "--max-num-seqs", "64"], "the largest max_num_seqs that fits is"),  # sampler buffers
     (["--qps", "1", "--gpu-memory-utilization", "1.5"], "gpu_memory_utilization"),
-    (["--qps", "1", "--gpu-memory-utilization", "0.05"], "no KV cache"),  # 7 GB: less than the weights at any precision
+    (["--qps", "1", "--gpu-memory-utilization", "0.05"], "GB for weights"),  # 7 GB: less than the weights at any precision
     (["--qps", "1", "--warmup", "1"], "--warmup"),
     (["--qps", "1", "--jobs", "0"], "--jobs"),
     (["--qps", "1", "--workload", "/nonexistent/w.json"], "does not exist"),

@@ -97,6 +97,13 @@ class PointSummary:
     max_num_batched_tokens: int = _f("engine limit: query tokens per step", "tokens", default=0)
     router: str = _f("how requests are routed to replicas", "text", default="")
     workload: str = _f("arrival process and prompt/output length distributions simulated", "text", default="")
+    max_running_requests: int = _f("requests one replica can run at once: the fewest of what its KV blocks hold at the workload's contexts, "
+                                   "max_num_seqs, and (diffusion) the canvases the sampler buffers fit", "requests",
+                                   "costmodel/memory.py (vLLM 0.32's KV layout and engine limits)", default=0)
+    running_limit: str = _f("which of those sets max_running_requests: kv blocks, max_num_seqs or sampler buffers", "text",
+                            "costmodel/memory.py", default="")
+    binding_limit: str = _f("what limits a replica at this point: running_limit when its engine steps run at least 90% of "
+                            "max_running_requests on average, else compute (the step time of the batches it runs)", "text", default="")
 
     def flat(self) -> dict:
         """One flat row (no nested dicts): `ttft_ms_p95`, `e2e_ms_p99`, `batch_denoise_step_seqs`."""

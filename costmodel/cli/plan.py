@@ -25,7 +25,7 @@ def _money(x) -> str:
 def print_analysis(con, a) -> None:
     """The rich tables: every (GPU, mode, QPS), the cheapest per QPS, and the crossover lines."""
     t = Table(title=f"Fewest replicas meeting {a.slo.text or 'stability'} ({'on-prem' if a.pricing.onprem else 'cloud'} pricing)")
-    for c in ("hardware", "mode", "qps", "replicas", "$/month", "$/1M out tok", "meets SLO", "why not"):
+    for c in ("hardware", "mode", "qps", "replicas", "$/month", "$/1M out tok", "meets SLO", "binding limit", "why not"):
         t.add_column(c, justify="left" if c in ("hardware", "mode", "why not") else "right")
     for r in a.cells.to_dict("records"):
         rep = r.get("replicas")
@@ -35,7 +35,7 @@ def print_analysis(con, a) -> None:
         t.add_row(str(r["hardware"]), str(r["mode"]), f"{r['qps']:g}", "" if rep is None or pd.isna(rep) else str(int(rep)),
                   _money(r.get("cost_usd_per_month")) if ok else "",
                   f"{mtok:.3f}" if ok and isinstance(mtok, float) and math.isfinite(mtok) else "",
-                  "yes" if ok else "no", "" if ok else str(r.get("slo_failures", ""))[:70], style=style)
+                  "yes" if ok else "no", str(r.get("binding_limit") or ""), "" if ok else str(r.get("slo_failures", ""))[:70], style=style)
     con.print(t)
     c = Table(title="Cheapest SLO-meeting option per QPS")
     for col in ("qps", "hardware / mode", "replicas", "$/month", "$/1M out tok", "runner-up", "runner-up $/month"):

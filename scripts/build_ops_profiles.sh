@@ -9,7 +9,8 @@
 #                           5090's int4 roofline (measure/ops/project.py), then composed and fitted the same way
 #   OUT/rtx-5090-int4-profile-projected.json  for comparison: `costmodel profile project` of the H100 bf16 profile
 #   OUT/runs/...            the composed run directories;  OUT/fit-*.log  each fit's table (held-out MAPE)
-# usage: bash scripts/build_ops_profiles.sh OUT_DIR      (env: PYTHON, COSTMODEL, OPS_DIR, FIT_ARGS)
+# usage: bash scripts/build_ops_profiles.sh OUT_DIR      (env: PYTHON, COSTMODEL, OPS_DIR, FIT_ARGS; SHIP=1 installs them
+#        as the shipped defaults in costmodel/data/profiles/, fp8 variants in costmodel/data/profiles/ops/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: scripts/build_ops_profiles.sh OUT_DIR}
@@ -35,7 +36,28 @@ fit h200 fp8 "$OPS/h200" h200-fp8
 "$PY" -m measure.ops.project "$OPS/h100" --from h100-sxm --to rtx-5090 --precisions bf16 --to-precision int4 -o "$OUT/ops-rtx-5090-projected"
 fit rtx-5090 int4 "$OUT/ops-rtx-5090-projected" rtx-5090-int4 \
   "PROJECTED, not measured: every op of the H100 bf16 table carried to the RTX 5090's int4 (weight-only) roofline (floor + roofline-scaled rest, measure/ops/project.py), then composed and fitted; int4 kernels were not timed anywhere"
+# the fit calls every composed pass "measured": the 5090's are projections, and its profile says so
+"$PY" - "$OUT/rtx-5090-int4.json" <<'EOF'
+import sys
+from costmodel.schemas.profile import Profile, Provenance
+path = sys.argv[1]
+p = Profile.load(path)
+src = "per-op projection of the H100 bf16 operator table (data/runs/ops/h100) to the RTX 5090's int4 roofline, measure/ops/project.py"
+for m in p.modes.values():
+    for pm in m.pass_models.values():
+        pm.provenance = Provenance("projected", src, hardware="rtx-5090", date=pm.provenance.date, notes=pm.provenance.notes)
+p.provenance = Provenance("projected", src, hardware="rtx-5090", date=p.provenance.date, notes=p.provenance.notes)
+p.save(path)
+EOF
 "$COSTMODEL" profile project "$OUT/h100-sxm-bf16.json" --hardware rtx-5090 --precision int4 --id rtx-5090-int4-profile-projected \
   -o "$OUT/rtx-5090-int4-profile-projected.json" \
   || echo "note: the profile-level projection was refused (see above); the per-op projection rtx-5090-int4.json stands"
 for f in "$OUT"/*.json; do "$COSTMODEL" profile validate "$f"; done
+# SHIP=1: these become the shipped defaults (bf16 on Hopper, int4 on the 5090; fp8 beside them)
+if [ "${SHIP:-0}" = 1 ]; then
+  D=costmodel/data/profiles
+  mkdir -p "$D/ops"
+  cp "$OUT/h100-sxm-bf16.json" "$D/h100-sxm.json"; cp "$OUT/h200-bf16.json" "$D/h200.json"; cp "$OUT/rtx-5090-int4.json" "$D/rtx-5090.json"
+  cp "$OUT/h100-sxm-fp8.json" "$OUT/h200-fp8.json" "$D/ops/"
+  echo "shipped: $D/{h100-sxm,h200,rtx-5090}.json and $D/ops/{h100-sxm,h200}-fp8.json"
+fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerate the shipped profiles (costmodel/data/profiles/*.json), the simulator's defaults, from
+# Regenerate the transformers-engine profiles (costmodel/data/profiles/transformers/*.json; the defaults
+# are the operator-level "ops" profiles of scripts/build_ops_profiles.sh), from
 # the committed H200 campaign runs:
 #   h200.json      measured: `costmodel fit` of every H200 bf16 GPU run under $RUNS_DIR (kind gpu, a
 #                  passes table, not synthetic) timed by engine $ENGINE, modes diffusion, ar and mtp; pass kinds no run
@@ -24,7 +25,7 @@ cd "$(dirname "$0")/.."
 COSTMODEL=${COSTMODEL:-.venv/bin/costmodel}
 RUNS_DIR=${RUNS_DIR:-data/runs}
 ENGINE=${ENGINE:-compiled}
-if [ "$ENGINE" = compiled ]; then OUT=${PROFILES_DIR:-costmodel/data/profiles}; else OUT=${PROFILES_DIR:-costmodel/data/profiles/$ENGINE}; fi
+if [ "$ENGINE" = compiled ]; then OUT=${PROFILES_DIR:-costmodel/data/profiles/transformers}; else OUT=${PROFILES_DIR:-costmodel/data/profiles/$ENGINE}; fi
 mkdir -p "$OUT"
 
 args=(--campaign "$RUNS_DIR" --hardware h200 --precision bf16 --engine "$ENGINE" --modes diffusion,ar,mtp)

@@ -121,18 +121,23 @@ def test_bad_profiles_are_one_line_errors(h200, tmp_path, cli):
 
 
 def test_shipped_profiles_are_consistent():
-    """The shipped defaults (scripts/build_profiles.sh): H200 measured, the others projected from it."""
+    """The shipped defaults (scripts/build_ops_profiles.sh, engine "ops"): H100 and H200 measured per
+    operator in bf16 (fp8 beside them), the RTX 5090 projected per operator from the H100 in int4; the
+    transformers-engine profiles stay available under profiles/transformers and profiles/eager."""
+    from pathlib import Path
+
+    from costmodel.schemas.profile import Profile
     from costmodel.shipped import default_profile, shipped_profiles
 
     shipped = shipped_profiles()
-    if not shipped:
-        pytest.skip("no shipped profiles yet (scripts/build_profiles.sh builds them from data/runs)")
     assert set(shipped) == {"h200", "h100-sxm", "rtx-5090"}
-    h200 = default_profile("h200")
-    assert h200.provenance.kind == "measured" and set(h200.modes) == {"diffusion", "ar", "mtp"}
-    assert all(pm.provenance.kind in ("measured", "projected", "roofline") for m in h200.modes.values() for pm in m.pass_models.values())
-    for hw, prec in (("h100-sxm", "bf16"), ("rtx-5090", "int4")):
+    for hw in ("h200", "h100-sxm"):
         p = default_profile(hw)
-        assert p.precision == prec and p.provenance.kind == "projected" and h200.profile_id in p.provenance.source
+        assert p.precision == "bf16" and p.engine.get("name") == "ops" and p.provenance.kind == "measured"
         assert set(p.modes) == {"diffusion", "ar", "mtp"} and p.commit_stats and p.mtp_acceptance
-    assert any("4-bit" in n for n in default_profile("rtx-5090").notes)
+    r = default_profile("rtx-5090")
+    assert r.precision == "int4" and r.provenance.kind == "projected"
+    assert all(pm.provenance.kind == "projected" for m in r.modes.values() for pm in m.pass_models.values())
+    root = Path(shipped["h200"]).parent
+    for other in ("ops/h200-fp8.json", "ops/h100-sxm-fp8.json", "transformers/h200.json", "eager/h200.json"):
+        Profile.load(root / other).validate()

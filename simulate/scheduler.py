@@ -220,6 +220,26 @@ class Replica:
         full step starts at, or None when the mode left a step in flight (none by default)."""
         return t
 
+    def book_coast(self, s: int, s0: int, flight: bool, t: float, te: float, kv: float, busy: float, busy_w: float,
+                   group_seqs: tuple):
+        """Book the steps a mode's coast ran from step s0 (step index, KV, busy time, per-group
+        accumulators); a step that ends past the bound stays in flight from t to te. Returns coast's
+        result: the time the next full step starts at, or None with a step in flight."""
+        k = s - s0 + flight
+        if not k:
+            return t
+        self.step, self.kv_used, self.busy_s, self.busy_window_s = s, kv, busy, busy_w
+        self.n_steps += k
+        acc = self.acc_groups
+        for i, n in enumerate(group_seqs):
+            acc[i] += k * n
+        self.chunks = []
+        if not flight:
+            return t
+        self.now = self.t_start = t
+        self.t_end = te
+        return None
+
     def advance(self, bound: float, prev: float) -> None:
         """Complete every step that ends before an event at `bound` scheduled at time `prev`: a step
         ending at `bound` itself goes first when it was scheduled earlier (t_start < prev), as a

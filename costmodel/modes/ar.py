@@ -64,18 +64,9 @@ class ArEngine:
                 break
             t, s = te, s + 1
             sc += ng
-        k = s - s0 + flight
-        if not k:
-            return t
-        self.step, self.kv_used, self.sum_ctx, self.busy_s, self.busy_window_s = s, kv, sc, busy, busy_w
-        self.n_steps += k
-        self.acc_groups[0] += k * n
-        self.chunks = []
-        if not flight:
-            return t
-        self.now = self.t_start = t
-        self.t_end = te
-        return None
+        if s - s0 + flight:
+            self.sum_ctx = sc
+        return self.book_coast(s, s0, flight, t, te if flight else t, kv, busy, busy_w, (n,))
 
     def complete(self, t: float) -> None:
         s = self.step

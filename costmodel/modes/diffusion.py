@@ -149,19 +149,7 @@ class DiffusionEngine:
                 flight = True  # started, ends after the bound
                 break
             t, s = te, s + 1
-        k = s - s0 + flight
-        if not k:
-            return t
-        self.step, self.kv_used, self.busy_s, self.busy_window_s = s, kv, busy, busy_w
-        self.n_steps += k
-        self.acc_groups[0] += k * nd
-        self.acc_groups[1] += k * nc
-        self.chunks = []
-        if not flight:
-            return t
-        self.now = self.t_start = t
-        self.t_end = te
-        return None
+        return self.book_coast(s, s0, flight, t, te if flight else t, kv, busy, busy_w, (nd, nc))
 
     def complete(self, t: float) -> None:
         s = self.step

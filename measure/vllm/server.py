@@ -50,6 +50,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _die_with_parent() -> None:
+    """In the server's process, before exec: SIGTERM it when the launcher dies (Linux), so a killed test
+    run or campaign leaves no orphaned server behind (vLLM then stops its engine processes itself)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: stop() still ends it on a clean exit
+        pass
+
+
 @dataclass
 class ServerSpec:
     """What to serve: a mode, its model directory (and the assistant's for MTP) and engine settings."""
@@ -124,7 +135,7 @@ class VllmServer:
         cmd = [self.python, *self.spec.args(self.port)]
         try:
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.spec.env(self.record_dir),
-                                         start_new_session=True, cwd=str(REPO))
+                                         start_new_session=True, cwd=str(REPO), preexec_fn=_die_with_parent)
         except OSError as e:
             raise UserError(f"vLLM server could not start ({self.python}: {e.strerror})", "build the vLLM environment with `make vllm-env`") from None
         Thread(target=self._pump, daemon=True).start()

@@ -112,8 +112,10 @@ def _warmup_caption(summaries) -> str:
     """The warm-up share of each point; a point that aborted early warms up over the span it ran,
     so one share for every row would misstate it."""
     pct = [round(100 * s.warmup_s / max(s.duration_s, 1e-9)) for s in summaries]
-    if len(set(pct)) == 1:
-        return f"percentiles over finished requests after the first {pct[0]:.0f}% of arrivals"
-    parts = ", ".join(f"{s.mode} @ {s.qps:g} QPS {p:.0f}%" for s, p in zip(summaries, pct) if p != max(set(pct), key=pct.count))
-    return (f"percentiles over finished requests after each point's warm-up: the first {max(set(pct), key=pct.count):.0f}% of the arrival "
+    aborted = [s.stability_reason.startswith("aborted") for s in summaries]
+    base = next((p for p, a in zip(pct, aborted) if not a), pct[0])  # the share of every point that ran its whole window
+    parts = ", ".join(f"{s.mode} @ {s.qps:g} QPS {p:.0f}%" for s, p, a in zip(summaries, pct, aborted) if a and p != base)
+    if not parts:
+        return f"percentiles over finished requests after the first {base:.0f}% of arrivals"
+    return (f"percentiles over finished requests after each point's warm-up: the first {base:.0f}% of the arrival "
             f"window, except {parts} (aborted early: the warm-up share of the span it ran)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing
+import os
 import signal
 import sys
 import threading
@@ -148,5 +149,17 @@ def main(argv: list[str] | None = None) -> int:
     return rv if isinstance(rv, int) else 0
 
 
+def console_main() -> None:
+    """The `costmodel` console script: main(), then exit. After Ctrl-C it exits at once: a Dask
+    cluster's shutdown handlers would otherwise hold the process for seconds after the workers
+    were stopped, and every output already written is complete (atomic writes)."""
+    rc = main()
+    if rc == 130:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(rc)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -52,8 +52,13 @@ class Assumption:
 def _weights(prov: dict) -> str:
     """The weights the pass timings were measured with ("random", "checkpoint"), from the run notes."""
     found = {w for kinds in prov.get("pass_models", {}).values() for d in kinds.values()
-             for w in re.findall(r'"weights": "(\w+)"', d.get("notes") or "")}
+             for m in re.finditer(r'"weights": "(\w+)"|\bweights (\w+)\b', d.get("notes") or "") for w in m.groups() if w}
     return ", ".join(sorted(found))
+
+
+def _composed(prov: dict) -> bool:
+    """Pass times composed from operator timings (measure/ops) rather than timed whole."""
+    return any('"composed": true' in (d.get("notes") or "") for kinds in prov.get("pass_models", {}).values() for d in kinds.values())
 
 
 def _pass_rows(hw: str, prov: dict, all_prov: dict[str, dict]) -> list[Assumption]:
@@ -63,12 +68,16 @@ def _pass_rows(hw: str, prov: dict, all_prov: dict[str, dict]) -> list[Assumptio
             by_kind.setdefault(d["kind"], []).append(f"{mode}/{k}")
     top = prov.get("provenance", {})
     rows = []
+    if not by_kind:
+        rows.append(Assumption(str(top.get("kind", "unknown")), "pass timings", f"profile {prov.get('profile_id')} not available to the report",
+                               str(top.get("source", "")), hw))
     for kind, parts in by_kind.items():
         part = f"pass timings ({len(parts)} pass kinds)"
         if kind == "measured":
             w = _weights(prov)
             figure = (f"timed on {hw} with {w}-weight models" if w else f"timed on {hw}") + (
-                " (timings are real; the weights' outputs are not)" if w == "random" else "")
+                " (timings are real; the weights' outputs are not)" if w == "random" else "") + (
+                "; composed from per-operator timings, not a full-model run" if _composed(prov) else "")
             rows.append(Assumption("measured", part, figure, str(top.get("source", "")), hw))
         elif kind == "projected":
             origin = next((h for h, p in all_prov.items() if p.get("profile_id") and p["profile_id"] in str(top.get("source", ""))), None)

@@ -147,6 +147,8 @@ def write_simulation(out_dir: str | Path, points: list[tuple[PointSummary, pd.Da
     paths.append(atomic.write_json(out / SUMMARY_JSON, {
         "profile_id": profile.profile_id, "hardware": profile.hardware.get("id"), "precision": profile.precision,
         "points": [s for s, _ in points],
+        # the profile itself, so a report states where every input came from, whatever profile was simulated
+        **({"profiles": [profile.to_dict()]} if hasattr(profile, "to_dict") else {}),
     }))
     return paths
 

@@ -120,8 +120,6 @@ def test_ctrl_c_on_a_400k_request_simulate_exits_130_within_2_s(tmp_path):
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob(".*"))  # nothing half-written
 
 
-@pytest.mark.xfail(strict=False, reason="parallel points may run on a Dask LocalCluster (simulate/sweep.py, issue 19) whose shutdown "
-                   "after SIGINT took ~12 s in one run; its owner handles Ctrl-C inside the pool - drop this marker once it always passes")
 def test_ctrl_c_stops_the_worker_processes_of_a_parallel_simulate(tmp_path):
     code, took, err = _interrupt_after(["simulate", "--qps", "4,5", "--mode", "ar", "--requests", "400000", "--jobs", "2"], 5.0, tmp_path)
     assert code == 130 and took < 2.0, (code, took, err)

@@ -5,15 +5,18 @@ vLLM 0.32 computes them (costmodel/memory.py; docs/memory.md)."""
 from __future__ import annotations
 
 import click
+from rich.table import Table
 
+from costmodel.console import make_console
 from costmodel.errors import UserError
+from costmodel.hardware import catalog, get_hardware, load_user_hardware
+from costmodel.memory import EngineSettings, kv_capacity, replica_memory, simple_kv_tokens
 from costmodel.modes import get_mode, mode_names
 from costmodel.options import parse_ints
+from costmodel.precision import PRECISIONS, get_precision
 
 
 def _settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, max_model_len, block_size, k, canvas):
-    from costmodel.memory import EngineSettings
-
     return EngineSettings(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                           gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, block_size=block_size,
                           num_speculative_tokens=k, canvas_length=canvas)
@@ -21,9 +24,7 @@ def _settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, max_
 
 def _one(con, hw, mode, prec, settings, contexts):
     """Terms table, limits table and capacity at the given contexts for one GPU and mode."""
-    from rich.table import Table
 
-    from costmodel.memory import kv_capacity, replica_memory, simple_kv_tokens
 
     mem = replica_memory(hw, mode, prec, settings)
     t = Table(title=f"Replica memory: {mem.model}{' + ' + mem.assistant if mem.assistant else ''} ({mode}) on {hw.id}, {prec.name}")
@@ -59,8 +60,6 @@ def _one(con, hw, mode, prec, settings, contexts):
 def _fit(hw, mode, prec_name, settings):
     """(memory, None) at the given precision, or at the widest catalog precision that fits when none
     was given; (None, reason) when nothing fits."""
-    from costmodel.memory import replica_memory
-    from costmodel.precision import PRECISIONS, get_precision
 
     names = [prec_name] if prec_name else [p.name for p in sorted(PRECISIONS.values(), key=lambda p: -p.weight_bytes)
                                            if p.compute in hw.tflops]
@@ -76,10 +75,7 @@ def _fit(hw, mode, prec_name, settings):
 def _all(con, specs, prec_name, settings, contexts):
     """One row per catalog GPU x mode (at --precision, else each GPU's widest precision that fits);
     a combination that does not fit is listed below the table with its one-line reason."""
-    from rich.table import Table
 
-    from costmodel.memory import kv_capacity, simple_kv_tokens
-    from costmodel.precision import get_precision
 
     t = Table(title=f"Replica memory per GPU x mode ({prec_name or 'widest precision that fits'}; vLLM 0.32 defaults)")
     cols = ["GPU", "mode", "precision", "weights GB", "act+graphs GB", "KV GB", "KV blocks", "KV tokens (vLLM log)", "max_num_seqs"]
@@ -122,9 +118,6 @@ def _all(con, specs, prec_name, settings, contexts):
 def memory(hardware, hardware_file, mode, precision, all_, context, max_num_seqs, max_num_batched_tokens, gpu_memory_utilization,
            max_model_len, block_size, k, canvas_length):
     """Replica memory budget per term and the engine limits it implies (vLLM 0.32's own formulas)."""
-    from costmodel.console import make_console
-    from costmodel.hardware import catalog, get_hardware, load_user_hardware
-    from costmodel.precision import get_precision
 
     contexts = parse_ints(context, "context")
     settings = _settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, max_model_len, block_size, k, canvas_length).validate()

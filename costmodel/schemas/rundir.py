@@ -150,6 +150,8 @@ class RunWriter:
         self.path = Path(path)
         self._buffers: dict[str, list[dict]] = {}
         mpath = self.path / "manifest.json"
+        if resume and not mpath.exists():
+            raise UserError(f"--resume: {self.path} holds no run to resume", "drop --resume to start a new run")
         if mpath.exists():
             if not resume:
                 raise UserError(f"run directory {self.path} already holds a run", "pass --resume to continue it, or choose another -o")

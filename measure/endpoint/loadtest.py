@@ -322,10 +322,12 @@ def run_loadtest(opts: LoadTestOptions) -> int:
     cfg = LoadConfig(api_base=lt.api_base, model=lt.model, api=opts.api, max_tokens=opts.max_tokens, timeout_s=opts.timeout_s,
                      concurrency=opts.concurrency, continuous_usage=bool(opts.continuous_usage),
                      ignore_eos=bool(opts.ignore_eos), api_key=lt.api_key)
+    completed, failures = 0, {}
     with RunWriter(opts.out, _manifest(lt), resume=bool(opts.resume)) as w:
         for rate, unit in zip(lt.rates, lt.units):
             if w.is_done(unit):
                 con.print(f"{unit}: already done, skipped")
+                completed += 1  # a finished unit of an earlier run
                 continue
             planned = plan_requests(lt.items, opts.n_requests, opts.duration, rate, opts.arrivals, lt.seed, unit)
             con.print(f"{unit}: {len(planned)} requests to {cfg.url} ({lt.mode}, model {lt.model})")
@@ -333,8 +335,15 @@ def run_loadtest(opts: LoadTestOptions) -> int:
             _record_load(w, lt, unit, rate, planned, res)
             w.finish_unit(unit)
             print_unit(con, unit, res)
+            completed += res.summary["completed"]
+            for k, v in res.summary["failure_reasons"].items():
+                failures[k] = failures.get(k, 0) + v
         write_mtp_counters(w.path, lt.model)
     con.print(f"wrote {opts.out}")
+    if not completed:  # the run directory is written (its failures recorded); the command still fails
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(failures.items())) or "no response"
+        raise UserError(f"no request succeeded against {cfg.url} ({reasons}); the failures are recorded in {opts.out}",
+                        "check --endpoint, --model and --api-key-env")
     return 0
 
 

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import glob
 import statistics
 from pathlib import Path
@@ -99,14 +100,7 @@ def whole_model_medians(runs_root: Path) -> list[tuple[str, str, int, int, int, 
     return out
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("ops_root", nargs="?", default="data/runs/ops")
-    ap.add_argument("--runs", default="data/runs", help="committed whole-model run directories")
-    a = ap.parse_args(argv)
-    root = Path(a.ops_root)
-    tables = {g: OpTable.load(root / g) for g in HW if (root / g / "ops.csv").exists()}
-
+def _print_targets(tables: dict) -> None:
     print("== 1. targets (composed pass / roofline of the same shape; MoE at 256 tokens / measured copy bandwidth)")
     print(f"{'GPU':5} {'prec':5} {'pass':13} {'shape':18} {'composed ms':>11} {'roofline ms':>11} {'ratio':>6} {'target':>7}  met")
     for g, t in tables.items():
@@ -122,6 +116,8 @@ def main(argv=None) -> int:
             print(f"{g:5} {prec:5} {'moe layer':13} {'256 tok x top-8':18} {ms:11.3f} {'':>11} {'':>6} {'>=80%':>7}  "
                   f"{tbps:.2f} TB/s = {100 * share:.0f}% of copy {t.meta.get('copy_bandwidth_tbps', 0):.2f} TB/s -> {'yes' if share >= 0.8 else 'NO'}")
 
+
+def _print_projection(root: Path, tables: dict) -> None:
     if "h100" in tables and "h200" in tables:
         for method in ("efficiency", "floor"):
             print(f"\n== 2. projection error ({method}): H200 ops projected per op to the H100 vs measured H100 ops")
@@ -149,11 +145,13 @@ def main(argv=None) -> int:
                     m = compose(meas, kind, [seg], prec).ms
                     print(f"{kind:14} {prec:5} {f'{seg.seqs}x{seg.tokens} ctx {seg.context}':18} {p:9.2f} {m:9.2f} {100 * (p / m - 1):+6.1f}%")
 
+
+def _print_whole_model(tables: dict, runs: Path) -> None:
     if "h200" in tables:
         print("\n== 3. composed (ops, H200 bf16) vs whole-model transformers passes measured on an H200 (data/runs)")
         t = tables["h200"]
         print(f"{'run':42} {'pass':15} {'shape':20} {'whole ms':>8} {'composed':>8} {'ratio':>6}  composed breakdown (ms)")
-        for label, kind, seqs, tok, ctx, ms in whole_model_medians(Path(a.runs)):
+        for label, kind, seqs, tok, ctx, ms in whole_model_medians(runs):
             c = compose(t, kind, [Seg(seqs, tok, ctx)], "bf16")
             cats = categories(c.by_op)
             br = ", ".join(f"{k} {v:.2f}" for k, v in cats.items() if v >= 0.05) + f", overhead {c.overhead_ms:.2f}"
@@ -162,10 +160,11 @@ def main(argv=None) -> int:
             c = compose(tables["h100"], "decode_step", [Seg(1, 1, 1024)], "bf16")
             print(f"{'H100 AR compiled (issue 17 table)':42} {'decode_step':15} {'1x1 ctx 1024':20} {H100_AR_DECODE_B1_COMPILED_MS:8.2f} "
                   f"{c.ms:8.2f} {H100_AR_DECODE_B1_COMPILED_MS / c.ms:6.2f}")
+
+
+def _print_chains(root: Path, tables: dict) -> None:
     chains = {g: root / g / "chain.json" for g in tables if (root / g / "chain.json").exists()}
     if chains:
-        import json
-
         print("\n== 4. composition check: the pass chained op by op in one CUDA graph (measure/ops/chain.py) vs the composed sum of its ops")
         print(f"{'GPU':5} {'prec':5} {'pass':13} {'shape':18} {'chained ms':>10} {'composed':>9} {'ratio':>6}")
         for g, path in chains.items():
@@ -173,10 +172,27 @@ def main(argv=None) -> int:
                 if "chained_ms" in r:
                     shape = "{}x{} ctx {}".format(r["seqs"], r["tokens"], r["context"])
                     print(f"{g:5} {r['precision']:5} {r['kind']:13} {shape:18} {r['chained_ms']:10.2f} {r['composed_ops_ms']:9.2f} {r['ratio']:6.3f}")
+
+
+def _print_meta(tables: dict) -> None:
     for g, t in tables.items():
         m = t.meta
         print(f"\n{g}: {m.get('gpu_name')}, torch {m.get('versions', {}).get('torch')}, triton {m.get('versions', {}).get('triton')}, "
               f"copy {m.get('copy_bandwidth_tbps', 0):.2f} TB/s, {m.get('date')}, status {m.get('status')}, missing {m.get('missing_count')}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("ops_root", nargs="?", default="data/runs/ops")
+    ap.add_argument("--runs", default="data/runs", help="committed whole-model run directories")
+    a = ap.parse_args(argv)
+    root = Path(a.ops_root)
+    tables = {g: OpTable.load(root / g) for g in HW if (root / g / "ops.csv").exists()}
+    _print_targets(tables)
+    _print_projection(root, tables)
+    _print_whole_model(tables, Path(a.runs))
+    _print_chains(root, tables)
+    _print_meta(tables)
     return 0
 
 

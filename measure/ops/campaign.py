@@ -19,6 +19,7 @@ import time
 import traceback
 from pathlib import Path
 
+from costmodel.models import get_model
 from measure.ops.shapes import OpDef, all_ops
 from measure.ops.table import ANY, VOCAB_CHUNK, RowWriter, read_rows, unit_key
 
@@ -262,7 +263,7 @@ def versions() -> dict:
     return v
 
 
-def main(argv=None) -> int:
+def _args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-o", "--out", required=True)
     ap.add_argument("--precisions", default="bf16,fp8")
@@ -275,14 +276,11 @@ def main(argv=None) -> int:
     ap.add_argument("--m-max", type=int, default=None, help="skip token-op grid points above this many tokens (tests)")
     ap.add_argument("--max-units", type=int, default=None, help="stop after this many units (tests)")
     ap.add_argument("--model", default="gemma4-26b-a4b", help="catalog target model (tests: tiny-gemma4)")
-    a = ap.parse_args(argv)
-    import torch
+    return ap.parse_args(argv)
 
-    t_start = time.time()
-    dev = torch.device(a.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    precisions = [p.strip() for p in a.precisions.split(",") if p.strip()]
+
+def _select_units(a, precisions: list[str]) -> list:
+    """The grid's units, narrowed by --only, --ops and --m-max."""
     units = plan_units(precisions, smoke=a.grid == "smoke", model=a.model)
     if a.only:
         fams = set(a.only.split(","))
@@ -292,17 +290,24 @@ def main(argv=None) -> int:
         units = [u for u in units if u[1].name in names]
     if a.m_max:
         units = [u for u in units if u[2].get("m", 0) <= a.m_max]
-    planned = [unit_key(pr, o.name, at) for pr, o, at in units]
-    csv_path = out / "ops.csv"
-    if csv_path.exists() and not a.resume:
-        csv_path.unlink()
-    done = {unit_key(r["precision"], r["op"], {k: int(r[k]) for k in ("m", "seqs", "q", "ctx") if r.get(k) not in (None, "")})
-            for r in read_rows(csv_path)} if a.resume else set()
-    gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"cpu ({platform.processor() or platform.machine()})"
+    return units
+
+
+def _row_key(r: dict):
+    return unit_key(r["precision"], r["op"], {k: int(r[k]) for k in ("m", "seqs", "q", "ctx") if r.get(k) not in (None, "")})
+
+
+def _meta(a, argv, dev, gpu: str, precisions: list[str], planned: list) -> dict:
+    """The run's provenance and the device facts measured before any op (copy rate, matmul rate,
+    per-step overhead)."""
+    import torch  # heavy, optional: only the GPU campaign needs it
+
+    from measure.ops.timing import copy_bandwidth_tbps, matmul_tflops, step_overhead  # imports torch
+
     meta = {
         "gpu_name": gpu, "device": str(dev), "precisions": precisions, "grid": a.grid, "versions": versions(),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "command": " ".join(["python -m measure.ops.campaign", *(argv or sys.argv[1:])]),
-        "model": a.model, "sliding_window": __import__("costmodel.models", fromlist=["get_model"]).get_model(a.model).sliding_window, "status": "incomplete", "planned_units": len(planned),
+        "model": a.model, "sliding_window": get_model(a.model).sliding_window, "status": "incomplete", "planned_units": len(planned),
         "notes": [
             "ops timed with random data and uniform random top-8 routing (the roofline's assumption)",
             "attention runs on a bf16 KV cache in both precisions (SDPA has no fp8 attention); fp8 rows are the GEMMs and experts",
@@ -310,43 +315,28 @@ def main(argv=None) -> int:
             "overhead: device round trip per step (H2D inputs, graph launch, D2H tokens, sync); an engine's CPU scheduling is not in it",
         ],
     }
+    meta["copy_bandwidth_tbps"] = None
     if dev.type == "cuda":
         meta["sm_count"] = torch.cuda.get_device_properties(dev).multi_processor_count
-        from measure.ops.timing import copy_bandwidth_tbps, matmul_tflops, step_overhead
-
         meta["copy_bandwidth_tbps"] = copy_bandwidth_tbps(dev)
         meta["matmul_tflops"] = {"bf16": matmul_tflops(dev, False)}
         try:
             meta["matmul_tflops"]["fp8"] = matmul_tflops(dev, True)
         except Exception as e:
             meta["matmul_tflops"]["fp8"] = f"{type(e).__name__}: {e}"
-        meta["overhead"] = step_overhead(dev)
-    else:
-        from measure.ops.timing import step_overhead
+    meta["overhead"] = step_overhead(dev)
+    return meta
 
-        meta["copy_bandwidth_tbps"] = None
-        meta["overhead"] = step_overhead(dev)
-    meta["selfcheck"], disabled = selfcheck(dev)
-    meta["disabled_kernels"] = disabled
 
-    def write_meta(status):
-        got = {unit_key(r["precision"], r["op"], {k: int(r[k]) for k in ("m", "seqs", "q", "ctx") if r.get(k) not in (None, "")})
-               for r in read_rows(csv_path) if r.get("ms")}
-        missing = [u for u in planned if u not in got]
-        meta.update(status=status if not missing else "incomplete", done_units=len(got), missing_units=missing[:2000],
-                    missing_count=len(missing), wall_s=round(time.time() - t_start, 1))
-        (out / "meta.json").write_text(json.dumps(meta, indent=1))
-        return missing
+def _time_units(units, done: set, a, dev, disabled, gpu: str, csv_path: Path, t_start: float, write_meta) -> tuple[int, str | None]:
+    """Time every unit not done yet, a row each as it finishes; returns (units timed, why it stopped)."""
+    import torch  # heavy, optional: only the GPU campaign needs it
 
-    write_meta("incomplete")
-    print(f"[ops] {gpu}: copy {meta.get('copy_bandwidth_tbps')} TB/s; {len(units)} units planned; selfcheck {meta['selfcheck']}", flush=True)
     w = RowWriter(csv_path)
-    n_done = 0
-    stopped = None
+    n_done, stopped = 0, None
     try:
-        for i, (pr, o, at) in enumerate(units):
-            key = unit_key(pr, o.name, at)
-            if key in done:
+        for pr, o, at in units:
+            if unit_key(pr, o.name, at) in done:
                 continue
             if time.time() - t_start > a.budget_s:
                 stopped = f"budget of {a.budget_s:.0f} s reached"
@@ -372,9 +362,43 @@ def main(argv=None) -> int:
         stopped = "interrupted"
     finally:
         w.close()
-        if stopped:
-            meta["stopped"] = stopped
-        missing = write_meta("complete")
+    return n_done, stopped
+
+
+def main(argv=None) -> int:
+    a = _args(argv)
+    import torch  # heavy, optional: only the GPU campaign needs it
+
+    t_start = time.time()
+    dev = torch.device(a.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    precisions = [p.strip() for p in a.precisions.split(",") if p.strip()]
+    units = _select_units(a, precisions)
+    planned = [unit_key(pr, o.name, at) for pr, o, at in units]
+    csv_path = out / "ops.csv"
+    if csv_path.exists() and not a.resume:
+        csv_path.unlink()
+    done = {_row_key(r) for r in read_rows(csv_path)} if a.resume else set()
+    gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"cpu ({platform.processor() or platform.machine()})"
+    meta = _meta(a, argv, dev, gpu, precisions, planned)
+    meta["selfcheck"], disabled = selfcheck(dev)
+    meta["disabled_kernels"] = disabled
+
+    def write_meta(status):
+        got = {_row_key(r) for r in read_rows(csv_path) if r.get("ms")}
+        missing = [u for u in planned if u not in got]
+        meta.update(status=status if not missing else "incomplete", done_units=len(got), missing_units=missing[:2000],
+                    missing_count=len(missing), wall_s=round(time.time() - t_start, 1))
+        (out / "meta.json").write_text(json.dumps(meta, indent=1))
+        return missing
+
+    write_meta("incomplete")
+    print(f"[ops] {gpu}: copy {meta.get('copy_bandwidth_tbps')} TB/s; {len(units)} units planned; selfcheck {meta['selfcheck']}", flush=True)
+    n_done, stopped = _time_units(units, done, a, dev, disabled, gpu, csv_path, t_start, write_meta)
+    if stopped:
+        meta["stopped"] = stopped
+    missing = write_meta("complete")
     print(f"[ops] done {n_done} units in {time.time() - t_start:.0f} s; missing {len(missing)}" + (f" ({stopped})" if stopped else ""), flush=True)
     return 0
 

@@ -139,20 +139,28 @@ def time_unit(op: OpDef, at: dict, precision: str, dev, disabled: dict[str, str]
     return row
 
 
+def _rel(a, b) -> float:
+    a, b = a.float(), b.float()
+    return float((a - b).norm() / b.norm().clamp(min=1e-12))
+
+
 def selfcheck(dev) -> tuple[dict, dict[str, str]]:
     """Correctness of the fast kernels against references at one real shape; a failing candidate is
     disabled for the campaign (the rows then record it as a fallback)."""
-    import torch
-
-    from measure.ops import kernels
-
     out, disabled = {}, {}
     if dev.type != "cuda":
         return {"skipped": "not a CUDA device"}, disabled
+    for check in (_check_moe, _check_scaled_mm, _check_flash, _check_router):
+        check(dev, out, disabled)
+    return out, disabled
 
-    def rel(a, b):
-        a, b = a.float(), b.float()
-        return float((a - b).norm() / b.norm().clamp(min=1e-12))
+
+def _check_moe(dev, out: dict, disabled: dict) -> None:
+    """Self-check of the fused-MoE variants (bf16 and fp8, sort-and-pad and GEMV) against the per-expert loop.
+    Results into `out`, failures into `disabled`."""
+    import torch  # heavy, optional: only the GPU campaign needs it
+
+    from measure.ops import kernels  # imports torch
 
     for p, fp8 in [({"m": mm, "d": 2816, "experts": 128, "ffn": 704, "topk": 8}, f8) for mm in (64, 8) for f8 in (False, True)]:
         prec = "fp8" if fp8 else "bf16"
@@ -167,13 +175,22 @@ def selfcheck(dev) -> tuple[dict, dict[str, str]]:
                     ref = _moe_fp8_reference(p, dev)
                 else:
                     ref = kernels._moe_loop(dict(p), prec, dev).run(0)
-                e = rel(got, ref)
+                e = _rel(got, ref)
                 out[f"{prec}:{c.name}:m{p['m']}"] = e
                 if not e < (0.08 if fp8 else 0.02):
                     disabled[c.name] = f"disabled: self-check relative error {e:.3g}"
             except Exception as ex:
                 out[f"{prec}:{c.name}:m{p['m']}"] = f"{type(ex).__name__}: {str(ex)[:160]}"
             torch.cuda.empty_cache()
+
+
+def _check_scaled_mm(dev, out: dict, disabled: dict) -> None:
+    """Self-check of fp8 rowwise _scaled_mm against the bf16 GEMM.
+    Results into `out`, failures into `disabled`."""
+    import torch  # heavy, optional: only the GPU campaign needs it
+
+    from measure.ops import kernels  # imports torch
+
     try:
         torch.manual_seed(3)
         x = torch.randn(64, 2816, device=dev, dtype=torch.bfloat16)
@@ -181,9 +198,16 @@ def selfcheck(dev) -> tuple[dict, dict[str, str]]:
         wq, s = kernels.quant_weight_channels(w)
         xq, xs = kernels.quant_rows(x)
         y = torch._scaled_mm(xq, wq.t(), scale_a=xs, scale_b=s.view(1, -1), out_dtype=torch.bfloat16)
-        out["fp8:scaled_mm_rowwise"] = rel(y, x @ w.t())
+        out["fp8:scaled_mm_rowwise"] = _rel(y, x @ w.t())
     except Exception as ex:
         out["fp8:scaled_mm_rowwise"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+
+
+def _check_flash(dev, out: dict, disabled: dict) -> None:
+    """Self-check of the Triton flash attention (GQA packed, split-KV) against a float reference.
+    Results into `out`, failures into `disabled`."""
+    import torch  # heavy, optional: only the GPU campaign needs it
+
     try:
         from measure.ops.triton_kernels import flash_gqa
 
@@ -202,12 +226,19 @@ def selfcheck(dev) -> tuple[dict, dict[str, str]]:
             ref = torch.softmax(sc, -1) @ vv.float()
             for cfg in ((32, 32, 8, 2), (16, 64, 4, 2)):
                 got = flash_gqa(qq, kk, vv, qlen, causal, splits=splits, block_m=cfg[0], block_n=cfg[1], num_warps=cfg[2], num_stages=cfg[3])
-                errs.append(rel(got, ref))
+                errs.append(_rel(got, ref))
         out["triton_flash_gqa_max_err"] = max(errs)
         if not max(errs) < 0.02:
             disabled["triton_flash_gqa"] = disabled["triton_flash_gqa_m16"] = f"disabled: self-check relative error {max(errs):.3g}"
     except Exception as ex:
         out["triton_flash_gqa"] = f"{type(ex).__name__}: {str(ex)[:200]}"
+
+
+def _check_router(dev, out: dict, disabled: dict) -> None:
+    """Self-check of the fused router top-k against softmax + topk.
+    Results into `out`, failures into `disabled`."""
+    import torch  # heavy, optional: only the GPU campaign needs it
+
     try:
         from measure.ops.triton_kernels import router_topk
 
@@ -217,13 +248,12 @@ def selfcheck(dev) -> tuple[dict, dict[str, str]]:
         w, i = router_topk(x, x @ W.t(), 8)
         h = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * 2816 ** -0.5
         rw, ri = torch.topk(torch.softmax(h @ W.float().t(), -1), 8)
-        out["router_topk_weight_err"] = rel(w, rw / rw.sum(-1, keepdim=True))
+        out["router_topk_weight_err"] = _rel(w, rw / rw.sum(-1, keepdim=True))
         out["router_topk_index_match"] = float((torch.sort(i.long(), -1)[0] == torch.sort(ri, -1)[0]).float().mean())
         if out["router_topk_weight_err"] > 0.05:
             disabled["triton_router"] = f"disabled: self-check relative error {out['router_topk_weight_err']:.3g}"
     except Exception as ex:
         out["router_topk"] = f"{type(ex).__name__}: {str(ex)[:160]}"
-    return out, disabled
 
 
 def _moe_fp8_reference(p, dev):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from pathlib import Path
 
@@ -34,43 +33,43 @@ def _kernel_for(rows_by_op: dict, op: str, precision: str, at: dict) -> str | No
     return min(rows, key=dist)["kernel"]
 
 
-def chain_ms(kind: str, seg: Seg, precision: str, dev, rows_by_op: dict) -> tuple[float, dict]:
-    import torch
+class _Benches:
+    """One built kernel per (op, shape): the op table's kernel first, any other only if that one
+    cannot run here (recorded in `used`)."""
 
-    from measure.ops import kernels
-    from measure.ops.timing import graph_ms
+    def __init__(self, rows_by_op: dict, prec: str, dev):
+        self.rows_by_op, self.prec, self.dev = rows_by_op, prec, dev
+        self.built: dict[tuple, object] = {}
+        self.used: dict[str, str] = {}
 
-    mode = next(m for m, ks in MODE_KINDS.items() if kind in ks or (kind == "prefill" and m == "ar"))
-    m = get_model(MODEL_OF[mode])
-    prec = "bf16" if precision == ANY else precision
+    def __call__(self, o, at):
+        from measure.ops import kernels  # imports torch
+
+        key = (o.name, tuple(sorted(at.items())))
+        if key in self.built:
+            return self.built[key]
+        prec = self.prec
+        k = _kernel_for(self.rows_by_op, o.name, prec, at)
+        pr = ANY if o.precision_independent else prec
+        k = _kernel_for(self.rows_by_op, o.name, pr, at) or k
+        cands = [c for c in kernels.candidates(o.family, {**o.p, **at}, prec) if prec in c.precisions]
+        errors = []
+        for c in [c for c in cands if c.name == k] + [c for c in cands if c.name != k]:
+            try:
+                self.built[key] = c.build({**o.p, **at}, prec, self.dev)
+                self.used[o.name] = c.name if c.name == k else f"{c.name} (table kernel {k} failed: {errors[0][:80]})"
+                return self.built[key]
+            except Exception as e:
+                errors.append(f"{type(e).__name__}: {e}")
+        raise RuntimeError(f"no kernel runs {o.name} here: {errors[:2]}")
+
+
+def _pass_sequence(kind: str, seg: Seg, m, bench) -> list:
+    """(built op, layer index) in the order the pass runs them."""
     mask = "bidirectional" if kind == "denoise_step" else "causal"
     T = seg.seqs * seg.tokens
-    benches: dict[tuple, object] = {}
-    used: dict[str, str] = {}
-
-    def bench(o, at):
-        key = (o.name, tuple(sorted(at.items())))
-        if key not in benches:
-            k = _kernel_for(rows_by_op, o.name, prec, at)
-            pr = ANY if o.precision_independent else prec
-            k = _kernel_for(rows_by_op, o.name, pr, at) or k
-            cands = [c for c in kernels.candidates(o.family, {**o.p, **at}, prec) if prec in c.precisions]
-            order = [c for c in cands if c.name == k] + [c for c in cands if c.name != k]
-            errors = []
-            for c in order:  # the table's kernel first; any other only if it cannot run here (recorded)
-                try:
-                    benches[key] = c.build({**o.p, **at}, prec, dev)
-                    used[o.name] = c.name if c.name == k else f"{c.name} (table kernel {k} failed: {errors[0][:80]})"
-                    break
-                except Exception as e:
-                    errors.append(f"{type(e).__name__}: {e}")
-            else:
-                raise RuntimeError(f"no kernel runs {o.name} here: {errors[:2]}")
-        return benches[key]
-
-    seq = []
     top = top_ops(m)
-    seq.append((bench(top["embed"], {"m": T}), 0))
+    seq = [(bench(top["embed"], {"m": T}), 0)]
     if kind in ("denoise_step", "encoder_commit"):
         for k in ("sc_embed", "sc_gate_up", "sc_act", "sc_down"):
             seq.append((bench(top[k], {"m": T}), 0))
@@ -78,13 +77,23 @@ def chain_ms(kind: str, seg: Seg, precision: str, dev, rows_by_op: dict) -> tupl
         for o, cnt in layer_ops(m, lt, mask):
             at = {"seqs": seg.seqs, "q": seg.tokens, "ctx": seg.context} if o.family == "attn" else {"m": T}
             b = bench(o, at)
-            for _ in range(int(cnt)):
-                seq.append((b, i))
+            seq.extend([(b, i)] * int(cnt))
     seq.append((bench(top["final_norm"], {"m": T}), 0))
     if kind != "encoder_prefill":
         L = seg.seqs if kind == "prefill" else T
         seq.append((bench(top["lm_head"], {"m": L}), 0))
         seq.append((bench(top["dg_sampler" if kind in ("denoise_step", "encoder_commit") else "ar_sampler"], {"m": L}), 0))
+    return seq
+
+
+def chain_ms(kind: str, seg: Seg, precision: str, dev, rows_by_op: dict) -> tuple[float, dict]:
+    import torch  # heavy, optional: only the GPU check needs it
+
+    from measure.ops.timing import graph_ms  # imports torch
+
+    mode = next(m for m, ks in MODE_KINDS.items() if kind in ks)
+    bench = _Benches(rows_by_op, "bf16" if precision == ANY else precision, dev)
+    seq = _pass_sequence(kind, seg, get_model(MODEL_OF[mode]), bench)
 
     class _All:
         copies = 1
@@ -96,10 +105,10 @@ def chain_ms(kind: str, seg: Seg, precision: str, dev, rows_by_op: dict) -> tupl
                 b.run(i)
 
     ms, n, method = graph_ms(_All, dev, est_ms=50.0, replays=7)
-    del benches
+    bench.built.clear()
     if dev.type == "cuda":
         torch.cuda.empty_cache()
-    return ms, {"method": method, "ops_in_chain": len(seq), "kernels": used}
+    return ms, {"method": method, "ops_in_chain": len(seq), "kernels": bench.used}
 
 
 def main(argv=None) -> int:

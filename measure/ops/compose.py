@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from costmodel.models import ASSISTANT_FOR, get_model
+from costmodel.modes import all_modes
 from measure.ops.shapes import pass_ops
 from measure.ops.table import OpTable
 
-MODE_KINDS = {"diffusion": ("encoder_prefill", "denoise_step", "encoder_commit"), "ar": ("prefill", "decode_step"),
-              "mtp": ("draft_step", "verify_step")}
-MODEL_OF = {"diffusion": "diffusiongemma-26b-a4b", "ar": "gemma4-26b-a4b", "mtp": "gemma4-26b-a4b"}
+# from the serving-mode registry: each mode's pass kinds and default model (a pass kind shared by
+# several modes, prefill, is composed with the first mode that runs it)
+MODE_KINDS = {m.name: m.pass_kinds for m in all_modes()}
+MODEL_OF = {m.name: m.default_model for m in all_modes()}
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class Composed:
 def compose(table: OpTable, kind: str, segments, precision: str, model: str | None = None) -> Composed:
     """Price one forward pass of `kind` over `segments` (Seg / roofline Segment-like objects)."""
     segs = [segments] if hasattr(segments, "seqs") else list(segments)
-    mode = next(m for m, ks in MODE_KINDS.items() if kind in ks or (kind == "prefill" and m == "ar"))
+    mode = next(m for m, ks in MODE_KINDS.items() if kind in ks)
     mname = model or MODEL_OF[mode]
     target = get_model(mname)
     asst_name = ASSISTANT_FOR.get(mname if mode != "diffusion" else "gemma4-26b-a4b")
@@ -133,7 +135,7 @@ def write_runs(table: OpTable, precision: str, hardware: str, out_parent: str | 
     for mode, kinds in MODE_KINDS.items():
         rows = []
         used_ops: set[str] = set()
-        for kind in (("prefill",) if mode == "mtp" else ()) + kinds:
+        for kind in kinds:
             for s in grid[kind]:
                 c = compose(table, kind, [s], precision)
                 used_ops.update(c.by_op)

@@ -12,6 +12,7 @@ worker processes stop) and re-raises.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import multiprocessing as mp
 import os
@@ -49,6 +50,12 @@ class Cluster:
         return self.address or os.environ.get(SCHEDULER_ENV) or None
 
 
+def dask_installed() -> bool:
+    """Whether the optional `sweep` extra (dask, distributed) is importable: without it, runs that
+    did not ask for workers or a scheduler run serially (the same results, one core)."""
+    return importlib.util.find_spec("distributed") is not None
+
+
 def cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -68,8 +75,8 @@ def run_tasks(fn: Callable, args_list: list[tuple], *, cluster: Cluster = Cluste
     n, shared = len(args_list), shared or {}
     address = cluster.resolved_address()
     workers = cluster.workers or default_processes(n)
-    if address is None and (n <= 1 or workers == 1):
-        return _serial(fn, args_list, shared, on_done)
+    if address is None and (n <= 1 or workers == 1 or (cluster.workers is None and not dask_installed())):
+        return _serial(fn, args_list, shared, on_done)  # the default with no `sweep` extra: one process, same results
     with dask_client(address, min(workers, max(n, 1))) as client:
         return _on_dask(client, fn, args_list, shared, on_done)
 

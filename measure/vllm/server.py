@@ -33,6 +33,9 @@ REPO = Path(__file__).resolve().parents[2]
 CPU_TRITON = Path(__file__).resolve().parent / "cpu_triton"
 DEFAULT_KV_BYTES = 256 * 2**20
 RECORD_ENV = "COSTMODEL_STEP_RECORD"
+SCHED_RECORD_ENV = "COSTMODEL_SCHED_RECORD"  # measure/vllm/sched_recorder.py
+SCHED_CLS = {"diffusion": "measure.vllm.sched_recorder.RecordingDiffusionScheduler", "ar": "measure.vllm.sched_recorder.RecordingScheduler",
+             "mtp": "measure.vllm.sched_recorder.RecordingScheduler"}
 
 
 def vllm_python() -> str:
@@ -76,6 +79,7 @@ class ServerSpec:
     max_model_len: int = 2048
     kv_cache_bytes: int = DEFAULT_KV_BYTES
     eager: bool = True
+    sched_record: Path | None = None  # JSON lines of every step's per-request schedule (vLLM's scheduler, recorded)
     extra_args: list[str] = field(default_factory=list)
 
     @property
@@ -104,13 +108,18 @@ class ServerSpec:
                                                       "num_speculative_tokens": self.num_speculative_tokens})]
         elif self.mode != "ar":
             raise UserError(f"mode {self.mode!r} has no vLLM server set-up here", "use diffusion, ar or mtp")
+        if self.sched_record is not None:
+            a += ["--scheduler-cls", SCHED_CLS[self.mode]]
         return a + list(self.extra_args)
 
     def env(self, record_dir: Path | None) -> dict[str, str]:
         env = dict(os.environ)
         env.pop(RECORD_ENV, None)
+        env.pop(SCHED_RECORD_ENV, None)
         if record_dir is not None:
             env[RECORD_ENV] = str(record_dir)
+        if self.sched_record is not None:
+            env[SCHED_RECORD_ENV] = str(Path(self.sched_record).resolve())
         env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         if self.mode == "diffusion":  # TEST/VALIDATION ONLY (see measure/vllm/cpu_triton/sitecustomize.py)
             env["PYTHONPATH"] = os.pathsep.join([str(CPU_TRITON), str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))

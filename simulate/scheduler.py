@@ -52,6 +52,10 @@ class Replica:
     define `coast(t, bound, prev) -> t'` (see `advance`); the default runs no step ahead."""
 
     tokens_per_seq = 1  # budget tokens one decode-phase sequence takes per step
+    # a list to record every step into, as (replica, step, start_s, seconds, prefill chunks, prefill
+    # tokens, sequences per group), or None (the default: no per-step cost). Set, it turns coasting
+    # off, which changes no result (coast runs the same float operations as stepping).
+    trace: list | None = None
 
     def __init__(self, idx: int, departures: list, cfg, kv_capacity: int, pricer, rec, tracker, plan=None, n_groups: int = 1):
         self.idx = idx
@@ -196,6 +200,8 @@ class Replica:
             self.rec.first_s[r.rid] = t
 
     def account(self, dt: float, m: int, tp: int, group_seqs: tuple) -> None:
+        if self.trace is not None:
+            self.trace.append((self.idx, self.step, self.now, dt, m, tp, tuple(group_seqs)))
         self.busy_s += dt
         end = self.tracker.window_end
         t0 = self.now
@@ -253,6 +259,6 @@ class Replica:
             if not self.running and not self.waiting:
                 self.t_end = None
                 return
-            t = self.coast(te, bound, prev)
+            t = self.coast(te, bound, prev) if self.trace is None else te
             if t is not None:
                 self.start(t)

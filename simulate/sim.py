@@ -67,7 +67,8 @@ def deploy(profile: Profile, mode: str, reqs: Requests, cfg: EngineConfig, seed:
 class _Loop:
     """One point's arrivals, replicas and clock."""
 
-    def __init__(self, dep: Deployment, reqs: Requests, replicas: int, router: str, abort_backlog_s: float | None, drain_s: float):
+    def __init__(self, dep: Deployment, reqs: Requests, replicas: int, router: str, abort_backlog_s: float | None, drain_s: float,
+                 step_trace: list | None = None):
         self.reqs = reqs
         self.rec = Records(len(reqs))
         self.tracker = Tracker(reqs.window_s)
@@ -76,6 +77,9 @@ class _Loop:
         self.reps = [cls(i, self.departures, dep.cfg, dep.kv_cap, dep.pricer, self.rec, self.tracker, plan=dep.draws,
                          n_groups=len(dep.mode.group_kinds)) for i in range(replicas)]
         self.route = make_router(router, self.reps)
+        if step_trace is not None:  # every engine step recorded (scheduler.Replica.trace; validate/vllm)
+            for rep in self.reps:
+                rep.trace = step_trace
         self.woken: list = []
         self.wake_s = 0.0  # the instant the replicas in `woken` were woken
         for rep in self.reps:
@@ -143,11 +147,12 @@ class _Loop:
 
 
 def simulate_point(profile: Profile, mode: str, reqs: Requests, *, replicas: int, cfg: EngineConfig, router: str, seed: int,
-                   warmup_frac: float, abort_backlog_s: float | None, drain_s: float | None, workload_desc: str):
+                   warmup_frac: float, abort_backlog_s: float | None, drain_s: float | None, workload_desc: str,
+                   step_trace: list | None = None):
     """One point: (PointSummary, per-request DataFrame), and the step pricer it used."""
     dep = deploy(profile, mode, reqs, cfg, seed)
     drain = drain_s if drain_s is not None else max(DRAIN_MIN_S, reqs.window_s)
-    loop = _Loop(dep, reqs, replicas, router, abort_backlog_s, drain)
+    loop = _Loop(dep, reqs, replicas, router, abort_backlog_s, drain, step_trace)
     t_end = loop.run()
     warmup_s = warmup_frac * (min(t_end, reqs.window_s) if loop.abort else reqs.window_s)
     return summarise(FinishedRun(

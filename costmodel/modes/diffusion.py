@@ -59,6 +59,18 @@ def _coupled_steps(cs, C: int, content: np.ndarray, v: np.ndarray) -> np.ndarray
     return np.maximum(1, np.rint(svals[order][idx])).astype(np.int64)
 
 
+def replayed_steps(recorded, blocks: np.ndarray) -> list[int]:
+    """Denoising steps of every canvas from an engine's record (one list per request); a request
+    recorded with fewer canvases than its output needs (cut off) repeats its last count."""
+    if len(recorded) != len(blocks):
+        raise UserError(f"recorded steps per canvas cover {len(recorded)} requests, the run has {len(blocks)}", "replay the requests the record belongs to")
+    ks: list[int] = []
+    for steps, b in zip(recorded, blocks.tolist()):
+        steps = [max(1, int(x)) for x in steps][:b] or [1]
+        ks.extend(steps + [steps[-1]] * (b - len(steps)))
+    return ks
+
+
 class DiffusionDraws(ModeDraws):
     """k for every canvas of every request: `k[kofs[rid] + b]` for canvas b of request rid."""
 
@@ -75,6 +87,12 @@ class DiffusionDraws(ModeDraws):
         b_idx = np.arange(total) - np.repeat(ofs[:-1], blocks)
         last = b_idx == np.repeat(blocks - 1, blocks)
         content = np.where(last, np.repeat(out - C * (blocks - 1), blocks), C)
+        recorded = (getattr(reqs, "recorded", None) or {}).get("steps_per_canvas")
+        if recorded is not None:  # an engine's own steps per canvas, replayed (validate/vllm)
+            self.k = replayed_steps(recorded, blocks)
+            self.kofs = ofs[:-1].tolist()
+            self.blocks_list = blocks.tolist()
+            return
         regime = np.repeat(reqs.regime_idx, blocks)
         v = rng_for(seed, STREAM_CANVAS_STEPS).random(total)
         ks = np.empty(total, dtype=np.int64)

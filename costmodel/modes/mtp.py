@@ -48,12 +48,31 @@ class MtpDraws(ModeDraws):
         self.cdf = np.cumsum(mtp_tokens_pmf(acc.per_position, k))
         self.cdf[-1] = 1.0
         self.seed = seed
+        recorded = (getattr(reqs, "recorded", None) or {}).get("tokens_per_step")
+        if recorded is not None:  # an engine's own tokens per verify step, replayed (validate/vllm)
+            self._replay(recorded, len(reqs.output_tokens))
+            return
         need = np.maximum(reqs.output_tokens - 1, 0)
         region = np.minimum(need, np.ceil(MTP_REGION_FACTOR * need / self.mean_tokens).astype(np.int64) + MTP_REGION_SLACK)
         self.start = np.zeros(len(need) + 1, dtype=np.int64)
         np.cumsum(region, out=self.start[1:])
         self.start = self.start.tolist()
         draws = self._draw(rng_for(seed, STREAM_MTP), self.start[-1])
+        self.csum = np.zeros(len(draws) + 1, dtype=np.int64)
+        np.cumsum(draws, out=self.csum[1:])
+
+    def _replay(self, recorded, n: int) -> None:
+        """One region per request holding its recorded tokens per verify step (exhausted regions
+        extend from the request's own random stream, as drawn ones do)."""
+        if len(recorded) != n:
+            raise UserError(f"recorded tokens per verify step cover {len(recorded)} requests, the run has {n}", "replay the requests the record belongs to")
+        lens = np.array([len(x) for x in recorded], dtype=np.int64)
+        self.start = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens, out=self.start[1:])
+        self.start = self.start.tolist()
+        draws = np.clip(np.array([int(t) for x in recorded for t in x], dtype=np.int64), 1, self.k + 1)
+        if len(draws):
+            self.mean_tokens = float(draws.mean())
         self.csum = np.zeros(len(draws) + 1, dtype=np.int64)
         np.cumsum(draws, out=self.csum[1:])
 

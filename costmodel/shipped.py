@@ -6,7 +6,6 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from costmodel.baseline_profile import roofline_profile
 from costmodel.errors import UserError
 from costmodel.hardware import get_hardware
 from costmodel.schemas.profile import Profile
@@ -29,6 +28,10 @@ def default_profile(hardware: str) -> Profile:
     path = shipped_profiles().get(hardware)
     if path is not None:
         return Profile.load(path)
+    # imported here: the roofline builder pulls in scipy (the commit prior), ~1 s of start-up that
+    # every command on a shipped profile would otherwise pay
+    from costmodel.baseline_profile import roofline_profile
+
     return roofline_profile(hardware, "int4" if hardware == "rtx-5090" else "bf16")
 
 

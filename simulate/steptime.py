@@ -52,7 +52,12 @@ def quantizer(bits: int):
 
 class StepPricer:
     """Seconds of one engine step, from the prefill chunks' counts and the decode-phase groups'
-    sequence counts and context sums."""
+    sequence counts and context sums.
+
+    Cache keys by step kind (the tuple lengths differ, so they share one dict): a decode-only step
+    of one group is (seqs, context); of two groups (seqs, context, seqs, context); a step with
+    prefill chunks (chunks, tokens per chunk, prefill context) + the group part. The rounding is
+    done inline (the quantizer's arithmetic): this is the simulator's hottest call."""
 
     def __init__(self, profile: Profile, mode: ServingMode, draws: ModeDraws, shape_bits: int = DEFAULT_SHAPE_BITS):
         self.profile = profile
@@ -63,6 +68,10 @@ class StepPricer:
         self.qc_bits = max(1, shape_bits - 2)
         self.qc = quantizer(self.qc_bits) if not self.exact else quantizer(0)
         self.grid_bits = max(1, shape_bits - 2)
+        # inline rounding: values below the limits are kept (an exact pricer's limits are infinite)
+        self.n_bits, self.c_bits = shape_bits, self.qc_bits
+        self.n_lim = 1 << shape_bits if not self.exact else 1 << 62
+        self.c_lim = 1 << self.qc_bits if not self.exact else 1 << 62
         key = (id(profile), mode.name, shape_bits, draws.group_tokens, draws.price_key)
         hit = _CACHES.get(key)
         if hit is None or hit[0]() is not profile:
@@ -88,16 +97,47 @@ class StepPricer:
             out += (qn(n), c if n else 0)
         return out
 
+    def _one_group(self, n: int, ssum) -> tuple:
+        """_group_key((n,), (ssum,)) with the rounding inline."""
+        if not n:
+            return (0, 0)
+        c = int(ssum / n + 0.5)
+        if n >= self.n_lim:
+            sh = n.bit_length() - self.n_bits
+            n = ((n + (1 << (sh - 1))) >> sh) << sh
+        if c >= self.c_lim:
+            sh = c.bit_length() - self.c_bits
+            c = ((c + (1 << (sh - 1))) >> sh) << sh
+        return (n, c)
+
+    def _two_groups(self, ns: tuple, ss: tuple) -> tuple:
+        """_group_key of two groups (diffusion's denoising and committing canvases), rounding inline."""
+        n1, n2 = ns
+        if self.exact or not (n1 and n2):
+            return self._one_group(n1, ss[0]) + self._one_group(n2, ss[1]) if not self.exact else self._group_key(ns, ss)
+        c = int((ss[0] + ss[1]) / (n1 + n2) + 0.5)
+        if c >= self.c_lim:
+            sh = c.bit_length() - self.c_bits
+            c = ((c + (1 << (sh - 1))) >> sh) << sh
+        lim, bits = self.n_lim, self.n_bits
+        if n1 >= lim:
+            sh = n1.bit_length() - bits
+            n1 = ((n1 + (1 << (sh - 1))) >> sh) << sh
+        if n2 >= lim:
+            sh = n2.bit_length() - bits
+            n2 = ((n2 + (1 << (sh - 1))) >> sh) << sh
+        return (n1, c, n2, c)
+
     def price(self, m: int, tp: int, psum: int, ns: tuple, ss: tuple) -> float:
         """m prefill chunks of tp tokens in all (context sum psum); ns[i] sequences of decode-phase
         group i with context sum ss[i]."""
-        rest = self._group_key(ns, ss)
+        k = len(ns)
+        rest = self._one_group(ns[0], ss[0]) if k == 1 else (self._two_groups(ns, ss) if k == 2 else self._group_key(ns, ss))
         cache = self.cache
         if not m:
-            key = (0, 0, 0) + rest
-            t = cache.get(key)
+            t = cache.get(rest)
             if t is None:
-                t = self._miss(key)
+                t = self._miss(rest, (0, 0, 0) + rest)
             return t
         x = tp // m
         pc = self.qc(int(psum / m + 0.5))
@@ -111,30 +151,34 @@ class StepPricer:
         key = (m, lo, pc) + rest
         t = cache.get(key)
         if t is None:
-            t = self._miss(key)
+            t = self._miss(key, key)
         if hi == lo:
             return t
         key = (m, hi, pc) + rest
         t2 = cache.get(key)
         if t2 is None:
-            t2 = self._miss(key)
+            t2 = self._miss(key, key)
         return t + (t2 - t) * (x - lo) / (hi - lo)
 
     def decode_price(self, n: int, ssum, c: int) -> tuple[float, int]:
         """Seconds of a step of n sequences of one decode-phase group, context sum ssum (mean
         rounded: c), no prefill - what price(0, 0, 0, (n,), (ssum,)) returns - and the mean
         context below which the price holds (it rises with the context)."""
-        if self.exact:
-            return self.price(0, 0, 0, (n,), (ssum,)), c + 1
-        q = self.qc(c)
-        b = max(1, self.qc_bits)
-        if c < (1 << b):
-            return self.price(0, 0, 0, (n,), (ssum,)), c + 1
-        half = 1 << (c.bit_length() - b - 1)
-        return self.price(0, 0, 0, (n,), (ssum,)), min(q + half, 1 << c.bit_length())
+        rest = self._one_group(n, ssum)
+        t = self.cache.get(rest)
+        if t is None:
+            t = self._miss(rest, (0, 0, 0) + rest)
+        if c < self.c_lim:  # exact pricing, or a context kept as it is
+            return t, c + 1
+        bl = c.bit_length()
+        sh = bl - self.c_bits
+        q = ((c + (1 << (sh - 1))) >> sh) << sh
+        return t, min(q + (1 << (sh - 1)), 1 << bl)
 
-    def _miss(self, key) -> float:
-        t = self.cache[key] = self._price(key)
+    def _miss(self, key: tuple, full: tuple) -> float:
+        """Price the step of `full` (chunks, tokens per chunk, prefill context, then seqs and context
+        per group) and cache it under `key`."""
+        t = self.cache[key] = self._price(full)
         self.misses += 1
         return t
 

@@ -72,12 +72,37 @@ class ChainStart:
     prev_qps: float | None = None
 
 
+@dataclass
+class _Loads:
+    """The smallest per-replica load (QPS / replicas) that missed the SLO at the chain's last
+    searched QPS (inf: none missed there)."""
+
+    fail: float = math.inf
+
+    def guess(self, qps: float, lower: int, prev_qps: float | None) -> int:
+        """The first replica count to try at `qps` (the search then gallops and bisects from it, so
+        a guess changes how many simulations a cell takes, not its answer). After a miss at the
+        QPS below: the fewest replicas that keep the per-replica load below that missing load
+        (larger pools serve more per replica, so this is usually the answer or one above it).
+        Otherwise between the answer below (a lower bound) and that answer scaled by the load
+        ratio (exact when capacity binds, high when latency does): their geometric mean."""
+        if math.isfinite(self.fail) and self.fail > 0:
+            return max(lower, math.floor(qps / self.fail) + 1)
+        if not prev_qps:
+            return lower
+        high = math.ceil(lower * qps / prev_qps)
+        return max(lower, round(math.sqrt(lower * high)))
+
+
 def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo, max_replicas: int,
                  start: ChainStart = ChainStart()) -> list[CellSearch]:
-    """Search each QPS of one (hardware, mode) in ascending order, each starting at the previous answer."""
+    """Search each QPS of one (hardware, mode) in ascending order, each starting at the previous
+    answer, the first guess from the per-replica loads seen so far (_Loads.guess)."""
     out: list[CellSearch] = []
     lower, prev_q = start.lower, start.prev_qps
+    loads = _Loads()
     for i, q in enumerate(sorted(qps_values)):
+        seen = _Loads()  # this QPS's misses guide the next QPS's first guess
         if lower is None:
             out.append(CellSearch(hardware, mode, q, None, note=f"not searched: a lower QPS already needs more than {max_replicas} replicas"))
             continue
@@ -87,19 +112,20 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
             row = point(hardware, mode, q, r)
             cell.points.append(row)
             ok = slo.meets(row)
+            if not ok:
+                seen.fail = min(seen.fail, q / r)
             hint = None
             thr = row.get("throughput_rps") or 0.0
             if not ok and not row.get("stable", True) and thr > 0:
                 hint = math.ceil(q / (thr / r))  # offered load / served load per replica
             return ok, hint
 
-        # first guess: the answer below scaled by the load ratio (exact when capacity binds, high when latency does)
-        guess = math.ceil(lower * q / prev_q) if prev_q else lower
+        guess = loads.guess(q, lower, prev_q)
         top = max_replicas if i > 0 or start.upper is None else min(max_replicas, start.upper)
         res = fewest_replicas(evaluate, lower=lower, max_replicas=top, start=min(guess, top))
         cell.replicas, cell.probes = res.replicas, res.probes
         out.append(cell)
-        lower, prev_q = res.replicas, q
+        lower, prev_q, loads = res.replicas, q, seen
     return out
 
 

@@ -26,7 +26,6 @@ from plan.cheapest import Analysis, analyse
 from plan.pricing import PricingConfig, gpu_price
 from plan.slo import Slo, parse_slo
 from simulate.api import resolve_workload
-from simulate.sweep import dask_installed
 
 DEFAULT_DURATION_S = 60.0
 DEFAULT_SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
@@ -123,7 +122,7 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
     r = _resolve(cfg)
     qps_values = sorted(set(cfg.qps))
     settings = planner.PlanSettings(list(qps_values), r.slo.text, r.hardware, cfg.modes, r.profile_paths, cfg.duration_s, cfg.seed,
-                                    cfg.max_replicas, cfg.jobs or (planner.default_jobs() if dask_installed() else 1), r.workload, cfg.refine_crossover)
+                                    cfg.max_replicas, cfg.jobs or planner.default_jobs(), r.workload, cfg.refine_crossover)
     say = progress or (lambda s: None)
     say(f"plan: {len(r.hardware)} GPUs x {len(cfg.modes)} modes x {len(qps_values)} QPS, {cfg.duration_s:g} simulated s per point, "
         f"{settings.jobs} processes")

@@ -24,6 +24,7 @@ from costmodel.shipped import resolve_profile
 from plan.search import fewest_replicas
 from plan.slo import Slo, parse_slo
 from simulate.api import resolve_workload, run_point
+from simulate.sim import MISS_STOP
 from simulate.sweep import Cluster, cores, run_tasks
 
 
@@ -116,7 +117,8 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
                 seen.fail = min(seen.fail, q / r)
             hint = None
             thr = row.get("throughput_rps") or 0.0
-            if not ok and not row.get("stable", True) and thr > 0:
+            stopped = str(row.get("stability_reason", "")).startswith(MISS_STOP)  # stopped early: its throughput is partial
+            if not ok and not row.get("stable", True) and thr > 0 and not stopped:
                 hint = math.ceil(q / (thr / r))  # offered load / served load per replica
             return ok, hint
 
@@ -129,12 +131,14 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
     return out
 
 
-def simulator_point(profile, duration_s: float, seed: int, workload: str | None = None) -> PointFn:
-    """A PointFn that runs the discrete-event simulator on `profile`."""
+def simulator_point(profile, duration_s: float, seed: int, workload: str | None = None, miss_bounds: tuple = ()) -> PointFn:
+    """A PointFn that runs the discrete-event simulator on `profile`; a point that certainly
+    misses one of `miss_bounds` (the SLO's percentile bounds) stops early, reported unstable."""
     wl = resolve_workload(workload)
 
     def point(hardware: str, mode: str, qps: float, replicas: int) -> dict:
-        return run_point(profile, mode, qps, replicas=replicas, workload=wl, duration_s=duration_s, seed=seed).summary.flat()
+        return run_point(profile, mode, qps, replicas=replicas, workload=wl, duration_s=duration_s, seed=seed,
+                         miss_bounds=miss_bounds).summary.flat()
 
     return point
 
@@ -147,7 +151,8 @@ def _profile(profile_path: str | None, hardware: str):
 
 def _chain_job(hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas, workload, start) -> list[CellSearch]:
     profile = _profile(profile_path, hardware)
-    return search_chain(simulator_point(profile, duration_s, seed, workload), hardware, mode, qps_values, parse_slo(slo_text), max_replicas,
+    slo = parse_slo(slo_text)
+    return search_chain(simulator_point(profile, duration_s, seed, workload, slo.miss_bounds()), hardware, mode, qps_values, slo, max_replicas,
                         start)
 
 
@@ -172,7 +177,9 @@ def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None 
 
     # longest chains first (each mode's sim_cost_rank: AR simulates one decode step per token), so the workers drain evenly
     jobs.sort(key=lambda j: get_mode(j[1]).sim_cost_rank)
-    for chain in run_tasks(_chain_job, jobs, cluster=Cluster(scheduler, settings.jobs), on_done=lambda i, chain: done(chain)):
+    # on one machine, forked processes (no Dask start-up: the plan is interactive); on --scheduler, Dask
+    cluster = Cluster(scheduler, settings.jobs, local="processes")
+    for chain in run_tasks(_chain_job, jobs, cluster=cluster, on_done=lambda i, chain: done(chain)):
         cells.extend(chain)  # in job order, whichever finished first
     return cells
 

@@ -66,7 +66,7 @@ def check_mode(profile: Profile, mode: str) -> None:
 def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int = 1, workload=None, duration_s: float | None = None,
               n_requests: int | None = None, seed: int = 0, engine=None, router: str = "least-outstanding",
               warmup_frac: float = DEFAULT_WARMUP_FRAC, abort_backlog_s: float | None = DEFAULT_ABORT_BACKLOG_S,
-              drain_s: float | None = None) -> PointResult:
+              drain_s: float | None = None, miss_bounds: tuple = ()) -> PointResult:
     """Simulate `replicas` replicas of `mode` serving `qps` requests/s (total, routed by `router`).
 
     Length: `n_requests` arrivals or `duration_s` seconds of arrivals (not both); with neither,
@@ -74,7 +74,9 @@ def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int =
     workload replaying a trace at its recorded rate. `warmup_frac` of the arrival window is left
     out of percentiles and throughput. `abort_backlog_s`: stop (and report unstable) once a
     replica's queue holds that many seconds of its arrivals (None: never). `drain_s`: how long to
-    run on after the last arrival (default max(120 s, the arrival window))."""
+    run on after the last arrival (default max(120 s, the arrival window)). `miss_bounds`
+    (sim.MissBound, ...): stop as soon as one is certainly missed (reported unstable, the reason
+    starting sim.MISS_STOP); plan's replica search passes its SLO's percentile bounds."""
     if not isinstance(profile, Profile):
         raise UserError(f"profile {profile!r} is not a Profile", "load one with costmodel.schemas.profile.Profile.load or costmodel.shipped.resolve_profile")
     check_mode(profile, mode)
@@ -96,5 +98,5 @@ def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int =
     cfg = resolve_engine(profile, engine)
     reqs = build_requests(profile, wl, qps, n_requests=n_requests, duration_s=duration_s, seed=seed)
     (summary, df), _ = simulate_point(profile, mode, reqs, replicas=replicas, cfg=cfg, router=router, seed=seed, warmup_frac=warmup_frac,
-                                      abort_backlog_s=abort_backlog_s, drain_s=drain_s, workload_desc=wl.describe())
+                                      abort_backlog_s=abort_backlog_s, drain_s=drain_s, workload_desc=wl.describe(), miss_bounds=miss_bounds)
     return PointResult(summary, df)

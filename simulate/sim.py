@@ -30,6 +30,64 @@ from simulate.workload import Requests
 DRAIN_MIN_S = 120.0
 ABORT_MIN_WAITING = 64
 CONTEXT_SAMPLE = 1000  # final contexts the KV capacity is sized on (quantiles of the requests')
+MISS_STOP = "stopped early"  # how a point stopped by its MissBounds starts its stability reason
+DRAIN_CHECK_S = 1.0  # with MissBounds, the drain runs in slices this long, checking between them
+# the per-request record a latency metric ends at (metrics.py: queue_ms, ttft_ms, e2e_ms)
+MISS_METRICS = {"queue": "start_s", "ttft": "first_s", "e2e": "finish_s"}
+
+
+@dataclass(frozen=True)
+class MissBound:
+    """A percentile bound a caller needs met (plan's SLO): `pct` percentile of `metric` (queue,
+    ttft or e2e, over the post-warm-up requests, as the summary computes it) must not exceed
+    limit_ms. A point given MissBounds stops as soon as one is certainly missed, reported
+    unstable with a reason starting MISS_STOP: its percentiles would not meet it whatever happens
+    next, and a point that leaves requests unfinished is unstable anyway."""
+
+    metric: str
+    pct: float
+    limit_ms: float
+
+
+class _MissWatch:
+    """Counts, in arrival order, post-warm-up requests whose bound's deadline (arrival + limit) has
+    passed without the event, or whose event came late: certain violators. With N post-warm-up
+    requests, numpy's linear percentile exceeds the limit once N - floor((N - 1) pct / 100) of them
+    do (the interpolation's lower neighbour is then a violator); one more is required, for margin."""
+
+    def __init__(self, bounds: tuple, reqs: Requests, rec: Records, warmup_s: float):
+        arr = np.asarray(reqs.arrival_s)
+        self.arr = arr.tolist()
+        self.post = np.nonzero(arr >= warmup_s)[0].tolist()
+        n = len(self.post)
+        self.watch = []  # [bound, record array, needed, deadlines, position, count]
+        for b in bounds:
+            need = n - math.floor((n - 1) * b.pct / 100) + 1
+            limit_s = b.limit_ms / 1e3
+            deadlines = [self.arr[i] + limit_s * (1 + 1e-9) + 1e-9 for i in self.post]
+            self.watch.append([b, getattr(rec, MISS_METRICS[b.metric]), need, deadlines, 0, 0])
+        self.next_s = min((w[3][0] for w in self.watch if w[3]), default=math.inf)
+
+    def missed(self, now: float) -> str:
+        """'' while no bound is certainly missed at `now`; else why."""
+        nxt = math.inf
+        for w in self.watch:
+            b, col, need, deadlines, p, count = w
+            post, arr = self.post, self.arr
+            while p < len(deadlines) and deadlines[p] < now:
+                i = post[p]
+                v = col[i]
+                if not (v - arr[i]) * 1e3 <= b.limit_ms:  # NaN: not happened yet, so after the deadline
+                    count += 1
+                p += 1
+            w[4], w[5] = p, count
+            if count >= need:
+                return (f"{MISS_STOP} at {now:.0f} s: {count} post-warm-up requests already have {b.metric}_ms above {b.limit_ms:g} "
+                        f"({need - 1} decide its p{b.pct:g}); the bound cannot be met")
+            if p < len(deadlines):
+                nxt = min(nxt, deadlines[p])
+        self.next_s = nxt
+        return ""
 
 
 @dataclass
@@ -68,7 +126,7 @@ class _Loop:
     """One point's arrivals, replicas and clock."""
 
     def __init__(self, dep: Deployment, reqs: Requests, replicas: int, router: str, abort_backlog_s: float | None, drain_s: float,
-                 step_trace: list | None = None):
+                 step_trace: list | None = None, miss_bounds: tuple = (), warmup_s: float = 0.0):
         self.reqs = reqs
         self.rec = Records(len(reqs))
         self.tracker = Tracker(reqs.window_s)
@@ -88,6 +146,7 @@ class _Loop:
         self.abort_backlog_s = abort_backlog_s
         self.limit = max(ABORT_MIN_WAITING, abort_backlog_s * reqs.qps / replicas) if abort_backlog_s else math.inf
         self.arrived, self.abort = 0, ""
+        self.miss = _MissWatch(miss_bounds, reqs, self.rec, warmup_s) if miss_bounds else None
 
     def _advance(self, bound: float, prev: float) -> None:
         """Start the replicas woken at the last instant, run every replica to `bound` (an event
@@ -121,6 +180,7 @@ class _Loop:
         """Run to the end; returns the end time, with unfinished requests' progress recorded."""
         reqs = self.reqs
         arr, prompt, out = reqs.arrival_s.tolist(), reqs.prompt_tokens.tolist(), reqs.output_tokens.tolist()
+        miss = self.miss
         now = 0.0
         for i in range(len(arr)):
             t = arr[i]
@@ -128,14 +188,29 @@ class _Loop:
                 t_next = now + (t - now)  # the clock as a timeout of (t - now) sets it
                 self._advance(t_next, now)
                 now = self.wake_s = t_next
+                if miss is not None and now > miss.next_s and self._missed(now):
+                    return self._close(now)
             if self._arrive(i, t, prompt[i], out[i]):
                 # what was already due at this instant runs before the stop: wakes and steps ending now
                 self._advance(now, math.inf)
                 return self._close(now)
         deadline = now + self.drain_s
+        if miss is not None:  # the drain in slices, so a certain miss stops it too
+            while self.tracker.n and now + DRAIN_CHECK_S < deadline:
+                nxt = now + DRAIN_CHECK_S
+                self._advance(nxt, now)
+                now = self.wake_s = nxt
+                if now > miss.next_s and self._missed(now):
+                    return self._close(now)
         self._advance(deadline, now)
         t_end = deadline if self.tracker.n else self.tracker.t_last
         return self._close(t_end)
+
+    def _missed(self, now: float) -> bool:
+        why = self.miss.missed(now)
+        if why:
+            self.abort = why
+        return bool(why)
 
     def _close(self, t_end: float) -> float:
         self.tracker.close(t_end)
@@ -148,11 +223,12 @@ class _Loop:
 
 def simulate_point(profile: Profile, mode: str, reqs: Requests, *, replicas: int, cfg: EngineConfig, router: str, seed: int,
                    warmup_frac: float, abort_backlog_s: float | None, drain_s: float | None, workload_desc: str,
-                   step_trace: list | None = None):
-    """One point: (PointSummary, per-request DataFrame), and the step pricer it used."""
+                   step_trace: list | None = None, miss_bounds: tuple = ()):
+    """One point: (PointSummary, per-request DataFrame), and the step pricer it used. `miss_bounds`
+    (MissBound, ...): stop as soon as one is certainly missed (the point is reported unstable)."""
     dep = deploy(profile, mode, reqs, cfg, seed)
     drain = drain_s if drain_s is not None else max(DRAIN_MIN_S, reqs.window_s)
-    loop = _Loop(dep, reqs, replicas, router, abort_backlog_s, drain, step_trace)
+    loop = _Loop(dep, reqs, replicas, router, abort_backlog_s, drain, step_trace, tuple(miss_bounds), warmup_frac * reqs.window_s)
     t_end = loop.run()
     warmup_s = warmup_frac * (min(t_end, reqs.window_s) if loop.abort else reqs.window_s)
     return summarise(FinishedRun(

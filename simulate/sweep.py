@@ -38,10 +38,16 @@ class Cluster:
 
     address: str | None = None
     workers: int | None = None
+    # with no address: "dask" (a LocalCluster) or "processes" (forked worker processes, no Dask:
+    # ~2 s less start-up, for short interactive runs such as `costmodel plan`; a killed worker
+    # fails the run instead of being replaced)
+    local: str = "dask"
 
     def check(self) -> "Cluster":
         if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1):
             raise UserError(f"workers {self.workers!r} must be an integer >= 1", "e.g. --jobs 2")
+        if self.local not in ("dask", "processes"):
+            raise UserError(f"local backend {self.local!r} is neither dask nor processes", "use one of them")
         if self.address is not None and "://" not in self.address:
             raise UserError(f"scheduler address {self.address!r} has no protocol", "write it as tcp://HOST:8786")
         return self
@@ -75,8 +81,10 @@ def run_tasks(fn: Callable, args_list: list[tuple], *, cluster: Cluster = Cluste
     n, shared = len(args_list), shared or {}
     address = cluster.resolved_address()
     workers = cluster.workers or default_processes(n)
-    if address is None and (n <= 1 or workers == 1 or (cluster.workers is None and not dask_installed())):
+    if address is None and (n <= 1 or workers == 1 or (cluster.workers is None and cluster.local == "dask" and not dask_installed())):
         return _serial(fn, args_list, shared, on_done)  # the default with no `sweep` extra: one process, same results
+    if address is None and cluster.local == "processes":
+        return _on_processes(fn, args_list, shared, on_done, min(workers, n))
     with dask_client(address, min(workers, max(n, 1))) as client:
         return _on_dask(client, fn, args_list, shared, on_done)
 
@@ -88,6 +96,31 @@ def _serial(fn, args_list, shared, on_done) -> list:
         if on_done:
             on_done(i, out[-1])
     return out
+
+
+def _on_processes(fn, args_list, shared, on_done, workers: int) -> list:
+    """The jobs on `workers` forked processes (they inherit this process's modules, profiles and
+    step-price caches, so a worker starts in milliseconds); results in input order."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context(method))
+    results: list = [None] * len(args_list)
+    try:
+        index = {pool.submit(fn, *args, **shared): i for i, args in enumerate(args_list)}
+        pending = set(index)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in sorted(done, key=index.get):
+                i = index[fut]
+                results[i] = fut.result()  # a job's UserError re-raises here with its message
+                if on_done:
+                    on_done(i, results[i])
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return results
 
 
 def _on_dask(client, fn, args_list, shared, on_done) -> list:

@@ -152,7 +152,7 @@ def toy_sim(monkeypatch):
 
     calls = []
 
-    def fake_simulator_point(profile, duration_s, seed, workload=None):
+    def fake_simulator_point(profile, duration_s, seed, workload=None, miss_bounds=()):
         def pt(hardware, mode, qps, replicas):
             calls.append((hardware, mode, qps, replicas))
             return toy_point(hardware, mode, qps, replicas)

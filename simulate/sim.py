@@ -12,6 +12,7 @@ the results are those of a one-event-at-a-time simulation (SimPy's, which this l
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,10 +115,29 @@ def _context_sample(kv_need: np.ndarray, n: int = CONTEXT_SAMPLE) -> np.ndarray:
     return np.quantile(kv_need, np.linspace(0.0, 1.0, n), method="nearest")
 
 
+# (id(profile), mode, engine settings, context sample bytes) -> (weakref to the profile, limits):
+# plan's replica search runs one workload at several replica counts, whose limits are the same
+_LIMITS: dict = {}
+_LIMITS_MAX = 256
+
+
+def _limits(profile: Profile, mode: str, cfg: EngineConfig, sample: np.ndarray) -> ReplicaLimits:
+    """replica_limits, cached per profile object, mode, settings and context sample."""
+    key = (id(profile), mode, cfg, sample.dtype.str, sample.tobytes())
+    hit = _LIMITS.get(key)
+    if hit is not None and hit[0]() is profile:
+        return hit[1]
+    lim = replica_limits(profile, mode, cfg, sample)
+    if len(_LIMITS) >= _LIMITS_MAX:
+        _LIMITS.clear()
+    _LIMITS[key] = (weakref.ref(profile), lim)
+    return lim
+
+
 def deploy(profile: Profile, mode: str, reqs: Requests, cfg: EngineConfig, seed: int) -> Deployment:
     serving = get_mode(mode)
     draws = serving.draw(profile, reqs, seed)
-    limits = replica_limits(profile, mode, cfg, _context_sample(draws.kv_need_tokens))
+    limits = _limits(profile, mode, cfg, np.asarray(_context_sample(draws.kv_need_tokens)))
     check_fits(draws.kv_need_tokens, limits.kv_capacity_tokens, mode)
     return Deployment(profile, serving, limits.cfg, limits, draws, StepPricer(profile, serving, draws, cfg.shape_bits))
 

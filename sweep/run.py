@@ -102,9 +102,9 @@ def plan_job(points: list[SweepPoint]) -> list[dict]:
                         "drop n_requests, router and engine parameters from a plan sweep (or use kind simulate)")
     prof = _profile(p.get("profile"), p["hardware"])
     wl = p.get("workload")
-    point_fn = simulator_point(prof, p["duration_s"], p["seed"], None if wl is None else _workload(wl))
-    cells = search_chain(point_fn, p["hardware"], p["mode"], [q.params["qps"] for q in points], parse_slo(p["slo"]), p["max_replicas"],
-                         ChainStart())
+    slo = parse_slo(p["slo"])
+    point_fn = simulator_point(prof, p["duration_s"], p["seed"], None if wl is None else _workload(wl), slo.miss_bounds())  # certain misses stop early
+    cells = search_chain(point_fn, p["hardware"], p["mode"], [q.params["qps"] for q in points], slo, p["max_replicas"], ChainStart())
     by_qps = {c.qps: c for c in cells}
     rows = []
     for q in points:

@@ -66,7 +66,7 @@ def print_analysis(con, a) -> None:
 @click.option("--max-replicas", type=int, default=DEFAULT_MAX_REPLICAS, show_default=True, help="Give up on a (GPU, mode, QPS) above this many replicas.")
 @click.option("--refine-crossover", type=int, default=0, show_default=True,
               help="Narrow the crossover bracket: this many times, simulate its midpoint QPS for every GPU and mode.")
-@click.option("--jobs", type=int, default=None, help="Local Dask worker processes (default: the CPUs available; 1 runs serially with no Dask).")
+@click.option("--jobs", type=int, default=None, help="Local worker processes, forked, no Dask (default: the CPUs available; 1 runs serially).")
 @click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://HOST:8786 (default: $DASK_SCHEDULER_ADDRESS, else a local cluster).")
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Directory for plan.csv, its dictionary and plan.json.")
 def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry,

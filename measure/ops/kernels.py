@@ -454,10 +454,15 @@ def _moe_inputs(p, dev):
     return x, ids, w, m, d, e, f, topk
 
 
-def _moe_triton(p, prec, dev, cfg, fp8=False, w8a16=False):
+def _moe_triton(p, prec, dev, cfg, fp8=False, w8a16=False, cfg2=None, align="torch"):
+    """cfg: the gate_up GEMM's tiles (and the down GEMM's unless cfg2); align: "torch" (moe_align,
+    torch ops) or "triton" (moe_align_triton: three small kernels)."""
     if not has_triton(dev) and not p.get("_interpret"):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_kernels import fused_moe_gemm, gelu_mul
+    from measure.ops.triton_kernels import fused_moe_gemm, gelu_mul, moe_align_triton
+
+    cfg1, cfg2 = cfg, cfg2 or cfg
+    align_fn = moe_align_triton if align == "triton" else moe_align
 
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
     bm = cfg[0]
@@ -473,23 +478,25 @@ def _moe_triton(p, prec, dev, cfg, fp8=False, w8a16=False):
     twf = tw.reshape(-1).contiguous()
 
     def run(i):
-        sorted_ids, expert_ids, npad = moe_align(ids, e, bm)
+        sorted_ids, expert_ids, npad = align_fn(ids, e, bm)
         if w8a16:
-            fused_moe_gemm(x, w1, inter, sorted_ids, expert_ids, npad, a_div=topk, cfg=cfg, w_scale=s1, w8a16=True)
+            fused_moe_gemm(x, w1, inter, sorted_ids, expert_ids, npad, a_div=topk, cfg=cfg1, w_scale=s1, w8a16=True)
             gelu_mul(inter, act)
-            fused_moe_gemm(act, w2, out2, sorted_ids, expert_ids, npad, a_div=1, cfg=cfg, topk_w=twf, w_scale=s2, w8a16=True)
+            fused_moe_gemm(act, w2, out2, sorted_ids, expert_ids, npad, a_div=1, cfg=cfg2, topk_w=twf, w_scale=s2, w8a16=True)
         elif fp8:
             xq, xs = quant_rows_fast(x)
-            fused_moe_gemm(xq, w1, inter, sorted_ids, expert_ids, npad, a_div=topk, cfg=cfg, a_scale=xs.view(-1), w_scale=s1)
+            fused_moe_gemm(xq, w1, inter, sorted_ids, expert_ids, npad, a_div=topk, cfg=cfg1, a_scale=xs.view(-1), w_scale=s1)
             gelu_mul(inter, act)
             aq, as_ = quant_rows_fast(act)
-            fused_moe_gemm(aq, w2, out2, sorted_ids, expert_ids, npad, a_div=1, cfg=cfg, topk_w=twf, a_scale=as_.view(-1), w_scale=s2)
+            fused_moe_gemm(aq, w2, out2, sorted_ids, expert_ids, npad, a_div=1, cfg=cfg2, topk_w=twf, a_scale=as_.view(-1), w_scale=s2)
         else:
-            fused_moe_gemm(x, w1, inter, sorted_ids, expert_ids, npad, a_div=topk, cfg=cfg)
+            fused_moe_gemm(x, w1, inter, sorted_ids, expert_ids, npad, a_div=topk, cfg=cfg1)
             gelu_mul(inter, act)
-            fused_moe_gemm(act, w2, out2, sorted_ids, expert_ids, npad, a_div=1, cfg=cfg, topk_w=twf)
+            fused_moe_gemm(act, w2, out2, sorted_ids, expert_ids, npad, a_div=1, cfg=cfg2, topk_w=twf)
         return out2.view(m, topk, d).sum(1)
-    return Bench(run, 1, f"Triton fused MoE {'fp8 w8a16 ' if w8a16 else 'fp8 w8a8 ' if fp8 else ''}BLOCK_M/N/K={cfg[0]}/{cfg[1]}/{cfg[2]} warps {cfg[4]} stages {cfg[5]}")
+    tiles = "/".join(map(str, cfg1[:3])) + (f", down {'/'.join(map(str, cfg2[:3]))}" if cfg2 != cfg1 else "")
+    return Bench(run, 1, f"Triton fused MoE {'fp8 w8a16 ' if w8a16 else 'fp8 w8a8 ' if fp8 else ''}BLOCK_M/N/K={tiles} warps {cfg1[4]} "
+                         f"stages {cfg1[5]}, {align} expert alignment")
 
 
 def _moe_gemv(p, prec, dev, fp8=False, cfg=(32, 256, 4), w8a16=False):
@@ -591,6 +598,9 @@ def moe_candidates(p: dict, prec: str) -> list[Candidate]:
     out = [Candidate(f"triton_fused_moe{'_fp8' if fp8 else ''}[{'/'.join(map(str, c))}]",
                      (lambda cfg: lambda pp, pr, d: _moe_triton(pp, pr, d, cfg, fp8))(c), (prec,))
            for c in cfgmod.moe_configs(rpe, fp8)]
+    out += [Candidate(f"triton_fused_moe{'_fp8' if fp8 else ''}_ta[{'/'.join(map(str, c1))}|{'/'.join(map(str, c2))}]",
+                      (lambda a, b: lambda pp, pr, d: _moe_triton(pp, pr, d, a, fp8, cfg2=b, align="triton"))(c1, c2), (prec,))
+            for c1, c2 in cfgmod.moe_config_pairs(rpe, fp8)]
     if p["m"] <= 32:
         gemv = [Candidate(f"triton_moe_gemv{'_fp8' if fp8 else ''}[{'/'.join(map(str, c))}]",
                           (lambda cfg: lambda pp, pr, d: _moe_gemv(pp, pr, d, fp8, cfg))(c), (prec,))

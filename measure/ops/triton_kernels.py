@@ -413,3 +413,56 @@ def flash_gqa(q, k, v, qlen, causal, splits=1, block_m=32, block_n=32, num_warps
     w = torch.where(torch.isnan(w), torch.zeros_like(w), w)
     o = (out.view(Bt, splits, Mrows, D) * w[..., None]).sum(1) / (l_ * w).sum(1)[..., None]
     return o.to(q.dtype)
+
+
+# ---- expert alignment in three small kernels (vLLM's moe_align_block_size, instead of ~12 torch ops) ----
+@triton.jit
+def _align_count_kernel(ids_ptr, counts_ptr, R, E: tl.constexpr, CHUNK: tl.constexpr):
+    o = tl.program_id(0) * CHUNK + tl.arange(0, CHUNK)
+    e = tl.load(ids_ptr + o, mask=o < R, other=E).to(tl.int32)  # E: no bin
+    hit = (e[:, None] == tl.arange(0, E)[None, :]).to(tl.int32)
+    tl.atomic_add(counts_ptr + tl.arange(0, E), tl.sum(hit, axis=0))
+
+
+@triton.jit
+def _align_scan_kernel(counts_ptr, cursor_ptr, eid_ptr, npad_ptr, NB, E: tl.constexpr, BLOCK_M: tl.constexpr, BCH: tl.constexpr):
+    offs_e = tl.arange(0, E)
+    counts = tl.load(counts_ptr + offs_e)
+    padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    pad_end = tl.cumsum(padded, axis=0)
+    tl.store(cursor_ptr + offs_e, pad_end - padded)
+    tl.store(npad_ptr, tl.sum(padded, axis=0).to(tl.int64))
+    for b0 in range(0, NB, BCH):
+        ob = b0 + tl.arange(0, BCH)
+        ex = tl.sum((pad_end[None, :] <= (ob * BLOCK_M)[:, None]).to(tl.int32), axis=1)
+        tl.store(eid_ptr + ob, tl.minimum(ex, E - 1).to(tl.int64), mask=ob < NB)
+
+
+@triton.jit
+def _align_scatter_kernel(ids_ptr, cursor_ptr, sorted_ptr, R, CHUNK: tl.constexpr):
+    o = tl.program_id(0) * CHUNK + tl.arange(0, CHUNK)
+    m = o < R
+    e = tl.load(ids_ptr + o, mask=m, other=0).to(tl.int32)
+    dest = tl.atomic_add(cursor_ptr + e, 1, mask=m)
+    tl.store(sorted_ptr + dest, o.to(tl.int64), mask=m)
+
+
+def moe_align_triton(topk_ids, num_experts: int, block_m: int):
+    """What kernels.moe_align returns (sorted_ids [EM] padded with R, expert id per BLOCK_M block,
+    padded row count), in a memset, a fill and three Triton kernels; rows of one expert in any order
+    (atomics), which the fused GEMM does not care about. num_experts: a power of two."""
+    flat = topk_ids.reshape(-1)
+    R = flat.numel()
+    dev = flat.device
+    EM = ((R + num_experts * (block_m - 1) + block_m - 1) // block_m) * block_m
+    NB = EM // block_m
+    sorted_ids = torch.full((EM,), R, dtype=torch.int64, device=dev)
+    expert_ids = torch.empty(NB, dtype=torch.int64, device=dev)
+    npad = torch.empty(1, dtype=torch.int64, device=dev)
+    counts = torch.zeros(num_experts, dtype=torch.int32, device=dev)
+    cursor = torch.empty(num_experts, dtype=torch.int32, device=dev)
+    chunk = 128
+    _align_count_kernel[(triton.cdiv(R, chunk),)](flat, counts, R, E=num_experts, CHUNK=chunk, num_warps=4)
+    _align_scan_kernel[(1,)](counts, cursor, expert_ids, npad, NB, E=num_experts, BLOCK_M=block_m, BCH=128, num_warps=4)
+    _align_scatter_kernel[(triton.cdiv(R, chunk),)](flat, cursor, sorted_ids, R, CHUNK=chunk, num_warps=4)
+    return sorted_ids, expert_ids, npad

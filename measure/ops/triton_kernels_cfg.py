@@ -16,3 +16,15 @@ def moe_configs(rows_per_expert: float, fp8: bool) -> list[tuple[int, int, int, 
     if rows_per_expert <= 96:
         return [(32, 128, bk, 8, 4, 4), (64, 64, 64 if not fp8 else 128, 8, 4, 3)]
     return [(64, 128, bk, 8, 4, 4), (128, 128, bk, 8, 8, 3)]
+
+
+def moe_config_pairs(rows_per_expert: float, fp8: bool) -> list[tuple[tuple, tuple]]:
+    """(gate_up tiles, down tiles) for the fused MoE with the Triton expert alignment: the best pairs
+    of the per-GEMM tuning on the H200 (measure/ops/tune_moe.py, data/runs/ops/tune/) and the
+    density's first default config for both GEMMs."""
+    first = moe_configs(rows_per_expert, fp8)[0]
+    if rows_per_expert <= 24:
+        tuned = [((64, 128, 128, 1, 4, 3), (64, 128, 128, 1, 4, 3))] if fp8 else [((32, 64, 128, 1, 4, 4), (32, 64, 64, 1, 8, 5))]
+    else:
+        tuned = [((64, 128, 128, 1, 4, 4), (64, 128, 128, 1, 4, 3))] if fp8 else [((64, 128, 64, 1, 4, 4), (64, 128, 64, 1, 4, 3))]
+    return [(first, first)] + [t for t in tuned if t != (first, first)]

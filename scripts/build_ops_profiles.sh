@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Profiles priced from the operator tables (issue 17), engine "ops": the committed op tables under
 # $OPS_DIR (default data/runs/ops/{h100,h200}) composed into pass times over the default grid
-# (measure/ops/compose.py), one run directory per mode, then `costmodel fit` per GPU and precision:
+# (measure/ops/compose.py), one run directory per mode, then `costmodel fit` per GPU and precision,
+# then every pass model turned into a table model (measure/ops/passtable.py: composed passes on a
+# full (seqs, tokens, context) grid, interpolated in log space; the fit kept as the linear fallback):
 #   OUT/h100-sxm-bf16.json  OUT/h100-sxm-fp8.json  OUT/h200-bf16.json  OUT/h200-fp8.json   (measured ops)
 #   OUT/rtx-5090-int4.json  per-op projection to the RTX 5090 in int4 (weight-only, bf16 compute: the
 #                           precision the project ships for 32 GB; `costmodel profile project` refuses fp8
@@ -27,6 +29,9 @@ fit() {  # hw prec ops_dir id extra-note
   "$COSTMODEL" fit "$RUNS/ops-$hw-$prec-diffusion" "$RUNS/ops-$hw-$prec-ar" "$RUNS/ops-$hw-$prec-mtp" \
     --hardware "$hw" --precision "$prec" --id "$id" --note "$NOTE" ${extra:+--note "$extra"} ${FIT_ARGS:-} \
     -o "$OUT/$id.json" 2>&1 | tee "$OUT/fit-$id.log"
+  # the pass models become tables of composed passes (log-space interpolation; the fit stays as the
+  # linear fallback for other GPUs): held-out MAPE per kind appended to the fit log
+  "$PY" -m measure.ops.passtable attach "$OUT/$id.json" "$dir" --hardware "$hw" --precision "$prec" | tee -a "$OUT/fit-$id.log"
 }
 
 fit h100-sxm bf16 "$OPS/h100" h100-sxm-bf16

@@ -11,10 +11,22 @@ profile's hardware, so the coefficients carry the engine's efficiency and surviv
 another GPU). A forward pass that mixes kinds (prefills beside denoising canvases, as vLLM
 batches them) is priced on its joint roofline (one weight read) with the coefficients of each kind
 present weighted by its share of the pass's query tokens; a pure pass reduces to its own model.
+
+Pass-model types (`PassCostModel.model_type`): "linear" (the above; every profile before the
+type existed) and "table": pass times on a grid of (sequences, tokens per sequence, context)
+composed from operator tables (measure/ops), interpolated multilinearly in log space
+(log ms over log seqs, log tokens, log(context + CONTEXT_OFFSET)), power-law extrapolation beyond
+the grid. The table holds for the GPU and precision it names; elsewhere (a profile projected to
+another GPU) the model's linear coefficients, which a table model keeps too, price the pass. A
+pass mixing kinds priced by tables shares its token-proportional work (the layers' GEMMs, MoE,
+norms: `PassTable.token_ms` over the pass's total tokens) and adds each segment's own part
+(attention, logits, sampler: its table time minus its token part), as the operator composition
+does.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 from dataclasses import dataclass, field
@@ -38,6 +50,8 @@ PROVENANCE_KINDS = ("measured", "projected", "published", "roofline", "endpoint"
 # how to supply a profile part a mode draws from (costmodel.modes.base.PROFILE_PARTS)
 PART_FIXES = {"commit_stats": "include commit statistics per regime: the published prior or a measured run",
               "mtp_acceptance": "add per-position acceptance with its provenance"}
+PASS_MODEL_TYPES = ("linear", "table")
+CONTEXT_OFFSET = 64.0  # tokens added to the context before its log in table interpolation (context may be 0)
 FEATURES = ("const", "roofline_ms", "memory_ms", "compute_ms", "kv_ms", "seqs", "tokens", "context_ktokens")
 
 
@@ -65,6 +79,58 @@ class FitDiagnostics:
 
 
 @dataclass
+class PassTable:
+    """Pass times of one kind on a full grid: ms[i][j][k] at seqs[i], tokens_per_seq[j],
+    context_tokens[k] (see the module docstring for the interpolation), plus the token-proportional
+    part of a pass (token_ms at token_m total tokens) and the per-step overhead inside every value,
+    both used to price a pass that mixes kinds."""
+
+    hardware: str  # catalog id of the GPU the table was composed for
+    precision: str
+    seqs: list[float]
+    tokens_per_seq: list[float]
+    context_tokens: list[float]
+    ms: list[list[list[float]]]
+    token_m: list[float]
+    token_ms: list[float]
+    overhead_ms: float = 0.0
+    source: str = ""  # how the values were made (op tables, command)
+
+    def validate(self, where: str) -> None:
+        axes = {"seqs": (self.seqs, 1.0), "tokens_per_seq": (self.tokens_per_seq, 1.0), "context_tokens": (self.context_tokens, 0.0),
+                "token_m": (self.token_m, 1.0)}
+        for name, (xs, lo) in axes.items():
+            if not isinstance(xs, list) or not xs or not all(_finite(x) and x >= lo for x in xs) or any(b <= a for a, b in zip(xs, xs[1:])):
+                raise UserError(f"{where}: table axis {name} must be a non-empty, strictly increasing list of finite numbers >= {lo:g}",
+                                "rebuild the table (measure/ops/passtable.py)")
+        dims = (len(self.seqs), len(self.tokens_per_seq), len(self.context_tokens))
+        ok = isinstance(self.ms, list) and len(self.ms) == dims[0] and all(
+            isinstance(r, list) and len(r) == dims[1] and all(isinstance(c, list) and len(c) == dims[2] and all(_finite(v) and v > 0 for v in c)
+                                                             for c in r) for r in self.ms)
+        if not ok:
+            raise UserError(f"{where}: table ms must be {dims[0]} x {dims[1]} x {dims[2]} (seqs x tokens_per_seq x context_tokens) "
+                            "finite times > 0", "rebuild the table (measure/ops/passtable.py)")
+        if not isinstance(self.token_ms, list) or len(self.token_ms) != len(self.token_m) or not all(_finite(v) and v > 0 for v in self.token_ms):
+            raise UserError(f"{where}: table token_ms must hold one finite time > 0 per token_m value", "rebuild the table (measure/ops/passtable.py)")
+        if not (_finite(self.overhead_ms) and self.overhead_ms >= 0):
+            raise UserError(f"{where}: table overhead_ms must be a finite time >= 0", "rebuild the table (measure/ops/passtable.py)")
+
+    def grids(self) -> "_TableGrids":
+        g = self.__dict__.get("_grids")
+        if g is None:
+            g = self.__dict__["_grids"] = _TableGrids.of(self)
+        return g
+
+    def pass_ms(self, seqs: float, tokens: float, context: float) -> float:
+        """Interpolated time of one pass of this kind (a single segment)."""
+        return self.grids().at(seqs, tokens, context)
+
+    def tokens_ms(self, m: float) -> float:
+        """The token-proportional part of a pass over m tokens."""
+        return self.grids().tok(m)
+
+
+@dataclass
 class PassCostModel:
     kind: str
     coef: dict[str, float]
@@ -72,6 +138,15 @@ class PassCostModel:
     diagnostics: FitDiagnostics | None = None
     provenance: Provenance = field(default_factory=lambda: Provenance("roofline", "unfitted"))
     median_x_roofline: float | None = None  # measured / roofline time, median over the fit data
+    model_type: str = "linear"  # one of PASS_MODEL_TYPES
+    table: PassTable | None = None  # model_type "table": the pass-time grid (coef stays the fallback off its GPU/precision)
+
+    def table_for(self, hardware_id: str, precision: str) -> PassTable | None:
+        """The table that prices this kind on that GPU and precision, else None (linear model)."""
+        t = self.table
+        if self.model_type == "table" and t is not None and t.hardware == hardware_id and t.precision == precision:
+            return t
+        return None
 
     def linear_ms(self, feats: dict[str, float]) -> float:
         return sum(c * feats[f] for f, c in self.coef.items())
@@ -250,6 +325,7 @@ class Profile:
                 if kind not in m.pass_models:
                     raise UserError(f"{where}: mode {name} lacks a cost model for pass kind {kind}", "refit or regenerate the profile")
             for kind, pm in m.pass_models.items():
+                _check_model_type(pm, f"{where}: pass model {name}/{kind}")
                 bad = [f for f in pm.coef if f not in FEATURES]
                 if bad:
                     raise UserError(f"{where}: pass model {name}/{kind} uses unknown features {bad}", f"features are {', '.join(FEATURES)}")
@@ -346,11 +422,102 @@ def _check_above_roofline(p: Profile, mode: str, where: str) -> None:
 
 def _pass_model(v: dict) -> PassCostModel:
     diag = v.get("diagnostics")
+    table = v.get("table")
     return PassCostModel(
         kind=v["kind"], coef={k: float(c) for k, c in v["coef"].items()}, support={k: list(x) for k, x in v.get("support", {}).items()},
         diagnostics=FitDiagnostics(**diag) if diag else None, provenance=Provenance(**v["provenance"]),
-        median_x_roofline=v.get("median_x_roofline"),
+        median_x_roofline=v.get("median_x_roofline"), model_type=v.get("model_type", "linear"),
+        table=PassTable(**table) if table is not None else None,
     )
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_model_type(pm: PassCostModel, where: str) -> None:
+    """A known type; a table model has a well-formed table and keeps linear coefficients (what prices
+    it off the table's GPU/precision, e.g. after `costmodel profile project`)."""
+    if pm.model_type not in PASS_MODEL_TYPES:
+        raise UserError(f"{where} has model_type {pm.model_type!r}", f"use one of {', '.join(PASS_MODEL_TYPES)}")
+    if pm.model_type == "linear" and pm.table is not None:
+        raise UserError(f"{where} carries a table but model_type is 'linear'", "set model_type to 'table' or drop the table")
+    if pm.model_type == "table":
+        if not isinstance(pm.table, PassTable):
+            raise UserError(f"{where} has model_type 'table' but no table", "rebuild the table (measure/ops/passtable.py)")
+        if not pm.coef:
+            raise UserError(f"{where}: a table model needs its linear coefficients too (used off the table's GPU/precision)",
+                            "keep the fitted coef beside the table")
+        pm.table.validate(where)
+
+
+def _bracket(xs: list[float], x: float) -> tuple[int, float]:
+    """(i, w): x at weight w between xs[i] and xs[i + 1]; below the grid w = 0 (the first point),
+    above it w > 1 (linear extrapolation from the last two points)."""
+    i = bisect.bisect_right(xs, x) - 1
+    if i < 0:
+        return 0, 0.0
+    i = min(i, len(xs) - 2)
+    return i, (x - xs[i]) / (xs[i + 1] - xs[i])
+
+
+@dataclass(frozen=True)
+class _TableGrids:
+    """A PassTable's axes and values in log space, for interpolation."""
+
+    ls: list
+    lt: list
+    lc: list
+    lv: list
+    lm: list
+    lmv: list
+
+    @classmethod
+    def of(cls, t: PassTable) -> "_TableGrids":
+        log = math.log
+        return cls([log(x) for x in t.seqs], [log(x) for x in t.tokens_per_seq], [log(x + CONTEXT_OFFSET) for x in t.context_tokens],
+                   [[[log(v) for v in c] for c in r] for r in t.ms], [log(x) for x in t.token_m], [log(v) for v in t.token_ms])
+
+    def at(self, seqs: float, tokens: float, context: float) -> float:
+        lc, lt, lv = self.lc, self.lt, self.lv
+        k, wk = _bracket(lc, math.log(context + CONTEXT_OFFSET)) if len(lc) > 1 else (0, 0.0)
+        j, wj = _bracket(lt, math.log(tokens)) if len(lt) > 1 else (0, 0.0)
+
+        def line(a: int, b: int) -> float:
+            row = lv[a][b]
+            return row[k] + (row[k + 1] - row[k]) * wk if wk else row[k]
+
+        def plane(a: int) -> float:
+            y0 = line(a, j)
+            return y0 + (line(a, j + 1) - y0) * wj if wj else y0
+
+        if len(self.ls) == 1:
+            return math.exp(plane(0))
+        i, wi = _bracket(self.ls, math.log(seqs))
+        y = plane(i)
+        return math.exp(y + (plane(i + 1) - y) * wi if wi else y)
+
+    def tok(self, m: float) -> float:
+        if len(self.lm) == 1:
+            return math.exp(self.lmv[0])
+        i, w = _bracket(self.lm, math.log(m))
+        return math.exp(self.lmv[i] + (self.lmv[i + 1] - self.lmv[i]) * w)
+
+
+def _table_pass_ms(tables: list[PassTable], segments) -> float:
+    """One forward over segments priced from tables: a pure pass is its table's value; a mixed pass
+    shares the token-proportional part and the step overhead, and adds each segment's own part."""
+    live = [(t, s) for t, s in zip(tables, segments) if s.seqs > 0 and s.tokens > 0]
+    if len(live) == 1:
+        t, s = live[0]
+        return t.pass_ms(s.seqs, s.tokens, s.context)
+    if not live:
+        return 0.0
+    total = sum(s.seqs * s.tokens for _, s in live)
+    ms = max(t.tokens_ms(total) for t, _ in live) + max(t.overhead_ms for t, _ in live)
+    for t, s in live:
+        ms += max(0.0, t.pass_ms(s.seqs, s.tokens, s.context) - t.tokens_ms(s.seqs * s.tokens) - t.overhead_ms)
+    return ms
 
 
 class _ProfileKey:
@@ -413,14 +580,19 @@ def features(roof_pass, segments) -> dict[str, float]:
 def _predict(key: _ProfileKey, mode: str, segments: tuple) -> float:
     p = key.profile
     roof = _roofline_for(key, mode).pass_cost(segments)
-    feats = features(roof, segments)
     pms = p.mode(mode).pass_models
-    total_tokens = feats["tokens"]
-    linear = 0.0
+    models = []
     for seg in segments:
         try:
-            pm = pms[seg.kind]
+            models.append(pms[seg.kind])
         except KeyError:
             raise UserError(f"profile {p.profile_id} has no cost model for {mode}/{seg.kind}", "refit the profile with that pass kind") from None
+    tables = [pm.table_for(p.hardware.get("id"), p.precision) for pm in models]
+    if all(t is not None for t in tables):
+        return max(roof.roofline_ms, _table_pass_ms(tables, segments))
+    feats = features(roof, segments)
+    total_tokens = feats["tokens"]
+    linear = 0.0
+    for seg, pm in zip(segments, models):
         linear += (seg.seqs * seg.tokens / total_tokens) * pm.linear_ms(feats)
     return max(roof.roofline_ms, linear)

@@ -103,6 +103,12 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return Path(path)
 
 
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
     """Strict JSON: NaN and infinities (e.g. a percentile with no finished request) become null."""
     return write_text(path, json.dumps(_finite(obj), indent=2, sort_keys=False, default=_json_default, allow_nan=False) + "\n")

@@ -73,6 +73,7 @@ class FitOptions:
     notes: list[str] = field(default_factory=list)  # added to the profile's notes as given
     seed: int = 0
     prefer: str | None = None  # gpu | endpoint: the origin kept for a pass kind both observe (else refused)
+    step_objective: str = "relative"  # engine-steps fits: "relative" (WLS 1/ms^2) or "mean" (OLS: unbiased summed time)
 
 
 @dataclass

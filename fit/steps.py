@@ -218,12 +218,14 @@ def _matrix(d: Design, feats: tuple[str, ...], mode: str) -> tuple[pd.DataFrame,
     return pd.DataFrame(cols, index=d.share.index), names
 
 
-def _wls(X: pd.DataFrame, y: np.ndarray):
+def _wls(X: pd.DataFrame, y: np.ndarray, objective: str = "relative"):
+    """objective "relative": weights 1/ms^2 (relative error per step); "mean": ordinary least squares
+    (unbiased in the summed time of many steps, which latencies and throughput add up)."""
     import statsmodels.api as sm
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return sm.WLS(y, X, weights=1.0 / y ** 2).fit()
+        return sm.WLS(y, X, weights=1.0 / y ** 2 if objective == "relative" else np.ones_like(y)).fit()
 
 
 def _predict(X: pd.DataFrame, params, floor: np.ndarray) -> np.ndarray:
@@ -234,13 +236,13 @@ def _physical(params) -> bool:
     return all(v >= 0 for k, v in params.items() if not k.endswith(":const")) and np.all(np.isfinite(params))
 
 
-def _fit_physical(X: pd.DataFrame, y: np.ndarray):
+def _fit_physical(X: pd.DataFrame, y: np.ndarray, objective: str = "relative"):
     """WLS with every coefficient >= 0 (a kind's overhead too: each kind is also priced alone, e.g. MTP's
     draft passes): the most negative column is dropped (that kind's feature priced at 0) and the rest
     refitted, until none is negative (an active-set fit). (result, columns kept)"""
     cols = list(X.columns)
     while cols:
-        res = _wls(X[cols], y)
+        res = _wls(X[cols], y, objective)
         neg = {k: v for k, v in res.params.items() if v < 0}
         if not neg and np.all(np.isfinite(res.params)):
             return res, cols
@@ -256,7 +258,7 @@ def _blocks(steps: pd.DataFrame) -> np.ndarray:
     return codes * 10**9 + (steps["step"].to_numpy(np.int64) // BLOCK_STEPS)
 
 
-def _kfold(X, y, floor, blocks, seed: int) -> float | None:
+def _kfold(X, y, floor, blocks, seed: int, objective: str = "relative") -> float | None:
     uniq = np.unique(blocks)
     if len(uniq) < CV_FOLDS:
         return None
@@ -264,7 +266,7 @@ def _kfold(X, y, floor, blocks, seed: int) -> float | None:
     errs = []
     for i in range(CV_FOLDS):
         test = np.isin(blocks, perm[i::CV_FOLDS])
-        res, cols = _fit_physical(X[~test], y[~test])
+        res, cols = _fit_physical(X[~test], y[~test], objective)
         if res is None:
             return None
         errs.extend(np.abs(_predict(X.loc[test, cols], res.params, floor[test]) - y[test]) / y[test])
@@ -285,7 +287,7 @@ class StepFit:
     candidates: dict[str, float | None]
 
 
-def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int) -> StepFit:
+def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int, objective: str = "relative") -> StepFit:
     y = steps["ms"].to_numpy(float)
     blocks = _blocks(steps)
     cands: dict[str, float | None] = {}
@@ -296,10 +298,10 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int) -> Step
         cands[name] = None
         if np.linalg.matrix_rank(X.to_numpy(float) / np.maximum(np.abs(X.to_numpy(float)).max(axis=0), 1e-12)) < X.shape[1]:
             continue
-        res, cols = _fit_physical(X, y)
+        res, cols = _fit_physical(X, y, objective)
         if res is None:
             continue
-        cands[name] = _kfold(X[cols], y, d.roofline_ms, blocks, seed)
+        cands[name] = _kfold(X[cols], y, d.roofline_ms, blocks, seed, objective)
         ok.append((feats, cands[name]))
     if not ok:
         raise UserError(f"{mode}: no feature set fits the recorded steps with non-negative slopes", "record more steps over a wider range of batch sizes")
@@ -310,7 +312,7 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int) -> Step
     else:
         feats, cv = ok[0]
     X, names = _matrix(d, feats, mode)
-    res, cols = _fit_physical(X, y)
+    res, cols = _fit_physical(X, y, objective)
     X = X[cols]
     coef: dict[str, dict[str, float]] = {}
     for col, v in res.params.items():
@@ -320,21 +322,22 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int) -> Step
     for kind in d.kinds:
         if (d.share[kind] > 0).any() and kind not in coef:
             coef[kind] = {"roofline_ms": 1.0}  # not separable from the other kinds' time: they carry it
-    held, desc = _heldout(X, y, d, blocks, mode)
+    held, desc = _heldout(X, y, d, blocks, mode, objective)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         table = res.summary().tables[1].as_text()
-    summary = (f"statsmodels WLS of step ms on share x ({' + '.join(feats)}) per pass kind, weights 1/ms^2; {len(y)} steps\n{table}\n"
+    summary = (f"statsmodels WLS of step ms on share x ({' + '.join(feats)}) per pass kind, "
+               f"{'weights 1/ms^2' if objective == 'relative' else 'unweighted (mean objective)'}; {len(y)} steps\n{table}\n"
                f"block k-fold MAPE per feature set: " + "; ".join(f"{k}: {'-' if v is None else f'{v:.2f}%'}" for k, v in cands.items()))
     return StepFit(mode, feats, coef, len(y), mape_pct(y, _predict(X, res.params, d.roofline_ms)), cv, held, desc, summary, cands)
 
 
-def _heldout(X, y, d: Design, blocks, mode: str) -> tuple[dict[str, float | None], str]:
+def _heldout(X, y, d: Design, blocks, mode: str, objective: str = "relative") -> tuple[dict[str, float | None], str]:
     uniq = np.unique(blocks)
     if len(uniq) < 2:
         return {}, "too few step blocks to hold any out"
     test = np.isin(blocks, uniq[HOLDOUT_EVERY - 1::HOLDOUT_EVERY] if len(uniq) >= HOLDOUT_EVERY else uniq[-1:])
-    res, cols = _fit_physical(X[~test], y[~test])
+    res, cols = _fit_physical(X[~test], y[~test], objective)
     if res is None:
         return {}, "no physical fit without the held-out blocks"
     pred = _predict(X.loc[test, cols], res.params, d.roofline_ms[test])
@@ -453,7 +456,8 @@ def _check_runs(runs: list[Run], opts: FitOptions) -> None:
             raise UserError(f"the {mode} engine-steps runs differ in canvas length / speculative tokens ({sorted(keys, key=str)})", "fit one engine set-up per mode")
 
 
-def fit_mode(mode: str, runs: list[Run], target, time_column: str, seed: int, msgs: list[str]) -> tuple[dict[str, PassFit], StepFit]:
+def fit_mode(mode: str, runs: list[Run], target, time_column: str, seed: int, msgs: list[str],
+             objective: str = "relative") -> tuple[dict[str, PassFit], StepFit]:
     """One mode's pass cost models from its runs' recorded steps."""
     steps = pd.concat([load_steps(r, time_column, msgs) for r in runs], ignore_index=True)
     if len(steps) < MIN_STEPS:
@@ -462,7 +466,7 @@ def fit_mode(mode: str, runs: list[Run], target, time_column: str, seed: int, ms
     for kind in d.kinds:
         steps[f"_share_{kind}"] = d.share[kind].to_numpy()
     steps["_floor"] = d.roofline_ms
-    fit = choose_and_fit(steps, d, mode, seed)
+    fit = choose_and_fit(steps, d, mode, seed, objective)
     mfits = _pass_models(fit, runs, target, steps, time_column, d)
     missing = [k for k in get_mode(mode).pass_kinds if k not in mfits]
     if missing:
@@ -492,7 +496,7 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
     commit, mtp = {}, None
     for mode in [m for m in ("diffusion", "ar", "mtp") if any(r.manifest.mode == m for r in runs)]:
         mruns = [r for r in runs if r.manifest.mode == mode]
-        mfits, fit = fit_mode(mode, mruns, target, time_column, opts.seed, msgs)
+        mfits, fit = fit_mode(mode, mruns, target, time_column, opts.seed, msgs, opts.step_objective)
         fits.update({(k if k not in fits else f"{k} [{mode}]"): f for k, f in mfits.items()})
         modes[mode] = ModeProfile(mode, target.model_for(mode), assistant=target.assistant if mode == "mtp" else None,
                                   pass_models={k: f.model for k, f in mfits.items()},

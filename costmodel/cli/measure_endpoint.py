@@ -8,7 +8,8 @@ import click
 OPTIONS = [
     click.option("--qps", default=None, help="Endpoint: offered load in requests/s; a comma list runs one load per rate; 'inf' sends all at once (use with --concurrency)."),
     click.option("--concurrency", type=int, default=None, help="Endpoint: most requests in flight (default: unbounded, a pure open loop)."),
-    click.option("--arrivals", type=click.Choice(["poisson", "constant"]), default="poisson", show_default=True, help="Endpoint: arrival process."),
+    click.option("--arrivals", type=click.Choice(["poisson", "gamma", "constant"]), default="poisson", show_default=True, help="Endpoint: arrival process."),
+    click.option("--arrival-cv", type=float, default=1.0, show_default=True, help="Endpoint, gamma arrivals: coefficient of variation of the gaps (3: bursty)."),
     click.option("--prompts", "prompts_file", type=click.Path(), default=None, help="Endpoint: JSONL ({prompt|messages, prompt_id, regime, max_tokens}) or text file, one prompt per line (default: the probe suite)."),
     click.option("--regimes", default=None, help="Endpoint: keep prompts of these regimes (comma list)."),
     click.option("--max-tokens", type=int, default=512, show_default=True, help="Endpoint: max_tokens per request (a prompt's own max_tokens wins)."),

@@ -138,9 +138,11 @@ class LoadResult:
     end_s: float  # when the last request finished, relative to t0
 
 
-def schedule_s(qps: float, arrivals: str, n: int | None, duration_s: float | None, seed: int) -> np.ndarray:
+def schedule_s(qps: float, arrivals: str, n: int | None, duration_s: float | None, seed: int, cv: float = 1.0) -> np.ndarray:
     """Arrival times (s from t0) of a load: `n` requests and/or arrivals within `duration_s`,
-    whichever ends first. qps=inf puts every arrival at 0 (then --concurrency paces the load)."""
+    whichever ends first. qps=inf puts every arrival at 0 (then --concurrency paces the load).
+    `gamma`: gaps gamma-distributed with mean 1/qps and coefficient of variation `cv` (shape
+    1/cv^2: cv 1 is Poisson, cv 3 bursty; vLLM bench's --burstiness is the shape)."""
     if n is None and duration_s is None:
         raise UserError("the load has no end", "give --requests N or --duration SECONDS")
     if math.isinf(qps):
@@ -153,8 +155,13 @@ def schedule_s(qps: float, arrivals: str, n: int | None, duration_s: float | Non
         t = np.arange(cap, dtype=float) / qps
     elif arrivals == "poisson":
         t = np.concatenate([[0.0], np.cumsum(rng.exponential(1.0 / qps, cap - 1))]) if cap > 0 else np.zeros(0)
+    elif arrivals == "gamma":
+        if not (cv > 0 and math.isfinite(cv)):
+            raise UserError(f"--arrival-cv {cv!r} must be a positive number", "e.g. --arrival-cv 3 (1 is Poisson)")
+        shape = 1.0 / cv ** 2
+        t = np.concatenate([[0.0], np.cumsum(rng.gamma(shape, 1.0 / (qps * shape), cap - 1))]) if cap > 0 else np.zeros(0)
     else:
-        raise UserError(f"--arrivals {arrivals!r} is unknown", "use poisson or constant")
+        raise UserError(f"--arrivals {arrivals!r} is unknown", "use poisson, gamma or constant")
     if duration_s is not None:
         t = t[t < duration_s]
     return t

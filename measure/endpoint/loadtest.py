@@ -49,6 +49,7 @@ class LoadTestOptions:
     qps: str | None = None
     concurrency: int | None = None
     arrivals: str = "poisson"
+    arrival_cv: float = 1.0  # gamma arrivals: coefficient of variation of the gaps
     prompts_file: str | None = None
     regimes: str | None = None
     max_tokens: int = 512
@@ -186,9 +187,9 @@ async def _probe_mode(metrics_url: str | None, model: str, headers: dict) -> str
     return "ar"
 
 
-def plan_requests(items, n: int | None, duration_s: float | None, qps: float, arrivals: str, seed: int, unit: str):
+def plan_requests(items, n: int | None, duration_s: float | None, qps: float, arrivals: str, seed: int, unit: str, cv: float = 1.0):
     """The PlannedRequests of one load: arrival times and prompts (a seeded shuffle, cycled)."""
-    t = schedule_s(qps, arrivals, n, duration_s, seed)
+    t = schedule_s(qps, arrivals, n, duration_s, seed, cv)
     order = np.random.default_rng(seed + 1).permutation(len(items))
     tag = unit.replace("=", "")
     return [PlannedRequest(f"{tag}-{i:06d}", float(ti), items[order[i % len(items)]]) for i, ti in enumerate(t)]
@@ -274,7 +275,7 @@ def _manifest(lt: LoadTest) -> RunManifest:
     o = lt.opts
     settings = {
         "endpoint": lt.api_base, "metrics_url": lt.metrics_url, "api": o.api, "qps": [r if math.isfinite(r) else "inf" for r in lt.rates],
-        "arrivals": o.arrivals, "concurrency": o.concurrency, "requests": o.n_requests, "duration_s": o.duration,
+        "arrivals": o.arrivals, "arrival_cv": o.arrival_cv, "concurrency": o.concurrency, "requests": o.n_requests, "duration_s": o.duration,
         "max_tokens": o.max_tokens, "timeout_s": o.timeout_s, "prompts": o.prompts_file or "probe suite",
         "regimes": o.regimes, "n_prompts": len(lt.items), "seed": lt.seed, "ignore_eos": bool(o.ignore_eos),
         "continuous_usage": bool(o.continuous_usage), "metrics_interval_s": o.metrics_interval,
@@ -329,7 +330,7 @@ def run_loadtest(opts: LoadTestOptions) -> int:
                 con.print(f"{unit}: already done, skipped")
                 completed += 1  # a finished unit of an earlier run
                 continue
-            planned = plan_requests(lt.items, opts.n_requests, opts.duration, rate, opts.arrivals, lt.seed, unit)
+            planned = plan_requests(lt.items, opts.n_requests, opts.duration, rate, opts.arrivals, lt.seed, unit, opts.arrival_cv)
             con.print(f"{unit}: {len(planned)} requests to {cfg.url} ({lt.mode}, model {lt.model})")
             res = asyncio.run(run_unit(unit, cfg, planned, lt.metrics_url, opts.metrics_interval, lt.canvas, lt.headers))
             _record_load(w, lt, unit, rate, planned, res)

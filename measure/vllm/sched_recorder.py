@@ -12,7 +12,9 @@ scheduler class turns vLLM's automatic choice off (vllm/config/vllm.py picks Dif
 for a diffusion config only when none is named), so the diffusion recorder subclasses it.
 
 One JSON line per event, flushed per step (a killed server loses at most the step in flight):
-- {"ev": "add", "req", "t", "prompt", "max_tokens"}  when the scheduler receives a request;
+- {"ev": "add", "req", "t", "arr", "prompt", "max_tokens"}  when the scheduler receives a request
+  (`t`: the engine loop took it in, at a step boundary; `arr`: vLLM's own arrival time, when the API
+  server's input processor made the request);
 - {"ev": "step", "i", "t0", "t_sched", "t1", "tokens": {req: scheduled tokens}, "spec": {req: draft
   or canvas tokens}, "new": [...], "resumed": [...], "preempted": [...], "emitted": {req: tokens
   emitted}, "done": [finished]}; t0 = schedule() entered, t_sched = it returned, t1 =
@@ -85,8 +87,8 @@ class RecordingMixin:
     def add_request(self, request) -> None:
         super().add_request(request)
         sp = request.sampling_params
-        self._rec().write({"ev": "add", "req": request.request_id, "t": time.time(), "prompt": request.num_prompt_tokens,
-                           "max_tokens": getattr(sp, "max_tokens", None)})
+        self._rec().write({"ev": "add", "req": request.request_id, "t": time.time(), "arr": getattr(request, "arrival_time", None),
+                           "prompt": request.num_prompt_tokens, "max_tokens": getattr(sp, "max_tokens", None)})
 
     def schedule(self, *a, **kw):
         t0 = time.time()

@@ -80,6 +80,11 @@ class ServerSpec:
     kv_cache_bytes: int = DEFAULT_KV_BYTES
     eager: bool = True
     sched_record: Path | None = None  # JSON lines of every step's per-request schedule (vLLM's scheduler, recorded)
+    # CPU placement (validation on a small CPU machine): the engine's worker bound to `engine_cpus`
+    # (vLLM's VLLM_CPU_OMP_THREADS_BIND), the API server's process to `frontend_cpus`, so the
+    # front-end's HTTP/SSE work does not slow the engine's steps; None: vLLM's own placement
+    engine_cpus: str | None = None
+    frontend_cpus: tuple[int, ...] | None = None
     extra_args: list[str] = field(default_factory=list)
 
     @property
@@ -120,6 +125,8 @@ class ServerSpec:
             env[RECORD_ENV] = str(record_dir)
         if self.sched_record is not None:
             env[SCHED_RECORD_ENV] = str(Path(self.sched_record).resolve())
+        if self.engine_cpus is not None:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = self.engine_cpus
         env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         if self.mode == "diffusion":  # TEST/VALIDATION ONLY (see measure/vllm/cpu_triton/sitecustomize.py)
             env["PYTHONPATH"] = os.pathsep.join([str(CPU_TRITON), str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -143,8 +150,15 @@ class VllmServer:
     def start(self) -> "VllmServer":
         cmd = [self.python, *self.spec.args(self.port)]
         try:
+            cpus = self.spec.frontend_cpus
+
+            def _pre() -> None:
+                _die_with_parent()
+                if cpus:
+                    os.sched_setaffinity(0, set(cpus))
+
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.spec.env(self.record_dir),
-                                         start_new_session=True, cwd=str(REPO), preexec_fn=_die_with_parent)
+                                         start_new_session=True, cwd=str(REPO), preexec_fn=_pre)
         except OSError as e:
             raise UserError(f"vLLM server could not start ({self.python}: {e.strerror})", "build the vLLM environment with `make vllm-env`") from None
         Thread(target=self._pump, daemon=True).start()

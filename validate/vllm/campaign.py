@@ -1,0 +1,210 @@
+"""`costmodel validate --engine vllm`: per mode, one real vLLM server on the tiny model with its
+own scheduler recorded (measure/vllm/sched_recorder.py), a calibration load, a profile fitted from
+the calibration's engine steps (fit/steps.py), then the scored loads (validate/vllm/loads.py) at
+fractions of the capacity that profile predicts, each through the project's endpoint load
+generator (`costmodel measure --endpoint`).
+
+Layout of OUT (one directory per mode):
+    <mode>/calibration/          endpoint run of the calibration load + sched.jsonl.gz (its engine steps)
+    <mode>/calibration-steps/    engine-steps run built from those steps (what the fit reads)
+    <mode>/profile.json          the fitted profile (the simulator's step prices)
+    <mode>/<load>/               endpoint run of a scored load + sched.jsonl.gz + load.json (spec, rate)
+A finished load (load.json written) is kept and skipped when the command is run again; a server
+that fails ends its mode with one line, and the mode's finished loads stay scoreable.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from costmodel import atomic
+from costmodel.errors import UserError
+from costmodel.schemas.profile import Profile
+from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id, software_versions
+from measure.endpoint.loadtest import LoadTestOptions, run_loadtest
+from measure.vllm.sched_log import read_trace
+from measure.vllm.server import ServerSpec, VllmServer
+from validate.vllm import loads as L
+from validate.vllm.replay import capacity_rps
+
+SERVED = {"diffusion": "tiny-diffusiongemma", "ar": "tiny-gemma4", "mtp": "tiny-gemma4"}
+HARDWARE_FILE = Path(__file__).resolve().parents[2] / "data" / "runs" / "vllm-cpu" / "hardware.json"
+LATE_MS = 50.0  # client lateness (p95) above which the offered rate was not reached
+
+
+@dataclass
+class CampaignOptions:
+    out: Path
+    modes: list[str]
+    models: Path = Path("models/tiny")
+    loads: tuple = L.SCORED
+    server_timeout_s: float = 600.0
+    seed: int = 0
+    log: list[str] = field(default_factory=list)
+
+
+def server_spec(mode: str, dirs: dict, record: Path) -> ServerSpec:
+    common = dict(served_name=SERVED[mode], max_num_batched_tokens=L.MAX_NUM_BATCHED_TOKENS, sched_record=record, max_model_len=2048,
+                  **L.cpu_placement())
+    if mode == "diffusion":
+        return ServerSpec("diffusion", dirs[f"diffusion-c{L.CANVAS}"], canvas_length=L.CANVAS, **common)
+    if mode == "mtp":
+        return ServerSpec("mtp", dirs["ar"], assistant_dir=dirs["mtp-assistant"], num_speculative_tokens=L.MTP_K, max_num_seqs=L.AR_MAX_NUM_SEQS, **common)
+    return ServerSpec("ar", dirs["ar"], max_num_seqs=L.AR_MAX_NUM_SEQS, **common)
+
+
+class _SchedSlice:
+    """Cuts the server's one scheduler record into one file per load (the config line first)."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.config_line = path, 0, ""
+
+    def mark(self) -> None:
+        self.offset = self.path.stat().st_size if self.path.exists() else 0
+
+    def take(self, dest: Path) -> None:
+        data = self.path.read_bytes() if self.path.exists() else b""
+        lines = data[self.offset:].decode()
+        if not self.config_line:
+            head = data.decode().splitlines()
+            self.config_line = next((ln for ln in head if '"ev":"config"' in ln), "")
+        body = "".join(ln + "\n" for ln in lines.splitlines() if '"ev":"config"' not in ln)
+        atomic.write_bytes(dest, gzip.compress((self.config_line + "\n" + body).encode(), mtime=0))
+
+
+def _endpoint_load(url: str, mode: str, out: Path, prompts: Path, qps: str, n: int, arrivals: str, cv: float, seed: int) -> None:
+    opts = LoadTestOptions(endpoint=url, out=str(out), model=SERVED[mode], mode=mode, seed=seed, qps=qps, arrivals=arrivals, arrival_cv=cv,
+                           prompts_file=str(prompts), max_tokens=64, n_requests=n, metrics_url="none", timeout_s=600.0, api="completions",
+                           ignore_eos=True, canvas_length=L.CANVAS if mode == "diffusion" else None)
+    run_loadtest(opts)
+
+
+def steps_run(trace, mode: str, out: Path, source: str) -> Path:
+    """An engine-steps run directory (what `costmodel fit` reads) from a scheduler trace."""
+    cfg = trace.config
+    engine = {"name": "vllm", "version": cfg.get("vllm"), "device": "cpu", "recorder": "measure/vllm/sched_recorder.py",
+              "max_num_seqs": cfg.get("max_num_seqs"), "max_num_batched_tokens": cfg.get("max_num_batched_tokens")}
+    if mode == "diffusion":
+        engine["canvas_length"] = L.CANVAS
+    if mode == "mtp":
+        engine["num_speculative_tokens"] = cfg.get("num_spec_tokens")
+    man = RunManifest(run_id=new_run_id(f"steps-{mode}"), kind="engine-steps", mode=mode, model=SERVED[mode], weights="random",
+                      commit_source="random-weights" if mode == "diffusion" else "none", hardware="cpu-2core", gpu_name="cpu", engine=engine,
+                      settings={"source": source}, software=software_versions(), planned_units=["steps"])
+    df = trace.steps.copy()
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    with RunWriter(out, man) as w:
+        w.add("steps", df.to_dict("records"))
+        w.finish_unit("steps")
+    return out
+
+
+def fit_profile(trace, mode: str, mode_dir: Path) -> Profile:
+    from fit.assemble import FitOptions
+    from fit.steps import build_step_profile
+
+    run = steps_run(trace, mode, mode_dir / "calibration-steps", str(mode_dir / "calibration"))
+    res = build_step_profile([run], FitOptions(hardware="cpu-2core", hardware_file=str(HARDWARE_FILE), profile_id=f"vllm-cpu-{mode}-calibration", step_objective="mean",
+                                               notes=["validation calibration (validate/vllm): tiny random-weight model on vllm-cpu"]))
+    res.profile.save(mode_dir / "profile.json")
+    return res.profile
+
+
+def _lateness_p95_ms(run_dir: Path) -> float:
+    from costmodel.schemas.rundir import load_run
+
+    req = load_run(run_dir).table("requests")
+    late = req["lateness_ms"].to_numpy(float) if "lateness_ms" in req else np.zeros(1)
+    return float(np.nanpercentile(late, 95)) if len(late) else 0.0
+
+
+def _calibrate(opts: CampaignOptions, mode: str, srv: VllmServer, sl: _SchedSlice, mdir: Path, corpus: list[str]) -> tuple[Profile, float, dict]:
+    """The calibration load, its fit and the capacity it predicts (reused when already on disk)."""
+    cal = L.calibration(mode)
+    cdir = mdir / "calibration"
+    if not (cdir / "sched.jsonl.gz").exists():
+        prompts = L.write_prompts(mdir / "prompts-mixed.jsonl", "mixed", mode, corpus)
+        sl.mark()
+        _endpoint_load(srv.url, mode, cdir, prompts, ",".join(cal.calib_qps), cal.n_requests, "poisson", 1.0, opts.seed)
+        sl.take(cdir / "sched.jsonl.gz")
+    trace = read_trace(cdir / "sched.jsonl.gz", mode)
+    profile = fit_profile(trace, mode, mdir)
+    short = trace.requests[trace.requests["prompt_tokens"] < L.MAX_NUM_BATCHED_TOKENS]
+    cap = capacity_rps(profile, mode, trace.config, short["prompt_tokens"].to_numpy(), short["output_tokens"].to_numpy())
+    opts.log.append(f"{mode}: calibration {len(trace.steps)} engine steps; fitted profile {mdir / 'profile.json'}; capacity {cap:.3g} req/s")
+    return profile, cap, trace.config
+
+
+def _scored_load(opts: CampaignOptions, mode: str, spec: L.LoadSpec, srv: VllmServer, sl: _SchedSlice, mdir: Path, cap: float,
+                 corpus: list[str]) -> None:
+    ldir = mdir / spec.name
+    if (ldir / "load.json").exists():
+        opts.log.append(f"{mode}/{spec.name}: already recorded, kept")
+        return
+    if ldir.exists():
+        import shutil
+
+        shutil.rmtree(ldir)  # an unfinished earlier attempt: its load is sent again in full
+    prompts = L.write_prompts(mdir / f"prompts-{spec.prompts}.jsonl", spec.prompts, mode, corpus)
+    rate = round(spec.rate_frac * cap, 4)
+    sl.mark()
+    t = time.monotonic()
+    _endpoint_load(srv.url, mode, ldir, prompts, f"{rate:g}", spec.n_requests, spec.arrivals, spec.cv, opts.seed + 1)
+    sl.take(ldir / "sched.jsonl.gz")
+    late = _lateness_p95_ms(ldir)
+    note = "" if late <= LATE_MS else f"offered rate NOT reached: the load generator sent late (p95 {late:.0f} ms)"
+    atomic.write_json(ldir / "load.json", {"load": spec.to_dict(), "capacity_rps": cap, "rate_rps": rate, "client_lateness_p95_ms": late,
+                                           "note": note, "wall_s": round(time.monotonic() - t, 1)})
+    opts.log.append(f"{mode}/{spec.name}: {spec.n_requests} requests at {rate:g} req/s ({spec.arrivals}, cv {spec.cv:g}) in "
+                    f"{time.monotonic() - t:.0f} s" + (f"; {note}" if note else ""))
+
+
+def run_mode(opts: CampaignOptions, mode: str, dirs: dict, corpus: list[str]) -> None:
+    mdir = opts.out / mode
+    mdir.mkdir(parents=True, exist_ok=True)
+    record = mdir / ".sched-live.jsonl"
+    record.unlink(missing_ok=True)
+    spec = server_spec(mode, dirs, record)
+    t = time.monotonic()
+    with VllmServer(spec, timeout_s=opts.server_timeout_s, log_path=mdir / ".server.log") as srv:
+        opts.log.append(f"{mode}: vLLM server up in {time.monotonic() - t:.0f} s")
+        sl = _SchedSlice(record)
+        _, cap, _ = _calibrate(opts, mode, srv, sl, mdir, corpus)
+        for load in opts.loads:
+            if not srv.alive():
+                raise UserError(f"vLLM server ({mode}) died: {srv.cause()}", f"the finished loads under {mdir} are kept; run again to finish")
+            _scored_load(opts, mode, load, srv, sl, mdir, cap, corpus)
+    record.unlink(missing_ok=True)
+
+
+def run_campaign(opts: CampaignOptions) -> list[str]:
+    """Every mode in turn; a mode whose server fails is reported and the next one runs."""
+    import os
+
+    from measure.vllm.tiny_models import _corpus, build_all
+
+    place = L.cpu_placement()
+    if place.get("frontend_cpus"):  # the load generator beside the API server, off the engine's core
+        os.sched_setaffinity(0, set(place["frontend_cpus"]))
+
+    dirs = build_all(opts.models)
+    corpus = _corpus()
+    failed = []
+    for mode in opts.modes:
+        try:
+            run_mode(opts, mode, dirs, corpus)
+        except UserError as e:
+            failed.append(f"{mode}: {e}")
+            opts.log.append(f"{mode}: FAILED: {e}")
+    if failed and len(failed) == len(opts.modes):
+        raise UserError("; ".join(failed), "see the server logs under " + str(opts.out))
+    return opts.log

@@ -1,0 +1,91 @@
+"""The simulator on the requests vLLM served: the same engine arrivals, prompt and output lengths,
+the engine's own diffusion steps per canvas and MTP tokens per verify step, under the settings
+vLLM's scheduler enforced (max_num_seqs, max_num_batched_tokens, KV blocks), priced by the profile
+fitted from the separate calibration load. Every simulated step is traced for the step-by-step
+comparison.
+
+Time origin: the first engine arrival of the load (the scheduler's add_request), so simulated and
+engine times share one clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from costmodel.schemas.profile import Profile
+from measure.vllm.sched_log import EngineTrace
+from simulate.engine import EngineConfig
+from simulate.sim import simulate_point
+from simulate.workload import Requests
+
+TRACE_COLUMNS = ("replica", "step", "start_s", "dt_s", "prefill_reqs", "prefill_tokens", "groups")
+
+
+@dataclass
+class Replayed:
+    """The simulation of one recorded load: per request (arrival order) and per step."""
+
+    requests: pd.DataFrame  # client_id, arrival_s, start_s, first_s, finish_s, steps (simulator records)
+    steps: pd.DataFrame  # TRACE_COLUMNS, one row per simulated engine step
+    t0: float  # the engine clock's origin (unix seconds)
+
+
+def engine_config(config: dict, **over) -> EngineConfig:
+    """The simulator settings of the recorded scheduler: running cap, token budget, KV tokens."""
+    kv = int(config.get("num_blocks") or 0) * int(config.get("block_size") or 0)
+    base = dict(max_num_seqs=int(config["max_num_seqs"]), max_num_batched_tokens=int(config["max_num_batched_tokens"]),
+                kv_capacity_tokens=kv or None, shape_bits=0)
+    base.update(over)
+    return EngineConfig(**base).validate()
+
+
+def trace_requests(trace: EngineTrace) -> tuple[Requests, float]:
+    """The recorded requests as the simulator's Requests (engine arrival order), and the time origin."""
+    rq = trace.requests.sort_values("arrival_t").reset_index(drop=True)
+    t0 = float(rq["arrival_t"].iloc[0])
+    arr = rq["arrival_t"].to_numpy(float) - t0
+    recorded = {}
+    if trace.mode == "diffusion":
+        recorded["steps_per_canvas"] = [list(x) for x in rq["steps_per_canvas"]]
+    elif trace.mode == "mtp":
+        recorded["tokens_per_step"] = [list(x) for x in rq["tokens_per_step"]]
+    window = float(arr[-1]) if len(arr) > 1 else 0.0
+    qps = (len(arr) - 1) / window if window > 0 else 1.0
+    out = np.maximum(rq["output_tokens"].to_numpy(np.int64), 1)
+    reqs = Requests(arr, rq["prompt_tokens"].to_numpy(np.int64), out, np.zeros(len(rq), np.int64), ("R1",), window, qps,
+                    recorded=recorded or None)
+    return reqs, t0
+
+
+def replay(profile: Profile, trace: EngineTrace, **engine_over) -> Replayed:
+    """Simulate the recorded load once (one replica, nothing left out as warm-up, no abort)."""
+    reqs, t0 = trace_requests(trace)
+    steps: list = []
+    (_, df), _ = simulate_point(profile, trace.mode, reqs, replicas=1, cfg=engine_config(trace.config, **engine_over), router="least-outstanding",
+                                seed=0, warmup_frac=0.0, abort_backlog_s=None, drain_s=None, workload_desc="vLLM recorded load",
+                                step_trace=steps)
+    rq = trace.requests.sort_values("arrival_t").reset_index(drop=True)
+    sim = pd.DataFrame({"client_id": rq["client_id"], "arrival_s": reqs.arrival_s})
+    for col in ("start_s", "first_token_s", "finish_s", "steps"):
+        if col in df:
+            sim[col] = df[col].to_numpy()
+    return Replayed(sim, pd.DataFrame(steps, columns=list(TRACE_COLUMNS)), t0)
+
+
+def capacity_rps(profile: Profile, mode: str, config: dict, prompt_tokens: np.ndarray, output_tokens: np.ndarray, n: int = 400) -> float:
+    """Requests per second one replica serves with every request waiting from t = 0 (the profile's
+    own draws): the saturation throughput the loads' rates are fractions of."""
+    rng = np.random.default_rng(0)
+    i = rng.integers(0, len(prompt_tokens), n)
+    reqs = Requests(np.zeros(n), np.asarray(prompt_tokens)[i].astype(np.int64), np.asarray(output_tokens)[i].astype(np.int64),
+                    np.zeros(n, np.int64), ("R1",), 0.0, 1.0)
+    (_, df), _ = simulate_point(profile, mode, reqs, replicas=1, cfg=engine_config(config), router="least-outstanding", seed=0,
+                                warmup_frac=0.0, abort_backlog_s=None, drain_s=1e6, workload_desc="capacity burst")
+    fin = df["finish_s"].to_numpy(float)
+    fin = np.sort(fin[np.isfinite(fin)])
+    # the steady middle of the drain: leave out the ramp-up and the tail where the batch empties
+    lo, hi = int(0.2 * len(fin)), int(0.8 * len(fin))
+    return float((hi - lo) / (fin[hi] - fin[lo]))

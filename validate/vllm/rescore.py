@@ -1,0 +1,127 @@
+"""Re-score a recorded vLLM validation on any CPU (`costmodel validate --engine vllm --score-only`):
+per mode, refit the profile from the calibration's engine steps, replay every scored load in the
+simulator and score it. Writes OUT/scores.csv (per load), OUT/steps.csv (per step),
+OUT/requests.csv (per request) and OUT/summary.csv (per mode: the largest error per metric
+below saturation), atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from costmodel import atomic
+from costmodel.errors import UserError
+from costmodel.schemas.profile import Profile
+from costmodel.schemas.rundir import load_run
+from measure.vllm.sched_log import read_trace
+from validate.vllm.replay import capacity_rps, replay
+from validate.vllm.score import (TARGETS_PCT, frontend_overhead_ms, load_scores, request_summary, request_table, scores_frame,
+                                 step_table)
+
+UNSTABLE_FRAC = 1.5  # the overload check: Poisson at this multiple of the fitted capacity must be called unstable
+
+
+@dataclass
+class Rescored:
+    scores: pd.DataFrame
+    steps: pd.DataFrame
+    requests: pd.DataFrame
+    summary: pd.DataFrame
+
+
+def _client(run_dir: Path) -> pd.DataFrame | None:
+    run = load_run(run_dir)
+    if not run.has("requests"):
+        return None
+    req = run.table("requests")
+    return req[req["status"] == "ok"]
+
+
+def _profile(mdir: Path, refit: bool) -> tuple[Profile, object]:
+    from validate.vllm.campaign import fit_profile
+
+    cal = read_trace(mdir / "calibration" / "sched.jsonl.gz", mdir.name)
+    if refit:
+        return fit_profile(cal, mdir.name, mdir), cal
+    return Profile.load(mdir / "profile.json"), cal
+
+
+def overload_check(profile: Profile, mode: str, config: dict, cal) -> dict:
+    """Poisson arrivals at UNSTABLE_FRAC x the fitted capacity for 120 s, lengths as the
+    calibration's: the simulator must call the point unstable (its queue grows without bound)."""
+    import numpy as np
+
+    from simulate.sim import simulate_point
+    from simulate.workload import Requests
+    from validate.vllm.replay import engine_config
+
+    rq = cal.requests
+    p, o = rq["prompt_tokens"].to_numpy(), rq["output_tokens"].to_numpy()
+    cap = capacity_rps(profile, mode, config, p, o)
+    rate = UNSTABLE_FRAC * cap
+    rng = np.random.default_rng(1)
+    arr = np.cumsum(rng.exponential(1.0 / rate, int(rate * 120)))
+    i = rng.integers(0, len(p), len(arr))
+    reqs = Requests(arr, p[i].astype(np.int64), np.maximum(o[i], 1).astype(np.int64), np.zeros(len(arr), np.int64), ("R1",), float(arr[-1]), rate)
+    (summary, _), _ = simulate_point(profile, mode, reqs, replicas=1, cfg=engine_config(config), router="least-outstanding", seed=0,
+                                     warmup_frac=0.1, abort_backlog_s=60.0, drain_s=None, workload_desc="overload check")
+    return {"capacity_rps": cap, "offered_rps": rate, "stable": bool(summary.stable)}
+
+
+def rescore_mode(mdir: Path, refit: bool = True) -> tuple[list, list, list, dict]:
+    mode = mdir.name
+    profile, cal = _profile(mdir, refit)
+    cal_client = _client(mdir / "calibration")
+    front = frontend_overhead_ms(cal, cal_client) if cal_client is not None else None
+    scores, steps, reqs = [], [], []
+    for ldir in sorted(p.parent for p in mdir.glob("*/load.json")):
+        trace = read_trace(ldir / "sched.jsonl.gz", mode)
+        rep = replay(profile, trace)
+        scores += load_scores(trace, rep, ldir.name, front, _client(ldir))
+        steps.append(step_table(trace, rep, ldir.name))
+        rt = request_table(trace, rep, ldir.name)
+        reqs.append(rt)
+    if not scores:
+        raise UserError(f"{mdir} holds no scored loads (<load>/load.json)", "run `costmodel validate --engine vllm` first")
+    over = overload_check(profile, mode, cal.config, cal)
+    return scores, steps, reqs, over
+
+
+def summarise(scores: pd.DataFrame, reqs: pd.DataFrame, over: dict[str, dict]) -> pd.DataFrame:
+    rows = []
+    for mode, g in scores.groupby("mode", sort=False):
+        row = {"mode": mode}
+        for metric in TARGETS_PCT:
+            e = g.loc[g["metric"] == metric, "rel_error_pct"].abs()
+            row[f"{metric}_max_abs_err_pct"] = float(e.max()) if len(e) else float("nan")
+        row["targets_met"] = bool(g["met"].dropna().all())
+        row.update(request_summary(reqs[reqs["mode"] == mode]))
+        row.update({f"overload_{k}": v for k, v in over[mode].items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def rescore(out: str | Path, modes: list[str] | None = None, refit: bool = True) -> Rescored:
+    out = Path(out)
+    mdirs = [d for d in sorted(out.iterdir()) if (d / "calibration").is_dir()] if out.is_dir() else []
+    if modes:
+        mdirs = [d for d in mdirs if d.name in modes]
+    if not mdirs:
+        raise UserError(f"{out} holds no recorded vLLM validation (<mode>/calibration/)", "run `costmodel validate --engine vllm -o DIR` first")
+    scores, steps, reqs, over = [], [], [], {}
+    for d in mdirs:
+        s, st, rq, ov = rescore_mode(d, refit)
+        scores += s
+        steps += st
+        reqs += rq
+        over[d.name] = ov
+    sf, stf, rqf = scores_frame(scores), pd.concat(steps, ignore_index=True), pd.concat(reqs, ignore_index=True)
+    summ = summarise(sf, rqf, over)
+    for name, df in (("scores", sf), ("steps", stf), ("requests", rqf), ("summary", summ)):
+        atomic.write_csv(out / f"{name}.csv", df)
+    atomic.write_text(out / "overload.json", json.dumps(over, indent=1))
+    return Rescored(sf, stf, rqf, summ)

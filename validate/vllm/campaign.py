@@ -47,6 +47,12 @@ class CampaignOptions:
     server_timeout_s: float = 600.0
     seed: int = 0
     log: list[str] = field(default_factory=list)
+    say: object = None  # callable(str): progress lines as they happen (the CLI prints them)
+
+    def note(self, line: str) -> None:
+        self.log.append(line)
+        if callable(self.say):
+            self.say(line)
 
 
 def server_spec(mode: str, dirs: dict, record: Path) -> ServerSpec:
@@ -140,7 +146,7 @@ def _calibrate(opts: CampaignOptions, mode: str, srv: VllmServer, sl: _SchedSlic
     profile = fit_profile(trace, mode, mdir)
     short = trace.requests[trace.requests["prompt_tokens"] < L.MAX_NUM_BATCHED_TOKENS]
     cap = capacity_rps(profile, mode, trace.config, short["prompt_tokens"].to_numpy(), short["output_tokens"].to_numpy())
-    opts.log.append(f"{mode}: calibration {len(trace.steps)} engine steps; fitted profile {mdir / 'profile.json'}; capacity {cap:.3g} req/s")
+    opts.note(f"{mode}: calibration {len(trace.steps)} engine steps; fitted profile {mdir / 'profile.json'}; capacity {cap:.3g} req/s")
     return profile, cap, trace.config
 
 
@@ -148,7 +154,7 @@ def _scored_load(opts: CampaignOptions, mode: str, spec: L.LoadSpec, srv: VllmSe
                  corpus: list[str]) -> None:
     ldir = mdir / spec.name
     if (ldir / "load.json").exists():
-        opts.log.append(f"{mode}/{spec.name}: already recorded, kept")
+        opts.note(f"{mode}/{spec.name}: already recorded, kept")
         return
     if ldir.exists():
         import shutil
@@ -164,7 +170,7 @@ def _scored_load(opts: CampaignOptions, mode: str, spec: L.LoadSpec, srv: VllmSe
     note = "" if late <= LATE_MS else f"offered rate NOT reached: the load generator sent late (p95 {late:.0f} ms)"
     atomic.write_json(ldir / "load.json", {"load": spec.to_dict(), "capacity_rps": cap, "rate_rps": rate, "client_lateness_p95_ms": late,
                                            "note": note, "wall_s": round(time.monotonic() - t, 1)})
-    opts.log.append(f"{mode}/{spec.name}: {spec.n_requests} requests at {rate:g} req/s ({spec.arrivals}, cv {spec.cv:g}) in "
+    opts.note(f"{mode}/{spec.name}: {spec.n_requests} requests at {rate:g} req/s ({spec.arrivals}, cv {spec.cv:g}) in "
                     f"{time.monotonic() - t:.0f} s" + (f"; {note}" if note else ""))
 
 
@@ -176,7 +182,7 @@ def run_mode(opts: CampaignOptions, mode: str, dirs: dict, corpus: list[str]) ->
     spec = server_spec(mode, dirs, record)
     t = time.monotonic()
     with VllmServer(spec, timeout_s=opts.server_timeout_s, log_path=mdir / ".server.log") as srv:
-        opts.log.append(f"{mode}: vLLM server up in {time.monotonic() - t:.0f} s")
+        opts.note(f"{mode}: vLLM server up in {time.monotonic() - t:.0f} s")
         sl = _SchedSlice(record)
         _, cap, _ = _calibrate(opts, mode, srv, sl, mdir, corpus)
         for load in opts.loads:
@@ -204,7 +210,7 @@ def run_campaign(opts: CampaignOptions) -> list[str]:
             run_mode(opts, mode, dirs, corpus)
         except UserError as e:
             failed.append(f"{mode}: {e}")
-            opts.log.append(f"{mode}: FAILED: {e}")
+            opts.note(f"{mode}: FAILED: {e}")
     if failed and len(failed) == len(opts.modes):
         raise UserError("; ".join(failed), "see the server logs under " + str(opts.out))
     return opts.log

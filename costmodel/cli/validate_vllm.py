@@ -1,0 +1,48 @@
+"""`costmodel validate --engine vllm`: the campaign (validate/vllm/campaign.py) unless --score-only,
+then the re-score (validate/vllm/rescore.py) and its tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+
+from costmodel.console import make_console
+from costmodel.errors import UserError
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4g}" if v == v else "-"
+
+
+def print_scores(con, res) -> None:
+    t = Table(title="Simulator vs vLLM's scheduler, per load (engine clock; client_* rows: the client's, with the calibration's front-end time)")
+    for c in ("mode", "load", "metric", "vLLM", "simulator", "error %", "target %", "met"):
+        t.add_column(c)
+    for r in res.scores.itertuples():
+        met = "" if r.met is None or r.met != r.met else ("yes" if r.met else "NO")
+        t.add_row(r.mode, r.load, r.metric, _fmt(r.measured), _fmt(r.predicted), f"{r.rel_error_pct:+.1f}",
+                  "" if r.target_pct is None or r.target_pct != r.target_pct else f"{r.target_pct:g}", met)
+    con.print(t)
+    s = Table(title="Per mode: largest |error| below saturation, requests' step indices, overload check")
+    for c in res.summary.columns:
+        s.add_column(c)
+    for row in res.summary.itertuples(index=False):
+        s.add_row(*[_fmt(v) if isinstance(v, float) else str(v) for v in row])
+    con.print(s)
+
+
+def run_vllm_validation(modes: list[str], out: Path, score_only: bool, models: Path, seed: int) -> None:
+    from validate.vllm.rescore import rescore
+
+    con = make_console()
+    if not score_only:
+        from measure.vllm.server import vllm_python
+        from validate.vllm.campaign import CampaignOptions, run_campaign
+
+        if not Path(vllm_python()).exists():
+            raise UserError(f"no vLLM environment at {vllm_python()}", "build it with `make vllm-env`, or set COSTMODEL_VLLM_PYTHON")
+        run_campaign(CampaignOptions(out=out, modes=modes, models=models, seed=seed, say=con.print))
+    res = rescore(out, modes)
+    print_scores(con, res)
+    con.print(f"wrote {out / 'scores.csv'}, {out / 'steps.csv'}, {out / 'requests.csv'}, {out / 'summary.csv'}")

@@ -54,6 +54,7 @@ from costmodel.schemas.rundir import STEP_COLUMNS, Run, load_run
 from costmodel.timestamps import now_iso
 from fit.assemble import FitOptions, FitResult, resolve_target
 from fit.mtp import acceptance_from_counters
+from costmodel.modes.mtp import draft_passes
 from fit.passes import HELDOUT_TARGET_PCT, SELECT_TOL_POINTS, SELECT_TOL_REL, PassFit, mape_pct
 
 KIND = "engine-steps"
@@ -130,9 +131,9 @@ def load_steps(run: Run, time_column: str, msgs: list[str]) -> pd.DataFrame:
 
 
 # ---- shapes and design ------------------------------------------------------------------------
-def step_segments(row, mode: str, engine: dict) -> tuple[tuple[Segment, ...], Segment | None, int]:
-    """(joint-pass segments, the side pass's segment or None, side passes per step) of one step, in the
-    shapes the simulator prices."""
+def step_segments(row, mode: str, engine: dict) -> tuple[tuple[Segment, ...], list | None, int]:
+    """(joint-pass segments, the side passes as [(segments of one pass, count)] or None, k) of one
+    step, in the shapes the simulator prices (MTP: costmodel.modes.mtp.draft_passes)."""
     sm = get_mode(mode)
     running = max(int(row.running), 1)
     ctx = int(round(float(row.kv_tokens) / running)) if float(row.kv_tokens) > 0 else 0
@@ -146,11 +147,13 @@ def step_segments(row, mode: str, engine: dict) -> tuple[tuple[Segment, ...], Se
             if n > 0 and t > 0:
                 segs.append(Segment(kind, int(n), max(1, int(round(t / n))), ctx))
     elif mode == "mtp":
+        verify = Segment("verify_step", 0, 1, ctx)
         if row.verify_reqs > 0:
             n = int(row.verify_reqs)
-            segs.append(Segment("verify_step", n, max(1, int(round(row.verify_tokens / n))), ctx))
-            k = int(engine.get("num_speculative_tokens") or 0)
-            side = Segment("draft_step", n, 1, ctx) if k else None
+            verify = Segment("verify_step", n, max(1, int(round(row.verify_tokens / n))), ctx)
+            segs.append(verify)
+        k = int(engine.get("num_speculative_tokens") or 0)
+        side = draft_passes(segs[0] if segs and segs[0].kind == sm.prefill_kind else None, verify, k) or None
     elif row.decode_reqs > 0:
         n = int(row.decode_reqs)
         segs.append(Segment("decode_step", n, max(1, int(round(row.decode_tokens / n))), ctx))
@@ -183,7 +186,7 @@ def build_design(steps: pd.DataFrame, mode: str, target, engine: dict) -> Design
     shapes: dict[str, list] = {}
     for row in steps.itertuples():
         segs, side, k = step_segments(row, mode, engine)
-        for sg in segs + ((side,) if side is not None else ()):
+        for sg in segs + tuple(x for ps, _ in (side or ()) for x in ps):
             shapes.setdefault(sg.kind, []).append((sg.seqs, sg.tokens, sg.context))
         total = sum(s.seqs * s.tokens for s in segs)
         sh = {kd: 0.0 for kd in kinds}
@@ -192,11 +195,16 @@ def build_design(steps: pd.DataFrame, mode: str, target, engine: dict) -> Design
         rj = roof.pass_cost(segs)
         fj.append(features(rj, segs))
         fl = rj.roofline_ms
-        if side is not None:
-            rs = target.roof_for(side.kind).pass_cost((side,))
-            fs.append(features(rs, (side,)))
-            sh[side.kind] = float(k)
-            fl += k * rs.roofline_ms
+        if side:
+            # the side passes' features summed (each pass priced alone, `count` times), share 1
+            acc: dict[str, float] = {}
+            for ps, count in side:
+                rs = target.roof_for(ps[0].kind).pass_cost(ps)
+                for f, v in features(rs, ps).items():
+                    acc[f] = acc.get(f, 0.0) + count * v
+                fl += count * rs.roofline_ms
+            fs.append(acc)
+            sh[side[0][0][0].kind] = 1.0
         else:
             fs.append({f: 0.0 for f in fj[-1]})
         shares.append(sh)
@@ -213,6 +221,10 @@ def _matrix(d: Design, feats: tuple[str, ...], mode: str) -> tuple[pd.DataFrame,
             continue
         src = d.side_feats if kind in side else d.feats
         for f in feats:
+            if kind in side and f == "const":
+                # side passes run in (nearly) every step, so their fixed cost is collinear with the
+                # joint pass's: the joint pass's constant carries it
+                continue
             cols[f"{kind}:{f}"] = d.share[kind].to_numpy() * src[f].to_numpy()
             names.append((kind, f))
     return pd.DataFrame(cols, index=d.share.index), names

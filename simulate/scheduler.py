@@ -59,6 +59,9 @@ class Replica:
 
     def __init__(self, idx: int, departures: list, cfg, kv_capacity: int, pricer, rec, tracker, plan=None, n_groups: int = 1):
         self.idx = idx
+        # vLLM's async scheduling (GPU default; vllm/v1/engine/core.py step_with_batch_queue): step N+1 is
+        # scheduled while step N runs, so an arrival during step N is first admitted at step N+2
+        self.async_sched = bool(getattr(cfg, "async_scheduling", False))
         self.departures = departures  # finish times of every replica (the event loop merges them in time order)
         self.now = 0.0  # this replica's clock: the start of the step being scheduled, or the end of the last
         self.budget = int(cfg.max_num_batched_tokens)
@@ -99,6 +102,8 @@ class Replica:
     def enqueue(self, r) -> None:
         """Queue r; an idle replica joins the loop's `woken` list (it starts a step at the arrival)."""
         r.replica = self.idx
+        # the first step that may admit r: the next one, or (async, a step in flight) the one after it
+        r.eligible = self.step + 2 if (self.async_sched and self.t_end is not None) else 0
         self.waiting.append(r)
         self.outstanding += 1
         if self.t_end is None and not self.woken:
@@ -127,8 +132,8 @@ class Replica:
             rec_start = self.rec.start_s
             while waiting and budget > 0 and len(running) < self.max_seqs:
                 r = waiting[0]
-                if self.kv_used + self.kv_reserved + r.prefill_len > self.kv_cap:
-                    break
+                if self.kv_used + self.kv_reserved + r.prefill_len > self.kv_cap or (r.eligible > self.step and running):
+                    break  # (async: a step with nothing else to run takes it at once, as an idle engine does)
                 waiting.popleft()
                 running[r.rid] = r
                 self.prefilling.append(r)
@@ -185,8 +190,16 @@ class Replica:
         return dues[0] if dues else float("inf")
 
     def finish(self, r, t: float, kv: float) -> None:
+        self.release(r, kv)
+        self.record_finish(r, t)
+
+    def release(self, r, kv: float) -> None:
+        """Free r's KV and running slot."""
         self.kv_used -= kv
         del self.running[r.rid]
+
+    def record_finish(self, r, t: float) -> None:
+        """r's last output was emitted at t (its slot may be released later: see the diffusion mode)."""
         self.outstanding -= 1
         rec = self.rec
         rec.finish_s[r.rid] = t

@@ -37,7 +37,9 @@ def test_exact_prices_are_pass_ms_of_the_mix():
     a = StepPricer(PROFILE, "ar", 0)
     assert a.price(0, 0, 0, (40,), (40 * 512,)) == pytest.approx(PROFILE.pass_ms("ar", (S("decode_step", 40, 1, 512),)) / 1e3)
     m = StepPricer(PROFILE, "mtp", 0)
-    want = 4 * PROFILE.pass_ms("mtp", (S("draft_step", 8, 1, 300),)) + PROFILE.pass_ms("mtp", (S("prefill", 1, 64, 0), S("verify_step", 8, 5, 300)))
+    # vLLM's speculator: one draft pass over the 8 x 5 verified and the 64 prefill tokens, then 3 one-token passes over 9 sequences
+    want = (PROFILE.pass_ms("mtp", (S("draft_step", 8, 5, 300), S("draft_step", 1, 64, 0))) + 3 * PROFILE.pass_ms("mtp", (S("draft_step", 9, 1, 300),))
+            + PROFILE.pass_ms("mtp", (S("prefill", 1, 64, 0), S("verify_step", 8, 5, 300))))
     assert m.price(1, 64, 0, (8,), (8 * 300,)) == pytest.approx(want / 1e3)
 
 

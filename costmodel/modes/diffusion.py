@@ -179,7 +179,12 @@ class DiffusionEngine:
             for r, ep in ev:
                 if ep != r.epoch:
                     continue
-                if r.committing:
+                if r.block >= self.nblocks[r.rid]:  # its wasted denoise step after the last commit (async)
+                    self.n_den -= 1
+                    self.s_den -= r.ctx0
+                    r.steps += 1
+                    self.release(r, r.ctx0)
+                elif r.committing:
                     self._emit(r, s, t)
                 else:  # k denoising steps done: the next step is the commit pass
                     self.n_den -= 1
@@ -201,10 +206,19 @@ class DiffusionEngine:
         r.ctx0 += self.C
         r.emitted = min(r.n_out, self.C * r.block)
         self.first_output(r, t)
-        if r.block >= self.nblocks[r.rid]:
-            self.finish(r, t, r.ctx0)
-        else:
+        if r.block < self.nblocks[r.rid]:
             self._denoise(r, s)
+        elif self.async_sched:
+            # vLLM's DiffusionAsyncScheduler scheduled step s+1 before this commit's output was read, with
+            # r as a denoising canvas (the max_tokens guard does not fire on a final commit,
+            # vllm/v1/core/sched/diffusion_scheduler.py): r finishes now, its canvas and slot go after s+1
+            self.record_finish(r, t)
+            self.n_den += 1
+            self.s_den += r.ctx0
+            r.dec_start = s + 1
+            self.push(s + 1, r)
+        else:
+            self.finish(r, t, r.ctx0)
 
     def _denoise(self, r, s: int) -> None:
         r.dec_start = s + 1

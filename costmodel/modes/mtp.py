@@ -155,10 +155,25 @@ class MtpMode(ServingMode):
         return MtpDraws(profile, reqs, seed)
 
     def step_ms(self, profile, prefill, groups, draws) -> float:
-        """k sequential one-token draft passes of the assistant over the verifying sequences, then
-        one joint forward of the prefill chunks and the (k+1)-token verify pass."""
-        ms = 0.0
-        verify = groups[0]
-        if verify.seqs:
-            ms += draws.side_passes * profile.pass_ms(self.name, (Segment(self.side_kinds[0], verify.seqs, 1, verify.context),))
+        """The assistant's draft passes (`draft_passes`), then one joint forward of the prefill chunks
+        and the (k+1)-token verify pass."""
+        ms = sum(n * profile.pass_ms(self.name, segs) for segs, n in draft_passes(prefill, groups[0], draws.side_passes))
         return ms + super().step_ms(profile, prefill, groups, draws)
+
+
+def draft_passes(prefill: Segment | None, verify: Segment, k: int) -> list[tuple[tuple[Segment, ...], int]]:
+    """The assistant's passes in one MTP engine step, as (segments of one pass, how many such passes),
+    following vLLM 0.32's speculator (vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py;
+    V1's EAGLE proposer has the same shape): the first draft pass runs over every token the target ran
+    in the step (k+1 per verifying sequence and every prefill-chunk token), then k-1 one-token passes
+    over the sequences that draft (verifying ones and prefill chunks)."""
+    if k <= 0 or not (verify.seqs or prefill is not None):
+        return []
+    kind = "draft_step"
+    first = ((Segment(kind, verify.seqs, k + 1, verify.context),) if verify.seqs else ()) + \
+        ((Segment(kind, prefill.seqs, prefill.tokens, prefill.context),) if prefill is not None else ())
+    out = [(first, 1)]
+    seqs = verify.seqs + (prefill.seqs if prefill is not None else 0)
+    if k > 1:
+        out.append(((Segment(kind, seqs, 1, verify.context if verify.seqs else 0),), k - 1))
+    return out

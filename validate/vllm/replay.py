@@ -37,7 +37,7 @@ def engine_config(config: dict, **over) -> EngineConfig:
     """The simulator settings of the recorded scheduler: running cap, token budget, KV tokens."""
     kv = int(config.get("num_blocks") or 0) * int(config.get("block_size") or 0)
     base = dict(max_num_seqs=int(config["max_num_seqs"]), max_num_batched_tokens=int(config["max_num_batched_tokens"]),
-                kv_capacity_tokens=kv or None, shape_bits=0)
+                kv_capacity_tokens=kv or None, shape_bits=0, async_scheduling=bool(config.get("async_scheduling", False)))
     base.update(over)
     return EngineConfig(**base).validate()
 

@@ -221,13 +221,20 @@ def _matrix(d: Design, feats: tuple[str, ...], mode: str) -> tuple[pd.DataFrame,
             continue
         src = d.side_feats if kind in side else d.feats
         for f in feats:
-            if kind in side and f == "const":
-                # side passes run in (nearly) every step, so their fixed cost is collinear with the
-                # joint pass's: the joint pass's constant carries it
+            if kind in side and f == "const" and _collinear_const(d, kind):
+                # side passes that run in every step: their fixed cost is collinear with the joint
+                # pass's, whose constant carries it
                 continue
             cols[f"{kind}:{f}"] = d.share[kind].to_numpy() * src[f].to_numpy()
             names.append((kind, f))
     return pd.DataFrame(cols, index=d.share.index), names
+
+
+def _collinear_const(d: Design, kind: str) -> bool:
+    """A side kind's constant column equals a combination of the joint kinds' constants (it runs in every step)."""
+    side = d.side_feats["const"].to_numpy() * d.share[kind].to_numpy()
+    joint = d.share[[k for k in d.kinds if k != kind]].sum(axis=1).to_numpy()
+    return bool(np.all(side > 0)) and np.allclose(side / side.max(), joint / joint.max())
 
 
 def _wls(X: pd.DataFrame, y: np.ndarray, objective: str = "relative"):
@@ -334,6 +341,8 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int, objecti
     for kind in d.kinds:
         if (d.share[kind] > 0).any() and kind not in coef:
             coef[kind] = {"roofline_ms": 1.0}  # not separable from the other kinds' time: they carry it
+        elif kind in get_mode(mode).side_kinds and "const" not in coef.get(kind, {}):
+            coef[kind]["roofline_ms"] = coef[kind].get("roofline_ms", 0.0) + 1.0  # never below its roofline
     held, desc = _heldout(X, y, d, blocks, mode, objective)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -178,7 +178,8 @@ def read_trace(path: str | Path, mode: str) -> EngineTrace:
         nxt = steps[i + 1]["t0"] if i + 1 < len(steps) and _busy_after(st, steps[i + 1], w) else None
         rows.append(_step_row(mode, st, w, nxt))
     sdf = pd.DataFrame(rows)
-    reqs = pd.DataFrame([{k: q[k] for k in REQUEST_COLUMNS} for q in w.req.values()]).sort_values("arrival_t").reset_index(drop=True)
+    reqs = pd.DataFrame([{k: q[k] for k in REQUEST_COLUMNS} for q in w.req.values()], columns=list(REQUEST_COLUMNS))
+    reqs = reqs.sort_values("arrival_t").reset_index(drop=True)
     return EngineTrace(mode, config, sdf, reqs)
 
 

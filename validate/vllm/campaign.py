@@ -56,8 +56,9 @@ class CampaignOptions:
 
 
 def server_spec(mode: str, dirs: dict, record: Path) -> ServerSpec:
+    # prefix caching off: the simulator computes every prompt token (it does not model cache hits)
     common = dict(served_name=SERVED[mode], max_num_batched_tokens=L.MAX_NUM_BATCHED_TOKENS, sched_record=record, max_model_len=2048,
-                  **L.cpu_placement())
+                  extra_args=["--no-enable-prefix-caching"], **L.cpu_placement())
     if mode == "diffusion":
         return ServerSpec("diffusion", dirs[f"diffusion-c{L.CANVAS}"], canvas_length=L.CANVAS, **common)
     if mode == "mtp":
@@ -138,7 +139,7 @@ def _calibrate(opts: CampaignOptions, mode: str, srv: VllmServer, sl: _SchedSlic
     cal = L.calibration(mode)
     cdir = mdir / "calibration"
     if not (cdir / "sched.jsonl.gz").exists():
-        prompts = L.write_prompts(mdir / "prompts-mixed.jsonl", "mixed", mode, corpus)
+        prompts = L.write_prompts(mdir / "prompts-mixed.jsonl", "mixed", mode, corpus, cal.n_requests)
         sl.mark()
         _endpoint_load(srv.url, mode, cdir, prompts, ",".join(cal.calib_qps), cal.n_requests, "poisson", 1.0, opts.seed)
         sl.take(cdir / "sched.jsonl.gz")
@@ -160,17 +161,17 @@ def _scored_load(opts: CampaignOptions, mode: str, spec: L.LoadSpec, srv: VllmSe
         import shutil
 
         shutil.rmtree(ldir)  # an unfinished earlier attempt: its load is sent again in full
-    prompts = L.write_prompts(mdir / f"prompts-{spec.prompts}.jsonl", spec.prompts, mode, corpus)
+    prompts = L.write_prompts(mdir / f"prompts-{spec.name}.jsonl", spec.prompts, mode, corpus, L.n_requests(spec, mode))
     rate = round(spec.rate_frac * cap, 4)
     sl.mark()
     t = time.monotonic()
-    _endpoint_load(srv.url, mode, ldir, prompts, f"{rate:g}", spec.n_requests, spec.arrivals, spec.cv, opts.seed + 1)
+    _endpoint_load(srv.url, mode, ldir, prompts, f"{rate:g}", L.n_requests(spec, mode), spec.arrivals, spec.cv, opts.seed + 1)
     sl.take(ldir / "sched.jsonl.gz")
     late = _lateness_p95_ms(ldir)
     note = "" if late <= LATE_MS else f"offered rate NOT reached: the load generator sent late (p95 {late:.0f} ms)"
     atomic.write_json(ldir / "load.json", {"load": spec.to_dict(), "capacity_rps": cap, "rate_rps": rate, "client_lateness_p95_ms": late,
                                            "note": note, "wall_s": round(time.monotonic() - t, 1)})
-    opts.note(f"{mode}/{spec.name}: {spec.n_requests} requests at {rate:g} req/s ({spec.arrivals}, cv {spec.cv:g}) in "
+    opts.note(f"{mode}/{spec.name}: {L.n_requests(spec, mode)} requests at {rate:g} req/s ({spec.arrivals}, cv {spec.cv:g}) in "
                     f"{time.monotonic() - t:.0f} s" + (f"; {note}" if note else ""))
 
 

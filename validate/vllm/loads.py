@@ -4,9 +4,9 @@ fitted capacity, prompts and output lengths), and the server settings they run u
 Scored loads (`SCORED`): Poisson at 25%, 55% and 85% of the capacity the calibration's fitted
 profile predicts, one bursty load (gamma gaps, cv 3, at 55%) and one long-prompt load (prompts
 longer than the token budget, so vLLM splits them into chunks: chunked prefill beside decoding
-sequences). The calibration load (`CALIBRATION`) is separate and never scored: a low Poisson rate
-(small batches), then every request at once (every batch size up to the running cap as the burst
-drains), over short and long prompts, so the step fit covers the shapes the scored loads run.
+sequences). The calibration load is separate and never scored: a low Poisson rate (small batches), then closed
+loops holding 2-8 (diffusion) or 4-16 (AR, MTP) requests in flight (steady batches of every size
+the scored loads reach), over short and long prompts, so the step fit covers their shapes.
 """
 
 from __future__ import annotations
@@ -70,8 +70,12 @@ def n_requests(spec: "LoadSpec", mode: str) -> int:
     return min(spec.n_requests, DIFFUSION_MAX_REQUESTS) if mode == "diffusion" else spec.n_requests
 
 
+# then closed loops of c requests in flight (concurrency c, n requests): steady batches of every size
+CALIB_CONCURRENCY = {"diffusion": ((2, 10), (4, 16), (8, 24)), "ar": ((4, 24), (8, 32), (16, 48)), "mtp": ((4, 24), (8, 32), (16, 48))}
+
+
 def calibration(mode: str) -> LoadSpec:
-    return LoadSpec("calibration", "poisson", 1.0, None, CALIB_REQUESTS[mode], "mixed", (f"{CALIB_LOW_QPS[mode]:g}", "inf"))
+    return LoadSpec("calibration", "poisson", 1.0, None, CALIB_REQUESTS[mode], "mixed", (f"{CALIB_LOW_QPS[mode]:g}",))
 
 
 def _words(n: int, corpus: list[str], start: int) -> str:
@@ -79,7 +83,7 @@ def _words(n: int, corpus: list[str], start: int) -> str:
     return " ".join(words[(start + i) % len(words)] for i in range(n))
 
 
-def write_prompts(path: Path, kind: str, mode: str, corpus: list[str], n: int = 24) -> Path:
+def write_prompts(path: Path, kind: str, mode: str, corpus: list[str], n: int = 24, tag: str = "") -> Path:
     """A JSONL prompts file of `n` distinct prompts (one per request: no two share a prefix):
     short prompts of 6-60 words, long ones of 180-450 words (about 500-1350 tokens of the tiny
     tokenizer), each with its max_tokens from OUTPUT_TOKENS."""
@@ -88,7 +92,7 @@ def write_prompts(path: Path, kind: str, mode: str, corpus: list[str], n: int = 
     for i in range(n):
         long = kind == "long" or (kind == "mixed" and i % 4 == 3)
         words = 180 + (i * 53) % 270 if long else 6 + (i * 11) % 55
-        rows.append({"prompt": f"[{kind} {i}] " + _words(words, corpus, i * 37), "prompt_id": f"{kind[0]}{i:02d}", "regime": "R1",
+        rows.append({"prompt": f"[{kind}{tag} {i}] " + _words(words, corpus, i * 37 + len(tag) * 1009), "prompt_id": f"{kind[0]}{i:02d}", "regime": "R1",
                      "max_tokens": outs[i % len(outs)]})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -146,12 +146,19 @@ def request_table(trace: EngineTrace, rep: Replayed, load: str) -> pd.DataFrame:
 
 
 def request_summary(req: pd.DataFrame) -> dict:
-    """Share of requests whose admit / first / finish step the simulator hits exactly, and the mean |difference| in steps."""
+    """Per request, engine vs simulator: the share whose admit / first / finish step index matches
+    exactly and the mean |difference| in steps (these move with every step time), and the share whose
+    step structure matches: steps from admission to first output and to the finish, and steps taken
+    part in (these depend on the policy alone while batches stay below the token budget)."""
     out = {}
     for k in ("admit_step", "first_step", "finish_step"):
         d = (req[f"{k}_sim"] - req[k]).abs()
         out[f"{k}_exact_pct"] = float(100 * (d == 0).mean())
         out[f"{k}_mean_abs_diff"] = float(d.mean())
+    for k in ("first_step", "finish_step"):
+        same = (req[f"{k}_sim"] - req["admit_step_sim"]) == (req[k] - req["admit_step"])
+        out[f"admit_to_{k.split('_')[0]}_steps_same_pct"] = float(100 * same.mean())
+    out["steps_per_request_same_pct"] = float(100 * (req["engine_steps_sim"] == req["engine_steps"]).mean())
     return out
 
 

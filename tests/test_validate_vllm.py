@@ -110,7 +110,7 @@ def test_rescoring_the_committed_vllm_validation_keeps_its_agreement(tmp_path):
     before = pd.read_csv(COMMITTED / "scores.csv")
     assert main(["validate", "--engine", "vllm", "--score-only", "-o", str(out)]) == 0
     after = pd.read_csv(out / "scores.csv")
-    m = before.merge(after, on=["mode", "load", "metric"], suffixes=("_was", "_now"))
+    m = before.merge(after, on=["mode", "load", "metric", "pricing"], suffixes=("_was", "_now"))
     assert len(m) == len(before)
     scored = m[m["target_pct_was"].notna()]
     worse = scored[(scored["rel_error_pct_now"].abs() > scored["target_pct_was"])

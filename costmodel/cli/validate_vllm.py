@@ -19,11 +19,18 @@ def print_scores(con, res) -> None:
     t = Table(title="Simulator vs vLLM's scheduler, per load (engine clock; client_* rows: the client's, with the calibration's front-end time)")
     for c in ("mode", "load", "metric", "vLLM", "simulator", "error %", "target %", "met"):
         t.add_column(c)
-    for r in res.scores.itertuples():
+    for r in res.scores[res.scores["pricing"] == "calibration"].itertuples():
         met = "" if r.met is None or r.met != r.met else ("yes" if r.met else "NO")
         t.add_row(r.mode, r.load, r.metric, _fmt(r.measured), _fmt(r.predicted), f"{r.rel_error_pct:+.1f}",
                   "" if r.target_pct is None or r.target_pct != r.target_pct else f"{r.target_pct:g}", met)
     con.print(t)
+    own = res.scores[(res.scores["pricing"] == "own steps") & res.scores["target_pct"].notna()]
+    o = Table(title="Diagnosis: the same replays priced by a fit of each load's own steps (scheduling error alone)")
+    for c in ("mode", "load", "metric", "vLLM", "simulator", "error %"):
+        o.add_column(c)
+    for r in own.itertuples():
+        o.add_row(r.mode, r.load, r.metric, _fmt(r.measured), _fmt(r.predicted), f"{r.rel_error_pct:+.1f}")
+    con.print(o)
     s = Table(title="Per mode: largest |error| below saturation, requests' step indices, overload check")
     for c in res.summary.columns:
         s.add_column(c)

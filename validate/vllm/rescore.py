@@ -7,6 +7,7 @@ below saturation), atomically.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,20 @@ def _profile(mdir: Path, refit: bool) -> tuple[Profile, object]:
     return Profile.load(mdir / "profile.json"), cal
 
 
+def own_steps_profile(trace, mode: str, ldir: Path) -> Profile:
+    """A profile fitted from this load's own engine steps (the diagnosis rows), in a scratch directory."""
+    import tempfile
+
+    from fit.assemble import FitOptions
+    from fit.steps import build_step_profile
+    from validate.vllm.campaign import HARDWARE_FILE, steps_run
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = steps_run(trace, mode, Path(tmp) / "steps", str(ldir))
+        return build_step_profile([run], FitOptions(hardware="cpu-2core", hardware_file=str(HARDWARE_FILE), step_objective="mean",
+                                                    profile_id=f"vllm-cpu-{mode}-{ldir.name}-own-steps")).profile
+
+
 def overload_check(profile: Profile, mode: str, config: dict, cal) -> dict:
     """Poisson arrivals at UNSTABLE_FRAC x the fitted capacity for 120 s, lengths as the
     calibration's: the simulator must call the point unstable (its queue grows without bound)."""
@@ -82,6 +97,10 @@ def rescore_mode(mdir: Path, refit: bool = True) -> tuple[list, list, list, dict
         trace = read_trace(ldir / "sched.jsonl.gz", mode)
         rep = replay(profile, trace)
         scores += load_scores(trace, rep, ldir.name, front, _client(ldir))
+        # diagnosis: the same replay priced by a fit of this load's own steps (in sample): what is left
+        # is the scheduling model's error; the difference to the row above is the step-cost drift
+        own = own_steps_profile(trace, mode, ldir)
+        scores += [dataclasses.replace(x, pricing="own steps") for x in load_scores(trace, replay(own, trace), ldir.name)]
         steps.append(step_table(trace, rep, ldir.name))
         rt = request_table(trace, rep, ldir.name)
         reqs.append(rt)
@@ -93,12 +112,16 @@ def rescore_mode(mdir: Path, refit: bool = True) -> tuple[list, list, list, dict
 
 def summarise(scores: pd.DataFrame, reqs: pd.DataFrame, over: dict[str, dict]) -> pd.DataFrame:
     rows = []
-    for mode, g in scores.groupby("mode", sort=False):
+    for mode, g in scores[scores["pricing"] == "calibration"].groupby("mode", sort=False):
         row = {"mode": mode}
         for metric in TARGETS_PCT:
             e = g.loc[g["metric"] == metric, "rel_error_pct"].abs()
             row[f"{metric}_max_abs_err_pct"] = float(e.max()) if len(e) else float("nan")
         row["targets_met"] = bool(g["met"].dropna().all())
+        own = scores[(scores["pricing"] == "own steps") & (scores["mode"] == mode)]
+        for metric in ("throughput_rps", "e2e_ms_p50", "engine_steps"):
+            e = own.loc[own["metric"] == metric, "rel_error_pct"].abs()
+            row[f"own_steps_{metric}_max_abs_err_pct"] = float(e.max()) if len(e) else float("nan")
         row.update(request_summary(reqs[reqs["mode"] == mode]))
         row.update({f"overload_{k}": v for k, v in over[mode].items()})
         rows.append(row)

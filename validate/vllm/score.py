@@ -33,6 +33,7 @@ class Score:
     rel_error_pct: float
     target_pct: float | None
     met: bool | None
+    pricing: str = "calibration"  # step prices: the calibration's fit, or ("own steps") the load's own (diagnosis)
 
 
 def _score(mode: str, load: str, metric: str, measured: float, predicted: float) -> Score:

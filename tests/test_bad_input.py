@@ -175,10 +175,10 @@ def test_validate_without_a_gpu_refuses_before_building_a_model(cli):
 
 
 def test_an_aborted_point_gets_its_own_warm_up_in_the_caption(cli):
-    code, out, err = cli("simulate", "--qps", "1,16", "--mode", "diffusion", "--duration", "200", "--jobs", "1")
+    code, out, err = cli("simulate", "--qps", "1,40", "--mode", "diffusion", "--duration", "200", "--jobs", "1")
     assert code == 0, err
     caption = " ".join(out.split())
-    assert "except diffusion @ 16 QPS" in caption and "aborted early" in caption
+    assert "except diffusion @ 40 QPS" in caption and "aborted early" in caption
 
 
 # ---- 5. finance artefacts ---------------------------------------------------------------------------

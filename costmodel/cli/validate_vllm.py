@@ -31,6 +31,12 @@ def print_scores(con, res) -> None:
     for r in own.itertuples():
         o.add_row(r.mode, r.load, r.metric, _fmt(r.measured), _fmt(r.predicted), f"{r.rel_error_pct:+.1f}")
     con.print(o)
+    d = Table(title="Step-cost drift: engine step time in each load vs the calibration's at the same batch composition")
+    for c in ("mode", "load", "step time vs calibration %", "steps compared %"):
+        d.add_column(c)
+    for r in res.drift.itertuples():
+        d.add_row(r.mode, r.load, f"{r.step_time_vs_calibration_pct:+.1f}", f"{r.steps_compared_pct:.0f}")
+    con.print(d)
     s = Table(title="Per mode: largest |error| below saturation, requests' step indices, overload check")
     for c in res.summary.columns:
         s.add_column(c)

@@ -1,7 +1,7 @@
 """Re-score a recorded vLLM validation on any CPU (`costmodel validate --engine vllm --score-only`):
 per mode, refit the profile from the calibration's engine steps, replay every scored load in the
 simulator and score it. Writes OUT/scores.csv (per load), OUT/steps.csv (per step),
-OUT/requests.csv (per request) and OUT/summary.csv (per mode: the largest error per metric
+OUT/requests.csv (per request), OUT/drift.csv (step-cost drift from the calibration) and OUT/summary.csv (per mode: the largest error per metric
 below saturation), atomically.
 """
 
@@ -28,6 +28,7 @@ UNSTABLE_FRAC = 1.5  # the overload check: Poisson at this multiple of the fitte
 
 @dataclass
 class Rescored:
+    drift: pd.DataFrame
     scores: pd.DataFrame
     steps: pd.DataFrame
     requests: pd.DataFrame
@@ -65,6 +66,20 @@ def own_steps_profile(trace, mode: str, ldir: Path) -> Profile:
                                                     profile_id=f"vllm-cpu-{mode}-{ldir.name}-own-steps")).profile
 
 
+def step_cost_drift(cal, trace, load: str) -> dict:
+    """How much slower (+) or faster (-) the engine's steps were in a load than in the calibration at
+    the same batch composition (running requests, with or without a prefill): mean over the load's
+    steps whose composition the calibration also ran."""
+    def key(s):
+        return s["running"].astype(str) + "/" + (s["prefill_reqs"] > 0).astype(str)
+
+    cm = cal.steps.groupby(key(cal.steps))["gap_ms"].mean()
+    k = key(trace.steps)
+    ok = k.isin(cm.index)
+    drift = 100.0 * (trace.steps["gap_ms"][ok].sum() / cm[k[ok]].sum() - 1.0) if ok.any() else float("nan")
+    return {"mode": trace.mode, "load": load, "step_time_vs_calibration_pct": float(drift), "steps_compared_pct": float(100 * ok.mean())}
+
+
 def overload_check(profile: Profile, mode: str, config: dict, cal) -> dict:
     """Poisson arrivals at UNSTABLE_FRAC x the fitted capacity for 120 s, lengths as the
     calibration's: the simulator must call the point unstable (its queue grows without bound)."""
@@ -95,13 +110,14 @@ def rescore_mode(mdir: Path, refit: bool = True) -> tuple[list, list, list, dict
     scores, steps, reqs = [], [], []
     for ldir in sorted(p.parent for p in mdir.glob("*/load.json")):
         trace = read_trace(ldir / "sched.jsonl.gz", mode)
+        steps.append(pd.DataFrame([step_cost_drift(cal, trace, ldir.name)]).assign(kind="drift"))
         rep = replay(profile, trace)
         scores += load_scores(trace, rep, ldir.name, front, _client(ldir))
         # diagnosis: the same replay priced by a fit of this load's own steps (in sample): what is left
         # is the scheduling model's error; the difference to the row above is the step-cost drift
         own = own_steps_profile(trace, mode, ldir)
         scores += [dataclasses.replace(x, pricing="own steps") for x in load_scores(trace, replay(own, trace), ldir.name)]
-        steps.append(step_table(trace, rep, ldir.name))
+        steps.append(step_table(trace, rep, ldir.name).assign(kind="step"))
         rt = request_table(trace, rep, ldir.name)
         reqs.append(rt)
     if not scores:
@@ -142,9 +158,12 @@ def rescore(out: str | Path, modes: list[str] | None = None, refit: bool = True)
         steps += st
         reqs += rq
         over[d.name] = ov
-    sf, stf, rqf = scores_frame(scores), pd.concat(steps, ignore_index=True), pd.concat(reqs, ignore_index=True)
+    allsteps = pd.concat(steps, ignore_index=True)
+    drift = allsteps[allsteps["kind"] == "drift"][["mode", "load", "step_time_vs_calibration_pct", "steps_compared_pct"]].reset_index(drop=True)
+    stf = allsteps[allsteps["kind"] != "drift"].drop(columns=["kind", "step_time_vs_calibration_pct", "steps_compared_pct"]).reset_index(drop=True)
+    sf, rqf = scores_frame(scores), pd.concat(reqs, ignore_index=True)
     summ = summarise(sf, rqf, over)
-    for name, df in (("scores", sf), ("steps", stf), ("requests", rqf), ("summary", summ)):
+    for name, df in (("scores", sf), ("steps", stf), ("requests", rqf), ("summary", summ), ("drift", drift)):
         atomic.write_csv(out / f"{name}.csv", df)
     atomic.write_text(out / "overload.json", json.dumps(over, indent=1))
-    return Rescored(sf, stf, rqf, summ)
+    return Rescored(drift, sf, stf, rqf, summ)

@@ -16,7 +16,7 @@ os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 
 try:
     from triton.backends import Backend, backends
-    from triton.backends.compiler import BaseBackend
+    from triton.backends.compiler import BaseBackend, GPUTarget
     from triton.backends.driver import DriverBase
 except ImportError:  # no Triton: vLLM then says what it lacks
     backends = None
@@ -30,11 +30,17 @@ if backends is not None and "cpu" not in backends:
         def is_active(cls):
             return True
 
+        CPP_TYPES = {"i1": "bool", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "u1": "bool", "u8": "uint8_t",
+                     "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t", "fp16": "uint16_t", "bf16": "uint16_t", "fp32": "float",
+                     "f32": "float", "fp64": "double"}
+
         def map_python_to_cpp_type(self, ty):
-            raise NotImplementedError("costmodel's test-only cpu entry compiles nothing (TRITON_INTERPRET=1)")
+            """Triton type string -> C++ type (pointers are void*), as the GPU drivers map kernel arguments."""
+            return "void*" if ty.startswith("*") else self.CPP_TYPES[ty]
 
         def get_current_target(self):
-            raise NotImplementedError("costmodel's test-only cpu entry compiles nothing (TRITON_INTERPRET=1)")
+            """A "cpu" target of no architecture: the interpreter runs every kernel, nothing is compiled for it."""
+            return GPUTarget("cpu", 0, 0)
 
         def get_active_torch_device(self):
             import torch

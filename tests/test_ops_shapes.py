@@ -4,7 +4,7 @@ from collections import Counter
 
 from costmodel.models import get_model
 from measure.ops.compose import Seg
-from measure.ops.shapes import all_ops, pass_ops
+from measure.ops.shapes import all_ops, layer_ops, pass_ops
 
 TARGET = get_model("gemma4-26b-a4b")
 DG = get_model("diffusiongemma-26b-a4b")
@@ -34,7 +34,8 @@ def test_decode_step_runs_30_layers_and_one_lm_head():
     c = calls_by_op("decode_step", [Seg(4, 1, 1024)])
     assert c["moe"] == 30 and c["router"] == 30
     assert c["attn.sliding.causal"] == 25 and c["attn.full.causal"] == 5
-    assert c["rmsnorm.d2816"] == 30 * 8 + 1  # 8 norms per MoE layer + the final norm
+    assert c["rmsnorm.d2816"] == 1  # layer 0's input norm; every other norm is in the two fused norm ops per layer
+    assert c["norm_fused.d2816.i1o2"] == 30 and c["norm_fused.d2816.i2o1"] == 30
     assert c["lm_head"] == 1 and c["ar_sampler"] == 1 and "dg_sampler" not in c
 
 
@@ -61,3 +62,14 @@ def test_draft_step_is_the_assistant():
     c = calls_by_op("draft_step", [Seg(8, 1, 1024)])
     assert "moe" not in c and c["asst.lm_head"] == 1
     assert c["asst.attn.sliding.causal"] == 3 and c["asst.attn.full.causal"] == 1
+
+
+def test_fused_norms_replace_the_norms_they_cover():
+    from measure.ops.kernels import norms_covered
+
+    layer = layer_ops(TARGET, "sliding_attention", "causal")
+    fused = [(o, n) for o, n in layer if o.family == "norm_fused"]
+    assert not [o for o, _ in layer if o.family == "rmsnorm"]
+    assert sum(norms_covered(o.p) * n for o, n in fused) == 7  # + the router's own norm = the layer's 8
+    c = calls_by_op("draft_step", [Seg(8, 1, 1024)])
+    assert c["norm_fused.d1024.i1o1"] == 2 * 4  # the assistant's 4 dense layers: 2 norms each, fused in pairs

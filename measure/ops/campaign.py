@@ -78,7 +78,7 @@ def plan_units(precisions: list[str], smoke: bool = False, model: str = "gemma4-
 
     asst = ASSISTANT_FOR.get(model)
     ops = all_ops(get_model(model), get_model(asst) if asst else None).ops
-    order = {"router": 0, "rmsnorm": 1, "act_mul": 2, "dg_sampler": 3, "ar_sampler": 4, "qk_norm_rope": 5, "embed": 6,
+    order = {"router": 0, "rmsnorm": 1, "norm_fused": 1, "act_mul": 2, "dg_sampler": 3, "ar_sampler": 4, "qk_norm_rope": 5, "embed": 6,
              "moe": 7, "gemm": 8, "lm_head": 9, "attn": 10}
     units = []
     for o in sorted(ops.values(), key=lambda o: (order.get(o.family, 99), o.name)):
@@ -150,9 +150,114 @@ def selfcheck(dev) -> tuple[dict, dict[str, str]]:
     out, disabled = {}, {}
     if dev.type != "cuda":
         return {"skipped": "not a CUDA device"}, disabled
-    for check in (_check_moe, _check_scaled_mm, _check_flash, _check_router):
+    for check in (_check_moe, _check_scaled_mm, _check_flash, _check_router, _check_gemv2, _check_norm_fused, _check_qk_1launch):
         check(dev, out, disabled)
     return out, disabled
+
+
+def _check_gemv2(dev, out: dict, disabled: dict) -> None:
+    """The dense Triton GEMV (bf16 and fp8 w8a16, every config) against torch.mm on the same
+    (dequantised) weights; a config that fails is disabled."""
+    import torch
+
+    from measure.ops import kernels
+    from measure.ops.triton_kernels_cfg import gemv_configs
+
+    try:
+        from measure.ops.triton_fused import gemv
+    except Exception as ex:
+        out["gemv2"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+        return
+    for m in (1, 2, 3, 8):
+        for prec in ("bf16", "fp8"):
+            for c, cfg in zip(kernels.gemv2_candidates(m, prec), gemv_configs(m)):
+                try:
+                    torch.manual_seed(13)
+                    x = torch.randn(m, 2816, device=dev, dtype=torch.bfloat16)
+                    w = torch.randn(1000, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5
+                    s = None
+                    if prec == "fp8":
+                        w, s = kernels.quant_weight_channels(w)
+                    ref = x.float() @ (w.float() * (s[:, None] if s is not None else 1)).t()
+                    y = torch.empty(m, 1000, device=dev, dtype=torch.bfloat16).fill_(float("nan"))
+                    gemv(x, w, y, s, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2])
+                    e = _rel(y, ref)
+                    out[f"{prec}:{c.name}:m{m}"] = e
+                    if not e < 0.01:
+                        disabled[c.name] = f"disabled: self-check relative error {e:.3g} at m={m}"
+                except Exception as ex:
+                    out[f"{prec}:{c.name}:m{m}"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+                    disabled[c.name] = f"disabled: self-check failed: {type(ex).__name__}"
+
+
+def _check_norm_fused(dev, out: dict, disabled: dict) -> None:
+    """The fused norms (both layouts) against the torch reference on the same inputs."""
+    import torch
+
+    from measure.ops import kernels
+
+    try:
+        from measure.ops.triton_fused import norm_fused
+
+        errs = []
+        for ins, outs in ((1, 2), (2, 1), (1, 1)):
+            torch.manual_seed(17)
+            p = {"d": 2816, "m": 33, "ins": ins, "outs": outs}
+            t = kernels._norm_inputs(p, dev)
+            ref = {k: v.clone() for k, v in t.items()}
+            for k in ("o1", "o2"):
+                if k in t:
+                    t[k].fill_(float("nan"))
+            norm_fused(t["a"], t["res"], t["wa"], t["wo1"], t["o1"], t.get("b"), t.get("wb"), t.get("ws"), t.get("wo2"), t.get("o2"))
+            b = _torch_norms(ref, ins, outs)
+            errs += [_rel(t["res"], b["res"]), _rel(t["o1"], b["o1"])] + ([_rel(t["o2"], b["o2"])] if outs == 2 else [])
+        out["norm_fused_max_err"] = max(errs)
+        if not max(errs) < 0.02:
+            disabled["triton_norm_fused"] = f"disabled: self-check relative error {max(errs):.3g}"
+    except Exception as ex:
+        out["norm_fused"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+        disabled["triton_norm_fused"] = f"disabled: self-check failed: {type(ex).__name__}"
+
+
+def _torch_norms(t: dict, ins: int, outs: int) -> dict:
+    import torch
+
+    def nrm(x, w):
+        x = x.float()
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + w.float())
+
+    y = nrm(t["a"], t["wa"])
+    if ins == 2:
+        y = nrm(y + nrm(t["b"], t["wb"]), t["ws"])
+    h = t["res"].float() + y
+    r = {"res": h, "o1": nrm(h, t["wo1"])}
+    if outs == 2:
+        r["o2"] = nrm(h, t["wo2"])
+    return r
+
+
+def _check_qk_1launch(dev, out: dict, disabled: dict) -> None:
+    """q/k norm + RoPE in one launch against the per-tensor kernel."""
+    import torch
+
+    try:
+        from measure.ops.triton_fused import qk_norm_rope2
+        from measure.ops.triton_kernels import qk_norm_rope
+
+        torch.manual_seed(19)
+        q = torch.randn(7, 16, 256, device=dev, dtype=torch.bfloat16)
+        k = torch.randn(7, 8, 256, device=dev, dtype=torch.bfloat16)
+        wq, wk = torch.randn(256, device=dev) * 0.1, torch.randn(256, device=dev) * 0.1
+        wq, wk = wq.to(torch.bfloat16), wk.to(torch.bfloat16)
+        pos = torch.arange(100, 107, device=dev, dtype=torch.int32)
+        rq, rk = qk_norm_rope(q.clone(), wq, pos), qk_norm_rope(k.clone(), wk, pos)
+        qk_norm_rope2(q, k, wq, wk, pos)
+        out["qk_norm_rope_1launch_err"] = e = max(_rel(q, rq), _rel(k, rk))
+        if not e < 0.01:
+            disabled["triton_qk_norm_rope_1launch"] = f"disabled: self-check relative error {e:.3g}"
+    except Exception as ex:
+        out["qk_norm_rope_1launch"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+        disabled["triton_qk_norm_rope_1launch"] = f"disabled: self-check failed: {type(ex).__name__}"
 
 
 def _check_moe(dev, out: dict, disabled: dict) -> None:
@@ -224,12 +329,15 @@ def _check_flash(dev, out: dict, disabled: dict) -> None:
                 jj = torch.arange(L, device=dev)[None, :]
                 sc = sc.masked_fill(jj > (L - qlen) + ii, float("-inf"))
             ref = torch.softmax(sc, -1) @ vv.float()
-            for cfg in ((32, 32, 8, 2), (16, 64, 4, 2)):
-                got = flash_gqa(qq, kk, vv, qlen, causal, splits=splits, block_m=cfg[0], block_n=cfg[1], num_warps=cfg[2], num_stages=cfg[3])
-                errs.append(_rel(got, ref))
+            for cfg in ((32, 32, 8, 2), (16, 64, 4, 2), (16, 32, 4, 2)):
+                for comb in ("torch", "triton"):
+                    got = flash_gqa(qq, kk, vv, qlen, causal, splits=splits * (8 if comb == "triton" else 1), block_m=cfg[0],
+                                    block_n=cfg[1], num_warps=cfg[2], num_stages=cfg[3], combine=comb)
+                    errs.append(_rel(got, ref))
         out["triton_flash_gqa_max_err"] = max(errs)
         if not max(errs) < 0.02:
-            disabled["triton_flash_gqa"] = disabled["triton_flash_gqa_m16"] = f"disabled: self-check relative error {max(errs):.3g}"
+            for name in ("triton_flash_gqa", "triton_flash_gqa_m16", "triton_flash_decode_m16", "triton_flash_decode_m16n32"):
+                disabled[name] = f"disabled: self-check relative error {max(errs):.3g}"
     except Exception as ex:
         out["triton_flash_gqa"] = f"{type(ex).__name__}: {str(ex)[:200]}"
 
@@ -250,6 +358,15 @@ def _check_router(dev, out: dict, disabled: dict) -> None:
         rw, ri = torch.topk(torch.softmax(h @ W.float().t(), -1), 8)
         out["router_topk_weight_err"] = _rel(w, rw / rw.sum(-1, keepdim=True))
         out["router_topk_index_match"] = float((torch.sort(i.long(), -1)[0] == torch.sort(ri, -1)[0]).float().mean())
+        from measure.ops.triton_fused import gemv
+
+        lg = torch.empty(4, 128, device=dev, dtype=torch.bfloat16)
+        for cfg in ((1, 4096, 4), (2, 2048, 4)):
+            gemv(x[:4], W, lg, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2])
+            e = _rel(lg, x[:4].float() @ W.float().t())
+            out[f"router_gemv_{cfg[0]}_err"] = e
+            if not e < 0.01:
+                disabled[f"triton_router_gemv[{'/'.join(map(str, cfg))}]"] = f"disabled: self-check relative error {e:.3g}"
         if out["router_topk_weight_err"] > 0.05:
             disabled["triton_router"] = f"disabled: self-check relative error {out['router_topk_weight_err']:.3g}"
     except Exception as ex:
@@ -304,6 +421,9 @@ def _args(argv):
     ap.add_argument("--only", default=None, help="comma list of op families to time (default all)")
     ap.add_argument("--ops", default=None, help="comma list of op names to time (default all)")
     ap.add_argument("--m-max", type=int, default=None, help="skip token-op grid points above this many tokens (tests)")
+    ap.add_argument("--limit", action="append", default=[], metavar="FAMILY:AXIS=MAX",
+                    help="time FAMILY's units only up to AXIS <= MAX (repeatable; e.g. gemm:m=8 attn:q=9)")
+    ap.add_argument("--m-list", default=None, help="comma list: time token ops only at these m (quick checks)")
     ap.add_argument("--max-units", type=int, default=None, help="stop after this many units (tests)")
     ap.add_argument("--model", default="gemma4-26b-a4b", help="catalog target model (tests: tiny-gemma4)")
     return ap.parse_args(argv)
@@ -320,6 +440,13 @@ def _select_units(a, precisions: list[str]) -> list:
         units = [u for u in units if u[1].name in names]
     if a.m_max:
         units = [u for u in units if u[2].get("m", 0) <= a.m_max]
+    for lim in a.limit:
+        fam, cond = lim.split(":")
+        axis, top = cond.split("=")
+        units = [u for u in units if u[1].family != fam or u[2].get(axis, 0) <= int(top)]
+    if a.m_list:
+        keep = {int(v) for v in a.m_list.split(",")}
+        units = [u for u in units if "m" not in u[2] or u[2]["m"] in keep]
     return units
 
 

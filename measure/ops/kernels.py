@@ -208,6 +208,44 @@ def _gemm_gemv(p, prec, dev, w8a16=False):
     return Bench(run, c, f"Triton GEMV {'fp8 w8a16' if w8a16 else 'bf16'} (m <= 16)")
 
 
+def _gemm_gemv2(p, prec, dev, cfg, w8a16=False):
+    """Triton GEMV for m <= 8 (triton_fused.gemv): narrow column blocks, long K tiles, so that every SM
+    streams weights; bf16, or fp8 weights + per-channel scales with bf16 activations (no activation
+    quantisation kernel)."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    if p["m"] > 8:
+        raise RuntimeError("GEMV2 candidate is for m <= 8")
+    from measure.ops.triton_fused import gemv
+
+    k, n, m = p["k"], p["n"], p["m"]
+    c = _copies(k * n * (1 if w8a16 else 2))
+    ws, ss = [], []
+    for _ in range(c):
+        w = _randn(n, k, device=dev, scale=k ** -0.5)
+        if w8a16:
+            w, s_ = quant_weight_channels(w)
+            ss.append(s_.contiguous())
+        ws.append(w)
+    x = _randn(m, k, device=dev)
+    y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+    bn, bk, nw = cfg
+    run = lambda i: gemv(x, ws[i % c], y, ss[i % c] if w8a16 else None, block_n=bn, block_k=bk, num_warps=nw)  # noqa: E731
+    run(0)
+    return Bench(run, c, f"Triton GEMV2 {'fp8 w8a16' if w8a16 else 'bf16'} BLOCK_N/K {bn}/{bk} warps {nw} (m <= 8)")
+
+
+def gemv2_candidates(m: int, precision: str) -> list[Candidate]:
+    """The GEMV2 configs for m rows (none above 8), named by config so the table says which ran."""
+    if m > 8:
+        return []
+    from measure.ops.triton_kernels_cfg import gemv_configs
+
+    w8 = precision == "fp8"
+    return [Candidate(f"triton_gemv2_{'w8a16' if w8 else 'bf16'}[{'/'.join(map(str, c))}]",
+                      (lambda cfg: lambda pp, pr, d: _gemm_gemv2(pp, pr, d, cfg, w8))(c), (precision,)) for c in gemv_configs(m)]
+
+
 GEMM = {
     "bf16": [Candidate("cublas_bf16", _gemm_bf16, ("bf16",)), Candidate("triton_gemv_bf16", _gemm_gemv, ("bf16",))],
     "fp8": [Candidate("scaled_mm_rowwise", lambda p, pr, d: _gemm_fp8(p, pr, d, True), ("fp8",)),
@@ -242,6 +280,69 @@ def _rmsnorm_torch(p, prec, dev):
         h = x.float() + res.float()
         return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + w.float())).to(torch.bfloat16)
     return Bench(run, 1, "torch eager add + RMSNorm (several kernels)")
+
+
+def _norm_inputs(p, dev):
+    d, m, ins, outs = p["d"], p["m"], p["ins"], p["outs"]
+    t = {"a": _randn(m, d, device=dev), "res": _randn(m, d, device=dev), "o1": torch.empty(m, d, device=dev, dtype=torch.bfloat16)}
+    for k in ("wa", "wo1") + (("wb", "ws") if ins == 2 else ()) + (("wo2",) if outs == 2 else ()):
+        t[k] = _randn(d, device=dev, scale=0.1)
+    if ins == 2:
+        t["b"] = _randn(m, d, device=dev)
+    if outs == 2:
+        t["o2"] = torch.empty(m, d, device=dev, dtype=torch.bfloat16)
+    return t
+
+
+def _norm_fused_triton(p, prec, dev):
+    """The norms between two blocks of a layer in one row pass (triton_fused.norm_fused)."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_fused import norm_fused
+
+    t = _norm_inputs(p, dev)
+    run = lambda i: norm_fused(t["a"], t["res"], t["wa"], t["wo1"], t["o1"], t.get("b"), t.get("wb"), t.get("ws"), t.get("wo2"), t.get("o2"))  # noqa: E731
+    return Bench(run, 1, f"Triton fused norms: {p['ins']} input norm(s){' + sum norm' if p['ins'] == 2 else ''}, residual add, {p['outs']} output norm(s)")
+
+
+def norms_covered(p: dict) -> int:
+    """How many RMSNorms a norm_fused op stands for (what the unfused path runs one kernel each)."""
+    return p["ins"] + (1 if p["ins"] == 2 else 0) + p["outs"]
+
+
+def _norm_separate_triton(p, prec, dev):
+    """The same norms one fused add+RMSNorm kernel each (the first campaign's composition)."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_kernels import add_rmsnorm
+
+    d, m, k = p["d"], p["m"], norms_covered(p)
+    x, res, out = _randn(m, d, device=dev), _randn(m, d, device=dev), torch.empty(m, d, device=dev, dtype=torch.bfloat16)
+    w = _randn(d, device=dev, scale=0.1)
+
+    def run(i):
+        for _ in range(k):
+            add_rmsnorm(x, res, w, out)
+    return Bench(run, 1, f"{k} x Triton add + RMSNorm (unfused)")
+
+
+def _norm_separate_torch(p, prec, dev):
+    t = _norm_inputs(p, dev)
+
+    def nrm(x, w):
+        x = x.float()
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + w.float())
+
+    def run(i):
+        y = nrm(t["a"], t["wa"])
+        if p["ins"] == 2:
+            y = nrm(y + nrm(t["b"], t["wb"]), t["ws"])
+        h = t["res"].float() + y
+        t["res"].copy_(h)
+        t["o1"].copy_(nrm(h, t["wo1"]))
+        if p["outs"] == 2:
+            t["o2"].copy_(nrm(h, t["wo2"]))
+    return Bench(run, 1, "torch eager norms (several kernels)")
 
 
 def _act_triton(p, prec, dev):
@@ -313,6 +414,31 @@ def _router_triton(p, prec, dev):
         torch.mm(x, ws[i % c].t(), out=logits)
         router_topk(x, logits, topk, w_out, id_out)
     return Bench(run, c, "cuBLAS GEMM (norm scale folded into weights) + Triton fused RMS factor/softmax/top-k/renormalise")
+
+
+def _router_gemv(p, prec, dev, cfg=(1, 4096, 4)):
+    """Few tokens: the router GEMM as the Triton GEMV (a program per expert row or two) + the fused
+    top-k kernel."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    if p["m"] > 8:
+        raise RuntimeError("the GEMV router is for m <= 8")
+    from measure.ops.triton_fused import gemv
+    from measure.ops.triton_kernels import router_topk
+
+    m, d, e, topk = p["m"], p["d"], p["experts"], p["topk"]
+    c = _copies(d * e * 2)
+    ws = [_randn(e, d, device=dev, scale=d ** -0.5) for _ in range(c)]
+    x = _randn(m, d, device=dev)
+    logits = torch.empty(m, e, device=dev, dtype=torch.bfloat16)
+    w_out = torch.empty(m, topk, device=dev, dtype=torch.float32)
+    id_out = torch.empty(m, topk, device=dev, dtype=torch.int32)
+
+    def run(i):
+        gemv(x, ws[i % c], logits, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2])
+        router_topk(x, logits, topk, w_out, id_out)
+    run(0)
+    return Bench(run, c, f"Triton GEMV router logits (BLOCK_N/K {cfg[0]}/{cfg[1]}) + Triton fused RMS factor/softmax/top-k")
 
 
 def _embed(p, prec, dev):
@@ -419,6 +545,19 @@ def _qk_norm_rope_triton(p, prec, dev):
         if k is not None:
             qk_norm_rope(k, w, pos)
     return Bench(run, 1, "Triton fused per-head RMSNorm + RoPE (q and k)")
+
+
+def _qk_norm_rope_1l(p, prec, dev):
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_fused import qk_norm_rope2
+
+    nq, nkv, hd, m = p["nq"], p["nkv"], p["hd"], p["m"]
+    q = _randn(m, nq, hd, device=dev)
+    k = _randn(m, nkv, hd, device=dev) if nkv else None
+    wq, wk = _randn(hd, device=dev, scale=0.1), _randn(hd, device=dev, scale=0.1)
+    pos = torch.arange(m, device=dev, dtype=torch.int32)
+    return Bench(lambda i: qk_norm_rope2(q, k, wq, wk, pos), 1, "Triton per-head RMSNorm + RoPE of q and k in one launch")
 
 
 # ---- MoE -------------------------------------------------------------------------------------------
@@ -538,6 +677,80 @@ def _moe_gemv(p, prec, dev, fp8=False, cfg=(32, 256, 4), w8a16=False):
     return Bench(run, 1, f"Triton MoE GEMV per routed row {mode}BLOCK_N/K {cfg[0]}/{cfg[1]} warps {cfg[2]} (no sort/pad; small batches)")
 
 
+def _moe_weights(p, dev, e, d, f, quant):
+    w1 = _randn(e, 2 * f, d, device=dev, scale=d ** -0.5)
+    w2 = _randn(e, d, f, device=dev, scale=f ** -0.5)
+    if not quant:
+        return w1, w2, None, None
+    w1, s1 = quant_weight_channels(w1)
+    w2, s2 = quant_weight_channels(w2)
+    return w1, w2, s1.contiguous(), s2.contiguous()
+
+
+def _moe_fx(p, prec, dev, cfg, cfg2, fp8=False):
+    """Fused MoE with fewer launches (triton_fused): memset; one launch counting routed rows per
+    expert + quantising the activations (fp8) + filling the padded row list + zeroing the fp32
+    output; one scatter launch; gate_up GEMM; gelu*up (fused with the fp8 quantisation of its output
+    in fp8); down GEMM adding each routed row x its routing weight into its token's output row
+    (atomics: no top-k sum kernel). Output fp32 [m, d]."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    if cfg[0] != cfg2[0]:
+        raise ValueError("both GEMMs must use the alignment's BLOCK_M")
+    from measure.ops.triton_fused import gelu_mul_quant, moe_prep
+    from measure.ops.triton_kernels import fused_moe_gemm, gelu_mul
+
+    x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
+    w1, w2, s1, s2 = _moe_weights(p, dev, e, d, f, fp8)
+    R = m * topk
+    inter = torch.empty(R, 2 * f, device=dev, dtype=torch.bfloat16)
+    act = torch.empty(R, f, device=dev, dtype=fp8_dtype() if fp8 else torch.bfloat16)
+    act_s = torch.empty(R, device=dev, dtype=torch.float32)
+    out = torch.empty(m, d, device=dev, dtype=torch.float32)
+    twf = tw.reshape(-1).contiguous()
+    ws: dict = {}
+
+    def run(i):
+        sorted_ids, eids, npad, xq, xs = moe_prep(ids, e, cfg[0], x=x if fp8 else None, out=out, ws=ws)
+        if fp8:
+            fused_moe_gemm(xq, w1, inter, sorted_ids, eids, npad, a_div=topk, cfg=cfg, a_scale=xs, w_scale=s1)
+            gelu_mul_quant(inter, act, act_s)
+            fused_moe_gemm(act, w2, out, sorted_ids, eids, npad, a_div=1, cfg=cfg2, topk_w=twf, a_scale=act_s, w_scale=s2,
+                           reduce_topk=topk, num_valid_rows=R)
+        else:
+            fused_moe_gemm(x, w1, inter, sorted_ids, eids, npad, a_div=topk, cfg=cfg)
+            gelu_mul(inter, act)
+            fused_moe_gemm(act, w2, out, sorted_ids, eids, npad, a_div=1, cfg=cfg2, topk_w=twf, reduce_topk=topk, num_valid_rows=R)
+        return out
+    run(0)
+    tiles = "/".join(map(str, cfg[:3])) + (f", down {'/'.join(map(str, cfg2[:3]))}" if cfg2 != cfg else "")
+    return Bench(run, 1, f"Triton fused MoE, fused launches ({'fp8 w8a8' if fp8 else 'bf16'}) BLOCK_M/N/K={tiles}: prep+quant, scatter, "
+                         "gate_up, gelu*up" + ("+quant" if fp8 else "") + ", down with atomic top-k sum")
+
+
+def _moe_gemv2(p, prec, dev, cfg_up, cfg_down, w8a16=False):
+    """Small-batch MoE in two launches (triton_fused): gate_up with gelu*up in the epilogue, then the
+    down projection summing each token's top-k experts; bf16 or fp8 weights with bf16 activations."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_fused import moe_gemv_down, moe_gemv_gate_up
+
+    x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
+    w1, w2, s1, s2 = _moe_weights(p, dev, e, d, f, w8a16)
+    ids_flat = ids.reshape(-1).to(torch.int32).contiguous()
+    twf = tw.reshape(-1).contiguous()
+    act = torch.empty(m * topk, f, device=dev, dtype=torch.bfloat16)
+    out = torch.empty(m, d, device=dev, dtype=torch.bfloat16)
+
+    def run(i):
+        moe_gemv_gate_up(x, w1, act, ids_flat, a_div=topk, w_scale=s1, block_n=cfg_up[0], block_k=cfg_up[1], num_warps=cfg_up[2])
+        return moe_gemv_down(act, w2, out, ids_flat, twf, topk=topk, w_scale=s2, block_n=cfg_down[0], block_k=cfg_down[1],
+                             num_warps=cfg_down[2])
+    run(0)
+    return Bench(run, 1, f"Triton MoE GEMV in 2 launches {'(fp8 w8a16) ' if w8a16 else ''}gate_up+gelu BLOCK_N/K {cfg_up[0]}/{cfg_up[1]}, "
+                         f"down+top-k sum {cfg_down[0]}/{cfg_down[1]}")
+
+
 def _moe_grouped(p, prec, dev, fp8=False):
     if dev.type != "cuda":
         raise RuntimeError("torch._grouped_mm needs a CUDA device")
@@ -601,7 +814,14 @@ def moe_candidates(p: dict, prec: str) -> list[Candidate]:
     out += [Candidate(f"triton_fused_moe{'_fp8' if fp8 else ''}_ta[{'/'.join(map(str, c1))}|{'/'.join(map(str, c2))}]",
                       (lambda a, b: lambda pp, pr, d: _moe_triton(pp, pr, d, a, fp8, cfg2=b, align="triton"))(c1, c2), (prec,))
             for c1, c2 in cfgmod.moe_config_pairs(rpe, fp8)]
+    out += [Candidate(f"triton_fused_moe{'_fp8' if fp8 else ''}_fx[{'/'.join(map(str, c1))}|{'/'.join(map(str, c2))}]",
+                      (lambda a, b: lambda pp, pr, d: _moe_fx(pp, pr, d, a, b, fp8))(c1, c2), (prec,))
+            for c1, c2 in cfgmod.moe_fx_pairs(rpe, fp8)]
     if p["m"] <= 32:
+        gemv2 = [Candidate(f"triton_moe_gemv2{'_w8a16' if fp8 else ''}[{'/'.join(map(str, a))}|{'/'.join(map(str, b))}]",
+                           (lambda a, b: lambda pp, pr, d: _moe_gemv2(pp, pr, d, a, b, fp8))(a, b), (prec,))
+                 for a, b in cfgmod.moe_gemv2_configs(fp8)]
+        out = gemv2 + out
         gemv = [Candidate(f"triton_moe_gemv{'_fp8' if fp8 else ''}[{'/'.join(map(str, c))}]",
                           (lambda cfg: lambda pp, pr, d: _moe_gemv(pp, pr, d, fp8, cfg))(c), (prec,))
                 for c in ((32, 256, 4), (16, 512, 4), (64, 128, 8))]
@@ -724,7 +944,7 @@ def _attn_bmm_packed(p, prec, dev):
     return Bench(run, 1, f"cuBLAS bmm QK^T, fp32 softmax, bmm PV, GQA packed ({'causal' if causal else 'no mask'}, keys {L})")
 
 
-def _attn_flash_triton(p, prec, dev, cfg=(32, 32, 8, 2)):
+def _attn_flash_triton(p, prec, dev, cfg=(32, 32, 8, 2), min_keys=512, combine="torch"):
     """Triton flash attention with the GQA group packed as rows and split-KV (flash-decoding) when
     the grid would not fill the GPU: for head_dim 512, which SDPA's flash/cuDNN kernels refuse."""
     if not has_triton(dev):
@@ -744,10 +964,16 @@ def _attn_flash_triton(p, prec, dev, cfg=(32, 32, 8, 2)):
     v = k if kv_shared else _randn(seqs * nkv, L, hd, device=dev)
     progs = -(-g * nb // bm) * seqs * nkv
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
-    splits = max(1, min(-(-2 * sms // progs), -(-L // 512)))
-    run = lambda i: flash_gqa(qs, k, v, nb, causal, splits=splits, block_m=bm, block_n=bn, num_warps=nw, num_stages=ns)  # noqa: E731
+    splits = max(1, min(-(-2 * sms // progs), -(-L // min_keys)))
+    ws = None
+    if splits > 1:  # partials' buffers made once, outside the timed calls
+        rows = seqs * nkv * splits * g * nb
+        ws = (torch.empty(rows, device=dev), torch.empty(rows, device=dev), torch.empty(rows * hd, device=dev))
+    run = lambda i: flash_gqa(qs, k, v, nb, causal, splits=splits, block_m=bm, block_n=bn, num_warps=nw, num_stages=ns, ws=ws,  # noqa: E731
+                              combine=combine)
     run(0)
-    return Bench(run, 1, f"Triton flash attention, GQA packed, {splits} KV split(s), BLOCK_M/N {bm}/{bn} ({'causal' if causal else 'no mask'}, keys {L})")
+    return Bench(run, 1, f"Triton flash attention, GQA packed, {splits} KV split(s) of >= {min_keys} keys ({combine} combine), "
+                         f"BLOCK_M/N {bm}/{bn} ({'causal' if causal else 'no mask'}, keys {L})")
 
 
 ATTN = ([Candidate(f"sdpa_{b}", (lambda b: lambda p, pr, d: _attn(p, pr, d, b))(b), ("bf16", "fp8")) for b in SDPA_BACKENDS[:3]]
@@ -755,6 +981,8 @@ ATTN = ([Candidate(f"sdpa_{b}", (lambda b: lambda p, pr, d: _attn(p, pr, d, b))(
            for b in ("flash", "efficient")]
         + [Candidate("triton_flash_gqa", _attn_flash_triton, ("bf16", "fp8")),
            Candidate("triton_flash_gqa_m16", lambda p, pr, d: _attn_flash_triton(p, pr, d, (16, 64, 4, 2)), ("bf16", "fp8")),
+           Candidate("triton_flash_decode_m16", lambda p, pr, d: _attn_flash_triton(p, pr, d, (16, 64, 4, 2), 64, "triton"), ("bf16", "fp8")),
+           Candidate("triton_flash_decode_m16n32", lambda p, pr, d: _attn_flash_triton(p, pr, d, (16, 32, 4, 2), 128, "triton"), ("bf16", "fp8")),
            Candidate("bmm_gqa_packed", _attn_bmm_packed, ("bf16", "fp8")),
            Candidate("sdpa_efficient_gqa_expand", lambda p, pr, d: _attn(p, pr, d, "efficient", "expand"), ("bf16", "fp8")),
            Candidate("sdpa_math", lambda p, pr, d: _attn(p, pr, d, "math"), ("bf16", "fp8"))])
@@ -763,7 +991,7 @@ ATTN = ([Candidate(f"sdpa_{b}", (lambda b: lambda p, pr, d: _attn(p, pr, d, b))(
 def candidates(family: str, params: dict, precision: str) -> list[Candidate]:
     """The registry: candidates for an op family at a precision, in order of preference."""
     if family == "gemm":
-        return GEMM[precision]
+        return GEMM[precision] + gemv2_candidates(int(params.get("m", 1 << 30)), precision)
     if family == "lm_head":
         return LM_HEAD[precision]
     if family == "moe":
@@ -773,8 +1001,12 @@ def candidates(family: str, params: dict, precision: str) -> list[Candidate]:
     simple = {
         "rmsnorm": [Candidate("triton_add_rmsnorm", _rmsnorm_triton), Candidate("torch_add_rmsnorm", _rmsnorm_torch)],
         "act_mul": [Candidate("triton_gelu_mul", _act_triton), Candidate("torch_gelu_mul", _act_torch)],
-        "qk_norm_rope": [Candidate("triton_qk_norm_rope", _qk_norm_rope_triton), Candidate("torch_qk_norm_rope", _qk_norm_rope)],
-        "router": [Candidate("triton_router", _router_triton), Candidate("torch_router", _router)],
+        "qk_norm_rope": [Candidate("triton_qk_norm_rope_1launch", _qk_norm_rope_1l), Candidate("triton_qk_norm_rope", _qk_norm_rope_triton),
+                         Candidate("torch_qk_norm_rope", _qk_norm_rope)],
+        "norm_fused": [Candidate("triton_norm_fused", _norm_fused_triton), Candidate("triton_add_rmsnorm_separate", _norm_separate_triton),
+                       Candidate("torch_norms_separate", _norm_separate_torch)],
+        "router": [Candidate("triton_router_gemv[1/4096/4]", _router_gemv), Candidate("triton_router_gemv[2/2048/4]", lambda p, pr, d: _router_gemv(p, pr, d, (2, 2048, 4))),
+                   Candidate("triton_router", _router_triton), Candidate("torch_router", _router)],
         "embed": [Candidate("torch_embed", _embed)],
         "dg_sampler": [Candidate("triton_dg_sampler", _dg_sampler_triton), Candidate("torch_dg_sampler", _dg_sampler)],
         "ar_sampler": [Candidate("triton_ar_sampler", _ar_sampler_triton), Candidate("torch_ar_sampler", _ar_sampler)],

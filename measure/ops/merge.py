@@ -1,5 +1,5 @@
-"""Replace the rows of some op families in an op table with a re-timed table's rows, keeping the
-re-run's provenance in meta.json["reruns"].
+"""Replace the rows of some op families in an op table with a re-timed table's rows (unit by unit),
+keeping the re-run's provenance in meta.json["reruns"].
 
     python -m measure.ops.merge BASE_DIR RERUN_DIR --families attn --why "..."
 """
@@ -14,9 +14,16 @@ from pathlib import Path
 from measure.ops.table import COLUMNS, read_rows
 
 
+def _key(r: dict) -> tuple:
+    return tuple(r.get(k, "") for k in ("precision", "op", "m", "seqs", "q", "ctx"))
+
+
 def merge(base: Path, rerun: Path, families: set[str], why: str) -> tuple[int, int]:
-    rows = [r for r in read_rows(base / "ops.csv") if r["family"] not in families]
+    """The re-run's rows of `families` replace the base rows of the same unit (precision, op, shape);
+    base rows the re-run did not time (a partial re-run, e.g. small m only) stay."""
     new = [r for r in read_rows(rerun / "ops.csv") if r["family"] in families]
+    redone = {_key(r) for r in new}
+    rows = [r for r in read_rows(base / "ops.csv") if _key(r) not in redone]
     with (base / "ops.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()

@@ -59,6 +59,9 @@ def op_work(op_name: str, precision: str, at: dict, defs: dict | None = None) ->
         return 2.0 * m * p["d"] * p["experts"], p["d"] * p["experts"] * 2 + m * p["d"] * 2
     if fam in ("rmsnorm",):
         return 8.0 * m * p["d"], m * p["d"] * 2 * 3
+    if fam == "norm_fused":  # inputs read, residual read + written, outputs written
+        norms = p["ins"] + (1 if p["ins"] == 2 else 0) + p["outs"]
+        return 8.0 * m * p["d"] * norms, m * p["d"] * 2 * (p["ins"] + 2 + p["outs"])
     if fam == "act_mul":
         return 10.0 * m * p["d"], m * p["d"] * 2 * 3
     if fam == "qk_norm_rope":

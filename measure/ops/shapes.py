@@ -69,8 +69,14 @@ def layer_ops(m: ModelShape, layer_type: str, mask: str, prefix: str = "") -> li
     hd, nkv, k_eq_v, window = _attn_dims(m, layer_type)
     nq = m.num_attention_heads
     ops: list[tuple[OpDef, float]] = []
-    norms = 8 if m.is_moe else 4  # Gemma-4 layer: 4 around attention/FFN, 3 more around the MoE branch, the router's
-    ops.append((_op("rmsnorm.d%d" % d, "rmsnorm", pi=True, d=d), norms))
+    # the layer's norms as two fused row passes (a fused op replaces the norms it covers): after
+    # attention (post-attention norm, residual add, the pre-FFN norm of the dense MLP and, in a MoE
+    # layer, of the experts) and after the FFN (post-FFN norm of each branch, in a MoE layer the norm
+    # of their sum, residual add, and the next layer's input norm: the last layer's is the final norm,
+    # the first layer's input norm is top_ops' "final_norm" op). The router computes its own norm.
+    two = 2 if m.is_moe else 1
+    ops.append((_op(f"norm_fused.d{d}.i1o{two}", "norm_fused", pi=True, d=d, ins=1, outs=two), 1))
+    ops.append((_op(f"norm_fused.d{d}.i{two}o1", "norm_fused", pi=True, d=d, ins=two, outs=1), 1))
     kv_out = 0 if not m.has_kv_projections else nkv * hd * (1 if k_eq_v else 2)
     ops.append((_op(f"{prefix}gemm.qkv_{tag}", "gemm", k=d, n=nq * hd + kv_out), 1))
     ops.append((_op(f"{prefix}qk_norm_rope.{tag}", "qk_norm_rope", pi=True, nq=nq, nkv=nkv if m.has_kv_projections else 0, hd=hd), 1))
@@ -92,7 +98,7 @@ def top_ops(m: ModelShape, prefix: str = "") -> dict[str, OpDef]:
     d, v = m.hidden_size, m.vocab_size
     out = {
         "embed": _op(f"embed.d{d}", "embed", pi=True, d=d, vocab=v),
-        "final_norm": _op("rmsnorm.d%d" % d, "rmsnorm", pi=True, d=d),
+        "final_norm": _op("rmsnorm.d%d" % d, "rmsnorm", pi=True, d=d),  # stands for layer 0's input norm (see layer_ops)
         "lm_head": _op(f"{prefix}lm_head", "lm_head", k=d, n=v),
         "ar_sampler": _op("ar_sampler", "ar_sampler", pi=True, vocab=v),
     }

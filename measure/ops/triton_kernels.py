@@ -21,6 +21,7 @@ def _fused_moe_kernel(
     stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn, stride_bse, stride_bsn,
     A_DIV: tl.constexpr, MUL_W: tl.constexpr, USE_FP8: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, W8A16: tl.constexpr = False,
+    REDUCE_TOPK: tl.constexpr = 0,
 ):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(EM, BLOCK_M)
@@ -64,13 +65,19 @@ def _fused_moe_kernel(
         w = tl.load(topk_w_ptr + rows, mask=rmask, other=0.0)
         acc = acc * w[:, None]
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    c_ptrs = c_ptr + rows[:, None] * stride_cm + offs_cn[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=rmask[:, None] & (offs_cn[None, :] < N))
+    if REDUCE_TOPK > 0:  # the top-k weighted sum in the epilogue: fp32 atomic adds into the token's row
+        c_ptrs = c_ptr + (rows // REDUCE_TOPK)[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+        tl.atomic_add(c_ptrs, acc, mask=rmask[:, None] & (offs_cn[None, :] < N), sem="relaxed")
+    else:
+        c_ptrs = c_ptr + rows[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=rmask[:, None] & (offs_cn[None, :] < N))
 
 
-def fused_moe_gemm(a, w, out, sorted_ids, expert_ids, num_post, *, a_div, cfg, topk_w=None, a_scale=None, w_scale=None, w8a16=False):
+def fused_moe_gemm(a, w, out, sorted_ids, expert_ids, num_post, *, a_div, cfg, topk_w=None, a_scale=None, w_scale=None, w8a16=False,
+                   reduce_topk=0, num_valid_rows=None):
     """out[r] = a[r // a_div] @ w[e(r)].T (* scales) (* topk_w[r]) for every valid sorted row r.
-    a: [rows_a, K]; w: [E, N, K]; out: [R, N]; sorted_ids: [EM] (pad value R)."""
+    a: [rows_a, K]; w: [E, N, K]; out: [R, N]; sorted_ids: [EM] (pad value R). reduce_topk = k:
+    out [R / k, N] fp32 (zeroed), out[r // k] += the row instead (the top-k sum in the epilogue)."""
     E, N, K = w.shape
     EM = sorted_ids.numel()
     bm, bn, bk, gm, nw, ns = cfg
@@ -80,11 +87,11 @@ def fused_moe_gemm(a, w, out, sorted_ids, expert_ids, num_post, *, a_div, cfg, t
     _fused_moe_kernel[grid](
         a, w, out, a_scale if fp8 else dummy, w_scale if (fp8 or w8a16) else dummy, topk_w if topk_w is not None else dummy,
         sorted_ids, expert_ids, num_post,
-        N, K, EM, out.shape[0],
+        N, K, EM, num_valid_rows if num_valid_rows is not None else out.shape[0],
         a.stride(0), a.stride(1), w.stride(0), w.stride(1), w.stride(2), out.stride(0), out.stride(1),
         w_scale.stride(0) if (fp8 or w8a16) else 0, w_scale.stride(1) if (fp8 or w8a16) else 0,
         A_DIV=a_div, MUL_W=topk_w is not None, USE_FP8=fp8,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, W8A16=w8a16, num_warps=nw, num_stages=ns,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, W8A16=w8a16, REDUCE_TOPK=reduce_topk, num_warps=nw, num_stages=ns,
     )
     return out
 
@@ -382,8 +389,9 @@ def _flash_gqa_kernel(Q, K, V, O, Ms, Ls, sm_scale, Mrows, qlen, L, per_split,
         tl.store(O + (b * SPLITS + sp) * Mrows * D + offs_m[:, None] * D + offs_d[None, :], acc, mask=rmask[:, None])
 
 
-def flash_gqa(q, k, v, qlen, causal, splits=1, block_m=32, block_n=32, num_warps=8, num_stages=2, ws=None):
-    """q: [B, Mrows, D] (B = seqs x KV heads, the group's query heads packed as rows), k/v: [B, L, D]."""
+def flash_gqa(q, k, v, qlen, causal, splits=1, block_m=32, block_n=32, num_warps=8, num_stages=2, ws=None, combine="torch"):
+    """q: [B, Mrows, D] (B = seqs x KV heads, the group's query heads packed as rows), k/v: [B, L, D].
+    combine: how split partials are merged: "torch" (several ops) or "triton" (one launch)."""
     Bt, Mrows, D = q.shape
     L = k.shape[1]
     per_split = triton.cdiv(triton.cdiv(L, splits), block_n) * block_n
@@ -406,6 +414,10 @@ def flash_gqa(q, k, v, qlen, causal, splits=1, block_m=32, block_n=32, num_warps
                             num_warps=num_warps, num_stages=num_stages)
     if splits == 1:
         return out
+    if combine == "triton":
+        from measure.ops.triton_fused import flash_combine
+
+        return flash_combine(Ms, Ls, out, torch.empty_like(q), splits)
     m = Ms.view(Bt, splits, Mrows)
     l_ = Ls.view(Bt, splits, Mrows)
     M = m.max(1, keepdim=True).values

@@ -28,3 +28,30 @@ def moe_config_pairs(rows_per_expert: float, fp8: bool) -> list[tuple[tuple, tup
     else:
         tuned = [((64, 128, 128, 1, 4, 4), (64, 128, 128, 1, 4, 3))] if fp8 else [((64, 128, 64, 1, 4, 4), (64, 128, 64, 1, 4, 3))]
     return [(first, first)] + [t for t in tuned if t != (first, first)]
+
+
+def gemv_configs(m: int) -> list[tuple[int, int, int]]:
+    """(BLOCK_N, BLOCK_K, warps) of the dense Triton GEMV at m rows: about 4-8k products per K step."""
+    if m == 1:
+        return [(4, 2048, 4), (8, 1024, 4), (16, 512, 8)]
+    if m <= 2:
+        return [(4, 1024, 4), (8, 512, 4)]
+    if m <= 4:
+        return [(4, 512, 4), (8, 256, 4)]
+    return [(4, 256, 4), (8, 128, 4)]
+
+
+def moe_gemv2_configs(fp8: bool) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
+    """((BLOCK_N, BLOCK_K, warps) of the gate_up GEMV, the same of the down GEMV) of the two-launch
+    small-batch MoE."""
+    return [((16, 512, 4), (8, 256, 4)), ((8, 1024, 4), (4, 512, 4)), ((32, 256, 4), (16, 256, 4))]
+
+
+def moe_fx_pairs(rows_per_expert: float, fp8: bool) -> list[tuple[tuple, tuple]]:
+    """Tile pairs of the fused-launch MoE: the alignment pairs plus, for fp8 at moderate density
+    (the 256-token layer), deeper K tiles and pipelines (memory-bound streaming of e4m3 weights)."""
+    pairs = moe_config_pairs(rows_per_expert, fp8)
+    if fp8 and 8 <= rows_per_expert <= 96:
+        pairs += [((64, 128, 256, 1, 4, 3), (64, 128, 256, 1, 4, 3)), ((64, 64, 256, 1, 4, 4), (64, 64, 256, 1, 4, 4)),
+                  ((64, 128, 128, 1, 4, 5), (64, 128, 128, 1, 4, 5)), ((64, 256, 128, 1, 8, 3), (64, 128, 128, 1, 4, 4))]
+    return pairs

@@ -1,0 +1,368 @@
+"""Fused Triton kernels (issue 17, second round): fewer, larger launches for the ops that were
+launch- or latency-bound in the first campaign.
+
+- MoE, any batch (`moe_prep`, `moe_scatter`, `gelu_mul_quant`, and the fused-MoE GEMM's atomic
+  top-k epilogue in triton_kernels.py): the expert alignment in two launches instead of five, the
+  activations' fp8 quantisation, the fill of the padded row list and the zeroing of the output in
+  the same launch as the expert count (programs of one grid doing different work), gelu*up fused
+  with the fp8 quantisation of its output, and the top-k weighted sum done by the down GEMM
+  (fp32 atomic adds into the token's row) instead of a separate reduction.
+- MoE, small batches (`moe_gemv_gate_up`, `moe_gemv_down`): two launches per layer: gate and up
+  rows of an expert in one program with gelu*up in its epilogue; the down projection loops over a
+  token's top-k experts and writes the weighted sum.
+- Dense GEMV (`gemv`): y = x @ W.T for a few rows, many narrow programs with long K tiles so every
+  SM streams weights (bf16, or fp8 weights with per-channel scales and bf16 activations).
+- `norm_fused`: the norms between a layer's blocks in one row pass (post-attention norm + residual
+  add + both pre-FFN norms; both post-FFN norms + their sum's norm + residual add + the next
+  layer's input norm).
+- `qk_norm_rope2`: per-head RMSNorm + RoPE of q and k in one launch.
+
+Imported only where Triton is installed (the device machine); kernels.py records a fallback when
+it is not.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+
+# ---- MoE alignment + quantisation + fills, one grid ------------------------------------------------
+@triton.jit
+def _moe_prep_kernel(ids_ptr, counts_ptr, x_ptr, xq_ptr, xs_ptr, sorted_ptr, out_ptr, R, EM, MD, K, NC, NQ, NF,
+                     E: tl.constexpr, CH: tl.constexpr, BLOCK_K: tl.constexpr, FCH: tl.constexpr):
+    """Programs [0, NC): count routed rows per expert; [NC, NC+NQ): quantise row pid-NC of x to e4m3
+    (per-row scale); [NC+NQ, NC+NQ+NF): fill the padded row list with the pad value R; the rest:
+    zero the fp32 output (MD elements)."""
+    pid = tl.program_id(0)
+    if pid < NC:
+        o = pid * CH + tl.arange(0, CH)
+        e = tl.load(ids_ptr + o, mask=o < R, other=E).to(tl.int32)
+        hit = (e[:, None] == tl.arange(0, E)[None, :]).to(tl.int32)
+        tl.atomic_add(counts_ptr + tl.arange(0, E), tl.sum(hit, axis=0), sem="relaxed")
+    elif pid < NC + NQ:
+        row = (pid - NC).to(tl.int64)
+        offs = tl.arange(0, BLOCK_K)
+        msk = offs < K
+        x = tl.load(x_ptr + row * K + offs, mask=msk, other=0.0).to(tl.float32)
+        s = tl.maximum(tl.max(tl.abs(x), axis=0), 1e-6) / 448.0
+        tl.store(xs_ptr + row, s)
+        tl.store(xq_ptr + row * K + offs, (x / s).to(xq_ptr.dtype.element_ty), mask=msk)
+    elif pid < NC + NQ + NF:
+        o = (pid - NC - NQ).to(tl.int64) * FCH + tl.arange(0, FCH)
+        tl.store(sorted_ptr + o, tl.zeros((FCH,), tl.int64) + R, mask=o < EM)
+    else:
+        o = (pid - NC - NQ - NF).to(tl.int64) * FCH + tl.arange(0, FCH)
+        tl.store(out_ptr + o, tl.zeros((FCH,), tl.float32), mask=o < MD)
+
+
+@triton.jit
+def _moe_scatter_kernel(ids_ptr, counts_ptr, cursor_ptr, sorted_ptr, eid_ptr, npad_ptr, R, NB,
+                        E: tl.constexpr, BLOCK_M: tl.constexpr, CH: tl.constexpr, BCH: tl.constexpr):
+    """Every program recomputes the padded per-expert offsets from the counts (E values) and
+    scatters its chunk of routed rows; program 0 also writes the block -> expert map and the padded
+    row count."""
+    pid = tl.program_id(0)
+    oe = tl.arange(0, E)
+    counts = tl.load(counts_ptr + oe)
+    padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    pad_end = tl.cumsum(padded, axis=0)
+    pad_start = pad_end - padded
+    if pid == 0:
+        tl.store(npad_ptr, tl.sum(padded, axis=0).to(tl.int64))
+        for b0 in range(0, NB, BCH):
+            ob = b0 + tl.arange(0, BCH)
+            ex = tl.sum((pad_end[None, :] <= (ob * BLOCK_M)[:, None]).to(tl.int32), axis=1)
+            tl.store(eid_ptr + ob, tl.minimum(ex, E - 1).to(tl.int64), mask=ob < NB)
+    o = pid * CH + tl.arange(0, CH)
+    m = o < R
+    e = tl.load(ids_ptr + o, mask=m, other=0).to(tl.int32)
+    start = tl.sum(tl.where(e[:, None] == oe[None, :], pad_start[None, :], 0), axis=1)
+    dest = start + tl.atomic_add(cursor_ptr + e, 1, mask=m, sem="relaxed")
+    tl.store(sorted_ptr + dest, o.to(tl.int64), mask=m)
+
+
+def moe_prep(topk_ids, num_experts: int, block_m: int, x=None, out=None, ws=None):
+    """(sorted_ids, expert_ids, npad, xq, xs) as moe_align_triton returns them, in one memset and
+    two launches; with `x`: its per-row e4m3 quantisation (xq, xs [rows]) in the first launch; with
+    `out` (fp32): zeroed in the first launch. `ws`: a dict of reusable buffers."""
+    flat = topk_ids.reshape(-1)
+    R, dev, E = flat.numel(), flat.device, num_experts
+    EM = ((R + E * (block_m - 1) + block_m - 1) // block_m) * block_m
+    NB = EM // block_m
+    ws = {} if ws is None else ws
+    key = (R, E, block_m)
+    if ws.get("key") != key:
+        ws.update(key=key, sorted=torch.empty(EM, dtype=torch.int64, device=dev), eid=torch.empty(NB, dtype=torch.int64, device=dev),
+                  npad=torch.empty(1, dtype=torch.int64, device=dev), cc=torch.empty(2 * E, dtype=torch.int32, device=dev))
+    cc = ws["cc"]
+    cc.zero_()
+    CH, FCH = 128, 1024
+    NC = triton.cdiv(R, CH)
+    xq = xs = None
+    NQ, K = 0, 1
+    if x is not None:
+        NQ, K = x.shape
+        if ws.get("xq") is None or ws["xq"].shape != x.shape:
+            ws["xq"] = torch.empty(NQ, K, dtype=torch.float8_e4m3fn, device=dev)
+            ws["xs"] = torch.empty(NQ, dtype=torch.float32, device=dev)
+        xq, xs = ws["xq"], ws["xs"]
+    NF = triton.cdiv(EM, FCH)
+    MD = out.numel() if out is not None else 0
+    NZ = triton.cdiv(MD, FCH)
+    if ws.get("dummy") is None:
+        ws["dummy"] = torch.zeros(1, dtype=torch.float32, device=dev)
+    dm = ws["dummy"]
+    _moe_prep_kernel[(NC + NQ + NF + NZ,)](
+        flat, cc, x if x is not None else dm, xq if xq is not None else dm, xs if xs is not None else dm, ws["sorted"],
+        out if out is not None else dm, R, EM, MD, K, NC, NQ, NF, E=E, CH=CH, BLOCK_K=triton.next_power_of_2(K), FCH=FCH,
+        num_warps=8 if K >= 2048 else 4)
+    _moe_scatter_kernel[(NC,)](flat, cc, cc[E:], ws["sorted"], ws["eid"], ws["npad"], R, NB, E=E, BLOCK_M=block_m, CH=CH, BCH=128,
+                               num_warps=4)
+    return ws["sorted"], ws["eid"], ws["npad"], xq, xs
+
+
+# ---- gelu * up with the fp8 quantisation of its output ---------------------------------------------
+@triton.jit
+def _gelu_mul_quant_kernel(gu_ptr, q_ptr, s_ptr, D, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    m = offs < D
+    g = tl.load(gu_ptr + row * 2 * D + offs, mask=m, other=0.0).to(tl.float32)
+    u = tl.load(gu_ptr + row * 2 * D + D + offs, mask=m, other=0.0).to(tl.float32)
+    inner = 0.7978845608028654 * (g + 0.044715 * g * g * g)
+    y = 0.5 * g * (1.0 + (2.0 / (1.0 + tl.exp(-2.0 * inner)) - 1.0)) * u
+    y = y.to(tl.bfloat16).to(tl.float32)  # what the unfused path quantises
+    s = tl.maximum(tl.max(tl.abs(y), axis=0), 1e-6) / 448.0
+    tl.store(s_ptr + row, s)
+    tl.store(q_ptr + row * D + offs, (y / s).to(q_ptr.dtype.element_ty), mask=m)
+
+
+def gelu_mul_quant(gu, q, s):
+    """q, s = e4m3 quantisation per row of gelu_tanh(gu[:, :D]) * gu[:, D:], D = q.shape[1]."""
+    M, D = q.shape
+    _gelu_mul_quant_kernel[(M,)](gu, q, s, D, BLOCK=triton.next_power_of_2(D), num_warps=4)
+    return q, s
+
+
+# ---- small-batch MoE in two launches ---------------------------------------------------------------
+@triton.jit
+def _gelu_tanh(g):
+    inner = 0.7978845608028654 * (g + 0.044715 * g * g * g)
+    return 0.5 * g * (1.0 + (2.0 / (1.0 + tl.exp(-2.0 * inner)) - 1.0))
+
+
+@triton.jit
+def _moe_gemv_gate_up_kernel(a_ptr, w_ptr, act_ptr, ids_ptr, ws_ptr, F, K: tl.constexpr, A_DIV: tl.constexpr,
+                             W_SCALE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Program (routed row r, column block): gate and up rows of expert e_r against a[r // A_DIV],
+    gelu(gate) * up stored: the intermediate never goes to memory."""
+    r = tl.program_id(0).to(tl.int64)
+    pn = tl.program_id(1)
+    e = tl.load(ids_ptr + r).to(tl.int64)
+    offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
+    nmask = offs_n < F
+    offs_k = tl.arange(0, BLOCK_K)
+    wg = w_ptr + e * 2 * F * K + offs_n[:, None].to(tl.int64) * K
+    wu = wg + F * K
+    accg = tl.zeros((BLOCK_N,), tl.float32)
+    accu = tl.zeros((BLOCK_N,), tl.float32)
+    arow = r // A_DIV
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + offs_k
+        km = kk < K
+        a = tl.load(a_ptr + arow * K + kk, mask=km, other=0.0).to(tl.float32)
+        g = tl.load(wg + kk[None, :], mask=nmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+        u = tl.load(wu + kk[None, :], mask=nmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+        accg += tl.sum(g * a[None, :], axis=1)
+        accu += tl.sum(u * a[None, :], axis=1)
+    if W_SCALE:
+        accg = accg * tl.load(ws_ptr + e * 2 * F + offs_n, mask=nmask, other=0.0)
+        accu = accu * tl.load(ws_ptr + e * 2 * F + F + offs_n, mask=nmask, other=0.0)
+    tl.store(act_ptr + r * F + offs_n, (_gelu_tanh(accg) * accu).to(act_ptr.dtype.element_ty), mask=nmask)
+
+
+@triton.jit
+def _moe_gemv_down_kernel(act_ptr, w_ptr, out_ptr, ids_ptr, tw_ptr, ws_ptr, N, K: tl.constexpr, TOPK: tl.constexpr,
+                          W_SCALE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Program (token t, column block): sum over the token's top-k experts of weight x expert down
+    projection of its intermediate row: the top-k sum needs no extra launch."""
+    t = tl.program_id(0).to(tl.int64)
+    pn = tl.program_id(1)
+    offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
+    nmask = offs_n < N
+    offs_k = tl.arange(0, BLOCK_K)
+    out = tl.zeros((BLOCK_N,), tl.float32)
+    for j in tl.static_range(TOPK):
+        r = t * TOPK + j
+        e = tl.load(ids_ptr + r).to(tl.int64)
+        wrow = w_ptr + e * N * K + offs_n[:, None].to(tl.int64) * K
+        acc = tl.zeros((BLOCK_N,), tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            kk = k0 + offs_k
+            km = kk < K
+            a = tl.load(act_ptr + r * K + kk, mask=km, other=0.0).to(tl.float32)
+            w = tl.load(wrow + kk[None, :], mask=nmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+            acc += tl.sum(w * a[None, :], axis=1)
+        if W_SCALE:
+            acc = acc * tl.load(ws_ptr + e * N + offs_n, mask=nmask, other=0.0)
+        out += acc * tl.load(tw_ptr + r)
+    tl.store(out_ptr + t * N + offs_n, out.to(out_ptr.dtype.element_ty), mask=nmask)
+
+
+def moe_gemv_gate_up(a, w1, act, ids_flat, *, a_div, w_scale=None, block_n=16, block_k=512, num_warps=4):
+    """act[r] = gelu(a[r // a_div] @ W1[e_r, :F].T) * (a[r // a_div] @ W1[e_r, F:].T), w1 [E, 2F, K]."""
+    E, F2, K = w1.shape
+    F = F2 // 2
+    R = ids_flat.numel()
+    _moe_gemv_gate_up_kernel[(R, triton.cdiv(F, block_n))](a, w1, act, ids_flat, w_scale if w_scale is not None else act, F, K=K,
+                                                           A_DIV=a_div, W_SCALE=w_scale is not None, BLOCK_N=block_n,
+                                                           BLOCK_K=block_k, num_warps=num_warps)
+    return act
+
+
+def moe_gemv_down(act, w2, out, ids_flat, topk_w, *, topk, w_scale=None, block_n=8, block_k=256, num_warps=4):
+    """out[t] = sum_j topk_w[t, j] * act[t * topk + j] @ W2[e_tj].T, w2 [E, N, K]; out [tokens, N]."""
+    E, N, K = w2.shape
+    T = out.shape[0]
+    _moe_gemv_down_kernel[(T, triton.cdiv(N, block_n))](act, w2, out, ids_flat, topk_w, w_scale if w_scale is not None else out, N,
+                                                        K=K, TOPK=topk, W_SCALE=w_scale is not None, BLOCK_N=block_n,
+                                                        BLOCK_K=block_k, num_warps=num_warps)
+    return out
+
+
+# ---- dense GEMV ------------------------------------------------------------------------------------
+@triton.jit
+def _gemv_kernel(x_ptr, w_ptr, y_ptr, ws_ptr, M, N, K: tl.constexpr, MP: tl.constexpr, W_SCALE: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pn = tl.program_id(0)
+    offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
+    nmask = offs_n < N
+    offs_m = tl.arange(0, MP)
+    mmask = offs_m < M
+    offs_k = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((MP, BLOCK_N), tl.float32)
+    wrow = w_ptr + offs_n[:, None].to(tl.int64) * K
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + offs_k
+        km = kk < K
+        w = tl.load(wrow + kk[None, :], mask=nmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+        x = tl.load(x_ptr + offs_m[:, None] * K + kk[None, :], mask=mmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+        acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
+    if W_SCALE:
+        acc = acc * tl.load(ws_ptr + offs_n, mask=nmask, other=0.0)[None, :]
+    tl.store(y_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+
+
+def gemv(x, w, y, w_scale=None, block_n=4, block_k=1024, num_warps=4):
+    """y [M, N] = x [M, K] @ w [N, K].T (* w_scale [N]) for a few rows M."""
+    M, K = x.shape
+    N = w.shape[0]
+    _gemv_kernel[(triton.cdiv(N, block_n),)](x, w, y, w_scale if w_scale is not None else y, M, N, K=K, MP=triton.next_power_of_2(M),
+                                             W_SCALE=w_scale is not None, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps)
+    return y
+
+
+# ---- fused norms -----------------------------------------------------------------------------------
+@triton.jit
+def _rms(x, D, eps):
+    return tl.rsqrt(tl.sum(x * x, axis=0) / D + eps)
+
+
+@triton.jit
+def _norm_fused_kernel(a_ptr, b_ptr, res_ptr, wa_ptr, wb_ptr, ws_ptr, wo1_ptr, wo2_ptr, o1_ptr, o2_ptr, D, eps,
+                       INS: tl.constexpr, OUTS: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    m = offs < D
+    a = tl.load(a_ptr + row * D + offs, mask=m, other=0.0).to(tl.float32)
+    y = a * _rms(a, D, eps) * (1.0 + tl.load(wa_ptr + offs, mask=m, other=0.0).to(tl.float32))
+    if INS == 2:
+        b = tl.load(b_ptr + row * D + offs, mask=m, other=0.0).to(tl.float32)
+        y += b * _rms(b, D, eps) * (1.0 + tl.load(wb_ptr + offs, mask=m, other=0.0).to(tl.float32))
+        y = y * _rms(y, D, eps) * (1.0 + tl.load(ws_ptr + offs, mask=m, other=0.0).to(tl.float32))
+    h = tl.load(res_ptr + row * D + offs, mask=m, other=0.0).to(tl.float32) + y
+    tl.store(res_ptr + row * D + offs, h.to(res_ptr.dtype.element_ty), mask=m)
+    r = _rms(h, D, eps)
+    tl.store(o1_ptr + row * D + offs, (h * r * (1.0 + tl.load(wo1_ptr + offs, mask=m, other=0.0).to(tl.float32))).to(o1_ptr.dtype.element_ty), mask=m)
+    if OUTS == 2:
+        tl.store(o2_ptr + row * D + offs, (h * r * (1.0 + tl.load(wo2_ptr + offs, mask=m, other=0.0).to(tl.float32))).to(o2_ptr.dtype.element_ty), mask=m)
+
+
+def norm_fused(a, res, wa, wo1, o1, b=None, wb=None, ws=None, wo2=None, o2=None, eps=1e-6):
+    """One row pass: y = norm_a(a) [+ norm_b(b), then norm_s of the sum]; res += y; o1 = norm_o1(res)
+    [, o2 = norm_o2(res)] (Gemma's (1 + w) scales)."""
+    M, D = a.shape
+    ins, outs = (2 if b is not None else 1), (2 if o2 is not None else 1)
+    _norm_fused_kernel[(M,)](a, b if b is not None else a, res, wa, wb if wb is not None else wa, ws if ws is not None else wa, wo1,
+                             wo2 if wo2 is not None else wo1, o1, o2 if o2 is not None else o1, D, eps, INS=ins, OUTS=outs,
+                             BLOCK=triton.next_power_of_2(D), num_warps=8 if D > 2048 else 4)
+    return o1, o2
+
+
+# ---- q/k norm + RoPE in one launch -----------------------------------------------------------------
+@triton.jit
+def _norm_rope_row(p, w_ptr, pos, HD: tl.constexpr, HALF: tl.constexpr, eps, theta_log2):
+    offs = tl.arange(0, HALF)
+    a = tl.load(p + offs).to(tl.float32)
+    b = tl.load(p + HALF + offs).to(tl.float32)
+    r = tl.rsqrt((tl.sum(a * a, axis=0) + tl.sum(b * b, axis=0)) / HD + eps)
+    a = a * r * (1.0 + tl.load(w_ptr + offs).to(tl.float32))
+    b = b * r * (1.0 + tl.load(w_ptr + HALF + offs).to(tl.float32))
+    ang = pos * tl.exp2(-(offs.to(tl.float32) / HALF) * theta_log2)
+    c, s = tl.cos(ang), tl.sin(ang)
+    tl.store(p + offs, (a * c - b * s).to(p.dtype.element_ty))
+    tl.store(p + HALF + offs, (b * c + a * s).to(p.dtype.element_ty))
+
+
+@triton.jit
+def _qk_norm_rope2_kernel(q_ptr, k_ptr, wq_ptr, wk_ptr, pos_ptr, HQ, HK, HD: tl.constexpr, HALF: tl.constexpr, eps, theta_log2):
+    pid = tl.program_id(0).to(tl.int64)
+    tok = pid // (HQ + HK)
+    h = pid % (HQ + HK)
+    pos = tl.load(pos_ptr + tok).to(tl.float32)
+    if h < HQ:
+        _norm_rope_row(q_ptr + (tok * HQ + h) * HD, wq_ptr, pos, HD, HALF, eps, theta_log2)
+    else:
+        _norm_rope_row(k_ptr + (tok * HK + h - HQ) * HD, wk_ptr, pos, HD, HALF, eps, theta_log2)
+
+
+def qk_norm_rope2(q, k, wq, wk, pos, eps=1e-6, theta=10000.0):
+    """In place: per-head RMSNorm then RoPE of q [T, HQ, HD] and k [T, HK, HD] in one launch."""
+    T, HQ, HD = q.shape
+    HK = k.shape[1] if k is not None else 0
+    _qk_norm_rope2_kernel[(T * (HQ + HK),)](q, k if k is not None else q, wq, wk, pos, HQ, HK, HD=HD, HALF=HD // 2, eps=eps,
+                                             theta_log2=math.log2(theta), num_warps=4)
+    return q, k
+
+
+# ---- split-KV attention combine --------------------------------------------------------------------
+@triton.jit
+def _flash_combine_kernel(Ms, Ls, Op, O, Mrows, SPLITS: tl.constexpr, SP: tl.constexpr, D: tl.constexpr):
+    """One (sequence x KV head, packed query row): merge the splits' partial softmax states."""
+    pid = tl.program_id(0).to(tl.int64)
+    b = pid // Mrows
+    r = pid % Mrows
+    os_ = tl.arange(0, SP)
+    base = (b * SPLITS + os_) * Mrows + r
+    m = tl.load(Ms + base, mask=os_ < SPLITS, other=-float("inf"))
+    M = tl.max(m, axis=0)
+    w = tl.where(os_ < SPLITS, tl.exp(m - M), 0.0)
+    L = tl.sum(w * tl.load(Ls + base, mask=os_ < SPLITS, other=0.0), axis=0)
+    od = tl.arange(0, D)
+    acc = tl.zeros((D,), tl.float32)
+    for s in range(SPLITS):
+        ms = tl.load(Ms + (b * SPLITS + s) * Mrows + r)
+        acc += tl.exp(ms - M) * tl.load(Op + ((b * SPLITS + s) * Mrows + r) * D + od)
+    tl.store(O + (b * Mrows + r) * D + od, (acc / L).to(O.dtype.element_ty))
+
+
+def flash_combine(Ms, Ls, Op, out, splits: int):
+    """out [B, Mrows, D] from the split kernel's partials (Ms, Ls [B*splits*Mrows], Op [.., D])."""
+    Bt, Mrows, D = out.shape
+    _flash_combine_kernel[(Bt * Mrows,)](Ms, Ls, Op, out, Mrows, SPLITS=splits, SP=triton.next_power_of_2(splits), D=D,
+                                         num_warps=4 if D <= 256 else 8)
+    return out

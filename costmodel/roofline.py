@@ -141,6 +141,7 @@ class Roofline:
         self.precision = precision
         self.flops_per_ms = hardware.peak_tflops(precision) * 1e9
         self.bytes_per_ms = hardware.memory_bandwidth_tbps * 1e9
+        self._terms: dict = {}  # Segment -> (model, its terms): _segment
 
     def _model_for(self, kind: PassKind) -> ModelShape:
         if kind.role == "assistant":
@@ -180,30 +181,37 @@ class Roofline:
         segments = tuple(segments)
         return self._pass_cost(segments)
 
+    def _segment(self, seg: Segment) -> tuple:
+        """(model, segment_terms + (self-conditioning tokens,)) of one validated segment, memoised:
+        one segment recurs in many mixed passes."""
+        hit = self._terms.get(seg)
+        if hit is None:
+            kind = get_pass_kind(seg.validate().kind)
+            m = self._model_for(kind)
+            hit = self._terms[seg] = (m, self.segment_terms(m, kind, seg) + (seg.seqs * seg.tokens if kind.self_conditioning else 0,))
+        return hit
+
     @lru_cache(maxsize=65536)
     def _pass_cost(self, segments: tuple[Segment, ...]) -> PassRoofline:
         if not segments:
             raise UserError("a pass needs at least one segment", "give seqs/tokens for one pass kind")
-        kinds = [get_pass_kind(s.validate().kind) for s in segments]
-        models = {self._model_for(k).name for k in kinds}
-        if len(models) > 1:
+        parts = [self._segment(s) for s in segments]
+        m = parts[0][0]
+        if any(p[0] is not m for p in parts):
             raise UserError("one forward pass cannot mix target and assistant pass kinds", "time draft_step passes separately")
-        m = self._model_for(kinds[0])
         wb = self.precision.weight_bytes
         T_total = sum(s.seqs * s.tokens for s in segments)
         flops = 0.0
         kv_read = kv_write = logits_bytes = 0.0
         any_logits = False
         sc_tokens = 0
-        for kind, seg in zip(kinds, segments):
-            a, r, w, lb, lt = self.segment_terms(m, kind, seg)
+        for _, (a, r, w, lb, lt, sc) in parts:
             flops += a + 2.0 * lt * m.embedding_params  # lm_head
             kv_read += r
             kv_write += w
             logits_bytes += lb
             any_logits |= lt > 0
-            if kind.self_conditioning:
-                sc_tokens += seg.seqs * seg.tokens
+            sc_tokens += sc
         body = m.shared_body_params - m.self_conditioning_params
         active_body = body + m.num_hidden_layers * m.top_k_experts * m.expert_params
         flops += 2.0 * T_total * active_body

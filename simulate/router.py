@@ -8,14 +8,13 @@ ROUTERS = ("least-outstanding", "round-robin")
 
 
 def make_router(name: str, replicas: list):
-    """-> route(request): enqueue the request on the chosen replica and return that replica."""
+    """-> route(): the replica the next arrival joins (the caller enqueues it there)."""
     if name not in ROUTERS:
         raise UserError(f"unknown router {name!r}", f"use one of {', '.join(ROUTERS)}")
     if len(replicas) == 1:
         only = replicas[0]
 
-        def route_one(r):
-            only.enqueue(r)
+        def route_one():
             return only
 
         return route_one
@@ -23,22 +22,20 @@ def make_router(name: str, replicas: list):
         n = len(replicas)
         state = [0]
 
-        def route_rr(r):
+        def route_rr():
             rep = replicas[state[0]]
             state[0] = (state[0] + 1) % n
-            rep.enqueue(r)
             return rep
 
         return route_rr
 
-    def route_lo(r):
+    def route_lo():
         """Fewest requests routed and not yet finished (queued or running)."""
         best = replicas[0]
         bo = best.outstanding
         for rep in replicas:
             if rep.outstanding < bo:
                 best, bo = rep, rep.outstanding
-        best.enqueue(r)
         return best
 
     return route_lo

@@ -24,9 +24,13 @@ tokens; diffusion: prompt and committed canvases, the canvas being denoised is n
 Time: each replica keeps its own clock (`now`) and runs its steps ahead to a bound the event loop
 (sim.py) gives it, the next arrival: replicas share nothing between arrivals but the record of
 departures, which the loop merges in time order. A mode's `coast` runs stretches of steps in which
-nothing but time and the counters changes (no prefill chunk, no request transition, no admission,
-no preemption) without the per-step bookkeeping; it performs the same float operations in the same
-order, so results are identical to stepping one by one.
+nothing but time and the counters changes (no prefill chunk, no admission, no preemption) in closed
+form, up to and including the next step that ends with a request transition: the stretch is a few
+runs of one step price each (`book_run`), so its cost does not grow with its length. Step i of a
+run from ts ends at ts + (i + 1) * dt instead of a running sum, so results equal stepping one by one
+up to float rounding (tests/test_simulate_coast.py). A replica also says until when nothing on it
+can be seen from outside (`quiet_until`: no departure, admission or first output), and the loop
+runs only the replicas due by then, and the one an arrival is routed to.
 """
 
 from __future__ import annotations
@@ -49,12 +53,13 @@ class Replica:
     `account(dt, m, tp, group_seqs)`, `first_output(r, t)`, `finish(r, t, kv)` and `plan` (the
     mode's draws). Post-conditions of `schedule()`: KV for the step's growth is allocated, the
     prefill chunks are chosen, the step's seconds are returned and accounted once. A mixin may also
-    define `coast(t, bound, prev) -> t'` (see `advance`); the default runs no step ahead."""
+    define `coast(t, bound, prev) -> t'` (see `advance`; `book_run` books it); the default runs no
+    step ahead."""
 
     tokens_per_seq = 1  # budget tokens one decode-phase sequence takes per step
     # a list to record every step into, as (replica, step, start_s, seconds, prefill chunks, prefill
     # tokens, sequences per group), or None (the default: no per-step cost). Set, it turns coasting
-    # off, which changes no result (coast runs the same float operations as stepping).
+    # off, which changes no result beyond float rounding.
     trace: list | None = None
 
     def __init__(self, idx: int, departures: list, cfg, kv_capacity: int, pricer, rec, tracker, plan=None, n_groups: int = 1):
@@ -87,6 +92,10 @@ class Replica:
         self.outstanding = 0  # routed here and not finished (least-outstanding routing)
         self.t_start = 0.0  # start of the step in flight
         self.t_end = None  # end of the step in flight; None while idle
+        # nothing the loop or another replica can see (a departure, an admission, a first output)
+        # happens on this replica before this time unless a request is routed here: the loop need
+        # not run it to an arrival before then (it is at the end of a full step or of a coast)
+        self.quiet_until = float("inf")
         self.woken = False  # idle, and a request arrived: the loop starts a step at the arrival
         self.woken_list: list = []  # the loop's list of woken replicas (it replaces this one)
         self.preemptions = 0
@@ -106,9 +115,12 @@ class Replica:
         r.eligible = self.step + 2 if (self.async_sched and self.t_end is not None) else 0
         self.waiting.append(r)
         self.outstanding += 1
-        if self.t_end is None and not self.woken:
-            self.woken = True
-            self.woken_list.append(self)
+        if self.t_end is None:
+            if not self.woken:
+                self.woken = True
+                self.woken_list.append(self)
+        elif self.t_end < self.quiet_until:
+            self.quiet_until = self.t_end  # r may be admitted when the step in flight ends
 
     # ---- scheduling --------------------------------------------------------------------------
     def schedule_prefill(self, budget: int, now: float) -> tuple[int, int, int]:
@@ -232,32 +244,68 @@ class Replica:
         """Schedule a step at t (the replica was idle, or its last step ended at t)."""
         self.now = self.t_start = t
         self.woken = False
-        self.t_end = t + self.schedule()
+        self.t_end = self.quiet_until = t + self.schedule()
 
     def coast(self, t: float, bound: float, prev: float):
         """Steps a mode can run from t without the per-step bookkeeping; returns the time the next
         full step starts at, or None when the mode left a step in flight (none by default)."""
         return t
 
-    def book_coast(self, s: int, s0: int, flight: bool, t: float, te: float, kv: float, busy: float, busy_w: float,
-                   group_seqs: tuple):
-        """Book the steps a mode's coast ran from step s0 (step index, KV, busy time, per-group
-        accumulators); a step that ends past the bound stays in flight from t to te. Returns coast's
-        result: the time the next full step starts at, or None with a step in flight."""
-        k = s - s0 + flight
-        if not k:
-            return t
-        self.step, self.kv_used, self.busy_s, self.busy_window_s = s, kv, busy, busy_w
+    def book_run(self, t: float, bound: float, prev: float, segs: list, last_due: bool, kv_step: float,
+                 group_seqs: tuple) -> tuple[float | None, int]:
+        """Book a mode's coast in closed form: from t the steps of `segs` [(steps, seconds each), ...]
+        run back to back (step i of a segment starting at ts spans ts + i*dt .. ts + (i+1)*dt), each
+        growing the KV by `kv_step`; `last_due`: the run's last step is one whose end has a request
+        transition (complete() must run it). Steps that end before `bound` (at it: when they started
+        before `prev`, as a heap ordered by (time, scheduling order) runs them) are done; the next is
+        left in flight. Sets `quiet_until` (the run's end: nothing another replica or the loop can see
+        happens here before it). Returns (coast's result - the time the next full step starts at, or
+        None with a step in flight - and the steps done)."""
+        done = 0
+        ts = last_ts = t
+        f0 = f1 = None  # the in-flight step's start and end
+        busy = 0.0
+        for n, dt in segs:
+            last_ts = ts
+            if f0 is None:
+                m = (bound - ts) / dt
+                m = 0 if m < 0 else (n if m > n else int(m))
+                while m > 0 and not _ended(ts, dt, m - 1, bound, prev):
+                    m -= 1
+                while m < n and _ended(ts, dt, m, bound, prev):
+                    m += 1
+                if m < n:
+                    f0, f1 = ts + m * dt, ts + (m + 1) * dt
+                    done += m
+                    busy += (m + 1) * dt
+                else:
+                    done += n
+                    busy += n * dt
+            ts = ts + n * dt
+        run_end = ts
+        if f0 is None and last_due:  # every step done: the last stays in flight for complete()
+            n, dt = segs[-1]
+            done -= 1
+            f0, f1 = last_ts + (n - 1) * dt, run_end
+        k = done + (f0 is not None)
+        self.quiet_until = run_end
+        self.step += done
+        self.kv_used += k * kv_step
+        self.busy_s += busy
+        wend = self.tracker.window_end
+        if t < wend:
+            last = f1 if f1 is not None else run_end
+            self.busy_window_s += (last if last < wend else wend) - t
         self.n_steps += k
         acc = self.acc_groups
         for i, n in enumerate(group_seqs):
             acc[i] += k * n
         self.chunks = []
-        if not flight:
-            return t
-        self.now = self.t_start = t
-        self.t_end = te
-        return None
+        if f0 is None:
+            return run_end, done
+        self.now = self.t_start = f0
+        self.t_end = f1
+        return None, done
 
     def advance(self, bound: float, prev: float) -> None:
         """Complete every step that ends before an event at `bound` scheduled at time `prev`: a step
@@ -271,7 +319,14 @@ class Replica:
             self.complete(te)
             if not self.running and not self.waiting:
                 self.t_end = None
+                self.quiet_until = float("inf")
                 return
             t = self.coast(te, bound, prev) if self.trace is None else te
             if t is not None:
                 self.start(t)
+
+
+def _ended(ts: float, dt: float, i: int, bound: float, prev: float) -> bool:
+    """Step i of a run from ts (seconds dt each) ends before an event at `bound` scheduled at `prev`."""
+    e = ts + (i + 1) * dt
+    return e < bound or (e == bound and ts + i * dt < prev)

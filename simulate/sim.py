@@ -5,7 +5,8 @@ passes, or when the backlog aborts it (metrics.py: stability).
 Replicas interact only at arrivals (the router reads their outstanding counts) and through the
 requests-in-system record (departures in time order), so between two arrivals each replica runs
 its own steps ahead to the next arrival (scheduler.Replica.advance) and the loop then merges the
-departures. Ties at one instant are ordered as a heap of (time, scheduling order) orders them, so
+departures. A replica whose next visible change (`quiet_until`) is after the arrival is left where
+it is (its counts are already those at the arrival) unless the arrival is routed to it. Ties at one instant are ordered as a heap of (time, scheduling order) orders them, so
 the results are those of a one-event-at-a-time simulation (SimPy's, which this loop replaced).
 """
 
@@ -166,6 +167,7 @@ class _Loop:
         self.abort_backlog_s = abort_backlog_s
         self.limit = max(ABORT_MIN_WAITING, abort_backlog_s * reqs.qps / replicas) if abort_backlog_s else math.inf
         self.arrived, self.abort = 0, ""
+        self.bound, self.prev = 0.0, 0.0  # the instant (and its scheduling time) the loop last ran replicas to
         self.miss = _MissWatch(miss_bounds, reqs, self.rec, warmup_s) if miss_bounds else None
 
     def _advance(self, bound: float, prev: float) -> None:
@@ -174,8 +176,10 @@ class _Loop:
         for rep in self.woken:
             rep.start(self.wake_s)
         self.woken.clear()
+        self.bound, self.prev = bound, prev
         for rep in self.reps:
-            rep.advance(bound, prev)
+            if rep.quiet_until <= bound:  # the others change nothing anyone can see before bound
+                rep.advance(bound, prev)
         deps = self.departures
         if deps:
             deps.sort()
@@ -187,7 +191,9 @@ class _Loop:
     def _arrive(self, i: int, t: float, prompt: int, out: int) -> bool:
         """Route arrival i; True when it aborts the run."""
         self.tracker.arrive(t)
-        rep = self.route(Request(i, t, prompt, out))
+        rep = self.route()
+        rep.advance(self.bound, self.prev)  # it joins this replica's queue at this instant
+        rep.enqueue(Request(i, t, prompt, out))
         self.rec.replica[i] = rep.idx
         self.arrived = i + 1
         if len(rep.waiting) > self.limit:
@@ -233,6 +239,8 @@ class _Loop:
         return bool(why)
 
     def _close(self, t_end: float) -> float:
+        for rep in self.reps:  # the replicas the loop left behind, to where it stopped
+            rep.advance(self.bound, self.prev)
         self.tracker.close(t_end)
         for rep in self.reps:  # requests still in the system: record how far they got
             for r in list(rep.running.values()) + list(rep.waiting):

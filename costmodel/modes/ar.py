@@ -3,7 +3,21 @@ one decode token per sequence per engine step (vLLM's default path)."""
 
 from __future__ import annotations
 
+import math
+
 from costmodel.modes.base import ServingMode
+
+
+def _steps_within(room: float, per_step: float) -> int:
+    """How many steps j = 0, 1, ... satisfy j * per_step <= room (KV growth before the cache is full)."""
+    if room < 0:
+        return 0
+    j = int(room / per_step) + 1
+    while j > 0 and (j - 1) * per_step > room:
+        j -= 1
+    while j * per_step <= room:
+        j += 1
+    return j
 
 
 class ArEngine:
@@ -32,41 +46,46 @@ class ArEngine:
         return dt
 
     def coast(self, t: float, bound: float, prev: float):
-        """Run the decode-only steps from t that change nothing but time, KV and contexts (no event
-        due, no prefill, no admission, no preemption) with the same float operations as schedule()
-        + complete(); the one that ends past `bound` is left in flight (Replica.advance). Returns
-        the time a full step must start at, or None when a step is in flight."""
+        """Run, in closed form, the decode-only steps from t that change nothing but time, KV and
+        contexts (no prefill, no admission, no preemption), up to and including the next step that
+        ends with a request transition; the one that ends past `bound` (or that transition step) is
+        left in flight (Replica.advance, book_run). Returns the time a full step must start at, or
+        None when a step is in flight."""
         n = self.n_dec
         if not n or self.prefilling:
             return t
         s, due = self.step, self.next_due()
-        if s >= due:
+        look_n, ng, kv_cap, kv_res, kv = n * self.tokens_per_seq, n * self.g, self.kv_cap, self.kv_reserved, self.kv_used
+        steps = _steps_within(kv_cap - kv_res - look_n - kv, ng)  # steps before the growth needs preemption
+        waiting = self.waiting
+        if (waiting and self.budget - look_n > 0 and len(self.running) < self.max_seqs
+                and kv + ng + kv_res + waiting[0].prefill_len <= kv_cap):
+            steps = min(steps, waiting[0].eligible - s)  # the head of the queue is admitted then: a full step
+        last_due = due - s + 1 <= steps
+        if last_due:
+            steps = due - s + 1
+        if steps <= 0:
             return t
-        look_n, ng, kv_cap, kv_res = n * self.tokens_per_seq, n * self.g, self.kv_cap, self.kv_reserved
-        kv, sc, waiting = self.kv_used, self.sum_ctx, self.waiting
-        head = waiting[0].prefill_len if waiting else 0
-        admits = bool(waiting) and self.budget - look_n > 0 and len(self.running) < self.max_seqs
-        pricer, wend = self.pricer, self.tracker.window_end
-        busy, busy_w, s0, hi, dt, flight = self.busy_s, self.busy_window_s, s, -1, 0.0, False
-        while s < due and kv + kv_res + look_n <= kv_cap:
-            if admits and kv + ng + kv_res + head <= kv_cap:
-                break  # the head of the queue would be admitted: a full step
-            c = int(sc / n + 0.5)
-            if c >= hi:
-                dt, hi = pricer.decode_price(n, sc, c)
-            te = t + dt
-            kv += ng
-            busy += dt
-            if t < wend:
-                busy_w += dt if te <= wend else wend - t
-            if te > bound or (te == bound and t >= prev):
-                flight = True  # started, ends after the bound
-                break
-            t, s = te, s + 1
-            sc += ng
-        if s - s0 + flight:
-            self.sum_ctx = sc
-        return self.book_coast(s, s0, flight, t, te if flight else t, kv, busy, busy_w, (n,))
+        res, done = self.book_run(t, bound, prev, self._segments(steps, n, ng), last_due, ng, (n,))
+        self.sum_ctx += done * ng
+        return res
+
+    def _segments(self, steps: int, n: int, ng: float) -> list:
+        """The next `steps` decode steps as runs of one price: [(steps, seconds), ...]. The price
+        holds while the rounded mean context stays below the pricer's bound for it."""
+        pricer, sc = self.pricer, self.sum_ctx
+        segs, j = [], 0
+        while j < steps:
+            x = sc + j * ng
+            dt, hi = pricer.decode_price(n, x, int(x / n + 0.5))
+            j1 = max(j + 1, min(steps, math.ceil(((hi - 0.5) * n - sc) / ng)))
+            while j1 > j + 1 and int((sc + (j1 - 1) * ng) / n + 0.5) >= hi:
+                j1 -= 1
+            while j1 < steps and int((sc + j1 * ng) / n + 0.5) < hi:
+                j1 += 1
+            segs.append((j1 - j, dt))
+            j = j1
+        return segs
 
     def complete(self, t: float) -> None:
         s = self.step

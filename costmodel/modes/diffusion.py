@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from costmodel.errors import UserError
+from costmodel.modes.ar import _steps_within
 from costmodel.modes.base import ModeDraws, ServingMode
 from costmodel.seeding import rng_for
 
@@ -139,35 +140,30 @@ class DiffusionEngine:
         return dt
 
     def coast(self, t: float, bound: float, prev: float):
-        """Run the steps from t in which no canvas finishes denoising or committing, nothing is
-        prefilled or admitted and nothing is preempted (one price: the counters do not move), with
-        the same float operations as schedule() + complete(); the one that ends past `bound` is
-        left in flight (Replica.advance). Returns the time a full step must start at, or None."""
+        """Run, in closed form, the steps from t in which nothing is prefilled, admitted or preempted
+        (one price: the counters do not move), up to and including the next step that ends with a
+        canvas finishing its denoising or commit; the one that ends past `bound` (or that step) is
+        left in flight (Replica.advance, book_run). Returns the time a full step must start at, or
+        None when a step is in flight."""
         nd, nc = self.n_den, self.n_com
         if not (nd or nc) or self.prefilling:
             return t
         s, due = self.step, self.next_due()
-        if s >= due:
-            return t
-        C, kv_cap, kv_res, waiting = self.C, self.kv_cap, self.kv_reserved, self.waiting
+        C, kv_cap, kv_res, kv, waiting = self.C, self.kv_cap, self.kv_reserved, self.kv_used, self.waiting
         grow = C * nc
-        head = waiting[0].prefill_len if waiting else 0
-        admits = bool(waiting) and self.budget - C * (nd + nc) > 0 and len(self.running) < self.max_seqs
-        kv, wend, busy, busy_w, s0, flight = self.kv_used, self.tracker.window_end, self.busy_s, self.busy_window_s, s, False
+        steps = due - s + 1
+        last_due = True
+        if nc:
+            room = _steps_within(kv_cap - kv_res - grow - kv, grow)
+            if room < steps:
+                steps, last_due = room, False
+        if (waiting and self.budget - C * (nd + nc) > 0 and len(self.running) < self.max_seqs
+                and kv + grow + kv_res + waiting[0].prefill_len <= kv_cap and waiting[0].eligible - s < steps):
+            steps, last_due = waiting[0].eligible - s, False  # the head of the queue is admitted then: a full step
+        if steps <= 0 or steps == float("inf"):
+            return t
         dt = self.price(0, 0, 0, (nd, nc), (self.s_den, self.s_com))
-        while s < due and not (nc and kv + kv_res + grow > kv_cap):
-            if admits and kv + grow + kv_res + head <= kv_cap:
-                break  # the head of the queue would be admitted: a full step
-            te = t + dt
-            kv += grow
-            busy += dt
-            if t < wend:
-                busy_w += dt if te <= wend else wend - t
-            if te > bound or (te == bound and t >= prev):
-                flight = True  # started, ends after the bound
-                break
-            t, s = te, s + 1
-        return self.book_coast(s, s0, flight, t, te if flight else t, kv, busy, busy_w, (nd, nc))
+        return self.book_run(t, bound, prev, ((int(steps), dt),), last_due, grow, (nd, nc))[0]
 
     def complete(self, t: float) -> None:
         s = self.step

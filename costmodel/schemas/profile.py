@@ -122,12 +122,26 @@ class PassTable:
         return g
 
     def pass_ms(self, seqs: float, tokens: float, context: float) -> float:
-        """Interpolated time of one pass of this kind (a single segment)."""
-        return self.grids().at(seqs, tokens, context)
+        """Interpolated time of one pass of this kind (a single segment); memoised, because the
+        simulator prices the same segment inside many mixed steps."""
+        memo = self.__dict__.get("_memo")
+        if memo is None:
+            memo = self.__dict__["_memo"] = {}
+        key = (seqs, tokens, context)
+        v = memo.get(key)
+        if v is None:
+            v = memo[key] = self.grids().at(seqs, tokens, context)
+        return v
 
     def tokens_ms(self, m: float) -> float:
         """The token-proportional part of a pass over m tokens."""
-        return self.grids().tok(m)
+        memo = self.__dict__.get("_tok_memo")
+        if memo is None:
+            memo = self.__dict__["_tok_memo"] = {}
+        v = memo.get(m)
+        if v is None:
+            v = memo[m] = self.grids().tok(m)
+        return v
 
 
 @dataclass

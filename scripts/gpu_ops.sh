@@ -25,16 +25,19 @@ if [ "$MODE" = attn-rerun ]; then  # re-time attention into the committed table 
   MODE=chain
 fi
 if [ "$MODE" = fused-rerun ]; then  # re-time the families the fused kernels changed into the committed table (merged unit by unit)
-  FAMS=moe,norm_fused,qk_norm_rope,gemm,router,attn
+  # env FAMS (families), LIMITS (campaign --limit flags), CHAIN=1: then the chain check (CHAIN_BUDGET s)
+  FAMS=${FAMS:-moe,norm_fused,qk_norm_rope,gemm,router,attn}
+  LIMITS=${LIMITS---limit gemm:m=8 --limit router:m=8 --limit attn:q=9}
   R=/tmp/$tag-rerun; mkdir -p "$R"
-  python3 -m measure.ops.campaign -o "$R" --grid full --budget-s "$BUDGET" --precisions bf16,fp8 --only $FAMS \
-    --limit gemm:m=8 --limit router:m=8 --limit attn:q=9 > "$R/campaign.log" 2>&1 || true
+  python3 -m measure.ops.campaign -o "$R" --grid full --budget-s "$BUDGET" --precisions bf16,fp8 --only $FAMS $LIMITS \
+    > "$R/campaign.log" 2>&1 || true
   tail -2 "$R/campaign.log" | cut -c1-300
   python3 -m measure.ops.compare "data/runs/ops/$tag" "$R" > "$DEST/$tag/compare.txt"
   python3 -m measure.ops.merge "data/runs/ops/$tag" "$R" --families $FAMS \
-    --why "fused kernels (measure/ops/triton_fused.py): fused-launch MoE, 2-launch MoE GEMV, dense GEMV m<=8, fused norms, q/k norm+RoPE in one launch, GEMV router m<=8, split-KV decode attention with a Triton combine (q<=9)"
+    --why "${WHY:-fused kernels (measure/ops/triton_fused.py): fused-launch MoE, 2-launch MoE GEMV, dense GEMV m<=8, fused norms, q/k norm+RoPE in one launch, GEMV router m<=8, split-KV decode attention with a Triton combine (q<=9)}"
   cp "data/runs/ops/$tag/ops.csv" "data/runs/ops/$tag/meta.json" "$DEST/$tag/"; cp "$R/campaign.log" "$DEST/$tag/campaign-rerun.log"
-  exit 0
+  [ "${CHAIN:-0}" = 1 ] || exit 0
+  MODE=chain; BUDGET=${CHAIN_BUDGET:-240}
 fi
 if [ "$MODE" = chain ]; then
   python3 -m measure.ops.chain --ops "data/runs/ops/$tag" --budget-s "$BUDGET" -o "$DEST/$tag/chain.json" 2>&1 | grep -v Warning | tee "$DEST/$tag/chain.log"

@@ -687,7 +687,7 @@ def _moe_weights(p, dev, e, d, f, quant):
     return w1, w2, s1.contiguous(), s2.contiguous()
 
 
-def _moe_fx(p, prec, dev, cfg, cfg2, fp8=False):
+def _moe_fx(p, prec, dev, cfg, cfg2, fp8=False, tma=False):
     """Fused MoE with fewer launches (triton_fused): memset; one launch counting routed rows per
     expert + quantising the activations (fp8) + filling the padded row list + zeroing the fp32
     output; one scatter launch; gate_up GEMM; gelu*up (fused with the fp8 quantisation of its output
@@ -698,10 +698,11 @@ def _moe_fx(p, prec, dev, cfg, cfg2, fp8=False):
     if cfg[0] != cfg2[0]:
         raise ValueError("both GEMMs must use the alignment's BLOCK_M")
     from measure.ops.triton_fused import gelu_mul_quant, moe_prep
-    from measure.ops.triton_kernels import fused_moe_gemm, gelu_mul
+    from measure.ops.triton_kernels import gelu_mul
 
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
     w1, w2, s1, s2 = _moe_weights(p, dev, e, d, f, fp8)
+    fused_moe_gemm = _moe_gemm_fn(w1, w2, cfg, cfg2, tma)
     R = m * topk
     inter = torch.empty(R, 2 * f, device=dev, dtype=torch.bfloat16)
     act = torch.empty(R, f, device=dev, dtype=fp8_dtype() if fp8 else torch.bfloat16)
@@ -724,8 +725,21 @@ def _moe_fx(p, prec, dev, cfg, cfg2, fp8=False):
         return out
     run(0)
     tiles = "/".join(map(str, cfg[:3])) + (f", down {'/'.join(map(str, cfg2[:3]))}" if cfg2 != cfg else "")
-    return Bench(run, 1, f"Triton fused MoE, fused launches ({'fp8 w8a8' if fp8 else 'bf16'}) BLOCK_M/N/K={tiles}: prep+quant, scatter, "
+    return Bench(run, 1, f"Triton fused MoE{', TMA weight tiles' if tma else ''}, fused launches ({'fp8 w8a8' if fp8 else 'bf16'}) "
+                         f"BLOCK_M/N/K={tiles}: prep+quant, scatter, "
                          "gate_up, gelu*up" + ("+quant" if fp8 else "") + ", down with atomic top-k sum")
+
+
+def _moe_gemm_fn(w1, w2, cfg, cfg2, tma: bool):
+    """The fused-MoE GEMM the fused-launch path calls: plain loads, or the weights' tiles through
+    tensor descriptors (made once here, outside the timed calls)."""
+    from measure.ops.triton_fused import fused_moe_gemm_tma, moe_weight_desc
+    from measure.ops.triton_kernels import fused_moe_gemm
+
+    if not tma:
+        return fused_moe_gemm
+    descs = {id(w1): moe_weight_desc(w1, cfg[1], cfg[2]), id(w2): moe_weight_desc(w2, cfg2[1], cfg2[2])}
+    return lambda a, w, *args, **kw: fused_moe_gemm_tma(a, w, descs[id(w)], *args, **kw)
 
 
 def _moe_gemv2(p, prec, dev, cfg_up, cfg_down, w8a16=False):
@@ -817,6 +831,9 @@ def moe_candidates(p: dict, prec: str) -> list[Candidate]:
     out += [Candidate(f"triton_fused_moe{'_fp8' if fp8 else ''}_fx[{'/'.join(map(str, c1))}|{'/'.join(map(str, c2))}]",
                       (lambda a, b: lambda pp, pr, d: _moe_fx(pp, pr, d, a, b, fp8))(c1, c2), (prec,))
             for c1, c2 in cfgmod.moe_fx_pairs(rpe, fp8)]
+    out += [Candidate(f"triton_fused_moe{'_fp8' if fp8 else ''}_tma[{'/'.join(map(str, c1))}|{'/'.join(map(str, c2))}]",
+                      (lambda a, b: lambda pp, pr, d: _moe_fx(pp, pr, d, a, b, fp8, tma=True))(c1, c2), (prec,))
+            for c1, c2 in cfgmod.moe_tma_pairs(rpe, fp8)]
     if p["m"] <= 32:
         gemv2 = [Candidate(f"triton_moe_gemv2{'_w8a16' if fp8 else ''}[{'/'.join(map(str, a))}|{'/'.join(map(str, b))}]",
                            (lambda a, b: lambda pp, pr, d: _moe_gemv2(pp, pr, d, a, b, fp8))(a, b), (prec,))

@@ -366,3 +366,77 @@ def flash_combine(Ms, Ls, Op, out, splits: int):
     _flash_combine_kernel[(Bt * Mrows,)](Ms, Ls, Op, out, Mrows, SPLITS=splits, SP=triton.next_power_of_2(splits), D=D,
                                          num_warps=4 if D <= 256 else 8)
     return out
+
+
+# ---- fused-MoE GEMM with the weights streamed by the tensor memory accelerator (Hopper TMA) -------
+@triton.jit
+def _fused_moe_tma_kernel(a_ptr, b_desc, c_ptr, a_scale_ptr, b_scale_ptr, topk_w_ptr, sorted_ids_ptr, expert_ids_ptr, num_post_pad_ptr,
+                          N, K: tl.constexpr, EM, num_valid_rows, stride_am, stride_cm, A_DIV: tl.constexpr, MUL_W: tl.constexpr,
+                          USE_FP8: tl.constexpr, REDUCE_TOPK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                          BLOCK_K: tl.constexpr):
+    """The fused-MoE GEMM (triton_kernels._fused_moe_kernel) with B tiles of expert e loaded through
+    a host-made tensor descriptor over the weights viewed as [E * N, K] (N % BLOCK_N == 0, so a tile
+    never crosses experts; K tails are zero-filled by the copy engine). Gathered A rows stay plain
+    loads."""
+    pid = tl.program_id(0)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    num_post = tl.load(num_post_pad_ptr)
+    if pid_m * BLOCK_M >= num_post:
+        return
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+    rows = tl.load(sorted_ids_ptr + offs_m)
+    rmask = rows < num_valid_rows
+    e = tl.load(expert_ids_ptr + pid_m).to(tl.int32)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_rows = rows // A_DIV
+    a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :]
+    b_row = e * N + pid_n * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kk in range(0, tl.cdiv(K, BLOCK_K)):
+        kmask = offs_k < K - kk * BLOCK_K
+        a = tl.load(a_ptrs, mask=rmask[:, None] & kmask[None, :], other=0.0)
+        b = b_desc.load([b_row, kk * BLOCK_K])
+        acc = tl.dot(a, b.T, acc)
+        a_ptrs += BLOCK_K
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if USE_FP8:
+        a_s = tl.load(a_scale_ptr + a_rows, mask=rmask, other=0.0)
+        b_s = tl.load(b_scale_ptr + e.to(tl.int64) * N + offs_cn)
+        acc = acc * a_s[:, None] * b_s[None, :]
+    if MUL_W:
+        acc = acc * tl.load(topk_w_ptr + rows, mask=rmask, other=0.0)[:, None]
+    if REDUCE_TOPK > 0:
+        c_ptrs = c_ptr + (rows // REDUCE_TOPK)[:, None] * stride_cm + offs_cn[None, :]
+        tl.atomic_add(c_ptrs, acc, mask=rmask[:, None] & (offs_cn[None, :] < N), sem="relaxed")
+    else:
+        c_ptrs = c_ptr + rows[:, None] * stride_cm + offs_cn[None, :]
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=rmask[:, None] & (offs_cn[None, :] < N))
+
+
+def moe_weight_desc(w, block_n: int, block_k: int):
+    """Host tensor descriptor over expert weights w [E, N, K] viewed as [E * N, K]."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    E, N, K = w.shape
+    if N % block_n:
+        raise ValueError(f"TMA MoE tiles need N % BLOCK_N == 0 (N {N}, BLOCK_N {block_n})")
+    w2 = w.reshape(E * N, K)
+    return TensorDescriptor(w2, list(w2.shape), list(w2.stride()), [block_n, block_k])
+
+
+def fused_moe_gemm_tma(a, w, desc, out, sorted_ids, expert_ids, num_post, *, a_div, cfg, topk_w=None, a_scale=None, w_scale=None,
+                       reduce_topk=0, num_valid_rows=None):
+    """fused_moe_gemm (triton_kernels) with the weights' tiles loaded through `desc` (moe_weight_desc)."""
+    E, N, K = w.shape
+    EM = sorted_ids.numel()
+    bm, bn, bk, _gm, nw, ns = cfg
+    grid = (triton.cdiv(EM, bm) * triton.cdiv(N, bn),)
+    _fused_moe_tma_kernel[grid](
+        a, desc, out, a_scale if a_scale is not None else out, w_scale if w_scale is not None else out,
+        topk_w if topk_w is not None else out, sorted_ids, expert_ids, num_post, N, K, EM,
+        num_valid_rows if num_valid_rows is not None else out.shape[0], a.stride(0), out.stride(0),
+        A_DIV=a_div, MUL_W=topk_w is not None, USE_FP8=a_scale is not None, REDUCE_TOPK=reduce_topk,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
+    return out

@@ -55,3 +55,13 @@ def moe_fx_pairs(rows_per_expert: float, fp8: bool) -> list[tuple[tuple, tuple]]
         pairs += [((64, 128, 256, 1, 4, 3), (64, 128, 256, 1, 4, 3)), ((64, 64, 256, 1, 4, 4), (64, 64, 256, 1, 4, 4)),
                   ((64, 128, 128, 1, 4, 5), (64, 128, 128, 1, 4, 5)), ((64, 256, 128, 1, 8, 3), (64, 128, 128, 1, 4, 4))]
     return pairs
+
+
+def moe_tma_pairs(rows_per_expert: float, fp8: bool) -> list[tuple[tuple, tuple]]:
+    """Tile pairs of the fused-launch MoE with TMA weight tiles (BLOCK_N divides both GEMMs' N,
+    1408 and 2816; BLOCK_M >= 64 for Hopper's warpgroup MMA)."""
+    bk = 128 if fp8 else 64
+    if rows_per_expert <= 96:
+        return [((64, 128, bk, 1, 4, 3), (64, 128, bk, 1, 4, 3)), ((64, 128, bk, 1, 4, 4), (64, 128, bk, 1, 4, 4)),
+                ((64, 64, 2 * bk, 1, 4, 4), (64, 64, 2 * bk, 1, 4, 4))]
+    return [((64, 128, bk, 1, 4, 4), (64, 128, bk, 1, 4, 3)), ((128, 128, bk, 1, 8, 3), (128, 128, bk, 1, 8, 3))]

@@ -130,6 +130,15 @@ def _visible_sum(context: int, tokens: int, window: int | None, attention: str) 
     return s + (tokens - n_unclipped) * window
 
 
+@lru_cache(maxsize=64)
+def _layer_counts(m: ModelShape) -> tuple[tuple[str, int], ...]:
+    """(layer type, how many layers have it), in order of first appearance."""
+    counts: dict[str, int] = {}
+    for lt in m.layer_types:
+        counts[lt] = counts.get(lt, 0) + 1
+    return tuple(counts.items())
+
+
 class Roofline:
     """Roofline of one model on one GPU at one precision. `model` serves the target pass kinds;
     `assistant` (MTP drafter) serves `draft_step`."""
@@ -142,6 +151,7 @@ class Roofline:
         self.flops_per_ms = hardware.peak_tflops(precision) * 1e9
         self.bytes_per_ms = hardware.memory_bandwidth_tbps * 1e9
         self._terms: dict = {}  # Segment -> (model, its terms): _segment
+        self._seg_roof: dict = {}  # Segment -> roofline ms of a pass over it alone
 
     def _model_for(self, kind: PassKind) -> ModelShape:
         if kind.role == "assistant":
@@ -155,21 +165,16 @@ class Roofline:
         T = seg.seqs * seg.tokens
         logit_tokens = T if kind.logits == "all" else (seg.seqs if kind.logits == "last" else 0)
         kvb = self.precision.kv_bytes
-        # each layer type's terms computed once, then added per layer in layer order (the same sums)
-        terms = {}
-        for lt in set(m.layer_types):
+        attn_flops = 0.0
+        kv_read = 0.0
+        for lt, count in _layer_counts(m):
             full = lt == "full_attention"
             hd = m.global_head_dim if full else m.head_dim
             window = None if full else m.sliding_window
             vis = _visible_sum(seg.context, seg.tokens, window, kind.attention)
             cached = seg.context if full else min(seg.context, m.sliding_window)
-            terms[lt] = (4.0 * m.num_attention_heads * hd * vis * seg.seqs, cached * m.kv_elems_per_token_layer(lt) * kvb * seg.seqs)
-        attn_flops = 0.0
-        kv_read = 0.0
-        for lt in m.layer_types:
-            a, r = terms[lt]
-            attn_flops += a
-            kv_read += r
+            attn_flops += count * (4.0 * m.num_attention_heads * hd * vis * seg.seqs)
+            kv_read += count * (cached * m.kv_elems_per_token_layer(lt) * kvb * seg.seqs)
         kv_write = T * m.kv_bytes_per_token(kvb) if kind.writes_kv else 0.0
         logits_bytes = 2.0 * logit_tokens * m.vocab_size * LOGIT_BYTES
         return attn_flops, kv_read, kv_write, logits_bytes, float(logit_tokens)
@@ -190,6 +195,13 @@ class Roofline:
             m = self._model_for(kind)
             hit = self._terms[seg] = (m, self.segment_terms(m, kind, seg) + (seg.seqs * seg.tokens if kind.self_conditioning else 0,))
         return hit
+
+    def segment_roofline_ms(self, seg: Segment) -> float:
+        """Roofline ms of a pass over this one segment, memoised."""
+        v = self._seg_roof.get(seg)
+        if v is None:
+            v = self._seg_roof[seg] = self._pass_cost((seg,)).roofline_ms
+        return v
 
     @lru_cache(maxsize=65536)
     def _pass_cost(self, segments: tuple[Segment, ...]) -> PassRoofline:

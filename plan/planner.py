@@ -175,7 +175,7 @@ def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None 
             got = ", ".join(f"{x.qps:g}->{x.replicas if x.replicas is not None else '-'}" for x in chain)
             progress(f"{c.hardware}/{c.mode}: replicas per QPS {got} ({sum(len(x.probes) for x in chain)} simulations, {time.perf_counter() - t0:.1f} s)")
 
-    # longest chains first (each mode's sim_cost_rank: AR simulates one decode step per token), so the workers drain evenly
+    # longest chains first (each mode's sim_cost_rank: MTP prices three passes per step shape), so the workers drain evenly
     jobs.sort(key=lambda j: get_mode(j[1]).sim_cost_rank)
     # on one machine, forked processes (no Dask start-up: the plan is interactive); on --scheduler, Dask
     cluster = Cluster(scheduler, settings.jobs, local="processes")

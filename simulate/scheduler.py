@@ -268,11 +268,18 @@ class Replica:
         for n, dt in segs:
             last_ts = ts
             if f0 is None:
+                # m: the steps of this segment that end before the bound (a float estimate, made exact)
                 m = (bound - ts) / dt
                 m = 0 if m < 0 else (n if m > n else int(m))
-                while m > 0 and not _ended(ts, dt, m - 1, bound, prev):
+                while m > 0:
+                    e = ts + m * dt  # end of step m - 1
+                    if e < bound or (e == bound and ts + (m - 1) * dt < prev):
+                        break
                     m -= 1
-                while m < n and _ended(ts, dt, m, bound, prev):
+                while m < n:
+                    e = ts + (m + 1) * dt
+                    if not (e < bound or (e == bound and ts + m * dt < prev)):
+                        break
                     m += 1
                 if m < n:
                     f0, f1 = ts + m * dt, ts + (m + 1) * dt
@@ -325,8 +332,3 @@ class Replica:
             if t is not None:
                 self.start(t)
 
-
-def _ended(ts: float, dt: float, i: int, bound: float, prev: float) -> bool:
-    """Step i of a run from ts (seconds dt each) ends before an event at `bound` scheduled at `prev`."""
-    e = ts + (i + 1) * dt
-    return e < bound or (e == bound and ts + i * dt < prev)

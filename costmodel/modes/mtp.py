@@ -141,7 +141,7 @@ class MtpMode(ServingMode):
     group_kinds = ("verify_step",)
     side_kinds = ("draft_step",)
     profile_parts = ("mtp_acceptance",)
-    sim_cost_rank = 2
+    sim_cost_rank = 0  # each step price has three passes (verify, first and later drafts): the slowest per point
     engine = MtpEngine
 
     def kv_step_slots(self, k: int, canvas: int) -> int:

@@ -593,7 +593,7 @@ def features(roof_pass, segments) -> dict[str, float]:
 @lru_cache(maxsize=262144)
 def _predict(key: _ProfileKey, mode: str, segments: tuple) -> float:
     p = key.profile
-    roof = _roofline_for(key, mode).pass_cost(segments)
+    roofline = _roofline_for(key, mode)
     pms = p.mode(mode).pass_models
     models = []
     for seg in segments:
@@ -603,7 +603,12 @@ def _predict(key: _ProfileKey, mode: str, segments: tuple) -> float:
             raise UserError(f"profile {p.profile_id} has no cost model for {mode}/{seg.kind}", "refit the profile with that pass kind") from None
     tables = [pm.table_for(p.hardware.get("id"), p.precision) for pm in models]
     if all(t is not None for t in tables):
-        return max(roof.roofline_ms, _table_pass_ms(tables, segments))
+        ms = _table_pass_ms(tables, segments)
+        # the roofline floor: a pass's roofline is at most the sum of its segments' own rooflines
+        # (FLOPs add up; weights are read once), so the joint one is only needed below that sum
+        bound = sum(roofline.segment_roofline_ms(s) for s in segments)
+        return ms if ms >= bound else max(roofline.pass_cost(segments).roofline_ms, ms)
+    roof = roofline.pass_cost(segments)
     feats = features(roof, segments)
     total_tokens = feats["tokens"]
     linear = 0.0

@@ -2,7 +2,10 @@
 process (one core). Prints simulated requests per wall second and per CPU second; the target
 (issue 19) is >= 60,000 simulated requests per CPU second for every mode.
 
-    .venv/bin/python benchmarks/bench_simulate.py [--qps 20] [--hours 1] [--replicas 4] [--mode diffusion,ar,mtp]
+    .venv/bin/python benchmarks/bench_simulate.py [--qps 20] [--hours 1] [--replicas 4] [--mode diffusion,ar,mtp] [--repeat 3]
+
+Each mode runs `--repeat` times (a fresh profile each time, so every run prices its steps from
+cold) and the fastest run is reported: on a shared VM other tenants only ever add time.
 
 Four replicas by default so that every mode is stable at 20 QPS on the default H200 profile (one
 replica of diffusion is overloaded there, and an overloaded run stops early, which would flatter
@@ -30,25 +33,35 @@ def main(argv=None) -> int:
     ap.add_argument("--hardware", default="h200")
     ap.add_argument("--profile", default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per mode; the fastest is reported")
     a = ap.parse_args(argv)
+    if a.repeat < 1:
+        ap.error("--repeat must be >= 1")
 
+    from benchmarks.machine import cpu_ticks, steal
     from costmodel.shipped import resolve_profile
     from simulate.api import run_point
 
     profile = resolve_profile(a.profile, a.hardware)
     n = int(round(a.qps * 3600 * a.hours))
-    print(f"profile {profile.profile_id}; {n:,} requests at {a.qps:g} QPS ({a.hours:g} h of traffic), {a.replicas} replica(s), one process")
+    print(f"profile {profile.profile_id}; {n:,} requests at {a.qps:g} QPS ({a.hours:g} h of traffic), {a.replicas} replica(s), one process; "
+          f"fastest of {a.repeat} run(s) per mode")
     print(f"{'mode':<10} {'wall s':>7} {'cpu s':>7} {'req/wall s':>11} {'req/cpu s':>10} {'engine steps':>13}  stable  target")
     ok = True
+    st0 = cpu_ticks()
     for mode in a.mode.split(","):
-        w0, c0 = time.perf_counter(), time.process_time()
-        res = run_point(profile, mode, a.qps, replicas=a.replicas, n_requests=n, seed=a.seed)
-        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        wall = cpu = float("inf")
+        for _ in range(a.repeat):
+            profile = resolve_profile(a.profile, a.hardware)  # a new object: cold step-price caches
+            w0, c0 = time.perf_counter(), time.process_time()
+            res = run_point(profile, mode, a.qps, replicas=a.replicas, n_requests=n, seed=a.seed)
+            wall, cpu = min(wall, time.perf_counter() - w0), min(cpu, time.process_time() - c0)
         s = res.summary
         met = n / cpu >= TARGET_RPS_CPU
         ok &= met
         print(f"{mode:<10} {wall:7.2f} {cpu:7.2f} {n / wall:11,.0f} {n / cpu:10,.0f} {s.engine_steps:13,}  {'yes' if s.stable else 'NO':<6}  "
               f"{'met' if met else 'MISSED'} (>= {TARGET_RPS_CPU:,}/CPU s)")
+    print(f"during the runs: {steal(st0)}")
     return 0 if ok else 1
 
 

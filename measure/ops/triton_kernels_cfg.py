@@ -33,7 +33,7 @@ def moe_config_pairs(rows_per_expert: float, fp8: bool) -> list[tuple[tuple, tup
 def gemv_configs(m: int) -> list[tuple[int, int, int]]:
     """(BLOCK_N, BLOCK_K, warps) of the dense Triton GEMV at m rows: about 4-8k products per K step."""
     if m == 1:
-        return [(4, 2048, 4), (8, 1024, 4), (16, 512, 8)]
+        return [(4, 2048, 4), (8, 1024, 4), (16, 512, 8), (2, 4096, 4), (8, 2048, 8)]
     if m <= 2:
         return [(4, 1024, 4), (8, 512, 4)]
     if m <= 4:
@@ -44,7 +44,8 @@ def gemv_configs(m: int) -> list[tuple[int, int, int]]:
 def moe_gemv2_configs(fp8: bool) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
     """((BLOCK_N, BLOCK_K, warps) of the gate_up GEMV, the same of the down GEMV) of the two-launch
     small-batch MoE."""
-    return [((16, 512, 4), (8, 256, 4)), ((8, 1024, 4), (4, 512, 4)), ((32, 256, 4), (16, 256, 4))]
+    return [((16, 512, 4), (8, 256, 4)), ((8, 1024, 4), (4, 512, 4)), ((32, 256, 4), (16, 256, 4)), ((4, 2048, 4), (4, 1024, 4)),
+            ((8, 1024, 8), (8, 512, 8))]
 
 
 def moe_fx_pairs(rows_per_expert: float, fp8: bool) -> list[tuple[tuple, tuple]]:
@@ -62,6 +63,10 @@ def moe_tma_pairs(rows_per_expert: float, fp8: bool) -> list[tuple[tuple, tuple]
     1408 and 2816; BLOCK_M >= 64 for Hopper's warpgroup MMA)."""
     bk = 128 if fp8 else 64
     if rows_per_expert <= 96:
-        return [((64, 128, bk, 1, 4, 3), (64, 128, bk, 1, 4, 3)), ((64, 128, bk, 1, 4, 4), (64, 128, bk, 1, 4, 4)),
-                ((64, 64, 2 * bk, 1, 4, 4), (64, 64, 2 * bk, 1, 4, 4))]
+        pairs = [((64, 128, bk, 1, 4, 3), (64, 128, bk, 1, 4, 3)), ((64, 128, bk, 1, 4, 4), (64, 128, bk, 1, 4, 4)),
+                 ((64, 64, 2 * bk, 1, 4, 4), (64, 64, 2 * bk, 1, 4, 4))]
+        if fp8 and rows_per_expert >= 8:  # the 256-token layer: down GEMM with wider tiles, gate_up narrower, 8 warps, 2 stages
+            pairs += [((64, 128, 128, 1, 4, 3), (64, 256, 128, 1, 8, 3)), ((64, 64, 128, 1, 4, 4), (64, 128, 128, 1, 4, 3)),
+                      ((64, 128, 128, 1, 8, 3), (64, 128, 128, 1, 8, 3)), ((64, 128, 128, 1, 4, 2), (64, 128, 128, 1, 4, 2))]
+        return pairs
     return [((64, 128, bk, 1, 4, 4), (64, 128, bk, 1, 4, 3)), ((128, 128, bk, 1, 8, 3), (128, 128, bk, 1, 8, 3))]

@@ -112,9 +112,18 @@ def _print_targets(tables: dict) -> None:
                 binding = kind != "denoise_step" or (g, prec) in (("h200", "bf16"), ("h100", "fp8"))
                 print(f"{g:5} {prec:5} {kind:13} {f'{seg.seqs}x{seg.tokens} ctx {seg.context}':18} {c.ms:11.2f} {r:11.2f} {c.ms / r:6.2f} "
                       f"{'<=' + str(tgt) + 'x':>7}  {('yes' if c.ms / r <= tgt else 'NO') if binding else '(n/a)'}")
+            _print_breakdowns(t, prec)
             ms, tbps, share = moe_share(t, prec)
             print(f"{g:5} {prec:5} {'moe layer':13} {'256 tok x top-8':18} {ms:11.3f} {'':>11} {'':>6} {'>=80%':>7}  "
                   f"{tbps:.2f} TB/s = {100 * share:.0f}% of copy {t.meta.get('copy_bandwidth_tbps', 0):.2f} TB/s -> {'yes' if share >= 0.8 else 'NO'}")
+
+
+def _print_breakdowns(t: OpTable, prec: str) -> None:
+    """Where each target pass's time goes (the categories of section 3), one line per pass."""
+    for kind, seg in SHAPES.items():
+        c = compose(t, kind, [seg], prec)
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in categories(c.by_op).items() if v >= 0.005)
+        print(f"{'':11} {kind}: {parts}, overhead {c.overhead_ms:.2f}")
 
 
 def _print_projection(root: Path, tables: dict) -> None:

@@ -37,3 +37,19 @@ def test_interrupted_campaign_keeps_finished_ops_and_resumes(tmp_path):
     out, rows2, meta2 = run(tmp_path, "--only", "rmsnorm,act_mul,embed", "--precisions", "bf16", "--resume")
     assert rows2[:4] == rows  # finished ops kept as they were
     assert meta2["status"] == "complete" and meta2["missing_count"] == 0 and len(rows2) == meta2["planned_units"]
+
+
+def test_limits_and_unit_merge(tmp_path):
+    """--limit narrows one family's grid; merge replaces only the re-timed units of a family."""
+    from measure.ops.merge import merge
+
+    base, rows, _ = run(tmp_path, "--only", "rmsnorm,act_mul", "--precisions", "bf16")
+    out = tmp_path / "re"
+    campaign.main(["-o", str(out), "--model", "tiny-gemma4", "--grid", "smoke", "--device", "cpu", "--only", "rmsnorm,act_mul",
+                   "--precisions", "bf16", "--limit", "rmsnorm:m=1"])
+    re = read_rows(out / "ops.csv")
+    assert {r["m"] for r in re if r["family"] == "rmsnorm"} == {"1"} and {r["m"] for r in re if r["family"] == "act_mul"} != {"1"}
+    kept, new = merge(base, out, {"rmsnorm"}, "test")
+    merged = read_rows(base / "ops.csv")
+    assert new == sum(r["family"] == "rmsnorm" for r in re) and len(merged) == len(rows)  # same units, rmsnorm m=1 re-timed
+    assert json.loads((base / "meta.json").read_text())["reruns"][-1]["families"] == ["rmsnorm"]

@@ -30,11 +30,11 @@ def test_missing_kernels_fall_back_and_say_so(tmp_path):
 
 
 def test_interrupted_campaign_keeps_finished_ops_and_resumes(tmp_path):
-    out, rows, meta = run(tmp_path, "--only", "rmsnorm,act_mul,embed", "--precisions", "bf16", "--max-units", "4")
+    out, rows, meta = run(tmp_path, "--only", "rmsnorm,norm_fused,embed", "--precisions", "bf16", "--max-units", "4")
     assert len(rows) == 4 and all(r["ms"] for r in rows)
     assert meta["status"] == "incomplete" and meta["stopped"] == "--max-units 4 reached"
     assert meta["missing_count"] == meta["planned_units"] - 4 and len(meta["missing_units"]) == meta["missing_count"]
-    out, rows2, meta2 = run(tmp_path, "--only", "rmsnorm,act_mul,embed", "--precisions", "bf16", "--resume")
+    out, rows2, meta2 = run(tmp_path, "--only", "rmsnorm,norm_fused,embed", "--precisions", "bf16", "--resume")
     assert rows2[:4] == rows  # finished ops kept as they were
     assert meta2["status"] == "complete" and meta2["missing_count"] == 0 and len(rows2) == meta2["planned_units"]
 
@@ -43,12 +43,12 @@ def test_limits_and_unit_merge(tmp_path):
     """--limit narrows one family's grid; merge replaces only the re-timed units of a family."""
     from measure.ops.merge import merge
 
-    base, rows, _ = run(tmp_path, "--only", "rmsnorm,act_mul", "--precisions", "bf16")
+    base, rows, _ = run(tmp_path, "--only", "rmsnorm,norm_fused", "--precisions", "bf16")
     out = tmp_path / "re"
-    campaign.main(["-o", str(out), "--model", "tiny-gemma4", "--grid", "smoke", "--device", "cpu", "--only", "rmsnorm,act_mul",
+    campaign.main(["-o", str(out), "--model", "tiny-gemma4", "--grid", "smoke", "--device", "cpu", "--only", "rmsnorm,norm_fused",
                    "--precisions", "bf16", "--limit", "rmsnorm:m=1"])
     re = read_rows(out / "ops.csv")
-    assert {r["m"] for r in re if r["family"] == "rmsnorm"} == {"1"} and {r["m"] for r in re if r["family"] == "act_mul"} != {"1"}
+    assert {r["m"] for r in re if r["family"] == "rmsnorm"} == {"1"} and {r["m"] for r in re if r["family"] == "norm_fused"} != {"1"}
     kept, new = merge(base, out, {"rmsnorm"}, "test")
     merged = read_rows(base / "ops.csv")
     assert new == sum(r["family"] == "rmsnorm" for r in re) and len(merged) == len(rows)  # same units, rmsnorm m=1 re-timed

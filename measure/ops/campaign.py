@@ -79,7 +79,7 @@ def plan_units(precisions: list[str], smoke: bool = False, model: str = "gemma4-
     asst = ASSISTANT_FOR.get(model)
     ops = all_ops(get_model(model), get_model(asst) if asst else None).ops
     order = {"router": 0, "rmsnorm": 1, "norm_fused": 1, "act_mul": 2, "dg_sampler": 3, "ar_sampler": 4, "qk_norm_rope": 5, "embed": 6,
-             "moe": 7, "gemm": 8, "lm_head": 9, "attn": 10}
+             "moe": 7, "gemm": 8, "gemm_act": 8, "lm_head": 9, "attn": 10}
     units = []
     for o in sorted(ops.values(), key=lambda o: (order.get(o.family, 99), o.name)):
         precs = [ANY] if o.precision_independent else precisions
@@ -150,7 +150,8 @@ def selfcheck(dev) -> tuple[dict, dict[str, str]]:
     out, disabled = {}, {}
     if dev.type != "cuda":
         return {"skipped": "not a CUDA device"}, disabled
-    for check in (_check_moe, _check_scaled_mm, _check_flash, _check_router, _check_gemv2, _check_norm_fused, _check_qk_1launch):
+    for check in (_check_moe, _check_scaled_mm, _check_flash, _check_router, _check_gemv2, _check_norm_fused, _check_qk_1launch,
+                  _check_gemm_act):
         check(dev, out, disabled)
     return out, disabled
 
@@ -188,6 +189,41 @@ def _check_gemv2(dev, out: dict, disabled: dict) -> None:
                 except Exception as ex:
                     out[f"{prec}:{c.name}:m{m}"] = f"{type(ex).__name__}: {str(ex)[:160]}"
                     disabled[c.name] = f"disabled: self-check failed: {type(ex).__name__}"
+
+
+def _check_gemm_act(dev, out: dict, disabled: dict) -> None:
+    """The fused gate_up + gelu*up GEMV (bf16 and fp8 w8a16, every config) against torch on the same
+    (dequantised) weights."""
+    import torch
+    import torch.nn.functional as F
+
+    from measure.ops import kernels
+
+    for prec in ("bf16", "fp8"):
+        for c in kernels.gemm_act_candidates({"m": 3}, prec):
+            if "gate_up_act" not in c.name:
+                continue
+            try:
+                from measure.ops.triton_fused import moe_gemv_gate_up
+
+                torch.manual_seed(23)
+                x = torch.randn(3, 2816, device=dev, dtype=torch.bfloat16)
+                w = torch.randn(1, 2 * 704, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5
+                s = None
+                if prec == "fp8":
+                    w, s = kernels.quant_weight_channels(w)
+                h = x.float() @ (w[0].float() * (s[0][:, None] if s is not None else 1)).t()
+                ref = F.gelu(h[:, :704], approximate="tanh") * h[:, 704:]
+                act = torch.full((3, 704), float("nan"), device=dev, dtype=torch.bfloat16)
+                bn, bk, nw = (int(v) for v in c.name.split("[")[1].rstrip("]").split("/"))
+                moe_gemv_gate_up(x, w, act, torch.zeros(3, device=dev, dtype=torch.int32), a_div=1, w_scale=s,
+                                 block_n=bn, block_k=bk, num_warps=nw)
+                out[f"{prec}:{c.name}"] = e = _rel(act, ref)
+                if not e < 0.01:
+                    disabled[c.name] = f"disabled: self-check relative error {e:.3g}"
+            except Exception as ex:
+                out[f"{prec}:{c.name}"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+                disabled[c.name] = f"disabled: self-check failed: {type(ex).__name__}"
 
 
 def _check_norm_fused(dev, out: dict, disabled: dict) -> None:

@@ -71,7 +71,7 @@ def _pass_sequence(kind: str, seg: Seg, m, bench) -> list:
     top = top_ops(m)
     seq = [(bench(top["embed"], {"m": T}), 0)]
     if kind in ("denoise_step", "encoder_commit"):
-        for k in ("sc_embed", "sc_gate_up", "sc_act", "sc_down"):
+        for k in ("sc_embed", "sc_gate_up", "sc_down"):
             seq.append((bench(top[k], {"m": T}), 0))
     for i, lt in enumerate(m.layer_types):
         for o, cnt in layer_ops(m, lt, mask):

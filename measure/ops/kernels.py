@@ -120,7 +120,8 @@ def _gemm_bf16(p, prec, dev, softcap=None):
         torch.mm(x, ws[i % c].t(), out=out)
         if softcap:
             torch.tanh(out.float().div_(softcap), out=logits)
-            logits.mul_(softcap)
+            return logits.mul_(softcap)
+        return out
     return Bench(run, c, "cuBLAS bf16 mm" + (" + softcap fp32" if softcap else ""))
 
 
@@ -252,6 +253,62 @@ GEMM = {
             Candidate("triton_gemv_w8a16", lambda p, pr, d: _gemm_gemv(p, pr, d, True), ("fp8",)),
             Candidate("dequant_bf16_mm", _gemm_dequant, ("fp8",))],
 }
+def _gemm_act_fused(p, prec, dev, cfg):
+    """Dense MLP gate_up for m <= 8 with gelu(gate) * up in the epilogue (the two-launch MoE GEMV's
+    first kernel with one expert): one launch, the intermediate never written."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    if p["m"] > 8:
+        raise RuntimeError("the fused gate_up GEMV is for m <= 8")
+    from measure.ops.triton_fused import moe_gemv_gate_up
+
+    k, f, m, w8 = p["k"], p["f"], p["m"], prec == "fp8"
+    c = _copies(k * 2 * f * (1 if w8 else 2))
+    ws, ss = [], []
+    for _ in range(c):
+        w = _randn(1, 2 * f, k, device=dev, scale=k ** -0.5)
+        if w8:
+            w, s_ = quant_weight_channels(w)
+            ss.append(s_.contiguous())
+        ws.append(w)
+    x = _randn(m, k, device=dev)
+    act = torch.empty(m, f, device=dev, dtype=torch.bfloat16)
+    ids = torch.zeros(m, device=dev, dtype=torch.int32)
+    bn, bk, nw = cfg
+    run = lambda i: moe_gemv_gate_up(x, ws[i % c], act, ids, a_div=1, w_scale=ss[i % c] if w8 else None,  # noqa: E731
+                                     block_n=bn, block_k=bk, num_warps=nw)
+    run(0)
+    return Bench(run, c, f"Triton gate_up GEMV {'fp8 w8a16 ' if w8 else ''}with gelu*up epilogue, BLOCK_N/K {bn}/{bk} (m <= 8)")
+
+
+def _gemm_act_unfused(p, prec, dev, cand: Candidate):
+    """A GEMM candidate for gate_up (n = 2f), then gelu*up in its own launch (Triton, or torch)."""
+    k, f, m = p["k"], p["f"], p["m"]
+    b = cand.build({"k": k, "n": 2 * f, "m": m}, prec, dev)
+    act = torch.empty(m, f, device=dev, dtype=torch.bfloat16)
+    if has_triton(dev):
+        from measure.ops.triton_kernels import gelu_mul
+
+        run = lambda i: gelu_mul(b.run(i), act)  # noqa: E731
+    else:
+        def run(i):
+            y = b.run(i)
+            return F.gelu(y[:, :f], approximate="tanh") * y[:, f:]
+    run(0)
+    return Bench(run, b.copies, b.detail + " + gelu*up")
+
+
+def gemm_act_candidates(p: dict, precision: str) -> list[Candidate]:
+    """gate_up GEMM + gelu*up: fused GEMV configs (m <= 8), then every GEMM candidate + gelu*up."""
+    w8 = precision == "fp8"
+    fused = [Candidate(f"triton_gemv_gate_up_act{'_w8a16' if w8 else ''}[{'/'.join(map(str, c))}]",
+                       (lambda cfg: lambda pp, pr, d: _gemm_act_fused(pp, pr, d, cfg))(c), (precision,))
+             for c in ((4, 2048, 4), (8, 1024, 4), (16, 512, 4))] if p.get("m", 1 << 30) <= 8 else []
+    gemms = candidates("gemm", {"m": p.get("m", 1 << 30)}, precision)
+    return fused + [Candidate(f"{c.name}+gelu_mul", (lambda cc: lambda pp, pr, d: _gemm_act_unfused(pp, pr, d, cc))(c), c.precisions)
+                    for c in gemms]
+
+
 LM_HEAD = {
     "bf16": [Candidate("cublas_bf16+softcap", lambda p, pr, d: _gemm_bf16(p, pr, d, softcap=30.0), ("bf16",))],
     "fp8": [Candidate("scaled_mm_rowwise+softcap", lambda p, pr, d: _gemm_fp8(p, pr, d, True, softcap=30.0), ("fp8",)),
@@ -1011,6 +1068,8 @@ def candidates(family: str, params: dict, precision: str) -> list[Candidate]:
         return GEMM[precision] + gemv2_candidates(int(params.get("m", 1 << 30)), precision)
     if family == "lm_head":
         return LM_HEAD[precision]
+    if family == "gemm_act":
+        return gemm_act_candidates(params, precision)
     if family == "moe":
         return moe_candidates(params, precision)
     if family == "attn":

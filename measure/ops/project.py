@@ -51,6 +51,9 @@ def op_work(op_name: str, precision: str, at: dict, defs: dict | None = None) ->
         k, n = p["k"], p["n"]
         out_b = 4 if fam == "lm_head" else 2
         return 2.0 * m * k * n, k * n * wb + m * k * 2 + m * n * out_b
+    if fam == "gemm_act":
+        k, f = p["k"], p["f"]
+        return 2.0 * m * k * 2 * f + 10.0 * m * f, k * 2 * f * wb + m * k * 2 + m * f * 2
     if fam == "moe":
         e, kk, d, f = p["experts"], p["topk"], p["d"], p["ffn"]
         touched = e * (1 - (1 - kk / e) ** m)

@@ -85,8 +85,7 @@ def layer_ops(m: ModelShape, layer_type: str, mask: str, prefix: str = "") -> li
     ops.append((_op(f"{prefix}gemm.o_{tag}", "gemm", k=nq * hd, n=d), 1))
     if m.intermediate_size:
         f = m.intermediate_size
-        ops.append((_op(f"{prefix}gemm.mlp_gate_up", "gemm", k=d, n=2 * f), 1))
-        ops.append((_op(f"act_mul.d{f}", "act_mul", pi=True, d=f), 1))
+        ops.append((_op(f"{prefix}gemm_act.mlp_gate_up", "gemm_act", k=d, f=f), 1))  # gate_up GEMM + gelu*up
         ops.append((_op(f"{prefix}gemm.mlp_down", "gemm", k=f, n=d), 1))
     if m.is_moe:
         ops.append((_op("router", "router", pi=True, d=d, experts=m.num_experts, topk=m.top_k_experts), 1))
@@ -106,8 +105,7 @@ def top_ops(m: ModelShape, prefix: str = "") -> dict[str, OpDef]:
         f = m.intermediate_size
         out["dg_sampler"] = _op("dg_sampler", "dg_sampler", pi=True, vocab=v)
         out["sc_embed"] = _op("gemm.sc_embed", "gemm", k=v, n=d)  # softmax(prev logits) @ embedding
-        out["sc_gate_up"] = _op("gemm.mlp_gate_up", "gemm", k=d, n=2 * f)
-        out["sc_act"] = _op(f"act_mul.d{f}", "act_mul", pi=True, d=f)
+        out["sc_gate_up"] = _op("gemm_act.mlp_gate_up", "gemm_act", k=d, f=f)
         out["sc_down"] = _op("gemm.mlp_down", "gemm", k=f, n=d)
     if m.backbone_hidden_size:  # MTP assistant: projections from / to the target's width
         b = m.backbone_hidden_size
@@ -161,7 +159,7 @@ def pass_ops(model: ModelShape, kind: str, segments, assistant: ModelShape | Non
         calls.append(OpCall(top["pre_proj"], {"m": T}, 1, "top"))
     diffusion_logits = kind in ("denoise_step", "encoder_commit")
     if diffusion_logits:
-        for key in ("sc_embed", "sc_gate_up", "sc_act", "sc_down"):
+        for key in ("sc_embed", "sc_gate_up", "sc_down"):
             calls.append(OpCall(top[key], {"m": T}, 1, "self-conditioning"))
     for lt in sorted(set(m.layer_types)):
         n_layers = sum(1 for t in m.layer_types if t == lt)

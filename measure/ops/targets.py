@@ -62,7 +62,7 @@ def categories(by_op: dict) -> dict:
             cat["self-cond"] += ms
         elif op.endswith("lm_head") or "sampler" in op:
             cat["lm_head+sampler"] += ms
-        elif "gemm." in op:
+        elif "gemm." in op or "gemm_act." in op:
             cat["dense GEMMs"] += ms
         else:
             cat["norms/elementwise/router"] += ms

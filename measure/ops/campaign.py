@@ -151,7 +151,7 @@ def selfcheck(dev) -> tuple[dict, dict[str, str]]:
     if dev.type != "cuda":
         return {"skipped": "not a CUDA device"}, disabled
     for check in (_check_moe, _check_scaled_mm, _check_flash, _check_router, _check_gemv2, _check_norm_fused, _check_qk_1launch,
-                  _check_gemm_act):
+                  _check_gemm_act, _check_softcap):
         check(dev, out, disabled)
     return out, disabled
 
@@ -224,6 +224,26 @@ def _check_gemm_act(dev, out: dict, disabled: dict) -> None:
             except Exception as ex:
                 out[f"{prec}:{c.name}"] = f"{type(ex).__name__}: {str(ex)[:160]}"
                 disabled[c.name] = f"disabled: self-check failed: {type(ex).__name__}"
+
+
+def _check_softcap(dev, out: dict, disabled: dict) -> None:
+    """The one-launch logit softcap against torch's tanh."""
+    import torch
+
+    try:
+        from measure.ops.triton_fused import softcap
+
+        torch.manual_seed(29)
+        y = (torch.randn(3, 262144, device=dev) * 40).to(torch.bfloat16)
+        got = softcap(y, torch.full((3, 262144), float("nan"), device=dev), 30.0)
+        out["softcap_err"] = e = _rel(got, torch.tanh(y.float() / 30.0) * 30.0)
+        if not e < 1e-4:
+            for n in ("cublas_bf16+triton_softcap", "scaled_mm_rowwise+triton_softcap"):
+                disabled[n] = f"disabled: self-check relative error {e:.3g}"
+    except Exception as ex:
+        out["softcap"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+        for n in ("cublas_bf16+triton_softcap", "scaled_mm_rowwise+triton_softcap"):
+            disabled[n] = f"disabled: self-check failed: {type(ex).__name__}"
 
 
 def _check_norm_fused(dev, out: dict, disabled: dict) -> None:

@@ -108,7 +108,22 @@ def quant_weight_channels(w: torch.Tensor):
 
 
 # ---- gemm ------------------------------------------------------------------------------------------
-def _gemm_bf16(p, prec, dev, softcap=None):
+def _softcap_fn(dev, fused: bool):
+    """The final-logit softcap: torch ops (cast, divide, tanh, scale) or one Triton launch."""
+    if fused:
+        if not has_triton(dev):
+            raise RuntimeError("Triton is not available on this device")
+        from measure.ops.triton_fused import softcap
+
+        return lambda y, logits, cap: softcap(y, logits, cap)
+
+    def torch_cap(y, logits, cap):
+        torch.tanh(y.float().div_(cap), out=logits)
+        return logits.mul_(cap)
+    return torch_cap
+
+
+def _gemm_bf16(p, prec, dev, softcap=None, fused_cap=False):
     k, n, m = p["k"], p["n"], p["m"]
     c = _copies(k * n * 2)
     ws = [_randn(n, k, device=dev, scale=k ** -0.5) for _ in range(c)]
@@ -116,16 +131,15 @@ def _gemm_bf16(p, prec, dev, softcap=None):
     out = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
     logits = torch.empty(m, n, device=dev, dtype=torch.float32) if softcap else None
 
+    cap = _softcap_fn(dev, fused_cap) if softcap else None
+
     def run(i):
         torch.mm(x, ws[i % c].t(), out=out)
-        if softcap:
-            torch.tanh(out.float().div_(softcap), out=logits)
-            return logits.mul_(softcap)
-        return out
-    return Bench(run, c, "cuBLAS bf16 mm" + (" + softcap fp32" if softcap else ""))
+        return cap(out, logits, softcap) if softcap else out
+    return Bench(run, c, "cuBLAS bf16 mm" + ((" + Triton softcap fp32" if fused_cap else " + softcap fp32") if softcap else ""))
 
 
-def _gemm_fp8(p, prec, dev, rowwise=True, softcap=None):
+def _gemm_fp8(p, prec, dev, rowwise=True, softcap=None, fused_cap=False):
     if prec != "fp8":
         raise ValueError("fp8 kernel at a non-fp8 precision")
     if dev.type != "cuda":
@@ -148,12 +162,11 @@ def _gemm_fp8(p, prec, dev, rowwise=True, softcap=None):
             xs = (amax / FP8_MAX)
             xq = (x.float() / xs).to(fp8_dtype())
         y = torch._scaled_mm(xq, ws[i % c].t(), scale_a=xs, scale_b=ss[i % c], out_dtype=torch.bfloat16)
-        if softcap:
-            torch.tanh(y.float().div_(softcap), out=logits)
-            logits.mul_(softcap)
-        return y
+        return cap(y, logits, softcap) if softcap else y
+    cap = _softcap_fn(dev, fused_cap) if softcap else None
     run(0)  # fail here, at build, if the layout/scales are refused
-    return Bench(run, c, ("cuBLASLt fp8 rowwise" if rowwise else "cuBLASLt fp8 tensorwise") + " + dynamic act quant")
+    return Bench(run, c, ("cuBLASLt fp8 rowwise" if rowwise else "cuBLASLt fp8 tensorwise") + " + dynamic act quant"
+                 + (" + Triton softcap" if fused_cap and softcap else ""))
 
 
 def _gemm_dequant(p, prec, dev, softcap=None):
@@ -310,8 +323,10 @@ def gemm_act_candidates(p: dict, precision: str) -> list[Candidate]:
 
 
 LM_HEAD = {
-    "bf16": [Candidate("cublas_bf16+softcap", lambda p, pr, d: _gemm_bf16(p, pr, d, softcap=30.0), ("bf16",))],
-    "fp8": [Candidate("scaled_mm_rowwise+softcap", lambda p, pr, d: _gemm_fp8(p, pr, d, True, softcap=30.0), ("fp8",)),
+    "bf16": [Candidate("cublas_bf16+triton_softcap", lambda p, pr, d: _gemm_bf16(p, pr, d, softcap=30.0, fused_cap=True), ("bf16",)),
+             Candidate("cublas_bf16+softcap", lambda p, pr, d: _gemm_bf16(p, pr, d, softcap=30.0), ("bf16",))],
+    "fp8": [Candidate("scaled_mm_rowwise+triton_softcap", lambda p, pr, d: _gemm_fp8(p, pr, d, True, softcap=30.0, fused_cap=True), ("fp8",)),
+            Candidate("scaled_mm_rowwise+softcap", lambda p, pr, d: _gemm_fp8(p, pr, d, True, softcap=30.0), ("fp8",)),
             Candidate("dequant_bf16_mm+softcap", lambda p, pr, d: _gemm_dequant(p, pr, d, softcap=30.0), ("fp8",))],
 }
 

@@ -440,3 +440,20 @@ def fused_moe_gemm_tma(a, w, desc, out, sorted_ids, expert_ids, num_post, *, a_d
         A_DIV=a_div, MUL_W=topk_w is not None, USE_FP8=a_scale is not None, REDUCE_TOPK=reduce_topk,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
     return out
+
+
+# ---- final-logit softcap into fp32 logits in one launch --------------------------------------------
+@triton.jit
+def _softcap_kernel(y_ptr, out_ptr, n, cap, BLOCK: tl.constexpr):
+    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = o < n
+    y = tl.load(y_ptr + o, mask=m, other=0.0).to(tl.float32) / cap
+    t = 2.0 / (1.0 + tl.exp(-2.0 * y)) - 1.0  # tanh
+    tl.store(out_ptr + o, t * cap, mask=m)
+
+
+def softcap(y, out, cap: float):
+    """out (fp32) = tanh(y / cap) * cap, y the bf16 logits (one pass instead of cast, divide, tanh, scale)."""
+    n = y.numel()
+    _softcap_kernel[(triton.cdiv(n, 4096),)](y, out, n, cap, BLOCK=4096, num_warps=8)
+    return out

@@ -45,7 +45,7 @@ def moe_gemv2_configs(fp8: bool) -> list[tuple[tuple[int, int, int], tuple[int, 
     """((BLOCK_N, BLOCK_K, warps) of the gate_up GEMV, the same of the down GEMV) of the two-launch
     small-batch MoE."""
     return [((16, 512, 4), (8, 256, 4)), ((8, 1024, 4), (4, 512, 4)), ((32, 256, 4), (16, 256, 4)), ((4, 2048, 4), (4, 1024, 4)),
-            ((8, 1024, 8), (8, 512, 8))]
+            ((8, 1024, 8), (8, 512, 8)), ((2, 4096, 4), (2, 1024, 4)), ((4, 4096, 8), (4, 1024, 4))]
 
 
 def moe_fx_pairs(rows_per_expert: float, fp8: bool) -> list[tuple[tuple, tuple]]:

@@ -108,6 +108,8 @@ def project_rows(rows: list[dict], src_hw: str, dst_hw: str, precisions: list[st
     for r in rows:
         if not r.get("ms") or (precisions and r["precision"] not in (*precisions, ANY)):
             continue
+        if r["op"] not in defs:  # a row of an op no pass composes any more (replaced by a fused op): not carried
+            continue
         at = {k: int(float(r[k])) for k in ("m", "seqs", "q", "ctx") if r.get(k) not in (None, "")}
         rs = op_roofline_ms(r["op"], r["precision"], at, src, defs)
         dprec = to_precision if (to_precision and r["precision"] != ANY) else r["precision"]

@@ -53,3 +53,15 @@ def test_limits_and_unit_merge(tmp_path):
     merged = read_rows(base / "ops.csv")
     assert new == sum(r["family"] == "rmsnorm" for r in re) and len(merged) == len(rows)  # same units, rmsnorm m=1 re-timed
     assert json.loads((base / "meta.json").read_text())["reruns"][-1]["families"] == ["rmsnorm"]
+
+
+def test_a_self_check_disables_its_candidates_on_a_large_error_a_nan_or_a_crash():
+    from measure.ops.campaign import _judge
+
+    out, disabled = {}, {}
+    _judge(out, disabled, "ok", ("fast",), lambda: 0.001)
+    _judge(out, disabled, "nan", ("gemv[a]", "gemv[b]"), lambda: float("nan"), where=" at m=1")
+    _judge(out, disabled, "crash", ("softcap",), lambda: 1 / 0)
+    assert out["ok"] == 0.001 and "fast" not in disabled
+    assert disabled["gemv[a]"] == disabled["gemv[b]"] == "disabled: self-check relative error nan at m=1"
+    assert out["crash"].startswith("ZeroDivisionError") and disabled["softcap"] == "disabled: self-check failed: ZeroDivisionError"

@@ -156,6 +156,21 @@ def selfcheck(dev) -> tuple[dict, dict[str, str]]:
     return out, disabled
 
 
+def _judge(out: dict, disabled: dict, key: str, names, error, tol: float = 0.01, where: str = "") -> None:
+    """Run one self-check: `error()` returns the candidate's relative error against torch; it is
+    recorded under `key`, and the candidates `names` are disabled when it is not below `tol` (NaN
+    included) or the check raises."""
+    try:
+        out[key] = e = error()
+        why = None if e < tol else f"disabled: self-check relative error {e:.3g}{where}"
+    except Exception as ex:
+        out[key] = f"{type(ex).__name__}: {str(ex)[:160]}"
+        why = f"disabled: self-check failed: {type(ex).__name__}"
+    if why:
+        for n in names:
+            disabled[n] = why
+
+
 def _check_gemv2(dev, out: dict, disabled: dict) -> None:
     """The dense Triton GEMV (bf16 and fp8 w8a16, every config) against torch.mm on the same
     (dequantised) weights; a config that fails is disabled."""
@@ -172,7 +187,7 @@ def _check_gemv2(dev, out: dict, disabled: dict) -> None:
     for m in (1, 2, 3, 8):
         for prec in ("bf16", "fp8"):
             for c, cfg in zip(kernels.gemv2_candidates(m, prec), gemv_configs(m)):
-                try:
+                def error(m=m, prec=prec, cfg=cfg) -> float:
                     torch.manual_seed(13)
                     x = torch.randn(m, 2816, device=dev, dtype=torch.bfloat16)
                     w = torch.randn(1000, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5
@@ -182,13 +197,9 @@ def _check_gemv2(dev, out: dict, disabled: dict) -> None:
                     ref = x.float() @ (w.float() * (s[:, None] if s is not None else 1)).t()
                     y = torch.empty(m, 1000, device=dev, dtype=torch.bfloat16).fill_(float("nan"))
                     gemv(x, w, y, s, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2])
-                    e = _rel(y, ref)
-                    out[f"{prec}:{c.name}:m{m}"] = e
-                    if not e < 0.01:
-                        disabled[c.name] = f"disabled: self-check relative error {e:.3g} at m={m}"
-                except Exception as ex:
-                    out[f"{prec}:{c.name}:m{m}"] = f"{type(ex).__name__}: {str(ex)[:160]}"
-                    disabled[c.name] = f"disabled: self-check failed: {type(ex).__name__}"
+                    return _rel(y, ref)
+
+                _judge(out, disabled, f"{prec}:{c.name}:m{m}", (c.name,), error, where=f" at m={m}")
 
 
 def _check_gemm_act(dev, out: dict, disabled: dict) -> None:
@@ -203,7 +214,8 @@ def _check_gemm_act(dev, out: dict, disabled: dict) -> None:
         for c in kernels.gemm_act_candidates({"m": 3}, prec):
             if "gate_up_act" not in c.name:
                 continue
-            try:
+
+            def error(prec=prec, c=c) -> float:
                 from measure.ops.triton_fused import moe_gemv_gate_up
 
                 torch.manual_seed(23)
@@ -218,32 +230,24 @@ def _check_gemm_act(dev, out: dict, disabled: dict) -> None:
                 bn, bk, nw = (int(v) for v in c.name.split("[")[1].rstrip("]").split("/"))
                 moe_gemv_gate_up(x, w, act, torch.zeros(3, device=dev, dtype=torch.int32), a_div=1, w_scale=s,
                                  block_n=bn, block_k=bk, num_warps=nw)
-                out[f"{prec}:{c.name}"] = e = _rel(act, ref)
-                if not e < 0.01:
-                    disabled[c.name] = f"disabled: self-check relative error {e:.3g}"
-            except Exception as ex:
-                out[f"{prec}:{c.name}"] = f"{type(ex).__name__}: {str(ex)[:160]}"
-                disabled[c.name] = f"disabled: self-check failed: {type(ex).__name__}"
+                return _rel(act, ref)
+
+            _judge(out, disabled, f"{prec}:{c.name}", (c.name,), error)
 
 
 def _check_softcap(dev, out: dict, disabled: dict) -> None:
     """The one-launch logit softcap against torch's tanh."""
     import torch
 
-    try:
+    def error() -> float:
         from measure.ops.triton_fused import softcap
 
         torch.manual_seed(29)
         y = (torch.randn(3, 262144, device=dev) * 40).to(torch.bfloat16)
         got = softcap(y, torch.full((3, 262144), float("nan"), device=dev), 30.0)
-        out["softcap_err"] = e = _rel(got, torch.tanh(y.float() / 30.0) * 30.0)
-        if not e < 1e-4:
-            for n in ("cublas_bf16+triton_softcap", "scaled_mm_rowwise+triton_softcap"):
-                disabled[n] = f"disabled: self-check relative error {e:.3g}"
-    except Exception as ex:
-        out["softcap"] = f"{type(ex).__name__}: {str(ex)[:160]}"
-        for n in ("cublas_bf16+triton_softcap", "scaled_mm_rowwise+triton_softcap"):
-            disabled[n] = f"disabled: self-check failed: {type(ex).__name__}"
+        return _rel(got, torch.tanh(y.float() / 30.0) * 30.0)
+
+    _judge(out, disabled, "softcap_err", ("cublas_bf16+triton_softcap", "scaled_mm_rowwise+triton_softcap"), error, tol=1e-4)
 
 
 def _check_norm_fused(dev, out: dict, disabled: dict) -> None:

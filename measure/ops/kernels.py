@@ -196,6 +196,19 @@ def _gemm_dequant(p, prec, dev, softcap=None):
     return Bench(run, c, "dequantise fp8 -> bf16 mm (fallback)")
 
 
+def _gemv_weights(k: int, n: int, copies: int, w8a16: bool, dev, lead: tuple = ()) -> tuple[list, list]:
+    """`copies` GEMV weights of shape lead + (n, k) (several, so timed runs read cold weights), and
+    with w8a16 their fp8 form and per-channel scales."""
+    ws, ss = [], []
+    for _ in range(copies):
+        w = _randn(*lead, n, k, device=dev, scale=k ** -0.5)
+        if w8a16:
+            w, s_ = quant_weight_channels(w)
+            ss.append(s_.contiguous())
+        ws.append(w)
+    return ws, ss
+
+
 def _gemm_gemv(p, prec, dev, w8a16=False):
     """Triton GEMV (the MoE GEMV kernel with one expert) for m <= 16: bf16, or fp8 weights with bf16
     activations (w8a16: no activation quantisation)."""
@@ -207,13 +220,7 @@ def _gemm_gemv(p, prec, dev, w8a16=False):
 
     k, n, m = p["k"], p["n"], p["m"]
     c = _copies(k * n * (1 if w8a16 else 2))
-    ws, ss = [], []
-    for _ in range(c):
-        w = _randn(1, n, k, device=dev, scale=k ** -0.5)
-        if w8a16:
-            w, s_ = quant_weight_channels(w)
-            ss.append(s_)
-        ws.append(w)
+    ws, ss = _gemv_weights(k, n, c, w8a16, dev, lead=(1,))
     x = _randn(m, k, device=dev)
     out = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
     ids = torch.zeros(m, device=dev, dtype=torch.int32)
@@ -234,13 +241,7 @@ def _gemm_gemv2(p, prec, dev, cfg, w8a16=False):
 
     k, n, m = p["k"], p["n"], p["m"]
     c = _copies(k * n * (1 if w8a16 else 2))
-    ws, ss = [], []
-    for _ in range(c):
-        w = _randn(n, k, device=dev, scale=k ** -0.5)
-        if w8a16:
-            w, s_ = quant_weight_channels(w)
-            ss.append(s_.contiguous())
-        ws.append(w)
+    ws, ss = _gemv_weights(k, n, c, w8a16, dev)
     x = _randn(m, k, device=dev)
     y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
     bn, bk, nw = cfg

@@ -196,32 +196,32 @@ def _gemm_dequant(p, prec, dev, softcap=None):
     return Bench(run, c, "dequantise fp8 -> bf16 mm (fallback)")
 
 
-def _gemv_weights(k: int, n: int, copies: int, w8a16: bool, dev, lead: tuple = ()) -> tuple[list, list]:
-    """`copies` GEMV weights of shape lead + (n, k) (several, so timed runs read cold weights), and
-    with w8a16 their fp8 form and per-channel scales."""
+def _gemv_inputs(p: dict, dev, max_m: int, what: str, w8a16: bool, lead: tuple = ()) -> tuple:
+    """What a Triton GEMV candidate runs on: (k, n, m, copies, weights, scales, x). Weights of shape
+    lead + (n, k), several copies so timed runs read cold weights; with w8a16 their fp8 form and
+    per-channel scales. Raises (the campaign falls back) without Triton or above max_m rows."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    if p["m"] > max_m:
+        raise RuntimeError(f"{what} candidate is for m <= {max_m}")
+    k, n, m = p["k"], p["n"], p["m"]
+    c = _copies(k * n * (1 if w8a16 else 2))
     ws, ss = [], []
-    for _ in range(copies):
+    for _ in range(c):
         w = _randn(*lead, n, k, device=dev, scale=k ** -0.5)
         if w8a16:
             w, s_ = quant_weight_channels(w)
             ss.append(s_.contiguous())
         ws.append(w)
-    return ws, ss
+    return k, n, m, c, ws, ss, _randn(m, k, device=dev)
 
 
 def _gemm_gemv(p, prec, dev, w8a16=False):
     """Triton GEMV (the MoE GEMV kernel with one expert) for m <= 16: bf16, or fp8 weights with bf16
     activations (w8a16: no activation quantisation)."""
-    if not has_triton(dev):
-        raise RuntimeError("Triton is not available on this device")
-    if p["m"] > 16:
-        raise RuntimeError("GEMV candidate is for m <= 16")
+    k, n, m, c, ws, ss, x = _gemv_inputs(p, dev, 16, "GEMV", w8a16, lead=(1,))
     from measure.ops.triton_kernels import moe_gemv
 
-    k, n, m = p["k"], p["n"], p["m"]
-    c = _copies(k * n * (1 if w8a16 else 2))
-    ws, ss = _gemv_weights(k, n, c, w8a16, dev, lead=(1,))
-    x = _randn(m, k, device=dev)
     out = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
     ids = torch.zeros(m, device=dev, dtype=torch.int32)
     run = lambda i: moe_gemv(x, ws[i % c], out, ids, a_div=1, w_scale=ss[i % c] if w8a16 else None)  # noqa: E731
@@ -233,16 +233,9 @@ def _gemm_gemv2(p, prec, dev, cfg, w8a16=False):
     """Triton GEMV for m <= 8 (triton_fused.gemv): narrow column blocks, long K tiles, so that every SM
     streams weights; bf16, or fp8 weights + per-channel scales with bf16 activations (no activation
     quantisation kernel)."""
-    if not has_triton(dev):
-        raise RuntimeError("Triton is not available on this device")
-    if p["m"] > 8:
-        raise RuntimeError("GEMV2 candidate is for m <= 8")
+    k, n, m, c, ws, ss, x = _gemv_inputs(p, dev, 8, "GEMV2", w8a16)
     from measure.ops.triton_fused import gemv
 
-    k, n, m = p["k"], p["n"], p["m"]
-    c = _copies(k * n * (1 if w8a16 else 2))
-    ws, ss = _gemv_weights(k, n, c, w8a16, dev)
-    x = _randn(m, k, device=dev)
     y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
     bn, bk, nw = cfg
     run = lambda i: gemv(x, ws[i % c], y, ss[i % c] if w8a16 else None, block_n=bn, block_k=bk, num_warps=nw)  # noqa: E731

@@ -163,6 +163,16 @@ class Replica:
             self.kv_reserved -= tp
         return m, tp, psum
 
+    def head_admitted_at(self, decode_tokens: int, kv_growth: float) -> float:
+        """The step at which the head of the queue is admitted if the batch stays as it is (decode
+        tokens and KV growth per step), by schedule_prefill's rules; inf when it is not (no budget
+        or slot left, or its prefill does not fit the cache, which only fills up as the batch runs)."""
+        w = self.waiting
+        if (w and self.budget - decode_tokens > 0 and len(self.running) < self.max_seqs
+                and self.kv_used + kv_growth + self.kv_reserved + w[0].prefill_len <= self.kv_cap):
+            return max(self.step, w[0].eligible)
+        return float("inf")
+
     def complete_prefill(self, s: int, t: float) -> None:
         for r, c in self.chunks:
             r.prefill_done += c
@@ -261,39 +271,7 @@ class Replica:
         left in flight. Sets `quiet_until` (the run's end: nothing another replica or the loop can see
         happens here before it). Returns (coast's result - the time the next full step starts at, or
         None with a step in flight - and the steps done)."""
-        done = 0
-        ts = last_ts = t
-        f0 = f1 = None  # the in-flight step's start and end
-        busy = 0.0
-        for n, dt in segs:
-            last_ts = ts
-            if f0 is None:
-                # m: the steps of this segment that end before the bound (a float estimate, made exact)
-                m = (bound - ts) / dt
-                m = 0 if m < 0 else (n if m > n else int(m))
-                while m > 0:
-                    e = ts + m * dt  # end of step m - 1
-                    if e < bound or (e == bound and ts + (m - 1) * dt < prev):
-                        break
-                    m -= 1
-                while m < n:
-                    e = ts + (m + 1) * dt
-                    if not (e < bound or (e == bound and ts + m * dt < prev)):
-                        break
-                    m += 1
-                if m < n:
-                    f0, f1 = ts + m * dt, ts + (m + 1) * dt
-                    done += m
-                    busy += (m + 1) * dt
-                else:
-                    done += n
-                    busy += n * dt
-            ts = ts + n * dt
-        run_end = ts
-        if f0 is None and last_due:  # every step done: the last stays in flight for complete()
-            n, dt = segs[-1]
-            done -= 1
-            f0, f1 = last_ts + (n - 1) * dt, run_end
+        done, busy, f0, f1, run_end = _position(t, bound, prev, segs, last_due)
         k = done + (f0 is not None)
         self.quiet_until = run_end
         self.step += done
@@ -332,3 +310,41 @@ class Replica:
             if t is not None:
                 self.start(t)
 
+
+def _position(t: float, bound: float, prev: float, segs, last_due: bool) -> tuple:
+    """Where a run of steps from t (book_run) stands at `bound`: (steps done, busy seconds of the
+    steps done and in flight, in-flight step's start and end - None, None when none - and the
+    run's end). A step ending exactly at `bound` is done when it started before `prev`."""
+    done = 0
+    ts = last_ts = t
+    f0 = f1 = None
+    busy = 0.0
+    for n, dt in segs:
+        last_ts = ts
+        if f0 is None:
+            # m: the steps of this segment that end before the bound (a float estimate, made exact)
+            m = (bound - ts) / dt
+            m = 0 if m < 0 else (n if m > n else int(m))
+            while m > 0:
+                e = ts + m * dt  # end of step m - 1
+                if e < bound or (e == bound and ts + (m - 1) * dt < prev):
+                    break
+                m -= 1
+            while m < n:
+                e = ts + (m + 1) * dt
+                if not (e < bound or (e == bound and ts + m * dt < prev)):
+                    break
+                m += 1
+            if m < n:
+                f0, f1 = ts + m * dt, ts + (m + 1) * dt
+                done += m
+                busy += (m + 1) * dt
+            else:
+                done += n
+                busy += n * dt
+        ts = ts + n * dt
+    if f0 is None and last_due:  # every step done: the last stays in flight for complete()
+        n, dt = segs[-1]
+        done -= 1
+        f0, f1 = last_ts + (n - 1) * dt, ts
+    return done, busy, f0, f1, ts

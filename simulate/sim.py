@@ -6,8 +6,9 @@ Replicas interact only at arrivals (the router reads their outstanding counts) a
 requests-in-system record (departures in time order), so between two arrivals each replica runs
 its own steps ahead to the next arrival (scheduler.Replica.advance) and the loop then merges the
 departures. A replica whose next visible change (`quiet_until`) is after the arrival is left where
-it is (its counts are already those at the arrival) unless the arrival is routed to it. Ties at one instant are ordered as a heap of (time, scheduling order) orders them, so
-the results are those of a one-event-at-a-time simulation (SimPy's, which this loop replaced).
+it is (its counts are already those at the arrival) unless the arrival is routed to it. Ties at one
+instant are ordered as a heap of (time, scheduling order) orders them, so the results are those of
+a one-event-at-a-time simulation (SimPy's, which this loop replaced).
 """
 
 from __future__ import annotations

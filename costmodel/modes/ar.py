@@ -5,19 +5,7 @@ from __future__ import annotations
 
 import math
 
-from costmodel.modes.base import ServingMode
-
-
-def _steps_within(room: float, per_step: float) -> int:
-    """How many steps j = 0, 1, ... satisfy j * per_step <= room (KV growth before the cache is full)."""
-    if room < 0:
-        return 0
-    j = int(room / per_step) + 1
-    while j > 0 and (j - 1) * per_step > room:
-        j -= 1
-    while j * per_step <= room:
-        j += 1
-    return j
+from costmodel.modes.base import ServingMode, steps_within
 
 
 class ArEngine:
@@ -55,12 +43,9 @@ class ArEngine:
         if not n or self.prefilling:
             return t
         s, due = self.step, self.next_due()
-        look_n, ng, kv_cap, kv_res, kv = n * self.tokens_per_seq, n * self.g, self.kv_cap, self.kv_reserved, self.kv_used
-        steps = _steps_within(kv_cap - kv_res - look_n - kv, ng)  # steps before the growth needs preemption
-        waiting = self.waiting
-        if (waiting and self.budget - look_n > 0 and len(self.running) < self.max_seqs
-                and kv + ng + kv_res + waiting[0].prefill_len <= kv_cap):
-            steps = min(steps, waiting[0].eligible - s)  # the head of the queue is admitted then: a full step
+        look_n, ng = n * self.tokens_per_seq, n * self.g
+        steps = steps_within(self.kv_cap - self.kv_reserved - look_n - self.kv_used, ng)  # before a preemption
+        steps = min(steps, self.head_admitted_at(look_n, ng) - s)  # an admission is a full step
         last_due = due - s + 1 <= steps
         if last_due:
             steps = due - s + 1

@@ -117,6 +117,19 @@ class ServingMode:
         return out
 
 
+def steps_within(room: float, per_step: float) -> int:
+    """How many steps j = 0, 1, ... satisfy j * per_step <= room: a coast's steps before the KV
+    growth (per_step per step) no longer fits the cache's free room."""
+    if room < 0:
+        return 0
+    j = int(room / per_step) + 1
+    while j > 0 and (j - 1) * per_step > room:
+        j -= 1
+    while j * per_step <= room:
+        j += 1
+    return j
+
+
 # profile parts a mode can draw its behaviour from -> the short label provenance texts use
 PROFILE_PARTS = {"commit_stats": "commit", "mtp_acceptance": "acceptance"}
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from costmodel.errors import UserError
-from costmodel.modes.ar import _steps_within
-from costmodel.modes.base import ModeDraws, ServingMode
+from costmodel.modes.base import ModeDraws, ServingMode, steps_within
 from costmodel.seeding import rng_for
 
 STREAM_CANVAS_STEPS = 11
@@ -149,17 +148,13 @@ class DiffusionEngine:
         if not (nd or nc) or self.prefilling:
             return t
         s, due = self.step, self.next_due()
-        C, kv_cap, kv_res, kv, waiting = self.C, self.kv_cap, self.kv_reserved, self.kv_used, self.waiting
-        grow = C * nc
-        steps = due - s + 1
-        last_due = True
-        if nc:
-            room = _steps_within(kv_cap - kv_res - grow - kv, grow)
-            if room < steps:
-                steps, last_due = room, False
-        if (waiting and self.budget - C * (nd + nc) > 0 and len(self.running) < self.max_seqs
-                and kv + grow + kv_res + waiting[0].prefill_len <= kv_cap and waiting[0].eligible - s < steps):
-            steps, last_due = waiting[0].eligible - s, False  # the head of the queue is admitted then: a full step
+        grow = self.C * nc
+        # steps before the commits' KV growth needs a preemption (denoising canvases write none)
+        steps = steps_within(self.kv_cap - self.kv_reserved - grow - self.kv_used, grow) if nc else float("inf")
+        steps = min(steps, self.head_admitted_at(self.C * (nd + nc), grow) - s)  # an admission is a full step
+        last_due = due - s + 1 <= steps
+        if last_due:
+            steps = due - s + 1
         if steps <= 0 or steps == float("inf"):
             return t
         dt = self.price(0, 0, 0, (nd, nc), (self.s_den, self.s_com))

@@ -124,9 +124,7 @@ class PassTable:
     def pass_ms(self, seqs: float, tokens: float, context: float) -> float:
         """Interpolated time of one pass of this kind (a single segment); memoised, because the
         simulator prices the same segment inside many mixed steps."""
-        memo = self.__dict__.get("_memo")
-        if memo is None:
-            memo = self.__dict__["_memo"] = {}
+        memo = self._memo()
         key = (seqs, tokens, context)
         v = memo.get(key)
         if v is None:
@@ -134,14 +132,19 @@ class PassTable:
         return v
 
     def tokens_ms(self, m: float) -> float:
-        """The token-proportional part of a pass over m tokens."""
-        memo = self.__dict__.get("_tok_memo")
-        if memo is None:
-            memo = self.__dict__["_tok_memo"] = {}
+        """The token-proportional part of a pass over m tokens (memoised in the same dict as pass_ms:
+        its keys are numbers, pass_ms's are tuples)."""
+        memo = self._memo()
         v = memo.get(m)
         if v is None:
             v = memo[m] = self.grids().tok(m)
         return v
+
+    def _memo(self) -> dict:
+        memo = self.__dict__.get("_values")
+        if memo is None:
+            memo = self.__dict__["_values"] = {}
+        return memo
 
 
 @dataclass

@@ -427,10 +427,17 @@ def _act_torch(p, prec, dev):
     return Bench(lambda i: F.gelu(gu[:, :d], approximate="tanh") * gu[:, d:], 1, "torch eager gelu_tanh * up")
 
 
-def _qk_norm_rope(p, prec, dev):
+def _qk_inputs(p, dev):
+    """q and k (None for a layer without its own keys) of m tokens, and their positions."""
     nq, nkv, hd, m = p["nq"], p["nkv"], p["hd"], p["m"]
     q = _randn(m, nq, hd, device=dev)
-    k = _randn(m, max(nkv, 0), hd, device=dev) if nkv else None
+    k = _randn(m, nkv, hd, device=dev) if nkv else None
+    return q, k, torch.arange(m, device=dev, dtype=torch.int32)
+
+
+def _qk_norm_rope(p, prec, dev):
+    hd, m = p["hd"], p["m"]
+    q, k, _ = _qk_inputs(p, dev)
     wq = _randn(hd, device=dev, scale=0.1)
     cos = _randn(m, 1, hd // 2, device=dev)
     sin = _randn(m, 1, hd // 2, device=dev)
@@ -600,11 +607,8 @@ def _qk_norm_rope_triton(p, prec, dev):
         raise RuntimeError("Triton is not available on this device")
     from measure.ops.triton_kernels import qk_norm_rope
 
-    nq, nkv, hd, m = p["nq"], p["nkv"], p["hd"], p["m"]
-    q = _randn(m, nq, hd, device=dev)
-    k = _randn(m, nkv, hd, device=dev) if nkv else None
-    w = _randn(hd, device=dev, scale=0.1)
-    pos = torch.arange(m, device=dev, dtype=torch.int32)
+    q, k, pos = _qk_inputs(p, dev)
+    w = _randn(p["hd"], device=dev, scale=0.1)
 
     def run(i):
         qk_norm_rope(q, w, pos)
@@ -618,11 +622,8 @@ def _qk_norm_rope_1l(p, prec, dev):
         raise RuntimeError("Triton is not available on this device")
     from measure.ops.triton_fused import qk_norm_rope2
 
-    nq, nkv, hd, m = p["nq"], p["nkv"], p["hd"], p["m"]
-    q = _randn(m, nq, hd, device=dev)
-    k = _randn(m, nkv, hd, device=dev) if nkv else None
-    wq, wk = _randn(hd, device=dev, scale=0.1), _randn(hd, device=dev, scale=0.1)
-    pos = torch.arange(m, device=dev, dtype=torch.int32)
+    q, k, pos = _qk_inputs(p, dev)
+    wq, wk = _randn(p["hd"], device=dev, scale=0.1), _randn(p["hd"], device=dev, scale=0.1)
     return Bench(lambda i: qk_norm_rope2(q, k, wq, wk, pos), 1, "Triton per-head RMSNorm + RoPE of q and k in one launch")
 
 

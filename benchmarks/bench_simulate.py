@@ -2,10 +2,12 @@
 process (one core). Prints simulated requests per wall second and per CPU second; the target
 (issue 19) is >= 60,000 simulated requests per CPU second for every mode.
 
-    .venv/bin/python benchmarks/bench_simulate.py [--qps 20] [--hours 1] [--replicas 4] [--mode diffusion,ar,mtp] [--repeat 3]
+    .venv/bin/python benchmarks/bench_simulate.py [--qps 20] [--hours 1] [--replicas 4] [--mode diffusion,ar,mtp] [--repeat 3] [--calls]
 
 Each mode runs `--repeat` times (a fresh profile each time, so every run prices its steps from
-cold) and the fastest run is reported: on a shared VM other tenants only ever add time.
+cold) and the fastest run is reported: on a shared VM other tenants only ever add time. `--calls`
+adds one run per mode under cProfile and prints the event loop's calls per simulated request (where
+the time goes: full steps, coasts, completions, replica advances).
 
 Four replicas by default so that every mode is stable at 20 QPS on the default H200 profile (one
 replica of diffusion is overloaded there, and an overloaded run stops early, which would flatter
@@ -34,6 +36,7 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=3, help="runs per mode; the fastest is reported")
+    ap.add_argument("--calls", action="store_true", help="also print the event loop's calls per request (one profiled run per mode)")
     a = ap.parse_args(argv)
     if a.repeat < 1:
         ap.error("--repeat must be >= 1")
@@ -62,7 +65,30 @@ def main(argv=None) -> int:
         print(f"{mode:<10} {wall:7.2f} {cpu:7.2f} {n / wall:11,.0f} {n / cpu:10,.0f} {s.engine_steps:13,}  {'yes' if s.stable else 'NO':<6}  "
               f"{'met' if met else 'MISSED'} (>= {TARGET_RPS_CPU:,}/CPU s)")
     print(f"during the runs: {steal(st0)}")
+    if a.calls:
+        print("calls per simulated request (cProfile, one run per mode):")
+        for mode in a.mode.split(","):
+            counts = _calls(lambda: run_point(resolve_profile(a.profile, a.hardware), mode, a.qps, replicas=a.replicas, n_requests=n, seed=a.seed))
+            print(f"  {mode:<10} " + ", ".join(f"{f} {counts.get(f, 0) / n:.2f}" for f in LOOP_CALLS))
     return 0 if ok else 1
+
+
+# the event loop's per-event calls: full steps (schedule), coasts, step completions, replica advances
+LOOP_CALLS = ("schedule", "coast", "book_run", "complete", "advance")
+
+
+def _calls(run) -> dict[str, int]:
+    """Calls of LOOP_CALLS' functions (in simulate/ and costmodel/modes/) during run()."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.runcall(run)
+    counts: dict[str, int] = {}
+    for (path, _, name), (_, ncalls, *_rest) in pstats.Stats(prof).stats.items():
+        if name in LOOP_CALLS and ("simulate" in path or "modes" in path):
+            counts[name] = counts.get(name, 0) + ncalls
+    return counts
 
 
 if __name__ == "__main__":

@@ -10,10 +10,16 @@ from costmodel.models import get_model
 TARGET, ASST, DG = get_model("gemma4-26b-a4b"), get_model("gemma4-26b-a4b-assistant"), get_model("diffusiongemma-26b-a4b")
 
 
-def flat_table(ms_token=1.0, ms_attn=0.5, overhead=0.25):
-    """Every token op costs `ms_token` at every m, every attention op `ms_attn`."""
+def flat_table(ms_token=1.0, ms_attn=0.5, overhead=0.25, alt_ms=None):
+    """Every token op costs `ms_token` at every m, every attention op `ms_attn`; alternative ops
+    (OpDef.replaces) `alt_ms`, or not in the table when None."""
     rows = []
     for o in all_ops(TARGET, ASST).ops.values():
+        if o.replaces:
+            if alt_ms is not None:
+                rows += [dict(precision="bf16", op=o.name, family=o.family, m=m, seqs="", q="", ctx="", kernel="k", ms=alt_ms)
+                         for m in (1, 32768)]
+            continue
         prec = [ANY] if o.precision_independent else ["bf16"]
         for pr in prec:
             if o.family == "attn":
@@ -79,3 +85,17 @@ def test_default_grid_covers_the_issue_ranges():
     assert max(s.seqs for s in g["decode_step"]) == 512 and {s.context for s in g["decode_step"]} >= {128, 32768}
     assert {s.tokens - 1 for s in g["verify_step"]} == {1, 2, 3, 4, 6, 8}
     assert {s.tokens for s in g["prefill"]} == {64, 128, 256, 512, 1024, 2048, 4096, 8192}
+
+
+def test_an_alternative_replaces_its_parts_only_where_faster():
+    seg = [Seg(1, 1, 1024)]
+    base = compose(flat_table(), "decode_step", seg, "bf16")
+    assert "moe_dense_overlap" not in base.by_op
+    slow = compose(flat_table(alt_ms=4.5), "decode_step", seg, "bf16")  # slower than its 4 parts (4 x 1.0)
+    assert slow.ms == pytest.approx(base.ms) and "moe_dense_overlap" not in slow.by_op
+    fast = compose(flat_table(alt_ms=2.5), "decode_step", seg, "bf16")
+    assert fast.by_op["moe_dense_overlap"] == pytest.approx(30 * 2.5)
+    assert not {"moe", "router", "gemm.mlp_down", "gemm_act.mlp_gate_up"} & set(fast.by_op)
+    assert fast.ms == pytest.approx(base.ms - 30 * 1.5)
+    # the MTP assistant's layers have no MoE: nothing to replace in a draft pass
+    assert "moe_dense_overlap" not in compose(flat_table(alt_ms=2.5), "draft_step", seg, "bf16").by_op

@@ -79,7 +79,7 @@ def plan_units(precisions: list[str], smoke: bool = False, model: str = "gemma4-
     asst = ASSISTANT_FOR.get(model)
     ops = all_ops(get_model(model), get_model(asst) if asst else None).ops
     order = {"router": 0, "rmsnorm": 1, "norm_fused": 1, "act_mul": 2, "dg_sampler": 3, "ar_sampler": 4, "qk_norm_rope": 5, "embed": 6,
-             "moe": 7, "gemm": 8, "gemm_act": 8, "lm_head": 9, "attn": 10}
+             "moe": 7, "gemm": 8, "gemm_act": 8, "lm_head": 9, "attn": 10, "moe_dense": 11}
     units = []
     for o in sorted(ops.values(), key=lambda o: (order.get(o.family, 99), o.name)):
         precs = [ANY] if o.precision_independent else precisions
@@ -151,7 +151,7 @@ def selfcheck(dev) -> tuple[dict, dict[str, str]]:
     if dev.type != "cuda":
         return {"skipped": "not a CUDA device"}, disabled
     for check in (_check_moe, _check_scaled_mm, _check_flash, _check_router, _check_gemv2, _check_norm_fused, _check_qk_1launch,
-                  _check_gemm_act, _check_softcap):
+                  _check_gemm_act, _check_softcap, _check_router_1launch, _check_sampler_split, _check_qk_heads, _check_moe_prefill_tiles):
         check(dev, out, disabled)
     return out, disabled
 
@@ -200,6 +200,131 @@ def _check_gemv2(dev, out: dict, disabled: dict) -> None:
                     return _rel(y, ref)
 
                 _judge(out, disabled, f"{prec}:{c.name}:m{m}", (c.name,), error, where=f" at m={m}")
+
+
+def _router_reference(x, W, topk):
+    import torch
+
+    h = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * x.shape[1] ** -0.5
+    rw, ri = torch.topk(torch.softmax(h @ W.float().t(), -1), topk)
+    return rw / rw.sum(-1, keepdim=True), ri
+
+
+def _check_router_1launch(dev, out: dict, disabled: dict) -> None:
+    """The one-launch routers (GEMV + last-program top-k, m <= 8; tensor-core dot + top-k epilogue,
+    any m) against softmax + topk in fp32; the GEMV one over 20 back-to-back launches (its arrival
+    counter must come back to zero, and no launch may see another's partial logits)."""
+    import torch
+
+    from measure.ops import kernels
+
+    for name, cfg, ms in ([(f"triton_router_1launch[{'/'.join(map(str, c))}]", c, (1, 3, 8)) for c in kernels.ROUTER_1L_CFGS]
+                          + [(f"triton_router_dot[{'/'.join(map(str, c))}]", c, (1, 33, 300)) for c in kernels.ROUTER_DOT_CFGS]):
+        def error(name=name, cfg=cfg, ms=ms) -> float:
+            from measure.ops.triton_fused import router_dot_topk, router_gemv_topk
+
+            worst = 0.0
+            for m in ms:
+                torch.manual_seed(31 + m)
+                W = (torch.randn(128, 2816, device=dev) * 2816 ** -0.5).to(torch.bfloat16)
+                scratch: dict = {}
+                for rep in range(20 if "1launch" in name else 2):
+                    x = torch.randn(m, 2816, device=dev, dtype=torch.bfloat16)
+                    w = torch.full((m, 8), float("nan"), device=dev)
+                    i = torch.full((m, 8), -1, device=dev, dtype=torch.int32)
+                    if "1launch" in name:
+                        router_gemv_topk(x, W, w, i, scratch, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2])
+                    else:
+                        router_dot_topk(x, W, w, i, block_m=cfg[0], block_k=cfg[1], num_warps=cfg[2])
+                    rw, ri = _router_reference(x, W, 8)
+                    match = float((torch.sort(i.long(), -1)[0] == torch.sort(ri, -1)[0]).float().mean())
+                    worst = max(worst, _rel(w, rw), 1.0 - match)
+                if "1launch" in name and int(scratch["cnt"].item()) != 0:
+                    return float("inf")
+            return worst
+
+        _judge(out, disabled, f"router:{name}", (name,), error, tol=0.02)
+
+
+def _check_sampler_split(dev, out: dict, disabled: dict) -> None:
+    """The split-row AR sampler against the one-program-per-row kernel: the same greedy and sampled
+    token for every row (same in-kernel random numbers), greedy = torch argmax."""
+    import torch
+
+    for chunk in (2048, 8192):
+        name = f"triton_ar_sampler_split[{chunk}]"
+
+        def error(chunk=chunk) -> float:
+            from measure.ops.triton_fused import sample_rows_split
+            from measure.ops.triton_kernels import sample_rows
+
+            torch.manual_seed(37)
+            bad = 0
+            for m in (1, 5, 64):
+                lg = torch.randn(m, 262144, device=dev) * 3.0
+                g = torch.full((m,), -1, device=dev, dtype=torch.int32)
+                s = torch.full((m,), -1, device=dev, dtype=torch.int32)
+                sample_rows_split(lg, 0.7, 1234, g, s, chunk=chunk)
+                rg, rs, _ = sample_rows(lg, 0.7, 1234, entropy=False)
+                bad += int((g != rg).sum()) + int((s != rs).sum()) + int((g.long() != lg.argmax(-1)).sum())
+            return float(bad)
+
+        _judge(out, disabled, f"sampler:{name}:mismatches", (name,), error, tol=0.5)
+
+
+def _check_qk_heads(dev, out: dict, disabled: dict) -> None:
+    """q/k norm + RoPE with all heads of a token per program against the per-tensor kernel (head
+    dims 256 and 512, with and without k)."""
+    import torch
+
+    def error() -> float:
+        from measure.ops.triton_fused import qk_norm_rope3
+        from measure.ops.triton_kernels import qk_norm_rope
+
+        errs = []
+        for hq, hk, hd in ((16, 8, 256), (16, 2, 512), (16, 0, 256)):
+            torch.manual_seed(41)
+            q = torch.randn(9, hq, hd, device=dev, dtype=torch.bfloat16)
+            k = torch.randn(9, hk, hd, device=dev, dtype=torch.bfloat16) if hk else None
+            wq = (torch.randn(hd, device=dev) * 0.1).to(torch.bfloat16)
+            wk = (torch.randn(hd, device=dev) * 0.1).to(torch.bfloat16)
+            pos = torch.arange(50, 59, device=dev, dtype=torch.int32)
+            rq = qk_norm_rope(q.clone(), wq, pos)
+            rk = qk_norm_rope(k.clone(), wk, pos) if hk else None
+            qk_norm_rope3(q, k, wq, wk, pos)
+            errs.append(_rel(q, rq))
+            if hk:
+                errs.append(_rel(k, rk))
+        return max(errs)
+
+    _judge(out, disabled, "qk_norm_rope_heads_err", ("triton_qk_norm_rope_heads",), error)
+
+
+def _check_moe_prefill_tiles(dev, out: dict, disabled: dict) -> None:
+    """The fused-MoE tile pairs tried only at prefill densities (>= 24 routed rows per expert),
+    which _check_moe (64 and 8 tokens) does not reach: at 512 tokens against the expert loop."""
+    import torch
+
+    from measure.ops import kernels
+
+    p = {"m": 512, "d": 2816, "experts": 128, "ffn": 704, "topk": 8}
+    seen = {c.name for mm in (64, 8) for f8 in ("bf16", "fp8") for c in kernels.moe_candidates({**p, "m": mm}, f8)}
+    for prec in ("bf16", "fp8"):
+        for c in kernels.moe_candidates(p, prec):
+            if c.name in seen or "_tma[" not in c.name:
+                continue
+            try:
+                torch.manual_seed(7)
+                got = c.build(dict(p), prec, dev).run(0)
+                torch.manual_seed(7)
+                ref = _moe_fp8_reference(p, dev) if prec == "fp8" else kernels._moe_loop(dict(p), prec, dev).run(0)
+                e = _rel(got, ref)
+                out[f"{prec}:{c.name}:m512"] = e
+                if not e < (0.08 if prec == "fp8" else 0.02):
+                    disabled[c.name] = f"disabled: self-check relative error {e:.3g} at m=512"
+            except Exception as ex:
+                out[f"{prec}:{c.name}:m512"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+            torch.cuda.empty_cache()
 
 
 def _check_gemm_act(dev, out: dict, disabled: dict) -> None:
@@ -486,6 +611,8 @@ def _args(argv):
     ap.add_argument("--m-list", default=None, help="comma list: time token ops only at these m (quick checks)")
     ap.add_argument("--max-units", type=int, default=None, help="stop after this many units (tests)")
     ap.add_argument("--model", default="gemma4-26b-a4b", help="catalog target model (tests: tiny-gemma4)")
+    ap.add_argument("--components", default=None,
+                    help="op table whose kernel choices the moe_dense candidates build their parts with (default data/runs/ops/<gpu>)")
     return ap.parse_args(argv)
 
 
@@ -600,6 +727,10 @@ def main(argv=None) -> int:
     gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"cpu ({platform.processor() or platform.machine()})"
     meta = _meta(a, argv, dev, gpu, precisions, planned)
     meta["selfcheck"], disabled = selfcheck(dev)
+    from measure.ops import kernels
+
+    comp = a.components or (f"data/runs/ops/{'h200' if 'H200' in gpu else 'h100' if 'H100' in gpu else 'none'}")
+    meta["components_table"] = comp if kernels.set_components(comp) else None
     meta["disabled_kernels"] = disabled
 
     def write_meta(status):

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from costmodel.models import get_model
-from measure.ops.compose import MODEL_OF, MODE_KINDS, Seg, compose
+from measure.ops.compose import MODEL_OF, MODE_KINDS, Seg, chosen_alternatives, compose
 from measure.ops.shapes import layer_ops, top_ops
 from measure.ops.table import ANY, OpTable, read_rows
 
@@ -64,8 +64,9 @@ class _Benches:
         raise RuntimeError(f"no kernel runs {o.name} here: {errors[:2]}")
 
 
-def _pass_sequence(kind: str, seg: Seg, m, bench) -> list:
-    """(built op, layer index) in the order the pass runs them."""
+def _pass_sequence(kind: str, seg: Seg, m, bench, alts: set[str] = frozenset()) -> list:
+    """(built op, layer index) in the order the pass runs them; `alts`: the alternative ops the
+    composition chose for this pass (compose.chosen_alternatives), run instead of their parts."""
     mask = "bidirectional" if kind == "denoise_step" else "causal"
     T = seg.seqs * seg.tokens
     top = top_ops(m)
@@ -74,7 +75,11 @@ def _pass_sequence(kind: str, seg: Seg, m, bench) -> list:
         for k in ("sc_embed", "sc_gate_up", "sc_down"):
             seq.append((bench(top[k], {"m": T}), 0))
     for i, lt in enumerate(m.layer_types):
-        for o, cnt in layer_ops(m, lt, mask):
+        ops = layer_ops(m, lt, mask, alternatives=True)
+        gone = {n for o, _ in ops if o.name in alts for n in o.replaces}
+        for o, cnt in ops:
+            if (o.replaces and o.name not in alts) or o.name in gone:
+                continue
             at = {"seqs": seg.seqs, "q": seg.tokens, "ctx": seg.context} if o.family == "attn" else {"m": T}
             b = bench(o, at)
             seq.extend([(b, i)] * int(cnt))
@@ -86,14 +91,14 @@ def _pass_sequence(kind: str, seg: Seg, m, bench) -> list:
     return seq
 
 
-def chain_ms(kind: str, seg: Seg, precision: str, dev, rows_by_op: dict) -> tuple[float, dict]:
+def chain_ms(kind: str, seg: Seg, precision: str, dev, rows_by_op: dict, alts: set[str] = frozenset()) -> tuple[float, dict]:
     import torch  # heavy, optional: only the GPU check needs it
 
     from measure.ops.timing import graph_ms  # imports torch
 
     mode = next(m for m, ks in MODE_KINDS.items() if kind in ks)
     bench = _Benches(rows_by_op, "bf16" if precision == ANY else precision, dev)
-    seq = _pass_sequence(kind, seg, get_model(MODEL_OF[mode]), bench)
+    seq = _pass_sequence(kind, seg, get_model(MODEL_OF[mode]), bench, alts)
 
     class _All:
         copies = 1
@@ -123,6 +128,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     dev = torch.device(a.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     rows = read_rows(Path(a.ops) / "ops.csv")
+    from measure.ops import kernels
+
+    kernels.set_components(a.ops)  # the moe_dense op builds its parts with this table's kernels
     by_op: dict = {}
     for r in rows:
         if r.get("ms"):
@@ -136,7 +144,9 @@ def main(argv=None) -> int:
                 out.setdefault("skipped", []).append(f"{prec} {kind} {seg}")
                 continue
             try:
-                ms, info = chain_ms(kind, seg, prec, dev, by_op)
+                alts = chosen_alternatives(table, kind, [seg], prec)
+                ms, info = chain_ms(kind, seg, prec, dev, by_op, alts)
+                info["alternatives"] = sorted(alts)
                 comp = compose(table, kind, [seg], prec)
                 res = {"precision": prec, "kind": kind, "seqs": seg.seqs, "tokens": seg.tokens, "context": seg.context,
                        "chained_ms": ms, "composed_ops_ms": comp.ops_ms, "ratio": ms / comp.ops_ms, **info}

@@ -50,18 +50,48 @@ class Composed:
         return self.ops_ms + self.overhead_ms
 
 
-def compose(table: OpTable, kind: str, segments, precision: str, model: str | None = None) -> Composed:
-    """Price one forward pass of `kind` over `segments` (Seg / roofline Segment-like objects)."""
+def resolve(calls: list, table: OpTable, precision: str) -> list:
+    """Keep one side of every alternative (an op whose `replaces` names other calls of the same
+    layer type at the same axis values): the alternative where the table has it and it is faster
+    than the sum of the calls it replaces, else those calls. Returns the calls the pass runs."""
+    alts = [i for i, c in enumerate(calls) if c.op.replaces]
+    if not alts:
+        return calls
+    drop: set[int] = set()
+    for ai in alts:
+        a = calls[ai]
+        rep = [i for i, c in enumerate(calls) if c.op.name in a.op.replaces and c.where == a.where and c.at == a.at]
+        use = False
+        if table.has(a.op.name, precision) and len(rep) == len(a.op.replaces):
+            alt_ms = table.ms(a.op.name, precision, a.at)
+            use = alt_ms < sum(table.ms(calls[i].op.name, precision, calls[i].at) for i in rep)
+        drop.update(rep if use else [ai])
+    return [c for i, c in enumerate(calls) if i not in drop]
+
+
+def chosen_alternatives(table: OpTable, kind: str, segments, precision: str, model: str | None = None) -> set[str]:
+    """Names of the alternative ops the composition uses for this pass (chain.py runs the same)."""
+    return {c.op.name for c in _resolved_calls(table, kind, segments, precision, model) if c.op.replaces}
+
+
+def _resolved_calls(table: OpTable, kind: str, segments, precision: str, model: str | None = None) -> list:
     segs = [segments] if hasattr(segments, "seqs") else list(segments)
     mode = next(m for m, ks in MODE_KINDS.items() if kind in ks)
     mname = model or MODEL_OF[mode]
     target = get_model(mname)
     asst_name = ASSISTANT_FOR.get(mname if mode != "diffusion" else "gemma4-26b-a4b")
     asst = get_model(asst_name) if asst_name else None
+    return resolve(pass_ops(target, kind, segs, asst, alternatives=True), table, precision)
+
+
+def compose(table: OpTable, kind: str, segments, precision: str, model: str | None = None) -> Composed:
+    """Price one forward pass of `kind` over `segments` (Seg / roofline Segment-like objects); a
+    layer's alternative op (the FFN block on two streams) replaces its parts where it is faster."""
+    segs = [segments] if hasattr(segments, "seqs") else list(segments)
     by_op: dict[str, float] = {}
     by_where: dict[str, float] = {}
     total = 0.0
-    for c in pass_ops(target, kind, segs, asst):
+    for c in _resolved_calls(table, kind, segs, precision, model):
         ms = table.ms(c.op.name, precision, c.at) * c.count
         by_op[c.op.name] = by_op.get(c.op.name, 0.0) + ms
         by_where[c.where] = by_where.get(c.where, 0.0) + ms

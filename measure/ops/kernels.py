@@ -514,6 +514,86 @@ def _router_gemv(p, prec, dev, cfg=(1, 4096, 4)):
     return Bench(run, c, f"Triton GEMV router logits (BLOCK_N/K {cfg[0]}/{cfg[1]}) + Triton fused RMS factor/softmax/top-k")
 
 
+def _router_1launch(p, prec, dev, cfg=(2, 1024, 4)):
+    """Few tokens: the router in one launch (triton_fused.router_gemv_topk): GEMV programs over
+    expert blocks, the last one to finish does the RMS factor, softmax, top-k and renormalisation."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    if p["m"] > 8:
+        raise RuntimeError("the one-launch GEMV router is for m <= 8")
+    from measure.ops.triton_fused import router_gemv_topk
+
+    m, d, e, topk = p["m"], p["d"], p["experts"], p["topk"]
+    c = _copies(d * e * 2)
+    ws_ = [_randn(e, d, device=dev, scale=d ** -0.5) for _ in range(c)]
+    x = _randn(m, d, device=dev)
+    w_out = torch.empty(m, topk, device=dev, dtype=torch.float32)
+    id_out = torch.empty(m, topk, device=dev, dtype=torch.int32)
+    scratch: dict = {}
+    run = lambda i: router_gemv_topk(x, ws_[i % c], w_out, id_out, scratch, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2])  # noqa: E731
+    run(0)
+    return Bench(run, c, f"Triton router in one launch: GEMV BLOCK_N/K {cfg[0]}/{cfg[1]}, last program does RMS/softmax/top-k")
+
+
+def _router_dot(p, prec, dev, cfg=(16, 64, 4)):
+    """The router in one launch for any m (triton_fused.router_dot_topk): tensor-core logits for
+    BLOCK_M tokens x all experts, RMS factor from the same x tiles, softmax/top-k in registers."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_fused import router_dot_topk
+
+    m, d, e, topk = p["m"], p["d"], p["experts"], p["topk"]
+    c = _copies(d * e * 2)
+    ws_ = [_randn(e, d, device=dev, scale=d ** -0.5) for _ in range(c)]
+    x = _randn(m, d, device=dev)
+    w_out = torch.empty(m, topk, device=dev, dtype=torch.float32)
+    id_out = torch.empty(m, topk, device=dev, dtype=torch.int32)
+    run = lambda i: router_dot_topk(x, ws_[i % c], w_out, id_out, block_m=cfg[0], block_k=cfg[1], num_warps=cfg[2])  # noqa: E731
+    run(0)
+    return Bench(run, c, f"Triton router in one launch: dot BLOCK_M/K {cfg[0]}/{cfg[1]}, RMS/softmax/top-k epilogue")
+
+
+ROUTER_1L_CFGS = ((2, 1024, 4), (1, 2048, 4), (4, 512, 4))
+ROUTER_DOT_CFGS = ((16, 64, 4), (32, 64, 4), (64, 64, 4), (16, 128, 4))
+
+
+def router_candidates(m: int) -> list[Candidate]:
+    one = [Candidate(f"triton_router_1launch[{'/'.join(map(str, c))}]", (lambda cfg: lambda pp, pr, d: _router_1launch(pp, pr, d, cfg))(c))
+           for c in ROUTER_1L_CFGS] if m <= 8 else []
+    dot = [Candidate(f"triton_router_dot[{'/'.join(map(str, c))}]", (lambda cfg: lambda pp, pr, d: _router_dot(pp, pr, d, cfg))(c))
+           for c in ROUTER_DOT_CFGS if c[0] <= max(16, 4 * m)]
+    return one + dot + [Candidate("triton_router_gemv[1/4096/4]", _router_gemv),
+                        Candidate("triton_router_gemv[2/2048/4]", lambda p, pr, d: _router_gemv(p, pr, d, (2, 2048, 4))),
+                        Candidate("triton_router", _router_triton), Candidate("torch_router", _router)]
+
+
+def _ar_sampler_split(p, prec, dev, chunk=2048):
+    """A few rows: the AR sampler split along the vocabulary over many programs + a combine launch."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    if p["m"] > 256:
+        raise RuntimeError("the split sampler is for m <= 256")
+    from measure.ops.triton_fused import sample_rows_split
+
+    m, v = p["m"], p["vocab"]
+    logits = _randn(m, v, device=dev, dtype=torch.float32, scale=3.0)
+    greedy = torch.empty(m, device=dev, dtype=torch.int32)
+    sample = torch.empty(m, device=dev, dtype=torch.int32)
+    ws_: dict = {}
+    return Bench(lambda i: sample_rows_split(logits, 0.7, 99 + i, greedy, sample, ws_, chunk=chunk), 1,
+                 f"Triton split-row sampler (argmax + in-kernel Gumbel sample), chunks of {chunk} + combine")
+
+
+def _qk_norm_rope_heads(p, prec, dev):
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_fused import qk_norm_rope3
+
+    q, k, pos = _qk_inputs(p, dev)
+    wq, wk = _randn(p["hd"], device=dev, scale=0.1), _randn(p["hd"], device=dev, scale=0.1)
+    return Bench(lambda i: qk_norm_rope3(q, k, wq, wk, pos), 1, "Triton per-head RMSNorm + RoPE, a program per token's q or k heads")
+
+
 def _embed(p, prec, dev):
     m, d, v = p["m"], p["d"], p["vocab"]
     emb = _randn(v, d, device=dev)
@@ -925,6 +1005,88 @@ def moe_candidates(p: dict, prec: str) -> list[Candidate]:
     return out
 
 
+# ---- the FFN block on two streams: dense MLP beside router + experts ---------------------------------
+# Every MoE layer runs the dense MLP (gate_up + gelu*up, down) beside the routed experts on the same
+# normed input; serving engines (vLLM's shared-expert overlap) run the two branches concurrently on a
+# second CUDA stream. The family `moe_dense` times the pair captured in one CUDA graph as a fork/join
+# of two streams, each component with the kernel the committed op table chose for it at the nearest m
+# (COMPONENTS, set by the campaign from data/runs/ops/<gpu>); the composition prices a layer with it
+# where it is faster than the components' sum (shapes.layer_ops alternatives, compose.resolve).
+COMPONENTS: dict = {"rows": None, "dir": None}
+MOE_DENSE_PARTS = ("gemm_act.mlp_gate_up", "gemm.mlp_down", "router", "moe")
+
+
+def set_components(folder) -> bool:
+    """Load the op table whose kernel choices the moe_dense candidates use (False if none there)."""
+    from pathlib import Path
+
+    from measure.ops.table import read_rows
+
+    rows = [r for r in read_rows(Path(folder) / "ops.csv") if r.get("ms")] if folder else []
+    COMPONENTS["rows"] = rows or None
+    COMPONENTS["dir"] = str(folder) if rows else None
+    return bool(rows)
+
+
+def _component_kernel(op: str, precision: str, m: int) -> str:
+    rows = COMPONENTS["rows"]
+    if not rows:
+        raise RuntimeError("moe_dense needs the op table of its components (campaign --components)")
+    cand = [r for r in rows if r["op"] == op and r["precision"] in (precision, "*") and r.get("m")]
+    if not cand:
+        raise RuntimeError(f"component {op} not in the op table {COMPONENTS['dir']}")
+    best = min(cand, key=lambda r: (abs(math.log(float(r["m"])) - math.log(max(m, 1))), r["precision"] == "*"))
+    return best["kernel"]
+
+
+def _component_benches(p: dict, prec: str, dev) -> list:
+    m, d = p["m"], p["d"]
+    specs = [("gemm_act.mlp_gate_up", "gemm_act", {"k": d, "f": p["f"], "m": m}),
+             ("gemm.mlp_down", "gemm", {"k": p["f"], "n": d, "m": m}),
+             ("router", "router", {"d": d, "experts": p["experts"], "topk": p["topk"], "m": m}),
+             ("moe", "moe", {"d": d, "experts": p["experts"], "ffn": p["ffn"], "topk": p["topk"], "m": m})]
+    out = []
+    for op, fam, pp in specs:
+        name = _component_kernel(op, prec, m)
+        c = next((c for c in candidates(fam, pp, prec) if c.name == name and prec in c.precisions), None)
+        if c is None:
+            raise RuntimeError(f"{op}: the table's kernel {name} is not a candidate here")
+        out.append((op, name, c.build(pp, prec, dev)))
+    return out
+
+
+def _moe_dense(p, prec, dev, mode="moe_first"):
+    """mode: moe_first / dense_first (two streams, that branch captured first) or serial (one stream)."""
+    if dev.type != "cuda":
+        raise RuntimeError("the two-stream FFN block is timed on CUDA only")
+    parts = _component_benches(p, prec, dev)
+    dense = [b for op, _, b in parts if op.startswith("gemm")]
+    moe = [b for op, _, b in parts if not op.startswith("gemm")]
+    side = torch.cuda.Stream(device=dev)
+    copies = max(b.copies for _, _, b in parts)
+
+    def run(i):
+        if mode == "serial":
+            return [b.run(i) for b in moe + dense]
+        first, second = (moe, dense) if mode == "moe_first" else (dense, moe)
+        cur = torch.cuda.current_stream(dev)
+        side.wait_stream(cur)
+        outs = [b.run(i) for b in first]
+        with torch.cuda.stream(side):
+            outs += [b.run(i) for b in second]
+        cur.wait_stream(side)
+        return outs
+    run(0)
+    kern = ", ".join(f"{op}: {name}" for op, name, _ in parts)
+    how = "one stream (serial)" if mode == "serial" else f"two streams, {'router+MoE' if mode == 'moe_first' else 'dense MLP'} captured first"
+    return Bench(run, copies, f"FFN block on {how}; {kern}")
+
+
+MOE_DENSE = [Candidate("streams2_moe_first", lambda p, pr, d: _moe_dense(p, pr, d, "moe_first")),
+             Candidate("streams2_dense_first", lambda p, pr, d: _moe_dense(p, pr, d, "dense_first")),
+             Candidate("serial_table_kernels", lambda p, pr, d: _moe_dense(p, pr, d, "serial"))]
+
+
 # ---- attention -------------------------------------------------------------------------------------
 SDPA_BACKENDS = ("cudnn", "flash", "efficient", "math")
 
@@ -1084,18 +1246,21 @@ def candidates(family: str, params: dict, precision: str) -> list[Candidate]:
         return moe_candidates(params, precision)
     if family == "attn":
         return ATTN
+    if family == "moe_dense":
+        return MOE_DENSE
     simple = {
         "rmsnorm": [Candidate("triton_add_rmsnorm", _rmsnorm_triton), Candidate("torch_add_rmsnorm", _rmsnorm_torch)],
         "act_mul": [Candidate("triton_gelu_mul", _act_triton), Candidate("torch_gelu_mul", _act_torch)],
-        "qk_norm_rope": [Candidate("triton_qk_norm_rope_1launch", _qk_norm_rope_1l), Candidate("triton_qk_norm_rope", _qk_norm_rope_triton),
+        "qk_norm_rope": [Candidate("triton_qk_norm_rope_heads", _qk_norm_rope_heads), Candidate("triton_qk_norm_rope_1launch", _qk_norm_rope_1l), Candidate("triton_qk_norm_rope", _qk_norm_rope_triton),
                          Candidate("torch_qk_norm_rope", _qk_norm_rope)],
         "norm_fused": [Candidate("triton_norm_fused", _norm_fused_triton), Candidate("triton_add_rmsnorm_separate", _norm_separate_triton),
                        Candidate("torch_norms_separate", _norm_separate_torch)],
-        "router": [Candidate("triton_router_gemv[1/4096/4]", _router_gemv), Candidate("triton_router_gemv[2/2048/4]", lambda p, pr, d: _router_gemv(p, pr, d, (2, 2048, 4))),
-                   Candidate("triton_router", _router_triton), Candidate("torch_router", _router)],
+        "router": router_candidates(int(params.get("m", 1 << 30))),
         "embed": [Candidate("torch_embed", _embed)],
         "dg_sampler": [Candidate("triton_dg_sampler", _dg_sampler_triton), Candidate("torch_dg_sampler", _dg_sampler)],
-        "ar_sampler": [Candidate("triton_ar_sampler", _ar_sampler_triton), Candidate("torch_ar_sampler", _ar_sampler)],
+        "ar_sampler": [Candidate("triton_ar_sampler_split[2048]", _ar_sampler_split),
+                       Candidate("triton_ar_sampler_split[8192]", lambda p, pr, d: _ar_sampler_split(p, pr, d, 8192)),
+                       Candidate("triton_ar_sampler", _ar_sampler_triton), Candidate("torch_ar_sampler", _ar_sampler)],
     }
     if family not in simple:
         raise KeyError(f"unknown op family {family!r}")

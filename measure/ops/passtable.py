@@ -23,7 +23,7 @@ from pathlib import Path
 
 from costmodel.models import ASSISTANT_FOR, get_model
 from costmodel.schemas.profile import FitDiagnostics, PassTable, Profile
-from measure.ops.compose import MODE_KINDS, MODEL_OF, Seg, compose
+from measure.ops.compose import MODE_KINDS, MODEL_OF, Seg, compose, resolve
 from measure.ops.shapes import pass_ops
 from measure.ops.table import OpTable
 
@@ -59,7 +59,8 @@ def token_part_ms(table: OpTable, kind: str, m: int, precision: str) -> float:
     mname = MODEL_OF[_mode_of(kind)]
     asst = ASSISTANT_FOR.get(mname if _mode_of(kind) != "diffusion" else "gemma4-26b-a4b")
     total = 0.0
-    for c in pass_ops(get_model(mname), kind, [Seg(1, m, 0)], get_model(asst) if asst else None):
+    calls = resolve(pass_ops(get_model(mname), kind, [Seg(1, m, 0)], get_model(asst) if asst else None, alternatives=True), table, precision)
+    for c in calls:
         if "m" in c.at and (c.where.startswith("layer:") or c.where == "top"):
             total += table.ms(c.op.name, precision, c.at) * c.count
     return total

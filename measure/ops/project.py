@@ -58,6 +58,13 @@ def op_work(op_name: str, precision: str, at: dict, defs: dict | None = None) ->
         e, kk, d, f = p["experts"], p["topk"], p["d"], p["ffn"]
         touched = e * (1 - (1 - kk / e) ** m)
         return 2.0 * m * kk * 3 * d * f, touched * 3 * d * f * wb + m * d * 2 * 2 + m * kk * 3 * f * 2
+    if fam == "moe_dense":  # the FFN block: the sum of its parts' work
+        parts = (("gemm_act.mlp_gate_up", {"m": m}), ("gemm.mlp_down", {"m": m}), ("router", {"m": m}), ("moe", {"m": m}))
+        fl = by = 0.0
+        for name, at_ in parts:
+            f_, b_ = op_work(name, precision, at_, defs)
+            fl, by = fl + f_, by + b_
+        return fl, by
     if fam == "router":
         return 2.0 * m * p["d"] * p["experts"], p["d"] * p["experts"] * 2 + m * p["d"] * 2
     if fam in ("rmsnorm",):

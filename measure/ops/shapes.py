@@ -25,14 +25,15 @@ class OpDef:
     params: tuple  # sorted (key, value) pairs of fixed parameters
     axes: tuple[str, ...]  # "m" or ("seqs", "q", "ctx")
     precision_independent: bool = False
+    replaces: tuple[str, ...] = ()  # an alternative: one op standing for these ops of the same layer (compose.resolve picks)
 
     @property
     def p(self) -> dict:
         return dict(self.params)
 
 
-def _op(name, family, axes=("m",), pi=False, **params) -> OpDef:
-    return OpDef(name, family, tuple(sorted(params.items())), axes, pi)
+def _op(name, family, axes=("m",), pi=False, replaces=(), **params) -> OpDef:
+    return OpDef(name, family, tuple(sorted(params.items())), axes, pi, tuple(replaces))
 
 
 @dataclass
@@ -60,9 +61,12 @@ def _attn_dims(m: ModelShape, layer_type: str):
     return m.head_dim, m.num_key_value_heads, False, m.sliding_window
 
 
-def layer_ops(m: ModelShape, layer_type: str, mask: str, prefix: str = "") -> list[tuple[OpDef, float]]:
+def layer_ops(m: ModelShape, layer_type: str, mask: str, prefix: str = "", alternatives: bool = False) -> list[tuple[OpDef, float]]:
     """(op, count per layer) for one decoder layer of `m`. `mask`: causal | bidirectional.
-    `prefix` names the assistant's ops apart ("asst.")."""
+    `prefix` names the assistant's ops apart ("asst."). With `alternatives`, also the ops that can
+    stand for several of these (`OpDef.replaces`; compose.resolve prices the layer with one where it
+    is faster than the ops it replaces): the FFN block with the dense MLP on a second stream beside
+    the router and experts (`moe_dense`)."""
     d = m.hidden_size
     full = layer_type == "full_attention"
     tag = "full" if full else "sliding"
@@ -90,6 +94,10 @@ def layer_ops(m: ModelShape, layer_type: str, mask: str, prefix: str = "") -> li
     if m.is_moe:
         ops.append((_op("router", "router", pi=True, d=d, experts=m.num_experts, topk=m.top_k_experts), 1))
         ops.append((_op("moe", "moe", d=d, experts=m.num_experts, ffn=m.moe_intermediate_size, topk=m.top_k_experts), 1))
+        if alternatives and m.intermediate_size and not prefix:
+            ops.append((_op("moe_dense_overlap", "moe_dense", d=d, experts=m.num_experts, ffn=m.moe_intermediate_size,
+                            topk=m.top_k_experts, f=m.intermediate_size,
+                            replaces=("gemm_act.mlp_gate_up", "gemm.mlp_down", "router", "moe")), 1))
     return ops
 
 
@@ -120,7 +128,7 @@ def all_ops(target: ModelShape, assistant: ModelShape | None = None) -> ModelOps
     mo = ModelOps()
     for mask in ("causal", "bidirectional"):
         for lt in sorted(set(target.layer_types)):
-            for o, _ in layer_ops(target, lt, mask):
+            for o, _ in layer_ops(target, lt, mask, alternatives=True):
                 mo.add(o)
     dg = target.with_overrides(family="diffusion_gemma")
     for o in top_ops(dg).values():
@@ -134,7 +142,7 @@ def all_ops(target: ModelShape, assistant: ModelShape | None = None) -> ModelOps
     return mo
 
 
-def pass_ops(model: ModelShape, kind: str, segments, assistant: ModelShape | None = None) -> list[OpCall]:
+def pass_ops(model: ModelShape, kind: str, segments, assistant: ModelShape | None = None, alternatives: bool = False) -> list[OpCall]:
     """The op calls of ONE forward pass of `kind` over `segments` (costmodel.roofline.Segment-like:
     .seqs, .tokens, .context). Token ops run once over all tokens of the pass; attention runs per
     segment; logits and samplers over the tokens that make logits.
@@ -144,7 +152,9 @@ def pass_ops(model: ModelShape, kind: str, segments, assistant: ModelShape | Non
     encoder_commit (priced as vLLM runs it: a denoise pass with a causal mask: KV written, logits,
     sampler and self-conditioning for the canvas); prefill (causal, last-token logits + sampling);
     decode_step / verify_step (causal, logits + sampling for every token); draft_step (the MTP
-    assistant: one token per sequence over the target's KV, logits + sampling)."""
+    assistant: one token per sequence over the target's KV, logits + sampling). With `alternatives`
+    the layers' alternative ops are listed too (each call's op.replaces names the calls it would
+    stand for): compose.resolve keeps one side."""
     segs = list(segments)
     m = assistant if kind == "draft_step" else model
     if kind == "draft_step" and assistant is None:
@@ -163,7 +173,7 @@ def pass_ops(model: ModelShape, kind: str, segments, assistant: ModelShape | Non
             calls.append(OpCall(top[key], {"m": T}, 1, "self-conditioning"))
     for lt in sorted(set(m.layer_types)):
         n_layers = sum(1 for t in m.layer_types if t == lt)
-        for o, cnt in layer_ops(m, lt, mask, prefix):
+        for o, cnt in layer_ops(m, lt, mask, prefix, alternatives):
             if o.family == "attn":
                 for s in segs:
                     calls.append(OpCall(o, {"seqs": s.seqs, "q": s.tokens, "ctx": s.context}, cnt * n_layers, f"layer:{lt}"))

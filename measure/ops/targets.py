@@ -56,6 +56,8 @@ def categories(by_op: dict) -> dict:
     for op, ms in by_op.items():
         if op == "moe":
             cat["moe"] += ms
+        elif op == "moe_dense_overlap":  # router + experts beside the dense MLP on two streams
+            cat["moe+dense MLP+router (2 streams)"] = cat.get("moe+dense MLP+router (2 streams)", 0.0) + ms
         elif ".attn." in f".{op}":
             cat["attention"] += ms
         elif "sc_embed" in op:

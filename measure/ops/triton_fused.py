@@ -457,3 +457,212 @@ def softcap(y, out, cap: float):
     n = y.numel()
     _softcap_kernel[(triton.cdiv(n, 4096),)](y, out, n, cap, BLOCK=4096, num_warps=8)
     return out
+
+
+# ---- issue 17, third round ---------------------------------------------------------------------------
+# AR sampler split along the vocabulary (a few rows cannot fill the GPU with one program per row)
+@triton.jit
+def _sample_split_kernel(logit_ptr, pv_ptr, pi_ptr, V, S, inv_temp, seed, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    """Program (row, split): the best greedy logit and the best Gumbel-perturbed logit of its CHUNK
+    of the row (the same in-kernel random numbers as _sampler_kernel: tl.rand(seed, row * V + col))."""
+    row = tl.program_id(0).to(tl.int64)
+    sp = tl.program_id(1)
+    offs = tl.arange(0, BLOCK)
+    gbest = tl.full((BLOCK,), -float("inf"), tl.float32)
+    gidx = tl.zeros((BLOCK,), tl.int32)
+    sbest = tl.full((BLOCK,), -float("inf"), tl.float32)
+    sidx = tl.zeros((BLOCK,), tl.int32)
+    for b in range(0, CHUNK, BLOCK):
+        o = sp * CHUNK + b + offs
+        msk = o < V
+        x = tl.load(logit_ptr + row * V + o, mask=msk, other=-float("inf")).to(tl.float32) * inv_temp
+        take = x > gbest
+        gbest = tl.where(take, x, gbest)
+        gidx = tl.where(take, o, gidx)
+        u = tl.rand(seed, row * V + o)
+        gz = x - tl.log(-tl.log(u + 1e-20) + 1e-20)
+        take = gz > sbest
+        sbest = tl.where(take, gz, sbest)
+        sidx = tl.where(take, o, sidx)
+    g = tl.argmax(gbest, axis=0)
+    sm = tl.argmax(sbest, axis=0)
+    base = (row * S + sp) * 2
+    tl.store(pv_ptr + base, tl.max(gbest, axis=0))
+    tl.store(pi_ptr + base, tl.max(tl.where(offs == g, gidx, 0), axis=0))
+    tl.store(pv_ptr + base + 1, tl.max(sbest, axis=0))
+    tl.store(pi_ptr + base + 1, tl.max(tl.where(offs == sm, sidx, 0), axis=0))
+
+
+@triton.jit
+def _sample_combine_kernel(pv_ptr, pi_ptr, greedy_ptr, sample_ptr, S, SP: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    o = tl.arange(0, SP)
+    msk = o < S
+    gv = tl.load(pv_ptr + (row * S + o) * 2, mask=msk, other=-float("inf"))
+    gi = tl.load(pi_ptr + (row * S + o) * 2, mask=msk, other=0)
+    sv = tl.load(pv_ptr + (row * S + o) * 2 + 1, mask=msk, other=-float("inf"))
+    si = tl.load(pi_ptr + (row * S + o) * 2 + 1, mask=msk, other=0)
+    g = tl.argmax(gv, axis=0)
+    s = tl.argmax(sv, axis=0)
+    tl.store(greedy_ptr + row, tl.max(tl.where(o == g, gi, 0), axis=0))
+    tl.store(sample_ptr + row, tl.max(tl.where(o == s, si, 0), axis=0))
+
+
+def sample_rows_split(logits, temp, seed, greedy, sample, ws=None, chunk=2048, block=1024, num_warps=4):
+    """AR sampling (argmax + Gumbel-max sample) of a few rows of fp32 logits, each row split in
+    chunks over many programs, then one combine launch: what sample_rows(entropy=False) computes."""
+    M, V = logits.shape
+    S = triton.cdiv(V, chunk)
+    ws = {} if ws is None else ws
+    if ws.get("key") != (M, S):
+        ws.update(key=(M, S), pv=torch.empty(M * S * 2, device=logits.device, dtype=torch.float32),
+                  pi=torch.empty(M * S * 2, device=logits.device, dtype=torch.int32))
+    _sample_split_kernel[(M, S)](logits, ws["pv"], ws["pi"], V, S, 1.0 / temp, seed, CHUNK=chunk, BLOCK=min(block, chunk),
+                                 num_warps=num_warps)
+    _sample_combine_kernel[(M,)](ws["pv"], ws["pi"], greedy, sample, S, SP=triton.next_power_of_2(S), num_warps=4)
+    return greedy, sample
+
+
+# ---- router in one launch ----------------------------------------------------------------------------
+@triton.jit
+def _topk_rows(lg, oe, ok, TOPK: tl.constexpr):
+    """Rows of fp32 logits [R, E]: softmax, top-k, renormalised weights -> (weights [R, TOPK], ids)."""
+    p = tl.exp(lg - tl.max(lg, axis=1)[:, None])
+    p = p / tl.sum(p, axis=1)[:, None]
+    ws = tl.zeros((lg.shape[0], TOPK), tl.float32)
+    idx = tl.zeros((lg.shape[0], TOPK), tl.int32)
+    for j in tl.static_range(TOPK):
+        mx = tl.max(p, axis=1)
+        am = tl.argmax(p, axis=1).to(tl.int32)
+        ws = tl.where(ok[None, :] == j, mx[:, None], ws)
+        idx = tl.where(ok[None, :] == j, am[:, None], idx)
+        p = tl.where(oe[None, :] == am[:, None], -1.0, p)
+    return ws / tl.sum(ws, axis=1)[:, None], idx
+
+
+@triton.jit
+def _router_gemv_topk_kernel(x_ptr, w_ptr, lg_ptr, cnt_ptr, w_out_ptr, id_out_ptr, M, D: tl.constexpr, E: tl.constexpr,
+                             MP: tl.constexpr, TOPK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, scale, eps):
+    """Few tokens: program p computes router logits of experts [p*BLOCK_N, (p+1)*BLOCK_N) for every
+    token (and each token's sum of squares on the way); the last program to finish (an arrival
+    counter, release/acquire) does the RMS factor, softmax, top-k and renormalisation for all tokens
+    and resets the counter: the router in one launch instead of a GEMV and a top-k kernel."""
+    pn = tl.program_id(0)
+    offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, MP)
+    mmask = offs_m < M
+    offs_k = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((MP, BLOCK_N), tl.float32)
+    ss = tl.zeros((MP,), tl.float32)
+    for k0 in range(0, D, BLOCK_K):
+        kk = k0 + offs_k
+        km = kk < D
+        w = tl.load(w_ptr + offs_n[:, None].to(tl.int64) * D + kk[None, :], mask=km[None, :], other=0.0).to(tl.float32)
+        x = tl.load(x_ptr + offs_m[:, None] * D + kk[None, :], mask=mmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+        acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
+        ss += tl.sum(x * x, axis=1)
+    tl.store(lg_ptr + offs_m[:, None] * E + offs_n[None, :], acc, mask=mmask[:, None])
+    tl.debug_barrier()
+    done = tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu")
+    if done == tl.num_programs(0) - 1:
+        tl.debug_barrier()
+        oe = tl.arange(0, E)
+        ok = tl.arange(0, TOPK)
+        lg = tl.load(lg_ptr + offs_m[:, None] * E + oe[None, :], mask=mmask[:, None], other=0.0, volatile=True)
+        lg = lg * (tl.rsqrt(ss / D + eps) * scale)[:, None]
+        ws, idx = _topk_rows(lg, oe, ok, TOPK)
+        tl.store(w_out_ptr + offs_m[:, None] * TOPK + ok[None, :], ws, mask=mmask[:, None])
+        tl.store(id_out_ptr + offs_m[:, None] * TOPK + ok[None, :], idx, mask=mmask[:, None])
+        tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")
+
+
+def router_gemv_topk(x, w, w_out, id_out, ws, block_n=2, block_k=1024, num_warps=4, eps=1e-6):
+    """(weights fp32 [M, topk], ids int32 [M, topk]) of the router for M <= 8 tokens in one launch
+    (w [E, D] with the router's scale vector folded in; `ws`: dict holding the logits scratch and the
+    arrival counter, which the kernel leaves at zero)."""
+    M, D = x.shape
+    E = w.shape[0]
+    if ws.get("key") != (M, E):
+        ws.update(key=(M, E), lg=torch.empty(M, E, device=x.device, dtype=torch.float32),
+                  cnt=torch.zeros(1, device=x.device, dtype=torch.int32))
+    _router_gemv_topk_kernel[(E // block_n,)](x, w, ws["lg"], ws["cnt"], w_out, id_out, M, D=D, E=E, MP=max(2, triton.next_power_of_2(M)),
+                                              TOPK=id_out.shape[1], BLOCK_N=block_n, BLOCK_K=block_k, scale=D ** -0.5, eps=eps,
+                                              num_warps=num_warps)
+    return w_out, id_out
+
+
+@triton.jit
+def _router_dot_topk_kernel(x_ptr, w_ptr, w_out_ptr, id_out_ptr, M, D: tl.constexpr, E: tl.constexpr, TOPK: tl.constexpr,
+                            BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, scale, eps):
+    """Many tokens: a program per BLOCK_M tokens computes all E logits with tensor-core dots (and the
+    tokens' sums of squares from the same x tiles), then RMS factor, softmax, top-k and
+    renormalisation in registers: one launch, x read once."""
+    pm = tl.program_id(0)
+    offs_m = pm * BLOCK_M + tl.arange(0, BLOCK_M)
+    mmask = offs_m < M
+    oe = tl.arange(0, E)
+    offs_k = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, E), tl.float32)
+    ss = tl.zeros((BLOCK_M,), tl.float32)
+    for k0 in range(0, D, BLOCK_K):
+        kk = k0 + offs_k
+        km = kk < D
+        x = tl.load(x_ptr + offs_m[:, None].to(tl.int64) * D + kk[None, :], mask=mmask[:, None] & km[None, :], other=0.0)
+        w = tl.load(w_ptr + oe[None, :] * D + kk[:, None], mask=km[:, None], other=0.0)
+        acc = tl.dot(x, w, acc)
+        xf = x.to(tl.float32)
+        ss += tl.sum(xf * xf, axis=1)
+    acc = acc * (tl.rsqrt(ss / D + eps) * scale)[:, None]
+    ok = tl.arange(0, TOPK)
+    ws, idx = _topk_rows(acc, oe, ok, TOPK)
+    tl.store(w_out_ptr + offs_m[:, None] * TOPK + ok[None, :], ws, mask=mmask[:, None])
+    tl.store(id_out_ptr + offs_m[:, None] * TOPK + ok[None, :], idx, mask=mmask[:, None])
+
+
+def router_dot_topk(x, w, w_out, id_out, block_m=16, block_k=64, num_warps=4, num_stages=3, eps=1e-6):
+    M, D = x.shape
+    E = w.shape[0]
+    _router_dot_topk_kernel[(triton.cdiv(M, block_m),)](x, w, w_out, id_out, M, D=D, E=E, TOPK=id_out.shape[1], BLOCK_M=block_m,
+                                                        BLOCK_K=block_k, scale=D ** -0.5, eps=eps, num_warps=num_warps,
+                                                        num_stages=num_stages)
+    return w_out, id_out
+
+
+# ---- q/k norm + RoPE, all heads of a token per program ----------------------------------------------
+@triton.jit
+def _norm_rope_heads(p, w_ptr, pos, H: tl.constexpr, HD: tl.constexpr, HALF: tl.constexpr, eps, theta_log2):
+    oh = tl.arange(0, H)
+    offs = tl.arange(0, HALF)
+    pa = p + oh[:, None] * HD + offs[None, :]
+    a = tl.load(pa).to(tl.float32)
+    b = tl.load(pa + HALF).to(tl.float32)
+    r = tl.rsqrt((tl.sum(a * a, axis=1) + tl.sum(b * b, axis=1)) / HD + eps)[:, None]
+    a = a * r * (1.0 + tl.load(w_ptr + offs).to(tl.float32))[None, :]
+    b = b * r * (1.0 + tl.load(w_ptr + HALF + offs).to(tl.float32))[None, :]
+    ang = pos * tl.exp2(-(offs.to(tl.float32) / HALF) * theta_log2)
+    c, s = tl.cos(ang)[None, :], tl.sin(ang)[None, :]
+    tl.store(pa, (a * c - b * s).to(p.dtype.element_ty))
+    tl.store(pa + HALF, (b * c + a * s).to(p.dtype.element_ty))
+
+
+@triton.jit
+def _qk_norm_rope3_kernel(q_ptr, k_ptr, wq_ptr, wk_ptr, pos_ptr, HQ: tl.constexpr, HK: tl.constexpr, HD: tl.constexpr,
+                          HALF: tl.constexpr, eps, theta_log2):
+    tok = tl.program_id(0).to(tl.int64)
+    which = tl.program_id(1)
+    pos = tl.load(pos_ptr + tok).to(tl.float32)
+    if which == 0:
+        _norm_rope_heads(q_ptr + tok * HQ * HD, wq_ptr, pos, HQ, HD, HALF, eps, theta_log2)
+    else:
+        _norm_rope_heads(k_ptr + tok * HK * HD, wk_ptr, pos, HK, HD, HALF, eps, theta_log2)
+
+
+def qk_norm_rope3(q, k, wq, wk, pos, eps=1e-6, theta=10000.0, num_warps=None):
+    """In place, as qk_norm_rope2, with one program per (token, q or k) over all its heads (2-D
+    tiles: wide loads, the rotary angles computed once per token)."""
+    T, HQ, HD = q.shape
+    HK = k.shape[1] if k is not None else 0
+    num_warps = num_warps or (8 if HQ * HD >= 8192 else 4)
+    _qk_norm_rope3_kernel[(T, 2 if HK else 1)](q, k if k is not None else q, wq, wk, pos, HQ=HQ, HK=max(HK, 1), HD=HD, HALF=HD // 2,
+                                                eps=eps, theta_log2=math.log2(theta), num_warps=num_warps)
+    return q, k

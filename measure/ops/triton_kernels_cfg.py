@@ -68,5 +68,10 @@ def moe_tma_pairs(rows_per_expert: float, fp8: bool) -> list[tuple[tuple, tuple]
         if fp8 and rows_per_expert >= 8:  # the 256-token layer: down GEMM with wider tiles, gate_up narrower, 8 warps, 2 stages
             pairs += [((64, 128, 128, 1, 4, 3), (64, 256, 128, 1, 8, 3)), ((64, 64, 128, 1, 4, 4), (64, 128, 128, 1, 4, 3)),
                       ((64, 128, 128, 1, 8, 3), (64, 128, 128, 1, 8, 3)), ((64, 128, 128, 1, 4, 2), (64, 128, 128, 1, 4, 2))]
+        if rows_per_expert >= 24:  # prefill chunks (~32-96 routed rows per expert): one 128-row block per expert reads its
+            # weights once (64-row blocks take two for half the experts), deeper pipelines for the longer K loops
+            pairs += [((128, 128, bk, 1, 8, 3), (128, 128, bk, 1, 8, 3)), ((128, 128, bk, 1, 8, 4), (128, 128, bk, 1, 8, 4)),
+                      ((128, 128, bk, 1, 4, 3), (128, 128, bk, 1, 8, 3)), ((64, 128, bk, 1, 4, 5), (64, 128, bk, 1, 4, 5)),
+                      ((128, 64, bk, 1, 4, 4), (128, 128, bk, 1, 8, 3))]
         return pairs
     return [((64, 128, bk, 1, 4, 4), (64, 128, bk, 1, 4, 3)), ((128, 128, bk, 1, 8, 3), (128, 128, bk, 1, 8, 3))]

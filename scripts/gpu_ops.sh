@@ -25,7 +25,8 @@ if [ "$MODE" = attn-rerun ]; then  # re-time attention into the committed table 
   MODE=chain
 fi
 if [ "$MODE" = fused-rerun ]; then  # re-time the families the fused kernels changed into the committed table (merged unit by unit)
-  # env FAMS (families), LIMITS (campaign --limit flags), CHAIN=1: then the chain check (CHAIN_BUDGET s)
+  # env FAMS (families), LIMITS (campaign --limit flags), FAMS2/LIMITS2/BUDGET2: a second stage timed after the first is
+  # merged (moe_dense), CHAIN=1: then the chain check (CHAIN_BUDGET s)
   FAMS=${FAMS:-moe,norm_fused,qk_norm_rope,gemm,router,attn}
   LIMITS=${LIMITS---limit gemm:m=8 --limit router:m=8 --limit attn:q=9}
   R=/tmp/$tag-rerun; mkdir -p "$R"
@@ -36,6 +37,15 @@ if [ "$MODE" = fused-rerun ]; then  # re-time the families the fused kernels cha
   python3 -m measure.ops.merge "data/runs/ops/$tag" "$R" --families $FAMS \
     --why "${WHY:-fused kernels (measure/ops/triton_fused.py): fused-launch MoE, 2-launch MoE GEMV, dense GEMV m<=8, fused norms, q/k norm+RoPE in one launch, GEMV router m<=8, split-KV decode attention with a Triton combine (q<=9)}"
   cp "data/runs/ops/$tag/ops.csv" "data/runs/ops/$tag/meta.json" "$DEST/$tag/"; cp "$R/campaign.log" "$DEST/$tag/campaign-rerun.log"
+  if [ -n "${FAMS2:-}" ]; then  # a second stage timed over the table just merged (moe_dense builds its parts with its kernels)
+    R2=/tmp/$tag-rerun2; mkdir -p "$R2"
+    python3 -m measure.ops.campaign -o "$R2" --grid full --budget-s "${BUDGET2:-$BUDGET}" --precisions bf16,fp8 --only $FAMS2 ${LIMITS2:-} \
+      --components "data/runs/ops/$tag" --checks none > "$R2/campaign.log" 2>&1 || true
+    tail -2 "$R2/campaign.log" | cut -c1-300
+    python3 -m measure.ops.compare "data/runs/ops/$tag" "$R2" > "$DEST/$tag/compare2.txt" || true
+    python3 -m measure.ops.merge "data/runs/ops/$tag" "$R2" --families $FAMS2 --why "${WHY2:-second stage over the merged table}"
+    cp "data/runs/ops/$tag/ops.csv" "data/runs/ops/$tag/meta.json" "$DEST/$tag/"; tail -c 20000 "$R2/campaign.log" > "$DEST/$tag/campaign-rerun2.log"
+  fi
   [ "${CHAIN:-0}" = 1 ] || exit 0
   MODE=chain; BUDGET=${CHAIN_BUDGET:-240}
 fi

@@ -144,14 +144,19 @@ def _rel(a, b) -> float:
     return float((a - b).norm() / b.norm().clamp(min=1e-12))
 
 
-def selfcheck(dev) -> tuple[dict, dict[str, str]]:
+def selfcheck(dev, only: str | None = None) -> tuple[dict, dict[str, str]]:
     """Correctness of the fast kernels against references at one real shape; a failing candidate is
-    disabled for the campaign (the rows then record it as a fallback)."""
+    disabled for the campaign (the rows then record it as a fallback). `only`: comma list of check
+    names (moe, router_1launch, ...) or "none" (a stage whose kernels an earlier stage checked)."""
     out, disabled = {}, {}
     if dev.type != "cuda":
         return {"skipped": "not a CUDA device"}, disabled
+    if only == "none":
+        return {"skipped": "--checks none: this stage's kernels were self-checked by the stage that chose them"}, disabled
     for check in (_check_moe, _check_scaled_mm, _check_flash, _check_router, _check_gemv2, _check_norm_fused, _check_qk_1launch,
                   _check_gemm_act, _check_softcap, _check_router_1launch, _check_sampler_split, _check_qk_heads, _check_moe_prefill_tiles):
+        if only and check.__name__[len("_check_"):] not in only.split(","):
+            continue
         check(dev, out, disabled)
     return out, disabled
 
@@ -607,10 +612,11 @@ def _args(argv):
     ap.add_argument("--ops", default=None, help="comma list of op names to time (default all)")
     ap.add_argument("--m-max", type=int, default=None, help="skip token-op grid points above this many tokens (tests)")
     ap.add_argument("--limit", action="append", default=[], metavar="FAMILY:AXIS=MAX",
-                    help="time FAMILY's units only up to AXIS <= MAX (repeatable; e.g. gemm:m=8 attn:q=9)")
+                    help="time FAMILY's units only up to AXIS <= MAX, or from AXIS >= MIN with FAMILY:AXIS>=MIN (repeatable; e.g. gemm:m=8 attn:q=9 moe:m>=512)")
     ap.add_argument("--m-list", default=None, help="comma list: time token ops only at these m (quick checks)")
     ap.add_argument("--max-units", type=int, default=None, help="stop after this many units (tests)")
     ap.add_argument("--model", default="gemma4-26b-a4b", help="catalog target model (tests: tiny-gemma4)")
+    ap.add_argument("--checks", default=None, help="comma list of self-checks to run (default all), or none")
     ap.add_argument("--components", default=None,
                     help="op table whose kernel choices the moe_dense candidates build their parts with (default data/runs/ops/<gpu>)")
     return ap.parse_args(argv)
@@ -629,6 +635,10 @@ def _select_units(a, precisions: list[str]) -> list:
         units = [u for u in units if u[2].get("m", 0) <= a.m_max]
     for lim in a.limit:
         fam, cond = lim.split(":")
+        if ">=" in cond:  # FAMILY:AXIS>=MIN
+            axis, low = cond.split(">=")
+            units = [u for u in units if u[1].family != fam or u[2].get(axis, 0) >= int(low)]
+            continue
         axis, top = cond.split("=")
         units = [u for u in units if u[1].family != fam or u[2].get(axis, 0) <= int(top)]
     if a.m_list:
@@ -726,7 +736,7 @@ def main(argv=None) -> int:
     done = {_row_key(r) for r in read_rows(csv_path)} if a.resume else set()
     gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"cpu ({platform.processor() or platform.machine()})"
     meta = _meta(a, argv, dev, gpu, precisions, planned)
-    meta["selfcheck"], disabled = selfcheck(dev)
+    meta["selfcheck"], disabled = selfcheck(dev, a.checks)
     from measure.ops import kernels
 
     comp = a.components or (f"data/runs/ops/{'h200' if 'H200' in gpu else 'h100' if 'H100' in gpu else 'none'}")

@@ -52,8 +52,8 @@ class Composed:
 
 def resolve(calls: list, table: OpTable, precision: str) -> list:
     """Keep one side of every alternative (an op whose `replaces` names other calls of the same
-    layer type at the same axis values): the alternative where the table has it and it is faster
-    than the sum of the calls it replaces, else those calls. Returns the calls the pass runs."""
+    layer type at the same axis values): the alternative where the table timed it around these axis
+    values (never extrapolated) and it is faster than the sum of the calls it replaces, else those calls. Returns the calls the pass runs."""
     alts = [i for i, c in enumerate(calls) if c.op.replaces]
     if not alts:
         return calls
@@ -62,7 +62,7 @@ def resolve(calls: list, table: OpTable, precision: str) -> list:
         a = calls[ai]
         rep = [i for i, c in enumerate(calls) if c.op.name in a.op.replaces and c.where == a.where and c.at == a.at]
         use = False
-        if table.has(a.op.name, precision) and len(rep) == len(a.op.replaces):
+        if table.covers(a.op.name, precision, a.at) and len(rep) == len(a.op.replaces):
             alt_ms = table.ms(a.op.name, precision, a.at)
             use = alt_ms < sum(table.ms(calls[i].op.name, precision, calls[i].at) for i in rep)
         drop.update(rep if use else [ai])

@@ -114,6 +114,16 @@ class OpTable:
             raise KeyError(f"op {op} was not timed at {precision} (nor precision-independent) on {self.gpu}")
         return s
 
+    def covers(self, op: str, precision: str, at: dict) -> bool:
+        """Whether a token op was timed on both sides of `at` (no extrapolation needed)."""
+        if not self.has(op, precision):
+            return False
+        s = self._series(op, precision)
+        if s.axes != ("m",):
+            return True
+        xs = s.grid(0)
+        return bool(xs) and xs[0] <= int(at["m"]) <= xs[-1]
+
     def kernel(self, op: str, precision: str) -> str:
         s = self._series(op, precision)
         ks = sorted(set(s.kernels.values()))

@@ -18,9 +18,10 @@ def parse_list(value: str | None, what: str) -> list[str]:
 
 def parse_modes(value: str | None, allowed: tuple[str, ...] | None = None) -> list[str]:
     """Registered serving modes (costmodel.modes), each once; `allowed` narrows them (e.g. the modes
-    a backend can run)."""
+    a backend can run). None: every registered mode, as the registry holds them now (a CLI default
+    read at import time would miss modes registered later)."""
     allowed = mode_names() if allowed is None else allowed
-    modes = parse_list(value, "mode")
+    modes = list(mode_names()) if value is None else parse_list(value, "mode")
     for m in modes:
         if m not in allowed:
             raise UserError(f"--mode: unknown mode {m!r}", f"use one or more of {', '.join(allowed)}")

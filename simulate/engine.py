@@ -1,9 +1,8 @@
 """The engine of one replica: the engine settings (EngineConfig), the limits and KV capacity the
-replica memory model gives them (ReplicaLimits), and the replica class of a mode (its engine mixin
-from costmodel/modes over scheduler.Replica).
+replica memory model gives them (ReplicaLimits).
 
-What one engine step runs and how a request advances is each mode's own (costmodel/modes/
-diffusion.py, ar.py, mtp.py). A step's duration is the profile's price of exactly that mix
+What one engine step runs and how a request advances is each mode's own engine (simulate/engines/
+diffusion.py, ar.py, mtp.py, subclasses of scheduler.Replica). A step's duration is the profile's price of exactly that mix
 (steptime.StepPricer). Per-step work is O(1) in the number of running sequences: counters hold the
 batch composition, and each request's next transition sits in `events[step]` (scheduler.py).
 """
@@ -14,9 +13,8 @@ from dataclasses import dataclass, replace
 
 from costmodel.errors import UserError
 from costmodel.memory import EngineSettings, kv_capacity, replica_memory
-from costmodel.modes import ServingMode, get_mode
+from costmodel.modes import get_mode
 from costmodel.schemas.profile import Profile
-from simulate.scheduler import Replica
 from simulate.steptime import DEFAULT_SHAPE_BITS
 
 @dataclass(frozen=True)
@@ -98,15 +96,3 @@ def replica_limits(profile: Profile, mode: str, cfg: EngineConfig, context_token
     if cfg.kv_capacity_tokens is not None:
         return ReplicaLimits(filled, int(cfg.kv_capacity_tokens), lim.max_num_seqs, "kv_capacity_tokens (given)")
     return ReplicaLimits(filled, cap.tokens, cap.max_running, cap.binding)
-
-
-_CLASSES: dict[type, type] = {}
-
-
-def replica_class(mode: ServingMode) -> type:
-    """The replica class of a mode: its engine mixin over the continuous-batching Replica (built
-    once per mixin)."""
-    cls = _CLASSES.get(mode.engine)
-    if cls is None:
-        cls = _CLASSES[mode.engine] = type(f"{mode.engine.__name__}Replica", (mode.engine, Replica), {})
-    return cls

@@ -42,28 +42,28 @@ from costmodel.errors import UserError
 
 
 class Replica:
-    """One serving replica (one GPU). A mode's engine mixin (costmodel/modes/<mode>.py, composed in
-    engine.py) adds the per-mode decode progression: `schedule()` -> step seconds, `complete(t)`,
+    """One serving replica (one GPU). A mode's engine (simulate/engines/<mode>.py, a subclass)
+    adds the per-mode decode progression: `schedule()` -> step seconds, `complete(t)`,
     `enter_decode(r, s, t)`, `drop_decoder(r, s)`.
 
-    What a mixin may use: `step` (index of the step being run), `now`, `budget`, `kv_used`,
+    What an engine may use: `step` (index of the step being run), `now`, `budget`, `kv_used`,
     `kv_reserved`, `kv_cap`, `chunks` (this step's prefill chunks), `events` / `push(due, r)` (a
     request's next transition at a future step), `schedule_prefill(budget, now)`,
     `complete_prefill(s, t)`, `preempt_last(s)`, `price(m, tp, psum, group_seqs, group_ctx_sums)`,
     `account(dt, m, tp, group_seqs)`, `first_output(r, t)`, `finish(r, t, kv)` and `plan` (the
     mode's draws). Post-conditions of `schedule()`: KV for the step's growth is allocated, the
-    prefill chunks are chosen, the step's seconds are returned and accounted once. A mixin may also
-    define `coast(t, bound, prev) -> t'` (see `advance`; `book_run` books it); the default runs no
-    step ahead."""
+    prefill chunks are chosen, the step's seconds are returned and accounted once. An engine may
+    also define `coast(t, bound, prev) -> t'` (see `advance`; `book_run` books it); the default
+    runs no step ahead. `tokens_per_seq`: budget tokens one decode-phase sequence takes per step."""
 
-    tokens_per_seq = 1  # budget tokens one decode-phase sequence takes per step
-    # a list to record every step into, as (replica, step, start_s, seconds, prefill chunks, prefill
-    # tokens, sequences per group), or None (the default: no per-step cost). Set, it turns coasting
-    # off, which changes no result beyond float rounding.
-    trace: list | None = None
-
-    def __init__(self, idx: int, departures: list, cfg, kv_capacity: int, pricer, rec, tracker, plan=None, n_groups: int = 1):
+    def __init__(self, idx: int, departures: list, cfg, kv_capacity: int, pricer, rec, tracker, plan=None, n_groups: int = 1,
+                 tokens_per_seq: int = 1):
         self.idx = idx
+        self.tokens_per_seq = tokens_per_seq
+        # a list to record every step into, as (replica, step, start_s, seconds, prefill chunks,
+        # prefill tokens, sequences per group), or None (no per-step cost). Set, it turns coasting
+        # off, which changes no result beyond float rounding.
+        self.trace = None
         # vLLM's async scheduling (GPU default; vllm/v1/engine/core.py step_with_batch_queue): step N+1 is
         # scheduled while step N runs, so an arrival during step N is first admitted at step N+2
         self.async_sched = bool(getattr(cfg, "async_scheduling", False))
@@ -348,3 +348,16 @@ def _position(t: float, bound: float, prev: float, segs, last_due: bool) -> tupl
         done -= 1
         f0, f1 = last_ts + (n - 1) * dt, ts
     return done, busy, f0, f1, ts
+
+
+def steps_within(room: float, per_step: float) -> int:
+    """How many steps j = 0, 1, ... satisfy j * per_step <= room: a coast's steps before the KV
+    growth (per_step per step) no longer fits the cache's free room."""
+    if room < 0:
+        return 0
+    j = int(room / per_step) + 1
+    while j > 0 and (j - 1) * per_step > room:
+        j -= 1
+    while j * per_step <= room:
+        j += 1
+    return j

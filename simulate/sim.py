@@ -21,7 +21,8 @@ import numpy as np
 
 from costmodel.modes import ModeDraws, ServingMode, get_mode
 from costmodel.schemas.profile import Profile
-from simulate.engine import EngineConfig, ReplicaLimits, replica_class, replica_limits
+from simulate.engine import EngineConfig, ReplicaLimits, replica_limits
+from simulate.engines import engine_for
 from simulate.metrics import FinishedRun, Records, Tracker, summarise
 from simulate.request import Request, check_fits
 from simulate.router import make_router
@@ -153,7 +154,7 @@ class _Loop:
         self.rec = Records(len(reqs))
         self.tracker = Tracker(reqs.window_s)
         self.departures: list[float] = []
-        cls = replica_class(dep.mode)
+        cls = engine_for(dep.mode.name)
         self.reps = [cls(i, self.departures, dep.cfg, dep.kv_cap, dep.pricer, self.rec, self.tracker, plan=dep.draws,
                          n_groups=len(dep.mode.group_kinds)) for i in range(replicas)]
         self.route = make_router(router, self.reps)

@@ -282,7 +282,7 @@ def test_kv_accounting_returns_to_zero():
         captured = {}
         import simulate.sim as simmod
 
-        orig = simmod.replica_class
+        orig = simmod.engine_for
 
         def spy(m, orig=orig):
             cls = orig(m)
@@ -299,12 +299,12 @@ def test_kv_accounting_returns_to_zero():
 
             return Spy
 
-        simmod.replica_class = spy
+        simmod.engine_for = spy
         try:
             simulate_point(PROFILE, mode, reqs, replicas=1, cfg=EngineConfig(kv_capacity_tokens=4000), router="least-outstanding", seed=2,
                            warmup_frac=0.1, abort_backlog_s=None, drain_s=None, workload_desc="")
         finally:
-            simmod.replica_class = orig
+            simmod.engine_for = orig
         rep = captured["reps"][0]
         assert rep.preemptions > 0
         assert abs(rep.kv_used) < 1e-6 and rep.kv_reserved == 0 and not rep.running and not rep.events.get(rep.step)

@@ -13,7 +13,7 @@ import pytest
 from costmodel.shipped import resolve_profile
 from simulate.api import run_point
 from simulate.engine import EngineConfig
-from simulate.scheduler import Replica
+import simulate.sim as simmod
 
 PROFILE = resolve_profile(None, "h200")
 
@@ -21,6 +21,21 @@ PROFILE = resolve_profile(None, "h200")
 def _numbers(res) -> dict:
     s = dataclasses.asdict(res.summary)
     return {k: v for k, v in s.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _step_every_replica(monkeypatch) -> None:
+    """Every step recorded from here on: no coasting, every replica stepped at every event."""
+    engine_for = simmod.engine_for
+
+    def traced(mode: str):
+        class Traced(engine_for(mode)):
+            def __init__(self, *a, **kw):
+                super().__init__(*a, **kw)
+                self.trace = []
+
+        return Traced
+
+    monkeypatch.setattr(simmod, "engine_for", traced)
 
 
 def _same(a: dict, b: dict) -> list:
@@ -35,7 +50,7 @@ def test_coasting_and_lazy_replicas_match_stepping_one_step_at_a_time(monkeypatc
     kw = dict(replicas=3, n_requests=600, seed=3, engine=EngineConfig(async_scheduling=async_scheduling))
     qps = {"diffusion": 9.0, "ar": 30.0, "mtp": 30.0}[mode]
     fast = _numbers(run_point(PROFILE, mode, qps, **kw))
-    monkeypatch.setattr(Replica, "trace", [])  # every step recorded: no coasting, every replica stepped
+    _step_every_replica(monkeypatch)
     stepped = _numbers(run_point(PROFILE, mode, qps, **kw))
     assert fast["engine_steps"] > 1000
     assert _same(fast, stepped) == []
@@ -45,7 +60,7 @@ def test_coasting_matches_stepping_under_kv_pressure(monkeypatch):
     # a KV cache that forces preemptions: coasts end where the growth no longer fits
     kw = dict(replicas=2, n_requests=300, seed=4, engine=EngineConfig(gpu_memory_utilization=0.41))
     fast = run_point(PROFILE, "ar", 40.0, **kw)
-    monkeypatch.setattr(Replica, "trace", [])
+    _step_every_replica(monkeypatch)
     stepped = run_point(PROFILE, "ar", 40.0, **kw)
     assert fast.summary.preemptions > 10
     assert _same(_numbers(fast), _numbers(stepped)) == []

@@ -1,5 +1,5 @@
-"""Adding a serving mode is one module (tests/toy/pair_mode.py) plus one registration line: every
-stage after it - the profile, simulate, plan, the CSV and HTML reports - picks it up from the
+"""Adding a serving mode is one module (tests/toy/pair_mode.py: the mode and its engine) plus one
+registration line in each registry: every stage after it - the profile, simulate, plan, the CSV and HTML reports - picks it up from the
 registry with no other change."""
 
 from __future__ import annotations
@@ -9,14 +9,17 @@ import pytest
 
 from costmodel.baseline_profile import roofline_profile
 from costmodel.modes import mode_names, register, unregister
-from tests.toy.pair_mode import PairMode
+from simulate import engines
+from tests.toy.pair_mode import PairMode, PairReplica
 
 
 @pytest.fixture
 def pair_mode():
-    register(PairMode())  # the one registration line
+    register(PairMode())  # the mode's registration line
+    engines.register("pair", PairReplica)  # its engine's
     yield
     unregister("pair")
+    engines.unregister("pair")
 
 
 def test_a_toy_mode_runs_through_simulate_plan_and_both_reports(pair_mode, cli, tmp_path):

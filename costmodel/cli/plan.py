@@ -12,7 +12,6 @@ from rich.table import Table
 from costmodel import atomic
 from costmodel.cli.pricing_options import pricing_options, pricing_options_of
 from costmodel.console import make_console
-from costmodel.modes import mode_names
 from costmodel.options import parse_floats, parse_list, parse_modes
 from plan.api import DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, run_plan, write_plan
 from plan.pricing import PricingConfig, pricing_config
@@ -57,7 +56,7 @@ def print_analysis(con, a) -> None:
 @click.option("--qps", default="5,20,50", show_default=True, help="Offered loads (requests/s), comma-separated.")
 @click.option("--slo", default=DEFAULT_SLO, show_default=True, help="Latency bounds: STAT_METRIC_ms<=LIMIT, comma-separated.")
 @click.option("--hardware", default=",".join(DEFAULT_HARDWARE), show_default=True, help="GPU catalog ids, comma-separated.")
-@click.option("--mode", "modes", default=",".join(mode_names()), show_default=True, help="Serving modes, comma-separated.")
+@click.option("--mode", "modes", default=None, show_default="every registered mode", help="Serving modes, comma-separated.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(), help="A profile JSON (repeatable); it replaces the shipped default for its GPU (added to --hardware if absent).")
 @pricing_options
 @click.option("--workload", type=click.Path(dir_okay=False), default=None, help="Workload JSON (arrivals, regime mix, lengths, or a trace); default: the simulator's.")

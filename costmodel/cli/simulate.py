@@ -20,7 +20,7 @@ from simulate.batch import DEFAULT_HARDWARE
 
 @click.command()
 @click.option("--qps", default=None, help="Comma-separated arrival rates (requests/s, all replicas together), e.g. 1,2,4,8.")
-@click.option("--mode", "modes", default=",".join(mode_names()), show_default=True, help=f"Comma-separated modes: {', '.join(mode_names())}.")
+@click.option("--mode", "modes", default=None, show_default="every registered mode", help=f"Comma-separated modes: {', '.join(mode_names())}.")
 @click.option("--hardware", default=None, help=f"GPU of the shipped default profile [default: {DEFAULT_HARDWARE}].")
 @click.option("--profile", "profile_path", default=None, help="Profile JSON (from `costmodel fit`) instead of the shipped one.")
 @click.option("--replicas", type=int, default=1, show_default=True, help="Replicas (one GPU each) behind the router.")

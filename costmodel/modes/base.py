@@ -10,14 +10,12 @@ A mode (diffusion, ar, mtp, ...) is one module that subclasses `ServingMode` and
 - its random draws and KV accounting per request: `draw(profile, reqs, seed) -> ModeDraws`;
 - how one engine step is priced: `step_ms(profile, prefill, groups, draws)` over any number of
   groups (default: one forward pass, one weight read, over the prefill chunks and every group);
-- its per-step progression on a replica: `engine`, a mixin class the simulator composes with its
-  continuous-batching `Replica` (simulate/scheduler.py). The mixin implements `schedule()`,
-  `complete(t)`, `enter_decode(r, s, t)` and `drop_decoder(r, s)` on the replica attributes that
-  scheduler.py documents; it imports nothing from the simulator, so the registry sits below every
-  stage.
+Its per-step progression on a replica is the simulator's: an engine registered under the mode's
+name in simulate/engines (a `Replica` subclass), so this registry sits below every stage.
 
-Registering a new mode is one module plus one line in costmodel/modes/__init__.py; every mode
-list, CLI choice, chart style, table order and CSV row is derived from the registry.
+Registering a new mode is one module plus one line in costmodel/modes/__init__.py (and its engine,
+one module plus one line in simulate/engines/__init__.py); every mode list, CLI choice, chart
+style, table order and CSV row is derived from the registry.
 """
 
 from __future__ import annotations
@@ -56,7 +54,7 @@ class ModeDraws:
 
 
 class ServingMode:
-    """Base of every serving mode; subclasses set the class attributes and `engine`."""
+    """Base of every serving mode; subclasses set the class attributes."""
 
     name: ClassVar[str]
     label: ClassVar[str]  # display name in tables and charts
@@ -74,7 +72,6 @@ class ServingMode:
     side_kinds: ClassVar[tuple[str, ...]] = ()
     profile_parts: ClassVar[tuple[str, ...]] = ()  # profile parts its draws use (PROFILE_PARTS)
     sim_cost_rank: ClassVar[int] = 9  # simulation cost per request, rank (0 = slowest): plan runs slow chains first
-    engine: ClassVar[type]  # the replica mixin (see the module docstring)
 
     # ---- engine memory (costmodel/memory.py) ---------------------------------------------------
     def kv_step_slots(self, k: int, canvas: int) -> int:
@@ -115,19 +112,6 @@ class ServingMode:
             if kinds:
                 out.append(f"{PROFILE_PARTS[part]}: {'+'.join(kinds)}")
         return out
-
-
-def steps_within(room: float, per_step: float) -> int:
-    """How many steps j = 0, 1, ... satisfy j * per_step <= room: a coast's steps before the KV
-    growth (per_step per step) no longer fits the cache's free room."""
-    if room < 0:
-        return 0
-    j = int(room / per_step) + 1
-    while j > 0 and (j - 1) * per_step > room:
-        j -= 1
-    while j * per_step <= room:
-        j += 1
-    return j
 
 
 # profile parts a mode can draw its behaviour from -> the short label provenance texts use

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from costmodel.errors import UserError
-from costmodel.modes.ar import ArEngine
 from costmodel.modes.base import ModeDraws, ServingMode
 from costmodel.roofline import Segment
 from costmodel.seeding import rng_for
@@ -103,30 +102,6 @@ class MtpDraws(ModeDraws):
         return int(r.cum[r.mpos + steps] - r.cum[r.mpos])
 
 
-class MtpEngine(ArEngine):
-    """Like AR, but a step emits 1 + accepted drafts per sequence. Contexts and KV grow by the mean
-    acceptance length per step in the counters (exact per-sequence counts would need a per-step
-    loop); each request's own emitted tokens and step count are exact."""
-
-    def __init__(self, *a, **kw):
-        plan = kw["plan"]
-        self.tokens_per_seq = plan.k + 1
-        super().__init__(*a, **kw)
-        self.k = plan.k
-        self.g = plan.mean_tokens
-        self.sum_ctx = 0.0
-
-    def _steps_for(self, r, rem: int) -> int:
-        return self.plan.steps_for(r, rem)
-
-    def _tokens_after(self, r, done: int) -> int:
-        return self.plan.tokens_after(r, done)
-
-    def _advance(self, r, done: int) -> None:
-        r.steps += done
-        r.mpos += done
-
-
 class MtpMode(ServingMode):
     name = "mtp"
     label = "MTP"
@@ -142,7 +117,6 @@ class MtpMode(ServingMode):
     side_kinds = ("draft_step",)
     profile_parts = ("mtp_acceptance",)
     sim_cost_rank = 0  # each step price has three passes (verify, first and later drafts): the slowest per point
-    engine = MtpEngine
 
     def kv_step_slots(self, k: int, canvas: int) -> int:
         """vLLM's lookahead reserve for speculative decoding: 1 + 2k slots (v1/core/sched, spec decode)."""

@@ -1,17 +1,18 @@
 """A toy fourth serving mode, the whole of it: "pair" decoding emits two tokens per sequence per
 engine step from one 2-token decode pass of the AR model (think of a drafter that is always right
-and costs nothing). It exists to show that a mode is one module: the test registers it with one
-line and runs simulate, plan and both reports on it."""
+and costs nothing). It exists to show that a mode is a mode (costmodel.modes) and its engine
+(simulate.engines): the test registers each with one line and runs simulate, plan and both
+reports on it."""
 
 from __future__ import annotations
 
 from costmodel.modes import ModeDraws, ServingMode
-from costmodel.modes.ar import ArEngine
+from simulate.engines.ar import ArReplica
 
 
-class PairEngine(ArEngine):
-    tokens_per_seq = 2  # query tokens (and KV slots) per decoding sequence per step
-    g = 2  # tokens emitted per decoding sequence per step
+class PairReplica(ArReplica):
+    def __init__(self, *a, **kw):  # 2 query tokens (and KV slots) and 2 emitted tokens per sequence per step
+        super().__init__(*a, tokens_per_seq=2, g=2, **kw)
 
     def _steps_for(self, r, rem: int) -> int:
         return -(-rem // 2)
@@ -31,7 +32,6 @@ class PairMode(ServingMode):
     pass_kinds = ("prefill", "decode_step")
     prefill_kind = "prefill"
     group_kinds = ("decode_step",)
-    engine = PairEngine
 
     def kv_step_slots(self, k: int, canvas: int) -> int:
         return 2

@@ -154,7 +154,7 @@ def selfcheck(dev, only: str | None = None) -> tuple[dict, dict[str, str]]:
     if only == "none":
         return {"skipped": "--checks none: this stage's kernels were self-checked by the stage that chose them"}, disabled
     for check in (_check_moe, _check_scaled_mm, _check_flash, _check_router, _check_gemv2, _check_norm_fused, _check_qk_1launch,
-                  _check_gemm_act, _check_softcap, _check_router_1launch, _check_sampler_split, _check_qk_heads, _check_moe_prefill_tiles):
+                  _check_gemm_act, _check_softcap, _check_router_1launch, _check_sampler_split, _check_sampler_r4, _check_qk_heads, _check_moe_prefill_tiles):
         if only and check.__name__[len("_check_"):] not in only.split(","):
             continue
         check(dev, out, disabled)
@@ -275,6 +275,51 @@ def _check_sampler_split(dev, out: dict, disabled: dict) -> None:
             return float(bad)
 
         _judge(out, disabled, f"sampler:{name}:mismatches", (name,), error, tol=0.5)
+
+
+def _check_sampler_r4(dev, out: dict, disabled: dict) -> None:
+    """The rand4x samplers (their random numbers differ from the reference kernel's): greedy = torch
+    argmax; entropy and bf16 probabilities against torch; at a near-zero temperature the sample is
+    the greedy token; and over 8192 rows of one 8-way distribution the sampled frequencies match
+    its softmax (max deviation < 0.02)."""
+    import torch
+
+    def error(kind: str) -> float:
+        from measure.ops.triton_fused import sample_rows_r4, sample_rows_split_r4
+
+        torch.manual_seed(43)
+        worst = 0.0
+        for m in (1, 7, 64):
+            lg = torch.randn(m, 262144, device=dev) * 3.0
+            g = torch.full((m,), -1, device=dev, dtype=torch.int32)
+            s = torch.full((m,), -1, device=dev, dtype=torch.int32)
+            if kind == "split":
+                sample_rows_split_r4(lg, 0.7, 5, g, s)
+            else:
+                pr = torch.full((m, 262144), float("nan"), device=dev, dtype=torch.bfloat16)
+                ent = torch.full((m,), float("nan"), device=dev)
+                sample_rows_r4(lg, 0.6, 5, probs=pr, ent=ent, greedy=g, sample=s)
+                lp = torch.log_softmax(lg / 0.6, -1)
+                worst = max(worst, _rel(pr, lp.exp()), _rel(ent, -(lp.exp() * lp).sum(-1)))
+            worst = max(worst, float((g.long() != lg.argmax(-1)).sum()), float(((s < 0) | (s >= 262144)).sum()))
+            if kind == "split":
+                sample_rows_split_r4(lg, 1e-4, 9, g, s)
+            else:
+                sample_rows_r4(lg, 1e-4, 9, greedy=g, sample=s, entropy=False)
+            worst = max(worst, float((s != g).sum()))
+        base = torch.randn(8, device=dev)
+        lg = base.repeat(8192, 1).contiguous()
+        g = torch.empty(8192, device=dev, dtype=torch.int32)
+        s = torch.empty(8192, device=dev, dtype=torch.int32)
+        if kind == "split":
+            sample_rows_split_r4(lg, 1.0, 11, g, s)
+        else:
+            sample_rows_r4(lg, 1.0, 11, greedy=g, sample=s, entropy=False)
+        freq = torch.bincount(s.long(), minlength=8).float() / 8192
+        return max(worst, float((freq - torch.softmax(base, -1)).abs().max()) / 0.02 * 0.01)
+
+    _judge(out, disabled, "sampler_r4_split", ("triton_ar_sampler_split_r4[4096]",), lambda: error("split"), tol=0.01)
+    _judge(out, disabled, "sampler_r4_rows", ("triton_ar_sampler_r4", "triton_dg_sampler_r4"), lambda: error("rows"), tol=0.01)
 
 
 def _check_qk_heads(dev, out: dict, disabled: dict) -> None:

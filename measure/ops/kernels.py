@@ -584,6 +584,53 @@ def _ar_sampler_split(p, prec, dev, chunk=2048):
                  f"Triton split-row sampler (argmax + in-kernel Gumbel sample), chunks of {chunk} + combine")
 
 
+def _ar_sampler_r4(p, prec, dev, split: bool):
+    """The AR sampler with tl.rand4x (one Philox call per four elements): a program per row, or
+    (split, m <= 256) each row over chunks of 4096 + a combine launch."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    if split and p["m"] > 256:
+        raise RuntimeError("the split sampler is for m <= 256")
+    from measure.ops.triton_fused import sample_rows_r4, sample_rows_split_r4
+
+    m, v = p["m"], p["vocab"]
+    logits = _randn(m, v, device=dev, dtype=torch.float32, scale=3.0)
+    greedy = torch.empty(m, device=dev, dtype=torch.int32)
+    sample = torch.empty(m, device=dev, dtype=torch.int32)
+    ws_: dict = {}
+    if split:
+        return Bench(lambda i: sample_rows_split_r4(logits, 0.7, 99 + i, greedy, sample, ws_), 1,
+                     "Triton split-row sampler, rand4x (argmax + Gumbel sample), chunks of 4096 + combine")
+    return Bench(lambda i: sample_rows_r4(logits, 0.7, 99 + i, greedy=greedy, sample=sample, entropy=False), 1,
+                 "Triton row sampler, rand4x (argmax + Gumbel sample)")
+
+
+def _dg_sampler_r4(p, prec, dev):
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_fused import sample_rows_r4
+
+    m, v = p["m"], p["vocab"]
+    canvas = min(256, m)
+    nc = max(1, m // canvas)
+    logits = _randn(m, v, device=dev, dtype=torch.float32, scale=3.0)
+    probs = torch.empty(m, v, device=dev, dtype=torch.bfloat16)
+    greedy = torch.empty(m, device=dev, dtype=torch.int32)
+    sample = torch.empty(m, device=dev, dtype=torch.int32)
+    ent = torch.empty(m, device=dev, dtype=torch.float32)
+    canvas_tokens = torch.randint(0, v, (nc, canvas), device=dev, dtype=torch.int32)
+
+    def run(i):
+        sample_rows_r4(logits, 0.6, 1234 + i, probs=probs, ent=ent, greedy=greedy, sample=sample)
+        e = ent.view(nc, canvas)
+        se, order = torch.sort(e, dim=-1)
+        acc_sorted = (torch.cumsum(se, -1) - se) <= 0.1
+        accept = torch.zeros_like(acc_sorted).scatter_(1, order, acc_sorted)
+        noise = torch.randint_like(canvas_tokens, 0, v)
+        canvas_tokens.copy_(torch.where(accept, sample.view(nc, canvas), noise))
+    return Bench(run, 1, "Triton fused row sampler with rand4x (online softmax entropy, argmax, Gumbel sample, bf16 probs) + torch accept/re-noise")
+
+
 def _qk_norm_rope_heads(p, prec, dev):
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
@@ -1257,8 +1304,11 @@ def candidates(family: str, params: dict, precision: str) -> list[Candidate]:
                        Candidate("torch_norms_separate", _norm_separate_torch)],
         "router": router_candidates(int(params.get("m", 1 << 30))),
         "embed": [Candidate("torch_embed", _embed)],
-        "dg_sampler": [Candidate("triton_dg_sampler", _dg_sampler_triton), Candidate("torch_dg_sampler", _dg_sampler)],
-        "ar_sampler": [Candidate("triton_ar_sampler_split[2048]", _ar_sampler_split),
+        "dg_sampler": [Candidate("triton_dg_sampler_r4", _dg_sampler_r4), Candidate("triton_dg_sampler", _dg_sampler_triton),
+                       Candidate("torch_dg_sampler", _dg_sampler)],
+        "ar_sampler": [Candidate("triton_ar_sampler_split_r4[4096]", lambda p, pr, d: _ar_sampler_r4(p, pr, d, True)),
+                       Candidate("triton_ar_sampler_r4", lambda p, pr, d: _ar_sampler_r4(p, pr, d, False)),
+                       Candidate("triton_ar_sampler_split[2048]", _ar_sampler_split),
                        Candidate("triton_ar_sampler_split[8192]", lambda p, pr, d: _ar_sampler_split(p, pr, d, 8192)),
                        Candidate("triton_ar_sampler", _ar_sampler_triton), Candidate("torch_ar_sampler", _ar_sampler)],
     }

@@ -666,3 +666,114 @@ def qk_norm_rope3(q, k, wq, wk, pos, eps=1e-6, theta=10000.0, num_warps=None):
     _qk_norm_rope3_kernel[(T, 2 if HK else 1)](q, k if k is not None else q, wq, wk, pos, HQ=HQ, HK=max(HK, 1), HD=HD, HALF=HD // 2,
                                                 eps=eps, theta_log2=math.log2(theta), num_warps=num_warps)
     return q, k
+
+
+# ---- samplers with one Philox call per four elements ------------------------------------------------
+@triton.jit
+def _samp_step(x, o, msk, u, gbest, gidx, sbest, sidx, m, s, t, ENTROPY: tl.constexpr):
+    take = x > gbest
+    gbest = tl.where(take, x, gbest)
+    gidx = tl.where(take, o, gidx)
+    gz = x - tl.log(-tl.log(u + 1e-20) + 1e-20)
+    take = gz > sbest
+    sbest = tl.where(take, gz, sbest)
+    sidx = tl.where(take, o, sidx)
+    if ENTROPY:
+        mn = tl.maximum(m, x)
+        alpha = tl.where(m == -float("inf"), 0.0, tl.exp(m - mn))
+        e = tl.where(msk, tl.exp(x - mn), 0.0)
+        s = s * alpha + e
+        t = t * alpha + e * tl.where(msk, x, 0.0)
+        m = mn
+    return gbest, gidx, sbest, sidx, m, s, t
+
+
+@triton.jit
+def _sampler_r4_kernel(logit_ptr, probs_ptr, ent_ptr, greedy_ptr, sample_ptr, pv_ptr, pi_ptr, V, S, inv_temp, seed,
+                       CHUNK: tl.constexpr, Q: tl.constexpr, WRITE_PROBS: tl.constexpr, ENTROPY: tl.constexpr, SPLIT: tl.constexpr):
+    """_sampler_kernel with the uniform numbers drawn four at a time (tl.rand4x: one Philox call per
+    four elements instead of one per element; the Gumbel sample's random numbers differ from
+    _sampler_kernel's, its distribution does not). Each iteration covers 4 x Q elements. SPLIT: a
+    program per (row, CHUNK of the row) writing its partial argmax / sample to pv/pi (AR sampling,
+    combined by _sample_combine_kernel); else a program per whole row (CHUNK >= V)."""
+    row = tl.program_id(0).to(tl.int64)
+    sp = tl.program_id(1)
+    offs = tl.arange(0, Q)
+    gbest = tl.full((Q,), -float("inf"), tl.float32)
+    gidx = tl.zeros((Q,), tl.int32)
+    sbest = tl.full((Q,), -float("inf"), tl.float32)
+    sidx = tl.zeros((Q,), tl.int32)
+    m = tl.full((Q,), -float("inf"), tl.float32)
+    s = tl.zeros((Q,), tl.float32)
+    t = tl.zeros((Q,), tl.float32)
+    for b in range(0, CHUNK, 4 * Q):
+        base = sp * CHUNK + b
+        u0, u1, u2, u3 = tl.rand4x(seed, row * V + base + offs)
+        o = base + offs
+        msk = o < V
+        x = tl.load(logit_ptr + row * V + o, mask=msk, other=-float("inf")).to(tl.float32) * inv_temp
+        gbest, gidx, sbest, sidx, m, s, t = _samp_step(x, o, msk, u0, gbest, gidx, sbest, sidx, m, s, t, ENTROPY)
+        o = base + Q + offs
+        msk = o < V
+        x = tl.load(logit_ptr + row * V + o, mask=msk, other=-float("inf")).to(tl.float32) * inv_temp
+        gbest, gidx, sbest, sidx, m, s, t = _samp_step(x, o, msk, u1, gbest, gidx, sbest, sidx, m, s, t, ENTROPY)
+        o = base + 2 * Q + offs
+        msk = o < V
+        x = tl.load(logit_ptr + row * V + o, mask=msk, other=-float("inf")).to(tl.float32) * inv_temp
+        gbest, gidx, sbest, sidx, m, s, t = _samp_step(x, o, msk, u2, gbest, gidx, sbest, sidx, m, s, t, ENTROPY)
+        o = base + 3 * Q + offs
+        msk = o < V
+        x = tl.load(logit_ptr + row * V + o, mask=msk, other=-float("inf")).to(tl.float32) * inv_temp
+        gbest, gidx, sbest, sidx, m, s, t = _samp_step(x, o, msk, u3, gbest, gidx, sbest, sidx, m, s, t, ENTROPY)
+    g = tl.argmax(gbest, axis=0)
+    sm = tl.argmax(sbest, axis=0)
+    gi = tl.max(tl.where(offs == g, gidx, 0), axis=0)
+    si = tl.max(tl.where(offs == sm, sidx, 0), axis=0)
+    if SPLIT:
+        base2 = (row * S + sp) * 2
+        tl.store(pv_ptr + base2, tl.max(gbest, axis=0))
+        tl.store(pi_ptr + base2, gi)
+        tl.store(pv_ptr + base2 + 1, tl.max(sbest, axis=0))
+        tl.store(pi_ptr + base2 + 1, si)
+    else:
+        tl.store(greedy_ptr + row, gi)
+        tl.store(sample_ptr + row, si)
+        if ENTROPY:
+            M = tl.max(m, axis=0)
+            sc = tl.where(m == -float("inf"), 0.0, tl.exp(m - M))
+            S_ = tl.sum(s * sc, axis=0)
+            Tt = tl.sum(t * sc, axis=0)
+            tl.store(ent_ptr + row, M + tl.log(S_) - Tt / S_)
+            if WRITE_PROBS:
+                for b in range(0, CHUNK, Q):
+                    o = b + offs
+                    msk = o < V
+                    x = tl.load(logit_ptr + row * V + o, mask=msk, other=-float("inf")).to(tl.float32) * inv_temp
+                    tl.store(probs_ptr + row * V + o, (tl.exp(x - M) / S_).to(probs_ptr.dtype.element_ty), mask=msk)
+
+
+def sample_rows_r4(logits, temp, seed, probs=None, ent=None, greedy=None, sample=None, entropy=True, q=1024, num_warps=8):
+    """sample_rows with tl.rand4x (a program per row)."""
+    M, V = logits.shape
+    dev = logits.device
+    greedy = torch.empty(M, device=dev, dtype=torch.int32) if greedy is None else greedy
+    sample = torch.empty(M, device=dev, dtype=torch.int32) if sample is None else sample
+    ent = torch.empty(M, device=dev, dtype=torch.float32) if ent is None else ent
+    chunk = triton.cdiv(V, 4 * q) * 4 * q
+    _sampler_r4_kernel[(M, 1)](logits, probs if probs is not None else logits, ent, greedy, sample, ent, greedy, V, 1, 1.0 / temp, seed,
+                               CHUNK=chunk, Q=q, WRITE_PROBS=probs is not None, ENTROPY=entropy, SPLIT=False, num_warps=num_warps)
+    return greedy, sample, ent
+
+
+def sample_rows_split_r4(logits, temp, seed, greedy, sample, ws=None, chunk=4096, q=512, num_warps=4):
+    """sample_rows_split with tl.rand4x."""
+    M, V = logits.shape
+    S = triton.cdiv(V, chunk)
+    ws = {} if ws is None else ws
+    if ws.get("key") != (M, S):
+        ws.update(key=(M, S), pv=torch.empty(M * S * 2, device=logits.device, dtype=torch.float32),
+                  pi=torch.empty(M * S * 2, device=logits.device, dtype=torch.int32))
+    _sampler_r4_kernel[(M, S)](logits, logits, ws["pv"], greedy, sample, ws["pv"], ws["pi"], V, S, 1.0 / temp, seed,
+                               CHUNK=chunk, Q=q, WRITE_PROBS=False, ENTROPY=False, SPLIT=True, num_warps=num_warps)
+    _sample_combine_kernel[(M,)](ws["pv"], ws["pi"], greedy, sample, S, SP=triton.next_power_of_2(S), num_warps=4)
+    return greedy, sample

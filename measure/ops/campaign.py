@@ -154,7 +154,7 @@ def selfcheck(dev, only: str | None = None) -> tuple[dict, dict[str, str]]:
     if only == "none":
         return {"skipped": "--checks none: this stage's kernels were self-checked by the stage that chose them"}, disabled
     for check in (_check_moe, _check_scaled_mm, _check_flash, _check_router, _check_gemv2, _check_norm_fused, _check_qk_1launch,
-                  _check_gemm_act, _check_softcap, _check_router_1launch, _check_sampler_split, _check_sampler_r4, _check_qk_heads, _check_moe_prefill_tiles):
+                  _check_gemm_act, _check_softcap, _check_router_1launch, _check_sampler_split, _check_sampler_r4, _check_pdl_chain, _check_qk_heads, _check_moe_prefill_tiles):
         if only and check.__name__[len("_check_"):] not in only.split(","):
             continue
         check(dev, out, disabled)
@@ -320,6 +320,91 @@ def _check_sampler_r4(dev, out: dict, disabled: dict) -> None:
 
     _judge(out, disabled, "sampler_r4_split", ("triton_ar_sampler_split_r4[4096]",), lambda: error("split"), tol=0.01)
     _judge(out, disabled, "sampler_r4_rows", ("triton_ar_sampler_r4", "triton_dg_sampler_r4"), lambda: error("rows"), tol=0.01)
+
+
+def pdl_candidate_names() -> set[str]:
+    from measure.ops import kernels
+
+    names = set()
+    moe_p = {"d": 2816, "experts": 128, "ffn": 704, "topk": 8}
+    for m in (1, 2, 3, 4, 8):
+        for prec in ("bf16", "fp8"):
+            for fam, p in (("gemm", {"k": 2816, "n": 1024}), ("gemm_act", {"k": 2816, "f": 704}), ("moe", moe_p), ("router", {}),
+                           ("norm_fused", {}), ("qk_norm_rope", {})):
+                names |= {c.name for c in kernels.candidates(fam, {**p, "m": m}, prec) if "_pdl" in c.name}
+    return names
+
+
+def _check_pdl_chain(dev, out: dict, disabled: dict) -> None:
+    """The kernels launched with programmatic dependent launch (each lets the next kernel launch at
+    its start and waits for the previous kernel's results before reading them) chained as a decode
+    layer's FFN block runs them (norms -> GEMV -> router -> MoE gate_up -> MoE down -> dense gate_up ->
+    down GEMV -> norms), in one CUDA graph, against the same chain launched plainly: identical
+    outputs over 8 replays with fresh inputs (bf16 and fp8 weights); a mismatch or failure disables
+    every _pdl candidate."""
+    import torch
+
+    from measure.ops import kernels
+
+    def error() -> float:
+        from measure.ops.triton_fused import gemv, moe_gemv_down, moe_gemv_gate_up, norm_fused, router_gemv_topk
+
+        worst = 0.0
+        for w8 in (False, True):
+            torch.manual_seed(47)
+            m, d, e, f, fd = 1, 2816, 128, 704, 2112
+            r = lambda *sh, sc=1.0: (torch.randn(*sh, device=dev) * sc).to(torch.bfloat16)  # noqa: E731
+            W = {"q": r(8192, d, sc=d ** -0.5), "r": r(e, d, sc=d ** -0.5), "w1": r(e, 2 * f, d, sc=d ** -0.5), "w2": r(e, d, f, sc=f ** -0.5),
+                 "g": r(1, 2 * fd, d, sc=d ** -0.5), "dn": r(d, fd, sc=fd ** -0.5)}
+            S = {}
+            if w8:
+                for k_ in ("q", "w1", "w2", "g", "dn"):
+                    W[k_], S[k_] = kernels.quant_weight_channels(W[k_])
+                    S[k_] = S[k_].contiguous()
+            nw = [r(d, sc=0.1) for _ in range(4)]
+            a, res = r(m, d), r(m, d)
+            bufs = {}
+
+            def chain(pdl: bool):
+                b = bufs.setdefault(pdl, {"o1": torch.empty(m, d, device=dev, dtype=torch.bfloat16), "o2": torch.empty(m, d, device=dev, dtype=torch.bfloat16),
+                                          "res": torch.empty(m, d, device=dev, dtype=torch.bfloat16), "y": torch.empty(m, 8192, device=dev, dtype=torch.bfloat16),
+                                          "tw": torch.empty(m, 8, device=dev), "ids": torch.empty(m, 8, device=dev, dtype=torch.int32),
+                                          "act": torch.empty(8 * m, f, device=dev, dtype=torch.bfloat16), "moe": torch.empty(m, d, device=dev, dtype=torch.bfloat16),
+                                          "actd": torch.empty(m, fd, device=dev, dtype=torch.bfloat16), "dn": torch.empty(m, d, device=dev, dtype=torch.bfloat16),
+                                          "o3": torch.empty(m, d, device=dev, dtype=torch.bfloat16), "z": torch.zeros(m, device=dev, dtype=torch.int32), "ws": {}})
+                b["res"].copy_(res)
+                norm_fused(a, b["res"], nw[0], nw[1], b["o1"], wo2=nw[2], o2=b["o2"], pdl=pdl)
+                gemv(b["o1"], W["q"], b["y"], S.get("q"), block_n=8, block_k=1024, pdl=pdl)
+                router_gemv_topk(b["o2"], W["r"], b["tw"], b["ids"], b["ws"], block_n=1, block_k=2048, pdl=pdl)
+                moe_gemv_gate_up(b["o2"], W["w1"], b["act"], b["ids"].view(-1), a_div=8, w_scale=S.get("w1"), block_n=4, block_k=4096, pdl=pdl)
+                moe_gemv_down(b["act"], W["w2"], b["moe"], b["ids"].view(-1), b["tw"].view(-1), topk=8, w_scale=S.get("w2"), block_n=4,
+                              block_k=1024, pdl=pdl)
+                moe_gemv_gate_up(b["o1"], W["g"], b["actd"], b["z"], a_div=1, w_scale=S.get("g"), block_n=4, block_k=4096, pdl=pdl)
+                gemv(b["actd"], W["dn"], b["dn"], S.get("dn"), block_n=2, block_k=4096, pdl=pdl)
+                norm_fused(b["moe"], b["res"], nw[3], nw[0], b["o3"], b=b["dn"], wb=nw[1], ws=nw[2], pdl=pdl)
+
+            graphs = {}
+            for pdl in (False, True):
+                chain(pdl)
+                torch.cuda.synchronize()
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    chain(pdl)
+                graphs[pdl] = g
+            for _ in range(8):
+                a.copy_(r(m, d))
+                res.copy_(r(m, d))
+                graphs[False].replay()
+                graphs[True].replay()
+                torch.cuda.synchronize()
+                for k_ in ("o1", "o2", "y", "tw", "ids", "act", "moe", "actd", "dn", "o3", "res"):
+                    x0, x1 = bufs[False][k_].float(), bufs[True][k_].float()
+                    if not torch.isfinite(x1).all():
+                        return float("inf")
+                    worst = max(worst, float((x0 - x1).abs().max()))
+        return worst
+
+    _judge(out, disabled, "pdl_chain_max_abs_diff", sorted(pdl_candidate_names()), error, tol=1e-6)
 
 
 def _check_qk_heads(dev, out: dict, disabled: dict) -> None:

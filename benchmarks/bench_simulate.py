@@ -43,12 +43,14 @@ def main(argv=None) -> int:
 
     from benchmarks.machine import cpu_ticks, steal
     from costmodel.shipped import resolve_profile
+    from simulate import native
     from simulate.api import run_point
 
     profile = resolve_profile(a.profile, a.hardware)
     n = int(round(a.qps * 3600 * a.hours))
     print(f"profile {profile.profile_id}; {n:,} requests at {a.qps:g} QPS ({a.hours:g} h of traffic), {a.replicas} replica(s), one process; "
           f"fastest of {a.repeat} run(s) per mode")
+    print(native.status())
     print(f"{'mode':<10} {'wall s':>7} {'cpu s':>7} {'req/wall s':>11} {'req/cpu s':>10} {'engine steps':>13}  stable  target")
     ok = True
     st0 = cpu_ticks()

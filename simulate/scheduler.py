@@ -49,7 +49,7 @@ class Replica:
     What an engine may use: `step` (index of the step being run), `now`, `budget`, `kv_used`,
     `kv_reserved`, `kv_cap`, `chunks` (this step's prefill chunks), `events` / `push(due, r)` (a
     request's next transition at a future step), `schedule_prefill(budget, now)`,
-    `complete_prefill(s, t)`, `preempt_last(s)`, `price(m, tp, psum, group_seqs, group_ctx_sums)`,
+    `complete_prefill(s, t)`, `preempt_last(s)`, `pricer.price(m, tp, psum, group_seqs, group_ctx_sums)`,
     `account(dt, m, tp, group_seqs)`, `first_output(r, t)`, `finish(r, t, kv)` and `plan` (the
     mode's draws). Post-conditions of `schedule()`: KV for the step's growth is allocated, the
     prefill chunks are chosen, the step's seconds are returned and accounted once. An engine may
@@ -76,7 +76,6 @@ class Replica:
                             f"give --max-num-batched-tokens >= {self.tokens_per_seq}")
         self.kv_cap = kv_capacity
         self.pricer = pricer
-        self.price = pricer.price
         self.rec = rec
         self.tracker = tracker
         self.plan = plan
@@ -106,6 +105,23 @@ class Replica:
         self.acc_prefill_seqs = 0
         self.acc_prefill_tokens = 0
         self.acc_groups = [0] * n_groups  # sequences per decode-phase group, summed over steps
+
+    # ---- an engine's part (simulate/engines) ---------------------------------------------------
+    def schedule(self) -> float:
+        """Allocate the step's KV growth, choose its prefill chunks, account it; its seconds."""
+        raise NotImplementedError
+
+    def complete(self, t: float) -> None:
+        """The step in flight ended at t: advance the step counter and its requests' transitions."""
+        raise NotImplementedError
+
+    def enter_decode(self, r, s: int, t: float) -> None:
+        """r's prefill completed in step s (ending at t)."""
+        raise NotImplementedError
+
+    def drop_decoder(self, r, s: int) -> None:
+        """Take decode-phase r out of the batch before step s (it is being preempted)."""
+        raise NotImplementedError
 
     # ---- queue -------------------------------------------------------------------------------
     def enqueue(self, r) -> None:
@@ -323,8 +339,8 @@ def _position(t: float, bound: float, prev: float, segs, last_due: bool) -> tupl
         last_ts = ts
         if f0 is None:
             # m: the steps of this segment that end before the bound (a float estimate, made exact)
-            m = (bound - ts) / dt
-            m = 0 if m < 0 else (n if m > n else int(m))
+            mf = (bound - ts) / dt
+            m = 0 if mf < 0 else (n if mf > n else int(mf))
             while m > 0:
                 e = ts + m * dt  # end of step m - 1
                 if e < bound or (e == bound and ts + (m - 1) * dt < prev):

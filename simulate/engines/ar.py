@@ -29,7 +29,7 @@ class ArReplica(Replica):
             n = self.n_dec
         self.kv_used += n * self.g
         m, tp, psum = self.schedule_prefill(self.budget - n * look, self.now)
-        dt = self.price(m, tp, psum, (n,), (self.sum_ctx,))
+        dt = self.pricer.price(m, tp, psum, (n,), (self.sum_ctx,))
         self.account(dt, m, tp, (n,))
         return dt
 
@@ -51,7 +51,7 @@ class ArReplica(Replica):
             steps = due - s + 1
         if steps <= 0:
             return t
-        res, done = self.book_run(t, bound, prev, self._segments(steps, n, ng), last_due, ng, (n,))
+        res, done = self.book_run(t, bound, prev, self._segments(int(steps), n, ng), last_due, ng, (n,))
         self.sum_ctx += done * ng
         return res
 

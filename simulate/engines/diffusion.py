@@ -32,7 +32,7 @@ class DiffusionReplica(Replica):
         self.kv_used += C * nc
         nd = self.n_den
         m, tp, psum = self.schedule_prefill(self.budget - C * (nd + nc), self.now)
-        dt = self.price(m, tp, psum, (nd, nc), (self.s_den, self.s_com))
+        dt = self.pricer.price(m, tp, psum, (nd, nc), (self.s_den, self.s_com))
         self.account(dt, m, tp, (nd, nc))
         return dt
 
@@ -55,8 +55,8 @@ class DiffusionReplica(Replica):
             steps = due - s + 1
         if steps <= 0 or steps == float("inf"):
             return t
-        dt = self.price(0, 0, 0, (nd, nc), (self.s_den, self.s_com))
-        return self.book_run(t, bound, prev, ((int(steps), dt),), last_due, grow, (nd, nc))[0]
+        dt = self.pricer.price(0, 0, 0, (nd, nc), (self.s_den, self.s_com))
+        return self.book_run(t, bound, prev, [(int(steps), dt)], last_due, grow, (nd, nc))[0]
 
     def complete(self, t: float) -> None:
         s = self.step

@@ -1,0 +1,24 @@
+# Cython declarations for ar.py (simulate/native.py compiles it; the .py runs as is without).
+cimport cython
+from simulate.request cimport Request
+from simulate.scheduler cimport Replica
+
+cdef class ArReplica(Replica):
+    cdef public long n_dec
+    cdef public double g, sum_ctx
+
+    @cython.locals(s=long, n=long, look=long, m=long, tp=long, psum=long, dt=double)
+    cpdef double schedule(self) except? -1.0
+    @cython.locals(n=long, s=long, due=double, look_n=long, ng=double, steps=double, last_due=bint, done=long)
+    cpdef coast(self, double t, double bound, double prev)
+    @cython.locals(sc=double, dt=double, hi=long, j=long, j1=long, x=double)
+    cpdef list _segments(self, long steps, long n, double ng)
+    @cython.locals(s=long, r=Request, ep=long, done=long, kv=double)
+    cpdef complete(self, double t)
+    @cython.locals(rem=long)
+    cpdef enter_decode(self, Request r, long s, double t)
+    @cython.locals(done=long, kv=double)
+    cpdef drop_decoder(self, Request r, long s)
+    cpdef long _steps_for(self, Request r, long rem) except? -1
+    cpdef long _tokens_after(self, Request r, long done) except? -1
+    cpdef _advance(self, Request r, long done)

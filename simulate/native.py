@@ -1,0 +1,143 @@
+"""The simulator's hot modules compiled with Cython, used when present and current.
+
+The .py files stay the source of truth and run as they are without a compiler. `python -m
+simulate.build_native` (build_native.py; run by `make run` and `make test`) compiles NATIVE_MODULES, each with the
+typed declarations of its augmenting .pxd file beside it (cdef classes, typed attributes, locals
+and signatures: Cython's pure-Python mode), into build/native/, with a manifest of the sources'
+hashes. At import (simulate/__init__.py installs the finder) the compiled modules are used only
+when every one of them was built from the sources as they are now: edit one .py or .pxd and the
+whole set falls back to Python (the compiled modules share cdef types, so it is all or nothing)
+with one warning naming the rebuild command. COSTMODEL_PURE_PYTHON=1 always runs the .py files.
+Both paths give the same results (tests/test_native.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# the modules compiled, in dependency order (cimported cdef types first)
+NATIVE_MODULES = (
+    "simulate.request",
+    "simulate.scheduler",
+    "simulate.engines.ar",
+    "simulate.engines.mtp",
+    "simulate.engines.diffusion",
+    "simulate.steptime",
+    "simulate.router",
+    "simulate.metrics",
+    "simulate.sim",
+)
+MANIFEST = "manifest.json"
+PURE_ENV = "COSTMODEL_PURE_PYTHON"
+DIR_ENV = "COSTMODEL_NATIVE_DIR"
+REBUILD = "python -m simulate.build_native (or make native)"
+
+
+def native_dir() -> Path:
+    return Path(os.environ.get(DIR_ENV) or ROOT / "build" / "native")
+
+
+def _sources(module: str, root: Path = ROOT) -> list[Path]:
+    base = root.joinpath(*module.split("."))
+    return [p for p in (base.with_suffix(".py"), base.with_suffix(".pxd")) if p.exists()]
+
+
+def source_hash(module: str, root: Path = ROOT) -> str:
+    """sha256 of a module's .py and .pxd as they are now."""
+    h = hashlib.sha256()
+    for p in _sources(module, root):
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def compiled_modules(build: Path | None = None, root: Path = ROOT) -> tuple[dict[str, Path], str]:
+    """({module: compiled file}, why not) for the build in `build`: every NATIVE_MODULES entry built
+    for this interpreter from the current sources, or ({}, the reason)."""
+    build = native_dir() if build is None else build
+    man = build / MANIFEST
+    if not man.exists():
+        return {}, "not built"
+    try:
+        entries = json.loads(man.read_text())["modules"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}, f"{man} is unreadable"
+    out = {}
+    for mod in NATIVE_MODULES:
+        e = entries.get(mod)
+        if not isinstance(e, dict):
+            return {}, f"{mod} is missing from the build"
+        path = build / e.get("file", "")
+        if not any(path.name.endswith(s) for s in importlib.machinery.EXTENSION_SUFFIXES) or not path.is_file():
+            return {}, f"{mod} was built for another Python or is missing"
+        if e.get("sha256") != source_hash(mod, root):
+            return {}, f"{mod}'s sources changed since the build"
+        out[mod] = path
+    return out, ""
+
+
+class NativeFinder(importlib.abc.MetaPathFinder):
+    """Imports the modules of a current build from their compiled files."""
+
+    def __init__(self, modules: dict[str, Path]):
+        self.modules = modules
+
+    def find_spec(self, name, path=None, target=None):
+        so = self.modules.get(name)
+        if so is None:
+            return None
+        return importlib.util.spec_from_file_location(name, so)
+
+
+_STATE = {"installed": False, "why": "not installed"}
+
+
+def install() -> None:
+    """Put a NativeFinder first on sys.meta_path when a current build exists (once per process)."""
+    if _STATE["installed"]:
+        return
+    _STATE["installed"] = True
+    if os.environ.get(PURE_ENV):
+        _STATE["why"] = f"{PURE_ENV} is set"
+        return
+    mods, why = compiled_modules()
+    _STATE["why"] = why
+    if not mods:
+        return
+    if any(m in sys.modules for m in mods):  # imported before the finder: keep one copy of each type
+        _STATE["why"] = "imported before the finder"
+        return
+    sys.meta_path.insert(0, NativeFinder(mods))
+
+
+def warn_if_stale() -> None:
+    """One warning per process when a build exists but cannot be used (the simulator calls this as
+    a point starts: importing the package, e.g. to rebuild, stays quiet)."""
+    why = _STATE["why"]
+    if why and why not in ("not built", f"{PURE_ENV} is set") and not _STATE.get("warned"):
+        _STATE["warned"] = True
+        warnings.warn(f"the compiled simulator is not used ({why}); the pure-Python one runs, about 3x slower: rebuild with {REBUILD}",
+                      stacklevel=3)
+
+
+def active() -> bool:
+    """True when the simulator's modules run compiled."""
+    mod = sys.modules.get("simulate.scheduler")
+    return mod is not None and not str(getattr(mod, "__file__", "")).endswith(".py")
+
+
+def status() -> str:
+    """One line: which simulator runs and why (benchmarks print it)."""
+    import simulate.scheduler  # noqa: F401  (imported through the finder, if installed)
+
+    if active():
+        return f"simulator: compiled (Cython, {native_dir()})"
+    return f"simulator: pure Python ({_STATE['why']}; {REBUILD} compiles it)"

@@ -1,0 +1,46 @@
+# Cython declarations for scheduler.py (simulate/native.py compiles it; the .py runs as is without).
+cimport cython
+from simulate.request cimport Request
+from simulate.steptime cimport StepPricer
+
+cdef class Replica:
+    cdef public long idx, tokens_per_seq, budget, max_seqs, step, outstanding
+    cdef public long preemptions, n_steps, acc_prefill_seqs, acc_prefill_tokens
+    cdef public object trace, rec, tracker, plan, waiting, t_end
+    cdef public StepPricer pricer
+    cdef public bint async_sched, woken
+    cdef public list departures, prefilling, chunks, dues, woken_list, acc_groups
+    cdef public dict running, events
+    cdef public double now, kv_cap, kv_used, kv_reserved, t_start, quiet_until, busy_s, busy_window_s
+
+    cpdef double schedule(self) except? -1.0
+    cpdef complete(self, double t)
+    cpdef enter_decode(self, Request r, long s, double t)
+    cpdef drop_decoder(self, Request r, long s)
+    cpdef enqueue(self, Request r)
+    @cython.locals(r=Request, c=long, m=long, tp=long, psum=long)
+    cpdef tuple schedule_prefill(self, long budget, double now)
+    cpdef double head_admitted_at(self, long decode_tokens, double kv_growth)
+    @cython.locals(r=Request, c=long)
+    cpdef complete_prefill(self, long s, double t)
+    @cython.locals(r=Request)
+    cpdef preempt_last(self, long s)
+    cpdef push(self, long due, Request r)
+    cpdef double next_due(self)
+    cpdef finish(self, Request r, double t, double kv)
+    cpdef release(self, Request r, double kv)
+    cpdef record_finish(self, Request r, double t)
+    cpdef first_output(self, Request r, double t)
+    @cython.locals(end=double, t0=double, i=long, n=long)
+    cpdef account(self, double dt, long m, long tp, tuple group_seqs)
+    cpdef start(self, double t)
+    cpdef coast(self, double t, double bound, double prev)
+    @cython.locals(done=long, busy=double, k=long, wend=double, last=double, i=long, n=long)
+    cpdef tuple book_run(self, double t, double bound, double prev, list segs, bint last_due, double kv_step, tuple group_seqs)
+    cpdef advance(self, double bound, double prev)
+
+@cython.locals(done=long, ts=double, last_ts=double, busy=double, n=long, dt=double, m=long, e=double, mf=double)
+cpdef tuple _position(double t, double bound, double prev, list segs, bint last_due)
+
+@cython.locals(j=long)
+cpdef long steps_within(double room, double per_step)

@@ -1,0 +1,19 @@
+# Cython declarations for sim.py (simulate/native.py compiles it; the .py runs as is without).
+cimport cython
+from simulate.metrics cimport Tracker
+from simulate.request cimport Request
+from simulate.scheduler cimport Replica
+
+cdef class _Loop:
+    cdef public object reqs, rec, route, abort_backlog_s, abort, miss
+    cdef public Tracker tracker
+    cdef public list departures, reps, woken
+    cdef public double wake_s, drain_s, limit, bound, prev
+    cdef public long arrived
+
+    @cython.locals(rep=Replica, t=double)
+    cpdef _advance(self, double bound, double prev)
+    @cython.locals(rep=Replica)
+    cpdef bint _arrive(self, long i, double t, long prompt, long out) except? True
+    @cython.locals(i=long, t=double, now=double, t_next=double, deadline=double, nxt=double)
+    cpdef double run(self) except? -1.0

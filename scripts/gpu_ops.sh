@@ -25,13 +25,13 @@ if [ "$MODE" = attn-rerun ]; then  # re-time attention into the committed table 
   MODE=chain
 fi
 if [ "$MODE" = fused-rerun ]; then  # re-time the families the fused kernels changed into the committed table (merged unit by unit)
-  # env FAMS (families), LIMITS (campaign --limit flags), FAMS2/LIMITS2/BUDGET2: a second stage timed after the first is
+  # env FAMS (families), LIMITS (campaign --limit / --skip-ops flags), CHECKS (self-checks to run), FAMS2/LIMITS2/BUDGET2: a second stage timed after the first is
   # merged (moe_dense), CHAIN=1: then the chain check (CHAIN_BUDGET s)
   FAMS=${FAMS:-moe,norm_fused,qk_norm_rope,gemm,router,attn}
   LIMITS=${LIMITS---limit gemm:m=8 --limit router:m=8 --limit attn:q=9}
   R=/tmp/$tag-rerun; mkdir -p "$R"
   python3 -m measure.ops.campaign -o "$R" --grid full --budget-s "$BUDGET" --precisions bf16,fp8 --only $FAMS $LIMITS \
-    > "$R/campaign.log" 2>&1 || true
+    ${CHECKS:+--checks $CHECKS} > "$R/campaign.log" 2>&1 || true
   tail -2 "$R/campaign.log" | cut -c1-300
   python3 -m measure.ops.compare "data/runs/ops/$tag" "$R" > "$DEST/$tag/compare.txt"
   python3 -m measure.ops.merge "data/runs/ops/$tag" "$R" --families $FAMS \

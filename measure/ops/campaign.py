@@ -740,6 +740,7 @@ def _args(argv):
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--only", default=None, help="comma list of op families to time (default all)")
     ap.add_argument("--ops", default=None, help="comma list of op names to time (default all)")
+    ap.add_argument("--skip-ops", default=None, help="comma list of op names not to time (a trailing * matches a prefix)")
     ap.add_argument("--m-max", type=int, default=None, help="skip token-op grid points above this many tokens (tests)")
     ap.add_argument("--limit", action="append", default=[], metavar="FAMILY:AXIS=MAX",
                     help="time FAMILY's units only up to AXIS <= MAX, or from AXIS >= MIN with FAMILY:AXIS>=MIN (repeatable; e.g. gemm:m=8 attn:q=9 moe:m>=512)")
@@ -761,6 +762,9 @@ def _select_units(a, precisions: list[str]) -> list:
     if a.ops:
         names = set(a.ops.split(","))
         units = [u for u in units if u[1].name in names]
+    if a.skip_ops:
+        skip = set(a.skip_ops.split(","))
+        units = [u for u in units if u[1].name not in skip and not any(sk.endswith("*") and u[1].name.startswith(sk[:-1]) for sk in skip)]
     if a.m_max:
         units = [u for u in units if u[2].get("m", 0) <= a.m_max]
     for lim in a.limit:

@@ -796,6 +796,17 @@ def _moe_inputs(p, dev):
     return x, ids, w, m, d, e, f, topk
 
 
+def _moe_routings(p: dict, dev, ids, quant: bool) -> list:
+    """Routing sets to rotate through, the first the op's own: at a few tokens the experts one
+    routing touches (8 per token, 47.6 MB in fp8 at one token) would stay in L2 across back-to-back
+    calls, so calls rotate over routings touching >= 256 MB together, as 30 layers' experts do."""
+    m, d, e, f, topk = p["m"], p["d"], p["experts"], p["ffn"], p["topk"]
+    touched = min(m * topk, e) * 3 * d * f * (1 if quant else 2)
+    n = int(min(16, max(1, math.ceil(256e6 / touched))))
+    g = torch.Generator(device="cpu").manual_seed(4321 + m)
+    return [ids] + [torch.stack([torch.randperm(e, generator=g)[:topk] for _ in range(m)]).to(dev) for _ in range(n - 1)]
+
+
 def _moe_triton(p, prec, dev, cfg, fp8=False, w8a16=False, cfg2=None, align="torch"):
     """cfg: the gate_up GEMM's tiles (and the down GEMM's unless cfg2); align: "torch" (moe_align,
     torch ops) or "triton" (moe_align_triton: three small kernels)."""
@@ -818,9 +829,10 @@ def _moe_triton(p, prec, dev, cfg, fp8=False, w8a16=False, cfg2=None, align="tor
     act = torch.empty(R, f, device=dev, dtype=torch.bfloat16)
     out2 = torch.empty(R, d, device=dev, dtype=torch.bfloat16)
     twf = tw.reshape(-1).contiguous()
+    sets = _moe_routings(p, dev, ids, fp8 or w8a16)
 
     def run(i):
-        sorted_ids, expert_ids, npad = align_fn(ids, e, bm)
+        sorted_ids, expert_ids, npad = align_fn(sets[i % len(sets)], e, bm)
         if w8a16:
             fused_moe_gemm(x, w1, inter, sorted_ids, expert_ids, npad, a_div=topk, cfg=cfg1, w_scale=s1, w8a16=True)
             gelu_mul(inter, act)
@@ -837,7 +849,7 @@ def _moe_triton(p, prec, dev, cfg, fp8=False, w8a16=False, cfg2=None, align="tor
             fused_moe_gemm(act, w2, out2, sorted_ids, expert_ids, npad, a_div=1, cfg=cfg2, topk_w=twf)
         return out2.view(m, topk, d).sum(1)
     tiles = "/".join(map(str, cfg1[:3])) + (f", down {'/'.join(map(str, cfg2[:3]))}" if cfg2 != cfg1 else "")
-    return Bench(run, 1, f"Triton fused MoE {'fp8 w8a16 ' if w8a16 else 'fp8 w8a8 ' if fp8 else ''}BLOCK_M/N/K={tiles} warps {cfg1[4]} "
+    return Bench(run, len(sets), f"Triton fused MoE {'fp8 w8a16 ' if w8a16 else 'fp8 w8a8 ' if fp8 else ''}BLOCK_M/N/K={tiles} warps {cfg1[4]} "
                          f"stages {cfg1[5]}, {align} expert alignment")
 
 
@@ -853,13 +865,14 @@ def _moe_gemv(p, prec, dev, fp8=False, cfg=(32, 256, 4), w8a16=False):
         w1, s1 = quant_weight_channels(w1)
         w2, s2 = quant_weight_channels(w2)
     R = m * topk
-    ids_flat = ids.reshape(-1).to(torch.int32).contiguous()
+    sets = [s_.reshape(-1).to(torch.int32).contiguous() for s_ in _moe_routings(p, dev, ids, fp8)]
     twf = tw.reshape(-1).contiguous()
     inter = torch.empty(R, 2 * f, device=dev, dtype=torch.bfloat16)
     act = torch.empty(R, f, device=dev, dtype=torch.bfloat16)
     out2 = torch.empty(R, d, device=dev, dtype=torch.bfloat16)
 
     def run(i):
+        ids_flat = sets[i % len(sets)]
         bn, bk, nw = cfg
         if fp8 and not w8a16:
             xq, xs = quant_rows_fast(x)
@@ -877,7 +890,7 @@ def _moe_gemv(p, prec, dev, fp8=False, cfg=(32, 256, 4), w8a16=False):
             moe_gemv(act, w2, out2, ids_flat, a_div=1, topk_w=twf, block_n=bn, block_k=bk, num_warps=nw)
         return out2.view(m, topk, d).sum(1)
     mode = "(fp8 w8a16) " if (fp8 and w8a16) else "(fp8 w8a8) " if fp8 else ""
-    return Bench(run, 1, f"Triton MoE GEMV per routed row {mode}BLOCK_N/K {cfg[0]}/{cfg[1]} warps {cfg[2]} (no sort/pad; small batches)")
+    return Bench(run, len(sets), f"Triton MoE GEMV per routed row {mode}BLOCK_N/K {cfg[0]}/{cfg[1]} warps {cfg[2]} (no sort/pad; small batches)")
 
 
 def _moe_weights(p, dev, e, d, f, quant):
@@ -913,9 +926,10 @@ def _moe_fx(p, prec, dev, cfg, cfg2, fp8=False, tma=False):
     out = torch.empty(m, d, device=dev, dtype=torch.float32)
     twf = tw.reshape(-1).contiguous()
     ws: dict = {}
+    sets = _moe_routings(p, dev, ids, fp8)
 
     def run(i):
-        sorted_ids, eids, npad, xq, xs = moe_prep(ids, e, cfg[0], x=x if fp8 else None, out=out, ws=ws)
+        sorted_ids, eids, npad, xq, xs = moe_prep(sets[i % len(sets)], e, cfg[0], x=x if fp8 else None, out=out, ws=ws)
         if fp8:
             fused_moe_gemm(xq, w1, inter, sorted_ids, eids, npad, a_div=topk, cfg=cfg, a_scale=xs, w_scale=s1)
             gelu_mul_quant(inter, act, act_s)
@@ -928,7 +942,7 @@ def _moe_fx(p, prec, dev, cfg, cfg2, fp8=False, tma=False):
         return out
     run(0)
     tiles = "/".join(map(str, cfg[:3])) + (f", down {'/'.join(map(str, cfg2[:3]))}" if cfg2 != cfg else "")
-    return Bench(run, 1, f"Triton fused MoE{', TMA weight tiles' if tma else ''}, fused launches ({'fp8 w8a8' if fp8 else 'bf16'}) "
+    return Bench(run, len(sets), f"Triton fused MoE{', TMA weight tiles' if tma else ''}, fused launches ({'fp8 w8a8' if fp8 else 'bf16'}) "
                          f"BLOCK_M/N/K={tiles}: prep+quant, scatter, "
                          "gate_up, gelu*up" + ("+quant" if fp8 else "") + ", down with atomic top-k sum")
 
@@ -954,17 +968,18 @@ def _moe_gemv2(p, prec, dev, cfg_up, cfg_down, w8a16=False, pdl=False):
 
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
     w1, w2, s1, s2 = _moe_weights(p, dev, e, d, f, w8a16)
-    ids_flat = ids.reshape(-1).to(torch.int32).contiguous()
+    sets = [s_.reshape(-1).to(torch.int32).contiguous() for s_ in _moe_routings(p, dev, ids, w8a16)]
     twf = tw.reshape(-1).contiguous()
     act = torch.empty(m * topk, f, device=dev, dtype=torch.bfloat16)
     out = torch.empty(m, d, device=dev, dtype=torch.bfloat16)
 
     def run(i):
+        ids_flat = sets[i % len(sets)]
         moe_gemv_gate_up(x, w1, act, ids_flat, a_div=topk, w_scale=s1, block_n=cfg_up[0], block_k=cfg_up[1], num_warps=cfg_up[2], pdl=pdl)
         return moe_gemv_down(act, w2, out, ids_flat, twf, topk=topk, w_scale=s2, block_n=cfg_down[0], block_k=cfg_down[1],
                              num_warps=cfg_down[2], pdl=pdl)
     run(0)
-    return Bench(run, 1, f"Triton MoE GEMV in 2 launches {'(fp8 w8a16) ' if w8a16 else ''}gate_up+gelu BLOCK_N/K {cfg_up[0]}/{cfg_up[1]}, "
+    return Bench(run, len(sets), f"Triton MoE GEMV in 2 launches {'(fp8 w8a16) ' if w8a16 else ''}gate_up+gelu BLOCK_N/K {cfg_up[0]}/{cfg_up[1]}, "
                          f"down+top-k sum {cfg_down[0]}/{cfg_down[1]}" + (", programmatic dependent launch" if pdl else ""))
 
 
@@ -977,10 +992,11 @@ def _moe_grouped(p, prec, dev, fp8=False):
     if fp8:
         w1, s1 = quant_weight_channels(w1)
         w2, s2 = quant_weight_channels(w2)
-    flat = ids.reshape(-1)
+    sets = [s_.reshape(-1) for s_ in _moe_routings(p, dev, ids, fp8)]
     twf = tw.reshape(-1)
 
     def run(i):
+        flat = sets[i % len(sets)]
         order = torch.argsort(flat, stable=True)
         counts = torch.zeros(e, dtype=torch.int32, device=dev).scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
         offs = torch.cumsum(counts, 0, dtype=torch.int32)
@@ -1000,7 +1016,7 @@ def _moe_grouped(p, prec, dev, fp8=False):
         out.index_add_(0, order // topk, y.float())
         return out
     run(0)
-    return Bench(run, 1, "torch._scaled_grouped_mm (rowwise scales)" if fp8 else "torch._grouped_mm (CUTLASS)")
+    return Bench(run, len(sets), "torch._scaled_grouped_mm (rowwise scales)" if fp8 else "torch._grouped_mm (CUTLASS)")
 
 
 def _moe_loop(p, prec, dev):

@@ -494,27 +494,32 @@ def _router_triton(p, prec, dev):
     return Bench(run, c, "cuBLAS GEMM (norm scale folded into weights) + Triton fused RMS factor/softmax/top-k/renormalise")
 
 
-def _router_gemv(p, prec, dev, cfg=(1, 4096, 4)):
-    """Few tokens: the router GEMM as the Triton GEMV (a program per expert row or two) + the fused
-    top-k kernel."""
+def _router_inputs(p, dev, what: str):
+    """A few tokens' router inputs for the GEMV routers: (weight copies, weights, x, top-k weight
+    and id outputs); m <= 8 and Triton required."""
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
     if p["m"] > 8:
-        raise RuntimeError("the GEMV router is for m <= 8")
-    from measure.ops.triton_fused import gemv
-    from measure.ops.triton_kernels import router_topk
-
+        raise RuntimeError(f"{what} is for m <= 8")
     m, d, e, topk = p["m"], p["d"], p["experts"], p["topk"]
     c = _copies(d * e * 2)
     ws = [_randn(e, d, device=dev, scale=d ** -0.5) for _ in range(c)]
     x = _randn(m, d, device=dev)
-    logits = torch.empty(m, e, device=dev, dtype=torch.bfloat16)
-    w_out = torch.empty(m, topk, device=dev, dtype=torch.float32)
-    id_out = torch.empty(m, topk, device=dev, dtype=torch.int32)
+    return (c, ws, x, torch.empty(m, topk, device=dev, dtype=torch.float32), torch.empty(m, topk, device=dev, dtype=torch.int32))
+
+
+def _router_gemv(p, prec, dev, cfg=(1, 4096, 4)):
+    """Few tokens: the router GEMM as the Triton GEMV (a program per expert row or two) + the fused
+    top-k kernel."""
+    c, ws, x, w_out, id_out = _router_inputs(p, dev, "the GEMV router")
+    from measure.ops.triton_fused import gemv
+    from measure.ops.triton_kernels import router_topk
+
+    logits = torch.empty(p["m"], p["experts"], device=dev, dtype=torch.bfloat16)
 
     def run(i):
         gemv(x, ws[i % c], logits, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2])
-        router_topk(x, logits, topk, w_out, id_out)
+        router_topk(x, logits, p["topk"], w_out, id_out)
     run(0)
     return Bench(run, c, f"Triton GEMV router logits (BLOCK_N/K {cfg[0]}/{cfg[1]}) + Triton fused RMS factor/softmax/top-k")
 
@@ -522,18 +527,9 @@ def _router_gemv(p, prec, dev, cfg=(1, 4096, 4)):
 def _router_1launch(p, prec, dev, cfg=(2, 1024, 4), pdl=False):
     """Few tokens: the router in one launch (triton_fused.router_gemv_topk): GEMV programs over
     expert blocks, the last one to finish does the RMS factor, softmax, top-k and renormalisation."""
-    if not has_triton(dev):
-        raise RuntimeError("Triton is not available on this device")
-    if p["m"] > 8:
-        raise RuntimeError("the one-launch GEMV router is for m <= 8")
+    c, ws_, x, w_out, id_out = _router_inputs(p, dev, "the one-launch GEMV router")
     from measure.ops.triton_fused import router_gemv_topk
 
-    m, d, e, topk = p["m"], p["d"], p["experts"], p["topk"]
-    c = _copies(d * e * 2)
-    ws_ = [_randn(e, d, device=dev, scale=d ** -0.5) for _ in range(c)]
-    x = _randn(m, d, device=dev)
-    w_out = torch.empty(m, topk, device=dev, dtype=torch.float32)
-    id_out = torch.empty(m, topk, device=dev, dtype=torch.int32)
     scratch: dict = {}
     run = lambda i: router_gemv_topk(x, ws_[i % c], w_out, id_out, scratch, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2], pdl=pdl)  # noqa: E731
     run(0)
@@ -574,18 +570,22 @@ def router_candidates(m: int) -> list[Candidate]:
                         Candidate("triton_router", _router_triton), Candidate("torch_router", _router)]
 
 
-def _ar_sampler_split(p, prec, dev, chunk=2048):
-    """A few rows: the AR sampler split along the vocabulary over many programs + a combine launch."""
+def _ar_sampler_inputs(p, dev, split: bool):
+    """Logits and greedy/sample outputs for a Triton AR sampler (Triton required; split: m <= 256)."""
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    if p["m"] > 256:
+    if split and p["m"] > 256:
         raise RuntimeError("the split sampler is for m <= 256")
+    m, v = p["m"], p["vocab"]
+    return (_randn(m, v, device=dev, dtype=torch.float32, scale=3.0), torch.empty(m, device=dev, dtype=torch.int32),
+            torch.empty(m, device=dev, dtype=torch.int32))
+
+
+def _ar_sampler_split(p, prec, dev, chunk=2048):
+    """A few rows: the AR sampler split along the vocabulary over many programs + a combine launch."""
+    logits, greedy, sample = _ar_sampler_inputs(p, dev, split=True)
     from measure.ops.triton_fused import sample_rows_split
 
-    m, v = p["m"], p["vocab"]
-    logits = _randn(m, v, device=dev, dtype=torch.float32, scale=3.0)
-    greedy = torch.empty(m, device=dev, dtype=torch.int32)
-    sample = torch.empty(m, device=dev, dtype=torch.int32)
     ws_: dict = {}
     return Bench(lambda i: sample_rows_split(logits, 0.7, 99 + i, greedy, sample, ws_, chunk=chunk), 1,
                  f"Triton split-row sampler (argmax + in-kernel Gumbel sample), chunks of {chunk} + combine")
@@ -594,16 +594,9 @@ def _ar_sampler_split(p, prec, dev, chunk=2048):
 def _ar_sampler_r4(p, prec, dev, split: bool):
     """The AR sampler with tl.rand4x (one Philox call per four elements): a program per row, or
     (split, m <= 256) each row over chunks of 4096 + a combine launch."""
-    if not has_triton(dev):
-        raise RuntimeError("Triton is not available on this device")
-    if split and p["m"] > 256:
-        raise RuntimeError("the split sampler is for m <= 256")
+    logits, greedy, sample = _ar_sampler_inputs(p, dev, split)
     from measure.ops.triton_fused import sample_rows_r4, sample_rows_split_r4
 
-    m, v = p["m"], p["vocab"]
-    logits = _randn(m, v, device=dev, dtype=torch.float32, scale=3.0)
-    greedy = torch.empty(m, device=dev, dtype=torch.int32)
-    sample = torch.empty(m, device=dev, dtype=torch.int32)
     ws_: dict = {}
     if split:
         return Bench(lambda i: sample_rows_split_r4(logits, 0.7, 99 + i, greedy, sample, ws_), 1,
@@ -617,25 +610,7 @@ def _dg_sampler_r4(p, prec, dev):
         raise RuntimeError("Triton is not available on this device")
     from measure.ops.triton_fused import sample_rows_r4
 
-    m, v = p["m"], p["vocab"]
-    canvas = min(256, m)
-    nc = max(1, m // canvas)
-    logits = _randn(m, v, device=dev, dtype=torch.float32, scale=3.0)
-    probs = torch.empty(m, v, device=dev, dtype=torch.bfloat16)
-    greedy = torch.empty(m, device=dev, dtype=torch.int32)
-    sample = torch.empty(m, device=dev, dtype=torch.int32)
-    ent = torch.empty(m, device=dev, dtype=torch.float32)
-    canvas_tokens = torch.randint(0, v, (nc, canvas), device=dev, dtype=torch.int32)
-
-    def run(i):
-        sample_rows_r4(logits, 0.6, 1234 + i, probs=probs, ent=ent, greedy=greedy, sample=sample)
-        e = ent.view(nc, canvas)
-        se, order = torch.sort(e, dim=-1)
-        acc_sorted = (torch.cumsum(se, -1) - se) <= 0.1
-        accept = torch.zeros_like(acc_sorted).scatter_(1, order, acc_sorted)
-        noise = torch.randint_like(canvas_tokens, 0, v)
-        canvas_tokens.copy_(torch.where(accept, sample.view(nc, canvas), noise))
-    return Bench(run, 1, "Triton fused row sampler with rand4x (online softmax entropy, argmax, Gumbel sample, bf16 probs) + torch accept/re-noise")
+    return _dg_sampler_with(sample_rows_r4, p, dev, "Triton fused row sampler with rand4x (online softmax entropy, argmax, Gumbel sample, bf16 probs)")
 
 
 def _qk_norm_rope_heads(p, prec, dev):
@@ -702,6 +677,12 @@ def _dg_sampler_triton(p, prec, dev):
         raise RuntimeError("Triton is not available on this device")
     from measure.ops.triton_kernels import sample_rows
 
+    return _dg_sampler_with(sample_rows, p, dev, "Triton fused row sampler (online softmax entropy, argmax, in-kernel Gumbel sample, bf16 probs)")
+
+
+def _dg_sampler_with(sample_rows, p, dev, what: str):
+    """DiffusionGemma's sampler step with a Triton row sampler (entropy, greedy, sample, bf16 probs
+    per row), then torch's accept-by-entropy and re-noise of each canvas."""
     m, v = p["m"], p["vocab"]
     canvas = min(256, m)
     nc = max(1, m // canvas)
@@ -720,7 +701,7 @@ def _dg_sampler_triton(p, prec, dev):
         accept = torch.zeros_like(acc_sorted).scatter_(1, order, acc_sorted)
         noise = torch.randint_like(canvas_tokens, 0, v)
         canvas_tokens.copy_(torch.where(accept, sample.view(nc, canvas), noise))
-    return Bench(run, 1, "Triton fused row sampler (online softmax entropy, argmax, in-kernel Gumbel sample, bf16 probs) + torch accept/re-noise")
+    return Bench(run, 1, what + " + torch accept/re-noise")
 
 
 def _ar_sampler_triton(p, prec, dev):

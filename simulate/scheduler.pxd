@@ -12,13 +12,15 @@ cdef class Replica:
     cdef public list departures, prefilling, chunks, dues, woken_list, acc_groups
     cdef public dict running, events
     cdef public double now, kv_cap, kv_used, kv_reserved, t_start, quiet_until, busy_s, busy_window_s
+    cdef double[:] start_s, first_s, finish_s
+    cdef long long[:] rec_steps, rec_preemptions
 
     cpdef double schedule(self) except? -1.0
     cpdef complete(self, double t)
     cpdef enter_decode(self, Request r, long s, double t)
     cpdef drop_decoder(self, Request r, long s)
     cpdef enqueue(self, Request r)
-    @cython.locals(r=Request, c=long, m=long, tp=long, psum=long)
+    @cython.locals(r=Request, c=long, m=long, tp=long, psum=long, rec_start="double[:]")
     cpdef tuple schedule_prefill(self, long budget, double now)
     cpdef double head_admitted_at(self, long decode_tokens, double kv_growth)
     @cython.locals(r=Request, c=long)

@@ -77,6 +77,9 @@ class Replica:
         self.kv_cap = kv_capacity
         self.pricer = pricer
         self.rec = rec
+        # the record's columns this replica writes, held directly (typed memoryviews when compiled)
+        self.start_s, self.first_s, self.finish_s = rec.start_s, rec.first_s, rec.finish_s
+        self.rec_steps, self.rec_preemptions = rec.steps, rec.preemptions
         self.tracker = tracker
         self.plan = plan
         self.waiting: deque = deque()
@@ -157,7 +160,7 @@ class Replica:
         waiting = self.waiting
         if waiting and budget > 0:
             running = self.running
-            rec_start = self.rec.start_s
+            rec_start = self.start_s
             while waiting and budget > 0 and len(running) < self.max_seqs:
                 r = waiting[0]
                 if self.kv_used + self.kv_reserved + r.prefill_len > self.kv_cap or (r.eligible > self.step and running):
@@ -239,16 +242,15 @@ class Replica:
     def record_finish(self, r, t: float) -> None:
         """r's last output was emitted at t (its slot may be released later: see the diffusion mode)."""
         self.outstanding -= 1
-        rec = self.rec
-        rec.finish_s[r.rid] = t
-        rec.steps[r.rid] = r.steps
-        rec.preemptions[r.rid] = r.preemptions
+        self.finish_s[r.rid] = t
+        self.rec_steps[r.rid] = r.steps
+        self.rec_preemptions[r.rid] = r.preemptions
         self.departures.append(t)
 
     def first_output(self, r, t: float) -> None:
         if not r.first:
             r.first = True
-            self.rec.first_s[r.rid] = t
+            self.first_s[r.rid] = t
 
     def account(self, dt: float, m: int, tp: int, group_seqs: tuple) -> None:
         if self.trace is not None:

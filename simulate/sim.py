@@ -258,18 +258,25 @@ def simulate_point(profile: Profile, mode: str, reqs: Requests, *, replicas: int
                    step_trace: list | None = None, miss_bounds: tuple = ()):
     """One point: (PointSummary, per-request DataFrame), and the step pricer it used. `miss_bounds`
     (MissBound, ...): stop as soon as one is certainly missed (the point is reported unstable)."""
-    dep = deploy(profile, mode, reqs, cfg, seed)
-    drain = drain_s if drain_s is not None else max(DRAIN_MIN_S, reqs.window_s)
-    loop = _Loop(dep, reqs, replicas, router, abort_backlog_s, drain, step_trace, tuple(miss_bounds), warmup_frac * reqs.window_s)
-    # the loop allocates many short-lived objects but makes no reference cycles: the cyclic
-    # collector's passes over them would cost ~7% of the run and free nothing
+    # a point allocates many short-lived objects but makes few reference cycles: the cyclic
+    # collector's passes over them would cost ~7% of the run and free next to nothing (what they
+    # would free waits for the next collection after the point)
     gc_on = gc.isenabled()
     gc.disable()
     try:
-        t_end = loop.run()
+        return _simulate_point(profile, mode, reqs, replicas, cfg, router, seed, warmup_frac, abort_backlog_s, drain_s, workload_desc,
+                               step_trace, miss_bounds)
     finally:
         if gc_on:
             gc.enable()
+
+
+def _simulate_point(profile, mode, reqs, replicas, cfg, router, seed, warmup_frac, abort_backlog_s, drain_s, workload_desc, step_trace,
+                    miss_bounds):
+    dep = deploy(profile, mode, reqs, cfg, seed)
+    drain = drain_s if drain_s is not None else max(DRAIN_MIN_S, reqs.window_s)
+    loop = _Loop(dep, reqs, replicas, router, abort_backlog_s, drain, step_trace, tuple(miss_bounds), warmup_frac * reqs.window_s)
+    t_end = loop.run()
     warmup_s = warmup_frac * (min(t_end, reqs.window_s) if loop.abort else reqs.window_s)
     return summarise(FinishedRun(
         mode=dep.mode, profile=profile, reqs=reqs, draws=dep.draws, cfg=dep.cfg, limits=dep.limits, replicas=loop.reps, rec=loop.rec, tracker=loop.tracker,

@@ -45,7 +45,7 @@ install: $(VENV)/.base
 install-test: $(VENV)/.test $(VLLM_VENV)/.ok
 
 # The simulator's hot modules compiled with Cython (simulate/native.py), rebuilt when one of their
-# .py or .pxd files changes; without Cython or a C compiler the simulator stays pure Python (~3x slower).
+# .py or .pxd files changes; without Cython or a C compiler the simulator stays pure Python (~4x slower).
 NATIVE_SRC := $(wildcard simulate/*.pxd simulate/engines/*.pxd) $(patsubst %.pxd,%.py,$(wildcard simulate/*.pxd simulate/engines/*.pxd))
 build/native/manifest.json: $(NATIVE_SRC) | $(VENV)/.base
 	$(BIN)/python -m simulate.build_native --if-possible

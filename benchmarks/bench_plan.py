@@ -3,6 +3,12 @@ replica searches, analysis and files): `costmodel plan -o DIR` with no other opt
 on the 2-core dev machine.
 
     .venv/bin/python benchmarks/bench_plan.py [--runs 3] [-- extra plan options]
+    .venv/bin/python benchmarks/bench_plan.py --breakdown   # where one serial plan's CPU time goes
+
+--breakdown runs the plan once serially in this process (`--jobs 1`) and splits its CPU time into
+importing the CLI, step pricing (the outermost `Profile.pass_ms` calls: the profile's table
+interpolation and roofline floor) and the rest (the simulations, deploying points, summaries,
+analysis, files).
 """
 
 from __future__ import annotations
@@ -27,8 +33,11 @@ TARGET_S = 3.0
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--breakdown", action="store_true", help="one serial in-process plan, its CPU time split (see above)")
     ap.add_argument("extra", nargs="*", help="extra `costmodel plan` options (after --)")
     a = ap.parse_args(argv)
+    if a.breakdown:
+        return breakdown(a.extra)
     exe = Path(sys.executable).with_name("costmodel")
     cmd = [str(exe) if exe.exists() else "costmodel", "plan", *a.extra]
     walls, cpus = [], []
@@ -57,6 +66,46 @@ def main(argv=None) -> int:
           f"(median {med:.2f}, CPU s median {statistics.median(cpus):.2f}); load average {load:.2f}; {steal(st0)}; "
           f"target <= {TARGET_S:g} s: {'met' if med <= TARGET_S else 'MISSED'}")
     return 0 if med <= TARGET_S else 1
+
+
+def breakdown(extra: list[str]) -> int:
+    t0 = time.process_time()
+    from costmodel.cli import main as cli_main
+    from costmodel.schemas.profile import Profile
+
+    t_imports = time.process_time() - t0
+    pricing = {"s": 0.0, "calls": 0, "depth": 0}
+    pass_ms = Profile.pass_ms
+
+    def timed(self, *args, **kw):
+        if pricing["depth"]:  # only the outermost call: nested ones are inside its time
+            return pass_ms(self, *args, **kw)
+        pricing["depth"] = 1
+        c0 = time.process_time()
+        try:
+            return pass_ms(self, *args, **kw)
+        finally:
+            pricing["s"] += time.process_time() - c0
+            pricing["calls"] += 1
+            pricing["depth"] = 0
+
+    Profile.pass_ms = timed
+    out = tempfile.mkdtemp(prefix="bench-plan-")
+    w0, c0 = time.perf_counter(), time.process_time()
+    try:
+        code = cli_main(["plan", "--jobs", "1", *extra, "-o", out])
+    except SystemExit as e:
+        code = e.code
+    finally:
+        Profile.pass_ms = pass_ms
+        shutil.rmtree(out, ignore_errors=True)
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    from simulate import native
+
+    print(native.status())
+    print(f"serial plan in one process: imports {t_imports:.2f} s CPU; plan {wall:.2f} s wall, {cpu:.2f} s CPU, of which step pricing "
+          f"{pricing['s']:.2f} s ({pricing['calls']:,} Profile.pass_ms calls) and the rest {cpu - pricing['s']:.2f} s")
+    return int(code or 0)
 
 
 if __name__ == "__main__":

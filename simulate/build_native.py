@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from simulate.native import MANIFEST, NATIVE_MODULES, ROOT, _sources, native_dir, source_hash, status
+from simulate.native import MANIFEST, NATIVE_MODULES, ROOT, sources, native_dir, source_hash, status
 
 # Python's semantics kept: true division, Python integer division and modulo, bounds and None
 # checks; annotations are documentation here, the .pxd files carry the C types
@@ -35,7 +35,7 @@ def build(out: Path | None = None, jobs: int = 2, quiet: bool = False) -> Path:
     (out / MANIFEST).unlink(missing_ok=True)  # the old build is no longer current once we start
     hashes = {m: source_hash(m) for m in NATIVE_MODULES}
     with tempfile.TemporaryDirectory(prefix="costmodel-native-") as tmp:
-        exts = [Extension(m, [str(_sources(m)[0].relative_to(ROOT))]) for m in NATIVE_MODULES]
+        exts = [Extension(m, [str(sources(m)[0].relative_to(ROOT))]) for m in NATIVE_MODULES]
         cwd = os.getcwd()
         os.chdir(ROOT)  # Cython finds the cimported .pxd files by package path from here
         try:
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     except (SystemExit, Exception) as e:  # noqa: BLE001 - a build failure is reported as one line
         msg = str(e).removeprefix("error: ") or type(e).__name__
         if a.if_possible:
-            print(f"note: the simulator stays pure Python (about 3x slower): {msg.splitlines()[0]}", file=sys.stderr)
+            print(f"note: the simulator stays pure Python (about 4x slower): {msg.splitlines()[0]}", file=sys.stderr)
             return 0
         print(f"error: the native build failed: {msg.splitlines()[0]}; install Cython and a C compiler, or run pure Python", file=sys.stderr)
         return 2

@@ -46,7 +46,7 @@ def native_dir() -> Path:
     return Path(os.environ.get(DIR_ENV) or ROOT / "build" / "native")
 
 
-def _sources(module: str, root: Path = ROOT) -> list[Path]:
+def sources(module: str, root: Path = ROOT) -> list[Path]:
     base = root.joinpath(*module.split("."))
     return [p for p in (base.with_suffix(".py"), base.with_suffix(".pxd")) if p.exists()]
 
@@ -54,7 +54,7 @@ def _sources(module: str, root: Path = ROOT) -> list[Path]:
 def source_hash(module: str, root: Path = ROOT) -> str:
     """sha256 of a module's .py and .pxd as they are now."""
     h = hashlib.sha256()
-    for p in _sources(module, root):
+    for p in sources(module, root):
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -124,7 +124,7 @@ def warn_if_stale() -> None:
     why = _STATE["why"]
     if why and why not in ("not built", f"{PURE_ENV} is set") and not _STATE.get("warned"):
         _STATE["warned"] = True
-        warnings.warn(f"the compiled simulator is not used ({why}); the pure-Python one runs, about 3x slower: rebuild with {REBUILD}",
+        warnings.warn(f"the compiled simulator is not used ({why}); the pure-Python one runs, about 4x slower: rebuild with {REBUILD}",
                       stacklevel=3)
 
 

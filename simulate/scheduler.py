@@ -56,8 +56,13 @@ class Replica:
     also define `coast(t, bound, prev) -> t'` (see `advance`; `book_run` books it); the default
     runs no step ahead. `tokens_per_seq`: budget tokens one decode-phase sequence takes per step."""
 
+    ENGINE_PART = ("schedule", "complete", "enter_decode", "drop_decoder")
+
     def __init__(self, idx: int, departures: list, cfg, kv_capacity: int, pricer, rec, tracker, plan=None, n_groups: int = 1,
                  tokens_per_seq: int = 1):
+        missing = [m for m in self.ENGINE_PART if getattr(type(self), m) is getattr(Replica, m)]
+        if missing:
+            raise TypeError(f"{type(self).__name__} is not an engine: it does not implement {', '.join(missing)} (see simulate/engines)")
         self.idx = idx
         self.tokens_per_seq = tokens_per_seq
         # a list to record every step into, as (replica, step, start_s, seconds, prefill chunks,
@@ -76,7 +81,6 @@ class Replica:
                             f"give --max-num-batched-tokens >= {self.tokens_per_seq}")
         self.kv_cap = kv_capacity
         self.pricer = pricer
-        self.rec = rec
         # the record's columns this replica writes, held directly (typed memoryviews when compiled)
         self.start_s, self.first_s, self.finish_s = rec.start_s, rec.first_s, rec.finish_s
         self.rec_steps, self.rec_preemptions = rec.steps, rec.preemptions
@@ -110,21 +114,24 @@ class Replica:
         self.acc_groups = [0] * n_groups  # sequences per decode-phase group, summed over steps
 
     # ---- an engine's part (simulate/engines) ---------------------------------------------------
+    # Declared here so the scheduler's own methods call them directly (compiled: through the C
+    # vtable); every registered engine overrides all four, and a class that does not is refused
+    # when it is instantiated (__init__ below), not in the middle of a run.
     def schedule(self) -> float:
         """Allocate the step's KV growth, choose its prefill chunks, account it; its seconds."""
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} does not implement schedule()")
 
     def complete(self, t: float) -> None:
         """The step in flight ended at t: advance the step counter and its requests' transitions."""
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} does not implement complete()")
 
     def enter_decode(self, r, s: int, t: float) -> None:
         """r's prefill completed in step s (ending at t)."""
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} does not implement enter_decode()")
 
     def drop_decoder(self, r, s: int) -> None:
         """Take decode-phase r out of the batch before step s (it is being preempted)."""
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} does not implement drop_decoder()")
 
     # ---- queue -------------------------------------------------------------------------------
     def enqueue(self, r) -> None:

@@ -259,8 +259,8 @@ def simulate_point(profile: Profile, mode: str, reqs: Requests, *, replicas: int
     """One point: (PointSummary, per-request DataFrame), and the step pricer it used. `miss_bounds`
     (MissBound, ...): stop as soon as one is certainly missed (the point is reported unstable)."""
     # a point allocates many short-lived objects but makes few reference cycles: the cyclic
-    # collector's passes over them would cost ~7% of the run and free next to nothing (what they
-    # would free waits for the next collection after the point)
+    # collector's passes over them would take time and free next to nothing (what they would free
+    # waits for the next collection after the point)
     gc_on = gc.isenabled()
     gc.disable()
     try:

@@ -360,3 +360,20 @@ def test_engine_defaults_come_from_the_profile_then_overrides():
     assert (cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.gpu_memory_utilization) == (48, None, 0.85)  # None: vLLM's default
     assert EngineConfig.for_profile(p, max_num_seqs=8, max_num_batched_tokens=None).max_num_seqs == 8
     assert run_point(p, "ar", 1.0, n_requests=20).summary.max_num_seqs == 48
+
+
+def test_a_replica_class_without_the_engine_part_is_refused_when_built():
+    from simulate.engines.ar import ArReplica
+    from simulate.metrics import Records
+    from simulate.scheduler import Replica
+
+    class HalfEngine(Replica):
+        def schedule(self):
+            return 0.0
+
+    def build(cls):
+        return cls(0, [], EngineConfig(max_num_seqs=4, max_num_batched_tokens=64), 1000, None, Records(3), None)
+
+    with pytest.raises(TypeError, match="HalfEngine is not an engine: it does not implement complete, enter_decode, drop_decoder"):
+        build(HalfEngine)
+    assert build(ArReplica).max_seqs == 4

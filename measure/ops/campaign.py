@@ -335,6 +335,39 @@ def pdl_candidate_names() -> set[str]:
     return names
 
 
+def _bf16_randn(dev, *shape, sc: float = 1.0):
+    import torch
+
+    return (torch.randn(*shape, device=dev) * sc).to(torch.bfloat16)
+
+
+def _pdl_chain_weights(dev, w8: bool, d: int = 2816, e: int = 128, f: int = 704, fd: int = 2112) -> tuple[dict, dict, list]:
+    """A decode layer's FFN-block weights for the PDL chain check (QKV GEMV, router, MoE gate_up and
+    down, dense gate_up and down; fp8 with per-channel scales when w8), their scales, 4 norm weights."""
+    from measure.ops import kernels
+
+    W = {"q": _bf16_randn(dev, 8192, d, sc=d ** -0.5), "r": _bf16_randn(dev, e, d, sc=d ** -0.5),
+         "w1": _bf16_randn(dev, e, 2 * f, d, sc=d ** -0.5), "w2": _bf16_randn(dev, e, d, f, sc=f ** -0.5),
+         "g": _bf16_randn(dev, 1, 2 * fd, d, sc=d ** -0.5), "dn": _bf16_randn(dev, d, fd, sc=fd ** -0.5)}
+    S = {}
+    if w8:
+        for k_ in ("q", "w1", "w2", "g", "dn"):
+            W[k_], S[k_] = kernels.quant_weight_channels(W[k_])
+            S[k_] = S[k_].contiguous()
+    return W, S, [_bf16_randn(dev, d, sc=0.1) for _ in range(4)]
+
+
+def _pdl_chain_buffers(dev, m: int, d: int, f: int, fd: int) -> dict:
+    """The chain's intermediate tensors (one set per launch mode, so the two can be compared)."""
+    import torch
+
+    bf = dict(device=dev, dtype=torch.bfloat16)
+    return {"o1": torch.empty(m, d, **bf), "o2": torch.empty(m, d, **bf), "res": torch.empty(m, d, **bf), "y": torch.empty(m, 8192, **bf),
+            "tw": torch.empty(m, 8, device=dev), "ids": torch.empty(m, 8, device=dev, dtype=torch.int32), "act": torch.empty(8 * m, f, **bf),
+            "moe": torch.empty(m, d, **bf), "actd": torch.empty(m, fd, **bf), "dn": torch.empty(m, d, **bf), "o3": torch.empty(m, d, **bf),
+            "z": torch.zeros(m, device=dev, dtype=torch.int32), "ws": {}}
+
+
 def _check_pdl_chain(dev, out: dict, disabled: dict) -> None:
     """The kernels launched with programmatic dependent launch (each lets the next kernel launch at
     its start and waits for the previous kernel's results before reading them) chained as a decode
@@ -344,7 +377,6 @@ def _check_pdl_chain(dev, out: dict, disabled: dict) -> None:
     every _pdl candidate."""
     import torch
 
-    from measure.ops import kernels
 
     def error() -> float:
         from measure.ops.triton_fused import gemv, moe_gemv_down, moe_gemv_gate_up, norm_fused, router_gemv_topk
@@ -352,26 +384,13 @@ def _check_pdl_chain(dev, out: dict, disabled: dict) -> None:
         worst = 0.0
         for w8 in (False, True):
             torch.manual_seed(47)
-            m, d, e, f, fd = 1, 2816, 128, 704, 2112
-            r = lambda *sh, sc=1.0: (torch.randn(*sh, device=dev) * sc).to(torch.bfloat16)  # noqa: E731
-            W = {"q": r(8192, d, sc=d ** -0.5), "r": r(e, d, sc=d ** -0.5), "w1": r(e, 2 * f, d, sc=d ** -0.5), "w2": r(e, d, f, sc=f ** -0.5),
-                 "g": r(1, 2 * fd, d, sc=d ** -0.5), "dn": r(d, fd, sc=fd ** -0.5)}
-            S = {}
-            if w8:
-                for k_ in ("q", "w1", "w2", "g", "dn"):
-                    W[k_], S[k_] = kernels.quant_weight_channels(W[k_])
-                    S[k_] = S[k_].contiguous()
-            nw = [r(d, sc=0.1) for _ in range(4)]
-            a, res = r(m, d), r(m, d)
+            m, d = 1, 2816
+            W, S, nw = _pdl_chain_weights(dev, w8)
+            a, res = _bf16_randn(dev, m, d), _bf16_randn(dev, m, d)
             bufs = {}
 
             def chain(pdl: bool):
-                b = bufs.setdefault(pdl, {"o1": torch.empty(m, d, device=dev, dtype=torch.bfloat16), "o2": torch.empty(m, d, device=dev, dtype=torch.bfloat16),
-                                          "res": torch.empty(m, d, device=dev, dtype=torch.bfloat16), "y": torch.empty(m, 8192, device=dev, dtype=torch.bfloat16),
-                                          "tw": torch.empty(m, 8, device=dev), "ids": torch.empty(m, 8, device=dev, dtype=torch.int32),
-                                          "act": torch.empty(8 * m, f, device=dev, dtype=torch.bfloat16), "moe": torch.empty(m, d, device=dev, dtype=torch.bfloat16),
-                                          "actd": torch.empty(m, fd, device=dev, dtype=torch.bfloat16), "dn": torch.empty(m, d, device=dev, dtype=torch.bfloat16),
-                                          "o3": torch.empty(m, d, device=dev, dtype=torch.bfloat16), "z": torch.zeros(m, device=dev, dtype=torch.int32), "ws": {}})
+                b = bufs.setdefault(pdl, _pdl_chain_buffers(dev, m, d, f=704, fd=2112))
                 b["res"].copy_(res)
                 norm_fused(a, b["res"], nw[0], nw[1], b["o1"], wo2=nw[2], o2=b["o2"], pdl=pdl)
                 gemv(b["o1"], W["q"], b["y"], S.get("q"), block_n=8, block_k=1024, pdl=pdl)
@@ -392,8 +411,8 @@ def _check_pdl_chain(dev, out: dict, disabled: dict) -> None:
                     chain(pdl)
                 graphs[pdl] = g
             for _ in range(8):
-                a.copy_(r(m, d))
-                res.copy_(r(m, d))
+                a.copy_(_bf16_randn(dev, m, d))
+                res.copy_(_bf16_randn(dev, m, d))
                 graphs[False].replay()
                 graphs[True].replay()
                 torch.cuda.synchronize()

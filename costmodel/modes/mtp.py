@@ -89,9 +89,9 @@ class MtpDraws(ModeDraws):
 
     def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """n draws of tokens per verify step: 1 + the cdf entries at or below a uniform u (the last,
-        1.0, never is), i.e. 1 + searchsorted(cdf, u, "right") clipped to k, by k comparisons (several
-        times faster than a binary search per draw over a k+1-entry cdf; the same numbers), as uint8
-        (summed into int64 by the callers)."""
+        1.0, never is), i.e. 1 + searchsorted(cdf, u, "right") clipped to k, by k vectorised
+        comparisons instead of a binary search per draw (the same numbers), as uint8 (summed into
+        int64 by the callers)."""
         u = rng.random(n)
         out = np.ones(n, dtype=np.uint8)
         for c in self.cdf[:self.k]:

@@ -553,7 +553,7 @@ def _profile_notes(obs: PassObservations, opts: FitOptions, synthetic: bool, msg
         notes.insert(0, "SYNTHETIC: fitted from runs timed by a known cost model, not by a GPU")
     if not obs.endpoint.empty:
         notes.append("endpoint runs: one observation per load, the mean vLLM engine step at the load's mean running requests "
-                     "(costmodel/fitting/endpointfit.py); a pass kind is fitted from GPU runs or endpoint runs, never both")
+                     "(fit/endpoint.py); a pass kind is fitted from GPU runs or endpoint runs, never both")
     return notes + list(opts.notes) + [m for m in msgs if not m.startswith("dropped")]
 
 

@@ -121,17 +121,29 @@ def decode_context(run: Run, unit: str) -> float:
     return float(((p + o / 2.0) * o).sum() / o.sum())
 
 
-def _why_empty(run: Run) -> str:
+def _unusable(batch: float | None, step_ms: float) -> str | None:
+    """Why a load with timed gaps still gives no observation (None: it is usable)."""
+    if batch is None:
+        return "no batch size (vllm:num_requests_running never scraped above 0, and no request's first-token..finish span)"
+    if not math.isfinite(step_ms) or step_ms <= 0:
+        return f"step time {step_ms} ms is not positive"
+    return None
+
+
+def _why_empty(run: Run, skipped: dict[str, str] | None = None) -> str:
+    """Why an endpoint run gave no observation: the run-wide cause, else each load's."""
     if not run.has("load_summary"):
         return "it has no load_summary table (no load finished)"
     s = run.table("load_summary")
     if pd.to_numeric(s["completed"], errors="coerce").fillna(0).sum() <= 0:
         return "no request succeeded in any load"
-    if run.manifest.mode == "diffusion":
-        if "dg_steps_per_canvas" not in s or not (pd.to_numeric(s["dg_steps_per_canvas"], errors="coerce") > 0).any():
-            return "no vllm:diffusion_* counters moved (steps per canvas unknown: was /metrics reachable?)"
-        return "no request streamed two canvases (no canvas gaps to time)"
-    return "no request streamed two output events (no gaps to time)"
+    diffusion = run.manifest.mode == "diffusion"
+    if diffusion and ("dg_steps_per_canvas" not in s or not (pd.to_numeric(s["dg_steps_per_canvas"], errors="coerce") > 0).any()):
+        return "no vllm:diffusion_* counters moved (steps per canvas unknown: was /metrics reachable?)"
+    what = "canvases" if diffusion else "output events"
+    skipped = skipped or {}
+    reasons = [f"load {u}: " + (skipped.get(str(u)) or fitdata.gap_census(run, str(u)).why_no_gaps(what)) for u in s["unit"]]
+    return "; ".join(reasons)
 
 
 def endpoint_frame(runs: list[Run], msgs: list[str]) -> pd.DataFrame:
@@ -150,14 +162,16 @@ def endpoint_frame(runs: list[Run], msgs: list[str]) -> pd.DataFrame:
             msgs.append(f"endpoint run {m.run_id} (mtp): not used for pass costs - an MTP engine step is k draft passes + 1 verify pass and "
                         f"the event gaps time only their sum ({said or 'no step times'}); time draft_step/verify_step on a GPU run")
             continue
-        got = 0
+        got, skipped = 0, {}
         if m.mode == "diffusion":
             for st in fitdata.denoise_step_times(run):
                 row = summ.loc[st.unit]
                 canvas = int(row["dg_canvas_length"]) if pd.notna(row.get("dg_canvas_length")) else 256
                 b = _batch(run, st.unit, st.mean_running_requests, msgs)
-                if b is None or not math.isfinite(st.step_ms) or st.step_ms <= 0:
-                    msgs.append(f"endpoint run {m.run_id} load {st.unit}: no batch size (no /metrics, no request spans); skipped")
+                why = _unusable(b, st.step_ms)
+                if why:
+                    skipped[st.unit] = why
+                    msgs.append(f"endpoint run {m.run_id} load {st.unit}: {why}; skipped")
                     continue
                 rows.append({"pass_kind": "denoise_step", "seqs": max(1, int(round(b))), "tokens_per_seq": canvas,
                              "context_tokens": int(round(diffusion_context(run, st.unit, canvas))), "ms": float(st.step_ms),
@@ -166,8 +180,10 @@ def endpoint_frame(runs: list[Run], msgs: list[str]) -> pd.DataFrame:
         else:  # ar
             for dt in fitdata.decode_step_times(run):
                 b = _batch(run, dt.unit, dt.mean_running_requests, msgs)
-                if b is None or not math.isfinite(dt.step_ms) or dt.step_ms <= 0:
-                    msgs.append(f"endpoint run {m.run_id} load {dt.unit}: no batch size (no /metrics, no request spans); skipped")
+                why = _unusable(b, dt.step_ms)
+                if why:
+                    skipped[dt.unit] = why
+                    msgs.append(f"endpoint run {m.run_id} load {dt.unit}: {why}; skipped")
                     continue
                 if dt.tokens_source == "pieces":
                     msgs.append(f"endpoint run {m.run_id} load {dt.unit}: no per-event token counts; each output event counted as one step")
@@ -176,7 +192,7 @@ def endpoint_frame(runs: list[Run], msgs: list[str]) -> pd.DataFrame:
                              "run_id": m.run_id, "row_engine": engine, "unit": dt.unit, "n_gaps": dt.n_gaps, "batch": b})
                 got += 1
         if not got:
-            raise UserError(f"endpoint run {run.path} has no usable loads: {_why_empty(run)}",
+            raise UserError(f"endpoint run {run.path} has no usable loads: {_why_empty(run, skipped)}",
                             "measure with /metrics reachable and requests long enough to stream several canvases/tokens")
         kind = "denoise_step" if m.mode == "diffusion" else "decode_step"
         msgs.append(f"endpoint run {m.run_id}: {got} load(s) -> {kind} observations ("

@@ -20,6 +20,8 @@ API (every function takes a run directory path or a loaded `costmodel.schemas.ru
   a gap between output events spans tokens_in_later_event / tokens_per_step engine steps, where
   tokens_per_step is 1 (AR) or the mean acceptance length (MTP, from the counters).
   Without per-event token counts (tokens_source "pieces") each event counts as one step.
+- `gap_census(run, unit, merge_ms=1.0) -> GapCensus`: why a load gave no gaps: its successful
+  requests, those with two or more output events, and those with a gap of at least merge_ms.
 - `spec_decode_counts(run) -> (num_drafts, [accepted at position i]) | None`: vLLM's cumulative
   counter semantics, summed over loads; `mtp_counters.json` in an endpoint run holds the same,
   in the format `costmodel fit --mtp-metrics` reads.
@@ -209,6 +211,36 @@ def _bursts(chunks: pd.DataFrame, ok_ids, merge_ms: float) -> pd.DataFrame:
     b = c.groupby(["request_id", "burst"], sort=False).agg(t_s=("t_s", "last"), t_first=("t_s", "first"), tokens=("tokens", "sum")).reset_index()
     b["gap_ms"] = (b["t_first"] - b.groupby("request_id", sort=False)["t_s"].shift()) * 1e3
     return b
+
+
+@dataclass
+class GapCensus:
+    """How many of a load's requests can time a gap (the reasons a load gives no step time)."""
+    ok_requests: int  # status ok
+    multi_event: int  # of those, with two or more output events carrying tokens
+    with_gap: int  # of those, with two events at least merge_ms apart (the rest arrived together: read late)
+
+    def why_no_gaps(self, what: str) -> str:
+        if self.ok_requests == 0:
+            return "no request succeeded"
+        if self.multi_event == 0:
+            return f"no request streamed two {what}"
+        return (f"{self.multi_event} of {self.ok_requests} requests streamed two or more {what} but none with a gap of "
+                f"1 ms or more between them (the client read them together: a busy client host)")
+
+
+def gap_census(run, unit: str, merge_ms: float = 1.0) -> GapCensus:
+    r = _run(run)
+    req, ch = _unit_frames(r)
+    if req.empty:
+        return GapCensus(0, 0, 0)
+    ok = req[(req["unit"] == unit) & (req["status"] == "ok")]["request_id"]
+    c = ch[(ch["unit"] == unit) & ch["request_id"].isin(set(ok))] if not ch.empty else ch
+    c = c[pd.to_numeric(c["tokens"], errors="coerce").fillna(1) > 0] if not c.empty else c  # NaN counts: an event with output
+    multi = int((c.groupby("request_id").size() >= 2).sum()) if not c.empty else 0
+    b = _bursts(c, ok, merge_ms) if not c.empty else c
+    gapped = int(b.loc[b["gap_ms"].notna(), "request_id"].nunique()) if len(b) else 0
+    return GapCensus(int(len(ok)), multi, gapped)
 
 
 def _unit_frames(r: Run):

@@ -175,13 +175,16 @@ def test_mtp_endpoint_run_gives_acceptance_not_pass_costs(tmp_path):
 @pytest.mark.parametrize("case,message", [
     ("no-counters", "has no usable loads: no vllm:diffusion_* counters moved"),
     ("no-hardware", "the endpoint runs do not record the server's GPU"),
-    ("one-canvas", "has no usable loads: no request streamed two canvases"),
+    ("one-canvas", "has no usable loads: load qps=1: no request streamed two canvases"),
+    ("read-together", "has no usable loads: load qps=1: 8 of 8 requests streamed two or more canvases but none with a gap"),
 ])
 def test_unusable_endpoint_runs_are_one_line_errors(tmp_path, case, message):
     if case == "no-counters":
         run = write_endpoint_run(tmp_path / "r", "diffusion", [(4, 5.0)], counters=False)
     elif case == "one-canvas":
         run = write_endpoint_run(tmp_path / "r", "diffusion", [(4, 5.0)], canvases=1)
+    elif case == "read-together":  # each request's canvases reached the client in one read (microseconds apart)
+        run = write_endpoint_run(tmp_path / "r", "diffusion", [(4, 1e-5)])
     else:
         run = write_endpoint_run(tmp_path / "r", "diffusion", [(4, 5.0)])
     extra = [] if case == "no-hardware" else ["--hardware", "h200"]

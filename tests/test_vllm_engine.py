@@ -166,7 +166,7 @@ def test_fit_from_endpoint_runs(dg, ar, mtp, tmp_path):
     out = tmp_path / "ep.json"
     code, stdout, err = costmodel("fit", str(dg.endpoint), str(ar.endpoint), str(mtp.endpoint), *HW, "--model", "diffusion=tiny-diffusiongemma",
                                   "--fill-roofline", "0.5", "--commit-runs", str(dg.endpoint), "-o", str(out))
-    assert code == 0, err
+    assert code == 0, err + "\n" + dg.measure_stdout + "\n" + load_run(dg.endpoint).table("chunks").to_string()
     prof = json.loads(out.read_text())
     assert prof["modes"]["diffusion"]["pass_models"]["denoise_step"]["provenance"]["kind"] == "endpoint"
     assert prof["modes"]["ar"]["pass_models"]["decode_step"]["provenance"]["kind"] == "endpoint"

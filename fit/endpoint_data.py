@@ -31,7 +31,6 @@ API (every function takes a run directory path or a loaded `costmodel.schemas.ru
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path

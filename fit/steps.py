@@ -36,7 +36,6 @@ every kind of the mode.
 from __future__ import annotations
 
 import json
-import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +54,7 @@ from costmodel.timestamps import now_iso
 from fit.assemble import FitOptions, FitResult, resolve_target
 from fit.mtp import acceptance_from_counters
 from costmodel.modes.mtp import draft_passes
-from fit.passes import HELDOUT_TARGET_PCT, SELECT_TOL_POINTS, SELECT_TOL_REL, PassFit, mape_pct
+from fit.passes import SELECT_TOL_POINTS, SELECT_TOL_REL, PassFit, mape_pct
 
 KIND = "engine-steps"
 TIME_COLUMNS = ("gap_ms", "elapsed_ms")

@@ -251,6 +251,14 @@ def _check_router_1launch(dev, out: dict, disabled: dict) -> None:
         _judge(out, disabled, f"router:{name}", (name,), error, tol=0.02)
 
 
+def _sampler_case(dev, m: int):
+    """m rows of random fp32 logits over the 262k vocabulary, and greedy / sample outputs set to -1."""
+    import torch
+
+    lg = torch.randn(m, 262144, device=dev) * 3.0
+    return lg, torch.full((m,), -1, device=dev, dtype=torch.int32), torch.full((m,), -1, device=dev, dtype=torch.int32)
+
+
 def _check_sampler_split(dev, out: dict, disabled: dict) -> None:
     """The split-row AR sampler against the one-program-per-row kernel: the same greedy and sampled
     token for every row (same in-kernel random numbers), greedy = torch argmax."""
@@ -266,9 +274,7 @@ def _check_sampler_split(dev, out: dict, disabled: dict) -> None:
             torch.manual_seed(37)
             bad = 0
             for m in (1, 5, 64):
-                lg = torch.randn(m, 262144, device=dev) * 3.0
-                g = torch.full((m,), -1, device=dev, dtype=torch.int32)
-                s = torch.full((m,), -1, device=dev, dtype=torch.int32)
+                lg, g, s = _sampler_case(dev, m)
                 sample_rows_split(lg, 0.7, 1234, g, s, chunk=chunk)
                 rg, rs, _ = sample_rows(lg, 0.7, 1234, entropy=False)
                 bad += int((g != rg).sum()) + int((s != rs).sum()) + int((g.long() != lg.argmax(-1)).sum())
@@ -290,9 +296,7 @@ def _check_sampler_r4(dev, out: dict, disabled: dict) -> None:
         torch.manual_seed(43)
         worst = 0.0
         for m in (1, 7, 64):
-            lg = torch.randn(m, 262144, device=dev) * 3.0
-            g = torch.full((m,), -1, device=dev, dtype=torch.int32)
-            s = torch.full((m,), -1, device=dev, dtype=torch.int32)
+            lg, g, s = _sampler_case(dev, m)
             if kind == "split":
                 sample_rows_split_r4(lg, 0.7, 5, g, s)
             else:
@@ -457,28 +461,12 @@ def _check_qk_heads(dev, out: dict, disabled: dict) -> None:
 def _check_moe_prefill_tiles(dev, out: dict, disabled: dict) -> None:
     """The fused-MoE tile pairs tried only at prefill densities (>= 24 routed rows per expert),
     which _check_moe (64 and 8 tokens) does not reach: at 512 tokens against the expert loop."""
-    import torch
-
     from measure.ops import kernels
 
     p = {"m": 512, "d": 2816, "experts": 128, "ffn": 704, "topk": 8}
     seen = {c.name for mm in (64, 8) for f8 in ("bf16", "fp8") for c in kernels.moe_candidates({**p, "m": mm}, f8)}
     for prec in ("bf16", "fp8"):
-        for c in kernels.moe_candidates(p, prec):
-            if c.name in seen or "_tma[" not in c.name:
-                continue
-            try:
-                torch.manual_seed(7)
-                got = c.build(dict(p), prec, dev).run(0)
-                torch.manual_seed(7)
-                ref = _moe_fp8_reference(p, dev) if prec == "fp8" else kernels._moe_loop(dict(p), prec, dev).run(0)
-                e = _rel(got, ref)
-                out[f"{prec}:{c.name}:m512"] = e
-                if not e < (0.08 if prec == "fp8" else 0.02):
-                    disabled[c.name] = f"disabled: self-check relative error {e:.3g} at m=512"
-            except Exception as ex:
-                out[f"{prec}:{c.name}:m512"] = f"{type(ex).__name__}: {str(ex)[:160]}"
-            torch.cuda.empty_cache()
+        _check_moe_candidates(dev, out, disabled, p, prec, lambda c: c.name not in seen and "_tma[" in c.name)
 
 
 def _check_gemm_act(dev, out: dict, disabled: dict) -> None:
@@ -535,7 +523,7 @@ def _check_norm_fused(dev, out: dict, disabled: dict) -> None:
 
     from measure.ops import kernels
 
-    try:
+    def error() -> float:
         from measure.ops.triton_fused import norm_fused
 
         errs = []
@@ -550,12 +538,9 @@ def _check_norm_fused(dev, out: dict, disabled: dict) -> None:
             norm_fused(t["a"], t["res"], t["wa"], t["wo1"], t["o1"], t.get("b"), t.get("wb"), t.get("ws"), t.get("wo2"), t.get("o2"))
             b = _torch_norms(ref, ins, outs)
             errs += [_rel(t["res"], b["res"]), _rel(t["o1"], b["o1"])] + ([_rel(t["o2"], b["o2"])] if outs == 2 else [])
-        out["norm_fused_max_err"] = max(errs)
-        if not max(errs) < 0.02:
-            disabled["triton_norm_fused"] = f"disabled: self-check relative error {max(errs):.3g}"
-    except Exception as ex:
-        out["norm_fused"] = f"{type(ex).__name__}: {str(ex)[:160]}"
-        disabled["triton_norm_fused"] = f"disabled: self-check failed: {type(ex).__name__}"
+        return max(errs)
+
+    _judge(out, disabled, "norm_fused_max_err", ("triton_norm_fused",), error, tol=0.02)
 
 
 def _torch_norms(t: dict, ins: int, outs: int) -> dict:
@@ -579,7 +564,7 @@ def _check_qk_1launch(dev, out: dict, disabled: dict) -> None:
     """q/k norm + RoPE in one launch against the per-tensor kernel."""
     import torch
 
-    try:
+    def error() -> float:
         from measure.ops.triton_fused import qk_norm_rope2
         from measure.ops.triton_kernels import qk_norm_rope
 
@@ -591,41 +576,41 @@ def _check_qk_1launch(dev, out: dict, disabled: dict) -> None:
         pos = torch.arange(100, 107, device=dev, dtype=torch.int32)
         rq, rk = qk_norm_rope(q.clone(), wq, pos), qk_norm_rope(k.clone(), wk, pos)
         qk_norm_rope2(q, k, wq, wk, pos)
-        out["qk_norm_rope_1launch_err"] = e = max(_rel(q, rq), _rel(k, rk))
-        if not e < 0.01:
-            disabled["triton_qk_norm_rope_1launch"] = f"disabled: self-check relative error {e:.3g}"
-    except Exception as ex:
-        out["qk_norm_rope_1launch"] = f"{type(ex).__name__}: {str(ex)[:160]}"
-        disabled["triton_qk_norm_rope_1launch"] = f"disabled: self-check failed: {type(ex).__name__}"
+        return max(_rel(q, rq), _rel(k, rk))
+
+    _judge(out, disabled, "qk_norm_rope_1launch_err", ("triton_qk_norm_rope_1launch",), error)
 
 
 def _check_moe(dev, out: dict, disabled: dict) -> None:
     """Self-check of the fused-MoE variants (bf16 and fp8, sort-and-pad and GEMV) against the per-expert loop.
     Results into `out`, failures into `disabled`."""
+    for m in (64, 8):
+        p = {"m": m, "d": 2816, "experts": 128, "ffn": 704, "topk": 8}
+        for prec in ("bf16", "fp8"):
+            _check_moe_candidates(dev, out, disabled, p, prec,
+                                  lambda c, m=m: not ("loop" in c.name or "bf16 (fp8" in c.name or (m == 8) != ("gemv" in c.name)))
+
+
+def _check_moe_candidates(dev, out: dict, disabled: dict, p: dict, prec: str, wanted) -> None:
+    """Each MoE candidate `wanted` picks at shape p against the per-expert loop (fp8: the loop on the
+    same quantised weights, dequantised; the grouped bf16 path cannot see them)."""
     import torch  # heavy, optional: only the GPU campaign needs it
 
     from measure.ops import kernels  # imports torch
 
-    for p, fp8 in [({"m": mm, "d": 2816, "experts": 128, "ffn": 704, "topk": 8}, f8) for mm in (64, 8) for f8 in (False, True)]:
-        prec = "fp8" if fp8 else "bf16"
-        for c in kernels.moe_candidates(p, prec):
-            if "loop" in c.name or "bf16 (fp8" in c.name or (p["m"] == 8) != ("gemv" in c.name):
-                continue
-            try:
-                torch.manual_seed(7)
-                got = c.build(dict(p), prec, dev).run(0)
-                torch.manual_seed(7)
-                if fp8:  # reference on the same quantised weights: the grouped bf16 path cannot see them, use the loop on dequantised copies
-                    ref = _moe_fp8_reference(p, dev)
-                else:
-                    ref = kernels._moe_loop(dict(p), prec, dev).run(0)
-                e = _rel(got, ref)
-                out[f"{prec}:{c.name}:m{p['m']}"] = e
-                if not e < (0.08 if fp8 else 0.02):
-                    disabled[c.name] = f"disabled: self-check relative error {e:.3g}"
-            except Exception as ex:
-                out[f"{prec}:{c.name}:m{p['m']}"] = f"{type(ex).__name__}: {str(ex)[:160]}"
-            torch.cuda.empty_cache()
+    for c in kernels.moe_candidates(p, prec):
+        if not wanted(c):
+            continue
+
+        def error(c=c) -> float:
+            torch.manual_seed(7)
+            got = c.build(dict(p), prec, dev).run(0)
+            torch.manual_seed(7)
+            ref = _moe_fp8_reference(p, dev) if prec == "fp8" else kernels._moe_loop(dict(p), prec, dev).run(0)
+            return _rel(got, ref)
+
+        _judge(out, disabled, f"{prec}:{c.name}:m{p['m']}", (c.name,), error, tol=0.08 if prec == "fp8" else 0.02, where=f" at m={p['m']}")
+        torch.cuda.empty_cache()
 
 
 def _check_scaled_mm(dev, out: dict, disabled: dict) -> None:
@@ -635,16 +620,16 @@ def _check_scaled_mm(dev, out: dict, disabled: dict) -> None:
 
     from measure.ops import kernels  # imports torch
 
-    try:
+    def error() -> float:
         torch.manual_seed(3)
         x = torch.randn(64, 2816, device=dev, dtype=torch.bfloat16)
         w = torch.randn(4096, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5
         wq, s = kernels.quant_weight_channels(w)
         xq, xs = kernels.quant_rows(x)
         y = torch._scaled_mm(xq, wq.t(), scale_a=xs, scale_b=s.view(1, -1), out_dtype=torch.bfloat16)
-        out["fp8:scaled_mm_rowwise"] = _rel(y, x @ w.t())
-    except Exception as ex:
-        out["fp8:scaled_mm_rowwise"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+        return _rel(y, x @ w.t())
+
+    _judge(out, disabled, "fp8:scaled_mm_rowwise", ("scaled_mm_rowwise",), error, tol=0.08)
 
 
 def _check_flash(dev, out: dict, disabled: dict) -> None:
@@ -652,7 +637,7 @@ def _check_flash(dev, out: dict, disabled: dict) -> None:
     Results into `out`, failures into `disabled`."""
     import torch  # heavy, optional: only the GPU campaign needs it
 
-    try:
+    def error() -> float:
         from measure.ops.triton_kernels import flash_gqa
 
         errs = []
@@ -673,43 +658,40 @@ def _check_flash(dev, out: dict, disabled: dict) -> None:
                     got = flash_gqa(qq, kk, vv, qlen, causal, splits=splits * (8 if comb == "triton" else 1), block_m=cfg[0],
                                     block_n=cfg[1], num_warps=cfg[2], num_stages=cfg[3], combine=comb)
                     errs.append(_rel(got, ref))
-        out["triton_flash_gqa_max_err"] = max(errs)
-        if not max(errs) < 0.02:
-            for name in ("triton_flash_gqa", "triton_flash_gqa_m16", "triton_flash_decode_m16", "triton_flash_decode_m16n32"):
-                disabled[name] = f"disabled: self-check relative error {max(errs):.3g}"
-    except Exception as ex:
-        out["triton_flash_gqa"] = f"{type(ex).__name__}: {str(ex)[:200]}"
+        return max(errs)
+
+    _judge(out, disabled, "triton_flash_gqa_max_err",
+           ("triton_flash_gqa", "triton_flash_gqa_m16", "triton_flash_decode_m16", "triton_flash_decode_m16n32"), error, tol=0.02)
 
 
 def _check_router(dev, out: dict, disabled: dict) -> None:
-    """Self-check of the fused router top-k against softmax + topk.
-    Results into `out`, failures into `disabled`."""
+    """Self-check of the fused router top-k against softmax + topk, and of the router GEMV configs
+    against a float GEMM. Results into `out`, failures into `disabled`."""
     import torch  # heavy, optional: only the GPU campaign needs it
 
-    try:
+    torch.manual_seed(5)
+    x = torch.randn(32, 2816, device=dev, dtype=torch.bfloat16)
+    W = torch.randn(128, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5
+
+    def topk_error() -> float:
         from measure.ops.triton_kernels import router_topk
 
-        torch.manual_seed(5)
-        x = torch.randn(32, 2816, device=dev, dtype=torch.bfloat16)
-        W = torch.randn(128, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5
         w, i = router_topk(x, x @ W.t(), 8)
         h = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * 2816 ** -0.5
         rw, ri = torch.topk(torch.softmax(h @ W.float().t(), -1), 8)
-        out["router_topk_weight_err"] = _rel(w, rw / rw.sum(-1, keepdim=True))
         out["router_topk_index_match"] = float((torch.sort(i.long(), -1)[0] == torch.sort(ri, -1)[0]).float().mean())
+        return _rel(w, rw / rw.sum(-1, keepdim=True))
+
+    def gemv_error(cfg) -> float:
         from measure.ops.triton_fused import gemv
 
         lg = torch.empty(4, 128, device=dev, dtype=torch.bfloat16)
-        for cfg in ((1, 4096, 4), (2, 2048, 4)):
-            gemv(x[:4], W, lg, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2])
-            e = _rel(lg, x[:4].float() @ W.float().t())
-            out[f"router_gemv_{cfg[0]}_err"] = e
-            if not e < 0.01:
-                disabled[f"triton_router_gemv[{'/'.join(map(str, cfg))}]"] = f"disabled: self-check relative error {e:.3g}"
-        if out["router_topk_weight_err"] > 0.05:
-            disabled["triton_router"] = f"disabled: self-check relative error {out['router_topk_weight_err']:.3g}"
-    except Exception as ex:
-        out["router_topk"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+        gemv(x[:4], W, lg, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2])
+        return _rel(lg, x[:4].float() @ W.float().t())
+
+    _judge(out, disabled, "router_topk_weight_err", ("triton_router",), topk_error, tol=0.05)
+    for cfg in ((1, 4096, 4), (2, 2048, 4)):
+        _judge(out, disabled, f"router_gemv_{cfg[0]}_err", (f"triton_router_gemv[{'/'.join(map(str, cfg))}]",), lambda cfg=cfg: gemv_error(cfg))
 
 
 def _moe_fp8_reference(p, dev):
@@ -719,8 +701,7 @@ def _moe_fp8_reference(p, dev):
     from measure.ops import kernels
 
     x, ids, tw, m, d, e, f, topk = kernels._moe_inputs(p, dev)
-    w1 = kernels._randn(e, 2 * f, d, device=dev, scale=d ** -0.5)
-    w2 = kernels._randn(e, d, f, device=dev, scale=f ** -0.5)
+    w1, w2, _, _ = kernels._moe_weights(dev, e, d, f, False)  # the candidate's draws before it quantises them
     out = torch.zeros(m, d, device=dev, dtype=torch.float32)
     for ex in torch.unique(ids).tolist():
         tok, slot = (ids == ex).nonzero(as_tuple=True)

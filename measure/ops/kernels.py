@@ -800,11 +800,7 @@ def _moe_triton(p, prec, dev, cfg, fp8=False, w8a16=False, cfg2=None, align="tor
 
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
     bm = cfg[0]
-    w1 = _randn(e, 2 * f, d, device=dev, scale=d ** -0.5)
-    w2 = _randn(e, d, f, device=dev, scale=f ** -0.5)
-    if fp8 or w8a16:
-        w1, s1 = quant_weight_channels(w1)
-        w2, s2 = quant_weight_channels(w2)
+    w1, w2, s1, s2 = _moe_weights(dev, e, d, f, fp8 or w8a16)
     R = m * topk
     inter = torch.empty(R, 2 * f, device=dev, dtype=torch.bfloat16)
     act = torch.empty(R, f, device=dev, dtype=torch.bfloat16)
@@ -840,11 +836,7 @@ def _moe_gemv(p, prec, dev, fp8=False, cfg=(32, 256, 4), w8a16=False):
     from measure.ops.triton_kernels import gelu_mul, moe_gemv
 
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
-    w1 = _randn(e, 2 * f, d, device=dev, scale=d ** -0.5)
-    w2 = _randn(e, d, f, device=dev, scale=f ** -0.5)
-    if fp8:
-        w1, s1 = quant_weight_channels(w1)
-        w2, s2 = quant_weight_channels(w2)
+    w1, w2, s1, s2 = _moe_weights(dev, e, d, f, fp8)
     R = m * topk
     sets = [s_.reshape(-1).to(torch.int32).contiguous() for s_ in _moe_routings(p, dev, ids, fp8)]
     twf = tw.reshape(-1).contiguous()
@@ -874,7 +866,9 @@ def _moe_gemv(p, prec, dev, fp8=False, cfg=(32, 256, 4), w8a16=False):
     return Bench(run, len(sets), f"Triton MoE GEMV per routed row {mode}BLOCK_N/K {cfg[0]}/{cfg[1]} warps {cfg[2]} (no sort/pad; small batches)")
 
 
-def _moe_weights(p, dev, e, d, f, quant):
+def _moe_weights(dev, e: int, d: int, f: int, quant: bool):
+    """Random expert weights (gate_up [e, 2f, d], down [e, d, f]) and, quantised, their e4m3 copies
+    with per-channel scales (else scales None): the same draws in the same order for every MoE kernel."""
     w1 = _randn(e, 2 * f, d, device=dev, scale=d ** -0.5)
     w2 = _randn(e, d, f, device=dev, scale=f ** -0.5)
     if not quant:
@@ -898,7 +892,7 @@ def _moe_fx(p, prec, dev, cfg, cfg2, fp8=False, tma=False):
     from measure.ops.triton_kernels import gelu_mul
 
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
-    w1, w2, s1, s2 = _moe_weights(p, dev, e, d, f, fp8)
+    w1, w2, s1, s2 = _moe_weights(dev, e, d, f, fp8)
     fused_moe_gemm = _moe_gemm_fn(w1, w2, cfg, cfg2, tma)
     R = m * topk
     inter = torch.empty(R, 2 * f, device=dev, dtype=torch.bfloat16)
@@ -948,7 +942,7 @@ def _moe_gemv2(p, prec, dev, cfg_up, cfg_down, w8a16=False, pdl=False):
     from measure.ops.triton_fused import moe_gemv_down, moe_gemv_gate_up
 
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
-    w1, w2, s1, s2 = _moe_weights(p, dev, e, d, f, w8a16)
+    w1, w2, s1, s2 = _moe_weights(dev, e, d, f, w8a16)
     sets = [s_.reshape(-1).to(torch.int32).contiguous() for s_ in _moe_routings(p, dev, ids, w8a16)]
     twf = tw.reshape(-1).contiguous()
     act = torch.empty(m * topk, f, device=dev, dtype=torch.bfloat16)
@@ -968,11 +962,7 @@ def _moe_grouped(p, prec, dev, fp8=False):
     if dev.type != "cuda":
         raise RuntimeError("torch._grouped_mm needs a CUDA device")
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
-    w1 = _randn(e, 2 * f, d, device=dev, scale=d ** -0.5)
-    w2 = _randn(e, d, f, device=dev, scale=f ** -0.5)
-    if fp8:
-        w1, s1 = quant_weight_channels(w1)
-        w2, s2 = quant_weight_channels(w2)
+    w1, w2, s1, s2 = _moe_weights(dev, e, d, f, fp8)
     sets = [s_.reshape(-1) for s_ in _moe_routings(p, dev, ids, fp8)]
     twf = tw.reshape(-1)
 
@@ -1003,8 +993,7 @@ def _moe_grouped(p, prec, dev, fp8=False):
 def _moe_loop(p, prec, dev):
     """Last resort (any device): a loop over experts with dense GEMMs (host-synchronising)."""
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
-    w1 = _randn(e, 2 * f, d, device=dev, scale=d ** -0.5)
-    w2 = _randn(e, d, f, device=dev, scale=f ** -0.5)
+    w1, w2, _, _ = _moe_weights(dev, e, d, f, False)
 
     def run(i):
         out = torch.zeros(m, d, device=dev, dtype=torch.float32)
@@ -1207,24 +1196,34 @@ def _attn(p, prec, dev, backend, gqa="native"):
     return Bench(run, 1, f"SDPA {backend}{'' if gqa == 'native' else ' GQA-' + gqa} ({len(blocks)} block{'s' if len(blocks) > 1 else ''}, keys {Lmax})")
 
 
+def _packed_attn_shape(p: dict, who: str):
+    """An attention op with the GQA group packed as query rows: (seqs, kv heads, group, query rows
+    per sequence, keys, head dim, causal). Candidates of this layout take single-block ops only."""
+    blocks = attn_plan(p["q"], p["ctx"], p["mask"], p.get("window") or None)
+    if len(blocks) != 1:
+        raise RuntimeError(f"{who} candidate covers single-block ops only")
+    nb, L, causal = blocks[0]
+    return p["seqs"], p["nkv"], p["nq"] // p["nkv"], nb, L, p["hd"], causal
+
+
+def _packed_attn_inputs(p: dict, dev):
+    """Packed queries [seqs * kv heads, group * rows, hd], keys and values (the keys again where K = V)."""
+    seqs, nkv, g, nb, L, hd, _ = _packed_attn_shape(p, "this")
+    qs = _randn(seqs * nkv, g * nb, hd, device=dev)
+    k = _randn(seqs * nkv, L, hd, device=dev)
+    return qs, k, k if p.get("k_eq_v") else _randn(seqs * nkv, L, hd, device=dev)
+
+
 def _attn_bmm_packed(p, prec, dev):
     """GQA attention as two cuBLAS batched GEMMs per KV head with the group's query heads packed as
     rows (scores in bf16, fp32 softmax, a lower-right causal mask added where the op is causal):
     for head_dim 512, which SDPA's flash/cuDNN kernels do not take."""
     if dev.type != "cuda":
         raise RuntimeError("the packed-bmm attention candidate is timed on CUDA only")
-    nq, nkv, hd, seqs, q, ctx = p["nq"], p["nkv"], p["hd"], p["seqs"], p["q"], p["ctx"]
-    mask, window, kv_shared = p["mask"], p.get("window") or None, bool(p.get("k_eq_v"))
-    blocks = attn_plan(q, ctx, mask, window)
-    if len(blocks) != 1:
-        raise RuntimeError("packed-bmm candidate covers single-block ops only")
-    nb, L, causal = blocks[0]
-    g = nq // nkv
+    seqs, nkv, g, nb, L, hd, causal = _packed_attn_shape(p, "packed-bmm")
     if seqs * nkv * g * nb * L * 6 > 6e9:
         raise RuntimeError("scores would exceed 6 GB")
-    qs = _randn(seqs * nkv, g * nb, hd, device=dev)
-    k = _randn(seqs * nkv, L, hd, device=dev)
-    v = k if kv_shared else _randn(seqs * nkv, L, hd, device=dev)
+    qs, k, v = _packed_attn_inputs(p, dev)
     bias = None
     if causal:
         i = torch.arange(nb, device=dev)[:, None]
@@ -1250,17 +1249,9 @@ def _attn_flash_triton(p, prec, dev, cfg=(32, 32, 8, 2), min_keys=512, combine="
         raise RuntimeError("Triton is not available on this device")
     from measure.ops.triton_kernels import flash_gqa
 
-    nq, nkv, hd, seqs, q, ctx = p["nq"], p["nkv"], p["hd"], p["seqs"], p["q"], p["ctx"]
-    mask, window, kv_shared = p["mask"], p.get("window") or None, bool(p.get("k_eq_v"))
-    blocks = attn_plan(q, ctx, mask, window)
-    if len(blocks) != 1:
-        raise RuntimeError("the Triton flash candidate covers single-block ops only")
-    nb, L, causal = blocks[0]
-    g = nq // nkv
+    seqs, nkv, g, nb, L, hd, causal = _packed_attn_shape(p, "the Triton flash")
     bm, bn, nw, ns = cfg
-    qs = _randn(seqs * nkv, g * nb, hd, device=dev)
-    k = _randn(seqs * nkv, L, hd, device=dev)
-    v = k if kv_shared else _randn(seqs * nkv, L, hd, device=dev)
+    qs, k, v = _packed_attn_inputs(p, dev)
     progs = -(-g * nb // bm) * seqs * nkv
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
     splits = max(1, min(-(-2 * sms // progs), -(-L // min_keys)))

@@ -29,6 +29,8 @@ import torch
 import triton
 import triton.language as tl
 
+from measure.ops.triton_kernels import _entropy_out, _load_scaled, _samp_step, _sampler_lanes
+
 
 # ---- MoE alignment + quantisation + fills, one grid ------------------------------------------------
 @triton.jit
@@ -517,25 +519,19 @@ def _sample_split_kernel(logit_ptr, pv_ptr, pi_ptr, V, S, inv_temp, seed, CHUNK:
     row = tl.program_id(0).to(tl.int64)
     sp = tl.program_id(1)
     offs = tl.arange(0, BLOCK)
-    gbest = tl.full((BLOCK,), -float("inf"), tl.float32)
-    gidx = tl.zeros((BLOCK,), tl.int32)
-    sbest = tl.full((BLOCK,), -float("inf"), tl.float32)
-    sidx = tl.zeros((BLOCK,), tl.int32)
+    gbest, gidx, sbest, sidx, m, s, t = _sampler_lanes(BLOCK)  # m, s, t: no entropy here (ENTROPY=False leaves them)
     for b in range(0, CHUNK, BLOCK):
         o = sp * CHUNK + b + offs
-        msk = o < V
-        x = tl.load(logit_ptr + row * V + o, mask=msk, other=-float("inf")).to(tl.float32) * inv_temp
-        take = x > gbest
-        gbest = tl.where(take, x, gbest)
-        gidx = tl.where(take, o, gidx)
-        u = tl.rand(seed, row * V + o)
-        gz = x - tl.log(-tl.log(u + 1e-20) + 1e-20)
-        take = gz > sbest
-        sbest = tl.where(take, gz, sbest)
-        sidx = tl.where(take, o, sidx)
+        x, msk = _load_scaled(logit_ptr, row, V, o, inv_temp)
+        gbest, gidx, sbest, sidx, m, s, t = _samp_step(x, o, msk, tl.rand(seed, row * V + o), gbest, gidx, sbest, sidx, m, s, t, False)
+    _store_partial(pv_ptr, pi_ptr, (row * S + sp) * 2, offs, gbest, gidx, sbest, sidx)
+
+
+@triton.jit
+def _store_partial(pv_ptr, pi_ptr, base, offs, gbest, gidx, sbest, sidx):
+    """A (row, split) program's best greedy and Gumbel values and their columns, for _sample_combine_kernel."""
     g = tl.argmax(gbest, axis=0)
     sm = tl.argmax(sbest, axis=0)
-    base = (row * S + sp) * 2
     tl.store(pv_ptr + base, tl.max(gbest, axis=0))
     tl.store(pi_ptr + base, tl.max(tl.where(offs == g, gidx, 0), axis=0))
     tl.store(pv_ptr + base + 1, tl.max(sbest, axis=0))
@@ -557,15 +553,22 @@ def _sample_combine_kernel(pv_ptr, pi_ptr, greedy_ptr, sample_ptr, S, SP: tl.con
     tl.store(sample_ptr + row, tl.max(tl.where(o == s, si, 0), axis=0))
 
 
+def _split_workspace(ws, M: int, S: int, device):
+    """The split samplers' partial results (value and column of the greedy and the Gumbel best per
+    row and split), kept in `ws` between calls of one shape (CUDA-graph capture needs fixed buffers)."""
+    ws = {} if ws is None else ws
+    if ws.get("key") != (M, S):
+        ws.update(key=(M, S), pv=torch.empty(M * S * 2, device=device, dtype=torch.float32),
+                  pi=torch.empty(M * S * 2, device=device, dtype=torch.int32))
+    return ws
+
+
 def sample_rows_split(logits, temp, seed, greedy, sample, ws=None, chunk=2048, block=1024, num_warps=4):
     """AR sampling (argmax + Gumbel-max sample) of a few rows of fp32 logits, each row split in
     chunks over many programs, then one combine launch: what sample_rows(entropy=False) computes."""
     M, V = logits.shape
     S = triton.cdiv(V, chunk)
-    ws = {} if ws is None else ws
-    if ws.get("key") != (M, S):
-        ws.update(key=(M, S), pv=torch.empty(M * S * 2, device=logits.device, dtype=torch.float32),
-                  pi=torch.empty(M * S * 2, device=logits.device, dtype=torch.int32))
+    ws = _split_workspace(ws, M, S, logits.device)
     _sample_split_kernel[(M, S)](logits, ws["pv"], ws["pi"], V, S, 1.0 / temp, seed, CHUNK=chunk, BLOCK=min(block, chunk),
                                  num_warps=num_warps)
     _sample_combine_kernel[(M,)](ws["pv"], ws["pi"], greedy, sample, S, SP=triton.next_power_of_2(S), num_warps=4)
@@ -730,22 +733,9 @@ def qk_norm_rope3(q, k, wq, wk, pos, eps=1e-6, theta=10000.0, num_warps=None):
 
 # ---- samplers with one Philox call per four elements ------------------------------------------------
 @triton.jit
-def _samp_step(x, o, msk, u, gbest, gidx, sbest, sidx, m, s, t, ENTROPY: tl.constexpr):
-    take = x > gbest
-    gbest = tl.where(take, x, gbest)
-    gidx = tl.where(take, o, gidx)
-    gz = x - tl.log(-tl.log(u + 1e-20) + 1e-20)
-    take = gz > sbest
-    sbest = tl.where(take, gz, sbest)
-    sidx = tl.where(take, o, sidx)
-    if ENTROPY:
-        mn = tl.maximum(m, x)
-        alpha = tl.where(m == -float("inf"), 0.0, tl.exp(m - mn))
-        e = tl.where(msk, tl.exp(x - mn), 0.0)
-        s = s * alpha + e
-        t = t * alpha + e * tl.where(msk, x, 0.0)
-        m = mn
-    return gbest, gidx, sbest, sidx, m, s, t
+def _load_step(logit_ptr, row, V, o, inv_temp, u, gbest, gidx, sbest, sidx, m, s, t, ENTROPY: tl.constexpr):
+    x, msk = _load_scaled(logit_ptr, row, V, o, inv_temp)
+    return _samp_step(x, o, msk, u, gbest, gidx, sbest, sidx, m, s, t, ENTROPY)
 
 
 @triton.jit
@@ -759,57 +749,23 @@ def _sampler_r4_kernel(logit_ptr, probs_ptr, ent_ptr, greedy_ptr, sample_ptr, pv
     row = tl.program_id(0).to(tl.int64)
     sp = tl.program_id(1)
     offs = tl.arange(0, Q)
-    gbest = tl.full((Q,), -float("inf"), tl.float32)
-    gidx = tl.zeros((Q,), tl.int32)
-    sbest = tl.full((Q,), -float("inf"), tl.float32)
-    sidx = tl.zeros((Q,), tl.int32)
-    m = tl.full((Q,), -float("inf"), tl.float32)
-    s = tl.zeros((Q,), tl.float32)
-    t = tl.zeros((Q,), tl.float32)
+    gbest, gidx, sbest, sidx, m, s, t = _sampler_lanes(Q)
     for b in range(0, CHUNK, 4 * Q):
-        base = sp * CHUNK + b
-        u0, u1, u2, u3 = tl.rand4x(seed, row * V + base + offs)
-        o = base + offs
-        msk = o < V
-        x = tl.load(logit_ptr + row * V + o, mask=msk, other=-float("inf")).to(tl.float32) * inv_temp
-        gbest, gidx, sbest, sidx, m, s, t = _samp_step(x, o, msk, u0, gbest, gidx, sbest, sidx, m, s, t, ENTROPY)
-        o = base + Q + offs
-        msk = o < V
-        x = tl.load(logit_ptr + row * V + o, mask=msk, other=-float("inf")).to(tl.float32) * inv_temp
-        gbest, gidx, sbest, sidx, m, s, t = _samp_step(x, o, msk, u1, gbest, gidx, sbest, sidx, m, s, t, ENTROPY)
-        o = base + 2 * Q + offs
-        msk = o < V
-        x = tl.load(logit_ptr + row * V + o, mask=msk, other=-float("inf")).to(tl.float32) * inv_temp
-        gbest, gidx, sbest, sidx, m, s, t = _samp_step(x, o, msk, u2, gbest, gidx, sbest, sidx, m, s, t, ENTROPY)
-        o = base + 3 * Q + offs
-        msk = o < V
-        x = tl.load(logit_ptr + row * V + o, mask=msk, other=-float("inf")).to(tl.float32) * inv_temp
-        gbest, gidx, sbest, sidx, m, s, t = _samp_step(x, o, msk, u3, gbest, gidx, sbest, sidx, m, s, t, ENTROPY)
-    g = tl.argmax(gbest, axis=0)
-    sm = tl.argmax(sbest, axis=0)
-    gi = tl.max(tl.where(offs == g, gidx, 0), axis=0)
-    si = tl.max(tl.where(offs == sm, sidx, 0), axis=0)
+        o = sp * CHUNK + b + offs
+        u0, u1, u2, u3 = tl.rand4x(seed, row * V + o)
+        gbest, gidx, sbest, sidx, m, s, t = _load_step(logit_ptr, row, V, o, inv_temp, u0, gbest, gidx, sbest, sidx, m, s, t, ENTROPY)
+        gbest, gidx, sbest, sidx, m, s, t = _load_step(logit_ptr, row, V, o + Q, inv_temp, u1, gbest, gidx, sbest, sidx, m, s, t, ENTROPY)
+        gbest, gidx, sbest, sidx, m, s, t = _load_step(logit_ptr, row, V, o + 2 * Q, inv_temp, u2, gbest, gidx, sbest, sidx, m, s, t, ENTROPY)
+        gbest, gidx, sbest, sidx, m, s, t = _load_step(logit_ptr, row, V, o + 3 * Q, inv_temp, u3, gbest, gidx, sbest, sidx, m, s, t, ENTROPY)
     if SPLIT:
-        base2 = (row * S + sp) * 2
-        tl.store(pv_ptr + base2, tl.max(gbest, axis=0))
-        tl.store(pi_ptr + base2, gi)
-        tl.store(pv_ptr + base2 + 1, tl.max(sbest, axis=0))
-        tl.store(pi_ptr + base2 + 1, si)
+        _store_partial(pv_ptr, pi_ptr, (row * S + sp) * 2, offs, gbest, gidx, sbest, sidx)
     else:
-        tl.store(greedy_ptr + row, gi)
-        tl.store(sample_ptr + row, si)
+        g = tl.argmax(gbest, axis=0)
+        sm = tl.argmax(sbest, axis=0)
+        tl.store(greedy_ptr + row, tl.max(tl.where(offs == g, gidx, 0), axis=0))
+        tl.store(sample_ptr + row, tl.max(tl.where(offs == sm, sidx, 0), axis=0))
         if ENTROPY:
-            M = tl.max(m, axis=0)
-            sc = tl.where(m == -float("inf"), 0.0, tl.exp(m - M))
-            S_ = tl.sum(s * sc, axis=0)
-            Tt = tl.sum(t * sc, axis=0)
-            tl.store(ent_ptr + row, M + tl.log(S_) - Tt / S_)
-            if WRITE_PROBS:
-                for b in range(0, CHUNK, Q):
-                    o = b + offs
-                    msk = o < V
-                    x = tl.load(logit_ptr + row * V + o, mask=msk, other=-float("inf")).to(tl.float32) * inv_temp
-                    tl.store(probs_ptr + row * V + o, (tl.exp(x - M) / S_).to(probs_ptr.dtype.element_ty), mask=msk)
+            _entropy_out(logit_ptr, probs_ptr, ent_ptr, row, V, inv_temp, m, s, t, offs, CHUNK, Q, WRITE_PROBS)
 
 
 def sample_rows_r4(logits, temp, seed, probs=None, ent=None, greedy=None, sample=None, entropy=True, q=1024, num_warps=8):
@@ -829,10 +785,7 @@ def sample_rows_split_r4(logits, temp, seed, greedy, sample, ws=None, chunk=4096
     """sample_rows_split with tl.rand4x."""
     M, V = logits.shape
     S = triton.cdiv(V, chunk)
-    ws = {} if ws is None else ws
-    if ws.get("key") != (M, S):
-        ws.update(key=(M, S), pv=torch.empty(M * S * 2, device=logits.device, dtype=torch.float32),
-                  pi=torch.empty(M * S * 2, device=logits.device, dtype=torch.int32))
+    ws = _split_workspace(ws, M, S, logits.device)
     _sampler_r4_kernel[(M, S)](logits, logits, ws["pv"], greedy, sample, ws["pv"], ws["pi"], V, S, 1.0 / temp, seed,
                                CHUNK=chunk, Q=q, WRITE_PROBS=False, ENTROPY=False, SPLIT=True, num_warps=num_warps)
     _sample_combine_kernel[(M,)](ws["pv"], ws["pi"], greedy, sample, S, SP=triton.next_power_of_2(S), num_warps=4)

@@ -48,7 +48,7 @@ def _tune_moe(p: dict, dev, w8: bool, results: dict, deadline: float) -> None:
     from measure.ops.triton_fused import moe_gemv_down, moe_gemv_gate_up
 
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
-    w1, w2, s1, s2 = _moe_weights(p, dev, e, d, f, w8)
+    w1, w2, s1, s2 = _moe_weights(dev, e, d, f, w8)
     idf = ids.reshape(-1).to(torch.int32).contiguous()
     twf = tw.reshape(-1).contiguous()
     act = torch.empty(m * topk, f, device=dev, dtype=torch.bfloat16)

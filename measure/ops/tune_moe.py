@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from measure.ops.kernels import Bench, _moe_inputs, _randn, moe_align, quant_rows_fast, quant_weight_channels
+from measure.ops.kernels import Bench, _moe_inputs, _moe_weights, moe_align, quant_rows_fast
 from measure.ops.timing import copy_bandwidth_tbps, graph_ms
 
 D_MODEL, EXPERTS, FFN, TOPK = 2816, 128, 704, 8
@@ -39,12 +39,8 @@ class Layer:
 
 def build(m: int, fp8: bool, dev) -> Layer:
     x, ids, tw, m, d, e, f, topk = _moe_inputs({"m": m, "d": D_MODEL, "experts": EXPERTS, "ffn": FFN, "topk": TOPK}, dev)
-    w1 = _randn(e, 2 * f, d, device=dev, scale=d ** -0.5)
-    w2 = _randn(e, d, f, device=dev, scale=f ** -0.5)
-    t = {"x": x, "ids": ids, "tw": tw.reshape(-1).contiguous(), "w1": w1, "w2": w2, "s1": None, "s2": None}
-    if fp8:
-        t["w1"], t["s1"] = quant_weight_channels(w1)
-        t["w2"], t["s2"] = quant_weight_channels(w2)
+    w1, w2, s1, s2 = _moe_weights(dev, e, d, f, fp8)
+    t = {"x": x, "ids": ids, "tw": tw.reshape(-1).contiguous(), "w1": w1, "w2": w2, "s1": s1, "s2": s2}
     R = m * topk
     t["inter"] = torch.empty(R, 2 * f, device=dev, dtype=torch.bfloat16)
     t["act"] = torch.empty(R, f, device=dev, dtype=torch.bfloat16)

@@ -29,3 +29,17 @@ def cli():
         return code_box["code"], out.getvalue(), err.getvalue()
 
     return run
+
+
+
+def pytest_configure(config):
+    """Refuse `--dist loadgroup` under a pytest whose node ids pytest-xdist cannot group: the
+    real-vLLM tests share session fixtures (one server per mode) that must run on one worker, and
+    pytest 9.2's structured node ids silently defeat pytest-xdist 3.8's grouping
+    (pytest-dev/pytest-xdist#1386): each worker then started its own servers, two at a time on a
+    2-core machine. The `dev` extra pins pytest below 9.2."""
+    if getattr(config.option, "dist", None) != "loadgroup" or hasattr(config, "workerinput"):
+        return
+    if tuple(int(x) for x in pytest.__version__.split(".")[:2]) >= (9, 2):
+        raise pytest.UsageError(f"pytest {pytest.__version__} breaks --dist loadgroup (pytest-dev/pytest-xdist#1386): "
+                                "install the `dev` extra (pytest<9.2), e.g. `make test`")

@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from measure.ops.triton_kernels import _entropy_out, _load_scaled, _samp_step, _sampler_lanes
+from measure.ops.triton_sampler_parts import _entropy_out, _load_scaled, _samp_step, _sampler_lanes
 
 
 # ---- MoE alignment + quantisation + fills, one grid ------------------------------------------------

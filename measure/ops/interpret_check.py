@@ -1,0 +1,101 @@
+"""The GPU kernels checked on a CPU: Triton's interpreter (TRITON_INTERPRET=1) runs the Triton
+kernels on CPU tensors, so a refactor of a kernel can be checked where no GPU is lent (the suite
+runs this from the vLLM environment, which has Triton). Checks the samplers against torch at a small
+vocabulary (argmax, entropy, probabilities, the split sampler drawing the same random numbers as the
+row sampler, near-zero temperature = greedy) and runs the campaign's self-checks that fit a CPU
+(q/k norm + RoPE in one launch, the fused norms, router top-k and GEMV, fp8 rowwise scaled_mm).
+Timing needs the GPU: nothing here is timed.
+
+    python -m measure.ops.interpret_check        # one JSON line; exit 1 if any check fails
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
+
+CAMPAIGN_CHECKS = ("_check_qk_1launch", "_check_norm_fused", "_check_router", "_check_scaled_mm")
+TOL = 0.02  # bf16 probabilities and fp32 entropies against torch
+
+
+def _rel(a, b) -> float:
+    a, b = a.float(), b.float()
+    return float((a - b).norm() / b.norm().clamp(min=1e-12))
+
+
+def sampler_errors(rows: int = 3, vocab: int = 5000, temp: float = 0.8, seed: int = 7) -> dict[str, float]:
+    """Each sampler's worst disagreement with torch (and with the row sampler where it draws the same
+    random numbers): 0 for token mismatches, relative error for entropies and probabilities."""
+    import torch
+
+    from measure.ops import triton_fused as tf
+    from measure.ops import triton_kernels as tk
+
+    torch.manual_seed(0)
+    lg = (torch.randn(rows, vocab) * 3).to(torch.bfloat16)
+    lp = torch.log_softmax(lg.float() / temp, -1)
+    ref_ent, argmax = -(lp.exp() * lp).sum(-1), lg.float().argmax(-1)
+
+    def ints(*pairs) -> float:
+        return float(sum(int((a.long() != b.long()).sum()) for a, b in pairs))
+
+    def empty(dtype=torch.int32):
+        return torch.full((rows,), -1, dtype=dtype)
+
+    out = {}
+    pr = torch.empty(rows, vocab, dtype=torch.bfloat16)
+    g, s, ent = tk.sample_rows(lg, temp, seed, probs=pr)
+    out["rows:greedy_mismatch"] = ints((g, argmax))
+    out["rows:entropy_err"] = _rel(ent, ref_ent)
+    out["rows:probs_err"] = _rel(pr, lp.exp())
+    g2, s2 = tf.sample_rows_split(lg.float(), temp, seed, empty(), empty(), chunk=2048, block=512)
+    out["split:vs_rows_mismatch"] = ints((g2, g), (s2, s))
+    pr4 = torch.empty(rows, vocab, dtype=torch.bfloat16)
+    g4, s4, ent4 = tf.sample_rows_r4(lg, temp, seed, probs=pr4, q=256)
+    out["r4:greedy_mismatch"] = ints((g4, argmax))
+    out["r4:entropy_err"] = _rel(ent4, ref_ent)
+    out["r4:probs_err"] = _rel(pr4, lp.exp())
+    g4c, s4c, _ = tf.sample_rows_r4(lg, 1e-4, seed, q=256, entropy=False)
+    out["r4:cold_sample_vs_greedy_mismatch"] = ints((s4c, g4c), (g4c, argmax))
+    g5, s5 = tf.sample_rows_split_r4(lg.float(), temp, seed, empty(), empty(), chunk=2048, q=128)
+    out["r4_split:greedy_mismatch"] = ints((g5, argmax))
+    out["r4_split:sample_out_of_range"] = float(((s5 < 0) | (s5 >= vocab)).sum())
+    return out
+
+
+def campaign_checks() -> tuple[dict, dict]:
+    """The campaign's own self-checks that fit a CPU: (results, kernels they would disable)."""
+    import torch
+
+    from measure.ops import campaign
+
+    results, disabled = {}, {}
+    for name in CAMPAIGN_CHECKS:
+        getattr(campaign, name)(torch.device("cpu"), results, disabled)
+    return results, disabled
+
+
+def failures(samplers: dict[str, float], disabled: dict) -> list[str]:
+    bad = [f"{k} = {v:.3g}" for k, v in samplers.items() if not (v < TOL if k.endswith("_err") else v == 0)]
+    return bad + [f"{k}: {v}" for k, v in disabled.items()]
+
+
+def main() -> int:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        print("error: Triton is not installed in this interpreter; run it with the vLLM environment's python "
+              "(.venv-vllm/bin/python, `make vllm-env`)", file=sys.stderr)
+        return 2
+    samplers = sampler_errors()
+    results, disabled = campaign_checks()
+    bad = failures(samplers, disabled)
+    print(json.dumps({"samplers": samplers, "selfcheck": results, "failed": bad}, default=str))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

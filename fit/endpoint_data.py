@@ -218,14 +218,18 @@ class GapCensus:
     ok_requests: int  # status ok
     multi_event: int  # of those, with two or more output events carrying tokens
     with_gap: int  # of those, with two events at least merge_ms apart (the rest arrived together: read late)
+    merge_ms: float = 1.0
 
     def why_no_gaps(self, what: str) -> str:
         if self.ok_requests == 0:
             return "no request succeeded"
         if self.multi_event == 0:
             return f"no request streamed two {what}"
-        return (f"{self.multi_event} of {self.ok_requests} requests streamed two or more {what} but none with a gap of "
-                f"1 ms or more between them (the client read them together: a busy client host)")
+        if self.with_gap == 0:
+            return (f"{self.multi_event} of {self.ok_requests} requests streamed two or more {what} but none with a gap of "
+                    f"{self.merge_ms:g} ms or more between them (the client read them together: a busy client host)")
+        return (f"{self.with_gap} requests have gaps between {what}, but the load has no engine steps per gap "
+                "(its server counters did not move)")
 
 
 def gap_census(run, unit: str, merge_ms: float = 1.0) -> GapCensus:
@@ -239,7 +243,7 @@ def gap_census(run, unit: str, merge_ms: float = 1.0) -> GapCensus:
     multi = int((c.groupby("request_id").size() >= 2).sum()) if not c.empty else 0
     b = _bursts(c, ok, merge_ms) if not c.empty else c
     gapped = int(b.loc[b["gap_ms"].notna(), "request_id"].nunique()) if len(b) else 0
-    return GapCensus(int(len(ok)), multi, gapped)
+    return GapCensus(int(len(ok)), multi, gapped, merge_ms)
 
 
 def _unit_frames(r: Run):

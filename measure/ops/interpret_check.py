@@ -2,7 +2,7 @@
 kernels on CPU tensors, so a refactor of a kernel can be checked where no GPU is lent (the suite
 runs this from the vLLM environment, which has Triton). Checks the samplers against torch at a small
 vocabulary (argmax, entropy, probabilities, the split sampler drawing the same random numbers as the
-row sampler, near-zero temperature = greedy) and runs the campaign's self-checks that fit a CPU
+row sampler, near-zero temperature = greedy) and checks the one-launch small-batch MoE against a torch loop, and runs the campaign's self-checks that fit a CPU
 (q/k norm + RoPE in one launch, the fused norms, router top-k and GEMV, fp8 rowwise scaled_mm).
 Timing needs the GPU: nothing here is timed.
 
@@ -66,6 +66,43 @@ def sampler_errors(rows: int = 3, vocab: int = 5000, temp: float = 0.8, seed: in
     return out
 
 
+def moe_gemv1_errors(tokens: int = 3, experts: int = 8, d: int = 64, f: int = 48, topk: int = 2) -> dict[str, float]:
+    """The one-launch small-batch MoE (triton_fused.moe_gemv1) against a per-token torch loop, bf16
+    weights and e4m3 weights with per-channel scales (the reference on the same dequantised weights);
+    f not a multiple of the block, so the masks are exercised."""
+    import torch
+    import torch.nn.functional as F
+
+    from measure.ops import triton_fused as tf
+    from measure.ops.kernels import quant_weight_channels
+
+    torch.manual_seed(3)
+    x = torch.randn(tokens, d).to(torch.bfloat16)
+    ids = torch.stack([torch.randperm(experts)[:topk] for _ in range(tokens)]).to(torch.int32)
+    tw = torch.softmax(torch.randn(tokens, topk), -1)
+    w1 = (torch.randn(experts, 2 * f, d) * d ** -0.5).to(torch.bfloat16)
+    w2 = (torch.randn(experts, d, f) * f ** -0.5).to(torch.bfloat16)
+    out = {}
+    for prec in ("bf16", "fp8"):
+        if prec == "fp8":
+            q1, s1 = quant_weight_channels(w1)
+            q2, s2 = quant_weight_channels(w2)
+            r1, r2 = q1.float() * s1[..., None], q2.float() * s2[..., None]
+        else:
+            q1, q2, s1, s2, r1, r2 = w1, w2, None, None, w1.float(), w2.float()
+        ref = torch.zeros(tokens, d)
+        for t in range(tokens):
+            for j in range(topk):
+                e = int(ids[t, j])
+                h = x[t].float() @ r1[e].t()
+                ref[t] += tw[t, j] * ((F.gelu(h[:f], approximate="tanh") * h[f:]) @ r2[e].t())
+        got = torch.zeros(tokens, d)
+        tf.moe_gemv1(x, q1, q2.transpose(1, 2).contiguous(), got, ids.reshape(-1), tw.reshape(-1).contiguous(), topk=topk,
+                     s1=s1, s2=s2, block_f=16, block_k=32, block_n=32)
+        out[f"moe_gemv1:{prec}_err"] = _rel(got, ref)
+    return out
+
+
 def campaign_checks() -> tuple[dict, dict]:
     """The campaign's own self-checks that fit a CPU: (results, kernels they would disable)."""
     import torch
@@ -90,7 +127,7 @@ def main() -> int:
         print("error: Triton is not installed in this interpreter; run it with the vLLM environment's python "
               "(.venv-vllm/bin/python, `make vllm-env`)", file=sys.stderr)
         return 2
-    samplers = sampler_errors()
+    samplers = {**sampler_errors(), **moe_gemv1_errors()}
     results, disabled = campaign_checks()
     bad = failures(samplers, disabled)
     print(json.dumps({"samplers": samplers, "selfcheck": results, "failed": bad}, default=str))

@@ -958,6 +958,31 @@ def _moe_gemv2(p, prec, dev, cfg_up, cfg_down, w8a16=False, pdl=False):
                          f"down+top-k sum {cfg_down[0]}/{cfg_down[1]}" + (", programmatic dependent launch" if pdl else ""))
 
 
+def _moe_gemv1(p, prec, dev, cfg, w8a16=False):
+    """Small-batch MoE in one launch (triton_fused.moe_gemv1): per routed row and block of the
+    intermediate, gate_up + gelu*up in registers, then that block's share of the down projection
+    added atomically to the fp32 output (zeroed first: a memset node in the graph). The down weights
+    are stored transposed, as an engine may lay them out at load time."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_fused import moe_gemv1
+
+    x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
+    w1, w2, s1, s2 = _moe_weights(dev, e, d, f, w8a16)
+    w2t = w2.transpose(1, 2).contiguous()  # [e, f, d]
+    sets = [s_.reshape(-1).to(torch.int32).contiguous() for s_ in _moe_routings(p, dev, ids, w8a16)]
+    twf = tw.reshape(-1).contiguous()
+    out = torch.empty(m, d, device=dev, dtype=torch.float32)
+
+    def run(i):
+        out.zero_()
+        return moe_gemv1(x, w1, w2t, out, sets[i % len(sets)], twf, topk=topk, s1=s1, s2=s2, block_f=cfg[0], block_k=cfg[1],
+                         block_n=cfg[2], num_warps=cfg[3])
+    run(0)
+    return Bench(run, len(sets), f"Triton MoE GEMV in 1 launch {'(fp8 w8a16) ' if w8a16 else ''}BLOCK_F/K/N {cfg[0]}/{cfg[1]}/{cfg[2]} "
+                         f"warps {cfg[3]}, down share atomically added (fp32 out, memset first)")
+
+
 def _moe_grouped(p, prec, dev, fp8=False):
     if dev.type != "cuda":
         raise RuntimeError("torch._grouped_mm needs a CUDA device")
@@ -1028,6 +1053,10 @@ def moe_candidates(p: dict, prec: str) -> list[Candidate]:
                            (lambda a, b, pdl: lambda pp, pr, d: _moe_gemv2(pp, pr, d, a, b, fp8, pdl))(a, b, pdl), (prec,))
                  for pdl in (False, True) for a, b in cfgmod.moe_gemv2_configs(fp8)]
         out = gemv2 + out
+        if p["m"] <= 8:
+            out = [Candidate(f"triton_moe_gemv1{'_w8a16' if fp8 else ''}[{'/'.join(map(str, c))}]",
+                             (lambda c: lambda pp, pr, d: _moe_gemv1(pp, pr, d, c, fp8))(c), (prec,))
+                   for c in cfgmod.moe_gemv1_configs(fp8)] + out
         gemv = [Candidate(f"triton_moe_gemv{'_fp8' if fp8 else ''}[{'/'.join(map(str, c))}]",
                           (lambda cfg: lambda pp, pr, d: _moe_gemv(pp, pr, d, fp8, cfg))(c), (prec,))
                 for c in ((32, 256, 4), (16, 512, 4), (64, 128, 8))]

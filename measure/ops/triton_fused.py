@@ -262,6 +262,63 @@ def moe_gemv_down(act, w2, out, ids_flat, topk_w, *, topk, w_scale=None, block_n
     return out
 
 
+# ---- small-batch MoE in one launch --------------------------------------------------------------------
+@triton.jit
+def _moe_gemv1_kernel(a_ptr, w1_ptr, w2t_ptr, out_ptr, ids_ptr, tw_ptr, s1_ptr, s2_ptr, F, N, K: tl.constexpr, TOPK: tl.constexpr,
+                      W_SCALE: tl.constexpr, BLOCK_F: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Program (routed row r, block of BLOCK_F intermediate columns): the block's gate and up rows of
+    expert e_r against the token's activations, gelu(gate) * up kept in registers, then the block's
+    share of the down projection, times the row's top-k weight, added atomically to out[token]
+    (fp32, zeroed before): one launch, every expert weight read once, no intermediate in memory.
+    The down weights are stored transposed (w2t [E, F, N]) so a block's rows are contiguous."""
+    r = tl.program_id(0).to(tl.int64)
+    pf = tl.program_id(1)
+    e = tl.load(ids_ptr + r).to(tl.int64)
+    t = r // TOPK
+    offs_f = pf * BLOCK_F + tl.arange(0, BLOCK_F)
+    fmask = offs_f < F
+    offs_k = tl.arange(0, BLOCK_K)
+    wg = w1_ptr + e * 2 * F * K + offs_f[:, None].to(tl.int64) * K
+    wu = wg + F * K
+    accg = tl.zeros((BLOCK_F,), tl.float32)
+    accu = tl.zeros((BLOCK_F,), tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + offs_k
+        km = kk < K
+        a = tl.load(a_ptr + t * K + kk, mask=km, other=0.0).to(tl.float32)
+        g = tl.load(wg + kk[None, :], mask=fmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+        u = tl.load(wu + kk[None, :], mask=fmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+        accg += tl.sum(g * a[None, :], axis=1)
+        accu += tl.sum(u * a[None, :], axis=1)
+    if W_SCALE:
+        accg = accg * tl.load(s1_ptr + e * 2 * F + offs_f, mask=fmask, other=0.0)
+        accu = accu * tl.load(s1_ptr + e * 2 * F + F + offs_f, mask=fmask, other=0.0)
+    act = tl.where(fmask, _gelu_tanh(accg) * accu, 0.0) * tl.load(tw_ptr + r)
+    offs_n = tl.arange(0, BLOCK_N)
+    wd = w2t_ptr + e * F * N + offs_f[:, None].to(tl.int64) * N
+    for n0 in range(0, N, BLOCK_N):
+        nn = n0 + offs_n
+        nm = nn < N
+        w = tl.load(wd + nn[None, :], mask=fmask[:, None] & nm[None, :], other=0.0).to(tl.float32)
+        part = tl.sum(w * act[:, None], axis=0)
+        if W_SCALE:
+            part = part * tl.load(s2_ptr + e * N + nn, mask=nm, other=0.0)
+        tl.atomic_add(out_ptr + t * N + nn, part, mask=nm, sem="relaxed")
+
+
+def moe_gemv1(a, w1, w2t, out, ids_flat, topk_w, *, topk, s1=None, s2=None, block_f=32, block_k=512, block_n=256, num_warps=4):
+    """out[t] += sum_j topk_w[t, j] * (gelu(a[t] @ W1[e, :F].T) * (a[t] @ W1[e, F:].T)) @ W2t[e], one launch.
+    w1 [E, 2F, K]; w2t [E, F, N] (the down weights transposed); out fp32 [tokens, N], zeroed by the
+    caller; s1 [E, 2F] and s2 [E, N] per-channel scales of e4m3 weights (bf16 activations)."""
+    E, F2, K = w1.shape
+    F, N = F2 // 2, w2t.shape[2]
+    R = ids_flat.numel()
+    _moe_gemv1_kernel[(R, triton.cdiv(F, block_f))](a, w1, w2t, out, ids_flat, topk_w, s1 if s1 is not None else out,
+                                                    s2 if s2 is not None else out, F, N, K=K, TOPK=topk, W_SCALE=s1 is not None,
+                                                    BLOCK_F=block_f, BLOCK_K=block_k, BLOCK_N=block_n, num_warps=num_warps)
+    return out
+
+
 # ---- dense GEMV ------------------------------------------------------------------------------------
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, y_ptr, ws_ptr, M, N, K: tl.constexpr, MP: tl.constexpr, W_SCALE: tl.constexpr,

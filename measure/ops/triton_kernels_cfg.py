@@ -54,7 +54,7 @@ def moe_gemv1_configs(fp8: bool) -> list[tuple[int, int, int, int]]:
     """(BLOCK_F, BLOCK_K, BLOCK_N, warps) of the one-launch small-batch MoE: a gate/up tile of
     BLOCK_F x BLOCK_K and a down tile of BLOCK_F x BLOCK_N in registers. The three best of a first
     sweep of six (scripts/time_moe_gemv1.py on an H100, data/runs/ops/h100/gemv1-20261123): all lose
-    to the two-launch GEMV by 1.4-2.6x, kept so every campaign records it."""
+    to the two-launch GEMV by 1.2-3.0x (H100 and H200), kept so every campaign records it."""
     return [(16, 256, 512, 4), (8, 1024, 512, 4), (32, 256, 256, 4)]
 
 

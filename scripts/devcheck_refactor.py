@@ -23,21 +23,16 @@ UNITS = [("ar_sampler", "*", {"m": 1}), ("ar_sampler", "*", {"m": 256}), ("dg_sa
 
 def main() -> int:
     import pandas as pd
-    import torch
 
     from costmodel.models import get_model
     from measure.ops import campaign, kernels
+    from measure.ops.devcheck import device_run
     from measure.ops.shapes import all_ops
     from measure.ops.table import RowWriter
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("-o", "--out", required=True)
-    a = ap.parse_args()
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    dev = torch.device("cuda")
-    gpu = torch.cuda.get_device_name(dev)
-    short = "h200" if "H200" in gpu else "h100"
+    out, dev, gpu, short = device_run(ap.parse_args().out)
     checks, disabled = {}, {}
     for name in CHECKS:
         t0 = time.time()

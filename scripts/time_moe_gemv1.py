@@ -19,17 +19,14 @@ def main() -> int:
     import torch
 
     from measure.ops import kernels
+    from measure.ops.devcheck import device_run
     from measure.ops.timing import graph_ms, quick_ms
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("-o", "--out", required=True)
     ap.add_argument("--ms", default="1,2,4,8")
     a = ap.parse_args()
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    dev = torch.device("cuda")
-    gpu = torch.cuda.get_device_name(dev)
-    short = "h200" if "H200" in gpu else "h100"
+    out, dev, gpu, short = device_run(a.out)
     ref = pd.read_csv(f"data/runs/ops/{short}/ops.csv")
     rows = []
     for prec in ("fp8", "bf16"):

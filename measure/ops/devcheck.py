@@ -13,9 +13,19 @@ import time
 from pathlib import Path
 
 
-def main(argv=None) -> int:
+def device_run(out: str):
+    """A development run on the GPU: (its output folder, made; the CUDA device; the GPU's name; the
+    folder of its committed op table under data/runs/ops)."""
     import torch
 
+    path = Path(out)
+    path.mkdir(parents=True, exist_ok=True)
+    dev = torch.device("cuda")
+    gpu = torch.cuda.get_device_name(dev)
+    return path, dev, gpu, "h200" if "H200" in gpu else "h100"
+
+
+def main(argv=None) -> int:
     from costmodel.models import get_model
     from measure.ops import campaign, kernels
     from measure.ops.shapes import all_ops
@@ -27,17 +37,14 @@ def main(argv=None) -> int:
     ap.add_argument("--checks", default="", help="comma list of campaign self-checks (_check_NAME) to run first")
     ap.add_argument("--components", default=None)
     a = ap.parse_args(argv)
-    dev = torch.device("cuda")
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    gpu = torch.cuda.get_device_name(dev)
+    out, dev, gpu, short = device_run(a.out)
     checks, disabled = {}, {}
     for name in filter(None, a.checks.split(",")):
         t0 = time.time()
         getattr(campaign, f"_check_{name}")(dev, checks, disabled)
         print(f"[check] {name} {time.time() - t0:.1f} s", flush=True)
     print(json.dumps({"selfcheck": checks, "disabled": disabled}, indent=0, default=str), flush=True)
-    comp = a.components or f"data/runs/ops/{'h200' if 'H200' in gpu else 'h100'}"
+    comp = a.components or f"data/runs/ops/{short}"
     kernels.set_components(comp)
     ops = all_ops(get_model("gemma4-26b-a4b"), get_model("gemma4-26b-a4b-assistant")).ops
     w = RowWriter(out / "devcheck.csv")

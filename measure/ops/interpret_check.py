@@ -2,7 +2,7 @@
 kernels on CPU tensors, so a refactor of a kernel can be checked where no GPU is lent (the suite
 runs this from the vLLM environment, which has Triton). Checks the samplers against torch at a small
 vocabulary (argmax, entropy, probabilities, the split sampler drawing the same random numbers as the
-row sampler, near-zero temperature = greedy) and checks the one-launch small-batch MoE against a torch loop, and runs the campaign's self-checks that fit a CPU
+row sampler, near-zero temperature = greedy) and checks the small-batch MoE GEMVs (one and two launches) against a torch loop, and runs the campaign's self-checks that fit a CPU
 (q/k norm + RoPE in one launch, the fused norms, router top-k and GEMV, fp8 rowwise scaled_mm).
 Timing needs the GPU: nothing here is timed.
 
@@ -66,8 +66,9 @@ def sampler_errors(rows: int = 3, vocab: int = 5000, temp: float = 0.8, seed: in
     return out
 
 
-def moe_gemv1_errors(tokens: int = 3, experts: int = 8, d: int = 64, f: int = 48, topk: int = 2) -> dict[str, float]:
-    """The one-launch small-batch MoE (triton_fused.moe_gemv1) against a per-token torch loop, bf16
+def moe_gemv_errors(tokens: int = 3, experts: int = 8, d: int = 64, f: int = 48, topk: int = 2) -> dict[str, float]:
+    """The small-batch MoE kernels (triton_fused: moe_gemv1 in one launch, moe_gemv_gate_up +
+    moe_gemv_down in two) against a per-token torch loop, bf16
     weights and e4m3 weights with per-channel scales (the reference on the same dequantised weights);
     f not a multiple of the block, so the masks are exercised."""
     import torch
@@ -96,10 +97,16 @@ def moe_gemv1_errors(tokens: int = 3, experts: int = 8, d: int = 64, f: int = 48
                 e = int(ids[t, j])
                 h = x[t].float() @ r1[e].t()
                 ref[t] += tw[t, j] * ((F.gelu(h[:f], approximate="tanh") * h[f:]) @ r2[e].t())
+        ids_flat, tw_flat = ids.reshape(-1), tw.reshape(-1).contiguous()
         got = torch.zeros(tokens, d)
-        tf.moe_gemv1(x, q1, q2.transpose(1, 2).contiguous(), got, ids.reshape(-1), tw.reshape(-1).contiguous(), topk=topk,
-                     s1=s1, s2=s2, block_f=16, block_k=32, block_n=32)
+        tf.moe_gemv1(x, q1, q2.transpose(1, 2).contiguous(), got, ids_flat, tw_flat, topk=topk, s1=s1, s2=s2, block_f=16, block_k=32,
+                     block_n=32)
         out[f"moe_gemv1:{prec}_err"] = _rel(got, ref)
+        act = torch.empty(tokens * topk, f, dtype=torch.bfloat16)
+        tf.moe_gemv_gate_up(x, q1, act, ids_flat, a_div=topk, w_scale=s1, block_n=16, block_k=32)
+        got2 = tf.moe_gemv_down(act, q2, torch.empty(tokens, d, dtype=torch.bfloat16), ids_flat, tw_flat, topk=topk, w_scale=s2,
+                                block_n=16, block_k=32)
+        out[f"moe_gemv2:{prec}_err"] = _rel(got2, ref)
     return out
 
 
@@ -127,7 +134,7 @@ def main() -> int:
         print("error: Triton is not installed in this interpreter; run it with the vLLM environment's python "
               "(.venv-vllm/bin/python, `make vllm-env`)", file=sys.stderr)
         return 2
-    samplers = {**sampler_errors(), **moe_gemv1_errors()}
+    samplers = {**sampler_errors(), **moe_gemv_errors()}
     results, disabled = campaign_checks()
     bad = failures(samplers, disabled)
     print(json.dumps({"samplers": samplers, "selfcheck": results, "failed": bad}, default=str))

@@ -158,6 +158,20 @@ def _gelu_tanh(g):
 
 
 @triton.jit
+def _gate_up_dot(a_ptr, arow, wg, wu, nmask, offs_k, k_start, accg, accu, K: tl.constexpr, BLOCK_K: tl.constexpr):
+    """accg/accu += the gate and up rows at wg/wu (nmask) against activation row `arow`, from k_start."""
+    for k0 in range(k_start, K, BLOCK_K):
+        kk = k0 + offs_k
+        km = kk < K
+        a = tl.load(a_ptr + arow * K + kk, mask=km, other=0.0).to(tl.float32)
+        g = tl.load(wg + kk[None, :], mask=nmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+        u = tl.load(wu + kk[None, :], mask=nmask[:, None] & km[None, :], other=0.0).to(tl.float32)
+        accg += tl.sum(g * a[None, :], axis=1)
+        accu += tl.sum(u * a[None, :], axis=1)
+    return accg, accu
+
+
+@triton.jit
 def _moe_gemv_gate_up_kernel(a_ptr, w_ptr, act_ptr, ids_ptr, ws_ptr, F, K: tl.constexpr, A_DIV: tl.constexpr,
                              W_SCALE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GDC: tl.constexpr = 0):
     """Program (routed row r, column block): gate and up rows of expert e_r against a[r // A_DIV],
@@ -192,14 +206,7 @@ def _moe_gemv_gate_up_kernel(a_ptr, w_ptr, act_ptr, ids_ptr, ws_ptr, F, K: tl.co
         accg += tl.sum(g * a[None, :], axis=1)
         accu += tl.sum(u * a[None, :], axis=1)
         k_start = BLOCK_K
-    for k0 in range(k_start, K, BLOCK_K):
-        kk = k0 + offs_k
-        km = kk < K
-        a = tl.load(a_ptr + arow * K + kk, mask=km, other=0.0).to(tl.float32)
-        g = tl.load(wg + kk[None, :], mask=nmask[:, None] & km[None, :], other=0.0).to(tl.float32)
-        u = tl.load(wu + kk[None, :], mask=nmask[:, None] & km[None, :], other=0.0).to(tl.float32)
-        accg += tl.sum(g * a[None, :], axis=1)
-        accu += tl.sum(u * a[None, :], axis=1)
+    accg, accu = _gate_up_dot(a_ptr, arow, wg, wu, nmask, offs_k, k_start, accg, accu, K, BLOCK_K)
     if W_SCALE:
         accg = accg * tl.load(ws_ptr + e * 2 * F + offs_n, mask=nmask, other=0.0)
         accu = accu * tl.load(ws_ptr + e * 2 * F + F + offs_n, mask=nmask, other=0.0)
@@ -282,14 +289,7 @@ def _moe_gemv1_kernel(a_ptr, w1_ptr, w2t_ptr, out_ptr, ids_ptr, tw_ptr, s1_ptr, 
     wu = wg + F * K
     accg = tl.zeros((BLOCK_F,), tl.float32)
     accu = tl.zeros((BLOCK_F,), tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        kk = k0 + offs_k
-        km = kk < K
-        a = tl.load(a_ptr + t * K + kk, mask=km, other=0.0).to(tl.float32)
-        g = tl.load(wg + kk[None, :], mask=fmask[:, None] & km[None, :], other=0.0).to(tl.float32)
-        u = tl.load(wu + kk[None, :], mask=fmask[:, None] & km[None, :], other=0.0).to(tl.float32)
-        accg += tl.sum(g * a[None, :], axis=1)
-        accu += tl.sum(u * a[None, :], axis=1)
+    accg, accu = _gate_up_dot(a_ptr, t, wg, wu, fmask, offs_k, 0, accg, accu, K, BLOCK_K)
     if W_SCALE:
         accg = accg * tl.load(s1_ptr + e * 2 * F + offs_f, mask=fmask, other=0.0)
         accu = accu * tl.load(s1_ptr + e * 2 * F + F + offs_f, mask=fmask, other=0.0)

@@ -205,15 +205,23 @@ def _gemv_inputs(p: dict, dev, max_m: int, what: str, w8a16: bool, lead: tuple =
     if p["m"] > max_m:
         raise RuntimeError(f"{what} candidate is for m <= {max_m}")
     k, n, m = p["k"], p["n"], p["m"]
-    c = _copies(k * n * (1 if w8a16 else 2))
+    c, ws, ss = _weight_copies(dev, (*lead, n, k), w8a16)
+    return k, n, m, c, ws, ss, _randn(m, k, device=dev)
+
+
+def _weight_copies(dev, shape: tuple, quant: bool) -> tuple[int, list, list]:
+    """(copies, weights, scales): enough random copies of one weight [..., n, k] that timed runs read
+    cold weights; quantised, their e4m3 form and contiguous per-channel scales (else no scales)."""
+    k, n = shape[-1], shape[-2]
+    c = _copies(k * n * (1 if quant else 2))
     ws, ss = [], []
     for _ in range(c):
-        w = _randn(*lead, n, k, device=dev, scale=k ** -0.5)
-        if w8a16:
+        w = _randn(*shape, device=dev, scale=k ** -0.5)
+        if quant:
             w, s_ = quant_weight_channels(w)
             ss.append(s_.contiguous())
         ws.append(w)
-    return k, n, m, c, ws, ss, _randn(m, k, device=dev)
+    return c, ws, ss
 
 
 def _gemm_gemv(p, prec, dev, w8a16=False):
@@ -272,14 +280,7 @@ def _gemm_act_fused(p, prec, dev, cfg, pdl=False):
     from measure.ops.triton_fused import moe_gemv_gate_up
 
     k, f, m, w8 = p["k"], p["f"], p["m"], prec == "fp8"
-    c = _copies(k * 2 * f * (1 if w8 else 2))
-    ws, ss = [], []
-    for _ in range(c):
-        w = _randn(1, 2 * f, k, device=dev, scale=k ** -0.5)
-        if w8:
-            w, s_ = quant_weight_channels(w)
-            ss.append(s_.contiguous())
-        ws.append(w)
+    c, ws, ss = _weight_copies(dev, (1, 2 * f, k), w8)
     x = _randn(m, k, device=dev)
     act = torch.empty(m, f, device=dev, dtype=torch.bfloat16)
     ids = torch.zeros(m, device=dev, dtype=torch.int32)

@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from measure.ops.kernels import Bench, _moe_inputs, _moe_weights, _randn, _copies, quant_weight_channels
+from measure.ops.kernels import Bench, _moe_inputs, _moe_weights, _randn, _weight_copies
 from measure.ops.timing import graph_ms, quick_ms
 
 
@@ -66,14 +66,7 @@ def _tune_dense(m: int, dev, w8: bool, results: dict, deadline: float) -> None:
 
     tag = "fp8" if w8 else "bf16"
     for name, k, n in (("qkv", 2816, 8192), ("o", 4096, 2816)):
-        cp = _copies(k * n * (1 if w8 else 2))
-        ws, ss = [], []
-        for _ in range(cp):
-            w = _randn(n, k, device=dev, scale=k ** -0.5)
-            if w8:
-                w, s_ = quant_weight_channels(w)
-                ss.append(s_.contiguous())
-            ws.append(w)
+        cp, ws, ss = _weight_copies(dev, (n, k), w8)
         xx = _randn(m, k, device=dev)
         y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
         _sweep(results, f"{tag}:{name}", DENSE_CFGS, lambda c: lambda i: gemv(xx, ws[i % cp], y, ss[i % cp] if w8 else None, block_n=c[0],

@@ -31,7 +31,6 @@ def cli():
     return run
 
 
-
 def pytest_configure(config):
     """Refuse `--dist loadgroup` under a pytest whose node ids pytest-xdist cannot group: the
     real-vLLM tests share session fixtures (one server per mode) that must run on one worker, and

@@ -5,6 +5,8 @@
 1. targets per GPU and precision: composed batch-1 denoise step / roofline (<= 1.3x on H200 bf16
    and H100 fp8), AR decode batch 1 (<= 2x), prefill of 1024 tokens (<= 1.5x), the MoE layer at
    256 routed tokens as a share of the copy bandwidth measured in the same run (>= 80%);
+1b. the achievable floor of each target pass from the same run's own ceilings (measured copy
+   bandwidth, best measured GEMM rate): whether a target is reachable by per-op kernels at all;
 2. the projection's own error: the H200 ops projected to the H100 per op (measure/ops/project.py)
    against the measured H100 ops, per op family and per composed pass;
 3. composed vs whole-model: the committed transformers-engine medians (data/runs/h200-*: compiled
@@ -14,17 +16,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 import glob
+import json
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from costmodel.hardware import get_hardware
 from costmodel.models import get_model
 from costmodel.precision import get_precision
 from costmodel.roofline import Roofline, Segment, expected_experts_touched
-from measure.ops.compose import Seg, compose
-from measure.ops.project import project_rows
+from measure.ops.compose import Seg, _resolved_calls, compose
+from measure.ops.project import _op_defs, op_work, project_rows
 from measure.ops.table import OpTable, read_rows
 
 HW = {"h100": "h100-sxm", "h200": "h200"}
@@ -128,6 +131,125 @@ def _print_breakdowns(t: OpTable, prec: str) -> None:
         print(f"{'':11} {kind}: {parts}, overhead {c.overhead_ms:.2f}")
 
 
+# ---- 1b. achievable floor -------------------------------------------------------------------------
+PEAK_FAMILIES = ("gemm", "gemm_act", "lm_head")
+
+
+def gemm_peak(t: OpTable, precision: str, defs: dict | None = None) -> tuple[float, str, int]:
+    """(flops per ms, op, m): the best rate any GEMM of this table reached at this precision, each
+    op at its largest timed m. A measured ceiling rather than the catalog's dense peak: what this
+    GPU's kernels deliver, so a floor built on it asks nothing no kernel here has shown. Rows of ops
+    no pass composes any more (no OpDef, so no work to divide) are skipped."""
+    defs = defs or _op_defs()
+    best = (0.0, "", 0)
+    for (prec, op), s in t.series.items():
+        if prec != precision or op not in defs or defs[op].family not in PEAK_FAMILIES:
+            continue
+        m = max(s.grid(0))
+        rate = op_work(op, precision, {"m": m}, defs)[0] / s.points[(m,)]
+        best = max(best, (rate, op, m))
+    return best
+
+
+@dataclass
+class Floor:
+    """One pass's floor: per op, max(bytes / copy bandwidth, flops / GEMM peak) x calls, with the
+    composed time of the same ops beside it."""
+
+    kind: str
+    precision: str
+    peak_flops_per_ms: float
+    peak_op: str
+    peak_m: int
+    copy_tbps: float
+    overhead_ms: float
+    by_op: dict  # op name -> floor ms of all its calls in the pass
+    composed_by_op: dict  # op name -> composed ms of the same calls (compose.compose's by_op)
+
+    @property
+    def ops_ms(self) -> float:
+        return sum(self.by_op.values())
+
+    @property
+    def ms(self) -> float:
+        return self.ops_ms + self.overhead_ms
+
+    @property
+    def composed_ms(self) -> float:
+        return sum(self.composed_by_op.values()) + self.overhead_ms
+
+    def largest_excess(self, n: int = 3) -> list[tuple[str, float, float]]:
+        """(op, composed ms, floor ms) of the n ops furthest above their floor: where a kernel
+        change buys the most."""
+        ex = sorted(self.by_op, key=lambda o: self.composed_by_op[o] - self.by_op[o], reverse=True)
+        return [(o, self.composed_by_op[o], self.by_op[o]) for o in ex[:n]]
+
+    def under_floor(self) -> tuple[float, int]:
+        """(ms, ops) by which committed ops already beat their floor: the floor is a model, not a
+        bound (small ops run from L2 faster than the copy rate; a GEMM at mid m can beat the
+        largest-m rate), so a target missed by less than this is within the floor's own error."""
+        under = [self.by_op[o] - c for o, c in self.composed_by_op.items() if c < self.by_op[o]]
+        return sum(under), len(under)
+
+
+def _call_floor_ms(op: str, precision: str, at: dict, peak: float, bytes_per_ms: float, defs: dict) -> float:
+    """Floor of one call. An alternative op (OpDef.replaces) whose family op_work does not price is
+    the sum of the floors of the ops it stands for, at the same axis values (compose.resolve only
+    swaps calls of equal `at`). The FFN block on two streams (moe_dense) has its own op_work branch
+    (its parts' work summed): one floor for the block, as its streams overlap."""
+    try:
+        flops, byts = op_work(op, precision, at, defs)
+    except KeyError:
+        if not defs[op].replaces:
+            raise
+        return sum(_call_floor_ms(r, precision, at, peak, bytes_per_ms, defs) for r in defs[op].replaces)
+    return max(byts / bytes_per_ms, flops / peak)
+
+
+def pass_floor(t: OpTable, kind: str, seg: Seg, precision: str) -> Floor:
+    """The achievable floor of one pass from the table's own ceilings: the calls the composition
+    runs (alternatives resolved as compose does), each at max(bytes / measured copy bandwidth,
+    flops / measured GEMM peak), attention's flops counted against the same GEMM peak (so its
+    floor is optimistic, never too high), plus the measured per-step overhead. A target below this
+    cannot be met by any set of per-op kernels; above it, (target - floor) is what all ops' distance
+    from their floors may add up to."""
+    defs = _op_defs()
+    peak, pop, pm = gemm_peak(t, precision, defs)
+    copy = t.meta.get("copy_bandwidth_tbps")
+    if not copy or not peak:
+        raise ValueError(f"{t.gpu}: no measured copy bandwidth or no {precision} GEMM rows for a floor")
+    by_op: dict[str, float] = {}
+    composed: dict[str, float] = {}
+    for c in _resolved_calls(t, kind, [seg], precision):
+        name = c.op.name
+        by_op[name] = by_op.get(name, 0.0) + _call_floor_ms(name, precision, c.at, peak, copy * 1e9, defs) * c.count
+        composed[name] = composed.get(name, 0.0) + t.ms(name, precision, c.at) * c.count
+    return Floor(kind, precision, peak, pop, pm, copy, t.overhead_ms(seg.seqs), by_op, composed)
+
+
+def _print_floors(tables: dict) -> None:
+    print("\n== 1b. achievable floor: per op call max(bytes / measured copy bandwidth, flops / measured GEMM peak) x count, "
+          "attention flops against the same GEMM peak, + measured per-step overhead; slack = target - floor")
+    for g, t in tables.items():
+        for prec in ("bf16", "fp8"):
+            for i, (kind, seg) in enumerate(SHAPES.items()):
+                f = pass_floor(t, kind, seg, prec)
+                if i == 0:
+                    print(f"{g:5} {prec:5} GEMM peak {f.peak_flops_per_ms / 1e9:.1f} TFLOP/s ({f.peak_op} m={f.peak_m}), "
+                          f"copy {f.copy_tbps:.2f} TB/s, overhead {f.overhead_ms:.3f} ms")
+                r = roofline_ms(kind, seg, HW[g], prec)
+                tgt = TARGETS[kind] * r
+                slack = tgt - f.ms
+                verdict = (f"reachable only if every op is within {100 * slack / f.ms:.0f}% of its floor" if slack >= 0
+                           else "below the per-op floor: unreachable by per-op kernels")
+                print(f"{'':11} {kind:13} roofline {r:5.2f} ms, target {tgt:5.2f} ms, floor {f.ms:5.2f} ms ({f.ms / r:.2f}x roofline), "
+                      f"composed {f.composed_ms:5.2f} ms, slack {slack:+5.2f} ms, composed excess {f.composed_ms - f.ms:5.2f} ms: {verdict}")
+                ex = ", ".join(f"{o} {c:.2f} vs {fl:.2f}" for o, c, fl in f.largest_excess())
+                under_ms, n_under = f.under_floor()
+                under = f"; {n_under} op{'s' if n_under > 1 else ''} already {under_ms:.2f} ms under the floor" if n_under else ""
+                print(f"{'':25} largest excess (composed vs floor ms): {ex}{under}")
+
+
 def _print_projection(root: Path, tables: dict) -> None:
     if "h100" in tables and "h200" in tables:
         for method in ("efficiency", "floor"):
@@ -200,6 +322,7 @@ def main(argv=None) -> int:
     root = Path(a.ops_root)
     tables = {g: OpTable.load(root / g) for g in HW if (root / g / "ops.csv").exists()}
     _print_targets(tables)
+    _print_floors(tables)
     _print_projection(root, tables)
     _print_whole_model(tables, Path(a.runs))
     _print_chains(root, tables)

@@ -70,7 +70,13 @@ def test_new_candidates_are_listed_in_order_and_limited_by_size():
     assert not any("1launch" in c.name for c in kernels.candidates("router", {"m": 64}, "bf16"))
     assert [c.name for c in kernels.candidates("moe_dense", {"m": 1}, "fp8")] == ["streams2_moe_first", "streams2_dense_first",
                                                                                   "serial_table_kernels"]
-    assert campaign.pdl_candidate_names() and all("_pdl" in n for n in campaign.pdl_candidate_names())
+    # the PDL chain check covers every PDL kernel and every MoE pair launched with a prefetch mode
+    names = campaign.pdl_candidate_names()
+    assert names and all("_pdl" in n or "_pf[" in n for n in names)
+    assert {"triton_moe_gemv2_w8a16_pdlpf[4/4096/8|4/1024/4]", "triton_moe_gemv2_pf[2/4096/4|4/1024/4]"} <= names
+    # the lm_head takes the GEMV with the softcap in its epilogue at a few rows only
+    assert "triton_gemv2_w8a16_pdl_softcap[4/2048/4]" in [c.name for c in kernels.candidates("lm_head", {"m": 1, "k": 2816, "n": 262144}, "fp8")]
+    assert not any("softcap[" in c.name for c in kernels.candidates("lm_head", {"m": 64, "k": 2816, "n": 262144}, "fp8"))
     # the FFN block needs its parts' kernels from an op table
     kernels.set_components(None)
     with pytest.raises(RuntimeError, match="op table"):

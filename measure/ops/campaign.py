@@ -335,7 +335,7 @@ def pdl_candidate_names() -> set[str]:
         for prec in ("bf16", "fp8"):
             for fam, p in (("gemm", {"k": 2816, "n": 1024}), ("gemm_act", {"k": 2816, "f": 704}), ("moe", moe_p), ("router", {}),
                            ("norm_fused", {}), ("qk_norm_rope", {})):
-                names |= {c.name for c in kernels.candidates(fam, {**p, "m": m}, prec) if "_pdl" in c.name}
+                names |= {c.name for c in kernels.candidates(fam, {**p, "m": m}, prec) if "_pdl" in c.name or "_pf[" in c.name}
     return names
 
 
@@ -377,13 +377,13 @@ def _check_pdl_chain(dev, out: dict, disabled: dict) -> None:
     its start and waits for the previous kernel's results before reading them) chained as a decode
     layer's FFN block runs them (norms -> GEMV -> router -> MoE gate_up -> MoE down -> dense gate_up ->
     down GEMV -> norms), in one CUDA graph, against the same chain launched plainly: identical
-    outputs over 8 replays with fresh inputs (bf16 and fp8 weights); a mismatch or failure disables
-    every _pdl candidate."""
+    outputs over 8 replays with fresh inputs (bf16 and fp8 weights), for every launch mode of the
+    MoE GEMV pair (triton_fused.MOE_GEMV2_MODES: the L2 prefetches must not change a bit); a
+    mismatch or failure disables every _pdl candidate and every MoE pair of the new modes."""
     import torch
 
-
     def error() -> float:
-        from measure.ops.triton_fused import gemv, moe_gemv_down, moe_gemv_gate_up, norm_fused, router_gemv_topk
+        from measure.ops.triton_fused import MOE_GEMV2_MODES, gemv, moe_gemv2, moe_gemv_gate_up, norm_fused, router_gemv_topk
 
         worst = 0.0
         for w8 in (False, True):
@@ -393,38 +393,39 @@ def _check_pdl_chain(dev, out: dict, disabled: dict) -> None:
             a, res = _bf16_randn(dev, m, d), _bf16_randn(dev, m, d)
             bufs = {}
 
-            def chain(pdl: bool):
-                b = bufs.setdefault(pdl, _pdl_chain_buffers(dev, m, d, f=704, fd=2112))
+            def chain(mode: str):
+                pdl = MOE_GEMV2_MODES[mode][0]
+                b = bufs.setdefault(mode, _pdl_chain_buffers(dev, m, d, f=704, fd=2112))
                 b["res"].copy_(res)
                 norm_fused(a, b["res"], nw[0], nw[1], b["o1"], wo2=nw[2], o2=b["o2"], pdl=pdl)
                 gemv(b["o1"], W["q"], b["y"], S.get("q"), block_n=8, block_k=1024, pdl=pdl)
                 router_gemv_topk(b["o2"], W["r"], b["tw"], b["ids"], b["ws"], block_n=1, block_k=2048, pdl=pdl)
-                moe_gemv_gate_up(b["o2"], W["w1"], b["act"], b["ids"].view(-1), a_div=8, w_scale=S.get("w1"), block_n=4, block_k=4096, pdl=pdl)
-                moe_gemv_down(b["act"], W["w2"], b["moe"], b["ids"].view(-1), b["tw"].view(-1), topk=8, w_scale=S.get("w2"), block_n=4,
-                              block_k=1024, pdl=pdl)
+                moe_gemv2(b["o2"], W["w1"], W["w2"], b["act"], b["moe"], b["ids"].view(-1), b["tw"].view(-1), topk=8, s1=S.get("w1"),
+                          s2=S.get("w2"), cfg_up=(4, 4096, 4), cfg_down=(4, 1024, 4), mode=mode)
                 moe_gemv_gate_up(b["o1"], W["g"], b["actd"], b["z"], a_div=1, w_scale=S.get("g"), block_n=4, block_k=4096, pdl=pdl)
                 gemv(b["actd"], W["dn"], b["dn"], S.get("dn"), block_n=2, block_k=4096, pdl=pdl)
                 norm_fused(b["moe"], b["res"], nw[3], nw[0], b["o3"], b=b["dn"], wb=nw[1], ws=nw[2], pdl=pdl)
 
             graphs = {}
-            for pdl in (False, True):
-                chain(pdl)
+            for mode in MOE_GEMV2_MODES:
+                chain(mode)
                 torch.cuda.synchronize()
                 g = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(g):
-                    chain(pdl)
-                graphs[pdl] = g
+                    chain(mode)
+                graphs[mode] = g
             for _ in range(8):
                 a.copy_(_bf16_randn(dev, m, d))
                 res.copy_(_bf16_randn(dev, m, d))
-                graphs[False].replay()
-                graphs[True].replay()
+                for g in graphs.values():
+                    g.replay()
                 torch.cuda.synchronize()
-                for k_ in ("o1", "o2", "y", "tw", "ids", "act", "moe", "actd", "dn", "o3", "res"):
-                    x0, x1 = bufs[False][k_].float(), bufs[True][k_].float()
-                    if not torch.isfinite(x1).all():
-                        return float("inf")
-                    worst = max(worst, float((x0 - x1).abs().max()))
+                for mode in graphs:
+                    for k_ in ("o1", "o2", "y", "tw", "ids", "act", "moe", "actd", "dn", "o3", "res"):
+                        x0, x1 = bufs["plain"][k_].float(), bufs[mode][k_].float()
+                        if not torch.isfinite(x1).all():
+                            return float("inf")
+                        worst = max(worst, float((x0 - x1).abs().max()))
         return worst
 
     _judge(out, disabled, "pdl_chain_max_abs_diff", sorted(pdl_candidate_names()), error, tol=1e-6)
@@ -515,6 +516,33 @@ def _check_softcap(dev, out: dict, disabled: dict) -> None:
         return _rel(got, torch.tanh(y.float() / 30.0) * 30.0)
 
     _judge(out, disabled, "softcap_err", ("cublas_bf16+triton_softcap", "scaled_mm_rowwise+triton_softcap"), error, tol=1e-4)
+    from measure.ops import kernels
+
+    for prec in ("bf16", "fp8"):  # the lm_head GEMVs with the softcap in their epilogue, every config and m
+        for m in (1, 3, 8):
+            def gemv_error(prec=prec, m=m) -> float:
+                from measure.ops.triton_fused import gemv
+                from measure.ops.triton_kernels_cfg import gemv_configs
+
+                torch.manual_seed(31)
+                x = torch.randn(m, 2816, device=dev, dtype=torch.bfloat16)
+                w = torch.randn(5000, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5 * 40
+                s = None
+                if prec == "fp8":
+                    w, s = kernels.quant_weight_channels(w)
+                    s = s.contiguous()
+                ref = (x.float() @ (w.float() * (s[:, None] if s is not None else 1.0)).t())
+                ref = torch.tanh(ref / 30.0) * 30.0
+                worst = 0.0
+                for cfg in gemv_configs(m):
+                    for pdl in (False, True):
+                        got = gemv(x, w, torch.full((m, 5000), float("nan"), device=dev), s, block_n=cfg[0], block_k=cfg[1],
+                                   num_warps=cfg[2], pdl=pdl, softcap=30.0)
+                        worst = max(worst, _rel(got, ref))
+                return worst
+
+            _judge(out, disabled, f"{prec}:gemv_softcap_err:m{m}", [c.name for c in kernels.gemv2_candidates(m, prec, softcap=30.0)],
+                   gemv_error, tol=0.01 if prec == "bf16" else 0.02, where=f" at m={m}")
 
 
 def _check_norm_fused(dev, out: dict, disabled: dict) -> None:
@@ -654,14 +682,21 @@ def _check_flash(dev, out: dict, disabled: dict) -> None:
                 sc = sc.masked_fill(jj > (L - qlen) + ii, float("-inf"))
             ref = torch.softmax(sc, -1) @ vv.float()
             for cfg in ((32, 32, 8, 2), (16, 64, 4, 2), (16, 32, 4, 2)):
-                for comb in ("torch", "triton"):
-                    got = flash_gqa(qq, kk, vv, qlen, causal, splits=splits * (8 if comb == "triton" else 1), block_m=cfg[0],
-                                    block_n=cfg[1], num_warps=cfg[2], num_stages=cfg[3], combine=comb)
-                    errs.append(_rel(got, ref))
+                for comb in ("torch", "triton", "inkernel"):
+                    sp = splits * (1 if comb == "torch" else 8)
+                    ws = None
+                    if comb == "inkernel":  # reused buffers: the arrival counters must be back at zero after each call
+                        ws = (torch.empty(2 * sp * M, device=dev), torch.empty(2 * sp * M, device=dev), torch.empty(2 * sp * M * D, device=dev),
+                              torch.zeros(2 * -(-M // cfg[0]), device=dev, dtype=torch.int32))
+                    for _ in range(2 if ws else 1):
+                        got = flash_gqa(qq, kk, vv, qlen, causal, splits=sp, block_m=cfg[0], block_n=cfg[1], num_warps=cfg[2],
+                                        num_stages=cfg[3], combine=comb, ws=ws)
+                        errs.append(_rel(got, ref))
         return max(errs)
 
     _judge(out, disabled, "triton_flash_gqa_max_err",
-           ("triton_flash_gqa", "triton_flash_gqa_m16", "triton_flash_decode_m16", "triton_flash_decode_m16n32"), error, tol=0.02)
+           ("triton_flash_gqa", "triton_flash_gqa_m16", "triton_flash_decode_m16", "triton_flash_decode_m16n32", "triton_flash_decode_m16_1l",
+            "triton_flash_decode_m16n32_1l"), error, tol=0.02)
 
 
 def _check_router(dev, out: dict, disabled: dict) -> None:

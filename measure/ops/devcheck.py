@@ -2,7 +2,7 @@
 self-checks, then chosen units timed with every candidate (campaign.time_unit), printed as a short
 table of the fastest candidates per unit; the rows go to OUT/devcheck.csv.
 
-    python -m measure.ops.devcheck -o OUT --units moe:bf16:1024,router:*:1 [--checks router_1launch,sampler_split]
+    python -m measure.ops.devcheck -o OUT --units moe:bf16:1024,router:*:1,attn.sliding.causal:*:1/1/1024 [--checks router_1launch,sampler_split]
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("-o", "--out", required=True)
-    ap.add_argument("--units", required=True, help="comma list of OP:PRECISION:M")
+    ap.add_argument("--units", required=True, help="comma list of OP:PRECISION:M, or OP:PRECISION:SEQS/Q/CTX for attention")
     ap.add_argument("--checks", default="", help="comma list of campaign self-checks (_check_NAME) to run first")
     ap.add_argument("--components", default=None)
     a = ap.parse_args(argv)
@@ -51,8 +51,9 @@ def main(argv=None) -> int:
     lines = []
     for u in a.units.split(","):
         op, prec, m = u.split(":")
+        at = dict(zip(("seqs", "q", "ctx"), map(int, m.split("/")))) if "/" in m else {"m": int(m)}
         t0 = time.time()
-        row = campaign.time_unit(ops[op], {"m": int(m)}, prec, dev, disabled)
+        row = campaign.time_unit(ops[op], at, prec, dev, disabled)
         row["gpu"] = gpu
         w.add(row)
         cands = json.loads(row.get("candidates") or "{}")

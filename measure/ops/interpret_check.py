@@ -2,7 +2,8 @@
 kernels on CPU tensors, so a refactor of a kernel can be checked where no GPU is lent (the suite
 runs this from the vLLM environment, which has Triton). Checks the samplers against torch at a small
 vocabulary (argmax, entropy, probabilities, the split sampler drawing the same random numbers as the
-row sampler, near-zero temperature = greedy) and checks the small-batch MoE GEMVs (one and two launches) against a torch loop, and runs the campaign's self-checks that fit a CPU
+row sampler, near-zero temperature = greedy), checks the small-batch MoE GEMVs (one and two launches) against a torch loop,
+split-KV flash attention with each split merge and the lm_head GEMV's softcap epilogue, and runs the campaign's self-checks that fit a CPU
 (q/k norm + RoPE in one launch, the fused norms, router top-k and GEMV, fp8 rowwise scaled_mm).
 Timing needs the GPU: nothing here is timed.
 
@@ -110,6 +111,37 @@ def moe_gemv_errors(tokens: int = 3, experts: int = 8, d: int = 64, f: int = 48,
     return out
 
 
+def flash_gemv_errors() -> dict[str, float]:
+    """Split-KV flash attention with each way of merging the splits (torch ops, a combine launch, the
+    last split program by an arrival counter: run twice on the same buffers, so the counters must be
+    reset) against softmax(QK^T)V, and the lm_head GEMV with the softcap in its epilogue against
+    torch, at small shapes."""
+    import torch
+
+    from measure.ops import triton_fused as tf
+    from measure.ops.triton_kernels import flash_gqa
+
+    torch.manual_seed(5)
+    out = {}
+    M, qlen, L, D, splits, bm = 4, 2, 200, 64, 4, 16
+    q, k, v = (torch.randn(2, n, D, dtype=torch.float16) for n in (M, L, L))  # the interpreter's tl.dot mishandles bf16 (numpy has none)
+    sc = (q.float() @ k.float().transpose(1, 2)) * D ** -0.5
+    ii = (torch.arange(M) % qlen)[:, None]
+    sc = sc.masked_fill(torch.arange(L)[None, :] > (L - qlen) + ii, float("-inf"))
+    ref = torch.softmax(sc, -1) @ v.float()
+    for comb in ("torch", "triton", "inkernel"):
+        ws = (torch.empty(2 * splits * M), torch.empty(2 * splits * M), torch.empty(2 * splits * M * D),
+              torch.zeros(2 * -(-M // bm), dtype=torch.int32))
+        for i in range(2):
+            got = flash_gqa(q, k, v, qlen, True, splits=splits, block_m=bm, block_n=16, num_warps=4, num_stages=1, ws=ws, combine=comb)
+            out[f"flash_{comb}:{i}_err"] = _rel(got, ref)
+    x = torch.randn(3, 96, dtype=torch.bfloat16)
+    w = torch.randn(200, 96, dtype=torch.bfloat16) * 4
+    y = tf.gemv(x, w, torch.empty(3, 200), block_n=8, block_k=64, softcap=30.0)
+    out["gemv_softcap_err"] = _rel(y, torch.tanh(x.float() @ w.float().t() / 30.0) * 30.0)
+    return out
+
+
 def campaign_checks() -> tuple[dict, dict]:
     """The campaign's own self-checks that fit a CPU: (results, kernels they would disable)."""
     import torch
@@ -134,7 +166,7 @@ def main() -> int:
         print("error: Triton is not installed in this interpreter; run it with the vLLM environment's python "
               "(.venv-vllm/bin/python, `make vllm-env`)", file=sys.stderr)
         return 2
-    samplers = {**sampler_errors(), **moe_gemv_errors()}
+    samplers = {**sampler_errors(), **moe_gemv_errors(), **flash_gemv_errors()}
     results, disabled = campaign_checks()
     bad = failures(samplers, disabled)
     print(json.dumps({"samplers": samplers, "selfcheck": results, "failed": bad}, default=str))

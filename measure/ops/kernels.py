@@ -237,30 +237,34 @@ def _gemm_gemv(p, prec, dev, w8a16=False):
     return Bench(run, c, f"Triton GEMV {'fp8 w8a16' if w8a16 else 'bf16'} (m <= 16)")
 
 
-def _gemm_gemv2(p, prec, dev, cfg, w8a16=False, pdl=False):
+def _gemm_gemv2(p, prec, dev, cfg, w8a16=False, pdl=False, softcap: float = 0.0):
     """Triton GEMV for m <= 8 (triton_fused.gemv): narrow column blocks, long K tiles, so that every SM
     streams weights; bf16, or fp8 weights + per-channel scales with bf16 activations (no activation
-    quantisation kernel)."""
+    quantisation kernel); softcap: the lm_head's, in the epilogue, into fp32 logits."""
     k, n, m, c, ws, ss, x = _gemv_inputs(p, dev, 8, "GEMV2", w8a16)
     from measure.ops.triton_fused import gemv
 
-    y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+    y = torch.empty(m, n, device=dev, dtype=torch.float32 if softcap else torch.bfloat16)
     bn, bk, nw = cfg
-    run = lambda i: gemv(x, ws[i % c], y, ss[i % c] if w8a16 else None, block_n=bn, block_k=bk, num_warps=nw, pdl=pdl)  # noqa: E731
+    run = lambda i: gemv(x, ws[i % c], y, ss[i % c] if w8a16 else None, block_n=bn, block_k=bk, num_warps=nw, pdl=pdl,  # noqa: E731
+                         softcap=softcap)
     run(0)
     return Bench(run, c, f"Triton GEMV2 {'fp8 w8a16' if w8a16 else 'bf16'} BLOCK_N/K {bn}/{bk} warps {nw} (m <= 8)"
-                 + (", programmatic dependent launch (first weight tile before the wait)" if pdl else ""))
+                 + (", programmatic dependent launch (first weight tile before the wait)" if pdl else "")
+                 + (", softcap in the epilogue (fp32 logits)" if softcap else ""))
 
 
-def gemv2_candidates(m: int, precision: str) -> list[Candidate]:
-    """The GEMV2 configs for m rows (none above 8), named by config so the table says which ran."""
+def gemv2_candidates(m: int, precision: str, softcap: float = 0.0) -> list[Candidate]:
+    """The GEMV2 configs for m rows (none above 8), named by config so the table says which ran;
+    softcap: the lm_head's variants (`..._softcap[cfg]`)."""
     if m > 8:
         return []
     from measure.ops.triton_kernels_cfg import gemv_configs
 
     w8 = precision == "fp8"
-    return [Candidate(f"triton_gemv2_{'w8a16' if w8 else 'bf16'}{'_pdl' if pdl else ''}[{'/'.join(map(str, c))}]",
-                      (lambda cfg, pdl: lambda pp, pr, d: _gemm_gemv2(pp, pr, d, cfg, w8, pdl))(c, pdl), (precision,))
+    cap = "_softcap" if softcap else ""
+    return [Candidate(f"triton_gemv2_{'w8a16' if w8 else 'bf16'}{'_pdl' if pdl else ''}{cap}[{'/'.join(map(str, c))}]",
+                      (lambda cfg, pdl: lambda pp, pr, d: _gemm_gemv2(pp, pr, d, cfg, w8, pdl, softcap))(c, pdl), (precision,))
             for pdl in (False, True) for c in gemv_configs(m)]
 
 
@@ -935,12 +939,14 @@ def _moe_gemm_fn(w1, w2, cfg, cfg2, tma: bool):
     return lambda a, w, *args, **kw: fused_moe_gemm_tma(a, w, descs[id(w)], *args, **kw)
 
 
-def _moe_gemv2(p, prec, dev, cfg_up, cfg_down, w8a16=False, pdl=False):
-    """Small-batch MoE in two launches (triton_fused): gate_up with gelu*up in the epilogue, then the
-    down projection summing each token's top-k experts; bf16 or fp8 weights with bf16 activations."""
+def _moe_gemv2(p, prec, dev, cfg_up, cfg_down, w8a16=False, mode="plain"):
+    """Small-batch MoE in two launches (triton_fused.moe_gemv2): gate_up with gelu*up in the
+    epilogue, then the down projection summing each token's top-k experts; bf16 or fp8 weights with
+    bf16 activations; launched as triton_fused.MOE_GEMV2_MODES[mode] says (plain, PDL, PDL with the
+    down weights fetched into L2 before the down GEMV waits, or fetched by the gate_up programs)."""
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_fused import moe_gemv_down, moe_gemv_gate_up
+    from measure.ops.triton_fused import moe_gemv2
 
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
     w1, w2, s1, s2 = _moe_weights(dev, e, d, f, w8a16)
@@ -948,15 +954,13 @@ def _moe_gemv2(p, prec, dev, cfg_up, cfg_down, w8a16=False, pdl=False):
     twf = tw.reshape(-1).contiguous()
     act = torch.empty(m * topk, f, device=dev, dtype=torch.bfloat16)
     out = torch.empty(m, d, device=dev, dtype=torch.bfloat16)
-
-    def run(i):
-        ids_flat = sets[i % len(sets)]
-        moe_gemv_gate_up(x, w1, act, ids_flat, a_div=topk, w_scale=s1, block_n=cfg_up[0], block_k=cfg_up[1], num_warps=cfg_up[2], pdl=pdl)
-        return moe_gemv_down(act, w2, out, ids_flat, twf, topk=topk, w_scale=s2, block_n=cfg_down[0], block_k=cfg_down[1],
-                             num_warps=cfg_down[2], pdl=pdl)
+    run = lambda i: moe_gemv2(x, w1, w2, act, out, sets[i % len(sets)], twf, topk=topk, s1=s1, s2=s2,  # noqa: E731
+                              cfg_up=cfg_up, cfg_down=cfg_down, mode=mode)
     run(0)
+    how = {"plain": "", "pdl": ", programmatic dependent launch", "pf": ", gate_up asks L2 for the down weights",
+           "pdlpf": ", programmatic dependent launch, the down GEMV asks L2 for its weights before it waits"}[mode]
     return Bench(run, len(sets), f"Triton MoE GEMV in 2 launches {'(fp8 w8a16) ' if w8a16 else ''}gate_up+gelu BLOCK_N/K {cfg_up[0]}/{cfg_up[1]}, "
-                         f"down+top-k sum {cfg_down[0]}/{cfg_down[1]}" + (", programmatic dependent launch" if pdl else ""))
+                         f"down+top-k sum {cfg_down[0]}/{cfg_down[1]}" + how)
 
 
 def _moe_gemv1(p, prec, dev, cfg, w8a16=False):
@@ -1050,9 +1054,11 @@ def moe_candidates(p: dict, prec: str) -> list[Candidate]:
                       (lambda a, b: lambda pp, pr, d: _moe_fx(pp, pr, d, a, b, fp8, tma=True))(c1, c2), (prec,))
             for c1, c2 in cfgmod.moe_tma_pairs(rpe, fp8)]
     if p["m"] <= 32:
-        gemv2 = [Candidate(f"triton_moe_gemv2{'_w8a16' if fp8 else ''}{'_pdl' if pdl else ''}[{'/'.join(map(str, a))}|{'/'.join(map(str, b))}]",
-                           (lambda a, b, pdl: lambda pp, pr, d: _moe_gemv2(pp, pr, d, a, b, fp8, pdl))(a, b, pdl), (prec,))
-                 for pdl in (False, True) for a, b in cfgmod.moe_gemv2_configs(fp8)]
+        gemv2 = [Candidate(f"triton_moe_gemv2{'_w8a16' if fp8 else ''}{'' if mode == 'plain' else '_' + mode}[{'/'.join(map(str, a))}|{'/'.join(map(str, b))}]",
+                           (lambda a, b, mode: lambda pp, pr, d: _moe_gemv2(pp, pr, d, a, b, fp8, mode))(a, b, mode), (prec,))
+                 for mode, cfgs in (("plain", cfgmod.moe_gemv2_configs(fp8)), ("pdl", cfgmod.moe_gemv2_configs(fp8)),
+                                    ("pdlpf", cfgmod.moe_gemv2_configs(fp8, few=True)), ("pf", cfgmod.moe_gemv2_configs(fp8, few=True)))
+                 for a, b in cfgs]
         out = gemv2 + out
         if p["m"] <= 8:
             out = [Candidate(f"triton_moe_gemv1{'_w8a16' if fp8 else ''}[{'/'.join(map(str, c))}]",
@@ -1288,7 +1294,8 @@ def _attn_flash_triton(p, prec, dev, cfg=(32, 32, 8, 2), min_keys=512, combine="
     ws = None
     if splits > 1:  # partials' buffers made once, outside the timed calls
         rows = seqs * nkv * splits * g * nb
-        ws = (torch.empty(rows, device=dev), torch.empty(rows, device=dev), torch.empty(rows * hd, device=dev))
+        ws = (torch.empty(rows, device=dev), torch.empty(rows, device=dev), torch.empty(rows * hd, device=dev),
+              torch.zeros(-(-g * nb // bm) * seqs * nkv, device=dev, dtype=torch.int32))  # arrival counters (inkernel)
     run = lambda i: flash_gqa(qs, k, v, nb, causal, splits=splits, block_m=bm, block_n=bn, num_warps=nw, num_stages=ns, ws=ws,  # noqa: E731
                               combine=combine)
     run(0)
@@ -1303,6 +1310,9 @@ ATTN = ([Candidate(f"sdpa_{b}", (lambda b: lambda p, pr, d: _attn(p, pr, d, b))(
            Candidate("triton_flash_gqa_m16", lambda p, pr, d: _attn_flash_triton(p, pr, d, (16, 64, 4, 2)), ("bf16", "fp8")),
            Candidate("triton_flash_decode_m16", lambda p, pr, d: _attn_flash_triton(p, pr, d, (16, 64, 4, 2), 64, "triton"), ("bf16", "fp8")),
            Candidate("triton_flash_decode_m16n32", lambda p, pr, d: _attn_flash_triton(p, pr, d, (16, 32, 4, 2), 128, "triton"), ("bf16", "fp8")),
+           Candidate("triton_flash_decode_m16_1l", lambda p, pr, d: _attn_flash_triton(p, pr, d, (16, 64, 4, 2), 64, "inkernel"), ("bf16", "fp8")),
+           Candidate("triton_flash_decode_m16n32_1l", lambda p, pr, d: _attn_flash_triton(p, pr, d, (16, 32, 4, 2), 128, "inkernel"),
+                     ("bf16", "fp8")),
            Candidate("bmm_gqa_packed", _attn_bmm_packed, ("bf16", "fp8")),
            Candidate("sdpa_efficient_gqa_expand", lambda p, pr, d: _attn(p, pr, d, "efficient", "expand"), ("bf16", "fp8")),
            Candidate("sdpa_math", lambda p, pr, d: _attn(p, pr, d, "math"), ("bf16", "fp8"))])
@@ -1313,7 +1323,7 @@ def candidates(family: str, params: dict, precision: str) -> list[Candidate]:
     if family == "gemm":
         return GEMM[precision] + gemv2_candidates(int(params.get("m", 1 << 30)), precision)
     if family == "lm_head":
-        return LM_HEAD[precision]
+        return LM_HEAD[precision] + gemv2_candidates(int(params.get("m", 1 << 30)), precision, softcap=30.0)
     if family == "gemm_act":
         return gemm_act_candidates(params, precision)
     if family == "moe":

@@ -152,6 +152,16 @@ def gelu_mul_quant(gu, q, s):
 
 # ---- small-batch MoE in two launches ---------------------------------------------------------------
 @triton.jit
+def _prefetch_l2(base, nbytes, LINES: tl.constexpr):
+    """Ask L2 for the bytes [base, base + nbytes) (base an int8 pointer; at most LINES 128-byte
+    lines, the tail repeating the last one; nothing when nbytes <= 0): the loads that follow hit L2
+    instead of HBM, and no register waits for the data."""
+    if nbytes > 0:
+        p = base + tl.minimum(tl.arange(0, LINES) * 128, nbytes - 1)
+        tl.inline_asm_elementwise("mov.u32 $0, 0;\n\tprefetch.global.L2 [$1];", "=r,l", [p], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def _gelu_tanh(g):
     inner = 0.7978845608028654 * (g + 0.044715 * g * g * g)
     return 0.5 * g * (1.0 + (2.0 / (1.0 + tl.exp(-2.0 * inner)) - 1.0))
@@ -172,22 +182,32 @@ def _gate_up_dot(a_ptr, arow, wg, wu, nmask, offs_k, k_start, accg, accu, K: tl.
 
 
 @triton.jit
-def _moe_gemv_gate_up_kernel(a_ptr, w_ptr, act_ptr, ids_ptr, ws_ptr, F, K: tl.constexpr, A_DIV: tl.constexpr,
-                             W_SCALE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GDC: tl.constexpr = 0):
+def _moe_gemv_gate_up_kernel(a_ptr, w_ptr, act_ptr, ids_ptr, ws_ptr, w2_ptr, pf_bytes, pf_total, F, K: tl.constexpr, A_DIV: tl.constexpr,
+                             W_SCALE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GDC: tl.constexpr = 0,
+                             PF_LINES: tl.constexpr = 0):
     """Program (routed row r, column block): gate and up rows of expert e_r against a[r // A_DIV],
     gelu(gate) * up stored: the intermediate never goes to memory. GDC (launched with launch_pdl):
     1 = let the next kernel launch, wait for the previous one's results (the expert ids are one);
-    2 = one expert (the dense MLP): expert 0 without reading ids."""
+    2 = one expert (the dense MLP): expert 0 without reading ids; 3 = wait first, then let the next
+    kernel launch: the expert ids are final when it starts, so the down GEMV can fetch its weights
+    before it waits. PF_LINES: once e_r is known, this program asks L2 for its share (pf_bytes) of
+    expert e_r's down weights (w2_ptr, pf_total bytes an expert), so the down GEMV reads them from L2."""
     r = tl.program_id(0).to(tl.int64)
     pn = tl.program_id(1)
-    if GDC:
+    if GDC == 1 or GDC == 2:
         tl.extra.cuda.gdc_launch_dependents()
     if GDC == 2:
         e = r * 0
     else:
-        if GDC == 1:
+        if GDC == 1 or GDC == 3:
             tl.extra.cuda.gdc_wait()
+        if GDC == 3:
+            tl.extra.cuda.gdc_launch_dependents()
         e = tl.load(ids_ptr + r).to(tl.int64)
+    if PF_LINES:  # the down weights are [E, K, F]: expert e's are K * F elements from e * K * F
+        start = pn.to(tl.int64) * pf_bytes
+        _prefetch_l2((w2_ptr + e * K * F).to(tl.pointer_type(tl.int8), bitcast=True) + start,
+                     tl.minimum(pf_bytes, pf_total - start), PF_LINES)
     offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = offs_n < F
     offs_k = tl.arange(0, BLOCK_K)
@@ -215,12 +235,20 @@ def _moe_gemv_gate_up_kernel(a_ptr, w_ptr, act_ptr, ids_ptr, ws_ptr, F, K: tl.co
 
 @triton.jit
 def _moe_gemv_down_kernel(act_ptr, w_ptr, out_ptr, ids_ptr, tw_ptr, ws_ptr, N, K: tl.constexpr, TOPK: tl.constexpr,
-                          W_SCALE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GDC: tl.constexpr = 0):
+                          W_SCALE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GDC: tl.constexpr = 0,
+                          PF_LINES: tl.constexpr = 0, PF_BYTES: tl.constexpr = 0):
     """Program (token t, column block): sum over the token's top-k experts of weight x expert down
     projection of its intermediate row: the top-k sum needs no extra launch. GDC: launched with
-    launch_pdl (let the next kernel launch, wait for the previous one's results first)."""
+    launch_pdl (let the next kernel launch, wait for the previous one's results first); 2 = the
+    gate_up kernel before it was launched with GDC 3 (the expert ids were final when this kernel
+    started): ask L2 for this program's weight rows of each of the token's experts (PF_BYTES in
+    PF_LINES lines each) before waiting for the intermediate."""
     t = tl.program_id(0).to(tl.int64)
     pn = tl.program_id(1)
+    if GDC == 2:
+        for j in tl.static_range(TOPK):
+            e = tl.load(ids_ptr + t * TOPK + j).to(tl.int64)
+            _prefetch_l2((w_ptr + e * N * K + pn.to(tl.int64) * BLOCK_N * K).to(tl.pointer_type(tl.int8), bitcast=True), PF_BYTES, PF_LINES)
     if GDC:
         tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
@@ -245,28 +273,67 @@ def _moe_gemv_down_kernel(act_ptr, w_ptr, out_ptr, ids_ptr, tw_ptr, ws_ptr, N, K
     tl.store(out_ptr + t * N + offs_n, out.to(out_ptr.dtype.element_ty), mask=nmask)
 
 
-def moe_gemv_gate_up(a, w1, act, ids_flat, *, a_div, w_scale=None, block_n=16, block_k=512, num_warps=4, pdl=False):
+def _lines(nbytes: int) -> int:
+    """Prefetch lines (128 B, a power of two for tl.arange) covering nbytes."""
+    return triton.next_power_of_2(max(1, -(-nbytes // 128)))
+
+
+# how a two-launch MoE GEMV pair is launched: (PDL, gate_up triggers after its wait, the down GEMV
+# prefetches its weights before its wait, gate_up prefetches the down weights)
+MOE_GEMV2_MODES = {"plain": (False, False, False, False), "pdl": (True, False, False, False),
+                   "pdlpf": (True, True, True, False), "pf": (False, False, False, True)}
+
+
+def moe_gemv_gate_up(a, w1, act, ids_flat, *, a_div, w_scale=None, block_n=16, block_k=512, num_warps=4, pdl=False,
+                     after_wait=False, prefetch_w2=None):
     """act[r] = gelu(a[r // a_div] @ W1[e_r, :F].T) * (a[r // a_div] @ W1[e_r, F:].T), w1 [E, 2F, K].
-    pdl: programmatic dependent launch (with one expert: its weights' first tile loads before the wait)."""
+    pdl: programmatic dependent launch (with one expert: its weights' first tile loads before the
+    wait); after_wait: the next kernel may launch only once the expert ids are final (for
+    moe_gemv_down(prefetch=True)); prefetch_w2: the down weights [E, K, F], each program asking L2
+    for its share of its expert's."""
     E, F2, K = w1.shape
     F = F2 // 2
     R = ids_flat.numel()
-    _moe_gemv_gate_up_kernel[(R, triton.cdiv(F, block_n))](a, w1, act, ids_flat, w_scale if w_scale is not None else act, F, K=K,
-                                                           A_DIV=a_div, W_SCALE=w_scale is not None, BLOCK_N=block_n,
-                                                           BLOCK_K=block_k, num_warps=num_warps,
-                                                           GDC=(2 if E == 1 else 1) if pdl else 0, **({"launch_pdl": True} if pdl else {}))
+    pn = triton.cdiv(F, block_n)
+    pf_bytes = pf_total = pf_lines = 0
+    if prefetch_w2 is not None:
+        pf_total = prefetch_w2[0].numel() * prefetch_w2.element_size()
+        pf_bytes = -(-pf_total // pn)
+        pf_lines = _lines(pf_bytes)
+    gdc = ((2 if E == 1 else 3 if after_wait else 1) if pdl else 0)
+    _moe_gemv_gate_up_kernel[(R, pn)](a, w1, act, ids_flat, w_scale if w_scale is not None else act,
+                                      prefetch_w2 if prefetch_w2 is not None else w1, pf_bytes, pf_total, F, K=K, A_DIV=a_div,
+                                      W_SCALE=w_scale is not None, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps,
+                                      GDC=gdc, PF_LINES=pf_lines, **({"launch_pdl": True} if pdl else {}))
     return act
 
 
-def moe_gemv_down(act, w2, out, ids_flat, topk_w, *, topk, w_scale=None, block_n=8, block_k=256, num_warps=4, pdl=False):
-    """out[t] = sum_j topk_w[t, j] * act[t * topk + j] @ W2[e_tj].T, w2 [E, N, K]; out [tokens, N]."""
+def moe_gemv_down(act, w2, out, ids_flat, topk_w, *, topk, w_scale=None, block_n=8, block_k=256, num_warps=4, pdl=False,
+                  prefetch=False):
+    """out[t] = sum_j topk_w[t, j] * act[t * topk + j] @ W2[e_tj].T, w2 [E, N, K]; out [tokens, N].
+    prefetch (with pdl, after a gate_up launched with after_wait): each program asks L2 for its
+    weight rows before waiting for the intermediate."""
     E, N, K = w2.shape
     T = out.shape[0]
+    gdc = (2 if prefetch else 1) if pdl else 0
     _moe_gemv_down_kernel[(T, triton.cdiv(N, block_n))](act, w2, out, ids_flat, topk_w, w_scale if w_scale is not None else out, N,
                                                         K=K, TOPK=topk, W_SCALE=w_scale is not None, BLOCK_N=block_n,
-                                                        BLOCK_K=block_k, num_warps=num_warps, GDC=1 if pdl else 0,
+                                                        BLOCK_K=block_k, num_warps=num_warps, GDC=gdc,
+                                                        PF_LINES=_lines(block_n * K * w2.element_size()) if prefetch else 0,
+                                                        PF_BYTES=block_n * K * w2.element_size() if prefetch else 0,
                                                         **({"launch_pdl": True} if pdl else {}))
     return out
+
+
+def moe_gemv2(x, w1, w2, act, out, ids_flat, topk_w, *, topk, s1=None, s2=None, cfg_up=(16, 512, 4), cfg_down=(8, 256, 4),
+              mode="plain"):
+    """The two-launch small-batch MoE (gate_up + gelu*up, then down + top-k sum) launched as
+    MOE_GEMV2_MODES[mode] says."""
+    pdl, after_wait, pf_down, pf_w2 = MOE_GEMV2_MODES[mode]
+    moe_gemv_gate_up(x, w1, act, ids_flat, a_div=topk, w_scale=s1, block_n=cfg_up[0], block_k=cfg_up[1], num_warps=cfg_up[2],
+                     pdl=pdl, after_wait=after_wait, prefetch_w2=w2 if pf_w2 else None)
+    return moe_gemv_down(act, w2, out, ids_flat, topk_w, topk=topk, w_scale=s2, block_n=cfg_down[0], block_k=cfg_down[1],
+                         num_warps=cfg_down[2], pdl=pdl, prefetch=pf_down)
 
 
 # ---- small-batch MoE in one launch --------------------------------------------------------------------
@@ -322,10 +389,11 @@ def moe_gemv1(a, w1, w2t, out, ids_flat, topk_w, *, topk, s1=None, s2=None, bloc
 # ---- dense GEMV ------------------------------------------------------------------------------------
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, y_ptr, ws_ptr, M, N, K: tl.constexpr, MP: tl.constexpr, W_SCALE: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GDC: tl.constexpr = 0):
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GDC: tl.constexpr = 0, CAP: tl.constexpr = 0.0):
     """GDC (programmatic dependent launch, launched with launch_pdl): 2 = let the next kernel launch
     now, load the first weight tile (weights do not depend on earlier kernels), then wait for the
-    previous kernel's results before reading x."""
+    previous kernel's results before reading x. CAP > 0: the final-logit softcap tanh(y / CAP) * CAP
+    in the epilogue (the lm_head's, into fp32 logits: no separate launch over the vocabulary)."""
     pn = tl.program_id(0)
     offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = offs_n < N
@@ -351,17 +419,20 @@ def _gemv_kernel(x_ptr, w_ptr, y_ptr, ws_ptr, M, N, K: tl.constexpr, MP: tl.cons
         acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
     if W_SCALE:
         acc = acc * tl.load(ws_ptr + offs_n, mask=nmask, other=0.0)[None, :]
+    if CAP > 0.0:
+        acc = (2.0 / (1.0 + tl.exp(-2.0 * acc / CAP)) - 1.0) * CAP
     tl.store(y_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
 
 
-def gemv(x, w, y, w_scale=None, block_n=4, block_k=1024, num_warps=4, pdl=False):
-    """y [M, N] = x [M, K] @ w [N, K].T (* w_scale [N]) for a few rows M. pdl: programmatic dependent
-    launch (the first weight tile loads while the previous kernel finishes)."""
+def gemv(x, w, y, w_scale=None, block_n=4, block_k=1024, num_warps=4, pdl=False, softcap: float = 0.0):
+    """y [M, N] = x [M, K] @ w [N, K].T (* w_scale [N]) for a few rows M (softcap > 0: y =
+    tanh(y / softcap) * softcap, for the lm_head into fp32 y). pdl: programmatic dependent launch
+    (the first weight tile loads while the previous kernel finishes)."""
     M, K = x.shape
     N = w.shape[0]
     _gemv_kernel[(triton.cdiv(N, block_n),)](x, w, y, w_scale if w_scale is not None else y, M, N, K=K, MP=triton.next_power_of_2(M),
                                              W_SCALE=w_scale is not None, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps,
-                                             GDC=2 if pdl else 0, **({"launch_pdl": True} if pdl else {}))
+                                             GDC=2 if pdl else 0, CAP=float(softcap), **({"launch_pdl": True} if pdl else {}))
     return y
 
 

@@ -41,11 +41,16 @@ def gemv_configs(m: int) -> list[tuple[int, int, int]]:
     return [(4, 256, 4), (8, 128, 4)]
 
 
-def moe_gemv2_configs(fp8: bool) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
+def moe_gemv2_configs(fp8: bool, few: bool = False) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
     """((BLOCK_N, BLOCK_K, warps) of the gate_up GEMV, the same of the down GEMV) of the two-launch
-    small-batch MoE."""
+    small-batch MoE; few: the tuned pairs and the campaign's batch-1 winners only (for the launch
+    modes added later, so the candidate list does not double)."""
     tuned = ([((16, 512, 8), (4, 256, 4)), ((8, 512, 4), (8, 512, 8)), ((4, 4096, 4), (4, 256, 4))] if fp8
              else [((2, 4096, 4), (4, 1024, 4)), ((8, 1024, 4), (4, 256, 4))])  # measure/ops/tune_gemv.py on the H100 (data/runs/ops/tune/)
+    if few:  # + the batch-1 winners of the committed tables (H100/H200, bf16/fp8)
+        extra = [((4, 4096, 8), (4, 1024, 4)), ((4, 4096, 4), (4, 256, 4)), ((2, 4096, 4), (2, 1024, 4)), ((2, 4096, 4), (4, 1024, 4)),
+                 ((4, 2048, 4), (4, 1024, 4))]
+        return tuned + [c for c in extra if c not in tuned]
     return [((16, 512, 4), (8, 256, 4)), ((8, 1024, 4), (4, 512, 4)), ((32, 256, 4), (16, 256, 4)), ((4, 2048, 4), (4, 1024, 4)),
             ((8, 1024, 8), (8, 512, 8)), ((2, 4096, 4), (2, 1024, 4)), ((4, 4096, 8), (4, 1024, 4))] + tuned
 

@@ -287,11 +287,14 @@ def _check_sampler_r4(dev, out: dict, disabled: dict) -> None:
     """The rand4x samplers (their random numbers differ from the reference kernel's): greedy = torch
     argmax; entropy and bf16 probabilities against torch; at a near-zero temperature the sample is
     the greedy token; and over 8192 rows of one 8-way distribution the sampled frequencies match
-    its softmax (max deviation < 0.02)."""
+    its softmax (max deviation < 0.02). The split DiffusionGemma sampler, every chunk size, also
+    against the row sampler's tokens (the same uniforms)."""
     import torch
 
+    from measure.ops import kernels
+
     def error(kind: str) -> float:
-        from measure.ops.triton_fused import sample_rows_r4, sample_rows_split_r4
+        from measure.ops.triton_fused import sample_rows_dg_split, sample_rows_r4, sample_rows_split_r4
 
         torch.manual_seed(43)
         worst = 0.0
@@ -299,6 +302,14 @@ def _check_sampler_r4(dev, out: dict, disabled: dict) -> None:
             lg, g, s = _sampler_case(dev, m)
             if kind == "split":
                 sample_rows_split_r4(lg, 0.7, 5, g, s)
+            elif kind == "dg_split":  # every chunk size: the row sampler's tokens (same uniforms), torch's entropy and probabilities
+                lp = torch.log_softmax(lg / 0.6, -1)
+                g0, s0, _ = sample_rows_r4(lg, 0.6, 5, q=512, num_warps=4)
+                for c in kernels.DG_SPLIT_CHUNKS:
+                    pr = torch.full((m, 262144), float("nan"), device=dev, dtype=torch.bfloat16)
+                    ent = torch.full((m,), float("nan"), device=dev)
+                    sample_rows_dg_split(lg, 0.6, 5, pr, ent, g, s, chunk=c)
+                    worst = max(worst, _rel(pr, lp.exp()), _rel(ent, -(lp.exp() * lp).sum(-1)), float((g != g0).sum() + (s != s0).sum()))
             else:
                 pr = torch.full((m, 262144), float("nan"), device=dev, dtype=torch.bfloat16)
                 ent = torch.full((m,), float("nan"), device=dev)
@@ -308,6 +319,8 @@ def _check_sampler_r4(dev, out: dict, disabled: dict) -> None:
             worst = max(worst, float((g.long() != lg.argmax(-1)).sum()), float(((s < 0) | (s >= 262144)).sum()))
             if kind == "split":
                 sample_rows_split_r4(lg, 1e-4, 9, g, s)
+            elif kind == "dg_split":
+                sample_rows_dg_split(lg, 1e-4, 9, torch.empty(m, 262144, device=dev, dtype=torch.bfloat16), torch.empty(m, device=dev), g, s)
             else:
                 sample_rows_r4(lg, 1e-4, 9, greedy=g, sample=s, entropy=False)
             worst = max(worst, float((s != g).sum()))
@@ -317,6 +330,8 @@ def _check_sampler_r4(dev, out: dict, disabled: dict) -> None:
         s = torch.empty(8192, device=dev, dtype=torch.int32)
         if kind == "split":
             sample_rows_split_r4(lg, 1.0, 11, g, s)
+        elif kind == "dg_split":
+            sample_rows_dg_split(lg, 1.0, 11, torch.empty(8192, 8, device=dev, dtype=torch.bfloat16), torch.empty(8192, device=dev), g, s, chunk=4096)
         else:
             sample_rows_r4(lg, 1.0, 11, greedy=g, sample=s, entropy=False)
         freq = torch.bincount(s.long(), minlength=8).float() / 8192
@@ -324,6 +339,8 @@ def _check_sampler_r4(dev, out: dict, disabled: dict) -> None:
 
     _judge(out, disabled, "sampler_r4_split", ("triton_ar_sampler_split_r4[4096]",), lambda: error("split"), tol=0.01)
     _judge(out, disabled, "sampler_r4_rows", ("triton_ar_sampler_r4", "triton_dg_sampler_r4"), lambda: error("rows"), tol=0.01)
+    _judge(out, disabled, "sampler_dg_split", [f"triton_dg_sampler_split_r4[{c}]" for c in kernels.DG_SPLIT_CHUNKS], lambda: error("dg_split"),
+           tol=0.01)
 
 
 def pdl_candidate_names() -> set[str]:

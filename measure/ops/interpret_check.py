@@ -64,6 +64,12 @@ def sampler_errors(rows: int = 3, vocab: int = 5000, temp: float = 0.8, seed: in
     g5, s5 = tf.sample_rows_split_r4(lg.float(), temp, seed, empty(), empty(), chunk=2048, q=128)
     out["r4_split:greedy_mismatch"] = ints((g5, argmax))
     out["r4_split:sample_out_of_range"] = float(((s5 < 0) | (s5 >= vocab)).sum())
+    pr6, ent6 = torch.empty(rows, vocab, dtype=torch.bfloat16), torch.empty(rows)
+    g6, s6, _ = tf.sample_rows_dg_split(lg, temp, seed, pr6, ent6, empty(), empty(), chunk=1024, q=128, block=256)
+    g4q, s4q, _ = tf.sample_rows_r4(lg, temp, seed, q=128)  # the same uniforms: chunks are multiples of 4 x q
+    out["dg_split:vs_r4_rows_mismatch"] = ints((g6, g4q), (s6, s4q), (g6, argmax))
+    out["dg_split:entropy_err"] = _rel(ent6, ref_ent)
+    out["dg_split:probs_err"] = _rel(pr6, lp.exp())
     return out
 
 

@@ -618,6 +618,22 @@ def _dg_sampler_r4(p, prec, dev):
     return _dg_sampler_with(sample_rows_r4, p, dev, "Triton fused row sampler with rand4x (online softmax entropy, argmax, Gumbel sample, bf16 probs)")
 
 
+DG_SPLIT_CHUNKS = (4096, 8192, 16384)
+
+
+def _dg_sampler_split(p, prec, dev, chunk: int):
+    """The DiffusionGemma sampler with each row split over chunks (two launches; the same random
+    numbers as the rand4x row sampler): a program per row leaves most SMs idle at a canvas or two."""
+    if not has_triton(dev):
+        raise RuntimeError("Triton is not available on this device")
+    from measure.ops.triton_fused import sample_rows_dg_split
+
+    ws: dict = {}
+    return _dg_sampler_with(lambda lg, t, seed, **kw: sample_rows_dg_split(lg, t, seed, kw["probs"], kw["ent"], kw["greedy"], kw["sample"], ws,
+                                                                           chunk=chunk),
+                            p, dev, f"Triton split-row sampler with rand4x, chunks of {chunk} (partials, then bf16 probs + the row's combine)")
+
+
 def _qk_norm_rope_heads(p, prec, dev):
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
@@ -1343,8 +1359,9 @@ def candidates(family: str, params: dict, precision: str) -> list[Candidate]:
                        Candidate("torch_norms_separate", _norm_separate_torch)],
         "router": router_candidates(int(params.get("m", 1 << 30))),
         "embed": [Candidate("torch_embed", _embed)],
-        "dg_sampler": [Candidate("triton_dg_sampler_r4", _dg_sampler_r4), Candidate("triton_dg_sampler", _dg_sampler_triton),
-                       Candidate("torch_dg_sampler", _dg_sampler)],
+        "dg_sampler": [Candidate("triton_dg_sampler_r4", _dg_sampler_r4)]
+        + [Candidate(f"triton_dg_sampler_split_r4[{c}]", (lambda c: lambda p, pr, d: _dg_sampler_split(p, pr, d, c))(c)) for c in DG_SPLIT_CHUNKS]
+        + [Candidate("triton_dg_sampler", _dg_sampler_triton), Candidate("torch_dg_sampler", _dg_sampler)],
         "ar_sampler": [Candidate("triton_ar_sampler_split_r4[4096]", lambda p, pr, d: _ar_sampler_r4(p, pr, d, True)),
                        Candidate("triton_ar_sampler_r4", lambda p, pr, d: _ar_sampler_r4(p, pr, d, False)),
                        Candidate("triton_ar_sampler_split[2048]", _ar_sampler_split),

@@ -872,8 +872,9 @@ def _sampler_r4_kernel(logit_ptr, probs_ptr, ent_ptr, greedy_ptr, sample_ptr, pv
     """_sampler_kernel with the uniform numbers drawn four at a time (tl.rand4x: one Philox call per
     four elements instead of one per element; the Gumbel sample's random numbers differ from
     _sampler_kernel's, its distribution does not). Each iteration covers 4 x Q elements. SPLIT: a
-    program per (row, CHUNK of the row) writing its partial argmax / sample to pv/pi (AR sampling,
-    combined by _sample_combine_kernel); else a program per whole row (CHUNK >= V)."""
+    program per (row, CHUNK of the row) writing its partial argmax / sample to pv/pi (combined by
+    _sample_combine_kernel or _probs_split_kernel) and, with ENTROPY, its online-softmax partial
+    (max, sum-exp, sum-exp*x) to ent_ptr [rows, S, 3]; else a program per whole row (CHUNK >= V)."""
     row = tl.program_id(0).to(tl.int64)
     sp = tl.program_id(1)
     offs = tl.arange(0, Q)
@@ -887,6 +888,13 @@ def _sampler_r4_kernel(logit_ptr, probs_ptr, ent_ptr, greedy_ptr, sample_ptr, pv
         gbest, gidx, sbest, sidx, m, s, t = _load_step(logit_ptr, row, V, o + 3 * Q, inv_temp, u3, gbest, gidx, sbest, sidx, m, s, t, ENTROPY)
     if SPLIT:
         _store_partial(pv_ptr, pi_ptr, (row * S + sp) * 2, offs, gbest, gidx, sbest, sidx)
+        if ENTROPY:
+            mc = tl.max(m, axis=0)
+            sc = tl.where(m == -float("inf"), 0.0, tl.exp(m - mc))
+            base = (row * S + sp) * 3
+            tl.store(ent_ptr + base, mc)
+            tl.store(ent_ptr + base + 1, tl.sum(s * sc, axis=0))
+            tl.store(ent_ptr + base + 2, tl.sum(t * sc, axis=0))
     else:
         g = tl.argmax(gbest, axis=0)
         sm = tl.argmax(sbest, axis=0)
@@ -918,3 +926,50 @@ def sample_rows_split_r4(logits, temp, seed, greedy, sample, ws=None, chunk=4096
                                CHUNK=chunk, Q=q, WRITE_PROBS=False, ENTROPY=False, SPLIT=True, num_warps=num_warps)
     _sample_combine_kernel[(M,)](ws["pv"], ws["pi"], greedy, sample, S, SP=triton.next_power_of_2(S), num_warps=4)
     return greedy, sample
+
+
+@triton.jit
+def _probs_split_kernel(logit_ptr, probs_ptr, pe_ptr, pv_ptr, pi_ptr, ent_ptr, greedy_ptr, sample_ptr, V, S, inv_temp,
+                        CHUNK: tl.constexpr, BLOCK: tl.constexpr, SP: tl.constexpr):
+    """The split DiffusionGemma sampler's second pass, a program per (row, CHUNK): the row's softmax
+    max and sum from the first pass's partials (a few dozen, read by every program of the row), then
+    this chunk's bf16 probabilities; the row's first program also writes its entropy, greedy token and
+    sample (the partials' best), so no separate combine launch."""
+    row = tl.program_id(0).to(tl.int64)
+    sp = tl.program_id(1)
+    o = tl.arange(0, SP)
+    msk = o < S
+    mc = tl.load(pe_ptr + (row * S + o) * 3, mask=msk, other=-float("inf"))
+    M = tl.max(mc, axis=0)
+    w = tl.where(mc == -float("inf"), 0.0, tl.exp(mc - M))
+    Ssum = tl.sum(w * tl.load(pe_ptr + (row * S + o) * 3 + 1, mask=msk, other=0.0), axis=0)
+    if sp == 0:
+        T = tl.sum(w * tl.load(pe_ptr + (row * S + o) * 3 + 2, mask=msk, other=0.0), axis=0)
+        tl.store(ent_ptr + row, M + tl.log(Ssum) - T / Ssum)
+        gv = tl.load(pv_ptr + (row * S + o) * 2, mask=msk, other=-float("inf"))
+        gi = tl.load(pi_ptr + (row * S + o) * 2, mask=msk, other=0)
+        sv = tl.load(pv_ptr + (row * S + o) * 2 + 1, mask=msk, other=-float("inf"))
+        si = tl.load(pi_ptr + (row * S + o) * 2 + 1, mask=msk, other=0)
+        tl.store(greedy_ptr + row, tl.max(tl.where(o == tl.argmax(gv, axis=0), gi, 0), axis=0))
+        tl.store(sample_ptr + row, tl.max(tl.where(o == tl.argmax(sv, axis=0), si, 0), axis=0))
+    offs = tl.arange(0, BLOCK)
+    for b in range(0, CHUNK, BLOCK):
+        x, xm = _load_scaled(logit_ptr, row, V, sp * CHUNK + b + offs, inv_temp)
+        tl.store(probs_ptr + row * V + sp * CHUNK + b + offs, (tl.exp(x - M) / Ssum).to(probs_ptr.dtype.element_ty), mask=xm)
+
+
+def sample_rows_dg_split(logits, temp, seed, probs, ent, greedy, sample, ws=None, chunk=8192, q=512, block=2048, num_warps=4):
+    """DiffusionGemma's row sampler (entropy, greedy, Gumbel sample with the same random numbers as
+    sample_rows_r4, bf16 probabilities) with each row split over chunks in two launches: the partial
+    pass, then probabilities (+ the row's combine in its first program). For few rows of a wide
+    vocabulary, where a program per row leaves most of the GPU idle. `ws`: a dict reused across calls."""
+    M, V = logits.shape
+    S = triton.cdiv(V, chunk)
+    ws = _split_workspace(ws, M, S, logits.device)
+    if ws.get("pe_key") != (M, S):
+        ws.update(pe_key=(M, S), pe=torch.empty(M * S * 3, device=logits.device, dtype=torch.float32))
+    _sampler_r4_kernel[(M, S)](logits, logits, ws["pe"], greedy, sample, ws["pv"], ws["pi"], V, S, 1.0 / temp, seed,
+                               CHUNK=chunk, Q=q, WRITE_PROBS=False, ENTROPY=True, SPLIT=True, num_warps=num_warps)
+    _probs_split_kernel[(M, S)](logits, probs, ws["pe"], ws["pv"], ws["pi"], ent, greedy, sample, V, S, 1.0 / temp,
+                                CHUNK=chunk, BLOCK=block, SP=triton.next_power_of_2(S), num_warps=num_warps)
+    return greedy, sample, ent

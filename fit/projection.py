@@ -9,6 +9,16 @@ not count, so they are scaled by the memory-bandwidth ratio (source / target). C
 and MTP acceptance are properties of the model, carried unchanged. The result is labelled
 projected, with its source profile named in every part.
 
+Table pass models (composed per operator, measure/ops) are projected point by point the same way:
+every grid value's time less the per-step overhead is scaled by the roofline ratio of that shape
+(target / source roofline ms of the same single-kind pass), the overhead carried as is, and the
+token-proportional part by the ratio of a one-sequence pass of that many tokens. Each shape keeps
+the efficiency its operators reached on the source GPU, as the linear models do with their
+coefficients; the linear coefficients a table model keeps would carry a fit's intercept and slope
+off the shapes they were fitted to (an encoder_commit fit of -584 + 41 x memory_ms predicts below
+zero on a faster GPU), so the projected table, tagged with the target GPU and precision, prices the
+pass.
+
 Memory: the weights of each mode's model(s) must take at most `MAX_WEIGHT_FRACTION` of the GPU's
 memory, leaving room for the KV cache, activations (a 256-token canvas's fp32 logits alone are
 0.27 GB) and the CUDA context; otherwise projecting is a UserError that names a precision that fits.
@@ -18,20 +28,22 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from dataclasses import dataclass
 
 from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec, get_hardware
 from costmodel.models import get_model
 from costmodel.precision import PRECISIONS, get_precision
-from costmodel.schemas.profile import ModeProfile, Profile, Provenance
-from costmodel.roofline import Roofline
+from costmodel.schemas.profile import ModeProfile, PassTable, Profile, Provenance
+from costmodel.roofline import Roofline, Segment
 from costmodel.timestamps import now_iso
 from fit.passes import grid_median_x_roofline
 
 MAX_WEIGHT_FRACTION = 0.75
 SHAPE_TERMS = ("seqs", "tokens", "context_ktokens")
 METHOD_NOTE = ("projection: fitted coefficients (engine efficiency vs the roofline) carried and roofline features re-evaluated on "
-               "the target; const (per-pass overhead) carried as is; seqs/tokens/context terms scaled by the memory-bandwidth ratio")
+               "the target; const (per-pass overhead) carried as is; seqs/tokens/context terms scaled by the memory-bandwidth ratio; "
+               "table pass models: each grid point's time x its shape's roofline ratio, the per-step overhead carried")
 
 
 def mode_weights_gb(profile_modes: dict[str, ModeProfile], precision: str) -> dict[str, float]:
@@ -66,6 +78,22 @@ def check_weights_fit(hw: HardwareSpec, precision: str, modes: dict[str, ModePro
     return notes
 
 
+def project_table(t: PassTable, kind: str, src_roof: Roofline, dst_roof: Roofline, hardware_id: str, precision: str, src_id: str) -> PassTable:
+    """A table pass model moved to another GPU / precision (module docstring): each grid value's
+    operator time scaled by its shape's roofline ratio, the per-step overhead carried as is."""
+    def ratio(seqs: float, tokens: float, context: float) -> float:
+        seg = Segment(kind, max(1, round(seqs)), max(1, round(tokens)), max(0, round(context)))
+        return dst_roof.segment_roofline_ms(seg) / src_roof.segment_roofline_ms(seg)
+
+    oh = t.overhead_ms
+    ms = [[[max((v - oh) * ratio(s, tok, c), 1e-9) + oh for c, v in zip(t.context_tokens, row)] for tok, row in zip(t.tokens_per_seq, plane)]
+          for s, plane in zip(t.seqs, t.ms)]
+    token_ms = [v * ratio(1, m, 0) for m, v in zip(t.token_m, t.token_ms)]
+    return dataclasses.replace(t, hardware=hardware_id, precision=precision, ms=ms, token_ms=token_ms,
+                               source=f"projected from {src_id} ({t.hardware}/{t.precision}): each grid point's operator time x the roofline "
+                                      f"ratio of its shape, the per-step overhead carried; made from: {t.source}")
+
+
 def project_profile(src: Profile, hardware: str, precision: str, hardware_file: str | None = None, profile_id: str | None = None) -> Profile:
     """`src` moved to another GPU/precision (see the module docstring for the method)."""
     hw = get_hardware(hardware, hardware_file)
@@ -78,19 +106,25 @@ def project_profile(src: Profile, hardware: str, precision: str, hardware_file: 
     where = f"{src_hw.id}/{src.precision}"
     modes = {}
     for name, m in src.modes.items():
-        roof = Roofline(get_model(m.model), hw, prec, get_model(m.assistant) if m.assistant else None)
+        asst = get_model(m.assistant) if m.assistant else None
+        roof = Roofline(get_model(m.model), hw, prec, asst)
+        src_roof = Roofline(get_model(m.model), src_hw, get_precision(src.precision), asst)
         pms = {}
         for kind, pm in m.pass_models.items():
             new = copy.deepcopy(pm)
             new.coef = {f: (c * bw_ratio if f in SHAPE_TERMS else c) for f, c in pm.coef.items()}
-            new.provenance = Provenance(
-                "projected", f"projected from {src.profile_id} ({pm.provenance.kind}: {pm.provenance.source})", hardware=hw.id, date=now,
-                notes=f"coefficients fitted on {where} carried to {hw.id}/{precision}" + (
-                    f"; shape terms x{bw_ratio:.3f} (bandwidth ratio)" if any(f in SHAPE_TERMS for f in pm.coef) else ""),
-            )
+            table = pm.table_for(src_hw.id, src.precision)
+            how = (f"table of composed operator times on {where} scaled per grid point by the roofline ratio to {hw.id}/{precision}"
+                   if table is not None else f"coefficients fitted on {where} carried to {hw.id}/{precision}" + (
+                       f"; shape terms x{bw_ratio:.3f} (bandwidth ratio)" if any(f in SHAPE_TERMS for f in pm.coef) else ""))
+            new.provenance = Provenance("projected", f"projected from {src.profile_id} ({pm.provenance.kind}: {pm.provenance.source})",
+                                        hardware=hw.id, date=now, notes=how)
             if new.diagnostics is not None:
                 new.diagnostics = dataclasses.replace(new.diagnostics, summary=f"diagnostics of the source fit on {where}\n{new.diagnostics.summary}")
-            new.median_x_roofline = grid_median_x_roofline(new, roof)
+            if table is not None:  # the ratio to the roofline is the source's at every grid point
+                new.table = project_table(table, kind, src_roof, roof, hw.id, precision, src.profile_id)
+            else:
+                new.median_x_roofline = grid_median_x_roofline(new, roof)
             pms[kind] = new
         modes[name] = ModeProfile(name, m.model, m.assistant, pms, notes=m.notes)
     notes = list(src.notes) + [f"projected from {src.profile_id} ({where}) to {hw.id}/{precision}", METHOD_NOTE] + weight_notes
@@ -109,3 +143,46 @@ def project_profile(src: Profile, hardware: str, precision: str, hardware_file: 
         created_at=now,
         notes=notes,
     ).validate(f"projection of {src.profile_id}")
+
+
+# shapes a projection is compared at (`costmodel profile project --compare`): the issue-17 target
+# shapes and a few batches around them, per mode and pass kind
+COMPARE_SHAPES = (("diffusion", "denoise_step", 1, 256, 1024), ("diffusion", "denoise_step", 8, 256, 1024),
+                  ("diffusion", "encoder_commit", 1, 256, 1024), ("diffusion", "encoder_prefill", 1, 1024, 0),
+                  ("ar", "decode_step", 1, 1, 1024), ("ar", "decode_step", 32, 1, 1024), ("ar", "decode_step", 256, 1, 4096),
+                  ("ar", "prefill", 1, 1024, 0), ("mtp", "verify_step", 1, 5, 1024), ("mtp", "draft_step", 1, 1, 1024))
+
+
+@dataclass(frozen=True)
+class PassDiff:
+    """One pass priced by a projected profile and by another profile of the same GPU and precision."""
+
+    mode: str
+    kind: str
+    seqs: int
+    tokens: int
+    context: int
+    projected_ms: float
+    compared_ms: float
+
+    @property
+    def err_pct(self) -> float:
+        return 100.0 * (self.projected_ms / self.compared_ms - 1.0)
+
+
+def compare_passes(projected: Profile, other: Profile) -> list[PassDiff]:
+    """`projected` against `other` (e.g. a profile measured on the projection's target GPU) at
+    COMPARE_SHAPES, the modes and kinds both have: the projection's own error where a measurement
+    exists. Refuses profiles of different GPUs or precisions (the error would be theirs, not the
+    projection's)."""
+    a, b = (projected.hardware.get("id"), projected.precision), (other.hardware.get("id"), other.precision)
+    if a != b:
+        raise UserError(f"--compare profile {other.profile_id} is for {b[0]}/{b[1]}, the projection for {a[0]}/{a[1]}",
+                        "compare with a profile of the target GPU and precision")
+    out = []
+    for mode, kind, seqs, tokens, context in COMPARE_SHAPES:
+        if kind in projected.modes.get(mode, ModeProfile(mode, "", None, {})).pass_models and mode in other.modes \
+                and kind in other.modes[mode].pass_models:
+            seg = (Segment(kind, seqs, tokens, context),)
+            out.append(PassDiff(mode, kind, seqs, tokens, context, projected.pass_ms(mode, seg), other.pass_ms(mode, seg)))
+    return out

@@ -141,3 +141,44 @@ def test_shipped_profiles_are_consistent():
     root = Path(shipped["h200"]).parent
     for other in ("ops/h200-fp8.json", "ops/h100-sxm-fp8.json", "transformers/h200.json", "eager/h200.json"):
         Profile.load(root / other).validate()
+
+
+def test_shipped_ops_profiles_project_point_by_point():
+    # table pass models (composed per operator) move to another GPU grid point by grid point: each
+    # value's time less the per-step overhead x the roofline ratio of its shape; their linear
+    # fallbacks (an intercept under a steep slope) would have predicted below the roofline there
+    from costmodel.shipped import shipped_profiles
+
+    shipped = shipped_profiles()
+    src = Profile.load(shipped["h200"])
+    dst = project_profile(src, "h100-sxm", "bf16")
+    pm_src, pm_dst = src.modes["diffusion"].pass_models["denoise_step"], dst.modes["diffusion"].pass_models["denoise_step"]
+    t_src, t_dst = pm_src.table, pm_dst.table
+    assert (t_dst.hardware, t_dst.precision) == ("h100-sxm", "bf16") and "projected from h200-bf16" in t_dst.source
+    i, j, k = 0, len(t_src.tokens_per_seq) - 1, 3
+    seg = Segment("denoise_step", int(t_src.seqs[i]), int(t_src.tokens_per_seq[j]), int(t_src.context_tokens[k]))
+    ratio = dst.roofline("diffusion").pass_cost(seg).roofline_ms / src.roofline("diffusion").pass_cost(seg).roofline_ms
+    oh = t_src.overhead_ms
+    assert t_dst.ms[i][j][k] == pytest.approx((t_src.ms[i][j][k] - oh) * ratio + oh)
+    assert dst.pass_ms("diffusion", (seg,)) == pytest.approx(t_dst.ms[i][j][k], rel=1e-6)
+    assert "roofline ratio" in pm_dst.provenance.notes
+    # every shipped default projects, and the projection is a valid profile
+    h100 = Profile.load(shipped["h100-sxm"])
+    for p in (dst, project_profile(h100, "rtx-5090", "int4"), project_profile(h100, "h200", "fp8")):
+        Profile.from_dict(p.to_dict()).validate()
+
+
+def test_project_compare_prints_the_projections_error(cli, tmp_path):
+    from costmodel.shipped import shipped_profiles
+
+    shipped = shipped_profiles()
+    out = tmp_path / "p.json"
+    code, o, err = cli("profile", "project", str(shipped["h200"]), "--hardware", "h100-sxm", "--precision", "bf16",
+                       "-o", str(out), "--compare", str(shipped["h100-sxm"]))
+    assert code == 0, err
+    assert "projection vs" in o and "denoise_step" in o and "decode_step" in o and out.exists()
+    # a profile of another GPU is refused in one line, and nothing is written
+    out2 = tmp_path / "q.json"
+    code, o, err = cli("profile", "project", str(shipped["h200"]), "--hardware", "h100-sxm", "--precision", "bf16",
+                       "-o", str(out2), "--compare", str(shipped["h200"]))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "is for h200/bf16" in err and not out2.exists()

@@ -11,7 +11,7 @@ from costmodel.baseline_profile import DEFAULT_EFFICIENCY, roofline_profile
 from costmodel.console import make_console
 from costmodel.hardware import get_hardware
 from costmodel.schemas.profile import Profile
-from fit.projection import check_weights_fit, project_profile
+from fit.projection import check_weights_fit, compare_passes, project_profile
 
 
 def _prov(p) -> str:
@@ -100,18 +100,29 @@ def validate(path):
 @click.option("--precision", required=True, help="Target precision: bf16, fp8, int4 (weight-only 4-bit), nvfp4.")
 @click.option("-o", "--out", "out", type=click.Path(dir_okay=False), required=True, help="Projected profile JSON to write.")
 @click.option("--id", "profile_id", default=None, help="Profile id (default: <hardware>-<precision>-projected-from-<source id>).")
-def project(path, hardware, hardware_file, precision, out, profile_id):
+@click.option("--compare", "compare", type=click.Path(), default=None,
+              help="A profile of the target GPU and precision (e.g. measured there): print the projection's error against it per pass.")
+def project(path, hardware, hardware_file, precision, out, profile_id, compare):
     """Project a profile to another GPU/precision: fitted coefficients (engine efficiency) carried,
-    roofline features re-evaluated on the target, const (overhead) carried as is.
+    roofline features re-evaluated on the target, const (overhead) carried as is; table pass models
+    scaled point by point by the roofline ratio.
 
     Example: costmodel profile project h200.json --hardware rtx-5090 --precision int4 -o rtx-5090.json
     """
     src = Profile.load(path)
     p = project_profile(src, hardware, precision, hardware_file, profile_id)
+    diffs = compare_passes(p, Profile.load(compare)) if compare else []
     p.save(out)
     con = make_console()
     for n in p.notes[len(src.notes):]:
         con.print(f"- {n}", highlight=False)
+    if diffs:
+        t = Table(title=f"projection vs {compare}")
+        for c in ("mode", "pass", "seqs x tokens, context", "projected ms", "compared ms", "error"):
+            t.add_column(c, justify="left" if c in ("mode", "pass") else "right")
+        for d in diffs:
+            t.add_row(d.mode, d.kind, f"{d.seqs} x {d.tokens}, {d.context}", f"{d.projected_ms:.2f}", f"{d.compared_ms:.2f}", f"{d.err_pct:+.1f}%")
+        con.print(t)
     con.print(f"wrote {out} ({p.profile_id})")
 
 

@@ -153,7 +153,7 @@ def selfcheck(dev, only: str | None = None) -> tuple[dict, dict[str, str]]:
         return {"skipped": "not a CUDA device"}, disabled
     if only == "none":
         return {"skipped": "--checks none: this stage's kernels were self-checked by the stage that chose them"}, disabled
-    for check in (_check_moe, _check_scaled_mm, _check_flash, _check_router, _check_gemv2, _check_norm_fused, _check_qk_1launch,
+    for check in (_check_moe, _check_scaled_mm, _check_flash, _check_router, _check_gemv2, _check_gemv_mma, _check_norm_fused, _check_qk_1launch,
                   _check_gemm_act, _check_softcap, _check_router_1launch, _check_sampler_split, _check_sampler_r4, _check_pdl_chain, _check_qk_heads, _check_moe_prefill_tiles):
         if only and check.__name__[len("_check_"):] not in only.split(","):
             continue
@@ -213,6 +213,38 @@ def _router_reference(x, W, topk):
     h = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * x.shape[1] ** -0.5
     rw, ri = torch.topk(torch.softmax(h @ W.float().t(), -1), topk)
     return rw / rw.sum(-1, keepdim=True), ri
+
+
+def _check_gemv_mma(dev, out: dict, disabled: dict) -> None:
+    """The fp8 tensor-core GEMV (every config, PDL or not, with and without the softcap) against
+    torch on the same e4m3 weights dequantised; its activations are quantised to e4m3 per row, so
+    it is held to fp8's tolerance (as scaled_mm)."""
+    import torch
+
+    from measure.ops import kernels
+
+    for m in (1, 5, 64):
+        for cap in (0.0, 30.0):
+            def error(m=m, cap=cap) -> float:
+                from measure.ops.triton_fused import gemv_fp8_mma
+
+                torch.manual_seed(17)
+                x = torch.randn(m, 2816, device=dev, dtype=torch.bfloat16)
+                w, s = kernels.quant_weight_channels(torch.randn(1000, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5 * (40 if cap else 1))
+                s = s.contiguous()
+                ref = x.float() @ (w.float() * s[:, None]).t()
+                if cap:
+                    ref = torch.tanh(ref / cap) * cap
+                worst = 0.0
+                for bn, bk, st in kernels.GEMV_MMA_CFGS:
+                    for pdl in (False, True):
+                        y = torch.full((m, 1000), float("nan"), device=dev, dtype=torch.float32 if cap else torch.bfloat16)
+                        gemv_fp8_mma(x, w, s, y, block_n=bn, block_k=bk, num_stages=st, pdl=pdl, softcap=cap)
+                        worst = max(worst, _rel(y, ref))
+                return worst
+
+            _judge(out, disabled, f"fp8:gemv_mma{'_softcap' if cap else ''}:m{m}",
+                   [c.name for c in kernels.gemv_mma_candidates(m, "fp8", softcap=cap)], error, tol=0.08, where=f" at m={m}")
 
 
 def _check_router_1launch(dev, out: dict, disabled: dict) -> None:

@@ -268,6 +268,39 @@ def gemv2_candidates(m: int, precision: str, softcap: float = 0.0) -> list[Candi
             for pdl in (False, True) for c in gemv_configs(m)]
 
 
+# BLOCK_N, BLOCK_K, stages (BLOCK_M 64: wgmma with e4m3 operands). The best of four on an H100 and
+# still slower than the w8a16 GEMV and _scaled_mm at 1-32 rows (data/runs/ops/h100/dc-20261123):
+# one config, no PDL variant, so campaigns record it without paying for a sweep
+GEMV_MMA_CFGS = ((64, 128, 3),)
+
+
+def _gemm_gemv_mma(p, prec, dev, cfg, pdl=False, softcap: float = 0.0):
+    """fp8 GEMV on the tensor cores for up to 64 rows (triton_fused.gemv_fp8_mma): e4m3 weights and
+    per-channel scales as stored, the rows of x quantised per row inside the kernel; softcap: the
+    lm_head's, in the epilogue, into fp32 logits."""
+    k, n, m, c, ws, ss, x = _gemv_inputs(p, dev, 64, "fp8 MMA GEMV", True)
+    from measure.ops.triton_fused import gemv_fp8_mma
+
+    y = torch.empty(m, n, device=dev, dtype=torch.float32 if softcap else torch.bfloat16)
+    bn, bk, st = cfg
+    run = lambda i: gemv_fp8_mma(x, ws[i % c], ss[i % c], y, block_n=bn, block_k=bk, num_stages=st, pdl=pdl, softcap=softcap)  # noqa: E731
+    run(0)
+    return Bench(run, c, f"Triton fp8 GEMV on tensor cores (wgmma e4m3, x quantised per row in-kernel) BLOCK_N/K {bn}/{bk} stages {st}"
+                 + (", programmatic dependent launch (first weight tile before the wait)" if pdl else "")
+                 + (", softcap in the epilogue (fp32 logits)" if softcap else ""))
+
+
+def gemv_mma_candidates(m: int, precision: str, softcap: float = 0.0) -> list[Candidate]:
+    """The fp8 tensor-core GEMV's configs for m <= 64 rows (none in bf16: there the plain GEMV
+    already streams at the copy rate)."""
+    if precision != "fp8" or m > 64:
+        return []
+    cap = "_softcap" if softcap else ""
+    return [Candidate(f"triton_gemv_mma_fp8{'_pdl' if pdl else ''}{cap}[{'/'.join(map(str, c))}]",
+                      (lambda cfg, pdl: lambda pp, pr, d: _gemm_gemv_mma(pp, pr, d, cfg, pdl, softcap))(c, pdl), ("fp8",))
+            for pdl in (False,) for c in GEMV_MMA_CFGS]
+
+
 GEMM = {
     "bf16": [Candidate("cublas_bf16", _gemm_bf16, ("bf16",)), Candidate("triton_gemv_bf16", _gemm_gemv, ("bf16",))],
     "fp8": [Candidate("scaled_mm_rowwise", lambda p, pr, d: _gemm_fp8(p, pr, d, True), ("fp8",)),
@@ -1337,9 +1370,11 @@ ATTN = ([Candidate(f"sdpa_{b}", (lambda b: lambda p, pr, d: _attn(p, pr, d, b))(
 def candidates(family: str, params: dict, precision: str) -> list[Candidate]:
     """The registry: candidates for an op family at a precision, in order of preference."""
     if family == "gemm":
-        return GEMM[precision] + gemv2_candidates(int(params.get("m", 1 << 30)), precision)
+        m = int(params.get("m", 1 << 30))
+        return GEMM[precision] + gemv2_candidates(m, precision) + gemv_mma_candidates(m, precision)
     if family == "lm_head":
-        return LM_HEAD[precision] + gemv2_candidates(int(params.get("m", 1 << 30)), precision, softcap=30.0)
+        m = int(params.get("m", 1 << 30))
+        return LM_HEAD[precision] + gemv2_candidates(m, precision, softcap=30.0) + gemv_mma_candidates(m, precision, softcap=30.0)
     if family == "gemm_act":
         return gemm_act_candidates(params, precision)
     if family == "moe":

@@ -17,7 +17,8 @@ the efficiency its operators reached on the source GPU, as the linear models do 
 coefficients; the linear coefficients a table model keeps would carry a fit's intercept and slope
 off the shapes they were fitted to (an encoder_commit fit of -584 + 41 x memory_ms predicts below
 zero on a faster GPU), so the projected table, tagged with the target GPU and precision, prices the
-pass.
+pass. Its linear fallback becomes the source model's median ratio to the roofline times the
+target's roofline, which stays above the roofline everywhere (it prices only off the table's own GPU).
 
 Memory: the weights of each mode's model(s) must take at most `MAX_WEIGHT_FRACTION` of the GPU's
 memory, leaving room for the KV cache, activations (a 256-token canvas's fp32 logits alone are
@@ -123,6 +124,7 @@ def project_profile(src: Profile, hardware: str, precision: str, hardware_file: 
                 new.diagnostics = dataclasses.replace(new.diagnostics, summary=f"diagnostics of the source fit on {where}\n{new.diagnostics.summary}")
             if table is not None:  # the ratio to the roofline is the source's at every grid point
                 new.table = project_table(table, kind, src_roof, roof, hw.id, precision, src.profile_id)
+                new.coef = {"roofline_ms": max(1.0, pm.median_x_roofline or 1.0)}
             else:
                 new.median_x_roofline = grid_median_x_roofline(new, roof)
             pms[kind] = new

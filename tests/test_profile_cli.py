@@ -162,6 +162,8 @@ def test_shipped_ops_profiles_project_point_by_point():
     assert t_dst.ms[i][j][k] == pytest.approx((t_src.ms[i][j][k] - oh) * ratio + oh)
     assert dst.pass_ms("diffusion", (seg,)) == pytest.approx(t_dst.ms[i][j][k], rel=1e-6)
     assert "roofline ratio" in pm_dst.provenance.notes
+    # off the table's GPU the fallback is the source's median ratio to the roofline, never below it
+    assert pm_dst.coef == {"roofline_ms": pytest.approx(max(1.0, pm_src.median_x_roofline))}
     # every shipped default projects, and the projection is a valid profile
     h100 = Profile.load(shipped["h100-sxm"])
     for p in (dst, project_profile(h100, "rtx-5090", "int4"), project_profile(h100, "h200", "fp8")):

@@ -18,7 +18,8 @@ composed from operator tables (measure/ops), interpolated multilinearly in log s
 (log ms over log seqs, log tokens, log(context + CONTEXT_OFFSET)), power-law extrapolation beyond
 the grid. The table holds for the GPU and precision it names; elsewhere the model's linear
 coefficients, which a table model keeps too, price the pass (a projected profile carries a table
-projected point by point to its own GPU: fit/projection.py). A
+projected point by point to its own GPU, and as its fallback the source's median ratio to the
+roofline: fit/projection.py). A
 pass mixing kinds priced by tables shares its token-proportional work (the layers' GEMMs, MoE,
 norms: `PassTable.token_ms` over the pass's total tokens) and adds each segment's own part
 (attention, logits, sampler: its table time minus its token part), as the operator composition
@@ -427,8 +428,8 @@ def _check_above_roofline(p: Profile, mode: str, where: str) -> None:
     roof = Roofline(model, validate_spec(p.hardware.get("id", "?"), p.hardware, where), get_precision(p.precision),
                     get_model(m.assistant) if m.assistant else None)
     for kind, pm in m.pass_models.items():
-        if pm.provenance.kind == "endpoint" or pm.table_for(p.hardware.get("id", "?"), p.precision) is not None:
-            continue  # a table model priced by its table here never uses its linear coefficients on this profile
+        if pm.provenance.kind == "endpoint":
+            continue
         for seqs, tokens, context in support_corners(pm, model):
             seg = (Segment(kind, seqs, tokens, context),)
             r = roof.pass_cost(seg)

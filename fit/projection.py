@@ -113,7 +113,6 @@ def project_profile(src: Profile, hardware: str, precision: str, hardware_file: 
         pms = {}
         for kind, pm in m.pass_models.items():
             new = copy.deepcopy(pm)
-            new.coef = {f: (c * bw_ratio if f in SHAPE_TERMS else c) for f, c in pm.coef.items()}
             table = pm.table_for(src_hw.id, src.precision)
             how = (f"table of composed operator times on {where} scaled per grid point by the roofline ratio to {hw.id}/{precision}"
                    if table is not None else f"coefficients fitted on {where} carried to {hw.id}/{precision}" + (
@@ -122,10 +121,11 @@ def project_profile(src: Profile, hardware: str, precision: str, hardware_file: 
                                         hardware=hw.id, date=now, notes=how)
             if new.diagnostics is not None:
                 new.diagnostics = dataclasses.replace(new.diagnostics, summary=f"diagnostics of the source fit on {where}\n{new.diagnostics.summary}")
-            if table is not None:  # the ratio to the roofline is the source's at every grid point
+            if table is not None:  # the ratio to the roofline is the source's at every grid point (median_x_roofline kept)
                 new.table = project_table(table, kind, src_roof, roof, hw.id, precision, src.profile_id)
                 new.coef = {"roofline_ms": max(1.0, pm.median_x_roofline or 1.0)}
             else:
+                new.coef = {f: (c * bw_ratio if f in SHAPE_TERMS else c) for f, c in pm.coef.items()}
                 new.median_x_roofline = grid_median_x_roofline(new, roof)
             pms[kind] = new
         modes[name] = ModeProfile(name, m.model, m.assistant, pms, notes=m.notes)
@@ -181,10 +181,9 @@ def compare_passes(projected: Profile, other: Profile) -> list[PassDiff]:
     if a != b:
         raise UserError(f"--compare profile {other.profile_id} is for {b[0]}/{b[1]}, the projection for {a[0]}/{a[1]}",
                         "compare with a profile of the target GPU and precision")
-    out = []
-    for mode, kind, seqs, tokens, context in COMPARE_SHAPES:
-        if kind in projected.modes.get(mode, ModeProfile(mode, "", None, {})).pass_models and mode in other.modes \
-                and kind in other.modes[mode].pass_models:
-            seg = (Segment(kind, seqs, tokens, context),)
-            out.append(PassDiff(mode, kind, seqs, tokens, context, projected.pass_ms(mode, seg), other.pass_ms(mode, seg)))
-    return out
+    def has(p: Profile, mode: str, kind: str) -> bool:
+        return mode in p.modes and kind in p.modes[mode].pass_models
+
+    return [PassDiff(mode, kind, seqs, tokens, context, projected.pass_ms(mode, seg), other.pass_ms(mode, seg))
+            for mode, kind, seqs, tokens, context in COMPARE_SHAPES if has(projected, mode, kind) and has(other, mode, kind)
+            for seg in [(Segment(kind, seqs, tokens, context),)]]

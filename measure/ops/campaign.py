@@ -176,6 +176,23 @@ def _judge(out: dict, disabled: dict, key: str, names, error, tol: float = 0.01,
             disabled[n] = why
 
 
+def _gemv_case(dev, m: int, prec: str, n: int = 1000, scale: float = 1.0, cap: float = 0.0):
+    """(x [m, 2816] bf16, weights [n, 2816] (e4m3 in fp8), per-channel scales or None, the fp32
+    reference on the dequantised weights, softcapped where cap > 0): the GEMV self-checks' case."""
+    import torch
+
+    from measure.ops import kernels
+
+    x = torch.randn(m, 2816, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(n, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5 * scale
+    s = None
+    if prec == "fp8":
+        w, s = kernels.quant_weight_channels(w)
+        s = s.contiguous()
+    ref = x.float() @ (w.float() * (s[:, None] if s is not None else 1.0)).t()
+    return x, w, s, (torch.tanh(ref / cap) * cap if cap else ref)
+
+
 def _check_gemv2(dev, out: dict, disabled: dict) -> None:
     """The dense Triton GEMV (bf16 and fp8 w8a16, every config) against torch.mm on the same
     (dequantised) weights; a config that fails is disabled."""
@@ -194,12 +211,7 @@ def _check_gemv2(dev, out: dict, disabled: dict) -> None:
             for c, cfg in zip(kernels.gemv2_candidates(m, prec), gemv_configs(m)):
                 def error(m=m, prec=prec, cfg=cfg) -> float:
                     torch.manual_seed(13)
-                    x = torch.randn(m, 2816, device=dev, dtype=torch.bfloat16)
-                    w = torch.randn(1000, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5
-                    s = None
-                    if prec == "fp8":
-                        w, s = kernels.quant_weight_channels(w)
-                    ref = x.float() @ (w.float() * (s[:, None] if s is not None else 1)).t()
+                    x, w, s, ref = _gemv_case(dev, m, prec)
                     y = torch.empty(m, 1000, device=dev, dtype=torch.bfloat16).fill_(float("nan"))
                     gemv(x, w, y, s, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2])
                     return _rel(y, ref)
@@ -216,7 +228,7 @@ def _router_reference(x, W, topk):
 
 
 def _check_gemv_mma(dev, out: dict, disabled: dict) -> None:
-    """The fp8 tensor-core GEMV (every config, PDL or not, with and without the softcap) against
+    """The fp8 tensor-core GEMV (every config, with and without the softcap) against
     torch on the same e4m3 weights dequantised; its activations are quantised to e4m3 per row, so
     it is held to fp8's tolerance (as scaled_mm)."""
     import torch
@@ -229,18 +241,12 @@ def _check_gemv_mma(dev, out: dict, disabled: dict) -> None:
                 from measure.ops.triton_fused import gemv_fp8_mma
 
                 torch.manual_seed(17)
-                x = torch.randn(m, 2816, device=dev, dtype=torch.bfloat16)
-                w, s = kernels.quant_weight_channels(torch.randn(1000, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5 * (40 if cap else 1))
-                s = s.contiguous()
-                ref = x.float() @ (w.float() * s[:, None]).t()
-                if cap:
-                    ref = torch.tanh(ref / cap) * cap
+                x, w, s, ref = _gemv_case(dev, m, "fp8", scale=40 if cap else 1, cap=cap)
                 worst = 0.0
                 for bn, bk, st in kernels.GEMV_MMA_CFGS:
-                    for pdl in (False, True):
-                        y = torch.full((m, 1000), float("nan"), device=dev, dtype=torch.float32 if cap else torch.bfloat16)
-                        gemv_fp8_mma(x, w, s, y, block_n=bn, block_k=bk, num_stages=st, pdl=pdl, softcap=cap)
-                        worst = max(worst, _rel(y, ref))
+                    y = torch.full((m, 1000), float("nan"), device=dev, dtype=torch.float32 if cap else torch.bfloat16)
+                    gemv_fp8_mma(x, w, s, y, block_n=bn, block_k=bk, num_stages=st, softcap=cap)
+                    worst = max(worst, _rel(y, ref))
                 return worst
 
             _judge(out, disabled, f"fp8:gemv_mma{'_softcap' if cap else ''}:m{m}",
@@ -574,14 +580,7 @@ def _check_softcap(dev, out: dict, disabled: dict) -> None:
                 from measure.ops.triton_kernels_cfg import gemv_configs
 
                 torch.manual_seed(31)
-                x = torch.randn(m, 2816, device=dev, dtype=torch.bfloat16)
-                w = torch.randn(5000, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5 * 40
-                s = None
-                if prec == "fp8":
-                    w, s = kernels.quant_weight_channels(w)
-                    s = s.contiguous()
-                ref = (x.float() @ (w.float() * (s[:, None] if s is not None else 1.0)).t())
-                ref = torch.tanh(ref / 30.0) * 30.0
+                x, w, s, ref = _gemv_case(dev, m, prec, n=5000, scale=40, cap=30.0)
                 worst = 0.0
                 for cfg in gemv_configs(m):
                     for pdl in (False, True):

@@ -274,7 +274,7 @@ def gemv2_candidates(m: int, precision: str, softcap: float = 0.0) -> list[Candi
 GEMV_MMA_CFGS = ((64, 128, 3),)
 
 
-def _gemm_gemv_mma(p, prec, dev, cfg, pdl=False, softcap: float = 0.0):
+def _gemm_gemv_mma(p, prec, dev, cfg, softcap: float = 0.0):
     """fp8 GEMV on the tensor cores for up to 64 rows (triton_fused.gemv_fp8_mma): e4m3 weights and
     per-channel scales as stored, the rows of x quantised per row inside the kernel; softcap: the
     lm_head's, in the epilogue, into fp32 logits."""
@@ -283,10 +283,9 @@ def _gemm_gemv_mma(p, prec, dev, cfg, pdl=False, softcap: float = 0.0):
 
     y = torch.empty(m, n, device=dev, dtype=torch.float32 if softcap else torch.bfloat16)
     bn, bk, st = cfg
-    run = lambda i: gemv_fp8_mma(x, ws[i % c], ss[i % c], y, block_n=bn, block_k=bk, num_stages=st, pdl=pdl, softcap=softcap)  # noqa: E731
+    run = lambda i: gemv_fp8_mma(x, ws[i % c], ss[i % c], y, block_n=bn, block_k=bk, num_stages=st, softcap=softcap)  # noqa: E731
     run(0)
     return Bench(run, c, f"Triton fp8 GEMV on tensor cores (wgmma e4m3, x quantised per row in-kernel) BLOCK_N/K {bn}/{bk} stages {st}"
-                 + (", programmatic dependent launch (first weight tile before the wait)" if pdl else "")
                  + (", softcap in the epilogue (fp32 logits)" if softcap else ""))
 
 
@@ -296,9 +295,8 @@ def gemv_mma_candidates(m: int, precision: str, softcap: float = 0.0) -> list[Ca
     if precision != "fp8" or m > 64:
         return []
     cap = "_softcap" if softcap else ""
-    return [Candidate(f"triton_gemv_mma_fp8{'_pdl' if pdl else ''}{cap}[{'/'.join(map(str, c))}]",
-                      (lambda cfg, pdl: lambda pp, pr, d: _gemm_gemv_mma(pp, pr, d, cfg, pdl, softcap))(c, pdl), ("fp8",))
-            for pdl in (False,) for c in GEMV_MMA_CFGS]
+    return [Candidate(f"triton_gemv_mma_fp8{cap}[{'/'.join(map(str, c))}]",
+                      (lambda cfg: lambda pp, pr, d: _gemm_gemv_mma(pp, pr, d, cfg, softcap))(c), ("fp8",)) for c in GEMV_MMA_CFGS]
 
 
 GEMM = {

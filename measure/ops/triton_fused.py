@@ -182,6 +182,15 @@ def _gate_up_dot(a_ptr, arow, wg, wu, nmask, offs_k, k_start, accg, accu, K: tl.
 
 
 @triton.jit
+def _gate_up_rows(w_ptr, e, pid, F, K: tl.constexpr, BLOCK: tl.constexpr):
+    """Block `pid` of expert e's intermediate in w [E, 2F, K]: (its columns, their mask, the gate
+    rows' and the up rows' pointers)."""
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    wg = w_ptr + e * 2 * F * K + offs[:, None].to(tl.int64) * K
+    return offs, offs < F, wg, wg + F * K
+
+
+@triton.jit
 def _moe_gemv_gate_up_kernel(a_ptr, w_ptr, act_ptr, ids_ptr, ws_ptr, w2_ptr, pf_bytes, pf_total, F, K: tl.constexpr, A_DIV: tl.constexpr,
                              W_SCALE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GDC: tl.constexpr = 0,
                              PF_LINES: tl.constexpr = 0):
@@ -208,11 +217,8 @@ def _moe_gemv_gate_up_kernel(a_ptr, w_ptr, act_ptr, ids_ptr, ws_ptr, w2_ptr, pf_
         start = pn.to(tl.int64) * pf_bytes
         _prefetch_l2((w2_ptr + e * K * F).to(tl.pointer_type(tl.int8), bitcast=True) + start,
                      tl.minimum(pf_bytes, pf_total - start), PF_LINES)
-    offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
-    nmask = offs_n < F
+    offs_n, nmask, wg, wu = _gate_up_rows(w_ptr, e, pn, F, K, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    wg = w_ptr + e * 2 * F * K + offs_n[:, None].to(tl.int64) * K
-    wu = wg + F * K
     accg = tl.zeros((BLOCK_N,), tl.float32)
     accu = tl.zeros((BLOCK_N,), tl.float32)
     arow = r // A_DIV
@@ -349,11 +355,8 @@ def _moe_gemv1_kernel(a_ptr, w1_ptr, w2t_ptr, out_ptr, ids_ptr, tw_ptr, s1_ptr, 
     pf = tl.program_id(1)
     e = tl.load(ids_ptr + r).to(tl.int64)
     t = r // TOPK
-    offs_f = pf * BLOCK_F + tl.arange(0, BLOCK_F)
-    fmask = offs_f < F
+    offs_f, fmask, wg, wu = _gate_up_rows(w1_ptr, e, pf, F, K, BLOCK_F)
     offs_k = tl.arange(0, BLOCK_K)
-    wg = w1_ptr + e * 2 * F * K + offs_f[:, None].to(tl.int64) * K
-    wu = wg + F * K
     accg = tl.zeros((BLOCK_F,), tl.float32)
     accu = tl.zeros((BLOCK_F,), tl.float32)
     accg, accu = _gate_up_dot(a_ptr, t, wg, wu, fmask, offs_k, 0, accg, accu, K, BLOCK_K)
@@ -438,13 +441,13 @@ def gemv(x, w, y, w_scale=None, block_n=4, block_k=1024, num_warps=4, pdl=False,
 
 @triton.jit
 def _gemv_fp8_mma_kernel(x_ptr, w_ptr, y_ptr, ws_ptr, M, N, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         BLOCK_K: tl.constexpr, GDC: tl.constexpr = 0, CAP: tl.constexpr = 0.0):
+                         BLOCK_K: tl.constexpr, CAP: tl.constexpr = 0.0):
     """y [M, N] = x [M, K] @ (w [N, K] e4m3 x per-channel scale).T for a few rows on the fp8 tensor
     cores: each program quantises the rows of x to e4m3 itself (per-row absmax; x is a few KB read
     from L2), padded to BLOCK_M rows, and hands the weights to the MMA as stored. The w8a16 GEMV
     converts every weight to fp32 on the way, which caps its fp8 stream below the bf16 one (the
-    lm_head at one row: 2.4 vs 3.15 TB/s on an H100). GDC 2: launched with launch_pdl, the first
-    weight tile loads before the wait. CAP > 0: the lm_head's softcap in the epilogue."""
+    lm_head at one row: 2.4 vs 3.15 TB/s on an H100); measured slower still (docs/ops.md, round 4).
+    CAP > 0: the lm_head's softcap in the epilogue."""
     pn = tl.program_id(0)
     offs_m = tl.arange(0, BLOCK_M)
     mmask = offs_m < M
@@ -452,10 +455,6 @@ def _gemv_fp8_mma_kernel(x_ptr, w_ptr, y_ptr, ws_ptr, M, N, K: tl.constexpr, BLO
     nmask = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)
     wcol = w_ptr + offs_n[None, :].to(tl.int64) * K
-    if GDC:
-        tl.extra.cuda.gdc_launch_dependents()
-        w0 = tl.load(wcol + offs_k[:, None], mask=(offs_k < K)[:, None] & nmask[None, :], other=0.0)
-        tl.extra.cuda.gdc_wait()
     amax = tl.zeros((BLOCK_M,), tl.float32)
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + offs_k
@@ -468,10 +467,7 @@ def _gemv_fp8_mma_kernel(x_ptr, w_ptr, y_ptr, ws_ptr, M, N, K: tl.constexpr, BLO
         km = kk < K
         xv = tl.load(x_ptr + offs_m[:, None] * K + kk[None, :], mask=mmask[:, None] & km[None, :], other=0.0).to(tl.float32)
         xq = (xv / sx[:, None]).to(tl.float8e4nv)
-        if GDC and k0 == 0:
-            wt = w0
-        else:
-            wt = tl.load(wcol + kk[:, None], mask=km[:, None] & nmask[None, :], other=0.0)
+        wt = tl.load(wcol + kk[:, None], mask=km[:, None] & nmask[None, :], other=0.0)
         acc = tl.dot(xq, wt, acc)
     acc = acc * sx[:, None] * tl.load(ws_ptr + offs_n, mask=nmask, other=0.0)[None, :]
     if CAP > 0.0:
@@ -479,7 +475,7 @@ def _gemv_fp8_mma_kernel(x_ptr, w_ptr, y_ptr, ws_ptr, M, N, K: tl.constexpr, BLO
     tl.store(y_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
 
 
-def gemv_fp8_mma(x, w, w_scale, y, block_m=64, block_n=32, block_k=128, num_warps=4, num_stages=3, pdl=False, softcap: float = 0.0):
+def gemv_fp8_mma(x, w, w_scale, y, block_m=64, block_n=32, block_k=128, num_warps=4, num_stages=3, softcap: float = 0.0):
     """y [M, N] = x [M, K] @ (w [N, K] e4m3 * w_scale [N]).T, M <= block_m, on fp8 tensor cores with
     x quantised per row inside the kernel (see _gemv_fp8_mma_kernel)."""
     M, K = x.shape
@@ -487,8 +483,7 @@ def gemv_fp8_mma(x, w, w_scale, y, block_m=64, block_n=32, block_k=128, num_warp
     if M > block_m:
         raise ValueError(f"gemv_fp8_mma takes at most {block_m} rows, got {M}")
     _gemv_fp8_mma_kernel[(triton.cdiv(N, block_n),)](x, w, y, w_scale, M, N, K=K, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-                                                     GDC=2 if pdl else 0, CAP=float(softcap), num_warps=num_warps, num_stages=num_stages,
-                                                     **({"launch_pdl": True} if pdl else {}))
+                                                     CAP=float(softcap), num_warps=num_warps, num_stages=num_stages)
     return y
 
 

@@ -309,6 +309,28 @@ def router_topk(x, logits, topk, w_out=None, id_out=None, eps=1e-6):
 
 
 @triton.jit
+def _merge_splits(Ms, Ls, O, out_ptrs, base_split, Mrows, offs_m, rmask, offs_d, SPLITS: tl.constexpr, BLOCK_M: tl.constexpr,
+                  D: tl.constexpr):
+    """The split-KV partials of one row block (splits base_split .. + SPLITS) merged into out_ptrs,
+    by the last split program to finish. Volatile loads: the other programs' partials, not a stale
+    L1 line. They go one split after another, and this loses to the combine launch at decode: 14.3
+    vs 7.6 us (H100, 1024 keys; data/runs/ops/h100/dc-20261123). A variant with the loops unrolled
+    and .cg loads ran its device check past 200 s without output and was not kept."""
+    mx = tl.full((BLOCK_M,), -float("inf"), tl.float32)
+    for s_ in range(SPLITS):
+        mx = tl.maximum(mx, tl.load(Ms + (base_split + s_) * Mrows + offs_m, mask=rmask, other=-float("inf"), volatile=True))
+    mx = tl.where(mx == -float("inf"), 0.0, mx)
+    lsum = tl.zeros((BLOCK_M,), tl.float32)
+    out = tl.zeros((BLOCK_M, D), tl.float32)
+    for s_ in range(SPLITS):
+        bs = (base_split + s_) * Mrows
+        w = tl.exp(tl.load(Ms + bs + offs_m, mask=rmask, other=-float("inf"), volatile=True) - mx)
+        lsum += w * tl.load(Ls + bs + offs_m, mask=rmask, other=0.0, volatile=True)
+        out += w[:, None] * tl.load(O + (bs + offs_m[:, None]) * D + offs_d[None, :], mask=rmask[:, None], other=0.0, volatile=True)
+    tl.store(out_ptrs, (out / lsum[:, None]).to(out_ptrs.dtype.element_ty), mask=rmask[:, None])
+
+
+@triton.jit
 def _flash_gqa_kernel(Q, K, V, O, Ms, Ls, Out, Cnt, sm_scale, Mrows, qlen, L, per_split,
                       sqb, sqm, skb, skn, svb, svn, sob, som, SPLITS: tl.constexpr,
                       D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, ALIGNED: tl.constexpr,
@@ -365,24 +387,8 @@ def _flash_gqa_kernel(Q, K, V, O, Ms, Ls, Out, Cnt, sm_scale, Mrows, qlen, L, pe
             tl.debug_barrier()
             cid = b * tl.num_programs(0) + pid_m
             if tl.atomic_add(Cnt + cid, 1, sem="acq_rel", scope="gpu") == SPLITS - 1:
-                # volatile loads: the other programs' partials, not a stale L1 line. They go one split
-                # after another, and this loses to the combine launch at decode: 14.3 vs 7.6 us (H100,
-                # 1024 keys; data/runs/ops/h100/dc-20261123). A variant with the loops unrolled and
-                # .cg loads ran its device check past 200 s without output and was not kept.
-                mx = tl.full((BLOCK_M,), -float("inf"), tl.float32)
-                for s_ in range(SPLITS):
-                    mx = tl.maximum(mx, tl.load(Ms + (b * SPLITS + s_) * Mrows + offs_m, mask=rmask, other=-float("inf"), volatile=True))
-                mx = tl.where(mx == -float("inf"), 0.0, mx)
-                lsum = tl.zeros((BLOCK_M,), tl.float32)
-                out = tl.zeros((BLOCK_M, D), tl.float32)
-                for s_ in range(SPLITS):
-                    bs = (b * SPLITS + s_) * Mrows
-                    w = tl.exp(tl.load(Ms + bs + offs_m, mask=rmask, other=-float("inf"), volatile=True) - mx)
-                    lsum += w * tl.load(Ls + bs + offs_m, mask=rmask, other=0.0, volatile=True)
-                    out += w[:, None] * tl.load(O + (bs + offs_m[:, None]) * D + offs_d[None, :], mask=rmask[:, None], other=0.0,
-                                                volatile=True)
-                tl.store(Out + b * sob + offs_m[:, None] * som + offs_d[None, :], (out / lsum[:, None]).to(Out.dtype.element_ty),
-                         mask=rmask[:, None])
+                _merge_splits(Ms, Ls, O, Out + b * sob + offs_m[:, None] * som + offs_d[None, :], b * SPLITS, Mrows, offs_m, rmask, offs_d,
+                              SPLITS, BLOCK_M, D)
                 tl.atomic_xchg(Cnt + cid, 0, sem="relaxed", scope="gpu")
 
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulate.sweep import Cluster  # noqa: E402
-from sweep.run import run_sweep, simulate_job  # noqa: E402
-from sweep.spec import parse_spec  # noqa: E402
+from simulate.parallel import Workers  # noqa: E402
+from simulate.sweep.run import run_sweep, simulate_job  # noqa: E402
+from simulate.sweep.spec import parse_spec  # noqa: E402
 
 
 def spec_of(points: int, requests: int) -> dict:
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     for w in (int(x) for x in a.workers.split(",")):
         with tempfile.TemporaryDirectory(prefix="bench-sweep-") as d:
             w0, c0 = time.perf_counter(), time.process_time()
-            out = run_sweep(spec, Path(d), Cluster(workers=w))
+            out = run_sweep(spec, Path(d), Workers(workers=w))
             wall, cpu = time.perf_counter() - w0, time.process_time() - c0
         print(f"workers {w}: {out.ran:,} points in {wall:.1f} s wall = {out.ran / wall:,.1f} points/s"
               + (f"; {1e3 * cpu / out.ran:.1f} ms CPU per point in this process" if w == 1 else "; client CPU " f"{cpu:.1f} s"))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from costmodel import atomic
 from costmodel.errors import UserError
-from plan.cheapest import Analysis, analyse
-from plan.pricing import PricingConfig
-from plan.slo import STABLE_ONLY, parse_slo
+from simulate.plan.cheapest import Analysis, analyse
+from simulate.plan.pricing import PricingConfig
+from simulate.plan.slo import STABLE_ONLY, parse_slo
 from reports.finance import write_finance_csv
 from reports.html import render
 from reports.sources import load_results

@@ -15,9 +15,9 @@ from costmodel.modes import mode_order
 from costmodel.schemas.dictionary import dictionary
 from costmodel.schemas.provenance import provenance_kinds
 from costmodel.timestamps import now_iso
-from plan.cheapest import Analysis
-from plan.crossover import best_per_cell
-from plan.pricing import HOURS_PER_MONTH, SOURCES
+from simulate.plan.cheapest import Analysis
+from simulate.plan.crossover import best_per_cell
+from simulate.plan.pricing import HOURS_PER_MONTH, SOURCES
 from reports import charts
 from reports.finance import TERMS, assumptions
 from reports.sources import Results

@@ -1,6 +1,6 @@
 """Public API of the simulator (what `costmodel simulate` and `costmodel plan` call).
 
-    from simulate.api import run_point, sweep
+    from simulate.api import run_point, simulate_grid
     res = run_point(profile, "diffusion", 4.0, replicas=2, n_requests=2000, seed=0)
     res.summary.stable, res.summary.ttft_ms["p95"], res.requests  # PointSummary, DataFrame
 
@@ -13,7 +13,7 @@ process, and a grossly overloaded point stops early (abort_backlog_s).
 
 from simulate.batch import SimulateConfig, SimulateOutcome, run_simulation, write_outcome
 from simulate.point import PointResult, check_mode, resolve_engine, resolve_workload, run_point
-from simulate.sweep import run_points, sweep
+from simulate.parallel import run_points, simulate_grid
 
 __all__ = ["PointResult", "SimulateConfig", "SimulateOutcome", "check_mode", "resolve_engine", "resolve_workload", "run_point",
-           "run_points", "run_simulation", "sweep", "write_outcome"]
+           "run_points", "run_simulation", "simulate_grid", "write_outcome"]

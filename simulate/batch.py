@@ -14,7 +14,7 @@ from costmodel.schemas.profile import Profile
 from costmodel.schemas.results import write_simulation
 from costmodel.shipped import resolve_profile
 from simulate.point import DEFAULT_WARMUP_FRAC, PointResult, check_mode, resolve_engine
-from simulate.sweep import sweep
+from simulate.parallel import simulate_grid
 from simulate.workload import Workload, check_run_size, expected_requests, load_workload
 
 DEFAULT_HARDWARE = "h200"
@@ -89,7 +89,7 @@ def run_simulation(cfg: SimulateConfig, progress: Callable | None = None) -> Sim
     _check_size(cfg, workload, qps_list)
     profile = _profile(cfg)
     engine = resolve_engine(profile, cfg.engine)
-    results = sweep(profile, cfg.modes, qps_list, processes=cfg.jobs, progress=progress, replicas=cfg.replicas, workload=workload,
+    results = simulate_grid(profile, cfg.modes, qps_list, processes=cfg.jobs, progress=progress, replicas=cfg.replicas, workload=workload,
                     duration_s=cfg.duration_s, n_requests=cfg.n_requests, seed=cfg.seed, engine=engine, router=cfg.router,
                     warmup_frac=cfg.warmup_frac)
     return SimulateOutcome(profile, results)

@@ -161,7 +161,7 @@ class _Loop:
         self.reps = [cls(i, self.departures, dep.cfg, dep.kv_cap, dep.pricer, self.rec, self.tracker, plan=dep.draws,
                          n_groups=len(dep.mode.group_kinds)) for i in range(replicas)]
         self.route = make_router(router, self.reps)
-        if step_trace is not None:  # every engine step recorded (scheduler.Replica.trace; validate/vllm)
+        if step_trace is not None:  # every engine step recorded (scheduler.Replica.trace; simulate/validate/vllm)
             for rep in self.reps:
                 rep.trace = step_trace
         self.woken: list = []

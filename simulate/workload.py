@@ -154,7 +154,7 @@ class Requests:
     window_s: float  # the arrival window: arrivals happen in [0, window_s]
     qps: float  # the offered rate (the requested QPS, or a recorded trace's own rate)
     # per-request behaviour an engine recorded, replayed instead of the mode's random draws
-    # (validate/vllm): name -> one sequence per request, e.g. "steps_per_canvas" (diffusion: denoising
+    # (simulate/validate/vllm): name -> one sequence per request, e.g. "steps_per_canvas" (diffusion: denoising
     # steps of each canvas), "tokens_per_step" (MTP: tokens emitted by each verify step)
     recorded: dict | None = None
 

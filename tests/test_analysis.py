@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel.errors import UserError
-from analyze.core import BIN_SIZES, POOLED, analyze_tables
-from analyze.report import Source, render_markdown, summary_blocks
-from analyze.rank_stats import ClusterBootstrap, auroc, same_call_pair_fraction, tau_b, tied_sequential_tau_b, weighted_auroc
-from analyze.synthetic_commits import RegimeSpec, make_tables
+from measure.analyze.core import BIN_SIZES, POOLED, analyze_tables
+from measure.analyze.report import Source, render_markdown, summary_blocks
+from measure.analyze.rank_stats import ClusterBootstrap, auroc, same_call_pair_fraction, tau_b, tied_sequential_tau_b, weighted_auroc
+from measure.analyze.synthetic_commits import RegimeSpec, make_tables
 
 B = 200  # bootstrap resamples in tests
 

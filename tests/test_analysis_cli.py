@@ -5,8 +5,8 @@ import re
 import pandas as pd
 import pytest
 
-from analyze.report import TABLES
-from analyze.synthetic_commits import RegimeSpec, make_tables, write_run
+from measure.analyze.report import TABLES
+from measure.analyze.synthetic_commits import RegimeSpec, make_tables, write_run
 from costmodel.schemas.rundir import RunManifest, RunWriter
 
 SPECS = [RegimeSpec("R1", "noisy", (60, 120), tokens_per_call=10, renoise_per_canvas=1, pad_calls=4, accuracy=0.6, label_noise=0.2),

@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 from costmodel.errors import UserError
-from plan.cheapest import analyse
-from plan.pricing import PricingConfig
-from plan.slo import STABLE_ONLY
+from simulate.plan.cheapest import analyse
+from simulate.plan.pricing import PricingConfig
+from simulate.plan.slo import STABLE_ONLY
 from reports.finance import spreadsheet_frame
 from test_reports_fakes import point
 

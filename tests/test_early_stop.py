@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 
 from costmodel.shipped import resolve_profile
-from plan.slo import parse_slo
+from simulate.plan.slo import parse_slo
 from simulate.point import run_point
 from simulate.sim import MISS_STOP, MissBound
-from simulate.sweep import Cluster, run_tasks
+from simulate.parallel import Workers, run_tasks
 
 PROFILE = resolve_profile(None, "h200")
 
@@ -38,5 +38,5 @@ def test_miss_bounds_cover_percentiles_of_queue_ttft_and_e2e_only():
 def test_forked_processes_return_the_serial_results_in_order():
     args = [(2, i) for i in range(7)]
     seen = []
-    out = run_tasks(math.pow, args, cluster=Cluster(workers=2, local="processes"), on_done=lambda i, r: seen.append(i))
+    out = run_tasks(math.pow, args, cluster=Workers(workers=2, local="processes"), on_done=lambda i, r: seen.append(i))
     assert out == [math.pow(*a) for a in args] and sorted(seen) == list(range(7))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fit import endpoint_data as fitdata
+from measure.fit import endpoint_data as fitdata
 from costmodel.schemas.rundir import load_run
 from servers.helpers import ServerProcess, all_files, costmodel, free_port
 
@@ -109,7 +109,7 @@ def test_mtp_mode_from_counters_and_mtp_counters_file(server, prompts, tmp_path)
     assert ch["tokens"].mean() == pytest.approx(s["sd_mean_acceptance_length"], rel=0.05)
     counters = json.loads((out / "mtp_counters.json").read_text())
     assert counters["num_drafts"] == s["sd_num_drafts"]
-    from fit.mtp import load_mtp_acceptance
+    from measure.fit.mtp import load_mtp_acceptance
 
     a = load_mtp_acceptance([str(out / "mtp_counters.json")])
     assert a.mean_acceptance_length == pytest.approx(s["sd_mean_acceptance_length"])

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from fit import endpoint_data as fitdata  # noqa: E402
+from measure.fit import endpoint_data as fitdata  # noqa: E402
 from costmodel.schemas.rundir import load_run  # noqa: E402
 from servers.helpers import ServerProcess, costmodel  # noqa: E402
 
@@ -56,7 +56,7 @@ def test_diffusion_bursts_and_counters_agree(server, prompts, tmp_path):
     assert s["server_generation_tokens"] == req["output_tokens"].sum()
     st = fitdata.denoise_step_times(run)
     # 12 canvas gaps; on a busy host two canvases may reach the client in one read (< 1 ms apart: one
-    # burst, no gap between them), so fewer, as many fewer as such reads (fit.endpoint_data.gap_census)
+    # burst, no gap between them), so fewer, as many fewer as such reads (measure.fit.endpoint_data.gap_census)
     merged = (ch.sort_values(["request_id", "chunk_index"]).groupby("request_id")["t_s"].diff() * 1e3 < 1.0).sum()
     assert st[0].n_gaps == 12 - merged and st[0].n_gaps >= 1 and st[0].step_ms > 0
     assert "engine steps per canvas" in stdout

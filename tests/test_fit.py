@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from costmodel.errors import UserError
-from fit.assemble import FitOptions, build_profile, campaign_runs, resolve_model
-from fit.passes import HeldoutSpec, shape_of
-from fit.synthetic_runs import truth_ms, write_synthetic_run
+from measure.fit.assemble import FitOptions, build_profile, campaign_runs, resolve_model
+from measure.fit.passes import HeldoutSpec, shape_of
+from measure.fit.synthetic_runs import truth_ms, write_synthetic_run
 from costmodel.roofline import Segment
 
 DIFF_TRUTH = {
@@ -186,7 +186,7 @@ def test_harness_shaped_rows(tmp_path):
     annotations when it ran on an unknown GPU, a manifest without a catalog hardware id."""
     import numpy as np
 
-    from fit.synthetic_runs import truth_ms
+    from measure.fit.synthetic_runs import truth_ms
     from costmodel.schemas.rundir import RunManifest, RunWriter
 
     man = RunManifest(run_id="gpu-ar-x", kind="gpu", mode="ar", model="google/gemma-4-26B-A4B-it", weights="random",
@@ -224,7 +224,7 @@ def test_unidentified_terms_are_not_fitted():
     import numpy as np
     import pandas as pd
 
-    from fit.passes import fit_pass_kind
+    from measure.fit.passes import fit_pass_kind
     from costmodel.hardware import get_hardware
     from costmodel.models import get_model
     from costmodel.precision import get_precision

@@ -5,10 +5,10 @@ import json
 import pytest
 
 from costmodel.errors import UserError
-from fit.assemble import FitOptions, build_profile
-from fit.commits import choose_commit_stats, commit_stats_from_runs
-from fit.mtp import choose_mtp_acceptance, load_mtp_acceptance
-from fit.synthetic_runs import write_synthetic_run
+from measure.fit.assemble import FitOptions, build_profile
+from measure.fit.commits import choose_commit_stats, commit_stats_from_runs
+from measure.fit.mtp import choose_mtp_acceptance, load_mtp_acceptance
+from measure.fit.synthetic_runs import write_synthetic_run
 from costmodel.prior import published_commit_prior
 from costmodel.schemas.rundir import RunManifest, RunWriter, load_run
 

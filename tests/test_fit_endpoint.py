@@ -8,7 +8,7 @@ from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from fit.synthetic_runs import truth_ms, write_synthetic_run
+from measure.fit.synthetic_runs import truth_ms, write_synthetic_run
 from costmodel.hardware import get_hardware
 from costmodel.models import get_model
 from costmodel.precision import get_precision
@@ -213,7 +213,7 @@ def test_mixed_regime_loads_leave_commit_stats_to_the_prior(tmp_path):
 def test_loopback_server_endpoint_run_feeds_fit(tmp_path):
     from servers.helpers import ServerProcess, costmodel
 
-    from fit import endpoint_data as fitdata
+    from measure.fit import endpoint_data as fitdata
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("\n".join(json.dumps({"prompt": f"question {i}", "regime": "R1"}) for i in range(4)) + "\n")

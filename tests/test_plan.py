@@ -9,11 +9,11 @@ import pytest
 
 from costmodel.errors import UserError
 from costmodel.hardware import get_hardware
-from plan.cheapest import analyse
-from plan.crossover import find_crossover
-from plan.pricing import PricingConfig
-from plan.search import fewest_replicas
-from plan.slo import STABLE_ONLY, parse_slo
+from simulate.plan.cheapest import analyse
+from simulate.plan.crossover import find_crossover
+from simulate.plan.pricing import PricingConfig
+from simulate.plan.search import fewest_replicas
+from simulate.plan.slo import STABLE_ONLY, parse_slo
 from test_reports_fakes import point, toy_min_replicas, toy_point
 
 SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
@@ -148,7 +148,7 @@ def test_repricing_changes_the_winner_not_the_replicas():
 # ---- plan / report end to end on the toy evaluator ---------------------------------------------
 @pytest.fixture
 def toy_sim(monkeypatch):
-    import plan.planner as plan
+    import simulate.plan.planner as plan
 
     calls = []
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from fit.projection import project_profile
-from fit.synthetic_runs import write_synthetic_run
+from measure.fit.projection import project_profile
+from measure.fit.synthetic_runs import write_synthetic_run
 from costmodel.schemas.profile import Profile
 from costmodel.roofline import Segment
 

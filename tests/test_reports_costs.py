@@ -8,9 +8,9 @@ import pytest
 
 from costmodel.errors import UserError
 from costmodel.hardware import get_hardware
-from plan.costs import add_costs, point_cost
+from simulate.plan.costs import add_costs, point_cost
 from costmodel.schemas.dictionary import describe, dictionary_paths, write_table as write_finance_csv
-from plan.pricing import PricingConfig, gpu_price
+from simulate.plan.pricing import PricingConfig, gpu_price
 from test_reports_fakes import point
 
 
@@ -117,7 +117,7 @@ def test_dictionary_patterns():
 
 def test_telemetry_power_from_a_measured_run(tmp_path, cli):
     from costmodel.schemas.rundir import RunManifest, RunWriter
-    from plan.pricing import telemetry_power
+    from simulate.plan.pricing import telemetry_power
 
     man = RunManifest(run_id="tele", kind="gpu", mode="ar", model="m", weights="random", commit_source="none", hardware="h200")
     with RunWriter(tmp_path / "run", man) as w:

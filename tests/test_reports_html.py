@@ -13,7 +13,7 @@ from test_reports_fakes import toy_point
 
 @pytest.fixture
 def report_html(cli, tmp_path, monkeypatch):
-    import plan.planner as plan
+    import simulate.plan.planner as plan
 
     monkeypatch.setattr(plan, "simulator_point", lambda profile, duration_s, seed, workload=None, miss_bounds=(): toy_point)
     out = tmp_path / "plan"

@@ -17,7 +17,7 @@ from costmodel.baseline_profile import roofline_profile
 from costmodel.errors import UserError
 from costmodel.schemas.profile import Distribution, MtpAcceptance, Provenance
 from costmodel.roofline import Segment as S
-from simulate.api import run_point, sweep
+from simulate.api import run_point, simulate_grid
 from simulate.engine import EngineConfig, replica_limits
 from costmodel.schemas.results import REQUEST_COLUMNS
 from simulate.workload import parse_workload
@@ -161,8 +161,8 @@ def test_same_seed_identical_results_and_parallel_sweep_matches():
         assert _same(dataclasses.asdict(a.summary), dataclasses.asdict(b.summary))
         c = run_point(PROFILE, mode, 3.0, n_requests=300, seed=8)
         assert not a.requests.equals(c.requests)
-    serial = sweep(PROFILE, ["ar", "diffusion"], [1.0, 4.0], processes=1, n_requests=200, seed=3)
-    parallel = sweep(PROFILE, ["ar", "diffusion"], [1.0, 4.0], processes=2, n_requests=200, seed=3)
+    serial = simulate_grid(PROFILE, ["ar", "diffusion"], [1.0, 4.0], processes=1, n_requests=200, seed=3)
+    parallel = simulate_grid(PROFILE, ["ar", "diffusion"], [1.0, 4.0], processes=2, n_requests=200, seed=3)
     assert [(r.summary.mode, r.summary.qps) for r in serial] == [("ar", 1.0), ("ar", 4.0), ("diffusion", 1.0), ("diffusion", 4.0)]
     for x, y in zip(serial, parallel):
         assert x.requests.equals(y.requests)

@@ -13,9 +13,9 @@ import pytest
 
 from costmodel.cli import main
 from costmodel.errors import UserError
-from simulate.sweep import Cluster, run_tasks
-from sweep.run import run_sweep
-from sweep.spec import load_spec, parse_spec
+from simulate.parallel import Workers, run_tasks
+from simulate.sweep.run import run_sweep
+from simulate.sweep.spec import load_spec, parse_spec
 
 distributed = pytest.importorskip("distributed")
 
@@ -29,8 +29,8 @@ def _table(out) -> pd.DataFrame:
 
 def test_a_sweep_on_a_local_cluster_equals_the_serial_run(tmp_path):
     spec = parse_spec(SPEC)
-    serial = run_sweep(spec, tmp_path / "serial", Cluster(workers=1))
-    on_dask = run_sweep(spec, tmp_path / "dask", Cluster(workers=2))
+    serial = run_sweep(spec, tmp_path / "serial", Workers(workers=1))
+    on_dask = run_sweep(spec, tmp_path / "dask", Workers(workers=2))
     assert serial.ran == on_dask.ran == 12
     pd.testing.assert_frame_equal(_table(tmp_path / "serial"), _table(tmp_path / "dask"))
     assert (tmp_path / "serial" / "results.csv").read_bytes() == (tmp_path / "dask" / "results.csv").read_bytes()
@@ -38,7 +38,7 @@ def test_a_sweep_on_a_local_cluster_equals_the_serial_run(tmp_path):
 
 def test_a_worker_killed_mid_sweep_loses_no_finished_point(tmp_path):
     spec = parse_spec({**SPEC, "grid": {**SPEC["grid"], "seed": [0, 1]}})
-    expected = run_sweep(spec, tmp_path / "serial", Cluster(workers=1)).table
+    expected = run_sweep(spec, tmp_path / "serial", Workers(workers=1)).table
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
     client = distributed.Client(cluster)
     try:
@@ -52,7 +52,7 @@ def test_a_worker_killed_mid_sweep_loses_no_finished_point(tmp_path):
                 finished_before_kill.extend(p.name for p in (tmp_path / "dask" / "points").iterdir())
                 os.kill(pids[0], signal.SIGKILL)
 
-        out = run_sweep(spec, tmp_path / "dask", Cluster(address=cluster.scheduler_address), progress)
+        out = run_sweep(spec, tmp_path / "dask", Workers(address=cluster.scheduler_address), progress)
     finally:
         client.close()
         cluster.close()
@@ -63,9 +63,9 @@ def test_a_worker_killed_mid_sweep_loses_no_finished_point(tmp_path):
 
 def test_a_rerun_skips_finished_points(tmp_path):
     spec = parse_spec(SPEC)
-    first = run_sweep(spec, tmp_path, Cluster(workers=1))
+    first = run_sweep(spec, tmp_path, Workers(workers=1))
     (tmp_path / "points" / f"{spec.points[0].point_id}.json").unlink()  # as if interrupted before it finished
-    again = run_sweep(spec, tmp_path, Cluster(workers=1))
+    again = run_sweep(spec, tmp_path, Workers(workers=1))
     assert (again.ran, again.skipped) == (1, len(spec.points) - 1)
     pd.testing.assert_frame_equal(again.table, first.table)
 
@@ -73,13 +73,13 @@ def test_a_rerun_skips_finished_points(tmp_path):
 def test_plan_sweep_searches_replicas_per_point(tmp_path):
     spec = parse_spec({"kind": "plan", "base": {"hardware": "h200", "mode": "ar", "duration_s": 20, "slo": "p95_ttft_ms<=1000"},
                        "grid": {"qps": [2, 8]}})
-    t = run_sweep(spec, tmp_path, Cluster(workers=1)).table
+    t = run_sweep(spec, tmp_path, Workers(workers=1)).table
     assert list(t["param_qps"]) == [2.0, 8.0]
     assert t["meets_slo"].all() and (t["replicas"] >= 1).all() and (t["evaluations"] >= 1).all()
 
 
 def test_run_tasks_keeps_input_order_on_dask():
-    assert run_tasks(pow, [(2, i) for i in range(6)], cluster=Cluster(workers=2)) == [2 ** i for i in range(6)]
+    assert run_tasks(pow, [(2, i) for i in range(6)], cluster=Workers(workers=2)) == [2 ** i for i in range(6)]
 
 
 def test_yaml_spec_with_inline_workload_fields(tmp_path):
@@ -87,7 +87,7 @@ def test_yaml_spec_with_inline_workload_fields(tmp_path):
     f.write_text("base: {hardware: h200, mode: ar, qps: 1, n_requests: 50}\ngrid:\n  workload.prompt_tokens: [64, 2048]\n")
     spec = load_spec(f)
     assert [p.params["workload"] for p in spec.points] == [{"prompt_tokens": 64}, {"prompt_tokens": 2048}]
-    t = run_sweep(spec, tmp_path / "out", Cluster(workers=1)).table
+    t = run_sweep(spec, tmp_path / "out", Workers(workers=1)).table
     assert t["prompt_tokens"].iloc[0] < t["prompt_tokens"].iloc[1]
 
 

@@ -7,7 +7,7 @@ import pytest
 from costmodel.baseline_profile import roofline_profile
 from costmodel.errors import UserError
 from costmodel.roofline import Segment
-from validate.score import aggregates, align, is_saturated, score_rate, score_table, summary_mape
+from simulate.validate.score import aggregates, align, is_saturated, score_rate, score_table, summary_mape
 from simulate.static_batch import BatchRequest, batch_timeline, simulate_static_batches
 
 PROFILE = roofline_profile("h200", "bf16", 0.33)
@@ -126,8 +126,8 @@ class VirtualGPU:
 
 @pytest.mark.parametrize("mode,max_batch", [("diffusion", 4), ("ar", 8), ("mtp", 1)])
 def test_load_loop_and_simulator_implement_the_same_policy(mode, max_batch):
-    from validate.loadrun import run_load
-    from validate.loads import poisson_workload
+    from simulate.validate.loadrun import run_load
+    from simulate.validate.loads import poisson_workload
 
     reqs = poisson_workload(PROFILE, mode, rate_rps=2.0, n_requests=25, seed=3)
     gpu = VirtualGPU(mode)
@@ -139,7 +139,7 @@ def test_load_loop_and_simulator_implement_the_same_policy(mode, max_batch):
 
 
 def test_workload_errors():
-    from validate.loads import poisson_workload
+    from simulate.validate.loads import poisson_workload
 
     with pytest.raises(UserError, match="not a positive"):
         poisson_workload(PROFILE, "ar", -1, 10, 0)
@@ -175,7 +175,7 @@ def test_recorded_h200_loads_rescored(tmp_path):
     from pathlib import Path
 
     from costmodel.schemas.profile import Profile
-    from validate.runner import score_recorded
+    from simulate.validate.runner import score_recorded
 
     root = Path(__file__).resolve().parents[1] / "data" / "validation"
     shutil.copytree(root / "h200-warm", tmp_path / "warm")

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from costmodel.schemas.rundir import load_run
-from fit import endpoint_data as fitdata
+from measure.fit import endpoint_data as fitdata
 from measure.endpoint.prometheus import DG_COMMITTED, DG_POSITIONS, DG_STEPS, SD_ACCEPTED, SD_DRAFTS, SD_PER_POS, parse_exposition
 from servers.helpers import costmodel
 from servers.vllm_real import FLUSH_EVERY, LOADS, needs_vllm, record_mode, step_table

@@ -6,9 +6,9 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
-from analyze.core import SPLITS
-from analyze.report import fmt, fmt_ci, provenance_warning
-from analyze.study import AnalyzeOptions, run_analysis
+from measure.analyze.core import SPLITS
+from measure.analyze.report import fmt, fmt_ci, provenance_warning
+from measure.analyze.study import AnalyzeOptions, run_analysis
 from costmodel.console import make_console
 
 

@@ -7,8 +7,8 @@ import click
 from rich.table import Table
 
 from costmodel.console import make_console
-from fit.passes import HELDOUT_TARGET_PCT
-from fit.from_runs import FitRequest, fit_profile
+from measure.fit.passes import HELDOUT_TARGET_PCT
+from measure.fit.from_runs import FitRequest, fit_profile
 
 
 def print_fit_summary(con, result, show_summaries: bool = False) -> None:
@@ -63,7 +63,7 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
 @click.option("--heldout", default="auto", show_default=True,
               help="Shapes left out for the held-out check: auto, largest-batch, largest-prompt, largest-context, each-shape, none, or FIELD=VALUE.")
 @click.option("--time", "time_column", type=click.Choice(["gpu_ms", "wall_ms", "gap_ms", "elapsed_ms"]), default="gpu_ms", show_default=True,
-              help="Which pass time to fit: CUDA-event GPU time, or host wall time. Recorded engine steps (fit/steps.py): gap_ms "
+              help="Which pass time to fit: CUDA-event GPU time, or host wall time. Recorded engine steps (measure/fit/steps.py): gap_ms "
                    "(wall step time, the default for them) or elapsed_ms (model time).")
 @click.option("--repeats", type=click.Choice(["median", "all"]), default="median", show_default=True,
               help="Fit the median per shape, or every repeat.")

@@ -1,4 +1,4 @@
-"""`costmodel plan`: options -> plan.api.PlanConfig -> run_plan -> write_plan; prints the tables."""
+"""`costmodel plan`: options -> simulate.plan.api.PlanConfig -> run_plan -> write_plan; prints the tables."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from costmodel import atomic
 from costmodel.cli.pricing_options import pricing_options, pricing_options_of
 from costmodel.console import make_console
 from costmodel.options import parse_floats, parse_list, parse_modes
-from plan.api import DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, run_plan, write_plan
-from plan.pricing import PricingConfig, pricing_config
+from simulate.plan.api import DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, run_plan, write_plan
+from simulate.plan.pricing import PricingConfig, pricing_config
 
 
 def _money(x) -> str:

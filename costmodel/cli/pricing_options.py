@@ -1,10 +1,10 @@
-"""The pricing options `plan` and `report` share, parsed into plan.pricing.PricingOptions."""
+"""The pricing options `plan` and `report` share, parsed into simulate.plan.pricing.PricingOptions."""
 
 from __future__ import annotations
 
 import click
 
-from plan.pricing import PricingOptions
+from simulate.plan.pricing import PricingOptions
 
 
 def pricing_options(f):

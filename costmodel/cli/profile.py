@@ -11,7 +11,7 @@ from costmodel.baseline_profile import DEFAULT_EFFICIENCY, roofline_profile
 from costmodel.console import make_console
 from costmodel.hardware import get_hardware
 from costmodel.schemas.profile import Profile
-from fit.projection import check_weights_fit, compare_passes, project_profile
+from measure.fit.projection import check_weights_fit, compare_passes, project_profile
 
 
 def _prov(p) -> str:

@@ -9,7 +9,7 @@ import click
 from costmodel import atomic
 from costmodel.cli.pricing_options import pricing_options, pricing_options_of
 from costmodel.console import make_console
-from plan.pricing import pricing_config
+from simulate.plan.pricing import pricing_config
 from reports.api import ReportConfig, make_report
 
 

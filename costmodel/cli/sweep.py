@@ -1,4 +1,4 @@
-"""`costmodel sweep`: a spec file -> sweep.spec.SweepSpec -> sweep.run.run_sweep; a progress bar
+"""`costmodel sweep`: a spec file -> simulate.sweep.spec.SweepSpec -> simulate.sweep.run.run_sweep; a progress bar
 of points done / total, then where the table is."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from costmodel.console import make_console
-from simulate.sweep import Cluster
-from sweep.run import run_sweep
-from sweep.spec import load_spec
+from simulate.parallel import Workers
+from simulate.sweep.run import run_sweep
+from simulate.sweep.spec import load_spec
 
 
 @contextmanager
@@ -46,7 +46,7 @@ def sweep(spec, out, jobs, scheduler):
     s = load_spec(spec)
     con = make_console()
     with points_bar(make_console(stderr=True)) as progress:
-        outcome = run_sweep(s, out, Cluster(scheduler, jobs), progress)
+        outcome = run_sweep(s, out, Workers(scheduler, jobs), progress)
     wall = time.perf_counter() - t0
     con.print(f"{len(s.points)} points ({s.kind}): {outcome.ran} run, {outcome.skipped} already done; {wall:.1f} s wall"
               + (f", {outcome.ran / wall:.1f} points/s" if outcome.ran else ""))

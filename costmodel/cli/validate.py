@@ -13,8 +13,8 @@ from costmodel.errors import UserError
 from costmodel.options import parse_floats, parse_modes
 from costmodel.schemas.profile import Profile
 from measure.harness.config import HARNESS_MODES
-from validate.gpu import run_validation_loads
-from validate.runner import score_recorded
+from simulate.validate.gpu import run_validation_loads
+from simulate.validate.runner import score_recorded
 
 
 @click.command()

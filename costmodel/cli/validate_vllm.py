@@ -1,5 +1,5 @@
-"""`costmodel validate --engine vllm`: the campaign (validate/vllm/campaign.py) unless --score-only,
-then the re-score (validate/vllm/rescore.py) and its tables."""
+"""`costmodel validate --engine vllm`: the campaign (simulate/validate/vllm/campaign.py) unless --score-only,
+then the re-score (simulate/validate/vllm/rescore.py) and its tables."""
 
 from __future__ import annotations
 
@@ -46,12 +46,12 @@ def print_scores(con, res) -> None:
 
 
 def run_vllm_validation(modes: list[str], out: Path, score_only: bool, models: Path, seed: int) -> None:
-    from validate.vllm.rescore import rescore
+    from simulate.validate.vllm.rescore import rescore
 
     con = make_console()
     if not score_only:
         from measure.vllm.server import vllm_python
-        from validate.vllm.campaign import CampaignOptions, run_campaign
+        from simulate.validate.vllm.campaign import CampaignOptions, run_campaign
 
         if not Path(vllm_python()).exists():
             raise UserError(f"no vLLM environment at {vllm_python()}", "build it with `make vllm-env`, or set COSTMODEL_VLLM_PYTHON")

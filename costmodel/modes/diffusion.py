@@ -88,7 +88,7 @@ class DiffusionDraws(ModeDraws):
         last = b_idx == np.repeat(blocks - 1, blocks)
         content = np.where(last, np.repeat(out - C * (blocks - 1), blocks), C)
         recorded = (getattr(reqs, "recorded", None) or {}).get("steps_per_canvas")
-        if recorded is not None:  # an engine's own steps per canvas, replayed (validate/vllm)
+        if recorded is not None:  # an engine's own steps per canvas, replayed (simulate/validate/vllm)
             self.k = replayed_steps(recorded, blocks)
             self.kofs = ofs[:-1].tolist()
             self.blocks_list = blocks.tolist()

@@ -49,7 +49,7 @@ class MtpDraws(ModeDraws):
         self.seed = seed
         recorded = (getattr(reqs, "recorded", None) or {}).get("tokens_per_step")
         need = np.maximum(np.asarray(reqs.output_tokens, dtype=np.int64) - 1, 0)
-        if recorded is not None:  # an engine's own tokens per verify step, replayed (validate/vllm)
+        if recorded is not None:  # an engine's own tokens per verify step, replayed (simulate/validate/vllm)
             self._replay(recorded, len(reqs.output_tokens))
             self._first_decode(need)
             return

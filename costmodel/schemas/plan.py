@@ -21,9 +21,9 @@ PLAN_SCHEMA_VERSION = 1
 PLAN_JSON = "plan.json"
 HOURS_PER_MONTH = 730.0  # 8,760 h / 12
 
-COST = "plan/costs.py from the simulated point and the GPU price"
+COST = "simulate/plan/costs.py from the simulated point and the GPU price"
 PRICE = "pricing: the row's price_source column (catalog source or user override)"
-PLAN = "costmodel plan / report (plan/cheapest.py)"
+PLAN = "costmodel plan / report (simulate/plan/cheapest.py)"
 PLAN_DOCS = (
     ColumnDoc("meets_slo", "true when the point is stable and every SLO bound holds", "boolean", PLAN),
     ColumnDoc("gpus", "GPUs in use = replicas x gpus_per_replica", "count", COST),
@@ -44,7 +44,7 @@ PLAN_DOCS = (
     ColumnDoc("cheapest_at_qps", "true for the cheapest SLO-meeting (hardware, mode) at this QPS", "boolean", PLAN),
     ColumnDoc("slo", "the service-level objective checked (bounds on latency percentiles); 'stable' when only steady state is required", "text", "plan --slo / report --slo"),
     ColumnDoc("slo_failures", "why the point (or, for a plan row, the largest replica count tried) misses the SLO; empty when it meets it", "text", PLAN),
-    ColumnDoc("evaluations", "simulated points the replica search evaluated for this (hardware, mode, QPS)", "count", "plan/search.py"),
+    ColumnDoc("evaluations", "simulated points the replica search evaluated for this (hardware, mode, QPS)", "count", "simulate/plan/search.py"),
 )
 
 
@@ -56,7 +56,7 @@ class PlanDoc:
     points: pd.DataFrame  # flat PointSummary rows of every simulation the searches ran
     hardware_specs: dict[str, dict]
     slo: str
-    pricing: dict  # plan.pricing.PricingConfig.to_dict()
+    pricing: dict  # simulate.plan.pricing.PricingConfig.to_dict()
     qps: list[float]
     profiles: dict[str, dict] = field(default_factory=dict)  # hardware -> profile provenance
     cell_notes: dict = field(default_factory=dict)  # (hardware, mode, qps) -> note

@@ -19,7 +19,7 @@ composed from operator tables (measure/ops), interpolated multilinearly in log s
 the grid. The table holds for the GPU and precision it names; elsewhere the model's linear
 coefficients, which a table model keeps too, price the pass (a projected profile carries a table
 projected point by point to its own GPU, and as its fallback the source's median ratio to the
-roofline: fit/projection.py). A
+roofline: measure/fit/projection.py). A
 pass mixing kinds priced by tables shares its token-proportional work (the layers' GEMMs, MoE,
 norms: `PassTable.token_ms` over the pass's total tokens) and adds each segment's own part
 (attention, logits, sampler: its table time minus its token part), as the operator composition
@@ -421,7 +421,7 @@ def support_corners(pm: PassCostModel, model: ModelShape) -> list[tuple[int, int
 def _check_above_roofline(p: Profile, mode: str, where: str) -> None:
     """A pass model may not predict less than the physical limit anywhere on its support: the
     simulator floors predictions at the roofline, which would hide such a model's error. Models
-    of kind "endpoint" are exempt: they are inferred from end-to-end latencies (fit/endpoint.py),
+    of kind "endpoint" are exempt: they are inferred from end-to-end latencies (measure/fit/endpoint.py),
     not from pass timings, and stand only where the floor holds them."""
     m = p.modes[mode]
     model = get_model(m.model)

@@ -52,7 +52,7 @@ def pass_medians(passes: pd.DataFrame) -> pd.DataFrame:
 
 def mtp_acceptance_counts(passes: pd.DataFrame) -> dict[int, dict]:
     """Per k: drafts (rows x rounds) and, per draft position j, rounds whose draft j was accepted
-    (the vLLM counter definition fit.mtp reads)."""
+    (the vLLM counter definition measure.fit.mtp reads)."""
     out: dict[int, dict] = {}
     if passes.empty or "accepted_per_seq" not in passes:
         return out

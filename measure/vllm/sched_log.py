@@ -5,7 +5,7 @@ runs on any CPU from the committed tables.
 `read_trace(path, mode)` -> EngineTrace:
 - `config`: the settings vLLM's scheduler enforced (max_num_seqs, max_num_batched_tokens, k or
   canvas, KV blocks, async scheduling);
-- `steps`: one row per engine step (STEP_COLUMNS of costmodel/schemas/rundir.py, so fit/steps.py
+- `steps`: one row per engine step (STEP_COLUMNS of costmodel/schemas/rundir.py, so measure/fit/steps.py
   fits from it, plus t0_s / t1_s): the batch by kind from each request's own schedule. A step's
   time `gap_ms` is the wall time from its schedule() to the next step's (the synchronous engine
   core's loop: schedule, execute, update, hand off outputs), or to its own update's end before an

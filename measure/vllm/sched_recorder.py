@@ -1,5 +1,5 @@
 """A recording subclass of vLLM's own scheduler: every engine step's per-request schedule, for
-validating the simulator's continuous-batching model step by step (validate/vllm).
+validating the simulator's continuous-batching model step by step (simulate/validate/vllm).
 
     COSTMODEL_SCHED_RECORD=run/sched.jsonl vllm serve MODEL \
         --scheduler-cls measure.vllm.sched_recorder.RecordingScheduler           # AR, MTP

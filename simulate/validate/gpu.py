@@ -14,10 +14,10 @@ from costmodel.options import parse_floats
 from costmodel.schemas.profile import Profile
 from measure.harness.build import load_models
 from measure.harness.config import HarnessOptions, parse_config
-from validate.loadrun import run_load
-from validate.loads import poisson_workload
-from validate.runner import auto_rates, base_manifest, finite_rates, rate_dir, record_load_run
-from validate.servers import ARServer, DiffusionServer
+from simulate.validate.loadrun import run_load
+from simulate.validate.loads import poisson_workload
+from simulate.validate.runner import auto_rates, base_manifest, finite_rates, rate_dir, record_load_run
+from simulate.validate.servers import ARServer, DiffusionServer
 
 
 def _harness_config(mode: str, model: str, random_weights: bool, checkpoint, ar_checkpoint, assistant_checkpoint, experts, device, out: Path):

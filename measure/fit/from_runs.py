@@ -1,14 +1,14 @@
 """`costmodel fit`'s API: `FitRequest` (the options as given) -> `fit_profile`, which checks them,
-adds a campaign's runs, and fits from recorded engine steps (fit/steps.py) when any run holds
-them, else from timed passes and endpoint loads (fit/assemble.py)."""
+adds a campaign's runs, and fits from recorded engine steps (measure/fit/steps.py) when any run holds
+them, else from timed passes and endpoint loads (measure/fit/assemble.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from costmodel.errors import UserError
-from fit.assemble import FitOptions, FitResult, build_profile, campaign_runs
-from fit.steps import build_step_profile, is_step_run
+from measure.fit.assemble import FitOptions, FitResult, build_profile, campaign_runs
+from measure.fit.steps import build_step_profile, is_step_run
 
 
 def split_list(values) -> list[str]:

@@ -1,10 +1,10 @@
 """`costmodel plan`: the fewest replicas meeting an SLO for every (hardware, mode, QPS), found by
-galloping + bisection on replicas (plan.search) with the simulator as the judge, then priced
-(plan.cheapest): monthly cost, cheapest option per QPS, the crossover.
+galloping + bisection on replicas (simulate.plan.search) with the simulator as the judge, then priced
+(simulate.plan.cheapest): monthly cost, cheapest option per QPS, the crossover.
 
 Work split: one chain per (hardware, mode) walks its QPS points upwards, each search starting
 from the answer at the QPS below (needing more load never needs fewer replicas); chains run in
-parallel on Dask workers (simulate.sweep.run_tasks: a local cluster, or --scheduler). A QPS whose
+parallel on Dask workers (simulate.parallel.run_tasks: a local cluster, or --scheduler). A QPS whose
 lower neighbour needed more than --max-replicas is skipped (it cannot need fewer) and says so.
 """
 
@@ -21,11 +21,11 @@ import pandas as pd
 from costmodel.errors import UserError
 from costmodel.modes import get_mode
 from costmodel.shipped import resolve_profile
-from plan.search import fewest_replicas
-from plan.slo import Slo, parse_slo
+from simulate.plan.search import fewest_replicas
+from simulate.plan.slo import Slo, parse_slo
 from simulate.api import resolve_workload, run_point
 from simulate.sim import MISS_STOP
-from simulate.sweep import Cluster, cores, run_tasks
+from simulate.parallel import Workers, cores, run_tasks
 
 
 @dataclass
@@ -178,7 +178,7 @@ def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None 
     # longest chains first (each mode's sim_cost_rank: MTP prices three passes per step shape), so the workers drain evenly
     jobs.sort(key=lambda j: get_mode(j[1]).sim_cost_rank)
     # on one machine, forked processes (no Dask start-up: the plan is interactive); on --scheduler, Dask
-    cluster = Cluster(scheduler, settings.jobs, local="processes")
+    cluster = Workers(scheduler, settings.jobs, local="processes")
     for chain in run_tasks(_chain_job, jobs, cluster=cluster, on_done=lambda i, chain: done(chain)):
         cells.extend(chain)  # in job order, whichever finished first
     return cells

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from plan.pricing import HOURS_PER_MONTH, GpuPrice
+from simulate.plan.pricing import HOURS_PER_MONTH, GpuPrice
 
 GPUS_PER_REPLICA = 1  # every shipped configuration serves one model replica per GPU (int4 on the 32 GB RTX 5090)
 

@@ -38,7 +38,7 @@ from costmodel.precision import PRECISIONS, get_precision
 from costmodel.schemas.profile import ModeProfile, PassTable, Profile, Provenance
 from costmodel.roofline import Roofline, Segment
 from costmodel.timestamps import now_iso
-from fit.passes import grid_median_x_roofline
+from measure.fit.passes import grid_median_x_roofline
 
 MAX_WEIGHT_FRACTION = 0.75
 SHAPE_TERMS = ("seqs", "tokens", "context_ktokens")

@@ -1,6 +1,6 @@
 """Endpoint runs (`costmodel measure --endpoint`, `costmodel import-bench`) -> what `costmodel fit`
 takes from them, all with provenance "endpoint". The step times come from
-`fit.endpoint_data`; this module maps them onto pass shapes.
+`measure.fit.endpoint_data`; this module maps them onto pass shapes.
 
 Mapping (one observation per load of the run; vLLM's engine step mixes the requests running at
 the time, so an observation is the MEAN engine step at that load's mean batch):
@@ -44,8 +44,8 @@ from costmodel.errors import UserError
 from costmodel.prior import CITATION, COMMIT_ENTROPY_NATS, REGIMES, RENOISE_PER_GENERATION
 from costmodel.schemas.profile import CommitStats, Distribution, Provenance
 from costmodel.schemas.rundir import Run
-from fit import endpoint_data as fitdata
-from fit.mtp import acceptance_from_counters
+from measure.fit import endpoint_data as fitdata
+from measure.fit.mtp import acceptance_from_counters
 
 ENDPOINT_KINDS = ("endpoint", "bench-import")
 ORIGINS = ("gpu", "endpoint")

@@ -14,7 +14,7 @@ accepted at that call (every position accepted so far, minus the ones re-noised 
 `new_positions` the first acceptances, `renoised_positions` positions accepted before and re-noised
 now (each is accepted again at the next call, so re-noise never changes the first-acceptance order).
 
-    python -m analyze.synthetic_commits RUNDIR   # a six-regime demo run, then: costmodel analyze RUNDIR -o OUT
+    python -m measure.analyze.synthetic_commits RUNDIR   # a six-regime demo run, then: costmodel analyze RUNDIR -o OUT
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def write_run(path: str | Path, commits: pd.DataFrame, generations: pd.DataFrame
     prompts = list(dict.fromkeys(generations["prompt_id"]))
     manifest = RunManifest(run_id=f"synthetic-{Path(path).name}", kind="gpu", mode="diffusion", model="synthetic-commit-traces", weights=weights,
                            commit_source=commit_source, planned_units=prompts,
-                           notes=["synthetic commit traces from analyze.synthetic_commits (constructed with known answers), not a measurement"])
+                           notes=["synthetic commit traces from measure.analyze.synthetic_commits (constructed with known answers), not a measurement"])
     with RunWriter(path, manifest) as w:
         for prompt in prompts:
             g = generations[generations["prompt_id"] == prompt]
@@ -173,7 +173,7 @@ DEMO_SPECS = [dataclasses.replace(s, pad_calls=6) for s in _DEMO]
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m analyze.synthetic_commits RUNDIR", file=sys.stderr)
+        print("usage: python -m measure.analyze.synthetic_commits RUNDIR", file=sys.stderr)
         return 2
     commits, gens = make_tables(DEMO_SPECS, prompts=20, seeds=5, seed=0)
     path = write_run(args[0], commits, gens)

@@ -51,10 +51,10 @@ from costmodel.schemas.profile import (CommitStats, Distribution, FitDiagnostics
                                        features)
 from costmodel.schemas.rundir import STEP_COLUMNS, Run, load_run
 from costmodel.timestamps import now_iso
-from fit.assemble import FitOptions, FitResult, resolve_target
-from fit.mtp import acceptance_from_counters
+from measure.fit.assemble import FitOptions, FitResult, resolve_target
+from measure.fit.mtp import acceptance_from_counters
 from costmodel.modes.mtp import draft_passes
-from fit.passes import SELECT_TOL_POINTS, SELECT_TOL_REL, PassFit, mape_pct
+from measure.fit.passes import SELECT_TOL_POINTS, SELECT_TOL_REL, PassFit, mape_pct
 
 KIND = "engine-steps"
 TIME_COLUMNS = ("gap_ms", "elapsed_ms")
@@ -549,5 +549,5 @@ def _profile(runs: list[Run], opts: FitOptions, target, modes: dict, commit: dic
                               notes=f"vLLM {eng.get('version')} on {eng.get('device')} ({runs[0].manifest.gpu_name}); run directories "
                                     f"{', '.join(r.path.name for r in runs)}"),
         created_at=now_iso(), notes=[f"fit: recorded vLLM engine steps ({time_column}), all pass kinds of a mode fitted jointly so that the "
-                                     "simulator's step price reproduces them (fit/steps.py)"] + list(opts.notes) + msgs,
+                                     "simulator's step price reproduces them (measure/fit/steps.py)"] + list(opts.notes) + msgs,
     ).validate("fitted profile")

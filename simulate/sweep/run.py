@@ -1,4 +1,4 @@
-"""Run a sweep (sweep/spec.py) on the cluster simulate.sweep.run_tasks gives, resumably.
+"""Run a sweep (simulate/sweep/spec.py) on the cluster simulate.parallel.run_tasks gives, resumably.
 
 Each finished point is written at once, atomically, as OUT/points/<point_id>.json (its flat result
 row); a re-run skips every point whose file exists, so an interrupted sweep (Ctrl-C, a lost
@@ -7,7 +7,7 @@ order, become one table: OUT/results.parquet and the flat OUT/results.csv with i
 
 kind simulate: one job per point (run_point), its PointSummary as the row (SLO judged when given).
 kind plan: points that differ only in QPS form one job, a replica-search chain over their QPS
-(plan.planner.search_chain, the same warm starts as `costmodel plan`); each point's row is its
+(simulate.plan.planner.search_chain, the same warm starts as `costmodel plan`); each point's row is its
 fewest SLO-meeting replica count and that probe's summary.
 """
 
@@ -26,12 +26,12 @@ from costmodel import atomic
 from costmodel.errors import UserError
 from costmodel.schemas.dictionary import write_table
 from costmodel.shipped import resolve_profile
-from plan.planner import ChainStart, search_chain, simulator_point
-from plan.slo import parse_slo
+from simulate.plan.planner import ChainStart, search_chain, simulator_point
+from simulate.plan.slo import parse_slo
 from simulate.api import check_mode, resolve_engine, run_point
-from simulate.sweep import Cluster, run_tasks
+from simulate.parallel import Workers, run_tasks
 from simulate.workload import Workload, load_workload, parse_workload
-from sweep.spec import SweepPoint, SweepSpec
+from simulate.sweep.spec import SweepPoint, SweepSpec
 
 BATCH_MAX = 16
 ENGINE_KEYS = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization")
@@ -143,7 +143,7 @@ def _load_done(out: Path, spec: SweepSpec) -> dict[str, dict]:
     return done
 
 
-def run_sweep(spec: SweepSpec, out_dir: str | Path, cluster: Cluster = Cluster(), progress: Progress | None = None) -> SweepOutcome:
+def run_sweep(spec: SweepSpec, out_dir: str | Path, cluster: Workers = Workers(), progress: Progress | None = None) -> SweepOutcome:
     """Every point of `spec` not already in OUT/points, then the results table."""
     out = atomic.check_output(out_dir, directory=True)
     done = _load_done(out, spec)

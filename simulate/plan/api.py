@@ -21,10 +21,10 @@ from costmodel.schemas.plan import write_plan_json
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.provenance import profile_provenance
 from costmodel.shipped import resolve_profile
-from plan import planner
-from plan.cheapest import Analysis, analyse
-from plan.pricing import PricingConfig, gpu_price
-from plan.slo import Slo, parse_slo
+from simulate.plan import planner
+from simulate.plan.cheapest import Analysis, analyse
+from simulate.plan.pricing import PricingConfig, gpu_price
+from simulate.plan.slo import Slo, parse_slo
 from simulate.api import resolve_workload
 
 DEFAULT_DURATION_S = 60.0

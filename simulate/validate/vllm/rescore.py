@@ -19,8 +19,8 @@ from costmodel.errors import UserError
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import load_run
 from measure.vllm.sched_log import read_trace
-from validate.vllm.replay import capacity_rps, replay
-from validate.vllm.score import (TARGETS_PCT, frontend_overhead_ms, load_scores, request_summary, request_table, scores_frame,
+from simulate.validate.vllm.replay import capacity_rps, replay
+from simulate.validate.vllm.score import (TARGETS_PCT, frontend_overhead_ms, load_scores, request_summary, request_table, scores_frame,
                                  step_table)
 
 UNSTABLE_FRAC = 1.5  # the overload check: Poisson at this multiple of the fitted capacity must be called unstable
@@ -47,7 +47,7 @@ def _fit_scratch(trace, mode: str, source: Path, profile_id: str) -> Profile:
     """A fit of a trace's steps in a scratch directory: re-scoring rewrites none of the recordings."""
     import tempfile
 
-    from validate.vllm.campaign import fit_steps
+    from simulate.validate.vllm.campaign import fit_steps
 
     with tempfile.TemporaryDirectory() as tmp:
         return fit_steps(trace, mode, Path(tmp) / "steps", str(source), profile_id)
@@ -81,7 +81,7 @@ def overload_check(profile: Profile, mode: str, cal) -> dict:
 
     from simulate.sim import simulate_point
     from simulate.workload import Requests
-    from validate.vllm.replay import engine_config
+    from simulate.validate.vllm.replay import engine_config
 
     rq, config = cal.requests, cal.config
     p, o = rq["prompt_tokens"].to_numpy(), rq["output_tokens"].to_numpy()

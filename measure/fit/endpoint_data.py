@@ -26,7 +26,7 @@ API (every function takes a run directory path or a loaded `costmodel.schemas.ru
   counter semantics, summed over loads; `mtp_counters.json` in an endpoint run holds the same,
   in the format `costmodel fit --mtp-metrics` reads.
 - `mtp_acceptance(run) -> costmodel.schemas.profile.MtpAcceptance`: conditional per-position acceptance
-  (fit.mtp.acceptance_from_counters), Provenance("endpoint", ...).
+  (measure.fit.mtp.acceptance_from_counters), Provenance("endpoint", ...).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import pandas as pd
 from costmodel.errors import UserError
 from costmodel.schemas.profile import Provenance
 from costmodel.schemas.rundir import Run, load_run, spec_decode_counts as run_spec_decode_counts
-from fit.mtp import acceptance_from_counters
+from measure.fit.mtp import acceptance_from_counters
 
 PROVENANCE = "endpoint"
 ENDPOINT_KINDS = ("endpoint", "bench-import")

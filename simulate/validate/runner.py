@@ -13,7 +13,7 @@ from costmodel import atomic
 from costmodel.errors import UserError
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import RunManifest, RunWriter, load_run, new_run_id, software_versions
-from validate.score import RateScore, is_saturated, score_rate, score_table, summary_mape
+from simulate.validate.score import RateScore, is_saturated, score_rate, score_table, summary_mape
 from simulate.static_batch import BatchRequest, batch_timeline, simulate_static_batches
 
 

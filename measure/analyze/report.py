@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from costmodel import atomic
-from analyze.core import BIN_SIZES, CONTROL_BLOCK, POOLED, Analysis
+from measure.analyze.core import BIN_SIZES, CONTROL_BLOCK, POOLED, Analysis
 from costmodel.schemas.rundir import RunManifest
 
 TABLES = ("regimes", "bin_sweep", "auroc", "canvases", "generations", "hook_checks")

@@ -34,11 +34,11 @@ from costmodel.roofline import PASS_KINDS, Roofline, Segment
 from costmodel.schemas.profile import ModeProfile, MtpAcceptance, PassCostModel, Profile, Provenance
 from costmodel.schemas.rundir import Run, load_run, read_manifest
 from costmodel.timestamps import now_iso
-from fit.commits import choose_commit_stats
-from fit.endpoint import (MAPPING_NOTE, endpoint_commit_stats, endpoint_frame, endpoint_mtp_acceptance, is_endpoint,
+from measure.fit.commits import choose_commit_stats
+from measure.fit.endpoint import (MAPPING_NOTE, endpoint_commit_stats, endpoint_frame, endpoint_mtp_acceptance, is_endpoint,
                           require_endpoint_commits, resolve_mixing)
-from fit.mtp import choose_mtp_acceptance
-from fit.passes import HeldoutSpec, PassFit, fit_pass_kind, grid_median_x_roofline
+from measure.fit.mtp import choose_mtp_acceptance
+from measure.fit.passes import HeldoutSpec, PassFit, fit_pass_kind, grid_median_x_roofline
 
 TIME_COLUMNS = ("gpu_ms", "wall_ms")
 # manifest.engine fields that identify how passes run; runs pooled for one pass kind must agree on
@@ -553,7 +553,7 @@ def _profile_notes(obs: PassObservations, opts: FitOptions, synthetic: bool, msg
         notes.insert(0, "SYNTHETIC: fitted from runs timed by a known cost model, not by a GPU")
     if not obs.endpoint.empty:
         notes.append("endpoint runs: one observation per load, the mean vLLM engine step at the load's mean running requests "
-                     "(fit/endpoint.py); a pass kind is fitted from GPU runs or endpoint runs, never both")
+                     "(measure/fit/endpoint.py); a pass kind is fitted from GPU runs or endpoint runs, never both")
     return notes + list(opts.notes) + [m for m in msgs if not m.startswith("dropped")]
 
 

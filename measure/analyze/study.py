@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyze.core import Analysis, analyze_tables, check_settings
-from analyze.report import Source, write_report
+from measure.analyze.core import Analysis, analyze_tables, check_settings
+from measure.analyze.report import Source, write_report
 from costmodel.errors import UserError
 from costmodel.schemas.rundir import load_run
 

@@ -9,6 +9,6 @@ synthetic_commits.py commit traces with known answers (tests, demo runs)
 (the click command is costmodel/cli/analyze.py)
 """
 
-from analyze.core import Analysis, analyze_tables
+from measure.analyze.core import Analysis, analyze_tables
 
 __all__ = ["Analysis", "analyze_tables"]

@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
-from analyze.order import COMMIT_COLUMNS, GENERATION_COLUMNS, CanvasTrace, HookChecks, build_traces, require_columns
-from analyze.rank_stats import ClusterBootstrap, auroc, same_call_pair_fraction, tau_b, weighted_auroc_ci
+from measure.analyze.order import COMMIT_COLUMNS, GENERATION_COLUMNS, CanvasTrace, HookChecks, build_traces, require_columns
+from measure.analyze.rank_stats import ClusterBootstrap, auroc, same_call_pair_fraction, tau_b, weighted_auroc_ci
 
 BIN_SIZES = (1, 4, 8, 16, 32, 64)  # positions per bin; 1 = token level
 CONTROL_BLOCK = 16  # the block-sequential control's block size (positions)

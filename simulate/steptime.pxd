@@ -2,7 +2,7 @@
 cimport cython
 
 cdef class StepPricer:
-    cdef public object profile, mode, draws, qn, qc
+    cdef public object profile, mode, draws, qn, qc, cost
     cdef public bint exact
     cdef public long qc_bits, grid_bits, n_bits, c_bits, n_lim, c_lim, misses
     cdef public dict cache

@@ -2,10 +2,11 @@
 
 One engine step is prefill chunks beside any number of decode-phase groups (a mode's
 `group_kinds`: AR decode tokens; diffusion denoising canvases and commits; MTP verify tokens),
-priced by the mode's `step_ms` (costmodel/modes): by default one forward pass, one weight read,
-through `Profile.pass_ms`; MTP adds k sequential draft passes of the assistant.
+priced by costmodel/stepcost's `ModeCost.step_ms`: the mode's `step_ms` (costmodel/modes; by
+default one forward pass, one weight read; MTP adds k sequential draft passes of the assistant)
+plus every registered step term.
 
-Speed: an hour of traffic has ~10^5 engine steps but a pass_ms miss costs ~100 us, so a step's
+Speed: an hour of traffic has ~10^5 engine steps but a step-price miss costs ~100 us, so a step's
 shape is reduced to a small integer key and the prices are cached. With resolution `shape_bits`
 b (default 5):
 - sequence counts are rounded to b significant bits (exact below 2**b = 32, within 1/2**b above);
@@ -23,16 +24,12 @@ the tests that compare with hand computations use it.
 
 from __future__ import annotations
 
-import weakref
-
 from costmodel.modes import ModeDraws, ServingMode
 from costmodel.roofline import Segment
 from costmodel.schemas.profile import Profile
+from costmodel.stepcost import resolve
 
 DEFAULT_SHAPE_BITS = 5
-# (id(profile), mode, bits, draws.price_key) -> (weakref to the profile, {key: seconds}); shared by
-# every run in a process, so plan's repeated run_point calls on one profile reuse the prices.
-_CACHES: dict = {}
 
 
 def quantizer(bits: int):
@@ -72,12 +69,10 @@ class StepPricer:
         self.n_bits, self.c_bits = shape_bits, self.qc_bits
         self.n_lim = 1 << shape_bits if not self.exact else 1 << 62
         self.c_lim = 1 << self.qc_bits if not self.exact else 1 << 62
-        key = (id(profile), mode.name, shape_bits, draws.group_tokens, draws.price_key)
-        hit = _CACHES.get(key)
-        if hit is None or hit[0]() is not profile:
-            hit = (weakref.ref(profile), {})
-            _CACHES[key] = hit
-        self.cache = hit[1]
+        resolved = resolve(profile)
+        self.cost = resolved.cost(mode.name)
+        # step prices shared by every run on this profile object (plan's repeated points reuse them)
+        self.cache = resolved.step_cache((mode.name, shape_bits, draws.group_tokens, draws.price_key))
         self.misses = 0
 
     def _group_key(self, ns: tuple, ss: tuple) -> tuple:
@@ -188,4 +183,4 @@ class StepPricer:
         prefill = Segment(mode.prefill_kind, m, max(1, tp), pctx) if m else None
         groups = tuple(Segment(kind, key[3 + 2 * i], tokens, key[4 + 2 * i])
                        for i, (kind, tokens) in enumerate(zip(mode.group_kinds, self.draws.group_tokens)))
-        return mode.step_ms(self.profile, prefill, groups, self.draws) / 1e3
+        return self.cost.step_ms(prefill, groups, self.draws) / 1e3

@@ -8,8 +8,9 @@ A mode (diffusion, ar, mtp, ...) is one module that subclasses `ServingMode` and
   run one pass kind with the same query tokens per sequence in a step) and `side_kinds` (passes
   run over group 0's sequences before the joint forward, e.g. MTP's k draft passes);
 - its random draws and KV accounting per request: `draw(profile, reqs, seed) -> ModeDraws`;
-- how one engine step is priced: `step_ms(profile, prefill, groups, draws)` over any number of
-  groups (default: one forward pass, one weight read, over the prefill chunks and every group);
+- how one engine step is priced: `step_ms(cost, prefill, groups, draws)` over any number of
+  groups, with `cost.pass_ms(segments)` pricing one forward (costmodel/stepcost.ModeCost; default:
+  one forward pass, one weight read, over the prefill chunks and every group);
 Its per-step progression on a replica is the simulator's: an engine registered under the mode's
 name in simulate/engines (a `Replica` subclass), so this registry sits below every stage.
 
@@ -88,11 +89,11 @@ class ServingMode:
         return ModeDraws(group_tokens=(1,) * len(self.group_kinds), kv_need_tokens=reqs.prompt_tokens + reqs.output_tokens)
 
     # ---- step price ----------------------------------------------------------------------------
-    def step_ms(self, profile, prefill: Segment | None, groups: tuple[Segment, ...], draws: ModeDraws) -> float:
-        """Milliseconds of one engine step: one forward pass (one weight read) over the prefill
-        chunks and every non-empty group."""
+    def step_ms(self, cost, prefill: Segment | None, groups: tuple[Segment, ...], draws: ModeDraws) -> float:
+        """Milliseconds of one engine step's passes: one forward (one weight read) over the prefill
+        chunks and every non-empty group, priced by `cost` (the mode's costmodel.stepcost.ModeCost)."""
         segs = ((prefill,) if prefill is not None else ()) + tuple(g for g in groups if g.seqs)
-        return profile.pass_ms(self.name, segs)
+        return cost.pass_ms(segs)
 
     def batch_composition(self, prefill_seqs: float, group_seqs: tuple[float, ...]) -> dict[str, float]:
         """Mean sequences per engine step by pass kind (prefill, groups, then side passes, which

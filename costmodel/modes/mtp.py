@@ -150,11 +150,11 @@ class MtpMode(ServingMode):
     def draw(self, profile, reqs, seed: int) -> MtpDraws:
         return MtpDraws(profile, reqs, seed)
 
-    def step_ms(self, profile, prefill, groups, draws) -> float:
+    def step_ms(self, cost, prefill, groups, draws) -> float:
         """The assistant's draft passes (`draft_passes`), then one joint forward of the prefill chunks
         and the (k+1)-token verify pass."""
-        ms = sum(n * profile.pass_ms(self.name, segs) for segs, n in draft_passes(prefill, groups[0], draws.side_passes))
-        return ms + super().step_ms(profile, prefill, groups, draws)
+        ms = sum(n * cost.pass_ms(segs) for segs, n in draft_passes(prefill, groups[0], draws.side_passes))
+        return ms + super().step_ms(cost, prefill, groups, draws)
 
 
 def draft_passes(prefill: Segment | None, verify: Segment, k: int) -> list[tuple[tuple[Segment, ...], int]]:

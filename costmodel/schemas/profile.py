@@ -2,37 +2,18 @@
 on roofline features), commit statistics per regime, MTP acceptance, the hardware it is for, and
 provenance for every part (measured / projected / published / roofline / endpoint).
 
-Pass cost model. A pass's time is predicted from features of its shape that follow the roofline:
-
-    ms = max(roofline_ms, sum_f coef[f] * feature_f(shape))
-
-with features from `FEATURES` (`memory_ms`, `compute_ms` are the pass's roofline terms on the
-profile's hardware, so the coefficients carry the engine's efficiency and survive projection to
-another GPU). A forward pass that mixes kinds (prefills beside denoising canvases, as vLLM
-batches them) is priced on its joint roofline (one weight read) with the coefficients of each kind
-present weighted by its share of the pass's query tokens; a pure pass reduces to its own model.
-
-Pass-model types (`PassCostModel.model_type`): "linear" (the above; every profile before the
-type existed) and "table": pass times on a grid of (sequences, tokens per sequence, context)
-composed from operator tables (measure/ops), interpolated multilinearly in log space
-(log ms over log seqs, log tokens, log(context + CONTEXT_OFFSET)), power-law extrapolation beyond
-the grid. The table holds for the GPU and precision it names; elsewhere the model's linear
-coefficients, which a table model keeps too, price the pass (a projected profile carries a table
-projected point by point to its own GPU, and as its fallback the source's median ratio to the
-roofline: measure/fit/projection.py). A
-pass mixing kinds priced by tables shares its token-proportional work (the layers' GEMMs, MoE,
-norms: `PassTable.token_ms` over the pass's total tokens) and adds each segment's own part
-(attention, logits, sampler: its table time minus its token part), as the operator composition
-does.
+Pass cost models are data here; what prices them is costmodel/stepcost (one predictor per
+`PassCostModel.model_type`: linear, table, roofline; the profile's resolution and every price cache).
+A table model keeps linear coefficients too: they price the pass off the table's GPU and precision
+(a projected profile carries a table projected point by point to its own GPU, and as its fallback
+the source's median ratio to the roofline: measure/fit/projection.py).
 """
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -46,15 +27,19 @@ from costmodel.models import ModelShape, get_model
 from costmodel.modes import get_mode, mode_names
 from costmodel.precision import Precision, get_precision
 from costmodel.roofline import Roofline, Segment, default_tokens
+from costmodel.stepcost import get_predictor, predictor_names, resolve
+from costmodel.stepcost.linear import FEATURES, features, linear_ms
+from costmodel.stepcost.resolved import ResolvedProfile
+from costmodel.stepcost.table import CONTEXT_OFFSET, table_model
 
 SCHEMA_VERSION = 1
 PROVENANCE_KINDS = ("measured", "projected", "published", "roofline", "endpoint")
 # how to supply a profile part a mode draws from (costmodel.modes.base.PROFILE_PARTS)
 PART_FIXES = {"commit_stats": "include commit statistics per regime: the published prior or a measured run",
               "mtp_acceptance": "add per-position acceptance with its provenance"}
-PASS_MODEL_TYPES = ("linear", "table")
-CONTEXT_OFFSET = 64.0  # tokens added to the context before its log in table interpolation (context may be 0)
-FEATURES = ("const", "roofline_ms", "memory_ms", "compute_ms", "kv_ms", "seqs", "tokens", "context_ktokens")
+# FEATURES, features (the linear model's), CONTEXT_OFFSET (the table model's) and ResolvedProfile are
+# re-exported from costmodel/stepcost for the modules that read them with the schema
+__all__ = ["CONTEXT_OFFSET", "FEATURES", "ResolvedProfile", "features"]
 
 
 @dataclass
@@ -117,36 +102,16 @@ class PassTable:
         if not (_finite(self.overhead_ms) and self.overhead_ms >= 0):
             raise UserError(f"{where}: table overhead_ms must be a finite time >= 0", "rebuild the table (measure/ops/passtable.py)")
 
-    def grids(self) -> "_TableGrids":
-        g = self.__dict__.get("_grids")
-        if g is None:
-            g = self.__dict__["_grids"] = _TableGrids.of(self)
-        return g
-
     def pass_ms(self, seqs: float, tokens: float, context: float) -> float:
-        """Interpolated time of one pass of this kind (a single segment); memoised, because the
-        simulator prices the same segment inside many mixed steps."""
-        memo = self._memo()
-        key = (seqs, tokens, context)
-        v = memo.get(key)
-        if v is None:
-            v = memo[key] = self.grids().at(seqs, tokens, context)
-        return v
+        """Interpolated time of one pass of this kind (a single segment): costmodel/stepcost/table.py."""
+        return table_model(self).pass_ms(seqs, tokens, context)
 
     def tokens_ms(self, m: float) -> float:
-        """The token-proportional part of a pass over m tokens (memoised in the same dict as pass_ms:
-        its keys are numbers, pass_ms's are tuples)."""
-        memo = self._memo()
-        v = memo.get(m)
-        if v is None:
-            v = memo[m] = self.grids().tok(m)
-        return v
+        """The token-proportional part of a pass over m tokens."""
+        return table_model(self).tokens_ms(m)
 
-    def _memo(self) -> dict:
-        memo = self.__dict__.get("_values")
-        if memo is None:
-            memo = self.__dict__["_values"] = {}
-        return memo
+    def __getstate__(self):
+        return _data_only(self)
 
 
 @dataclass
@@ -157,7 +122,7 @@ class PassCostModel:
     diagnostics: FitDiagnostics | None = None
     provenance: Provenance = field(default_factory=lambda: Provenance("roofline", "unfitted"))
     median_x_roofline: float | None = None  # measured / roofline time, median over the fit data
-    model_type: str = "linear"  # one of PASS_MODEL_TYPES
+    model_type: str = "linear"  # a registered pass predictor (costmodel/stepcost): linear, table, roofline
     table: PassTable | None = None  # model_type "table": the pass-time grid (coef stays the fallback off its GPU/precision)
 
     def table_for(self, hardware_id: str, precision: str) -> PassTable | None:
@@ -168,7 +133,7 @@ class PassCostModel:
         return None
 
     def linear_ms(self, feats: dict[str, float]) -> float:
-        return sum(c * feats[f] for f, c in self.coef.items())
+        return linear_ms(self.coef, feats)
 
     def extrapolated(self, shape: dict[str, float]) -> bool:
         """True when a shape lies outside the range the fit saw (by seqs, tokens, context)."""
@@ -364,23 +329,23 @@ class Profile:
             a.provenance.validate(f"{where}: mtp_acceptance")
         return self
 
-    # ---- resolved objects and prediction -------------------------------------------------------
-    def resolved(self) -> "ResolvedProfile":
+    # ---- pricing: costmodel/stepcost resolves the profile and owns its caches -----------------
+    def resolved(self) -> ResolvedProfile:
         """The catalog objects the profile names, resolved once per profile object."""
-        return _resolved_for(self._key())
+        return resolve(self)
 
     def hardware_spec(self) -> HardwareSpec:
-        return self.resolved().spec
+        return resolve(self).spec
 
-    def roofline(self, mode: str):
-        return _roofline_for(self._key(), mode)
-
-    def _key(self):
-        return _ProfileKey(self)
+    def roofline(self, mode: str) -> Roofline:
+        return resolve(self).roofline(mode)
 
     def pass_ms(self, mode: str, segments) -> float:
         """Predicted milliseconds of ONE forward pass over `segments` (tuple of roofline.Segment)."""
-        return _predict(self._key(), mode, tuple(segments))
+        return resolve(self).cost(mode).pass_ms(segments)
+
+    def __getstate__(self):
+        return _data_only(self)
 
     def mode(self, mode: str) -> ModeProfile:
         try:
@@ -455,168 +420,12 @@ def _finite(x) -> bool:
 
 
 def _check_model_type(pm: PassCostModel, where: str) -> None:
-    """A known type; a table model has a well-formed table and keeps linear coefficients (what prices
-    it off the table's GPU/precision, e.g. after `costmodel profile project`)."""
-    if pm.model_type not in PASS_MODEL_TYPES:
-        raise UserError(f"{where} has model_type {pm.model_type!r}", f"use one of {', '.join(PASS_MODEL_TYPES)}")
-    if pm.model_type == "linear" and pm.table is not None:
-        raise UserError(f"{where} carries a table but model_type is 'linear'", "set model_type to 'table' or drop the table")
-    if pm.model_type == "table":
-        if not isinstance(pm.table, PassTable):
-            raise UserError(f"{where} has model_type 'table' but no table", "rebuild the table (measure/ops/passtable.py)")
-        if not pm.coef:
-            raise UserError(f"{where}: a table model needs its linear coefficients too (used off the table's GPU/precision)",
-                            "keep the fitted coef beside the table")
-        pm.table.validate(where)
+    """A registered model type (costmodel/stepcost), and a model its predictor can price."""
+    if pm.model_type not in predictor_names():
+        raise UserError(f"{where} has model_type {pm.model_type!r}", f"use one of {', '.join(predictor_names())}")
+    get_predictor(pm.model_type).check(pm, where)
 
 
-def _bracket(xs: list[float], x: float) -> tuple[int, float]:
-    """(i, w): x at weight w between xs[i] and xs[i + 1]; below the grid w = 0 (the first point),
-    above it w > 1 (linear extrapolation from the last two points)."""
-    i = bisect.bisect_right(xs, x) - 1
-    if i < 0:
-        return 0, 0.0
-    i = min(i, len(xs) - 2)
-    return i, (x - xs[i]) / (xs[i + 1] - xs[i])
-
-
-@dataclass(frozen=True)
-class _TableGrids:
-    """A PassTable's axes and values in log space, for interpolation."""
-
-    ls: list
-    lt: list
-    lc: list
-    lv: list
-    lm: list
-    lmv: list
-
-    @classmethod
-    def of(cls, t: PassTable) -> "_TableGrids":
-        log = math.log
-        return cls([log(x) for x in t.seqs], [log(x) for x in t.tokens_per_seq], [log(x + CONTEXT_OFFSET) for x in t.context_tokens],
-                   [[[log(v) for v in c] for c in r] for r in t.ms], [log(x) for x in t.token_m], [log(v) for v in t.token_ms])
-
-    def at(self, seqs: float, tokens: float, context: float) -> float:
-        lc, lt, lv = self.lc, self.lt, self.lv
-        k, wk = _bracket(lc, math.log(context + CONTEXT_OFFSET)) if len(lc) > 1 else (0, 0.0)
-        j, wj = _bracket(lt, math.log(tokens)) if len(lt) > 1 else (0, 0.0)
-
-        def line(a: int, b: int) -> float:
-            row = lv[a][b]
-            return row[k] + (row[k + 1] - row[k]) * wk if wk else row[k]
-
-        def plane(a: int) -> float:
-            y0 = line(a, j)
-            return y0 + (line(a, j + 1) - y0) * wj if wj else y0
-
-        if len(self.ls) == 1:
-            return math.exp(plane(0))
-        i, wi = _bracket(self.ls, math.log(seqs))
-        y = plane(i)
-        return math.exp(y + (plane(i + 1) - y) * wi if wi else y)
-
-    def tok(self, m: float) -> float:
-        if len(self.lm) == 1:
-            return math.exp(self.lmv[0])
-        i, w = _bracket(self.lm, math.log(m))
-        return math.exp(self.lmv[i] + (self.lmv[i + 1] - self.lmv[i]) * w)
-
-
-def _table_pass_ms(tables: list[PassTable], segments) -> float:
-    """One forward over segments priced from tables: a pure pass is its table's value; a mixed pass
-    shares the token-proportional part and the step overhead, and adds each segment's own part."""
-    live = [(t, s) for t, s in zip(tables, segments) if s.seqs > 0 and s.tokens > 0]
-    if len(live) == 1:
-        t, s = live[0]
-        return t.pass_ms(s.seqs, s.tokens, s.context)
-    if not live:
-        return 0.0
-    total = sum(s.seqs * s.tokens for _, s in live)
-    ms = max(t.tokens_ms(total) for t, _ in live) + max(t.overhead_ms for t, _ in live)
-    for t, s in live:
-        ms += max(0.0, t.pass_ms(s.seqs, s.tokens, s.context) - t.tokens_ms(s.seqs * s.tokens) - t.overhead_ms)
-    return ms
-
-
-class _ProfileKey:
-    """Hashable handle so predictions can be memoised per profile object."""
-
-    __slots__ = ("profile",)
-
-    def __init__(self, profile: Profile):
-        self.profile = profile
-
-    def __hash__(self):
-        return id(self.profile)
-
-    def __eq__(self, other):
-        return isinstance(other, _ProfileKey) and other.profile is self.profile
-
-
-@dataclass(frozen=True)
-class ResolvedProfile:
-    """A profile's GPU, precision and per-mode model shapes as objects (what the simulator and the
-    plan use), instead of the catalog names the JSON holds."""
-
-    spec: HardwareSpec
-    precision: Precision
-    models: dict[str, ModelShape]  # mode -> the served model's shape
-    assistants: dict[str, ModelShape | None]  # mode -> its drafter's shape (MTP), else None
-
-
-@lru_cache(maxsize=64)
-def _resolved_for(key: _ProfileKey) -> ResolvedProfile:
-    p = key.profile
-    return ResolvedProfile(validate_spec(p.hardware["id"], p.hardware, p.profile_id), get_precision(p.precision),
-                           {n: get_model(m.model) for n, m in p.modes.items()},
-                           {n: get_model(m.assistant) if m.assistant else None for n, m in p.modes.items()})
-
-
-@lru_cache(maxsize=64)
-def _roofline_for(key: _ProfileKey, mode: str):
-    r = key.profile.resolved()
-    key.profile.mode(mode)
-    return Roofline(r.models[mode], r.spec, r.precision, r.assistants[mode])
-
-
-def features(roof_pass, segments) -> dict[str, float]:
-    """Feature values of one pass (see FEATURES) from its roofline and shape."""
-    return {
-        "const": 1.0,
-        "roofline_ms": roof_pass.roofline_ms,
-        "memory_ms": roof_pass.memory_ms,
-        "compute_ms": roof_pass.compute_ms,
-        # the KV-cache share of memory_ms: lets a fit price KV reads at another efficiency than weights
-        "kv_ms": roof_pass.memory_ms * (roof_pass.kv_read_bytes + roof_pass.kv_write_bytes) / roof_pass.bytes if roof_pass.bytes else 0.0,
-        "seqs": float(sum(s.seqs for s in segments)),
-        "tokens": float(sum(s.seqs * s.tokens for s in segments)),
-        "context_ktokens": sum(s.seqs * s.context for s in segments) / 1000.0,
-    }
-
-
-@lru_cache(maxsize=262144)
-def _predict(key: _ProfileKey, mode: str, segments: tuple) -> float:
-    p = key.profile
-    roofline = _roofline_for(key, mode)
-    pms = p.mode(mode).pass_models
-    models = []
-    for seg in segments:
-        try:
-            models.append(pms[seg.kind])
-        except KeyError:
-            raise UserError(f"profile {p.profile_id} has no cost model for {mode}/{seg.kind}", "refit the profile with that pass kind") from None
-    tables = [pm.table_for(p.hardware.get("id"), p.precision) for pm in models]
-    if all(t is not None for t in tables):
-        ms = _table_pass_ms(tables, segments)
-        # the roofline floor: a pass's roofline is at most the sum of its segments' own rooflines
-        # (FLOPs add up; weights are read once), so the joint one is only needed below that sum
-        bound = sum(roofline.segment_roofline_ms(s) for s in segments)
-        return ms if ms >= bound else max(roofline.pass_cost(segments).roofline_ms, ms)
-    roof = roofline.pass_cost(segments)
-    feats = features(roof, segments)
-    total_tokens = feats["tokens"]
-    linear = 0.0
-    for seg, pm in zip(segments, models):
-        linear += (seg.seqs * seg.tokens / total_tokens) * pm.linear_ms(feats)
-    return max(roof.roofline_ms, linear)
+def _data_only(obj) -> dict:
+    """An object's fields without what was derived from them (underscore keys: resolutions, memos)."""
+    return {k: v for k, v in obj.__dict__.items() if not k.startswith("_")}

@@ -1,0 +1,57 @@
+"""The linear pass model: a pass's time from features of its shape that follow the roofline,
+
+    ms = max(roofline_ms, sum_f coef[f] * feature_f(shape))
+
+(`memory_ms`, `compute_ms` are the pass's roofline terms on the profile's GPU, so the coefficients
+carry the engine's efficiency and survive projection to another GPU). A pass that mixes kinds
+(prefills beside denoising canvases, as vLLM batches them) is priced on its joint roofline (one
+weight read) with the coefficients of each kind weighted by its share of the pass's query tokens;
+a pure pass reduces to its own model. Every other predictor falls back to this one."""
+
+from __future__ import annotations
+
+from costmodel.errors import UserError
+from costmodel.roofline import Segment
+
+FEATURES = ("const", "roofline_ms", "memory_ms", "compute_ms", "kv_ms", "seqs", "tokens", "context_ktokens")
+
+
+def features(roof_pass, segments) -> dict[str, float]:
+    """Feature values of one pass (see FEATURES) from its roofline and shape."""
+    return {
+        "const": 1.0,
+        "roofline_ms": roof_pass.roofline_ms,
+        "memory_ms": roof_pass.memory_ms,
+        "compute_ms": roof_pass.compute_ms,
+        # the KV-cache share of memory_ms: lets a fit price KV reads at another efficiency than weights
+        "kv_ms": roof_pass.memory_ms * (roof_pass.kv_read_bytes + roof_pass.kv_write_bytes) / roof_pass.bytes if roof_pass.bytes else 0.0,
+        "seqs": float(sum(s.seqs for s in segments)),
+        "tokens": float(sum(s.seqs * s.tokens for s in segments)),
+        "context_ktokens": sum(s.seqs * s.context for s in segments) / 1000.0,
+    }
+
+
+def linear_ms(coef: dict[str, float], feats: dict[str, float]) -> float:
+    return sum(c * feats[f] for f, c in coef.items())
+
+
+class LinearPredictor:
+    name = "linear"
+    fallback = None
+
+    def check(self, pm, where: str) -> None:
+        """Its features are checked for every model type (each keeps linear coefficients): the profile's validation."""
+        if pm.table is not None:
+            raise UserError(f"{where} carries a table but model_type is 'linear'", "set model_type to 'table' or drop the table")
+
+    def prices(self, pm, hardware_id: str, precision: str) -> bool:
+        return True
+
+    def pass_ms(self, cost, models: list, segments: tuple[Segment, ...]) -> float:
+        roof = cost.roofline.pass_cost(segments)
+        feats = features(roof, segments)
+        total_tokens = feats["tokens"]
+        ms = 0.0
+        for seg, pm in zip(segments, models):
+            ms += (seg.seqs * seg.tokens / total_tokens) * linear_ms(pm.coef, feats)
+        return max(roof.roofline_ms, ms)

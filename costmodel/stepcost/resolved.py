@@ -1,0 +1,132 @@
+"""A profile resolved for pricing: its catalog objects, and per mode the `ModeCost` that prices its
+passes and engine steps. Every price cache lives here, owned by the resolution of one profile
+object (kept on that object, dropped when it is pickled), not in module globals: a profile that
+is garbage-collected takes its caches with it, and two profiles never share one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from costmodel.errors import UserError
+from costmodel.hardware import HardwareSpec, validate_spec
+from costmodel.models import ModelShape, get_model
+from costmodel.modes import get_mode
+from costmodel.precision import Precision, get_precision
+from costmodel.roofline import Roofline, Segment
+from costmodel.stepcost.base import get_predictor, step_terms
+
+PASS_MEMO_MAX = 262_144  # priced passes kept per mode (the simulator's steps reuse a few thousand)
+
+
+class ModeCost:
+    """The price of one mode's passes and engine steps on one profile (the `StepCost` a
+    simulator's step pricer, the static-batch server and the fits ask)."""
+
+    __slots__ = ("profile", "mode", "serving", "roofline", "pass_models", "hardware_id", "precision", "memo")
+
+    def __init__(self, resolved: "ResolvedProfile", mode: str):
+        p = resolved.profile
+        self.profile = p
+        self.mode = mode
+        self.serving = get_mode(mode)
+        self.pass_models = p.mode(mode).pass_models
+        self.roofline = Roofline(resolved.models[mode], resolved.spec, resolved.precision, resolved.assistants[mode])
+        self.hardware_id = p.hardware.get("id")
+        self.precision = p.precision
+        self.memo: dict = {}
+
+    def pass_ms(self, segments) -> float:
+        """Predicted milliseconds of ONE forward pass over `segments` (roofline.Segment)."""
+        segments = tuple(segments)
+        v = self.memo.get(segments)
+        if v is None:
+            if len(self.memo) >= PASS_MEMO_MAX:
+                self.memo.clear()
+            v = self.memo[segments] = self._price(segments)
+        return v
+
+    def step_ms(self, prefill: Segment | None, groups: tuple[Segment, ...], draws) -> float:
+        """Milliseconds of one engine step: the mode's passes (`ServingMode.step_ms`) plus every
+        registered step term."""
+        ms = self.serving.step_ms(self, prefill, groups, draws)
+        for term in step_terms():
+            ms += term.step_ms(self, prefill, groups, draws)
+        return ms
+
+    def predictor_of(self, pm):
+        """The predictor that prices pass model `pm` here: its own, or down its fallbacks."""
+        pred = get_predictor(pm.model_type)
+        while not pred.prices(pm, self.hardware_id, self.precision):
+            pred = get_predictor(pred.fallback)
+        return pred
+
+    def _price(self, segments: tuple) -> float:
+        models = []
+        for seg in segments:
+            try:
+                models.append(self.pass_models[seg.kind])
+            except KeyError:
+                raise UserError(f"profile {self.profile.profile_id} has no cost model for {self.mode}/{seg.kind}",
+                                "refit the profile with that pass kind") from None
+        preds = [self.predictor_of(pm) for pm in models]
+        if any(p is not preds[0] for p in preds):  # kinds priced by different predictors: their common fallback
+            preds = [_root(p) for p in preds]
+            if any(p is not preds[0] for p in preds):
+                raise UserError(f"profile {self.profile.profile_id}: a {self.mode} pass mixes model types {sorted({p.name for p in preds})}",
+                                "give the pass kinds a mode runs together one model type")
+        return preds[0].pass_ms(self, models, segments)
+
+
+def _root(pred):
+    """The last predictor down `pred`'s fallbacks (one that prices every model)."""
+    while pred.fallback is not None:
+        pred = get_predictor(pred.fallback)
+    return pred
+
+
+@dataclass
+class ResolvedProfile:
+    """A profile's GPU, precision and per-mode model shapes as objects (what the simulator and the
+    plan use) instead of the catalog names the JSON holds, and its price caches."""
+
+    profile: object
+    spec: HardwareSpec
+    precision: Precision
+    models: dict[str, ModelShape]  # mode -> the served model's shape
+    assistants: dict[str, ModelShape | None]  # mode -> its drafter's shape (MTP), else None
+    costs: dict[str, ModeCost] = field(default_factory=dict)
+    step_caches: dict[tuple, dict] = field(default_factory=dict)
+
+    def cost(self, mode: str) -> ModeCost:
+        c = self.costs.get(mode)
+        if c is None:
+            c = self.costs[mode] = ModeCost(self, mode)
+        return c
+
+    def roofline(self, mode: str) -> Roofline:
+        return self.cost(mode).roofline
+
+    def step_cache(self, key: tuple) -> dict:
+        """Engine-step prices of one pricing (mode, resolution, draws' shapes): shared by every run
+        on this profile object, so plan's repeated points reuse them (simulate/steptime.py)."""
+        c = self.step_caches.get(key)
+        if c is None:
+            c = self.step_caches[key] = {}
+        return c
+
+
+def resolve(profile) -> ResolvedProfile:
+    """The profile resolved once per profile object."""
+    r = profile.__dict__.get("_resolved")
+    if r is None:
+        p = profile
+        r = ResolvedProfile(p, validate_spec(p.hardware["id"], p.hardware, p.profile_id), get_precision(p.precision),
+                            {n: get_model(m.model) for n, m in p.modes.items()},
+                            {n: get_model(m.assistant) if m.assistant else None for n, m in p.modes.items()})
+        profile.__dict__["_resolved"] = r
+    return r
+
+
+def pass_cost(profile, mode: str) -> ModeCost:
+    """The ModeCost of `mode` on `profile`."""
+    return resolve(profile).cost(mode)

@@ -9,8 +9,7 @@ from pathlib import Path
 
 from costmodel import atomic
 from costmodel.errors import UserError
-from simulate.plan.cheapest import Analysis, analyse
-from simulate.plan.pricing import PricingConfig
+from simulate.plan.costing import Analysis, PricingConfig, analyse
 from simulate.plan.slo import STABLE_ONLY, parse_slo
 from reports.finance import write_finance_csv
 from reports.html import render

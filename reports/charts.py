@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 from costmodel.modes import get_mode  # noqa: E402
-from simulate.plan.crossover import Crossover  # noqa: E402
+from simulate.plan.costing import Crossover  # noqa: E402
 
 TITLES = {
     "latency": "Latency vs QPS",

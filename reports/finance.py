@@ -13,7 +13,7 @@ import pandas as pd
 
 from costmodel import atomic
 from costmodel.schemas.dictionary import dictionary, dictionary_markdown, dictionary_paths, flat_frame
-from simulate.plan.cheapest import Analysis
+from simulate.plan.costing import Analysis
 from reports.sources import Results
 
 # The finance view: what a row is, whether it meets the SLO, what it costs and on what pricing, and

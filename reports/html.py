@@ -15,9 +15,7 @@ from costmodel.modes import mode_order
 from costmodel.schemas.dictionary import dictionary
 from costmodel.schemas.provenance import provenance_kinds
 from costmodel.timestamps import now_iso
-from simulate.plan.cheapest import Analysis
-from simulate.plan.crossover import best_per_cell
-from simulate.plan.pricing import HOURS_PER_MONTH, SOURCES
+from simulate.plan.costing import HOURS_PER_MONTH, SOURCES, Analysis, best_per_cell
 from reports import charts
 from reports.finance import TERMS, assumptions
 from reports.sources import Results

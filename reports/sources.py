@@ -17,7 +17,7 @@ from costmodel.schemas.profile import Profile
 from costmodel.schemas.provenance import profile_provenance
 from costmodel.schemas.results import SUMMARY_CSV, SUMMARY_JSON, is_simulation_dir, read_simulation
 from costmodel.shipped import default_profile
-from simulate.plan.pricing import PricingConfig
+from simulate.plan.costing import PricingConfig
 
 
 @dataclass

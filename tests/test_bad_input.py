@@ -16,8 +16,7 @@ import pandas as pd
 import pytest
 
 from costmodel.errors import UserError
-from simulate.plan.cheapest import analyse
-from simulate.plan.pricing import PricingConfig
+from simulate.plan.costing import PricingConfig, analyse
 from simulate.plan.slo import STABLE_ONLY
 from reports.finance import spreadsheet_frame
 from test_reports_fakes import point

@@ -9,9 +9,7 @@ import pytest
 
 from costmodel.errors import UserError
 from costmodel.hardware import get_hardware
-from simulate.plan.cheapest import analyse
-from simulate.plan.crossover import find_crossover
-from simulate.plan.pricing import PricingConfig
+from simulate.plan.costing import PricingConfig, analyse, find_crossover
 from simulate.plan.search import fewest_replicas
 from simulate.plan.slo import STABLE_ONLY, parse_slo
 from test_reports_fakes import point, toy_min_replicas, toy_point

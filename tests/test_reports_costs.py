@@ -8,9 +8,8 @@ import pytest
 
 from costmodel.errors import UserError
 from costmodel.hardware import get_hardware
-from simulate.plan.costs import add_costs, point_cost
 from costmodel.schemas.dictionary import describe, dictionary_paths, write_table as write_finance_csv
-from simulate.plan.pricing import PricingConfig, gpu_price
+from simulate.plan.costing import PricingConfig, add_costs, gpu_price, point_cost
 from test_reports_fakes import point
 
 
@@ -18,7 +17,7 @@ def test_cloud_cost_by_hand():
     # h200 at --price h200=3.50; 3 replicas, 50% busy, 10 req/s, 2,000 output tok/s, 6,000 total tok/s
     price = gpu_price(get_hardware("h200"), PricingConfig(price_usd_per_gpu_hour={"h200": 3.5}))
     c = point_cost(3, 0.5, 10.0, 2000.0, 6000.0, price)
-    assert c.gpus == 3 and c.pricing_basis == "cloud"
+    assert c.gpus == 3 and c.pricing_basis == "on-demand"
     assert c.cost_usd_per_hour == pytest.approx(10.5)  # 3 x 3.50
     assert c.cost_usd_per_month == pytest.approx(7665.0)  # 10.5 x 730
     assert c.cost_usd_per_mtok_output == pytest.approx(1.4583333333)  # 10.5 / (2000 x 3600) x 1e6
@@ -29,6 +28,10 @@ def test_cloud_cost_by_hand():
     assert c.facility_power_kw == pytest.approx(1.26)  # 3 x 350 W x PUE 1.2
     assert c.energy_kwh_per_mtok_output == pytest.approx(0.175)  # 1.26 kW / (2000 x 3600) x 1e6
     assert "--price h200=3.5" in c.price_source
+    # the API price-sheet split: 4,000 input + 4 x 2,000 output token-equivalents/s recover the hourly cost
+    assert c.breakeven_usd_per_mtok_input == pytest.approx(10.5 / (12000 * 3600) * 1e6)
+    assert c.breakeven_usd_per_mtok_output == pytest.approx(4 * c.breakeven_usd_per_mtok_input)
+    assert c.cost_usd_per_year == pytest.approx(10.5 * 8760) and c.upfront_usd == 0
 
 
 def test_cloud_catalog_default_price_and_source():
@@ -39,26 +42,27 @@ def test_cloud_catalog_default_price_and_source():
 
 
 def test_onprem_cost_by_hand():
-    # h200 purchase $36,000 (catalog) over 4 years of 8,760 h; 50% busy at 700 W board; $0.08/kWh; PUE 1.2
-    cfg = PricingConfig(onprem=True, electricity_usd_per_kwh=0.08, pue=1.2, amortisation_years=4)
+    # h200 purchase $36,000 + host $4,000 per GPU (catalog) over 4 years of 8,760 h; 50% busy at 700 W board + 575 W host;
+    # $0.08/kWh; PUE 1.2
+    cfg = PricingConfig(model="onprem", electricity_usd_per_kwh=0.08, pue=1.2, amortisation_years=4)
     price = gpu_price(get_hardware("h200"), cfg)
     c = point_cost(3, 0.5, 10.0, 2000.0, 6000.0, price)
     assert c.pricing_basis == "onprem"
-    assert c.rate_usd_per_gpu_hour == pytest.approx(1.0273972603)  # 36000 / 35040
-    assert c.electricity_usd_per_gpu_hour == pytest.approx(0.0336)  # 0.350 kW x 1.2 x 0.08
-    assert c.cost_usd_per_hour == pytest.approx(3.1829917808)  # 3 x (1.02739726 + 0.0336)
-    assert c.cost_usd_per_month == pytest.approx(2323.5840000)  # x 730
-    assert c.cost_usd_per_mtok_output == pytest.approx(3.1829917808 / 7200 * 1000)
-    assert c.energy_kwh_per_mtok_output == pytest.approx(0.175)
+    assert c.rate_usd_per_gpu_hour == pytest.approx(40000 / 35040)
+    assert c.electricity_usd_per_gpu_hour == pytest.approx(0.0888)  # (0.350 + 0.575) kW x 1.2 x 0.08
+    assert c.cost_usd_per_hour == pytest.approx(3 * (40000 / 35040 + 0.0888))
+    assert c.cost_usd_per_month == pytest.approx(3 * (40000 / 35040 + 0.0888) * 730)
+    assert c.upfront_usd == pytest.approx(3 * 40000)
+    assert c.energy_kwh_per_mtok_output == pytest.approx(3.33 / 7200 * 1000)  # 3 x 925 W x 1.2
 
 
 def test_onprem_overrides_and_measured_power():
-    cfg = PricingConfig(onprem=True, purchase_usd={"rtx-5090": 2500.0}, electricity_usd_per_kwh=0.12, pue=1.5, amortisation_years=3,
+    cfg = PricingConfig(model="onprem", purchase_usd={"rtx-5090": 2500.0}, electricity_usd_per_kwh=0.12, pue=1.5, amortisation_years=3,
                         active_power_w={"rtx-5090": 400.0}, active_power_source={"rtx-5090": "measured: run x"})
     price = gpu_price(get_hardware("rtx-5090"), cfg)
     c = point_cost(1, 0.25, 1.0, 100.0, 400.0, price)
-    rate = 2500 / (3 * 8760)
-    elec = 0.4 * 0.25 * 1.5 * 0.12  # 100 W x PUE 1.5 x $0.12/kWh = $0.018/h
+    rate = (2500 + 2000) / (3 * 8760)  # purchase + the catalog's host share per RTX 5090
+    elec = (0.4 * 0.25 + 0.150) * 1.5 * 0.12  # (100 W GPU + 150 W host) x PUE 1.5 x $0.12/kWh
     assert c.rate_usd_per_gpu_hour == pytest.approx(rate)
     assert c.electricity_usd_per_gpu_hour == pytest.approx(elec)
     assert c.cost_usd_per_hour == pytest.approx(rate + elec)
@@ -117,7 +121,7 @@ def test_dictionary_patterns():
 
 def test_telemetry_power_from_a_measured_run(tmp_path, cli):
     from costmodel.schemas.rundir import RunManifest, RunWriter
-    from simulate.plan.pricing import telemetry_power
+    from simulate.plan.costing import telemetry_power
 
     man = RunManifest(run_id="tele", kind="gpu", mode="ar", model="m", weights="random", commit_source="none", hardware="h200")
     with RunWriter(tmp_path / "run", man) as w:
@@ -138,5 +142,5 @@ def test_telemetry_power_from_a_measured_run(tmp_path, cli):
     assert code == 0, err
     row = pd.read_csv(tmp_path / "t.csv").iloc[0]
     assert row["power_w_per_gpu"] == pytest.approx(550.0)
-    assert row["electricity_usd_per_gpu_hour"] == pytest.approx(0.55 * 1.2 * 0.08)
+    assert row["electricity_usd_per_gpu_hour"] == pytest.approx((0.55 + 0.575) * 1.2 * 0.08)  # GPU + the catalog host draw
     assert "measured" in row["power_source"]

@@ -10,11 +10,11 @@ import pandas as pd
 from rich.table import Table
 
 from costmodel import atomic
-from costmodel.cli.pricing_options import pricing_options, pricing_options_of
+from costmodel.cli.pricing_options import pricing_options
 from costmodel.console import make_console
 from costmodel.options import parse_floats, parse_list, parse_modes
 from simulate.plan.api import DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, run_plan, write_plan
-from simulate.plan.pricing import PricingConfig, pricing_config
+from simulate.plan.costing import PricingConfig, pricing_config
 
 
 def _money(x) -> str:
@@ -23,7 +23,7 @@ def _money(x) -> str:
 
 def print_analysis(con, a) -> None:
     """The rich tables: every (GPU, mode, QPS), the cheapest per QPS, and the crossover lines."""
-    t = Table(title=f"Fewest replicas meeting {a.slo.text or 'stability'} ({'on-prem' if a.pricing.onprem else 'cloud'} pricing)")
+    t = Table(title=f"Fewest replicas meeting {a.slo.text or 'stability'} ({a.pricing.model} pricing)")
     for c in ("hardware", "mode", "qps", "replicas", "$/month", "$/1M out tok", "meets SLO", "binding limit", "why not"):
         t.add_column(c, justify="left" if c in ("hardware", "mode", "why not") else "right")
     for r in a.cells.to_dict("records"):
@@ -68,8 +68,7 @@ def print_analysis(con, a) -> None:
 @click.option("--jobs", type=int, default=None, help="Local worker processes, forked, no Dask (default: the CPUs available; 1 runs serially).")
 @click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://HOST:8786 (default: $DASK_SCHEDULER_ADDRESS, else a local cluster).")
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Directory for plan.csv, its dictionary and plan.json.")
-def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry,
-         workload, duration_s, seed, max_replicas, refine_crossover, jobs, scheduler, out):
+def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duration_s, seed, max_replicas, refine_crossover, jobs, scheduler, out):
     """Fewest replicas meeting an SLO per (GPU, mode, QPS), their monthly cost, the cheapest option
     per QPS and the crossover QPS above which DiffusionGemma stops being the cheapest.
 
@@ -79,7 +78,7 @@ def plan(qps, slo, hardware, modes, profiles, price, onprem, purchase_usd, elect
     """
     t0 = time.perf_counter()
     atomic.check_output(out, directory=True)
-    pricing = pricing_config(pricing_options_of(price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry))
+    pricing = pricing_config(pricing_options)
     cfg = PlanConfig(qps=parse_floats(qps, "qps"), slo=slo, hardware=parse_list(hardware, "hardware"), modes=parse_modes(modes),
                      profiles=list(profiles), pricing=pricing or PricingConfig(), workload=workload, duration_s=duration_s, seed=seed,
                      max_replicas=max_replicas, refine_crossover=refine_crossover, jobs=jobs, scheduler=scheduler)

@@ -7,9 +7,9 @@ import time
 import click
 
 from costmodel import atomic
-from costmodel.cli.pricing_options import pricing_options, pricing_options_of
+from costmodel.cli.pricing_options import pricing_options
 from costmodel.console import make_console
-from simulate.plan.pricing import pricing_config
+from simulate.plan.costing import pricing_config
 from reports.api import ReportConfig, make_report
 
 
@@ -18,7 +18,7 @@ from reports.api import ReportConfig, make_report
 @click.option("-o", "--out", "out", type=click.Path(dir_okay=False), required=True, help="out.csv (finance CSV + out.dictionary.csv/.md) or out.html.")
 @click.option("--slo", default=None, help="SLO to judge points by (default: the plan's; for simulate results: stability only).")
 @pricing_options
-def report(results, out, slo, price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry):
+def report(results, out, slo, pricing_options):
     """Export `costmodel plan -o` or `costmodel simulate -o` results as a finance CSV (with its data
     dictionary) or a self-contained HTML report with charts.
 
@@ -31,7 +31,7 @@ def report(results, out, slo, price, onprem, purchase_usd, electricity_usd_per_k
     """
     t0 = time.perf_counter()
     atomic.check_output(out)
-    pricing = pricing_config(pricing_options_of(price, onprem, purchase_usd, electricity_usd_per_kwh, amortisation_years, pue, telemetry))
+    pricing = pricing_config(pricing_options)
     outcome = make_report(ReportConfig(results, out, slo, pricing))
     con = make_console()
     for note in outcome.notes:

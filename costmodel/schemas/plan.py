@@ -21,9 +21,9 @@ PLAN_SCHEMA_VERSION = 1
 PLAN_JSON = "plan.json"
 HOURS_PER_MONTH = 730.0  # 8,760 h / 12
 
-COST = "simulate/plan/costs.py from the simulated point and the GPU price"
+COST = "simulate/plan/costing/costs.py from the simulated point and the GPU price"
 PRICE = "pricing: the row's price_source column (catalog source or user override)"
-PLAN = "costmodel plan / report (simulate/plan/cheapest.py)"
+PLAN = "costmodel plan / report (simulate/plan/costing/cheapest.py)"
 PLAN_DOCS = (
     ColumnDoc("meets_slo", "true when the point is stable and every SLO bound holds", "boolean", PLAN),
     ColumnDoc("gpus", "GPUs in use = replicas x gpus_per_replica", "count", COST),
@@ -34,11 +34,15 @@ PLAN_DOCS = (
     ColumnDoc("cost_usd_per_mtok_total", "cost per million total tokens (prompt + output) = cost_usd_per_hour / (total_tokens_per_s x 3600) x 1e6", "USD per 1M tokens", COST),
     ColumnDoc("cost_usd_per_1k_requests", "cost per thousand completed requests = cost_usd_per_hour / (throughput_rps x 3600) x 1000", "USD per 1k requests", COST),
     ColumnDoc("energy_kwh_per_mtok_output", "facility energy per million output tokens = facility_power_kw / (output_tokens_per_s x 3600) x 1e6 (includes PUE)", "kWh per 1M output tokens", COST),
-    ColumnDoc("facility_power_kw", "facility power of the configuration = gpus x power_w_per_gpu x PUE / 1000", "kW", COST),
+    ColumnDoc("facility_power_kw", "facility power of the configuration = gpus x (power_w_per_gpu + host power per GPU, on-prem) x PUE / 1000", "kW", COST),
     ColumnDoc("power_w_per_gpu", "GPU power at this point's utilisation = active power (board power, or measured telemetry) x gpu_busy_frac; idle draw not included", "W", "the row's power_source column"),
-    ColumnDoc("pricing_basis", "cloud = hourly rental; onprem = purchase price amortised over its life plus electricity", "-", PRICE),
-    ColumnDoc("rate_usd_per_gpu_hour", "per-GPU hourly rate: cloud rental price, or on-prem purchase price / (amortisation years x 8,760 h)", "USD per GPU-hour", PRICE),
-    ColumnDoc("electricity_usd_per_gpu_hour", "on-prem electricity per GPU-hour = power_w_per_gpu / 1000 x PUE x USD/kWh (0 for cloud: the rental includes power)", "USD per GPU-hour", "--electricity-usd-per-kwh, --pue (defaults: aiinframap.com TCO tool, mid-2026)"),
+    ColumnDoc("pricing_basis", "the pricing model (--pricing): on-demand rental; reserved-1y / reserved-3y = committed-use rental at a discount; spot = spot rental with an on-demand fallback; onprem = purchase + host amortised over their life plus electricity", "-", PRICE),
+    ColumnDoc("rate_usd_per_gpu_hour", "per-GPU effective hourly rate before electricity: the on-demand price under the pricing model's terms, or on-prem (purchase + host) / (amortisation years x 8,760 h)", "USD per GPU-hour", PRICE),
+    ColumnDoc("electricity_usd_per_gpu_hour", "on-prem electricity per GPU-hour = (power_w_per_gpu + host power per GPU) / 1000 x PUE x USD/kWh (0 for rentals: the rental includes power)", "USD per GPU-hour", "--electricity-usd-per-kwh, --pue (defaults: aiinframap.com TCO tool, mid-2026)"),
+    ColumnDoc("cost_usd_per_year", "cost of the configuration for a year of 8,760 hours = cost_usd_per_hour x 8,760", "USD/year", COST),
+    ColumnDoc("upfront_usd", "paid at the start: the upfront share of a reserved commitment over its term, or the on-prem purchase of GPUs and hosts (already spread over the hourly figures)", "USD", COST),
+    ColumnDoc("breakeven_usd_per_mtok_input", "price per 1M input (prompt) tokens that, with output tokens at output_input_price_ratio times it, recovers cost_usd_per_hour from what the point served (the split API price sheets quote)", "USD per 1M input tokens", COST),
+    ColumnDoc("breakeven_usd_per_mtok_output", "price per 1M output tokens of that split = breakeven_usd_per_mtok_input x output_input_price_ratio (catalog pricing term, default 4)", "USD per 1M output tokens", COST),
     ColumnDoc("price_source", "where the GPU rate comes from (catalog citation or user override)", "text", "costmodel/data/hardware.json sources / command line"),
     ColumnDoc("power_source", "where the GPU's active power comes from (catalog board power or measured telemetry)", "text", "costmodel/data/hardware.json sources / --telemetry run"),
     ColumnDoc("cheapest_at_qps", "true for the cheapest SLO-meeting (hardware, mode) at this QPS", "boolean", PLAN),
@@ -56,7 +60,7 @@ class PlanDoc:
     points: pd.DataFrame  # flat PointSummary rows of every simulation the searches ran
     hardware_specs: dict[str, dict]
     slo: str
-    pricing: dict  # simulate.plan.pricing.PricingConfig.to_dict()
+    pricing: dict  # simulate.plan.costing.PricingConfig.to_dict()
     qps: list[float]
     profiles: dict[str, dict] = field(default_factory=dict)  # hardware -> profile provenance
     cell_notes: dict = field(default_factory=dict)  # (hardware, mode, qps) -> note

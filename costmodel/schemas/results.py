@@ -64,7 +64,7 @@ class PointSummary:
     hardware: str = _f("GPU type (catalog id)", "-", "costmodel/data/hardware.json")
     profile_id: str = _f("the profile (pass costs, commit statistics) the simulator used")
     qps: float = _f("offered load: Poisson request arrivals per second across all replicas", "requests/s", "plan --qps / simulate --qps")
-    replicas: int = _f("model replicas serving the load (for a plan: the fewest that meet the SLO)", "count", "costmodel plan / report (simulate/plan/cheapest.py)")
+    replicas: int = _f("model replicas serving the load (for a plan: the fewest that meet the SLO)", "count", "costmodel plan / report (simulate/plan/costing/cheapest.py)")
     requests_arrived: int = _f("requests that arrived during the simulated window", "count")
     requests_finished: int = _f("requests that completed", "count")
     requests_unfinished: int = _f("requests still queued or running when the simulation ended", "count")

@@ -22,8 +22,7 @@ from costmodel.schemas.profile import Profile
 from costmodel.schemas.provenance import profile_provenance
 from costmodel.shipped import resolve_profile
 from simulate.plan import planner
-from simulate.plan.cheapest import Analysis, analyse
-from simulate.plan.pricing import PricingConfig, gpu_price
+from simulate.plan.costing import Analysis, PricingConfig, analyse, gpu_price
 from simulate.plan.slo import Slo, parse_slo
 from simulate.api import resolve_workload
 

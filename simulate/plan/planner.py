@@ -1,6 +1,6 @@
 """`costmodel plan`: the fewest replicas meeting an SLO for every (hardware, mode, QPS), found by
 galloping + bisection on replicas (simulate.plan.search) with the simulator as the judge, then priced
-(simulate.plan.cheapest): monthly cost, cheapest option per QPS, the crossover.
+(simulate.plan.costing): monthly cost, cheapest option per QPS, the crossover.
 
 Work split: one chain per (hardware, mode) walks its QPS points upwards, each search starting
 from the answer at the QPS below (needing more load never needs fewer replicas); chains run in

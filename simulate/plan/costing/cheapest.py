@@ -12,9 +12,9 @@ import pandas as pd
 
 from costmodel.hardware import HardwareSpec
 from costmodel.modes import mode_order
-from simulate.plan.costs import add_costs
-from simulate.plan.crossover import Crossover, best_per_cell, cheapest_per_qps, find_crossover
-from simulate.plan.pricing import GpuPrice, PricingConfig, gpu_price
+from simulate.plan.costing.costs import add_costs
+from simulate.plan.costing.crossover import Crossover, best_per_cell, cheapest_per_qps, find_crossover
+from simulate.plan.costing.pricing import GpuPrice, PricingConfig, gpu_price
 from simulate.plan.slo import Slo
 
 LEAD_COLUMNS = (

@@ -1,5 +1,8 @@
 """Cost of one simulated point (mode, hardware, QPS, replicas): GPUs, $/hour, $/month (730 h),
-$ per 1M output / total tokens, $ per 1k requests and facility kWh per 1M output tokens.
+$/year, the upfront payment of a commitment or purchase, $ per 1M output / total tokens, the
+break-even price per 1M input and per 1M output tokens (the cost split the way API price sheets
+quote it, output tokens at `output_input_price_ratio` x input tokens), $ per 1k requests and facility
+kWh per 1M output tokens.
 
 Per-token and per-request figures divide the hourly cost by what the point actually served
 (`output_tokens_per_s`, `total_tokens_per_s`, `throughput_rps`), so an overloaded (unstable) point
@@ -13,7 +16,8 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from simulate.plan.pricing import HOURS_PER_MONTH, GpuPrice
+from simulate.plan.costing.pricing import HOURS_PER_MONTH, GpuPrice
+from simulate.plan.costing.terms import HOURS_PER_YEAR
 
 GPUS_PER_REPLICA = 1  # every shipped configuration serves one model replica per GPU (int4 on the 32 GB RTX 5090)
 
@@ -21,6 +25,7 @@ COST_COLUMNS = (
     "pricing_basis", "gpus_per_replica", "gpus", "rate_usd_per_gpu_hour", "power_w_per_gpu", "electricity_usd_per_gpu_hour",
     "cost_usd_per_hour", "cost_usd_per_month", "cost_usd_per_mtok_output", "cost_usd_per_mtok_total", "cost_usd_per_1k_requests",
     "facility_power_kw", "energy_kwh_per_mtok_output", "price_source", "power_source",
+    "cost_usd_per_year", "upfront_usd", "breakeven_usd_per_mtok_input", "breakeven_usd_per_mtok_output",
 )
 
 
@@ -41,6 +46,10 @@ class PointCost:
     energy_kwh_per_mtok_output: float
     price_source: str
     power_source: str
+    cost_usd_per_year: float
+    upfront_usd: float
+    breakeven_usd_per_mtok_input: float
+    breakeven_usd_per_mtok_output: float
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -61,7 +70,10 @@ def point_cost(replicas: int, busy_frac: float, throughput_rps: float, output_to
     per_gpu = price.usd_per_gpu_hour(busy)
     hourly = gpus * per_gpu
     power = price.power_w(busy)
-    facility_kw = gpus * power * price.pue / 1000.0
+    facility_kw = gpus * (power + price.host_power_w_per_gpu) * price.pue / 1000.0
+    ratio = price.output_input_price_ratio
+    input_tps = max(float(total_tokens_per_s or 0.0) - float(output_tokens_per_s or 0.0), 0.0)
+    per_mtok_input = _per(hourly, input_tps + ratio * float(output_tokens_per_s or 0.0), 1e6)
     return PointCost(
         pricing_basis=price.basis,
         gpus_per_replica=gpus_per_replica,
@@ -78,6 +90,10 @@ def point_cost(replicas: int, busy_frac: float, throughput_rps: float, output_to
         energy_kwh_per_mtok_output=_per(facility_kw, output_tokens_per_s, 1e6),
         price_source=price.rate_source,
         power_source=price.power_source,
+        cost_usd_per_year=hourly * HOURS_PER_YEAR,
+        upfront_usd=gpus * price.upfront_usd_per_gpu,
+        breakeven_usd_per_mtok_input=per_mtok_input,
+        breakeven_usd_per_mtok_output=ratio * per_mtok_input,
     )
 
 

@@ -1,6 +1,6 @@
-"""What one GPU-hour costs: cloud rental (catalog price with its source, or a per-run override) or
-on-premises ownership (purchase price amortised over the hours of its life, plus electricity for
-the power it draws times the facility's PUE).
+"""What one GPU-hour costs under a pricing model (models/: on-demand, reserved 1 y / 3 y, spot,
+on-prem), from the catalog price with its source or a per-run override, the model's terms
+(terms.py) and, for owned GPUs, electricity for the power drawn times the facility's PUE.
 
 Power drawn by a GPU at utilisation u (the simulator's `gpu_busy_frac`) is `active_power_w * u`,
 where `active_power_w` is the mean `power_w` a measured run's telemetry recorded while the GPU was
@@ -14,13 +14,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec, source_text
 from costmodel.options import parse_key_values
 from costmodel.schemas.plan import HOURS_PER_MONTH  # 8,760 h / 12: the convention cloud price sheets use
 from costmodel.schemas.rundir import load_run
+from simulate.plan.costing.models import DEFAULT_MODEL, Terms, get_model
+from simulate.plan.costing.terms import check_term, resolve_terms
 
-HOURS_PER_YEAR = 8760.0
 DEFAULT_ELECTRICITY_USD_PER_KWH = 0.08
 DEFAULT_PUE = 1.2
 INDUSTRY_AVERAGE_PUE = 1.58
@@ -39,9 +42,9 @@ SOURCES = {
 
 @dataclass(frozen=True)
 class PricingConfig:
-    """How to price a GPU-hour. Overrides are keyed by hardware id."""
+    """How to price a GPU-hour: a pricing model (models/) and its inputs. Overrides are keyed by hardware id."""
 
-    onprem: bool = False
+    model: str = DEFAULT_MODEL
     price_usd_per_gpu_hour: dict = field(default_factory=dict)  # cloud rental overrides
     purchase_usd: dict = field(default_factory=dict)  # on-prem purchase price overrides
     electricity_usd_per_kwh: float = DEFAULT_ELECTRICITY_USD_PER_KWH
@@ -49,8 +52,16 @@ class PricingConfig:
     amortisation_years: float = DEFAULT_AMORTISATION_YEARS
     active_power_w: dict = field(default_factory=dict)  # hardware -> measured busy power (telemetry)
     active_power_source: dict = field(default_factory=dict)  # hardware -> where that number came from
+    terms: dict = field(default_factory=dict)  # pricing-term overrides (terms.py), every GPU
+
+    @property
+    def onprem(self) -> bool:
+        return get_model(self.model).owned
 
     def validate(self) -> "PricingConfig":
+        get_model(self.model)
+        for k, v in self.terms.items():
+            check_term(k, v, "--term")
         for what, d in (("price", self.price_usd_per_gpu_hour), ("purchase-usd", self.purchase_usd), ("telemetry power", self.active_power_w)):
             for k, v in d.items():
                 if not (v == v) or v < 0:
@@ -79,6 +90,9 @@ class PricingConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "PricingConfig":
+        d = dict(d)
+        if d.pop("onprem", False):  # plans written before pricing models
+            d["model"] = "onprem"
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__}).validate()
 
 
@@ -87,51 +101,61 @@ class GpuPrice:
     """One GPU type's hourly cost model, before utilisation is known."""
 
     hardware: str
-    basis: str  # "cloud" | "onprem"
-    rate_usd_per_gpu_hour: float  # cloud rental, or on-prem purchase / (years * 8,760 h)
+    basis: str  # the pricing model's name (models/)
+    rate_usd_per_gpu_hour: float  # the model's effective hourly rate, before electricity
     rate_source: str
     active_power_w: float  # power drawn while busy
     power_source: str
-    electricity_usd_per_kwh: float  # billed only on-prem (a cloud rental includes power)
+    electricity_usd_per_kwh: float  # billed only for owned GPUs (a rental includes power)
     pue: float
     purchase_usd: float | None = None
     amortisation_years: float | None = None
+    upfront_usd_per_gpu: float = 0.0  # paid at the start of a commitment or a purchase
+    term_years: float = 0.0
+    host_power_w_per_gpu: float = 0.0  # owned: the host's draw per GPU
+    on_demand_usd_per_gpu_hour: float = 0.0  # the on-demand price the model starts from
+    output_input_price_ratio: float = 4.0  # splits the cost into input and output token prices
+    terms: dict = field(default_factory=dict)  # every term the model read -> value
+    term_sources: dict = field(default_factory=dict)
 
     def power_w(self, busy_frac: float) -> float:
-        """GPU power at utilisation `busy_frac` (0..1), before PUE."""
+        """GPU power at utilisation `busy_frac` (0..1), before PUE (the host's draw not included)."""
         return self.active_power_w * min(max(busy_frac, 0.0), 1.0)
 
     def electricity_usd_per_gpu_hour(self, busy_frac: float) -> float:
-        if self.basis != "onprem":
+        if not get_model(self.basis).owned:
             return 0.0
-        return self.power_w(busy_frac) / 1000.0 * self.pue * self.electricity_usd_per_kwh
+        return (self.power_w(busy_frac) + self.host_power_w_per_gpu) / 1000.0 * self.pue * self.electricity_usd_per_kwh
 
     def usd_per_gpu_hour(self, busy_frac: float) -> float:
         return self.rate_usd_per_gpu_hour + self.electricity_usd_per_gpu_hour(busy_frac)
 
 
+def _active_power(spec: HardwareSpec, cfg: PricingConfig) -> tuple[float, str]:
+    if spec.id in cfg.active_power_w:
+        return float(cfg.active_power_w[spec.id]), cfg.active_power_source.get(spec.id, "measured telemetry")
+    return spec.board_power_w, f"board power {spec.board_power_w:g} W x utilisation ({source_text(spec.sources.get('board_power_w', 'catalog'))})"
+
+
 def gpu_price(spec: HardwareSpec, cfg: PricingConfig) -> GpuPrice:
     """The hourly cost model of `spec` under `cfg` (overrides win over the catalog)."""
-    if spec.id in cfg.active_power_w:
-        power, psrc = float(cfg.active_power_w[spec.id]), cfg.active_power_source.get(spec.id, "measured telemetry")
+    power, psrc = _active_power(spec, cfg)
+    if spec.id in cfg.price_usd_per_gpu_hour:
+        od, od_src = float(cfg.price_usd_per_gpu_hour[spec.id]), f"--price {spec.id}={cfg.price_usd_per_gpu_hour[spec.id]:g} (user override)"
     else:
-        power = spec.board_power_w
-        psrc = f"board power {spec.board_power_w:g} W x utilisation ({source_text(spec.sources.get('board_power_w', 'catalog'))})"
-    if not cfg.onprem:
-        if spec.id in cfg.price_usd_per_gpu_hour:
-            rate, src = float(cfg.price_usd_per_gpu_hour[spec.id]), f"--price {spec.id}={cfg.price_usd_per_gpu_hour[spec.id]:g} (user override)"
-        else:
-            rate, src = spec.price_usd_per_gpu_hour, f"catalog: {source_text(spec.sources.get('price_usd_per_gpu_hour', 'catalog'))}"
-        return GpuPrice(spec.id, "cloud", rate, src, power, psrc, 0.0, cfg.pue)
+        od, od_src = spec.price_usd_per_gpu_hour, f"catalog: {source_text(spec.sources.get('price_usd_per_gpu_hour', 'catalog'))}"
     if spec.id in cfg.purchase_usd:
-        purchase, psrc_buy = float(cfg.purchase_usd[spec.id]), f"--purchase-usd {spec.id}={cfg.purchase_usd[spec.id]:g} (user override)"
-    elif spec.purchase_usd is not None:
-        purchase, psrc_buy = spec.purchase_usd, f"catalog: {source_text(spec.sources.get('purchase_usd', 'catalog'))}"
+        buy, buy_src = float(cfg.purchase_usd[spec.id]), f"--purchase-usd {spec.id}={cfg.purchase_usd[spec.id]:g} (user override)"
     else:
-        raise UserError(f"{spec.id} has no purchase price in the catalog, so it cannot be priced on-premises", f"pass --purchase-usd {spec.id}=USD")
-    rate = purchase / (cfg.amortisation_years * HOURS_PER_YEAR)
-    src = f"purchase ${purchase:,.0f} / ({cfg.amortisation_years:g} y x 8,760 h); {psrc_buy}"
-    return GpuPrice(spec.id, "onprem", rate, src, power, psrc, cfg.electricity_usd_per_kwh, cfg.pue, purchase, cfg.amortisation_years)
+        buy, buy_src = spec.purchase_usd, f"catalog: {source_text(spec.sources.get('purchase_usd', 'catalog'))}"
+    model = get_model(cfg.model)
+    values, sources = resolve_terms(spec.id, cfg.terms)
+    used = tuple(model.terms) + ("output_input_price_ratio",)
+    terms = Terms(values, sources)
+    r = model.rate(spec, od, od_src, terms, buy, buy_src, cfg.amortisation_years)
+    return GpuPrice(spec.id, model.name, r.usd_per_gpu_hour, r.source, power, psrc, cfg.electricity_usd_per_kwh, cfg.pue,
+                    buy if model.owned else None, cfg.amortisation_years if model.owned else None, r.upfront_usd_per_gpu, r.term_years,
+                    r.host_power_w_per_gpu, od, values["output_input_price_ratio"], {k: values[k] for k in used}, {k: sources[k] for k in used})
 
 
 def telemetry_power(run_dir: str | Path) -> tuple[str, float, str]:
@@ -154,30 +178,68 @@ def telemetry_power(run_dir: str | Path) -> tuple[str, float, str]:
 
 @dataclass
 class PricingOptions:
-    """Pricing as a user states it (the plan/report options): overrides as GPU=USD texts, telemetry
-    run directories; `pricing_config` checks them against each other."""
+    """Pricing as a user states it (the plan/simulate/sweep/report options): a model name, overrides
+    as GPU=USD texts or a price file, term overrides as NAME=VALUE, telemetry run directories;
+    `pricing_config` checks them against each other."""
 
     price: tuple[str, ...] = ()
-    onprem: bool = False
+    onprem: bool = False  # shorthand for pricing="onprem"
     purchase_usd: tuple[str, ...] = ()
     electricity_usd_per_kwh: float | None = None
     amortisation_years: float | None = None
     pue: float | None = None
     telemetry: tuple[str, ...] = ()
+    pricing: str | None = None
+    term: tuple[str, ...] = ()
+    price_file: str | None = None
 
     def given(self) -> bool:
-        return bool(self.price or self.onprem or self.purchase_usd or self.telemetry) or any(
+        return bool(self.price or self.onprem or self.purchase_usd or self.telemetry or self.pricing or self.term or self.price_file) or any(
             x is not None for x in (self.electricity_usd_per_kwh, self.amortisation_years, self.pue))
+
+
+def read_price_file(path: str) -> tuple[dict, dict]:
+    """(on-demand USD per GPU-hour, purchase USD) by hardware from a CSV with columns hardware,
+    price_usd_per_gpu_hour and optionally purchase_usd; every row needs a price >= 0."""
+    try:
+        df = pd.read_csv(path, dtype={"hardware": str})
+    except (OSError, ValueError) as e:
+        raise UserError(f"--price-file {path} cannot be read ({e.__class__.__name__}: {str(e).splitlines()[0]})",
+                        "give a CSV with columns hardware,price_usd_per_gpu_hour[,purchase_usd]") from None
+    if "hardware" not in df or "price_usd_per_gpu_hour" not in df:
+        raise UserError(f"--price-file {path} lacks the column hardware or price_usd_per_gpu_hour", "give a CSV with columns hardware,price_usd_per_gpu_hour[,purchase_usd]")
+    prices, buys = {}, {}
+    for i, r in df.iterrows():
+        for col, out in (("price_usd_per_gpu_hour", prices), ("purchase_usd", buys)):
+            if col not in df or (col == "purchase_usd" and pd.isna(r[col])):
+                continue
+            v = pd.to_numeric(r[col], errors="coerce")
+            if pd.isna(v) or v < 0:
+                raise UserError(f"--price-file {path} row {i + 2} ({r['hardware']}): {col} {r[col]!r} is missing, negative or not a number",
+                                "give every GPU a price >= 0")
+            out[str(r["hardware"])] = float(v)
+    return prices, buys
+
+
+def _model_of(o: PricingOptions) -> str:
+    if o.onprem and o.pricing not in (None, "onprem"):
+        raise UserError(f"--onprem and --pricing {o.pricing} name two pricing models", "give one: --pricing onprem or --pricing " + o.pricing)
+    name = "onprem" if o.onprem else (o.pricing or DEFAULT_MODEL)
+    get_model(name)
+    return name
 
 
 def pricing_config(o: PricingOptions) -> PricingConfig | None:
     """A validated PricingConfig from the options, or None when none was given."""
     if not o.given():
         return None
-    if not o.onprem:
+    model = get_model(_model_of(o))
+    file_prices, file_buys = read_price_file(o.price_file) if o.price_file else ({}, {})
+    if not model.owned:
         for name, v in (("--purchase-usd", o.purchase_usd), ("--electricity-usd-per-kwh", o.electricity_usd_per_kwh), ("--amortisation-years", o.amortisation_years)):
             if v:
-                raise UserError(f"{name} prices owned GPUs, but --onprem is not set", f"add --onprem, or drop {name} (cloud rental includes power and ownership)")
+                raise UserError(f"{name} prices owned GPUs, but --onprem is not set (pricing {model.name})",
+                                f"add --onprem (--pricing onprem), or drop {name} (a rental includes power and ownership)")
     elif o.price:
         raise UserError("--price sets a cloud rental, but --onprem prices owned GPUs", "drop --price, or use --purchase-usd GPU=USD with --onprem")
     power, psrc = {}, {}
@@ -185,11 +247,12 @@ def pricing_config(o: PricingOptions) -> PricingConfig | None:
         hw, w, src = telemetry_power(run)
         power[hw], psrc[hw] = w, src
     return PricingConfig(
-        onprem=o.onprem,
-        price_usd_per_gpu_hour=parse_key_values(o.price, "price"),
-        purchase_usd=parse_key_values(o.purchase_usd, "purchase-usd"),
+        model=model.name,
+        price_usd_per_gpu_hour={**file_prices, **parse_key_values(o.price, "price")},
+        purchase_usd={**file_buys, **parse_key_values(o.purchase_usd, "purchase-usd")},
         electricity_usd_per_kwh=DEFAULT_ELECTRICITY_USD_PER_KWH if o.electricity_usd_per_kwh is None else o.electricity_usd_per_kwh,
         pue=DEFAULT_PUE if o.pue is None else o.pue,
         amortisation_years=DEFAULT_AMORTISATION_YEARS if o.amortisation_years is None else o.amortisation_years,
         active_power_w=power, active_power_source=psrc,
+        terms=parse_key_values(o.term, "term"),
     ).validate()

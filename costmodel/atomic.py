@@ -4,15 +4,17 @@ nothing already on disk (write to a temp file in the same directory, fsync, rena
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from costmodel.errors import UserError
+from costmodel.errors import DiskFull, UserError
 
 
 FIX = "choose a writable path you own (e.g. -o under your home or the working directory)"
@@ -88,6 +90,53 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
 
 
 def _unwritable(path: Path, e: OSError) -> UserError:
+    return os_failure(path, e)
+
+
+DISK_FULL = {errno.ENOSPC: "no space left", errno.EDQUOT: "disk quota exceeded"}
+_DISK_FULL_TEXT = {"No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT}
+
+
+def disk_full_errno(e: BaseException) -> int | None:
+    """ENOSPC or EDQUOT when `e` is a full disk or quota (also as pyarrow words it, without an errno)."""
+    code = getattr(e, "errno", None)
+    if code in DISK_FULL:
+        return code
+    return next((c for text, c in _DISK_FULL_TEXT.items() if text in str(e)), None)
+
+
+def _mount_of(path: Path) -> Path:
+    p = _nearest_existing(path)
+    while not os.path.ismount(p) and p != p.parent:
+        p = p.parent
+    return p
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def disk_full(path: Path, code: int) -> DiskFull:
+    """The one line for a full filesystem or quota: where, and how much is free there."""
+    mount = _mount_of(path)
+    try:
+        use = shutil.disk_usage(_nearest_existing(path))
+        room = f"{_size(use.free)} free of {_size(use.total)}"
+    except OSError:
+        room = "free space unknown"
+    return DiskFull(f"cannot write {path}: {DISK_FULL[code]} on the filesystem mounted at {mount} ({room})",
+                    "free space there or write -o to another filesystem")
+
+
+def os_failure(path: str | os.PathLike, e: OSError) -> UserError:
+    """An OS error writing `path` as one line: a full disk or quota gets its own, naming where."""
+    code = disk_full_errno(e)
+    if code is not None:
+        return disk_full(Path(path), code)
     return UserError(f"cannot write {path} ({e.strerror or e.__class__.__name__})", FIX)
 
 

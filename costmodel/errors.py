@@ -16,3 +16,8 @@ class UserError(Exception):
         self.what = what
         self.fix = fix
         super().__init__(f"{what}; {fix}" if fix else what)
+
+
+class DiskFull(UserError):
+    """A write failed for a full filesystem or quota (ENOSPC, EDQUOT): its own line, naming where
+    and how much is free, since no path or permission change fixes it."""

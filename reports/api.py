@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from costmodel import atomic
+from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from simulate.plan.costing import Analysis, PricingConfig, analyse
 from simulate.plan.slo import STABLE_ONLY, parse_slo
@@ -45,8 +45,11 @@ def make_report(cfg: ReportConfig) -> ReportOutcome:
                      f"replica counts that search evaluated, which need not be the fewest: re-run `costmodel plan --slo` for those")
     pricing = cfg.pricing or res.pricing or PricingConfig()
     a = analyse(res.points, slo, pricing, res.specs, res.qps, res.cell_notes)
-    if suffix == ".csv":
-        written = write_finance_csv(a.cells if res.kind == "plan" else a.points, res, a, cfg.out)
-    else:
-        written = [atomic.write_text(cfg.out, render(res, a))]
+    with outputset.publishing_files(cfg.out, "report") as stage:  # the CSV and its dictionaries land together (costmodel/outputset.py)
+        staged = stage / Path(cfg.out).name
+        if suffix == ".csv":
+            written = write_finance_csv(a.cells if res.kind == "plan" else a.points, res, a, staged)
+        else:
+            written = [atomic.write_text(staged, render(res, a))]
+    written = outputset.published(written, stage, Path(cfg.out).parent)
     return ReportOutcome(a, written, notes)

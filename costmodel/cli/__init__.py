@@ -10,10 +10,11 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 
 import click
 
-from costmodel import __version__
+from costmodel import __version__, atomic, outputset
 from costmodel.errors import UserError
 
 # command name -> "module:attribute" of a click command
@@ -122,6 +123,8 @@ def os_error_line(e: OSError) -> str:
     """An OS error on a file (read-only filesystem, permission, a directory where a file is
     meant, a full disk) as the one line a user can act on."""
     path = e.filename if e.filename is not None else "a file"
+    if atomic.disk_full_errno(e) is not None:
+        return str(atomic.disk_full(Path(path), atomic.disk_full_errno(e)))
     return f"cannot use {path}: {e.strerror or e.__class__.__name__}; choose a writable path you own (-o elsewhere) or fix its permissions"
 
 
@@ -142,10 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         e.show()
         return 2
     except OSError as e:
-        if e.filename is None:
+        if e.filename is None and atomic.disk_full_errno(e) is None:
             raise
         click.echo(f"error: {os_error_line(e)}", err=True)
         return 2
+    finally:
+        outputset.release_all()  # the output directories this command claimed (costmodel/outputset.py)
     return rv if isinstance(rv, int) else 0
 
 

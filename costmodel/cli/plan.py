@@ -9,7 +9,7 @@ import click
 import pandas as pd
 from rich.table import Table
 
-from costmodel import atomic
+from costmodel import outputset
 from costmodel.cli.pricing_options import pricing_options
 from costmodel.console import make_console
 from costmodel.options import parse_floats, parse_list, parse_modes
@@ -77,7 +77,7 @@ def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duratio
     costmodel plan --onprem --electricity-usd-per-kwh 0.08 --pue 1.2 --amortisation-years 4 -o out/plan-onprem
     """
     t0 = time.perf_counter()
-    atomic.check_output(out, directory=True)
+    outputset.claim(out, "plan")  # checked and locked before any search runs
     pricing = pricing_config(pricing_options)
     cfg = PlanConfig(qps=parse_floats(qps, "qps"), slo=slo, hardware=parse_list(hardware, "hardware"), modes=parse_modes(modes),
                      profiles=list(profiles), pricing=pricing or PricingConfig(), workload=workload, duration_s=duration_s, seed=seed,

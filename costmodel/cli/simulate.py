@@ -10,7 +10,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from costmodel import atomic
+from costmodel import outputset
 from costmodel.console import make_console
 from costmodel.modes import mode_names
 from costmodel.options import parse_floats, parse_modes
@@ -46,7 +46,7 @@ def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests,
                          engine={"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                                  "gpu_memory_utilization": gpu_memory_utilization})
     if out_dir:
-        atomic.check_output(out_dir, directory=True)
+        outputset.claim(out_dir, "simulate")  # checked and locked before any point runs
     con = make_console()
     with progress_bar(make_console(stderr=True)) as progress:
         outcome = run_simulation(cfg, progress)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from costmodel import atomic
+from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.jsonfile import jsonable, read_json
 from costmodel.schemas.columns import ColumnDoc
@@ -77,8 +77,9 @@ def is_plan_dir(p: Path) -> bool:
 
 
 def read_plan(p: str | Path) -> PlanDoc:
-    """A plan.json file."""
+    """A plan.json file (its directory's output manifest checked first: costmodel/outputset.py)."""
     p = Path(p)
+    outputset.verify(p.parent, "re-run `costmodel plan`")
     doc = read_json(p, "plan")
     if not isinstance(doc, dict) or doc.get("kind") != PLAN_KIND:
         raise UserError(f"{p} is not a costmodel plan", "pass the -o directory of `costmodel plan`")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from costmodel import atomic
+from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.jsonfile import read_json
 from costmodel.schemas.columns import ColumnDoc, meta
@@ -138,19 +138,21 @@ def point_stem(s: PointSummary) -> str:
 
 
 def write_simulation(out_dir: str | Path, points: list[tuple[PointSummary, pd.DataFrame]], profile) -> list[Path]:
-    """requests_<mode>_qps<q>_r<n>.parquet per point, summary.csv (flat rows), summary.json; atomic."""
+    """requests_<mode>_qps<q>_r<n>.parquet per point, summary.csv (flat rows), summary.json, and
+    outputs.manifest.json: one output set, published whole (costmodel/outputset.py)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"-o {out} exists and is not a directory", "give a directory path")
-    paths = [atomic.write_parquet(out / f"{point_stem(s)}.parquet", requests) for s, requests in points]
-    paths.append(atomic.write_csv(out / SUMMARY_CSV, pd.DataFrame([s.flat() for s, _ in points])))
-    paths.append(atomic.write_json(out / SUMMARY_JSON, {
-        "profile_id": profile.profile_id, "hardware": profile.hardware.get("id"), "precision": profile.precision,
-        "points": [s for s, _ in points],
-        # the profile itself, so a report states where every input came from, whatever profile was simulated
-        **({"profiles": [profile.to_dict()]} if hasattr(profile, "to_dict") else {}),
-    }))
-    return paths
+    with outputset.publishing(out, "simulate") as stage:
+        paths = [atomic.write_parquet(stage / f"{point_stem(s)}.parquet", requests) for s, requests in points]
+        paths.append(atomic.write_csv(stage / SUMMARY_CSV, pd.DataFrame([s.flat() for s, _ in points])))
+        paths.append(atomic.write_json(stage / SUMMARY_JSON, {
+            "profile_id": profile.profile_id, "hardware": profile.hardware.get("id"), "precision": profile.precision,
+            "points": [s for s, _ in points],
+            # the profile itself, so a report states where every input came from, whatever profile was simulated
+            **({"profiles": [profile.to_dict()]} if hasattr(profile, "to_dict") else {}),
+        }))
+    return outputset.published(paths, stage, out) + [out / outputset.MANIFEST]
 
 
 def is_simulation_dir(p: Path) -> bool:
@@ -160,6 +162,7 @@ def is_simulation_dir(p: Path) -> bool:
 def read_simulation(d: str | Path) -> SimulationResults:
     """A `costmodel simulate -o` directory: summary.csv (else summary.json's points)."""
     d = Path(d)
+    outputset.verify(d, "re-run `costmodel simulate`")
     doc = read_json(d / SUMMARY_JSON, "simulate summary") if (d / SUMMARY_JSON).exists() else {}
     if (d / SUMMARY_CSV).exists():
         try:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from costmodel import outputset
 from costmodel.errors import UserError
 from costmodel.jsonfile import records
 from costmodel.modes import mode_names
@@ -152,8 +153,12 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
 
 def write_plan(outcome: PlanOutcome, out_dir: str | Path) -> list[Path]:
     """plan.csv with its data dictionary, and plan.json (the plan artefact, costmodel/schemas/plan.py)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    with outputset.publishing(out_dir, "plan") as stage:  # one output set, published whole (costmodel/outputset.py)
+        written = _write_plan_files(outcome, stage)
+    return outputset.published(written, stage, out_dir) + [Path(out_dir) / outputset.MANIFEST]
+
+
+def _write_plan_files(outcome: PlanOutcome, out: Path) -> list[Path]:
     a, cells, modes = outcome.analysis, outcome.cells, set(outcome.settings.modes)
     written = write_table(a.cells, out / "plan.csv")
     doc = {

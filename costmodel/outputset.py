@@ -21,6 +21,7 @@ never a mix, and a failed write (disk full, Ctrl-C) leaves the old set untouched
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import errno
 import fcntl
@@ -140,6 +141,7 @@ def claim(out: str | os.PathLike, command: str, what: str = "-o") -> Path:
     lock = _acquire(target, command, what)
     with _HELD_MUTEX:
         _HELD[target] = lock
+    atexit.register(release_all)  # a library caller that never calls release_all leaves no lock file behind
     return target
 
 

@@ -5,22 +5,42 @@ the simulator's engines, plan order, chart styles, CSV rows) asks this registry.
 from __future__ import annotations
 
 from costmodel.errors import UserError
-from costmodel.modes.base import ModeDraws, ServingMode
+from costmodel.modes.base import ModeDraws, ProfilePart, ServingMode
 
 _REGISTRY: dict[str, ServingMode] = {}
+_PARTS: dict[str, ProfilePart] = {}  # the profile parts of the registered modes, in registration order
 
 
 def register(mode: ServingMode) -> ServingMode:
-    """Add a mode (an instance of a ServingMode subclass); its name must be new."""
+    """Add a mode (an instance of a ServingMode subclass) and its profile parts; its name must be new."""
     if mode.name in _REGISTRY:
         raise ValueError(f"mode {mode.name!r} is registered twice")
+    for part in mode.parts:
+        if _PARTS.get(part.key, part) is not part:
+            raise ValueError(f"profile part {part.key!r} is registered twice, by different objects")
     _REGISTRY[mode.name] = mode
+    for part in mode.parts:
+        _PARTS.setdefault(part.key, part)
     return mode
 
 
 def unregister(name: str) -> None:
-    """Remove a mode (tests that register a toy mode clean up with this)."""
-    _REGISTRY.pop(name, None)
+    """Remove a mode, and its profile parts no other mode uses (tests that register a toy mode
+    clean up with this)."""
+    mode = _REGISTRY.pop(name, None)
+    used = {p.key for m in _REGISTRY.values() for p in m.parts}
+    for part in mode.parts if mode is not None else ():
+        if part.key not in used:
+            _PARTS.pop(part.key, None)
+
+
+def profile_parts() -> tuple[ProfilePart, ...]:
+    """Every registered mode's profile parts (the profile's part keys, in JSON order)."""
+    return tuple(_PARTS.values())
+
+
+def find_part(key: str) -> ProfilePart | None:
+    return _PARTS.get(key)
 
 
 def mode_names() -> tuple[str, ...]:
@@ -67,5 +87,5 @@ register(DiffusionMode())
 register(ArMode())
 register(MtpMode())
 
-__all__ = ["ModeDraws", "ServingMode", "all_modes", "get_mode", "family_of_pass", "mode_names", "mode_order", "modes_of_family", "register",
-           "unregister"]
+__all__ = ["ModeDraws", "ProfilePart", "ServingMode", "all_modes", "find_part", "get_mode", "family_of_pass", "mode_names", "mode_order",
+           "modes_of_family", "profile_parts", "register", "unregister"]

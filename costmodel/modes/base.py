@@ -7,7 +7,9 @@ A mode (diffusion, ar, mtp, ...) is one module that subclasses `ServingMode` and
   `prefill_kind` (prompt chunks), `group_kinds` (decode-phase groups, each a set of sequences that
   run one pass kind with the same query tokens per sequence in a step) and `side_kinds` (passes
   run over group 0's sequences before the joint forward, e.g. MTP's k draft passes);
-- its random draws and KV accounting per request: `draw(profile, reqs, seed) -> ModeDraws`;
+- its random draws and KV accounting per request: `draw(profile, reqs, seed) -> ModeDraws`, and the
+  profile parts they draw from (`parts`: `ProfilePart`s, e.g. diffusion's commit statistics, each a
+  top-level key of the profile JSON that the part reads, checks and describes);
 - how one engine step is priced: `step_ms(cost, prefill, groups, draws)` over any number of
   groups, with `cost.pass_ms(segments)` pricing one forward (costmodel/stepcost.ModeCost; default:
   one forward pass, one weight read, over the prefill chunks and every group);
@@ -22,7 +24,7 @@ style, table order and CSV row is derived from the registry.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -71,8 +73,13 @@ class ServingMode:
     prefill_kind: ClassVar[str]
     group_kinds: ClassVar[tuple[str, ...]]
     side_kinds: ClassVar[tuple[str, ...]] = ()
-    profile_parts: ClassVar[tuple[str, ...]] = ()  # profile parts its draws use (PROFILE_PARTS)
+    parts: ClassVar[tuple["ProfilePart", ...]] = ()  # the profile parts its draws use (registered with the mode)
+    profile_parts: ClassVar[tuple[str, ...]] = ()  # their keys (set from `parts`)
     sim_cost_rank: ClassVar[int] = 9  # simulation cost per request, rank (0 = slowest): plan runs slow chains first
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        cls.profile_parts = tuple(p.key for p in cls.parts)
 
     # ---- engine memory (costmodel/memory.py) ---------------------------------------------------
     def kv_step_slots(self, k: int, canvas: int) -> int:
@@ -108,21 +115,34 @@ class ServingMode:
     def behaviour_provenance(self, profile) -> list[str]:
         """Where the profile parts the mode draws from come from, e.g. ["commit: published"]."""
         out = []
-        for part in self.profile_parts:
-            kinds = part_provenance_kinds(profile, part)
+        for part in self.parts:
+            kinds = part.provenance_kinds(getattr(profile, part.key))
             if kinds:
-                out.append(f"{PROFILE_PARTS[part]}: {'+'.join(kinds)}")
+                out.append(f"{part.label}: {'+'.join(kinds)}")
         return out
 
 
-# profile parts a mode can draw its behaviour from -> the short label provenance texts use
-PROFILE_PARTS = {"commit_stats": "commit", "mtp_acceptance": "acceptance"}
+class ProfilePart:
+    """A part of the profile a mode draws its behaviour from, beside the pass models: one top-level
+    key of the profile JSON (and attribute of costmodel.schemas.profile.Profile). The mode module
+    that owns it subclasses this and lists an instance in its `parts`."""
 
+    key: ClassVar[str]  # JSON key and Profile attribute, e.g. "commit_stats"
+    label: ClassVar[str]  # short label in provenance texts, e.g. "commit"
+    fix: ClassVar[str]  # how to supply it, for a profile whose mode needs it and lacks it
 
-def part_provenance_kinds(profile, part: str) -> list[str]:
-    """Sorted provenance kinds of one profile part ([] when the profile lacks it)."""
-    if part == "commit_stats":
-        return sorted({c.provenance.kind for c in profile.commit_stats.values()})
-    if part == "mtp_acceptance":
-        return [profile.mtp_acceptance.provenance.kind] if profile.mtp_acceptance else []
-    raise KeyError(part)
+    def empty(self) -> Any:
+        """What a profile without the part holds."""
+        return None
+
+    def load(self, value: Any) -> Any:
+        """The part's records from its JSON value (None or absent: `empty()`); KeyError, TypeError or
+        ValueError on a malformed value (the profile reader turns them into one UserError)."""
+        raise NotImplementedError
+
+    def validate(self, value: Any, where: str) -> None:
+        """Refuse (UserError) a malformed part."""
+
+    def provenance_kinds(self, value: Any) -> list[str]:
+        """Sorted provenance kinds of the part's records ([] when the profile lacks it)."""
+        raise NotImplementedError

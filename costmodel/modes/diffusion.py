@@ -13,18 +13,76 @@ follow the regime's content_length, k's marginal is exactly steps_per_canvas."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from costmodel.errors import UserError
-from costmodel.modes.base import ModeDraws, ServingMode
+from costmodel.modes.base import ModeDraws, ProfilePart, ServingMode
+from costmodel.records import Distribution, Provenance
 from costmodel.seeding import rng_for
 
 STREAM_CANVAS_STEPS = 11
 
 
+@dataclass
+class CommitStats:
+    """How a regime's canvases converge: what the simulator draws per block."""
+
+    regime: str
+    steps_per_canvas: Distribution  # accept-calls (denoising steps) per canvas, k_b
+    tokens_per_call: float  # content tokens committed per accept-call
+    content_length: Distribution  # content tokens per generation (EOS/pad excluded)
+    renoise_per_generation: float
+    commit_entropy_nats: float | None
+    provenance: Provenance
+    description: str = ""
+
+
+class CommitStatsPart(ProfilePart):
+    """The profile's `commit_stats`: regime -> CommitStats."""
+
+    key = "commit_stats"
+    label = "commit"
+    fix = "include commit statistics per regime: the published prior or a measured run"
+
+    def empty(self) -> dict:
+        return {}
+
+    def load(self, value) -> dict[str, CommitStats]:
+        return {r: CommitStats(
+            regime=c["regime"],
+            steps_per_canvas=Distribution(**c["steps_per_canvas"]),
+            tokens_per_call=float(c["tokens_per_call"]),
+            content_length=Distribution(**c["content_length"]),
+            renoise_per_generation=float(c["renoise_per_generation"]),
+            commit_entropy_nats=c.get("commit_entropy_nats"),
+            provenance=Provenance(**c["provenance"]),
+            description=c.get("description", ""),
+        ) for r, c in (value or {}).items()}
+
+    def validate(self, value: dict[str, CommitStats], where: str) -> None:
+        for r, c in value.items():
+            c.steps_per_canvas.validate(f"{where}: commit_stats.{r}.steps_per_canvas")
+            c.content_length.validate(f"{where}: commit_stats.{r}.content_length")
+            if min(c.steps_per_canvas.values) < 1:
+                raise UserError(f"{where}: commit_stats.{r} has fewer than 1 step per canvas", "regenerate the profile")
+            c.provenance.validate(f"{where}: commit_stats.{r}")
+
+    def provenance_kinds(self, value: dict[str, CommitStats]) -> list[str]:
+        return sorted({c.provenance.kind for c in value.values()})
+
+
+COMMIT_STATS = CommitStatsPart()
+
+
 def canvas_length(profile) -> int:
+    """The canvas the engine serves: the profile's engine section (the engine's own setting; the
+    simulator's view of a profile under other settings, simulate/engine.py engine_profile), else
+    the model's (vLLM's default)."""
     profile.mode("diffusion")
-    return int(profile.resolved().models["diffusion"].canvas_length or 256)
+    c = profile.engine.get("canvas_length") if isinstance(profile.engine, dict) else None
+    return int(c) if isinstance(c, int) and not isinstance(c, bool) and c >= 1 else int(profile.resolved().models["diffusion"].canvas_length or 256)
 
 
 def canvas_content_distribution(content_length, C: int) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +181,7 @@ class DiffusionMode(ServingMode):
     pass_kinds = ("encoder_prefill", "denoise_step", "encoder_commit")
     prefill_kind = "encoder_prefill"
     group_kinds = ("denoise_step", "encoder_commit")
-    profile_parts = ("commit_stats",)
+    parts = (COMMIT_STATS,)
     sim_cost_rank = 1
 
     def kv_step_slots(self, k: int, canvas: int) -> int:

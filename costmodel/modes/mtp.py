@@ -8,17 +8,69 @@ of draws per request, fixed by the seed whatever the load, replica count or serv
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from costmodel.errors import UserError
-from costmodel.modes.base import ModeDraws, ServingMode
+from costmodel.modes.base import ModeDraws, ProfilePart, ServingMode
 from costmodel.roofline import Segment
+from costmodel.records import Provenance
 from costmodel.seeding import rng_for
 
 STREAM_MTP, STREAM_MTP_EXTRA = 12, 13
 # draws per request: enough verify steps for twice the expected count plus slack; a request that
 # needs more (astronomically rare) extends its own region from a per-request stream.
 MTP_REGION_FACTOR, MTP_REGION_SLACK = 2.0, 16
+
+
+@dataclass
+class MtpAcceptance:
+    num_speculative_tokens: int
+    per_position: list[float]  # P(draft i accepted | drafts < i accepted), i = 1..k
+    provenance: Provenance
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        """Expected tokens emitted per verify step: 1 (bonus/correction) + expected accepted drafts."""
+        total, p = 1.0, 1.0
+        for a in self.per_position[: self.num_speculative_tokens]:
+            p *= a
+            total += p
+        return total
+
+    def sample_accepted(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Accepted draft tokens per verify step (0..k), n draws."""
+        k = self.num_speculative_tokens
+        u = rng.random((n, k))
+        ok = u < np.asarray(self.per_position[:k])[None, :]
+        # accepted = length of the leading run of successes
+        return np.where(ok.all(axis=1), k, np.argmin(ok, axis=1))
+
+
+class MtpAcceptancePart(ProfilePart):
+    """The profile's `mtp_acceptance`: one MtpAcceptance, or None."""
+
+    key = "mtp_acceptance"
+    label = "acceptance"
+    fix = "add per-position acceptance with its provenance"
+
+    def load(self, value) -> MtpAcceptance | None:
+        if not value:
+            return None
+        return MtpAcceptance(int(value["num_speculative_tokens"]), [float(x) for x in value["per_position"]], Provenance(**value["provenance"]))
+
+    def validate(self, value: MtpAcceptance | None, where: str) -> None:
+        if value:
+            if not (1 <= value.num_speculative_tokens <= len(value.per_position)) or any(not 0 <= p <= 1 for p in value.per_position):
+                raise UserError(f"{where}: mtp_acceptance needs k >= 1 probabilities in [0, 1]", "fix per_position")
+            value.provenance.validate(f"{where}: mtp_acceptance")
+
+    def provenance_kinds(self, value: MtpAcceptance | None) -> list[str]:
+        return [value.provenance.kind] if value else []
+
+
+MTP_ACCEPTANCE = MtpAcceptancePart()
 
 
 def mtp_tokens_pmf(per_position, k: int) -> np.ndarray:
@@ -137,7 +189,7 @@ class MtpMode(ServingMode):
     prefill_kind = "prefill"
     group_kinds = ("verify_step",)
     side_kinds = ("draft_step",)
-    profile_parts = ("mtp_acceptance",)
+    parts = (MTP_ACCEPTANCE,)
     sim_cost_rank = 0  # each step price has three passes (verify, first and later drafts): the slowest per point
 
     def kv_step_slots(self, k: int, canvas: int) -> int:

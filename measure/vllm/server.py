@@ -72,6 +72,8 @@ class ServerSpec:
     model_dir: Path
     served_name: str | None = None  # default: tiny-<mode>
     canvas_length: int | None = None  # diffusion
+    max_denoising_steps: int | None = None  # diffusion (None: the model's generation_config.json)
+    block_size: int | None = None  # KV block size (None: vLLM's platform default)
     assistant_dir: Path | None = None  # mtp
     num_speculative_tokens: int = 2  # mtp
     max_num_seqs: int | None = None
@@ -101,10 +103,13 @@ class ServerSpec:
             a += ["--max-num-seqs", str(self.max_num_seqs)]
         if self.max_num_batched_tokens:
             a += ["--max-num-batched-tokens", str(self.max_num_batched_tokens)]
+        if self.block_size:
+            a += ["--block-size", str(self.block_size)]
         if self.mode == "diffusion":
             if not self.canvas_length:
                 raise UserError("a diffusion server needs its canvas length", "set ServerSpec.canvas_length (e.g. 32 or 256)")
-            a += ["--diffusion-config", json.dumps({"canvas_length": self.canvas_length}),
+            dcfg = {"canvas_length": self.canvas_length, **({"max_denoising_steps": self.max_denoising_steps} if self.max_denoising_steps else {})}
+            a += ["--diffusion-config", json.dumps(dcfg),
                   "--limit-mm-per-prompt", json.dumps({"image": 0, "video": 0})]
         elif self.mode == "mtp":
             if not self.assistant_dir:

@@ -36,6 +36,7 @@ DIFFUSION_GENERATION = {"max_denoising_steps": 8, "sampler_config": {"_cls_name"
                         "t_min": 0.4, "t_max": 0.8, "stability_threshold": 1, "confidence_threshold": 0.005}
 MODELS = {  # directory name -> (catalog shape, canvas length or None)
     "diffusion-c32": ("tiny-diffusiongemma", 32),
+    "diffusion-c64": ("tiny-diffusiongemma", 64),
     "diffusion-c256": ("tiny-diffusiongemma", 256),
     "ar": ("tiny-gemma4", None),
     "mtp-assistant": ("tiny-gemma4-assistant", None),

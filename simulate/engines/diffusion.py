@@ -2,20 +2,38 @@
 prefill a request denoises its canvas for k steps (one 256-token denoise forward per engine step),
 then the next step is its commit pass, whose end emits the canvas: k+1 engine steps per canvas.
 One engine step mixes prefill chunks, denoising canvases and commits in one forward; the mode's
-draws (DiffusionDraws) give every canvas's k."""
+draws (DiffusionDraws) give every canvas's k.
+
+Canvas slots. vLLM's scheduler walks its running requests in order and gives each what it needs
+while the token budget lasts (vllm/v1/core/sched/scheduler.py Scheduler.schedule, the RUNNING loop:
+`while req_index < len(self.running) and token_budget > 0`); a denoising or committing canvas needs
+the whole canvas. Admission is bounded by max_num_seqs alone (the WAITING loop: `len(self.running)
+< self.max_num_running_reqs`, with budget left). So where the budget holds fewer canvases than
+max_num_seqs (canvas 256, budget 512, max_num_seqs 4), up to max_num_seqs requests are admitted and
+prefilled, the first budget // canvas of them in running order denoise, and the rest wait, prefilled
+and holding their KV, for a canvas slot; a request keeps its slot until it finishes (earlier
+requests come first in the walk every step), and a freed slot goes to the first waiting one in
+running order (`parked`), in the next step."""
 
 from __future__ import annotations
+
+from collections import deque
 
 from simulate.scheduler import Replica, steps_within
 
 
 class DiffusionReplica(Replica):
-    """Counters for denoising canvases (n_den, s_den) and commits (n_com, s_com)."""
+    """Counters for denoising canvases (n_den, s_den) and commits (n_com, s_com); `slots` canvases
+    of the token budget, `parked` the prefilled requests waiting for one."""
 
     def __init__(self, *a, **kw):
         plan = kw["plan"]
         super().__init__(*a, tokens_per_seq=plan.canvas, **kw)
+        cfg = a[2] if len(a) > 2 else kw["cfg"]
         self.C = plan.canvas
+        self.slots = self.budget // self.C  # canvases one step's budget holds
+        self.max_seqs = int(cfg.max_num_seqs)  # admission: max_num_seqs alone (see the module docstring)
+        self.parked = deque()
         self.k = plan.k
         self.kofs = plan.kofs
         self.nblocks = plan.blocks_list
@@ -73,6 +91,7 @@ class DiffusionReplica(Replica):
                     self.s_den -= r.ctx0
                     r.steps += 1
                     self.release(r, r.ctx0)
+                    self._free_slot(s)
                 elif r.committing:
                     self._emit(r, s, t)
                 else:  # k denoising steps done: the next step is the commit pass
@@ -108,8 +127,18 @@ class DiffusionReplica(Replica):
             self.push(s + 1, r)
         else:
             self.finish(r, t, r.ctx0)
+            self._free_slot(s)
+
+    def _free_slot(self, s: int) -> None:
+        """A canvas slot was freed in step s: the first parked requests take the free slots from s+1."""
+        parked = self.parked
+        while parked and self.n_den + self.n_com < self.slots:
+            self._denoise(parked.popleft(), s)
 
     def _denoise(self, r, s: int) -> None:
+        if self.n_den + self.n_com >= self.slots:  # no canvas slot in the budget: wait, in running order
+            self.parked.append(r)
+            return
         r.dec_start = s + 1
         self.n_den += 1
         self.s_den += r.ctx0
@@ -121,8 +150,11 @@ class DiffusionReplica(Replica):
         self._denoise(r, s)
 
     def drop_decoder(self, r, s: int) -> None:
-        """Committed canvases stay emitted; the canvas in progress restarts from noise."""
-        if r.committing:
+        """Committed canvases stay emitted; the canvas in progress restarts from noise (a parked
+        request had none: it leaves the slot queue; an active one's slot goes to the first parked)."""
+        if r in self.parked:
+            self.parked.remove(r)
+        elif r.committing:
             self.n_com -= 1
             self.s_com -= r.ctx0
         else:
@@ -132,3 +164,4 @@ class DiffusionReplica(Replica):
         self.kv_used -= r.ctx0
         r.committing = False
         r.prefill_len = r.ctx0
+        self._free_slot(s - 1)

@@ -9,6 +9,7 @@ Layout of OUT (one directory per mode):
     <mode>/calibration-steps/    engine-steps run built from those steps (what the fit reads)
     <mode>/profile.json          the fitted profile (the simulator's step prices)
     <mode>/<load>/               endpoint run of a scored load + sched.jsonl.gz + load.json (spec, rate)
+    settings.json                the validation settings (engine settings per mode, loads): a directory holds one set
 A finished load (load.json written) is kept and skipped when the command is run again; a server
 that fails ends its mode with one line, and the mode's finished loads stay scoreable.
 """
@@ -24,7 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from costmodel import atomic
+from costmodel.engine_settings import from_scheduler_config
 from costmodel.errors import UserError
+from costmodel.jsonfile import read_json
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id, software_versions
 from measure.endpoint.loadtest import LoadTestOptions, run_loadtest
@@ -43,7 +46,7 @@ class CampaignOptions:
     out: Path
     modes: list[str]
     models: Path = Path("models/tiny")
-    loads: tuple = L.SCORED
+    settings: L.ValidationSettings = field(default_factory=L.ValidationSettings.default)
     server_timeout_s: float = 600.0
     seed: int = 0
     log: list[str] = field(default_factory=list)
@@ -55,15 +58,20 @@ class CampaignOptions:
             self.say(line)
 
 
-def server_spec(mode: str, dirs: dict, record: Path) -> ServerSpec:
+def server_spec(mode: str, dirs: dict, record: Path, settings: L.ValidationSettings | None = None) -> ServerSpec:
+    """The server of one mode under the validation's engine settings (max_num_seqs, token budget,
+    block size; diffusion: canvas and denoising budget; MTP: k)."""
+    e = (settings or L.ValidationSettings.default()).engine_for(mode)
     # prefix caching off: the simulator computes every prompt token (it does not model cache hits)
-    common = dict(served_name=SERVED[mode], max_num_batched_tokens=L.MAX_NUM_BATCHED_TOKENS, sched_record=record, max_model_len=2048,
-                  extra_args=["--no-enable-prefix-caching"], **L.cpu_placement())
+    common = dict(served_name=SERVED[mode], max_num_batched_tokens=e.max_num_batched_tokens, max_num_seqs=e.max_num_seqs,
+                  block_size=e.block_size, sched_record=record, max_model_len=L.MAX_MODEL_LEN, extra_args=["--no-enable-prefix-caching"],
+                  **L.cpu_placement())
     if mode == "diffusion":
-        return ServerSpec("diffusion", dirs[f"diffusion-c{L.CANVAS}"], canvas_length=L.CANVAS, **common)
+        return ServerSpec("diffusion", dirs[f"diffusion-c{e.canvas_length}"], canvas_length=e.canvas_length,
+                          max_denoising_steps=e.max_denoising_steps, **common)
     if mode == "mtp":
-        return ServerSpec("mtp", dirs["ar"], assistant_dir=dirs["mtp-assistant"], num_speculative_tokens=L.MTP_K, max_num_seqs=L.AR_MAX_NUM_SEQS, **common)
-    return ServerSpec("ar", dirs["ar"], max_num_seqs=L.AR_MAX_NUM_SEQS, **common)
+        return ServerSpec("mtp", dirs["ar"], assistant_dir=dirs["mtp-assistant"], num_speculative_tokens=e.num_speculative_tokens or L.MTP_K, **common)
+    return ServerSpec("ar", dirs["ar"], **common)
 
 
 class _SchedSlice:
@@ -86,11 +94,11 @@ class _SchedSlice:
 
 
 def _endpoint_load(url: str, mode: str, out: Path, prompts: Path, qps: str, n: int, arrivals: str, cv: float, seed: int,
-                   concurrency: int | None = None) -> None:
+                   concurrency: int | None = None, canvas: int | None = None) -> None:
     opts = LoadTestOptions(endpoint=url, out=str(out), model=SERVED[mode], mode=mode, seed=seed, qps=qps, arrivals=arrivals, arrival_cv=cv,
                            concurrency=concurrency,
                            prompts_file=str(prompts), max_tokens=64, n_requests=n, metrics_url="none", timeout_s=600.0, api="completions",
-                           ignore_eos=True, canvas_length=L.CANVAS if mode == "diffusion" else None)
+                           ignore_eos=True, canvas_length=canvas if mode == "diffusion" else None)
     run_loadtest(opts)
 
 
@@ -99,10 +107,8 @@ def steps_run(trace, mode: str, out: Path, source: str) -> Path:
     cfg = trace.config
     engine = {"name": "vllm", "version": cfg.get("vllm"), "device": "cpu", "recorder": "measure/vllm/sched_recorder.py",
               "max_num_seqs": cfg.get("max_num_seqs"), "max_num_batched_tokens": cfg.get("max_num_batched_tokens")}
-    if mode == "diffusion":
-        engine["canvas_length"] = L.CANVAS
-    if mode == "mtp":
-        engine["num_speculative_tokens"] = cfg.get("num_spec_tokens")
+    # what the scheduler enforced (canvas and denoising budget, k, block size, async): the fit's profile records it
+    engine.update(from_scheduler_config(cfg, mode).values())
     man = RunManifest(run_id=new_run_id(f"steps-{mode}"), kind="engine-steps", mode=mode, model=SERVED[mode], weights="random",
                       commit_source="random-weights" if mode == "diffusion" else "none", hardware="cpu-2core", gpu_name="cpu", engine=engine,
                       settings={"source": source}, software=software_versions(), planned_units=["steps"])
@@ -145,19 +151,20 @@ def _lateness_p95_ms(run_dir: Path) -> float:
 
 def _calibrate(opts: CampaignOptions, mode: str, srv: VllmServer, sl: _SchedSlice, mdir: Path, corpus: list[str]) -> tuple[Profile, float, dict]:
     """The calibration load, its fit and the capacity it predicts (reused when already on disk)."""
-    cal = L.calibration(mode)
+    vs = opts.settings
+    cal, canvas = vs.calibration(mode), vs.engine_for(mode).canvas_length
     cdir = mdir / "calibration"
     if not (cdir / "sched.jsonl.gz").exists():
-        prompts = L.write_prompts(mdir / "prompts-mixed.jsonl", "mixed", mode, corpus, cal.n_requests)
+        prompts = L.write_prompts(mdir / "prompts-mixed.jsonl", "mixed", mode, corpus, cal.n_requests, settings=vs)
         sl.mark()
-        _endpoint_load(srv.url, mode, cdir, prompts, cal.calib_qps[0], cal.n_requests, "poisson", 1.0, opts.seed)
-        for c, n in L.CALIB_CONCURRENCY[mode]:  # steady batches of c requests: every batch size the scored loads reach
-            cp = L.write_prompts(mdir / f"prompts-calibration-c{c}.jsonl", "mixed", mode, corpus, n, tag=f"c{c}")
-            _endpoint_load(srv.url, mode, mdir / f"calibration-c{c}", cp, "inf", n, "poisson", 1.0, opts.seed, concurrency=c)
+        _endpoint_load(srv.url, mode, cdir, prompts, cal.calib_qps[0], cal.n_requests, "poisson", 1.0, opts.seed, canvas=canvas)
+        for c, n in vs.calib_concurrency[mode]:  # steady batches of c requests: every batch size the scored loads reach
+            cp = L.write_prompts(mdir / f"prompts-calibration-c{c}.jsonl", "mixed", mode, corpus, n, tag=f"c{c}", settings=vs)
+            _endpoint_load(srv.url, mode, mdir / f"calibration-c{c}", cp, "inf", n, "poisson", 1.0, opts.seed, concurrency=c, canvas=canvas)
         sl.take(cdir / "sched.jsonl.gz")
     trace = read_trace(cdir / "sched.jsonl.gz", mode)
     profile = fit_profile(trace, mode, mdir)
-    short = trace.requests[trace.requests["prompt_tokens"] < L.MAX_NUM_BATCHED_TOKENS]
+    short = trace.requests[trace.requests["prompt_tokens"] < vs.budget(mode)]
     cap = capacity_rps(profile, mode, trace.config, short["prompt_tokens"].to_numpy(), short["output_tokens"].to_numpy())
     opts.note(f"{mode}: calibration {len(trace.steps)} engine steps; fitted profile {mdir / 'profile.json'}; capacity {cap:.3g} req/s")
     return profile, cap, trace.config
@@ -173,17 +180,19 @@ def _scored_load(opts: CampaignOptions, mode: str, spec: L.LoadSpec, srv: VllmSe
         import shutil
 
         shutil.rmtree(ldir)  # an unfinished earlier attempt: its load is sent again in full
-    prompts = L.write_prompts(mdir / f"prompts-{spec.name}.jsonl", spec.prompts, mode, corpus, L.n_requests(spec, mode))
+    vs = opts.settings
+    n = vs.n_requests(spec, mode)
+    prompts = L.write_prompts(mdir / f"prompts-{spec.name}.jsonl", spec.prompts, mode, corpus, n, settings=vs, long_share=spec.long_share)
     rate = round(spec.rate_frac * cap, 4)
     sl.mark()
     t = time.monotonic()
-    _endpoint_load(srv.url, mode, ldir, prompts, f"{rate:g}", L.n_requests(spec, mode), spec.arrivals, spec.cv, opts.seed + 1)
+    _endpoint_load(srv.url, mode, ldir, prompts, f"{rate:g}", n, spec.arrivals, spec.cv, opts.seed + 1, canvas=vs.engine_for(mode).canvas_length)
     sl.take(ldir / "sched.jsonl.gz")
     late = _lateness_p95_ms(ldir)
     note = "" if late <= LATE_MS else f"offered rate NOT reached: the load generator sent late (p95 {late:.0f} ms)"
     atomic.write_json(ldir / "load.json", {"load": spec.to_dict(), "capacity_rps": cap, "rate_rps": rate, "client_lateness_p95_ms": late,
                                            "note": note, "wall_s": round(time.monotonic() - t, 1)})
-    opts.note(f"{mode}/{spec.name}: {L.n_requests(spec, mode)} requests at {rate:g} req/s ({spec.arrivals}, cv {spec.cv:g}) in "
+    opts.note(f"{mode}/{spec.name}: {n} requests at {rate:g} req/s ({spec.arrivals}, cv {spec.cv:g}) in "
                     f"{time.monotonic() - t:.0f} s" + (f"; {note}" if note else ""))
 
 
@@ -192,17 +201,32 @@ def run_mode(opts: CampaignOptions, mode: str, dirs: dict, corpus: list[str]) ->
     mdir.mkdir(parents=True, exist_ok=True)
     record = mdir / ".sched-live.jsonl"
     record.unlink(missing_ok=True)
-    spec = server_spec(mode, dirs, record)
+    spec = server_spec(mode, dirs, record, opts.settings)
     t = time.monotonic()
     with VllmServer(spec, timeout_s=opts.server_timeout_s, log_path=mdir / ".server.log") as srv:
         opts.note(f"{mode}: vLLM server up in {time.monotonic() - t:.0f} s")
         sl = _SchedSlice(record)
         _, cap, _ = _calibrate(opts, mode, srv, sl, mdir, corpus)
-        for load in opts.loads:
+        for load in opts.settings.loads:
             if not srv.alive():
                 raise UserError(f"vLLM server ({mode}) died: {srv.cause()}", f"the finished loads under {mdir} are kept; run again to finish")
             _scored_load(opts, mode, load, srv, sl, mdir, cap, corpus)
     record.unlink(missing_ok=True)
+
+
+def claim_settings(out: Path, settings: L.ValidationSettings) -> None:
+    """OUT/settings.json: written by the first run; a later run must bring the same settings (a
+    directory holds one set: recordings of two sets are never mixed)."""
+    path = out / "settings.json"
+    doc = json.loads(json.dumps(settings.to_dict()))
+    if path.exists():
+        was = read_json(path, "validation settings record")
+        if was != doc:
+            raise UserError(f"{out} holds a validation recorded with other settings ({path})",
+                            "give a new -o directory, or the same --settings as that run")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    atomic.write_json(path, doc)
 
 
 def run_campaign(opts: CampaignOptions) -> list[str]:
@@ -215,6 +239,7 @@ def run_campaign(opts: CampaignOptions) -> list[str]:
     if place.get("frontend_cpus"):  # the load generator beside the API server, off the engine's core
         os.sched_setaffinity(0, set(place["frontend_cpus"]))
 
+    claim_settings(opts.out, opts.settings)
     dirs = build_all(opts.models)
     corpus = _corpus()
     failed = []

@@ -1,26 +1,49 @@
-"""The loads of a vLLM validation: what each sends (arrival process, rate as a fraction of the
-fitted capacity, prompts and output lengths), and the server settings they run under.
+"""The settings of a vLLM validation: the engine settings each mode's server runs with, and the
+loads sent to it (arrival process and cv, rate as a share of the fitted capacity, request counts,
+prompt-length mix, output lengths) with the calibration recipe. `ValidationSettings.default()` is
+the first committed set (data/validation/vllm-cpu); `load_settings(path)` reads another from a
+JSON file (`costmodel validate --engine vllm --settings FILE`; keys below, anything left out is the
+default set's), e.g.
 
-Scored loads (`SCORED`): Poisson at 25%, 55% and 85% of the capacity the calibration's fitted
+    {"name": "b",
+     "engine": {"max_num_batched_tokens": 256, "block_size": 64,
+                "ar": {"max_num_seqs": 8}, "mtp": {"max_num_seqs": 8, "num_speculative_tokens": 3},
+                "diffusion": {"max_num_seqs": 6, "canvas_length": 64, "max_denoising_steps": 5}},
+     "outputs": {"diffusion": [64, 100, 160], "ar": [16, 40, 80], "mtp": [16, 40, 80]},
+     "calibration": {"low_qps": {"diffusion": 0.4}, "requests": {"diffusion": 16},
+                     "concurrency": {"diffusion": [[2, 8], [6, 14]]}},
+     "loads": [{"name": "gamma5", "arrivals": "gamma", "cv": 5, "rate_frac": 0.5,
+                "n_requests": {"ar": 40, "diffusion": 16}, "prompts": "mixed", "long_share": 0.25}]}
+
+Default set's scored loads: Poisson at 25%, 55% and 85% of the capacity the calibration's fitted
 profile predicts, one bursty load (gamma gaps, cv 3, at 55%) and one long-prompt load (prompts
 longer than the token budget, so vLLM splits them into chunks: chunked prefill beside decoding
-sequences). The calibration load is separate and never scored: a low Poisson rate (small batches), then closed
-loops holding 2-8 (diffusion) or 4-16 (AR, MTP) requests in flight (steady batches of every size
-the scored loads reach), over short and long prompts, so the step fit covers their shapes.
+sequences). The calibration load is separate and never scored: a low Poisson rate (small batches),
+then closed loops holding 2-8 (diffusion) or 4-16 (AR, MTP) requests in flight (steady batches of
+every size the scored loads reach), over short and long prompts, so the step fit covers their shapes.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-# every server of a validation: a token budget small enough that long prompts are chunked beside
-# decoding sequences (diffusion: 8 canvases of 32 = 256 tokens leave 256 for prefill chunks)
+from costmodel.engine_settings import EngineSettings, check_vllm_rules
+from costmodel.errors import UserError
+from costmodel.jsonfile import read_json
+
+MODES = ("diffusion", "ar", "mtp")
+# the default set: a token budget small enough that long prompts are chunked beside decoding
+# sequences (diffusion: 8 canvases of 32 = 256 tokens leave 256 for prefill chunks)
 MAX_NUM_BATCHED_TOKENS = 512
 AR_MAX_NUM_SEQS = 16  # AR/MTP: the API server and the load generator share the second core; see README
 CANVAS = 32
 MTP_K = 2
+MAX_MODEL_LEN = 2048
+TINY_CANVASES = (32, 64, 256)  # the tiny DiffusionGemma models measure/vllm/tiny_models.py builds (diffusion-c<N>)
+ENGINE_KEYS = ("max_num_seqs", "max_num_batched_tokens", "canvas_length", "max_denoising_steps", "num_speculative_tokens", "block_size",
+               "async_scheduling")
 
 
 def cpu_placement() -> dict:
@@ -36,18 +59,24 @@ def cpu_placement() -> dict:
 
 @dataclass(frozen=True)
 class LoadSpec:
-    """One load: `rate_frac` of the fitted capacity (calibration: `calib_qps`, requests/s per unit)."""
+    """One load: `rate_frac` of the fitted capacity (calibration: `calib_qps`, requests/s per unit);
+    `n_requests` per mode; `prompts` short | long | mixed (`long_share` of them long)."""
 
     name: str
     arrivals: str  # poisson | gamma
     cv: float
     rate_frac: float | None
-    n_requests: int
+    n_requests: int | dict
     prompts: str  # short | long | mixed
     calib_qps: tuple[str, ...] = ()
+    long_share: float = 0.25
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def requests_for(self, mode: str, cap: int | None = None) -> int:
+        n = self.n_requests.get(mode, max(self.n_requests.values())) if isinstance(self.n_requests, dict) else self.n_requests
+        return min(int(n), cap) if cap else int(n)
 
 
 SCORED = (
@@ -64,18 +93,109 @@ CALIB_REQUESTS = {"diffusion": 24, "ar": 48, "mtp": 48}
 OUTPUT_TOKENS = {"diffusion": (48, 64, 96), "ar": (24, 48, 64, 96), "mtp": (24, 48, 64, 96)}
 # diffusion steps run Triton's interpreter on a CPU (100-250 ms each): its loads are cut to this many requests
 DIFFUSION_MAX_REQUESTS = 30
-
-
-def n_requests(spec: "LoadSpec", mode: str) -> int:
-    return min(spec.n_requests, DIFFUSION_MAX_REQUESTS) if mode == "diffusion" else spec.n_requests
-
-
 # then closed loops of c requests in flight (concurrency c, n requests): steady batches of every size
 CALIB_CONCURRENCY = {"diffusion": ((2, 10), (4, 16), (8, 24)), "ar": ((4, 24), (8, 32), (16, 48)), "mtp": ((4, 24), (8, 32), (16, 48))}
+WORDS = {"short": (6, 60), "long": (180, 450)}  # prompt words (about 1.3 tokens each with the tiny tokenizer)
 
 
-def calibration(mode: str) -> LoadSpec:
-    return LoadSpec("calibration", "poisson", 1.0, None, CALIB_REQUESTS[mode], "mixed", (f"{CALIB_LOW_QPS[mode]:g}",))
+@dataclass(frozen=True)
+class ValidationSettings:
+    """Everything a validation run sends and serves with (see the module docstring)."""
+
+    name: str = "a"
+    engine: dict = field(default_factory=lambda: {"max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS, "ar": {"max_num_seqs": AR_MAX_NUM_SEQS},
+                                                  "mtp": {"max_num_seqs": AR_MAX_NUM_SEQS, "num_speculative_tokens": MTP_K},
+                                                  "diffusion": {"canvas_length": CANVAS}})
+    loads: tuple = SCORED
+    outputs: dict = field(default_factory=lambda: {m: list(v) for m, v in OUTPUT_TOKENS.items()})
+    calib_low_qps: dict = field(default_factory=lambda: dict(CALIB_LOW_QPS))
+    calib_requests: dict = field(default_factory=lambda: dict(CALIB_REQUESTS))
+    calib_concurrency: dict = field(default_factory=lambda: {m: [list(x) for x in v] for m, v in CALIB_CONCURRENCY.items()})
+    diffusion_max_requests: int = DIFFUSION_MAX_REQUESTS
+    words: dict = field(default_factory=lambda: {k: list(v) for k, v in WORDS.items()})
+
+    @classmethod
+    def default(cls) -> "ValidationSettings":
+        return cls()
+
+    def engine_for(self, mode: str) -> EngineSettings:
+        """The server's settings for `mode` (top-level keys, then the mode's own), checked against
+        vLLM's rules (a setting vLLM rewrites is rewritten the same way; one it refuses is refused)."""
+        given = {k: v for k, v in self.engine.items() if k in ENGINE_KEYS}
+        given.update(self.engine.get(mode, {}))
+        s = EngineSettings.given(given, "validation settings").for_mode(mode)
+        if mode == "diffusion" and s.canvas_length not in TINY_CANVASES:
+            raise UserError(f"validation settings: canvas_length {s.canvas_length} has no tiny DiffusionGemma model",
+                            f"use one of {', '.join(map(str, TINY_CANVASES))} (measure/vllm/tiny_models.py MODELS)")
+        return check_vllm_rules(s, mode, platform="cpu")[0]
+
+    def n_requests(self, spec: LoadSpec, mode: str) -> int:
+        return spec.requests_for(mode, self.diffusion_max_requests if mode == "diffusion" else None)
+
+    def calibration(self, mode: str) -> LoadSpec:
+        return LoadSpec("calibration", "poisson", 1.0, None, int(self.calib_requests[mode]), "mixed", (f"{self.calib_low_qps[mode]:g}",))
+
+    def budget(self, mode: str) -> int:
+        return int(self.engine_for(mode).max_num_batched_tokens)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["loads"] = [x.to_dict() for x in self.loads]
+        return d
+
+
+def _check_load(d: dict, path) -> LoadSpec:
+    keys = set(LoadSpec.__dataclass_fields__) - {"calib_qps"}
+    bad = set(d) - keys
+    if bad or "name" not in d:
+        raise UserError(f"validation settings {path}: a load {d!r} has {'unknown key(s) ' + ', '.join(sorted(bad)) if bad else 'no name'}",
+                        f"a load's keys are {', '.join(sorted(keys))}")
+    spec = LoadSpec(**{"arrivals": "poisson", "cv": 1.0, "rate_frac": 0.5, "n_requests": 30, "prompts": "short", **d})
+    ok = (spec.arrivals in ("poisson", "gamma") and spec.cv > 0 and spec.rate_frac is not None and 0 < spec.rate_frac <= 2
+          and spec.prompts in ("short", "long", "mixed") and 0 <= spec.long_share <= 1)
+    counts = spec.n_requests.values() if isinstance(spec.n_requests, dict) else [spec.n_requests]
+    if not ok or not all(isinstance(n, int) and n >= 2 for n in counts):
+        raise UserError(f"validation settings {path}: load {spec.name!r} is out of range",
+                        "arrivals poisson|gamma, cv > 0, 0 < rate_frac <= 2, prompts short|long|mixed, n_requests >= 2")
+    return spec
+
+
+def load_settings(path: str | Path | None) -> ValidationSettings:
+    """The settings in a JSON file (None: the default set); every key checked, one line per error."""
+    if path is None:
+        return ValidationSettings.default()
+    d = read_json(path, "validation settings")
+    if not isinstance(d, dict):
+        raise UserError(f"validation settings {path} is not a JSON object", "see simulate/validate/vllm/loads.py for the keys")
+    base = ValidationSettings.default()
+    known = {"name", "engine", "loads", "outputs", "calibration", "diffusion_max_requests", "words"}
+    bad = set(d) - known
+    if bad:
+        raise UserError(f"validation settings {path}: unknown key(s) {', '.join(sorted(bad))}", f"keys are {', '.join(sorted(known))}")
+    over: dict = {}
+    if "name" in d:
+        over["name"] = str(d["name"])
+    if "engine" in d:
+        eng = d["engine"]
+        if not isinstance(eng, dict) or set(eng) - set(ENGINE_KEYS) - set(MODES):
+            raise UserError(f"validation settings {path}: engine keys are {', '.join(ENGINE_KEYS)} and per mode {', '.join(MODES)}",
+                            "e.g. {\"max_num_batched_tokens\": 256, \"diffusion\": {\"canvas_length\": 64}}")
+        over["engine"] = eng
+    if "loads" in d:
+        over["loads"] = tuple(_check_load(x, path) for x in d["loads"])
+    for key in ("outputs", "words"):
+        if key in d:
+            over[key] = {**getattr(base, key), **d[key]}
+    cal = d.get("calibration", {})
+    for key, attr in (("low_qps", "calib_low_qps"), ("requests", "calib_requests"), ("concurrency", "calib_concurrency")):
+        if key in cal:
+            over[attr] = {**getattr(base, attr), **cal[key]}
+    if "diffusion_max_requests" in d:
+        over["diffusion_max_requests"] = int(d["diffusion_max_requests"])
+    s = replace(base, **over)
+    for m in MODES:
+        s.engine_for(m)  # refuses what vLLM refuses, now rather than after a server start
+    return s
 
 
 def _words(n: int, corpus: list[str], start: int) -> str:
@@ -83,15 +203,20 @@ def _words(n: int, corpus: list[str], start: int) -> str:
     return " ".join(words[(start + i) % len(words)] for i in range(n))
 
 
-def write_prompts(path: Path, kind: str, mode: str, corpus: list[str], n: int = 24, tag: str = "") -> Path:
+def write_prompts(path: Path, kind: str, mode: str, corpus: list[str], n: int = 24, tag: str = "",
+                  settings: ValidationSettings | None = None, long_share: float = 0.25) -> Path:
     """A JSONL prompts file of `n` distinct prompts (one per request: no two share a prefix):
     short prompts of 6-60 words, long ones of 180-450 words (about 500-1350 tokens of the tiny
-    tokenizer), each with its max_tokens from OUTPUT_TOKENS."""
-    outs = OUTPUT_TOKENS[mode]
+    tokenizer; the settings' `words` ranges), `long_share` of a mixed load long, each with its
+    max_tokens from the settings' output lengths."""
+    s = settings or ValidationSettings.default()
+    outs = s.outputs[mode]
+    (s_lo, s_hi), (l_lo, l_hi) = s.words["short"], s.words["long"]
+    every = max(1, round(1 / long_share)) if long_share > 0 else 0
     rows = []
     for i in range(n):
-        long = kind == "long" or (kind == "mixed" and i % 4 == 3)
-        words = 180 + (i * 53) % 270 if long else 6 + (i * 11) % 55
+        long = kind == "long" or (kind == "mixed" and every and i % every == every - 1)
+        words = l_lo + (i * 53) % (l_hi - l_lo) if long else s_lo + (i * 11) % (s_hi - s_lo + 1)
         rows.append({"prompt": f"[{kind}{tag} {i}] " + _words(words, corpus, i * 37 + len(tag) * 1009), "prompt_id": f"{kind[0]}{i:02d}", "regime": "R1",
                      "max_tokens": outs[i % len(outs)]})
     path.parent.mkdir(parents=True, exist_ok=True)

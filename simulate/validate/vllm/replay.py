@@ -10,14 +10,14 @@ engine times share one clock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from costmodel.schemas.profile import Profile
 from measure.vllm.sched_log import EngineTrace
-from simulate.engine import EngineConfig
+from costmodel.engine_settings import EngineSettings, from_scheduler_config
 from simulate.sim import simulate_point
 from simulate.workload import Requests
 
@@ -33,13 +33,13 @@ class Replayed:
     t0: float  # the engine clock's origin (unix seconds)
 
 
-def engine_config(config: dict, **over) -> EngineConfig:
-    """The simulator settings of the recorded scheduler: running cap, token budget, KV tokens."""
+def engine_config(config: dict, mode: str, **over) -> EngineSettings:
+    """The simulator settings of the recorded scheduler (its config line: running cap, token budget,
+    canvas or k, async scheduling, KV blocks x block size as KV tokens), priced at exact shapes."""
     kv = int(config.get("num_blocks") or 0) * int(config.get("block_size") or 0)
-    base = dict(max_num_seqs=int(config["max_num_seqs"]), max_num_batched_tokens=int(config["max_num_batched_tokens"]),
-                kv_capacity_tokens=kv or None, shape_bits=0, async_scheduling=bool(config.get("async_scheduling", False)))
-    base.update(over)
-    return EngineConfig(**base).validate()
+    s = from_scheduler_config(config, mode).with_values("recorded run: scheduler record config (num_blocks x block_size)",
+                                                        kv_capacity_tokens=kv or None, async_scheduling=bool(config.get("async_scheduling", False)))
+    return replace(s, shape_bits=0).with_values("replay", **over).validate()
 
 
 def trace_requests(trace: EngineTrace) -> tuple[Requests, float]:
@@ -64,7 +64,7 @@ def replay(profile: Profile, trace: EngineTrace, **engine_over) -> Replayed:
     """Simulate the recorded load once (one replica, nothing left out as warm-up, no abort)."""
     reqs, t0 = trace_requests(trace)
     steps: list = []
-    (_, df), _ = simulate_point(profile, trace.mode, reqs, replicas=1, cfg=engine_config(trace.config, **engine_over), router="least-outstanding",
+    (_, df), _ = simulate_point(profile, trace.mode, reqs, replicas=1, cfg=engine_config(trace.config, trace.mode, **engine_over), router="least-outstanding",
                                 seed=0, warmup_frac=0.0, abort_backlog_s=None, drain_s=None, workload_desc="vLLM recorded load",
                                 step_trace=steps)
     rq = trace.requests.sort_values("arrival_t").reset_index(drop=True)
@@ -82,7 +82,7 @@ def capacity_rps(profile: Profile, mode: str, config: dict, prompt_tokens: np.nd
     i = rng.integers(0, len(prompt_tokens), n)
     reqs = Requests(np.zeros(n), np.asarray(prompt_tokens)[i].astype(np.int64), np.asarray(output_tokens)[i].astype(np.int64),
                     np.zeros(n, np.int64), ("R1",), 0.0, 1.0)
-    (_, df), _ = simulate_point(profile, mode, reqs, replicas=1, cfg=engine_config(config), router="least-outstanding", seed=0,
+    (_, df), _ = simulate_point(profile, mode, reqs, replicas=1, cfg=engine_config(config, mode), router="least-outstanding", seed=0,
                                 warmup_frac=0.0, abort_backlog_s=None, drain_s=1e6, workload_desc="capacity burst")
     fin = df["finish_s"].to_numpy(float)
     fin = np.sort(fin[np.isfinite(fin)])

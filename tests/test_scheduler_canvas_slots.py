@@ -1,0 +1,62 @@
+"""vLLM's admission and canvas-slot rule for diffusion (simulate/engines/diffusion.py; vLLM 0.32
+vllm/v1/core/sched/scheduler.py Scheduler.schedule): where the token budget holds fewer canvases
+than max_num_seqs, up to max_num_seqs requests are admitted and prefilled, the first budget //
+canvas of them in running order denoise, and the others wait, prefilled, for a canvas slot."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from costmodel.engine_settings import EngineSettings
+from costmodel.shipped import resolve_profile
+from simulate.sim import simulate_point
+from simulate.workload import Requests
+
+PROFILE = resolve_profile(None, "h200")  # canvas 256
+
+
+def _run(n: int, k: int, blocks: int, **engine):
+    """n requests arriving together, 16-token prompts, `blocks` canvases of k denoising steps each;
+    every engine step traced: (prefill requests, denoising canvases, committing canvases) per step."""
+    reqs = Requests(np.zeros(n), np.full(n, 16, np.int64), np.full(n, 256 * blocks, np.int64), np.zeros(n, np.int64), ("R1",), 0.0, 1.0,
+                    recorded={"steps_per_canvas": [[k] * blocks for _ in range(n)]})
+    cfg = EngineSettings(async_scheduling=False, shape_bits=0, kv_capacity_tokens=10**6, **engine)
+    trace: list = []
+    (_, df), _ = simulate_point(PROFILE, "diffusion", reqs, replicas=1, cfg=cfg, router="least-outstanding", seed=0, warmup_frac=0.0,
+                                abort_backlog_s=None, drain_s=None, workload_desc="canvas slots", step_trace=trace)
+    steps = [(t[4], *t[6]) for t in trace]
+    return steps, df
+
+
+def test_four_admitted_two_canvases_denoise_the_rest_wait_in_running_order():
+    """Canvas 256, budget 512, max_num_seqs 4: step 0 prefills all four; requests 0 and 1 run their
+    canvas (k=3 denoising steps + commit = steps 1-4); 2 and 3 take the freed slots at step 5."""
+    steps, df = _run(4, 3, 1, max_num_seqs=4, max_num_batched_tokens=512)
+    assert steps[0] == (4, 0, 0)  # admitted and prefilled together
+    assert steps[1:5] == [(0, 2, 0)] * 3 + [(0, 0, 2)]  # two canvases of the 512-token budget
+    assert steps[5:9] == [(0, 2, 0)] * 3 + [(0, 0, 2)]  # the waiting two, in running order
+    assert len(steps) == 9
+    start = df["start_s"].to_numpy()
+    assert np.all(start == start[0])  # all four started (prefilled) in the first step
+    fin = df["finish_s"].to_numpy()
+    assert fin[0] == fin[1] < fin[2] == fin[3]
+
+
+def test_a_waiting_request_takes_the_first_slot_freed_and_a_running_one_keeps_its_own():
+    """Three requests of two canvases each, budget for two: request 2 waits until request 0 or 1
+    finishes all its canvases (a running request keeps its slot from canvas to canvas)."""
+    steps, _ = _run(3, 2, 2, max_num_seqs=3, max_num_batched_tokens=512)
+    assert steps[0] == (3, 0, 0)
+    # requests 0 and 1: 2 x (2 denoise + commit) = steps 1-6; request 2: steps 7-12
+    assert [s[1] + s[2] for s in steps[1:7]] == [2] * 6
+    assert [s[1] + s[2] for s in steps[7:13]] == [1] * 6
+    assert len(steps) == 13
+
+
+def test_the_cap_is_max_num_seqs_where_the_budget_holds_more_canvases():
+    """Budget for four canvases, max_num_seqs 2: two run, the others are not admitted (not prefilled) until one finishes."""
+    steps, df = _run(3, 2, 1, max_num_seqs=2, max_num_batched_tokens=1024)
+    assert steps[0] == (2, 0, 0)
+    assert steps[1:4] == [(0, 2, 0), (0, 2, 0), (0, 0, 2)]
+    assert steps[4] == (1, 0, 0)  # the third is admitted after the first two finished
+    assert df["start_s"].iloc[2] > df["start_s"].iloc[0]

@@ -1,8 +1,9 @@
-"""Render an HTML report in headless Chromium and check it: every expected chart is an <svg> with
-its <title>, laid out at a visible size with drawn content, and the page fetched nothing (no
-remote or local asset). Also takes a screenshot for a human to look at.
+"""Render an HTML report in headless Chromium and check it: no page error, every expected chart is
+a plotly figure laid out at a visible size with drawn content and data points, every trace has
+hover text, and hovering a point shows it; the page fetched nothing (no remote or local asset).
+Also takes a screenshot (the first screen, or the whole page) for a human to look at.
 
-    python -m benchmarks.browser_check out/report.html [--screenshot out/report.png]
+    python -m benchmarks.browser_check out/report.html [--screenshot out/report.png] [--first-screen]
 
 Needs Debian's `chromium` (apt-get install -y chromium) or $COSTMODEL_CHROMIUM.
 """
@@ -10,6 +11,7 @@ Needs Debian's `chromium` (apt-get install -y chromium) or $COSTMODEL_CHROMIUM.
 from __future__ import annotations
 
 import argparse
+import html as htmllib
 import json
 import os
 import re
@@ -20,24 +22,35 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reports.charts import TITLES
-
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--disable-extensions", "--disable-default-apps", "--mute-audio")
-# Measures every chart as laid out, and lists every resource the page requested, into the DOM.
+# Collects page errors from the first script on.
+ERRORS = "<script>window.__errors=[];window.addEventListener('error',function(e){window.__errors.push(String(e.message||e))});</script>"
+# After load: measures every chart, hovers its first point, lists every resource the page requested, into the DOM.
 PROBE = """<script>
-(function(){
-  var out = {charts: [], resources: []};
-  document.querySelectorAll('svg[data-chart]').forEach(function(s){
-    var r = s.getBoundingClientRect(), t = s.querySelector('title');
-    out.charts.push({key: s.getAttribute('data-chart'), title: t ? t.textContent : null, width: r.width, height: r.height,
-                     drawn: s.querySelectorAll('path,line,polyline,rect,use,text').length});
+window.addEventListener('load', function(){ setTimeout(function(){
+  var out = {charts: [], resources: [], errors: window.__errors || []};
+  document.querySelectorAll('figure[data-chart]').forEach(function(f){
+    var gd = f.querySelector('.js-plotly-plot'), r = f.getBoundingClientRect(), c = {key: f.getAttribute('data-chart'),
+      title: f.getAttribute('data-title'), width: r.width, height: r.height, traces: 0, points: 0, drawn: 0, hover_templates: 0, hover_text: ''};
+    if (gd && gd.data) {
+      c.traces = gd.data.length;
+      gd.data.forEach(function(t){ if (t.hovertemplate) c.hover_templates += 1; });
+      var lens = (gd.calcdata || []).map(function(cd){ return cd.filter(function(p){ return p.x !== undefined && p.y !== undefined; }).length; });
+      lens.forEach(function(n){ c.points += n; });
+      c.drawn = gd.querySelectorAll('.main-svg path, .main-svg .point, .main-svg rect').length;
+      var first = lens.findIndex(function(n){ return n > 0; });
+      try { if (first >= 0) { Plotly.Fx.hover(gd, [{curveNumber: first, pointNumber: 0}]); }
+            var hl = gd.querySelector('.hoverlayer'); c.hover_text = hl ? hl.textContent : ''; Plotly.Fx.unhover(gd); }
+      catch (e) { out.errors.push('hover: ' + e.message); }
+    }
+    out.charts.push(c);
   });
   performance.getEntriesByType('resource').forEach(function(e){ out.resources.push(e.name); });
   var pre = document.createElement('pre'); pre.id = 'costmodel-probe'; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
-})();
+}, 300); });
 </script>"""
 
 
@@ -46,6 +59,7 @@ class BrowserCheck:
     chromium: str
     charts: list[dict] = field(default_factory=list)
     resources: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -71,7 +85,7 @@ def _run(chromium: str, args: list[str], timeout_s: float) -> subprocess.Complet
 
 
 def dump_dom(chromium: str, html_path: Path, timeout_s: float = 90) -> str:
-    r = _run(chromium, ["--virtual-time-budget=5000", "--dump-dom", html_path.resolve().as_uri()], timeout_s)
+    r = _run(chromium, ["--virtual-time-budget=8000", "--dump-dom", html_path.resolve().as_uri()], timeout_s)
     if r.returncode != 0 or "<html" not in r.stdout:
         raise RuntimeError(f"chromium failed (exit {r.returncode}): {r.stderr.strip()[-400:]}")
     return r.stdout
@@ -87,7 +101,9 @@ def screenshot(chromium: str, html_path: Path, png_path: Path, width: int = 1280
 
 
 def static_remote_refs(page: str) -> list[str]:
-    """Attributes or CSS in the page source that would fetch something (src/href to a URL, @import, url(http...))."""
+    """Attributes or CSS in the page source that would fetch something (src/href to a URL, @import, url(http...));
+    the text of inline scripts (the bundled plotly.js names URLs in strings it never fetches) is left out."""
+    page = re.sub(r"(<script\b[^>]*>).*?(</script>)", r"\1\2", page, flags=re.S | re.I)
     hits = re.findall(r'''(?:\bsrc|\bhref)\s*=\s*["']((?:https?:|//|file:)[^"']*)''', page, flags=re.I)
     hits += re.findall(r"url\(\s*['\"]?((?:https?:|//)[^)'\"]*)", page, flags=re.I)
     hits += re.findall(r"@import[^;]*", page, flags=re.I)
@@ -96,9 +112,10 @@ def static_remote_refs(page: str) -> list[str]:
     return hits
 
 
-def check_html(html_path: str | Path, expected=tuple(TITLES.values()), chromium: str | None = None,
+def check_html(html_path: str | Path, expected=None, chromium: str | None = None,
                min_width: float = 300, min_height: float = 150) -> BrowserCheck:
-    """Render `html_path` (with a measuring script appended to a temporary copy) and check the charts."""
+    """Render `html_path` (a temporary copy with the error collector and the probe added) and check
+    the charts: `expected` chart keys (default: every <figure data-chart> in the page) must render."""
     chromium = chromium or find_chromium()
     if chromium is None:
         raise FileNotFoundError("chromium not found; apt-get install -y chromium, or set COSTMODEL_CHROMIUM")
@@ -107,36 +124,38 @@ def check_html(html_path: str | Path, expected=tuple(TITLES.values()), chromium:
     res = BrowserCheck(chromium)
     for ref in static_remote_refs(page):
         res.problems.append(f"page source references an external resource: {ref[:120]}")
+    expected = list(expected) if expected is not None else re.findall(r'<figure data-chart="(\w+)"', page)
     with tempfile.TemporaryDirectory(prefix="costmodel-check-") as d:
         probe_path = Path(d) / html_path.name
-        probe_path.write_text(page.replace("</body>", PROBE + "</body>", 1), encoding="utf-8")
+        probe_path.write_text(page.replace("<head>", "<head>" + ERRORS, 1).replace("</body>", PROBE + "</body>", 1), encoding="utf-8")
         dom = dump_dom(chromium, probe_path)
     m = re.search(r'<pre id="costmodel-probe">(.*?)</pre>', dom, flags=re.S)
     if not m:
         res.problems.append("the measuring script did not run: the page did not finish rendering")
         return res
-    import html as htmllib
-
     data = json.loads(htmllib.unescape(m.group(1)))
-    res.charts, res.resources = data["charts"], data["resources"]
-    for r in res.resources:
-        res.problems.append(f"the page requested {r}")
-    titles = {c["title"]: c for c in res.charts}
-    for t in expected:
-        c = titles.get(t)
+    res.charts, res.resources, res.errors = data["charts"], data["resources"], data["errors"]
+    res.problems += [f"page error: {x}" for x in res.errors] + [f"the page requested {r}" for r in res.resources]
+    by_key = {c["key"]: c for c in res.charts}
+    for k in expected:
+        c = by_key.get(k)
         if c is None:
-            res.problems.append(f"no chart titled {t!r} (found {sorted(x for x in titles if x)})")
+            res.problems.append(f"no chart {k!r} (found {sorted(by_key)})")
         elif c["width"] < min_width or c["height"] < min_height:
-            res.problems.append(f"chart {t!r} renders at {c['width']:.0f}x{c['height']:.0f} px, smaller than {min_width:.0f}x{min_height:.0f}")
-        elif c["drawn"] < 10:
-            res.problems.append(f"chart {t!r} has only {c['drawn']} drawn elements")
+            res.problems.append(f"chart {k!r} renders at {c['width']:.0f}x{c['height']:.0f} px, smaller than {min_width:.0f}x{min_height:.0f}")
+        elif c["points"] == 0 or c["drawn"] < 10:
+            res.problems.append(f"chart {k!r} is empty: {c['points']} data points, {c['drawn']} drawn elements")
+        elif c["hover_templates"] < c["traces"] or not c["hover_text"].strip():
+            res.problems.append(f"chart {k!r} lacks hover data: {c['hover_templates']} of {c['traces']} traces have hover text, "
+                                f"hovering its first point showed {c['hover_text'][:60]!r}")
     return res
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Render a costmodel HTML report in headless Chromium and check its charts.")
     ap.add_argument("html")
-    ap.add_argument("--screenshot", default=None, help="also write a full-page PNG here")
+    ap.add_argument("--screenshot", default=None, help="also write a PNG here")
+    ap.add_argument("--first-screen", action="store_true", help="the screenshot is the first screen (1280 x 900), not the whole page")
     args = ap.parse_args(argv)
     if not Path(args.html).exists():
         print(f"error: {args.html} does not exist; pass the HTML written by `costmodel report ... -o out.html`", file=sys.stderr)
@@ -147,10 +166,11 @@ def main(argv=None) -> int:
         return 2
     res = check_html(args.html, chromium=chromium)
     for c in res.charts:
-        print(f"chart {c['title']!r}: {c['width']:.0f}x{c['height']:.0f} px, {c['drawn']} drawn elements")
+        print(f"chart {c['key']!r}: {c['width']:.0f}x{c['height']:.0f} px, {c['traces']} traces, {c['points']} points, {c['drawn']} drawn "
+              f"elements, hover {c['hover_text'][:70]!r}")
     print(f"resources requested: {len(res.resources)}")
     if args.screenshot:
-        print(f"screenshot: {screenshot(chromium, Path(args.html), Path(args.screenshot))}")
+        print(f"screenshot: {screenshot(chromium, Path(args.html), Path(args.screenshot), height=900 if args.first_screen else 5200)}")
     for p in res.problems:
         print(f"PROBLEM: {p}")
     print("OK" if res.ok else "FAILED")

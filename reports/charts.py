@@ -1,152 +1,167 @@
-"""Charts as inline SVG (matplotlib's SVG backend, text kept as text, metadata stripped, element
-ids made unique per chart) so an HTML report embeds them with no external file or font.
-
-Every chart's <svg> carries a <title> (the checked chart name) and data-chart attribute."""
+"""Interactive charts (plotly figures; html.py embeds them with plotly.js inlined once, so the page
+works offline). Every chart: hover values with units, a legend whose entries toggle their series,
+one colour per GPU and one dash and marker per mode (from the mode registry), and the same open
+grey "x" on every point that is unstable or misses the SLO, in every chart. Whole-GPU costs are
+drawn as steps: a fleet sized for a QPS serves every load up to it."""
 
 from __future__ import annotations
 
-import io
-import re
+import math
 
-import matplotlib
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib import ticker  # noqa: E402
-
-from costmodel.modes import get_mode  # noqa: E402
-from simulate.plan.costing import Crossover  # noqa: E402
+from costmodel.modes import get_mode, mode_order
+from simulate.plan.costing import Crossover
 
 TITLES = {
-    "latency": "Latency vs QPS",
+    "cost": "Monthly cost of the SLO-meeting fleet vs QPS",
+    "cost_per_mtok": "Cost per 1M output tokens vs QPS",
+    "latency": "p95 latency vs QPS",
     "throughput": "Throughput vs QPS",
-    "cost": "Cost per 1M output tokens vs QPS",
-    "crossover": "Crossover: cheapest SLO-meeting monthly cost vs QPS",
+    "crossover": "Crossover: cheapest SLO-meeting monthly cost per mode vs QPS",
+    "tornado": "Sensitivity: monthly cost of the decision at the low and high end of each input",
 }
 HW_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+DASH = {"-": "solid", "--": "dash", ":": "dot", "-.": "dashdot"}
+SYMBOL = {"o": "circle", "s": "square", "^": "triangle-up", "v": "triangle-down", "D": "diamond", "d": "diamond", "x": "x", "*": "star"}
+MISS_SYMBOL, MISS_COLOR = "x-open", "#7f7f7f"  # unstable or missing the SLO, the same in every chart
+QPS_AXIS = "offered load (QPS, requests/s)"
 
 
-def _svg(fig, key: str) -> str:
-    buf = io.StringIO()
-    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"costmodel-{key}", "font.family": "sans-serif"}):
-        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
-    plt.close(fig)
-    s = buf.getvalue()
-    s = s[s.index("<svg"):]
-    s = re.sub(r"<metadata>.*?</metadata>\s*", "", s, flags=re.S)
-    # unique ids per chart: prefix every id and every reference to it
-    ids = set(re.findall(r'\bid="([^"]+)"', s))
-    for i in sorted(ids, key=len, reverse=True):
-        s = re.sub(rf'(\bid=")({re.escape(i)})(")', rf"\1{key}-\2\3", s)
-        s = re.sub(rf'(#)({re.escape(i)})([)"])', rf"\1{key}-\2\3", s)
-    title = TITLES[key]
-    return re.sub(r"<svg\b", f'<svg data-chart="{key}" role="img" aria-label="{title}"', s, count=1).replace(">", f"><title>{title}</title>", 1)
+def _layout(fig: go.Figure, key: str, ytitle: str, log: bool = False, money: bool = False, height: int = 420) -> go.Figure:
+    fig.update_layout(title={"text": TITLES[key], "x": 0.01}, height=height, margin={"l": 70, "r": 20, "t": 50, "b": 50},
+                      legend={"title": {"text": "click to toggle"}, "itemclick": "toggle", "itemdoubleclick": "toggleothers"},
+                      hovermode="closest", template="plotly_white", meta={"chart": key})
+    fig.update_xaxes(title_text=QPS_AXIS, rangemode="tozero")
+    fig.update_yaxes(title_text=ytitle, type="log" if log else "linear", tickprefix="$" if money else "", separatethousands=True,
+                     rangemode="normal" if log else "tozero")
+    return fig
 
 
-def _series(df: pd.DataFrame, by):
-    for key, g in df.groupby(by, sort=False):
-        yield key, g.sort_values("qps")
-
-
-def _style(hardware_list, hw, mode):
+def _style(hardware_list, hw: str, mode: str) -> tuple[str, str, str]:
     color = HW_COLORS[hardware_list.index(hw) % len(HW_COLORS)] if hw in hardware_list else "#444444"
     ls, marker = get_mode(mode).line_style
-    return dict(color=color, linestyle=ls, marker=marker, markersize=4, linewidth=1.4)
+    return color, DASH.get(ls, "solid"), SYMBOL.get(marker, "circle")
 
 
-def _label(hw, mode, replicas=None):
+def _series(df: pd.DataFrame, per_replicas: bool):
+    by = ["hardware", "mode", "replicas"] if per_replicas else ["hardware", "mode"]
+    d = df.assign(_m=df["mode"].map(mode_order)).sort_values(["hardware", "_m", "qps"], kind="mergesort")
+    for key, g in d.groupby(by, sort=False):
+        yield key, g.drop(columns="_m")
+
+
+def _ok(g: pd.DataFrame) -> list[bool]:
+    if "meets_slo" in g:
+        return [bool(x) for x in g["meets_slo"]]
+    return [bool(x) for x in g.get("stable", pd.Series(True, index=g.index))]
+
+
+def _custom(g: pd.DataFrame, ok: list[bool]) -> list[list]:
+    """Per point: replicas, GPUs, verdict text (hover)."""
+    why = g["slo_failures"] if "slo_failures" in g else pd.Series("", index=g.index)
+    return [[int(r) if pd.notna(r) else "", int(gp) if pd.notna(gp) else "",
+             "meets the SLO" if o else f"MISSES: {str(w)[:90] or 'unstable'}"]
+            for r, gp, o, w in zip(g["replicas"], g.get("gpus", g["replicas"]), ok, why)]
+
+
+def _trace(fig, g, y: str, name: str, style, hover_y: str, shape: str = "linear", row=None, col=None, legend=True):
+    """One series: the line through its points, each point marked (open grey x where it misses)."""
+    color, dash, symbol = style
+    ok = _ok(g)
+    tr = go.Scatter(x=g["qps"], y=g[y], name=name, legendgroup=name, showlegend=legend, mode="lines+markers", line={"color": color, "dash": dash, "shape": shape},
+                    marker={"symbol": [symbol if o else MISS_SYMBOL for o in ok], "size": [8 if o else 11 for o in ok],
+                            "color": [color if o else MISS_COLOR for o in ok], "line": {"width": 1.5, "color": color}},
+                    customdata=_custom(g, ok),
+                    hovertemplate=f"<b>{name}</b><br>QPS %{{x}} req/s<br>{hover_y}<br>%{{customdata[0]}} replicas, %{{customdata[1]}} GPUs"
+                                  "<br>%{customdata[2]}<extra></extra>")
+    if row is None:
+        fig.add_trace(tr)
+    else:
+        fig.add_trace(tr, row=row, col=col)
+
+
+def _name(hw, mode, replicas=None) -> str:
     return f"{hw} / {mode}" + (f" x{int(replicas)}" if replicas is not None else "")
 
 
-def _lines(ax, df: pd.DataFrame, y: str, hardware_list, per_replicas: bool):
-    by = ["hardware", "mode", "replicas"] if per_replicas else ["hardware", "mode"]
-    d = df[df[y].notna()] if y in df else df.iloc[0:0]
-    for key, g in _series(d, by):
-        hw, mode = key[0], key[1]
-        ax.plot(g["qps"], g[y], label=_label(hw, mode, key[2] if per_replicas else None), **_style(hardware_list, hw, mode))
+def _points(df: pd.DataFrame, y: str) -> pd.DataFrame:
+    return df[df[y].notna()] if y in df else df.iloc[0:0]
 
 
-def _plain(v, _pos=None) -> str:
-    return f"{v:,.0f}" if abs(v) >= 10 else f"{v:.3g}"
+def cost_chart(df: pd.DataFrame, hardware_list, per_replicas: bool, basis: str) -> go.Figure:
+    fig = go.Figure()
+    for key, g in _series(_points(df, "cost_usd_per_month"), per_replicas):
+        _trace(fig, g, "cost_usd_per_month", _name(key[0], key[1], key[2] if per_replicas else None), _style(hardware_list, key[0], key[1]),
+               "$%{y:,.0f} per month", shape="linear" if per_replicas else "vh")
+    return _layout(fig, "cost", f"USD per month ({basis})", money=True)
 
 
-def _finish(ax, ylabel: str, log: bool = False, money: bool = False):
-    """Axis labels, grid, plain-number ticks (log axes at 1-2-5 steps); money as $ amounts."""
-    ax.set_xlabel("offered load (QPS, requests/s)")
-    ax.set_ylabel(ylabel)
-    fmt = ticker.FuncFormatter((lambda v, p=None: "$" + _plain(v)) if money else _plain)
-    if log:
-        ax.set_yscale("log")
-        ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
-    else:
-        ax.set_ylim(bottom=0)
-    ax.yaxis.set_major_formatter(fmt)
-    ax.grid(True, which="major", alpha=0.3)
+def cost_per_mtok_chart(df: pd.DataFrame, hardware_list, per_replicas: bool, basis: str) -> go.Figure:
+    fig = go.Figure()
+    for key, g in _series(_points(df, "cost_usd_per_mtok_output"), per_replicas):
+        _trace(fig, g, "cost_usd_per_mtok_output", _name(key[0], key[1], key[2] if per_replicas else None), _style(hardware_list, key[0], key[1]),
+               "$%{y:,.3f} per 1M output tokens")
+    return _layout(fig, "cost_per_mtok", f"USD per 1M output tokens ({basis})", money=True)
 
 
-def _legend(fig, axes):
-    handles, labels = [], []
-    for ax in axes:
-        for h, l in zip(*ax.get_legend_handles_labels()):
-            if l not in labels:
-                handles.append(h)
-                labels.append(l)
-    if handles:
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(labels)), fontsize=8, frameon=False)
+def latency_chart(df: pd.DataFrame, hardware_list, per_replicas: bool, slo_limits: dict) -> go.Figure:
+    """p95 TTFT and p95 end-to-end latency (log axes), SLO limits dashed; one legend for both panels."""
+    panels = (("ttft_ms_p95", "p95 time to first token (ms)"), ("e2e_ms_p95", "p95 end-to-end latency (ms)"))
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=[p[1] for p in panels])
+    for col, (y, label) in enumerate(panels, start=1):
+        for key, g in _series(_points(df, y), per_replicas):
+            _trace(fig, g, y, _name(key[0], key[1], key[2] if per_replicas else None), _style(hardware_list, key[0], key[1]),
+                   f"{label.split(' (')[0]} %{{y:,.0f}} ms", row=1, col=col, legend=col == 1)
+        if y in slo_limits:
+            fig.add_hline(y=slo_limits[y], line_dash="dash", line_color="black", row=1, col=col,
+                          annotation_text=f"SLO {y} <= {slo_limits[y]:g} ms", annotation_position="top left")
+        fig.update_yaxes(title_text="ms", row=1, col=col)
+    _layout(fig, "latency", "ms", log=True, height=440)
+    return fig
 
 
-def latency_chart(df: pd.DataFrame, hardware_list, per_replicas: bool, slo_limits: dict) -> str:
-    """p95 TTFT and p95 end-to-end latency vs QPS; SLO limits as dashed lines."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, (col, name) in zip(axes, (("ttft_ms_p95", "p95 time to first token (ms)"), ("e2e_ms_p95", "p95 end-to-end latency (ms)"))):
-        _lines(ax, df, col, hardware_list, per_replicas)
-        if col in slo_limits:
-            ax.axhline(slo_limits[col], color="black", linestyle="--", linewidth=1, label=f"SLO {col} <= {slo_limits[col]:g}")
-        _finish(ax, name, log=True)
-    fig.suptitle(TITLES["latency"] + (" (each configuration)" if per_replicas else " (fewest replicas meeting the SLO)"))
-    _legend(fig, axes)
-    return _svg(fig, "latency")
+def throughput_chart(df: pd.DataFrame, hardware_list, per_replicas: bool) -> go.Figure:
+    fig = go.Figure()
+    for key, g in _series(_points(df, "output_tokens_per_s"), per_replicas):
+        _trace(fig, g, "output_tokens_per_s", _name(key[0], key[1], key[2] if per_replicas else None), _style(hardware_list, key[0], key[1]),
+               "%{y:,.0f} output tokens/s")
+    return _layout(fig, "throughput", "output tokens / s served (all replicas)")
 
 
-def throughput_chart(df: pd.DataFrame, hardware_list, per_replicas: bool) -> str:
-    fig, ax = plt.subplots(figsize=(10, 4))
-    _lines(ax, df, "output_tokens_per_s", hardware_list, per_replicas)
-    if not per_replicas:
-        ax.text(0.01, 0.97, "at the fewest SLO-meeting replicas every option serves the offered load, so the lines overlap",
-                transform=ax.transAxes, fontsize=7, va="top", color="#555555")
-    _finish(ax, "output tokens / s served (all replicas)")
-    ax.set_title(TITLES["throughput"])
-    _legend(fig, [ax])
-    return _svg(fig, "throughput")
-
-
-def cost_chart(df: pd.DataFrame, hardware_list, per_replicas: bool, basis: str) -> str:
-    fig, ax = plt.subplots(figsize=(10, 4))
-    _lines(ax, df, "cost_usd_per_mtok_output", hardware_list, per_replicas)
-    _finish(ax, f"USD per 1M output tokens ({basis})", money=True)
-    ax.set_title(TITLES["cost"])
-    _legend(fig, [ax])
-    return _svg(fig, "cost")
-
-
-def crossover_chart(cross: Crossover, best_by_mode: pd.DataFrame) -> str:
-    """Monthly cost of the cheapest SLO-meeting option per mode (any GPU) vs QPS, with the
-    crossover bracket shaded and its estimate marked."""
-    fig, ax = plt.subplots(figsize=(10, 4))
+def crossover_chart(cross: Crossover, best_by_mode: pd.DataFrame) -> go.Figure:
+    """Monthly cost of each mode's cheapest SLO-meeting option (any GPU) vs QPS, steps, the bracket shaded."""
+    fig = go.Figure()
     for mode, g in best_by_mode.groupby("mode", sort=False):
         g = g.sort_values("qps")
         ls, marker = get_mode(mode).line_style
-        ax.plot(g["qps"], g["cost_usd_per_month"], linestyle=ls, marker=marker, linewidth=1.6, label=f"{mode} (cheapest GPU)")
-        for r in g.to_dict("records"):
-            ax.annotate(r["hardware"], (r["qps"], r["cost_usd_per_month"]), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        fig.add_trace(go.Scatter(x=g["qps"], y=g["cost_usd_per_month"], name=f"{mode} (cheapest GPU)", mode="lines+markers",
+                                 line={"dash": DASH.get(ls, "solid"), "shape": "vh"}, marker={"symbol": SYMBOL.get(marker, "circle"), "size": 8},
+                                 customdata=list(zip(g["hardware"], g["replicas"].astype(int))),
+                                 hovertemplate=f"<b>{mode}</b> on %{{customdata[0]}} x%{{customdata[1]}}<br>QPS %{{x}} req/s<br>"
+                                               "$%{y:,.0f} per month<extra></extra>"))
     if cross.status == "bracketed":
-        ax.axvspan(cross.qps_low, cross.qps_high, color="#f2c14e", alpha=0.25, label="crossover bracket")
-        if cross.qps_estimate is not None:
-            ax.axvline(cross.qps_estimate, color="#b8860b", linestyle="--", label=f"crossover ~{cross.qps_estimate:.3g} QPS")
-    _finish(ax, "USD per month", money=True)
-    ax.set_title(TITLES["crossover"])
-    _legend(fig, [ax])
-    return _svg(fig, "crossover")
+        fig.add_vrect(x0=cross.qps_low, x1=cross.qps_high, fillcolor="#f2c14e", opacity=0.25, line_width=0,
+                      annotation_text="crossover bracket", annotation_position="top left")
+        if cross.qps_estimate is not None and math.isfinite(cross.qps_estimate):
+            fig.add_vline(x=cross.qps_estimate, line_dash="dash", line_color="#b8860b", annotation_text=f"~{cross.qps_estimate:.3g} QPS")
+    return _layout(fig, "crossover", "USD per month", money=True)
 
+
+def tornado_chart(rows: pd.DataFrame, base_usd: float) -> go.Figure:
+    """One bar per input: the decision's monthly cost at its low and high end; where the winner changes, the bar says so."""
+    fig = go.Figure()
+    d = rows.assign(_span=(rows["high_usd_per_month"] - rows["low_usd_per_month"]).abs()).sort_values("_span")
+    for end, color in (("low", "#4c78a8"), ("high", "#e45756")):
+        fig.add_trace(go.Bar(y=d["input"], x=d[f"{end}_usd_per_month"] - base_usd, base=base_usd, orientation="h", name=f"input at its {end} end",
+                             marker_color=color, customdata=list(zip(d[f"{end}_value"], d[f"{end}_winner"])),
+                             hovertemplate="<b>%{y}</b> = %{customdata[0]}<br>decision's cost $%{x:,.0f} per month<br>winner: %{customdata[1]}"
+                                           "<extra></extra>"))
+    fig.add_vline(x=base_usd, line_color="black", annotation_text=f"as planned ${base_usd:,.0f}/month")
+    fig.update_layout(barmode="overlay")
+    _layout(fig, "tornado", "input", money=False, height=120 + 45 * max(len(d), 1))
+    fig.update_xaxes(title_text="USD per month (cheapest SLO-meeting fleet, summed over the planned loads)", tickprefix="$", rangemode="normal")
+    fig.update_yaxes(type="category", tickprefix="", title_text="")
+    return fig

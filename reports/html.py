@@ -1,14 +1,18 @@
-"""Self-contained HTML report: inline CSS and inline SVG charts (no script, no remote asset, works
-offline): the crossover and cheapest option per QPS, latency / throughput / cost vs QPS, the plan
-table, and the assumptions: prices and their sources, the power model, and which numbers are
-measured, projected, published or roofline, from each profile's provenance."""
+"""Self-contained HTML report, answer first: the cheapest SLO-meeting fleet per load with its
+monthly and annual cost, the runner-up and what the winner rests on; then interactive charts
+(plotly, its JavaScript inlined: nothing is fetched, the page works offline); then the inputs and
+their provenance (prices and sources, the power model, measured / projected / prior per profile
+part); then the details (every cell, the terms, the column dictionary). The crossover section
+appears only where both sides were evaluated."""
 
 from __future__ import annotations
 
 import html
 import math
+from functools import lru_cache
 
 import pandas as pd
+from plotly.offline import get_plotlyjs
 
 from costmodel import __version__
 from costmodel.modes import mode_order
@@ -17,6 +21,7 @@ from costmodel.schemas.provenance import provenance_kinds
 from costmodel.timestamps import now_iso
 from simulate.plan.costing import HOURS_PER_MONTH, SOURCES, Analysis, best_per_cell
 from reports import charts
+from reports.decision import decisions
 from reports.finance import TERMS, assumptions
 from reports.sources import Results
 
@@ -27,7 +32,8 @@ table{border-collapse:collapse;font-size:.85rem;margin:.6rem 0}th,td{border:1px 
 th{background:#f3f3f3}td.t,th.t{text-align:left}td.t:first-child{white-space:nowrap}tr.win td{background:#eaf6ea;font-weight:600}tr.miss td{color:#999}
 .callout{background:#fff8e1;border-left:4px solid #f2c14e;padding:.6rem 1rem;margin:1rem 0}
 dl.terms{display:grid;grid-template-columns:max-content 1fr;gap:.1rem 1rem;font-size:.9rem}dl.terms dd{margin:0}
-.muted{color:#666;font-size:.85rem}figure{margin:1.2rem 0}figure svg{max-width:100%;height:auto}
+.muted{color:#666;font-size:.85rem}figure{margin:1.2rem 0}
+.answer{background:#f4f9f4;border:1px solid #cfe6cf;border-radius:6px;padding:.4rem 1.2rem 1rem}.answer h2{margin-top:.6rem;border:none}.lead{font-size:1.15rem;font-weight:600}.verdict{font-weight:600;color:#7a4b00}table.decision td,table.decision th{font-size:.95rem}
 .kind{display:inline-block;padding:0 .4rem;border-radius:3px;font-size:.8rem}
 .k-measured{background:#d7f0d7}.k-projected{background:#dde8fb}.k-published{background:#fbeedd}.k-roofline{background:#f6dada}.k-endpoint{background:#e8e0f5}
 """
@@ -74,10 +80,6 @@ def _kind(kind) -> str:
     return f'<span class="kind k-{k}">{e(k)}</span>' if k in KIND_MEANING else f'<span class="kind">{e(k)}</span>'
 
 
-def _figure(svg: str, caption: str) -> str:
-    return f"<figure>{svg}<figcaption class=\"muted\">{e(caption)}</figcaption></figure>"
-
-
 def _assumptions(res: Results, a: Analysis) -> str:
     cfg = a.pricing
     parts = ["<h2 id=\"assumptions\">Assumptions and provenance</h2>", "<h3>Prices</h3>"]
@@ -85,8 +87,12 @@ def _assumptions(res: Results, a: Analysis) -> str:
     for h, p in a.prices.items():
         rows.append({"hardware": h, "basis": p.basis, "rate_usd": p.rate_usd_per_gpu_hour, "source": p.rate_source,
                      "power": p.active_power_w, "psource": p.power_source})
-    parts.append(_table(pd.DataFrame(rows), [("hardware", "GPU"), ("basis", "basis"), ("rate_usd", "USD per GPU-hour (before electricity)"),
+    parts.append(_table(pd.DataFrame(rows), [("hardware", "GPU"), ("basis", "pricing model"), ("rate_usd", "USD per GPU-hour (before electricity)"),
                                              ("source", "rate source"), ("power", "active power W"), ("psource", "power source")]))
+    terms = [{"hardware": h, "term": k, "value": v, "source": p.term_sources.get(k, "")} for h, p in a.prices.items() for k, v in p.terms.items()]
+    if terms:
+        parts.append("<p>Pricing terms the model read (costmodel/data/hardware.json, or --term):</p>"
+                     + _table(pd.DataFrame(terms), [("hardware", "GPU"), ("term", "term"), ("value", "value"), ("source", "source")]))
     items = [f"Month = {HOURS_PER_MONTH:g} hours ({e(SOURCES['hours_per_month'])}).",
              "GPUs per replica: 1, one model replica per GPU" + (" (precision per GPU: " + ", ".join(
                  f"{e(h)} {e(p.get('precision'))}" for h, p in res.profiles.items() if p.get("precision")) + ")" if res.profiles else "") + ".",
@@ -94,10 +100,11 @@ def _assumptions(res: Results, a: Analysis) -> str:
              f"PUE {cfg.pue:g} (facility energy = GPU energy x PUE; {e(SOURCES['pue'])}).",
              "Per-token and per-request costs divide the hourly cost by what the point actually served."]
     if cfg.onprem:
-        items += [f"On-premises: purchase price amortised straight-line over {cfg.amortisation_years:g} years of 8,760 h ({e(SOURCES['amortisation'])}).",
+        items += [f"On-premises: purchase price plus the host's share per GPU amortised straight-line over {cfg.amortisation_years:g} years of 8,760 h "
+                  f"({e(SOURCES['amortisation'])}); electricity for the GPU at its utilisation plus the host's draw, times PUE.",
                   f"Electricity ${cfg.electricity_usd_per_kwh:g}/kWh ({e(SOURCES['electricity'])})."]
     else:
-        items.append("Cloud: the hourly rental includes power and facility; electricity is not billed separately (energy is still reported, with PUE).")
+        items.append(f"Rental ({e(cfg.model)}): the hourly rate includes power and facility; electricity is not billed separately (energy is still reported, with PUE).")
     parts.append("<ul>" + "".join(f"<li>{x}</li>" for x in items) + "</ul>")
 
     parts.append("<h3>Simulation and plan settings</h3><ul>")
@@ -161,65 +168,115 @@ def _inputs_block(res: Results, a: Analysis) -> str:
     rows = pd.DataFrame([r.__dict__ for r in assumptions(res, a)])
     table = _table(rows, [("basis", "basis"), ("part", "input"), ("figure", "what it is"), ("hardware", "GPU"), ("source", "source")]) \
         if not rows.empty else "<p>no profile provenance in these results</p>"
-    terms = "".join(f"<dt><b>{e(k)}</b></dt><dd>{e(v)}</dd>" for k, v in TERMS.items())
     return ('<h2 id="inputs">What these numbers rest on</h2><div class="callout">'
             "<p>Measured inputs were timed by this project; priors are taken from publications or stated defaults; everything "
             "else (latency, throughput, cost) is projected by the simulator from them. Details per part: "
-            '<a href="#assumptions">Assumptions and provenance</a>.</p>' + table + "</div>"
-            f'<details open><summary>Terms</summary><dl class="terms">{terms}</dl></details>')
+            '<a href="#assumptions">Assumptions and provenance</a>.</p>' + table + "</div>")
 
 
-def render(res: Results, a: Analysis, title: str = "Serving cost: DiffusionGemma-26B-A4B vs Gemma-4-26B-A4B (AR, MTP)") -> str:
-    """The whole report as one HTML string."""
+def _chart(fig, key: str, caption: str) -> str:
+    """A plotly figure as a <figure> (plotly.js is inlined once in the page head)."""
+    div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{key}", default_width="100%",
+                      config={"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["sendDataToCloud"]})
+    return f'<figure data-chart="{key}" data-title="{e(charts.TITLES[key])}">{div}<figcaption class="muted">{e(caption)}</figcaption></figure>'
+
+
+def _decision_block(res: Results, a: Analysis, sensitivity=None) -> str:
+    """The answer, first: the cheapest SLO-meeting fleet per load, its cost, the runner-up, what it rests on."""
+    ds = decisions(res, a)
+    slo = a.slo.text or "stable (steady state) only: no latency bound given"
+    wl = sorted({str(v) for v in a.points.get("workload", pd.Series(dtype=str)).dropna() if str(v)})
+    rows = []
+    for d in ds:
+        if not d.meets:
+            rows.append(f'<tr class="miss"><td>{d.qps:g}</td><td class="t" colspan="6">no option meets the SLO</td></tr>')
+            continue
+        more = ("tie (won on USD per 1M output tokens)" if d.runner_up_more_usd_per_month == 0
+                else f"+${d.runner_up_more_usd_per_month:,.0f} (+{d.runner_up_more_pct:.0f}%)")
+        runner = f"{e(d.runner_up)}</td><td>{more}" if d.runner_up else "none meets the SLO</td><td>"
+        rows.append(f"<tr><td>{d.qps:g}</td><td class=\"t\"><b>{e(d.fleet)}</b></td><td><b>${d.cost_usd_per_month:,.0f}</b></td>"
+                    f"<td>${d.cost_usd_per_year:,.0f}</td><td class=\"t\">{runner}</td><td class=\"t\">{e(d.rests_on)}</td></tr>")
+    head = ("<tr><th>QPS</th><th class=\"t\">cheapest SLO-meeting fleet</th><th>USD/month</th><th>USD/year</th>"
+            "<th class=\"t\">runner-up</th><th>runner-up costs more by (per month)</th><th class=\"t\">winner rests on</th></tr>")
+    first = next((d for d in ds if d.meets), None)
+    lead = e(first.text) if first else "No option meets the SLO at any evaluated load."
+    upfront = [d for d in ds if d.meets and d.upfront_usd > 0]
+    extra = (f"<p>Upfront payment ({e(a.pricing.model)}): " + ", ".join(f"{d.qps:g} QPS ${d.upfront_usd:,.0f}" for d in upfront)
+             + " (already spread over the monthly figures).</p>") if upfront else ""
+    verdict = f'<p class="verdict">{e(sensitivity.verdict)}</p>' if sensitivity is not None else ""
+    return (f'<section id="decision" class="answer"><h2>The answer</h2><p class="lead">{lead}</p>{verdict}'
+            f"<table class=\"decision\"><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>{extra}"
+            f'<p class="muted">SLO: {e(slo)}. Pricing: {e(a.pricing.model)} (month = {HOURS_PER_MONTH:g} h, year = 8,760 h). '
+            f"Workload: {e('; '.join(wl) or 'as simulated')}. Measured inputs were timed by this project, projected ones carried over "
+            'from another GPU or precision, priors taken from publications (<a href="#assumptions">details</a>).</p></section>')
+
+
+def _figures(res: Results, a: Analysis, sensitivity=None) -> list[str]:
     hardware = list(a.prices)
     is_plan = res.kind == "plan"
-    slo_limits = {b.column: b.limit_ms for b in a.slo.bounds}
-    cells = a.cells if not a.cells.empty else a.points
     best = best_per_cell(a.points)
-    # a plan charts each cell's chosen (fewest SLO-meeting) configuration; simulate results chart every point
+    # a plan charts each cell's chosen (fewest SLO-meeting) fleet; simulate results chart every point, misses marked
     chart_df = (best if not best.empty else a.points.iloc[0:0]) if is_plan else a.points
     per_replicas = not is_plan
-    basis = "on-premises" if a.pricing.onprem else "cloud"
-    by_mode = (best.sort_values("cost_usd_per_month").groupby(["mode", "qps"], as_index=False).head(1)
-               .assign(_m=lambda d: d["mode"].map(mode_order)).sort_values(["_m", "qps"]).drop(columns="_m")) if not best.empty else best
+    basis = a.pricing.model
+    slo_limits = {b.column: b.limit_ms for b in a.slo.bounds}
+    what = "the fewest SLO-meeting replicas of each (GPU, mode)" if is_plan else "every simulated configuration (GPU / mode x replicas)"
+    miss = "; an open grey x marks a point that is unstable or misses the SLO (hover says why)"
     figs = [
-        _figure(charts.crossover_chart(a.crossover, by_mode if not by_mode.empty else pd.DataFrame(columns=["mode", "qps", "cost_usd_per_month", "hardware"])),
-                f"Monthly cost of the cheapest SLO-meeting option of each mode (any GPU). {a.crossover.method}."),
-        _figure(charts.latency_chart(chart_df[chart_df["stable"].astype(bool)], hardware, per_replicas, slo_limits),
-                "Plan: each (GPU, mode) at its fewest SLO-meeting replicas." if is_plan
-                else "Each simulated configuration (GPU / mode x replicas); unstable points are left out (their latencies are not steady-state)."),
-        _figure(charts.throughput_chart(chart_df, hardware, per_replicas), "Output tokens served per second, all replicas."),
-        _figure(charts.cost_chart(chart_df, hardware, per_replicas, basis), f"USD per 1M output tokens ({basis} pricing)."),
+        _chart(charts.cost_chart(chart_df, hardware, per_replicas, basis), "cost", f"Monthly cost of {what}; whole GPUs, so steps{miss}."),
+        _chart(charts.cost_per_mtok_chart(chart_df, hardware, per_replicas, basis), "cost_per_mtok", f"USD per 1M output tokens served, {what}{miss}."),
+        _chart(charts.latency_chart(chart_df, hardware, per_replicas, slo_limits), "latency", f"p95 latency of {what}; dashed: the SLO{miss}."),
+        _chart(charts.throughput_chart(chart_df, hardware, per_replicas), "throughput", f"Output tokens served per second, all replicas{miss}."),
     ]
-    cross_lines = [f"<p><b>{e(a.crossover.text)}</b></p>"] + [f"<p>{e(c.text)}</p>" for c in a.crossover_by_hardware.values()]
-    cheapest_cols = [("qps", "QPS"), ("hardware", "GPU"), ("mode", "mode"), ("replicas", "replicas"), ("cost_usd_per_month", "USD/month"),
-                     ("cost_usd_per_mtok_output", "USD per 1M output tokens"), ("runner_up", "runner-up"), ("runner_up_cost_usd_per_month", "runner-up USD/month")]
-    cheapest = a.cheapest.copy()
-    if not cheapest.empty:
-        cheapest["hardware"] = cheapest["hardware"].where(~cheapest["none_meets"], "no option meets the SLO") if "hardware" in cheapest \
-            else "no option meets the SLO"
+    if a.crossover.status != "not-compared" and not best.empty:
+        by_mode = (best.sort_values("cost_usd_per_month").groupby(["mode", "qps"], as_index=False).head(1)
+                   .assign(_m=lambda d: d["mode"].map(mode_order)).sort_values(["_m", "qps"]).drop(columns="_m"))
+        figs.append("<h3>Crossover</h3>" + '<div class="callout">' + f"<p><b>{e(a.crossover.text)}</b></p>"
+                    + "".join(f"<p>{e(c.text)}</p>" for c in a.crossover_by_hardware.values())
+                    + f'<p class="muted">How: {e(a.crossover.method)}.</p></div>'
+                    + _chart(charts.crossover_chart(a.crossover, by_mode), "crossover", "Monthly cost of the cheapest SLO-meeting option of each mode (any GPU)."))
+    if sensitivity is not None and not sensitivity.table.empty:
+        figs.append(_chart(charts.tornado_chart(sensitivity.table, sensitivity.base_usd_per_month), "tornado",
+                           "Each input moved to the low and the high end of its range, the others as planned; hover names the winner there."))
+    return figs
+
+
+def render(res: Results, a: Analysis, title: str = "Serving cost: DiffusionGemma-26B-A4B vs Gemma-4-26B-A4B (AR, MTP)",
+           sensitivity=None) -> str:
+    """The whole report as one HTML string: the answer, the charts, what it rests on, the details."""
+    is_plan = res.kind == "plan"
+    cells = a.cells if not a.cells.empty else a.points
     plan_cols = [("hardware", "GPU"), ("mode", "mode"), ("qps", "QPS"), ("replicas", "replicas"), ("gpus", "GPUs"), ("meets_slo", "meets SLO"),
-                 ("cost_usd_per_month", "USD/month"), ("cost_usd_per_mtok_output", "USD/1M out tok"), ("cost_usd_per_mtok_total", "USD/1M tok"),
+                 ("cost_usd_per_month", "USD/month"), ("cost_usd_per_year", "USD/year"), ("cost_usd_per_mtok_output", "USD/1M out tok"),
+                 ("breakeven_usd_per_mtok_input", "break-even USD/1M in tok"), ("breakeven_usd_per_mtok_output", "break-even USD/1M out tok"),
                  ("cost_usd_per_1k_requests", "USD/1k req"), ("energy_kwh_per_mtok_output", "kWh/1M out tok"), ("ttft_ms_p95", "p95 TTFT ms"),
                  ("e2e_ms_p95", "p95 E2E ms"), ("output_tokens_per_s", "out tok/s"), ("gpu_busy_frac", "GPU busy"), ("slo_failures", "why not")]
     plan_cols = [c for c in plan_cols if c[0] in cells.columns]
-    dict_df = dictionary([c for c in a.cells.columns] if is_plan else list(a.points.columns))
+    dict_df = dictionary(list(a.cells.columns) if is_plan else list(a.points.columns))
+    terms = "".join(f"<dt><b>{e(k)}</b></dt><dd>{e(v)}</dd>" for k, v in TERMS.items())
     body = [
         f"<h1>{e(title)}</h1>",
-        f"<p class=\"muted\">costmodel {e(__version__)} - generated {e(now_iso())} from {e(res.kind)} results {e(res.path)} - "
-        f"{e(basis)} pricing - SLO {e(a.slo.text or 'stable only')}</p>",
+        f"<p class=\"muted\">costmodel {e(__version__)} - generated {e(now_iso())} from {e(res.kind)} results {e(res.path)}</p>",
+        _decision_block(res, a, sensitivity),
+        "<h2>Charts</h2>", *_figures(res, a, sensitivity),
         _inputs_block(res, a),
-        "<h2>Crossover</h2>", '<div class="callout">', *cross_lines, f"<p class=\"muted\">How: {e(a.crossover.method)}.</p>", "</div>",
-        "<h2>Cheapest SLO-meeting option per QPS</h2>",
-        _table(cheapest, [c for c in cheapest_cols if c[0] in cheapest.columns]) if not cheapest.empty else "<p>no points</p>",
-        "<h2>Charts</h2>", *figs,
-        "<h2>" + ("Plan: fewest replicas meeting the SLO" if is_plan else "Cheapest SLO-meeting simulated configuration per (GPU, mode, QPS)") + "</h2>",
-        _table(cells, plan_cols, lambda r: "win" if r.get("cheapest_at_qps") else ("miss" if not r.get("meets_slo") else "")),
         _assumptions(res, a),
-        "<h2>Column dictionary</h2><details><summary>meaning, unit and source of every CSV column</summary>",
+        "<h2>Details</h2>",
+        "<h3>" + ("Plan: fewest replicas meeting the SLO, every (GPU, mode, QPS)" if is_plan
+                  else "Cheapest SLO-meeting simulated configuration per (GPU, mode, QPS)" if a.slo.text
+                  else "Cheapest stable simulated configuration per (GPU, mode, QPS) (no SLO given: stability only)") + "</h3>",
+        _table(cells, plan_cols, lambda r: "win" if r.get("cheapest_at_qps") else ("miss" if not r.get("meets_slo") else "")),
+        f'<details><summary>Terms</summary><dl class="terms">{terms}</dl></details>',
+        "<details><summary>Column dictionary: meaning, unit and source of every CSV column</summary>",
         _table(dict_df, [("column", "column"), ("meaning", "meaning"), ("unit", "unit"), ("source", "source")]),
         "</details>",
     ]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{e(title)}</title><style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+            f"<title>{e(title)}</title><style>{CSS}</style><script>{plotly_js()}</script></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> str:
+    """plotly.js as shipped inside the plotly package (no network at build or view time)."""
+    return get_plotlyjs()

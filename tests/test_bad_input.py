@@ -213,9 +213,9 @@ def test_the_assumptions_sidecar_comes_from_the_profile_provenance(sim_report):
     assert "synthetic per-token acceptance 0.8" in by_part["MTP acceptance"]["figure"]
 
 
-def test_the_html_opens_with_its_inputs_and_defines_its_terms(sim_report):
+def test_the_html_opens_with_the_answer_then_its_inputs_and_defines_its_terms(sim_report):
     page = (sim_report / "fin.html").read_text()
-    assert page.index("What these numbers rest on") < page.index("<h2>Crossover</h2>")
+    assert page.index("The answer") < page.index("<h2>Charts</h2>") < page.index("What these numbers rest on") < page.index("<h2>Details</h2>")
     for term in ("QPS", "SLO", "TTFT", "E2E", "bracket"):
         assert f"<dt><b>{term}</b></dt>" in page
     assert "random-weight models" in page and "synthetic per-token acceptance 0.8" in page

@@ -189,8 +189,8 @@ def test_plan_and_report_end_to_end(cli, tmp_path, toy_sim):
     code, stdout, err = cli("report", str(out), "-o", str(tmp_path / "r.html"), "--onprem", "--pue", "1.58")
     assert code == 0, err
     page = (tmp_path / "r.html").read_text()
-    for title in ("Latency vs QPS", "Throughput vs QPS", "Cost per 1M output tokens vs QPS", "Crossover"):
-        assert f"<title>{title}" in page
+    for chart in ("latency", "throughput", "cost_per_mtok", "cost", "crossover"):
+        assert f'<figure data-chart="{chart}"' in page
     assert "Assumptions and provenance" in page and "roofline" in page and "PUE 1.58" in page
 
 
@@ -212,7 +212,7 @@ def test_report_from_a_simulate_directory(cli, tmp_path):
     assert len(df) == 8 and set(df["cost_usd_per_hour"].round(6)) == {7.0, 28.0}
     code, out, err = cli("report", str(d), "-o", str(tmp_path / "s.html"), "--slo", SLO)
     assert code == 0, err
-    assert "<title>Latency vs QPS" in (tmp_path / "s.html").read_text()
+    assert '<figure data-chart="latency"' in (tmp_path / "s.html").read_text()
 
 
 @pytest.mark.parametrize("args, needle", [

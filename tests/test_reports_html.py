@@ -1,13 +1,14 @@
-"""The HTML report: self-contained (no remote asset), and, rendered in a real headless Chromium,
-every chart is an <svg> with its title at a visible size."""
+"""The HTML report: answer first, self-contained (plotly.js inlined, nothing fetched), interactive
+charts that render in a real headless Chromium with hover data, and the crossover only where it
+applies."""
 
 import os
 import re
 
+import pandas as pd
 import pytest
 
-from benchmarks.browser_check import check_html, find_chromium, static_remote_refs
-from reports.charts import TITLES
+from benchmarks.browser_check import check_html, find_chromium, screenshot, static_remote_refs
 from test_reports_fakes import toy_point
 
 
@@ -24,30 +25,68 @@ def report_html(cli, tmp_path, monkeypatch):
     return tmp_path / "report.html"
 
 
-def test_html_is_self_contained(report_html):
-    page = report_html.read_text()
-    assert static_remote_refs(page) == []
-    assert "<script" not in page and "<link" not in page and "<img" not in page
-    for title in TITLES.values():
-        assert re.search(rf'<svg data-chart="\w+"[^>]*><title>{re.escape(title)}</title>', page), title
-    ids = re.findall(r'\bid="([^"]+)"', page)
-    assert len(ids) == len(set(ids))  # the inline SVGs do not collide on element ids
-    assert "Assumptions and provenance" in page and "730 hours" in page and "roofline" in page
-
-
-def test_static_check_catches_remote_assets():
-    page = '<img src="https://cdn.example/x.png"><link rel="stylesheet" href="x.css"><style>@import url(http://a/b.css)</style>'
-    assert len(static_remote_refs(page)) >= 3
-
-
-def test_html_charts_render_in_headless_chromium(report_html):
+def _chromium():
     if find_chromium() is None:
         # CI installs chromium (.ci/run), so there its absence is a failure, never a silent skip
         if os.environ.get("CI"):
             pytest.fail("chromium is missing in CI: .ci/run installs it (apt-get install -y chromium)")
         pytest.skip("chromium is not installed (apt-get install -y chromium); the headless render check needs it")
+
+
+def test_the_page_opens_with_the_answer(report_html):
+    page = report_html.read_text()
+    order = [page.index(x) for x in ("The answer", "cheapest SLO-meeting fleet", "<h2>Charts</h2>", "What these numbers rest on",
+                                     "Assumptions and provenance", "<h2>Details</h2>")]
+    assert order == sorted(order)
+    answer = page[page.index("The answer"):page.index("<h2>Charts</h2>")]
+    assert re.search(r"At 2 QPS: \d+ x \S+", answer) and "/month" in answer and "/year" in answer
+    assert "runner-up" in answer and "rests on" in answer and "SLO: p95_ttft_ms&lt;=1000" in answer
+
+
+def test_html_is_self_contained(report_html):
+    page = report_html.read_text()
+    assert static_remote_refs(page) == []
+    assert page.count("<script") == 1 + page.count('<figure data-chart=')  # plotly.js once, one call per chart
+    assert "<script src" not in page and "<link" not in page and "<img" not in page
+    for chart in ("cost", "cost_per_mtok", "latency", "throughput", "crossover"):
+        assert f'<figure data-chart="{chart}"' in page
+    assert "730 h" in page and "roofline" in page
+
+
+def test_the_crossover_section_only_where_it_applies(cli, tmp_path):
+    d = tmp_path / "sim"
+    d.mkdir()
+    pd.DataFrame([toy_point("h200", "ar", q, r) for q in (5.0, 20.0) for r in (2, 8)]).to_csv(d / "summary.csv", index=False)
+    assert cli("report", str(d), "-o", str(tmp_path / "ar.html"))[0] == 0
+    page = (tmp_path / "ar.html").read_text()
+    assert 'data-chart="crossover"' not in page and "Crossover" not in page
+    assert "no SLO given: stability only" in page  # a simulate directory has no SLO: the table says so
+
+
+def test_html_charts_render_in_headless_chromium(report_html, tmp_path):
+    _chromium()
     res = check_html(report_html)
     assert res.ok, res.problems
-    assert sorted(c["title"] for c in res.charts) == sorted(TITLES.values())
-    assert res.resources == []
-    assert all(c["width"] >= 300 and c["height"] >= 150 for c in res.charts)
+    assert sorted(c["key"] for c in res.charts) == ["cost", "cost_per_mtok", "crossover", "latency", "throughput"]
+    assert res.resources == [] and res.errors == []
+    for c in res.charts:
+        assert c["width"] >= 300 and c["height"] >= 150 and c["points"] > 0
+        assert "QPS" in c["hover_text"]  # hovering a point shows its load and value with units
+    cost = next(c for c in res.charts if c["key"] == "cost")
+    assert "per month" in cost["hover_text"]
+    png = screenshot(res.chromium, report_html, tmp_path / "first.png", height=900)
+    assert png.stat().st_size > 10_000
+
+
+def test_the_check_fails_on_a_page_error_or_an_empty_chart(tmp_path):
+    _chromium()
+    page = tmp_path / "bad.html"
+    page.write_text('<html><head></head><body><figure data-chart="cost" data-title="x"><div style="width:600px;height:400px"></div></figure>'
+                    "<script>undefined_function();</script></body></html>")
+    res = check_html(page)
+    assert any("page error" in p for p in res.problems) and any("empty" in p for p in res.problems)
+
+
+def test_static_check_catches_remote_assets():
+    page = '<img src="https://cdn.example/x.png"><link rel="stylesheet" href="x.css"><style>@import url(http://a/b.css)</style>'
+    assert len(static_remote_refs(page)) >= 3

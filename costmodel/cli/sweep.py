@@ -10,9 +10,12 @@ from contextlib import contextmanager
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from costmodel.cli.pricing_options import pricing_options
 from costmodel.console import make_console
+from simulate.plan.costing import PricingConfig, pricing_config
 from simulate.parallel import Workers
 from simulate.sweep.run import run_sweep
+from simulate.sweep.pricing import point_pricing, with_pricing
 from simulate.sweep.spec import load_spec
 
 
@@ -34,7 +37,8 @@ def points_bar(err):
               help="Directory: points/<id>.json as points finish, then results.parquet, results.csv and its dictionary.")
 @click.option("--jobs", type=int, default=None, help="Local Dask worker processes (default: the CPUs available; 1 runs serially with no Dask).")
 @click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://HOST:8786 (default: $DASK_SCHEDULER_ADDRESS, else a local cluster).")
-def sweep(spec, out, jobs, scheduler):
+@pricing_options
+def sweep(spec, out, jobs, scheduler, pricing_options):
     """Run every point of a sweep SPEC (YAML or JSON: kind simulate|plan, base, grid, points; see
     docs/sweeps.md). Re-running skips the points already in -o; Ctrl-C keeps every finished point.
 
@@ -43,7 +47,10 @@ def sweep(spec, out, jobs, scheduler):
     costmodel sweep big.yaml -o out/big --scheduler tcp://10.0.0.5:8786
     """
     t0 = time.perf_counter()
-    s = load_spec(spec)
+    base = pricing_config(pricing_options)
+    s = with_pricing(load_spec(spec), base)  # the cost columns' pricing: every point's default
+    for p in s.points:
+        point_pricing(p.params, base or PricingConfig())  # a bad model or price fails before any simulation
     con = make_console()
     with points_bar(make_console(stderr=True)) as progress:
         outcome = run_sweep(s, out, Workers(scheduler, jobs), progress)

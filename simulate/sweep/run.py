@@ -31,6 +31,7 @@ from simulate.plan.slo import parse_slo
 from simulate.api import check_mode, resolve_engine, run_point
 from simulate.parallel import Workers, run_tasks
 from simulate.workload import Workload, load_workload, parse_workload
+from simulate.sweep.pricing import with_costs
 from simulate.sweep.spec import SweepPoint, SweepSpec
 
 BATCH_MAX = 16
@@ -173,7 +174,7 @@ def _run_locked(spec: SweepSpec, out: Path, cluster: Workers, progress: Progress
 
     fn, args = _jobs(spec, todo)
     run_tasks(fn, args, cluster=cluster, on_done=finished)
-    table = pd.DataFrame([done[p.point_id] for p in spec.points])
+    table = with_costs(pd.DataFrame([done[p.point_id] for p in spec.points]), spec.points)  # cost columns (simulate/sweep/pricing.py)
     with outputset.publishing(out, "sweep", keep=("points",)) as stage:
         written = [atomic.write_parquet(stage / "results.parquet", table)] + write_table(table, stage / "results.csv")
     return SweepOutcome(table, len(todo), skipped, outputset.published(written, stage, out) + [out / outputset.MANIFEST])

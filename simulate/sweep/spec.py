@@ -43,6 +43,8 @@ PARAMS = {
     "workload": ((str, dict), "workload JSON path, or an inline workload object"),
     "slo": (str, "latency bounds, e.g. p95_ttft_ms<=1000 (kind plan: the search target; simulate: judged)"),
     "max_replicas": (int, "kind plan: give up above this many replicas"),
+    "price": ((int, float), "on-demand USD per GPU-hour of the point's GPU (its cost columns; reserved and spot discount from it)"),
+    "pricing": (str, "pricing model of the cost columns: on-demand, reserved-1y, reserved-3y, spot, onprem"),
 }
 DEFAULTS = {"hardware": "h200", "duration_s": 60.0, "seed": 0, "replicas": 1, "router": "least-outstanding", "warmup_frac": 0.1,
             "max_replicas": 64}

@@ -1,0 +1,129 @@
+"""`costmodel plan --load-curve`: the options that turn plan's per-QPS search into a fleet over a
+day (simulate.plan.day), and the tables it prints: the fleet per hour, the month's bills."""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+
+import click
+from click.core import ParameterSource
+from rich.table import Table
+
+from costmodel.console import make_console
+from costmodel.errors import UserError
+from costmodel.options import parse_list, parse_modes
+from simulate.cluster.scaling import DEFAULT_LOAD_GB_PER_S, DEFAULT_STARTUP_S, Scaling
+from simulate.plan.day import DEFAULT_COMPRESS, DayConfig, run_day, write_day
+
+# plan's options that mean nothing for a day: the curve sets the rate; prices are the catalog's
+NOT_WITH_DAY = ("qps", "profiles", "refine_crossover", "scheduler")
+
+
+def day_options(f):
+    """Adds --load-curve and its settings to `plan`; with --load-curve the command plans a day."""
+    opts = [
+        click.option("--load-curve", default=None, metavar="FILE|PRESET",
+                     help="Plan a day: a CSV of time_s,qps, or flat:QPS, or diurnal:peak=30,trough=10,peak_hour=14. Prints each hour's fleet "
+                          "and the month's bill, autoscaled and static (docs/cluster.md)."),
+        click.option("--compress", type=float, default=DEFAULT_COMPRESS, show_default=True,
+                     help="[--load-curve] Simulate the day this many times faster (the curve and the autoscaler's clocks; requests at real speed). 1: real time."),
+        click.option("--startup-s", type=float, default=DEFAULT_STARTUP_S, show_default=True,
+                     help="[--load-curve] A new replica's start-up before loading weights (container, engine init; ASSUMED)."),
+        click.option("--load-gb-per-s", type=float, default=DEFAULT_LOAD_GB_PER_S, show_default=True,
+                     help="[--load-curve] Weight loading rate of a new replica (ASSUMED: local NVMe or network store)."),
+    ]
+
+    @functools.wraps(f)
+    def command(*args, **kwargs):
+        day = {k: kwargs.pop(k) for k in ("load_curve", "compress", "startup_s", "load_gb_per_s")}
+        ctx = click.get_current_context()
+        given = lambda name: ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)  # noqa: E731
+        if day["load_curve"] is None:
+            for name in ("compress", "startup_s", "load_gb_per_s"):
+                if given(name):
+                    raise UserError(f"--{name.replace('_', '-')} applies to --load-curve only", "add --load-curve, or drop it")
+            return f(*args, **kwargs)
+        for name in NOT_WITH_DAY:
+            if given(name):
+                raise UserError(f"--{name.replace('_', '-').rstrip('s') if name == 'profiles' else name.replace('_', '-')} does not apply with --load-curve",
+                                "the curve sets the rate and the day uses the shipped profiles: drop it")
+        po = kwargs.get("pricing_options")
+        if po is not None and getattr(po, "given", lambda: False)():
+            raise UserError("pricing options do not apply with --load-curve yet (the day bills the catalog's on-demand price)", "drop them")
+        return _plan_day(day, kwargs)
+
+    for o in reversed(opts):
+        command = o(command)
+    return command
+
+
+def _plan_day(day: dict, kw: dict) -> None:
+    t0 = time.perf_counter()
+    from costmodel import atomic
+
+    atomic.check_output(kw["out"], directory=True)
+    scaling = Scaling(startup_s=day["startup_s"], load_gb_per_s=day["load_gb_per_s"])
+    cfg = DayConfig(load=day["load_curve"], slo=kw["slo"], hardware=parse_list(kw["hardware"], "hardware"), modes=parse_modes(kw["modes"]),
+                    workload=kw["workload"], seed=kw["seed"], compress=day["compress"], duration_s=kw["duration_s"],
+                    max_replicas=kw["max_replicas"], scaling=scaling, jobs=kw["jobs"])
+    err = make_console(stderr=True)
+    out = run_day(cfg, progress=lambda s: err.print(f"[dim]{s}[/dim]"))
+    written = write_day(out, kw["out"])
+    con = make_console()
+    print_hours(con, out)
+    print_bills(con, out)
+    con.print("wrote " + ", ".join(str(p) for p in written))
+    con.print(f"wall time: {time.perf_counter() - t0:.1f} s")
+
+
+def _money(x) -> str:
+    return "" if x is None or not math.isfinite(x) else f"{x:,.0f}"
+
+
+def print_hours(con, out) -> None:
+    """Per hour: the offered rate and, per (GPU, mode), the autoscaled fleet and its SLO attainment."""
+    h = out.hours
+    if not len(h):
+        return
+    auto = h[h.policy == "autoscaled"]
+    keys = list(dict.fromkeys(zip(auto["hardware"], auto["mode"])))
+    t = Table(title=f"Autoscaled fleet per hour: mean replicas (SLO attainment %, * = hour misses {out.config.slo})")
+    t.add_column("hour", justify="right")
+    t.add_column("QPS", justify="right")
+    for hw, m in keys:
+        t.add_column(f"{hw}\n{m}", justify="right")
+    by = {k: g.set_index("hour") for k, g in auto.groupby(["hardware", "mode"])}
+    for hour in sorted(auto.hour.unique()):
+        q = auto[auto.hour == hour].offered_qps.iloc[0]
+        cells = []
+        for k in keys:
+            r = by[k].loc[hour]
+            cells.append(f"{r.replicas_mean:.1f} ({100 * r.slo_attainment:.1f}){'' if r.meets_slo else '*'}")
+        t.add_row(f"{hour:g}", f"{q:.1f}", *cells)
+    con.print(t)
+
+
+def print_bills(con, out) -> None:
+    t = Table(title=f"The month ({out.curve.source}; SLO {out.config.slo}; catalog on-demand prices)")
+    for c in ("GPU", "mode", "fleet", "replicas", "SLO attain %", "hours OK", "GPU-h/day", "MWh/month", "$/month", "vs static"):
+        t.add_column(c, justify="left" if c in ("GPU", "mode", "fleet") else "right")
+    bills = sorted(out.bills, key=lambda b: (b.cost_usd_per_month if math.isfinite(b.cost_usd_per_month) else math.inf))
+    for b in bills:
+        if b.note:
+            t.add_row(b.hardware, b.mode, b.policy, "", "", "", "", "", "", b.note[:40], style="dim")
+            continue
+        t.add_row(b.hardware, b.mode, b.autoscaler if b.policy == "autoscaled" else "static (peak)", f"{b.replicas_min}-{b.replicas_max}",
+                  f"{100 * b.slo_attainment:.2f}", f"{b.hours_meeting_slo}/{b.hours}", f"{b.gpu_hours_per_day:,.1f}",
+                  f"{b.energy_kwh_per_month / 1e3:,.1f}", _money(b.cost_usd_per_month),
+                  "" if b.policy == "static" or not math.isfinite(b.saving_vs_static_frac) else f"-{100 * b.saving_vs_static_frac:.0f}%")
+    con.print(t)
+    ok = [b for b in bills if not b.note and b.hours_meeting_slo == b.hours]
+    if ok:
+        b = ok[0]
+        con.print(f"[bold]cheapest fleet meeting the SLO every hour: {b.hardware} / {b.mode}, {b.policy} "
+                  f"({b.replicas_min}-{b.replicas_max} replicas): ${b.cost_usd_per_month:,.0f} per month[/bold]")
+    else:
+        con.print("[bold]no fleet meets the SLO in every hour[/bold]")
+

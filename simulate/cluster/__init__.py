@@ -1,0 +1,6 @@
+"""The cluster layer: fleets of replica pools over time (SimPy for the coarse events, the fast
+replica engines inside). load.py (rate curves and their arrivals), traces.py (public traces),
+classes.py (which pool takes a request), routers/ and autoscalers/ (registries), scaling.py (the
+HPA-like machinery, provisioning delay), pool.py (a pool's replicas, lifecycle, utilisation),
+fleet.py (the SimPy processes), outcome.py (per-interval goodput, SLO attainment, GPU-hours,
+energy, dollars), power.py (power from utilisation)."""

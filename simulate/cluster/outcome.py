@@ -1,0 +1,213 @@
+"""A fleet run in intervals (an hour by default) and over its span: goodput, SLO attainment,
+fleet size, utilisation, GPU-hours, energy and dollars, per pool and for the fleet.
+
+Per request, a bound `p95_ttft_ms<=1000` reads as "TTFT <= 1000 ms": a request meets the SLO
+when it finished and every such limit holds. Per interval (requests by arrival time):
+- slo_attainment: requests meeting the SLO / requests arrived (rejected and unfinished ones miss);
+- goodput_rps: requests meeting the SLO per second of the interval;
+- each bound's own statistic over the interval's arrivals (a rejected or unfinished request
+  counts as infinitely late), and meets_slo: every bound holds, and utilisation is at most
+  `max_utilisation` when the SLO has that headroom term.
+GPU time is billed from a replica's request to its retirement, inside [0, span): the span is one
+period of a recurring load (a day), so the drain after it belongs to the next period.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from simulate.cluster.fleet import REJECT_FULL, REJECT_TIMEOUT, FleetRun
+from simulate.cluster.power import IDLE_POWER_FRAC, power_w
+
+LATE_MS = 1e18  # a rejected or unfinished request's latency in the interval statistics
+DAYS_PER_MONTH = 365.25 / 12
+METRIC_END = {"queue": "start_s", "ttft": "first_s", "e2e": "finish_s"}
+
+
+@dataclass(frozen=True)
+class RequestBound:
+    """One latency bound: `stat` (p50/p90/p95/p99/mean) of `metric` (queue/ttft/e2e/tpot) <= limit_ms."""
+
+    stat: str
+    metric: str
+    limit_ms: float
+
+    @property
+    def column(self) -> str:
+        return f"{self.metric}_ms_{self.stat}"
+
+
+@dataclass
+class IntervalRow:
+    """One pool (or the whole fleet, pool "fleet") over one interval."""
+
+    pool: str
+    hardware: str
+    mode: str
+    interval: int
+    start_s: float
+    end_s: float
+    offered_qps: float
+    requests_arrived: int
+    requests_rejected: int
+    requests_timed_out: int
+    requests_unfinished: int
+    goodput_rps: float
+    slo_attainment: float
+    meets_slo: bool
+    utilisation: float
+    replicas_mean: float
+    replicas_max: int
+    gpu_hours: float
+    energy_kwh: float
+    cost_usd: float
+    latency_ms: dict = field(default_factory=dict)  # bound column -> value over the interval
+
+    def flat(self) -> dict:
+        d = asdict(self)
+        d.update(d.pop("latency_ms"))
+        return d
+
+
+def _latencies(run: FleetRun) -> dict[str, np.ndarray]:
+    reqs, rec = run.reqs, run.rec
+    arr = reqs.arrival_s
+    out = {m: (getattr(rec, col) - arr) * 1e3 for m, col in METRIC_END.items()}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["tpot"] = np.where(reqs.output_tokens > 1, (out["e2e"] - out["ttft"]) / (reqs.output_tokens - 1), 0.0)
+    done = np.isfinite(rec.finish_s)
+    return {m: np.where(done, np.nan_to_num(x, nan=LATE_MS), LATE_MS) for m, x in out.items()}
+
+
+def _stat(x: np.ndarray, stat: str) -> float:
+    if len(x) == 0:
+        return float("nan")
+    v = float(x.mean()) if stat == "mean" else float(np.percentile(x, float(stat[1:])))
+    return math.inf if v >= LATE_MS / 10 else v
+
+
+def _lives_in(lives, lo: float, hi: float) -> tuple[float, float, int]:
+    """(billed seconds, ready seconds, most replicas billed at once) inside [lo, hi)."""
+    billed = ready = 0.0
+    events = []
+    for lf in lives:
+        a, b = max(lf.requested_s, lo), min(lf.end_s, hi)
+        if b > a:
+            billed += b - a
+            events += [(a, 1), (b, -1)]
+        if lf.ready_s is not None:
+            a2 = max(lf.ready_s, lo)
+            if b > a2:
+                ready += b - a2
+    n = peak = 0
+    for _, d in sorted(events):
+        n += d
+        peak = max(peak, n)
+    return billed, ready, peak
+
+
+def _counters_at(run: FleetRun, pool_idx: int) -> list:
+    """Pool counters at every sample time, and at the end."""
+    pts = [(s.t, s.busy_s, s.seq_steps, s.steps) for s in run.samples if s.pool == pool_idx]
+    return pts + [(run.t_end, *run.pools[pool_idx].counters())]
+
+
+def _delta(points: list, lo: float, hi: float) -> tuple[float, int, int]:
+    """Counter growth between the samples nearest lo and hi (samples sit on interval edges)."""
+    def at(t):
+        best = points[0]
+        for p in points:
+            if p[0] <= t + 1e-6:
+                best = p
+        return best
+    a, b = at(lo), at(hi)
+    return b[1] - a[1], b[2] - a[2], b[3] - a[3]
+
+
+def interval_rows(run: FleetRun, bounds: list[RequestBound], span_s: float, interval_s: float, *, max_utilisation: float | None = None,
+                  idle_frac: float = IDLE_POWER_FRAC) -> list[IntervalRow]:
+    """Per pool and interval (and for the whole fleet when it has several pools)."""
+    lat = _latencies(run)
+    ok = np.ones(len(run.reqs), bool)
+    for b in bounds:
+        ok &= lat[b.metric] <= b.limit_ms
+    ok &= np.isfinite(run.rec.finish_s)
+    n_int = max(1, math.ceil(span_s / interval_s - 1e-9))
+    k = np.minimum((run.reqs.arrival_s // interval_s).astype(np.int64), n_int - 1)
+    rows = []
+    groups = [(p.spec.name, p.spec.hardware, p.spec.mode, [p], run.pool_of == p.index) for p in run.pools]
+    if len(run.pools) > 1:
+        groups.append(("fleet", "+".join(dict.fromkeys(p.spec.hardware for p in run.pools)), "+".join(dict.fromkeys(p.spec.mode for p in run.pools)),
+                       run.pools, np.ones(len(run.reqs), bool)))
+    for name, hw, mode, pools, member in groups:
+        pts = {p.index: _counters_at(run, p.index) for p in pools}
+        for j in range(n_int):
+            lo, hi = j * interval_s, min((j + 1) * interval_s, span_s)
+            sel = member & (k == j)
+            rows.append(_row(run, name, hw, mode, pools, pts, j, lo, hi, sel, lat, ok, bounds, max_utilisation, idle_frac))
+    return rows
+
+
+def _row(run, name, hw, mode, pools, pts, j, lo, hi, sel, lat, ok, bounds, max_util, idle_frac) -> IntervalRow:
+    length = max(hi - lo, 1e-9)
+    billed = ready = 0.0
+    peak = 0
+    energy_j = cost = 0.0
+    used = 0.0
+    for p in pools:
+        b, r, pk = _lives_in(p.lives.values(), lo, hi)
+        u = p.utilisation(*_delta(pts[p.index], lo, hi), r)
+        board = float(p.spec.profile.hardware.get("board_power_w", 0.0))
+        energy_j += r * power_w(board, u, idle_frac) + (b - r) * power_w(board, 0.0, idle_frac)
+        cost += b / 3600 * p.spec.price()
+        billed, ready, peak, used = billed + b, ready + r, peak + pk, used + u * r
+    util = used / ready if ready > 0 else 0.0
+    n = int(sel.sum())
+    rej = run.rejected[sel]
+    stats = {b.column: _stat(lat[b.metric][sel], b.stat) for b in bounds}
+    meets = n > 0 and all(v <= b.limit_ms for b, v in zip(bounds, stats.values()))
+    if max_util is not None:
+        meets = meets and util <= max_util
+    good = int(ok[sel].sum())
+    return IntervalRow(name, hw, mode, j, lo, hi, n / length, n, int((rej == REJECT_FULL).sum()), int((rej == REJECT_TIMEOUT).sum()),
+                       int((~np.isfinite(run.rec.finish_s[sel]) & (rej == 0)).sum()), good / length, good / n if n else float("nan"), bool(meets),
+                       util, billed / length, peak, billed / 3600, energy_j / 3.6e6, cost, stats)
+
+
+@dataclass
+class SpanSummary:
+    """A pool (or the fleet) over the whole span, and that span repeated for a month."""
+
+    pool: str
+    hardware: str
+    mode: str
+    requests_arrived: int
+    requests_rejected: int
+    slo_attainment: float
+    goodput_rps: float
+    intervals_meeting_slo: int
+    intervals: int
+    replicas_max: int
+    gpu_hours: float
+    energy_kwh: float
+    cost_usd: float
+    cost_usd_per_month: float
+    energy_kwh_per_month: float
+
+
+def summarise_span(rows: list[IntervalRow], span_s: float) -> list[SpanSummary]:
+    df = pd.DataFrame([r.flat() for r in rows])
+    per_month = DAYS_PER_MONTH * 86400 / span_s
+    out = []
+    for (pool, hw, mode), g in df.groupby(["pool", "hardware", "mode"], sort=False):
+        n = int(g.requests_arrived.sum())
+        good = float((g.goodput_rps * (g.end_s - g.start_s)).sum())
+        out.append(SpanSummary(pool, hw, mode, n, int(g.requests_rejected.sum() + g.requests_timed_out.sum()), good / n if n else float("nan"),
+                               good / span_s, int(g.meets_slo.sum()), len(g), int(g.replicas_max.max()), float(g.gpu_hours.sum()),
+                               float(g.energy_kwh.sum()), float(g.cost_usd.sum()), float(g.cost_usd.sum()) * per_month,
+                               float(g.energy_kwh.sum()) * per_month))
+    return out

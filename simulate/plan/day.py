@@ -1,0 +1,252 @@
+"""`costmodel plan --load-curve`: a fleet over a day, autoscaled and statically provisioned for the
+peak, per GPU and mode; each hour's fleet, SLO attainment, GPU-hours, energy and dollars, and the
+month of each.
+
+    out = run_day(DayConfig(load="diurnal:peak=30,trough=10,peak_hour=14", hardware=["h100-sxm"], modes=["mtp"]))
+    out.bills       # one MonthBill per (GPU, mode, fleet policy)
+    write_day(out, "out/day")
+
+How: (1) the peak: plan's replica search (simulate.plan.planner) finds the fewest replicas meeting
+the SLO at the curve's peak rate; that is the static fleet, and its load per replica (peak QPS /
+replicas) becomes the autoscaled fleet's request-rate target: each replica is kept at most as
+loaded as the peak fleet's were (below their capacity by the peak fleet's rounding up). (2) the day: both fleets serve the same day of
+requests in the cluster simulator (simulate.cluster), continuously.
+
+Time compression (`compress`, C): the curve's time axis and the autoscaler's clocks (scrape
+interval, scale-down window, provisioning delay) run C times faster, requests at their real speed;
+GPU-hours and energy are scaled back by C. The load then changes C times faster relative to a
+request's latency (seconds against hours: negligible for C up to about 6) and the run costs 1/C.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from costmodel import atomic
+from costmodel.errors import UserError
+from costmodel.modes import mode_names
+from costmodel.shipped import resolve_profile
+from simulate.api import resolve_workload
+from simulate.cluster.autoscalers import make_autoscaler
+from simulate.cluster.fleet import simulate_fleet
+from simulate.cluster.load import LoadCurve, curve_requests, parse_curve
+from simulate.cluster.outcome import RequestBound, interval_rows, summarise_span
+from simulate.cluster.pool import PoolSpec
+from simulate.cluster.scaling import Scaling
+from simulate.parallel import Workers, run_tasks
+from simulate.plan import planner
+from simulate.plan.slo import parse_slo
+
+DEFAULT_COMPRESS = 4.0
+UTIL_TERM = "max_utilisation"
+POLICIES = ("autoscaled", "static")
+
+
+@dataclass
+class DayConfig:
+    load: str
+    slo: str = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
+    hardware: list[str] = field(default_factory=lambda: ["h100-sxm", "h200", "rtx-5090"])
+    modes: list[str] | None = None
+    workload: str | None = None
+    seed: int = 0
+    compress: float = DEFAULT_COMPRESS
+    interval_s: float = 3600.0
+    duration_s: float = 60.0  # simulated seconds per probe of the peak search
+    max_replicas: int = 64
+    scaling: Scaling = field(default_factory=Scaling)
+    jobs: int | None = None
+
+
+@dataclass
+class SloSplit:
+    """The SLO's latency bounds (plan's Slo) and its headroom term, if any."""
+
+    text: str  # the latency part, as plan.slo parses it
+    bounds: list[RequestBound]
+    max_utilisation: float | None
+
+
+def split_slo(text: str) -> SloSplit:
+    """"p95_ttft_ms<=1000,max_utilisation<=0.7" -> the latency bounds and the headroom term."""
+    lat, util = [], None
+    for clause in (text or "").split(","):
+        name, op, value = clause.strip().partition("<=")
+        if name.strip().lower() == UTIL_TERM:
+            try:
+                util = float(value)
+            except ValueError:
+                raise UserError(f"--slo clause {clause.strip()!r}: {value!r} is not a number", "e.g. max_utilisation<=0.7") from None
+            if not 0 < util <= 1:
+                raise UserError(f"--slo clause {clause.strip()!r}: utilisation is a share in (0, 1]", "e.g. max_utilisation<=0.7")
+        else:
+            lat.append(clause)
+    lat_text = ",".join(lat)
+    slo = parse_slo(lat_text)
+    return SloSplit(lat_text, [RequestBound(b.stat, b.metric, b.limit_ms) for b in slo.bounds], util)
+
+
+def compressed(lc: LoadCurve, c: float) -> LoadCurve:
+    return LoadCurve(tuple(t / c for t in lc.time_s), lc.qps, f"{lc.source}, time compressed {c:g}x" if c != 1 else lc.source)
+
+
+def compressed_scaling(s: Scaling, c: float) -> Scaling:
+    return replace(s, scrape_interval_s=s.scrape_interval_s / c, scale_down_window_s=s.scale_down_window_s / c,
+                   startup_s=s.startup_s / c, load_gb_per_s=s.load_gb_per_s * c)
+
+
+@dataclass
+class MonthBill:
+    """One (GPU, mode, fleet policy) over the day and the month (typed for the finance reports)."""
+
+    hardware: str
+    mode: str
+    policy: str  # autoscaled | static
+    autoscaler: str
+    replicas_min: int
+    replicas_max: int
+    requests_per_day: int
+    rejected_per_day: int
+    slo_attainment: float
+    hours_meeting_slo: int
+    hours: int
+    gpu_hours_per_day: float
+    energy_kwh_per_day: float
+    cost_usd_per_day: float
+    cost_usd_per_month: float
+    energy_kwh_per_month: float
+    saving_vs_static_frac: float = float("nan")
+    note: str = ""
+
+
+@dataclass
+class DayOutcome:
+    config: DayConfig
+    curve: LoadCurve
+    slo: SloSplit
+    peak_replicas: dict  # (hardware, mode) -> replicas at the peak (None: none <= max_replicas)
+    hours: pd.DataFrame  # IntervalRow columns + policy, per hour of the (uncompressed) day
+    bills: list[MonthBill]
+    wall_s: float
+
+
+def _check(cfg: DayConfig) -> None:
+    if not (isinstance(cfg.compress, (int, float)) and math.isfinite(cfg.compress) and 1 <= cfg.compress <= 24):
+        raise UserError(f"--compress {cfg.compress!r} must be in [1, 24]", "1 simulates the day in real time; 4 (the default) in a quarter")
+    if not cfg.interval_s > 0:
+        raise UserError(f"interval {cfg.interval_s!r} s must be positive", "e.g. 3600")
+    cfg.scaling.check("--load-curve fleet")
+
+
+def _peak_search(cfg: DayConfig, lc: LoadCurve, slo: SloSplit, say) -> dict:
+    """(hardware, mode) -> (replicas at the peak or None, requests/s per replica there)."""
+    settings = planner.PlanSettings([lc.peak_qps], slo.text, cfg.hardware, cfg.modes, {h: None for h in cfg.hardware}, cfg.duration_s, cfg.seed,
+                                    cfg.max_replicas, cfg.jobs or planner.default_jobs(), cfg.workload)
+    out = {}
+    for c in planner.run_searches(settings, progress=say):
+        row = next((p for p in c.points if p.get("replicas") == c.replicas), None)
+        out[(c.hardware, c.mode)] = (c.replicas, lc.peak_qps / c.replicas if c.replicas else None)
+    return out
+
+
+def _day_job(hardware: str, mode: str, policy: str, n_peak: int, target: float | None, cfg: DayConfig, lc: LoadCurve, slo: SloSplit) -> dict:
+    """One fleet over the (compressed) day, in a worker: its interval rows and span summary."""
+    t0 = time.perf_counter()
+    profile = resolve_profile(None, hardware)
+    c = float(cfg.compress)
+    day = compressed(lc, c)
+    reqs = curve_requests(profile, resolve_workload(cfg.workload), day, cfg.seed)
+    scaling = compressed_scaling(cfg.scaling, c)
+    if policy == "static":
+        scaling = replace(scaling, min_replicas=n_peak, max_replicas=n_peak, initial_replicas=n_peak)
+        auto = make_autoscaler("static", replicas=n_peak)
+    else:
+        first = max(scaling.min_replicas, min(n_peak, math.ceil(n_peak * lc.qps[0] / lc.peak_qps)))
+        scaling = replace(scaling, initial_replicas=first, max_replicas=max(scaling.max_replicas, n_peak))
+        auto = make_autoscaler("request-rate", target=target)
+    run = simulate_fleet([PoolSpec(f"{hardware}/{mode}", profile, mode, autoscaler=auto, scaling=scaling)], reqs, seed=cfg.seed,
+                         sample_s=cfg.interval_s / c)
+    rows = interval_rows(run, slo.bounds, day.span_s, cfg.interval_s / c, max_utilisation=slo.max_utilisation)
+    summ = summarise_span(rows, day.span_s)[0]
+    flat = []
+    for r in rows:
+        d = r.flat()
+        d.update(policy=policy, hour=r.interval * cfg.interval_s / 3600, start_s=r.start_s * c, end_s=r.end_s * c,
+                 gpu_hours=r.gpu_hours * c, energy_kwh=r.energy_kwh * c, cost_usd=r.cost_usd * c,
+                 goodput_rps=r.goodput_rps, offered_qps=r.offered_qps)
+        flat.append(d)
+    name = "static" if policy == "static" else f"request-rate:target={target:.3g}"
+    bill = MonthBill(hardware, mode, policy, name, int(min(r.replicas_max for r in rows)), summ.replicas_max, summ.requests_arrived,
+                     summ.requests_rejected, summ.slo_attainment, summ.intervals_meeting_slo, summ.intervals, summ.gpu_hours * c,
+                     summ.energy_kwh * c, summ.cost_usd * c, summ.cost_usd_per_month, summ.energy_kwh_per_month)
+    return {"rows": flat, "bill": bill, "wall_s": time.perf_counter() - t0, "requests": len(reqs)}
+
+
+def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> DayOutcome:
+    t0 = time.perf_counter()
+    say = progress or (lambda s: None)
+    _check(cfg)
+    cfg.modes = list(mode_names()) if cfg.modes is None else cfg.modes
+    cfg.hardware = list(dict.fromkeys(cfg.hardware))
+    for h in cfg.hardware:
+        p = resolve_profile(None, h)
+        for m in cfg.modes:
+            p.mode(m)
+        PoolSpec("check", p, cfg.modes[0]).price()
+    slo = split_slo(cfg.slo)
+    lc = parse_curve(cfg.load)
+    if cfg.workload:
+        resolve_workload(cfg.workload)
+    say(f"day: {lc.source}, {lc.expected_requests:,.0f} requests expected, peak {lc.peak_qps:g} QPS; sizing the peak fleet")
+    peaks = _peak_search(cfg, lc, slo, say)
+    jobs = [(h, m, pol, peaks[(h, m)][0], peaks[(h, m)][1], cfg, lc, slo) for h in cfg.hardware for m in cfg.modes for pol in POLICIES
+            if peaks[(h, m)][0] is not None]
+    say(f"simulating {len(jobs)} days ({cfg.compress:g}x time compression) on {min(len(jobs), cfg.jobs or planner.default_jobs())} processes")
+
+    def done(i, res):
+        b = res["bill"]
+        say(f"{b.hardware}/{b.mode} {b.policy}: {res['requests']:,} requests in {res['wall_s']:.1f} s, ${b.cost_usd_per_month:,.0f}/month")
+
+    results = run_tasks(_day_job, jobs, cluster=Workers(None, cfg.jobs or planner.default_jobs(), local="processes"), on_done=done)
+    bills = _with_savings([r["bill"] for r in results])
+    for (h, m), (n, _) in peaks.items():
+        if n is None:
+            bills.append(MonthBill(h, m, "static", "static", 0, 0, 0, 0, float("nan"), 0, 0, float("nan"), float("nan"), float("nan"),
+                                   float("nan"), float("nan"), note=f"no fleet of <= {cfg.max_replicas} replicas meets the SLO at the peak"))
+    hours = pd.DataFrame([row for r in results for row in r["rows"]])
+    return DayOutcome(cfg, lc, slo, {k: v[0] for k, v in peaks.items()}, hours, bills, time.perf_counter() - t0)
+
+
+def _with_savings(bills: list[MonthBill]) -> list[MonthBill]:
+    static = {(b.hardware, b.mode): b.cost_usd_per_month for b in bills if b.policy == "static"}
+    for b in bills:
+        s = static.get((b.hardware, b.mode))
+        if s:
+            b.saving_vs_static_frac = 1 - b.cost_usd_per_month / s
+    return bills
+
+
+HOUR_COLUMNS = ["hardware", "mode", "policy", "hour", "offered_qps", "replicas_mean", "replicas_max", "utilisation", "slo_attainment", "meets_slo",
+                "goodput_rps", "requests_arrived", "requests_rejected", "requests_timed_out", "requests_unfinished", "gpu_hours", "energy_kwh",
+                "cost_usd"]
+
+
+def write_day(out: DayOutcome, out_dir: str | Path) -> list[Path]:
+    """day.csv (per hour, GPU, mode, policy), month.csv (the bills) and day.json (settings + both)."""
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    hours = out.hours
+    lat = [b.column for b in out.slo.bounds]
+    cols = [c for c in HOUR_COLUMNS + lat if c in hours.columns]
+    bills = pd.DataFrame([asdict(b) for b in out.bills])
+    doc = {"load": out.curve.source, "slo": out.config.slo, "compress": out.config.compress, "scaling": asdict(out.config.scaling),
+           "peak_qps": out.curve.peak_qps, "peak_replicas": [{"hardware": h, "mode": m, "replicas": n} for (h, m), n in out.peak_replicas.items()],
+           "bills": bills.to_dict("records"), "hours": hours[cols].to_dict("records") if len(hours) else [], "wall_s": out.wall_s}
+    return [atomic.write_csv(d / "day.csv", hours[cols] if len(hours) else hours), atomic.write_csv(d / "month.csv", bills),
+            atomic.write_json(d / "day.json", doc)]

@@ -10,6 +10,7 @@ import pandas as pd
 from rich.table import Table
 
 from costmodel import outputset
+from costmodel.cli.plan_day import day_options
 from costmodel.cli.pricing_options import pricing_options
 from costmodel.console import make_console
 from costmodel.options import parse_floats, parse_list, parse_modes
@@ -59,6 +60,7 @@ def print_analysis(con, a) -> None:
 @click.option("--mode", "modes", default=None, show_default="every registered mode", help="Serving modes, comma-separated.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(), help="A profile JSON (repeatable); it replaces the shipped default for its GPU (added to --hardware if absent).")
 @pricing_options
+@day_options
 @click.option("--workload", type=click.Path(dir_okay=False), default=None, help="Workload JSON (arrivals, regime mix, lengths, or a trace); default: the simulator's.")
 @click.option("--duration", "duration_s", type=float, default=DEFAULT_DURATION_S, show_default=True, help="Simulated seconds of arrivals per point (the simulator's own default is 300 s; 60 s keeps plan + report under a minute on 2 CPU cores).")
 @click.option("--seed", type=int, default=0, show_default=True)

@@ -205,9 +205,9 @@ class Fleet:
                     self.rec.steps[r.rid] = r.steps
                     self.rec.preemptions[r.rid] = r.preemptions
             p.retire_idle(t_end)
-            for life in p.lives.values():
+            for life in p.lives.values():  # the fleet stands at least to the end of the arrival window
                 if life.end_s is None:
-                    life.end_s = max(t_end, life.requested_s)
+                    life.end_s = max(t_end, self.reqs.window_s, life.requested_s)
         return t_end
 
     # ---- other processes ------------------------------------------------------------------------

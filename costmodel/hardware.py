@@ -4,6 +4,7 @@ detection of the local GPU through pynvml."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -74,11 +75,28 @@ def validate_spec(hid: str, d: dict, where: str) -> HardwareSpec:
         )
     except (TypeError, ValueError, AttributeError) as e:
         raise UserError(f"hardware entry {hid!r} in {where} has a bad value ({e})", "numbers must be numbers; tflops maps a format to TFLOP/s") from None
+    _check_finite(spec, hid, where)
     if spec.memory_gb <= 0 or spec.memory_bandwidth_tbps <= 0 or not spec.tflops or min(spec.tflops.values()) <= 0:
         raise UserError(f"hardware entry {hid!r} in {where} has a non-positive memory, bandwidth or TFLOP/s", "give positive datasheet values")
     if spec.price_usd_per_gpu_hour < 0:
         raise UserError(f"hardware entry {hid!r} in {where} has a negative price", "give a price >= 0")
     return spec
+
+
+def _check_finite(spec: HardwareSpec, hid: str, where: str) -> None:
+    """Every number of an entry finite (a NaN bandwidth would price every pass NaN, an infinite one
+    would make every pass compute-bound) and the measured ones positive; optional ones may be absent."""
+    numbers = {"memory_gb": spec.memory_gb, "memory_bandwidth_tbps": spec.memory_bandwidth_tbps, "board_power_w": spec.board_power_w,
+               "price_usd_per_gpu_hour": spec.price_usd_per_gpu_hour, "purchase_usd": spec.purchase_usd, "l2_mb": spec.l2_mb, "sms": spec.sms,
+               "measured_memory_bandwidth_tbps": spec.measured_memory_bandwidth_tbps,
+               **{f"tflops.{k}": v for k, v in spec.tflops.items()}, **{f"measured_tflops.{k}": v for k, v in spec.measured_tflops.items()}}
+    for name, v in numbers.items():
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise UserError(f"hardware entry {hid!r} in {where}: {name} is {v!r}, not a finite number", "give the datasheet value")
+        if v < 0 or (v == 0 and name not in ("price_usd_per_gpu_hour", "purchase_usd")):
+            raise UserError(f"hardware entry {hid!r} in {where}: {name} is {v!r}, not positive", "give the datasheet value")
 
 
 @lru_cache(maxsize=1)

@@ -20,11 +20,33 @@ def read_json(path: str | Path, what: str = "file") -> Any:
     if p.is_dir():
         raise UserError(f"{what} {p} is a directory, not a JSON file", "pass the .json file inside it")
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return loads_unique(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise UserError(f"{what} {p} is not valid JSON (line {e.lineno}: {e.msg})", "fix or regenerate it") from None
+    except DuplicateKey as e:
+        raise UserError(f"{what} {p} gives the key {e.key!r} twice in one object", "keep one (JSON readers silently keep the last)") from None
     except UnicodeDecodeError:
         raise UserError(f"{what} {p} is not a UTF-8 text file", "pass a JSON file") from None
+
+
+class DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_pairs(pairs: list) -> dict:
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+def loads_unique(text: str) -> Any:
+    """json.loads refusing an object that gives one key twice (DuplicateKey) instead of keeping the last."""
+    return json.loads(text, object_pairs_hook=_unique_pairs)
 
 
 def jsonable(x):

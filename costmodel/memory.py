@@ -580,3 +580,35 @@ def simple_kv_tokens(hw: HardwareSpec, mode: str, prec: Precision, utilization: 
     target, asst = mode_models(mode)
     weights = (target.total_params + (asst.total_params if asst else 0)) * prec.weight_bytes
     return int((utilization * hw.memory_gb * 1e9 - weights) // target.kv_bytes_per_token(prec.kv_bytes))
+
+
+# ---- the longest request a replica serves -------------------------------------------------------
+@dataclass(frozen=True)
+class RequestLimit:
+    """The most prompt + output tokens one request may have on a replica, and which limit sets it
+    (vLLM refuses a longer request: the model's context, max_model_len, or one request's KV blocks)."""
+
+    tokens: int
+    why: str
+
+
+def request_limit(mem: ReplicaMemory, kv_capacity_tokens: int | None = None) -> RequestLimit:
+    """The smallest of the model's context (max_position_embeddings), the engine's max_model_len, the
+    context whose blocks fill the whole KV cache, and a given KV token budget (the simulator's what-if)."""
+    model = get_model(mem.model)
+    ctx = int(model.text_config.get("max_position_embeddings", 262144))
+    lim = mem.limits
+    limits = [(ctx, f"{model.name}'s context of {ctx:,} tokens (max_position_embeddings)"),
+              (lim.max_model_len, f"max_model_len {lim.max_model_len:,} ({lim.source.get('max_model_len', 'engine setting')})")]
+    lo, hi = 0, max(ctx, lim.max_model_len)  # the longest context whose blocks (with one step's slots) fit beside the null block
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if mem.layout.blocks_per_request(mid + lim.step_tokens, lim.step_tokens) <= lim.num_gpu_blocks - 1:
+            lo = mid
+        else:
+            hi = mid - 1
+    limits.append((lo, f"the {lim.num_gpu_blocks:,} KV blocks of one replica ({lo:,} tokens of context)"))
+    if kv_capacity_tokens is not None:
+        limits.append((int(kv_capacity_tokens), f"kv_capacity_tokens {int(kv_capacity_tokens):,} (given)"))
+    tokens, why = min(limits, key=lambda t: t[0])
+    return RequestLimit(tokens, why)

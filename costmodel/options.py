@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import math
+from urllib.parse import urlsplit
+
 from costmodel.errors import UserError
 from costmodel.modes import mode_names
+
+# Dask's comm protocols (distributed.comm.registry); http(s) is the dashboard, not the scheduler
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
 
 
 def parse_list(value: str | None, what: str) -> list[str]:
@@ -70,7 +76,60 @@ def parse_key_values(values: tuple[str, ...] | list[str], what: str) -> dict[str
                 x = float(v)
             except ValueError:
                 raise UserError(f"--{what} {part!r}: {v!r} is not a number", f"e.g. --{what} h200=3.50") from None
-            if x < 0 or x != x:
-                raise UserError(f"--{what} {part!r} is negative", "give a value >= 0")
-            out[k.strip()] = x
+            if x < 0 or x != x or x == math.inf:
+                raise UserError(f"--{what} {part!r} is {'negative' if x < 0 else 'not a finite number'}", "give a finite value >= 0")
+            key = k.strip()
+            if not key:
+                raise UserError(f"--{what} {part!r} has no key before '='", f"e.g. --{what} h200=3.50")
+            if key in out:  # never silently last-wins: two values for one key is a typo or a conflict
+                raise UserError(f"--{what} gives {key} twice ({out[key]:g} and {x:g})", f"give one --{what} {key}=VALUE")
+            out[key] = x
     return out
+
+
+def parse_scheduler(value: str, what: str = "--scheduler") -> str:
+    """A Dask scheduler address, PROTOCOL://HOST:PORT (tcp://10.0.0.5:8786), checked before any
+    connection: a missing or web scheme, a missing host or port, a port out of range."""
+    v = value.strip()
+    example = "write it as tcp://HOST:8786"
+    if "://" not in v:
+        raise UserError(f"{what} {value!r} has no protocol", example)
+    try:
+        u = urlsplit(v)
+        port = u.port
+    except ValueError as e:
+        raise UserError(f"{what} {value!r} is not an address ({e})", example) from None
+    if u.scheme in ("http", "https"):
+        raise UserError(f"{what} {value!r} is a web address (the Dask dashboard serves http on :8787)",
+                        "give the scheduler's own address, e.g. tcp://HOST:8786")
+    if u.scheme not in SCHEDULER_SCHEMES:
+        raise UserError(f"{what} {value!r}: protocol {u.scheme!r} is not one Dask speaks", f"use one of {', '.join(SCHEDULER_SCHEMES)}")
+    if u.scheme == "inproc":
+        return v
+    if not u.hostname:
+        raise UserError(f"{what} {value!r} has no host", example)
+    if port is None or port == 0:
+        raise UserError(f"{what} {value!r} has no port", f"add the scheduler's port, e.g. {u.scheme}://{u.hostname}:8786")
+    if u.path not in ("", "/") or u.query or u.fragment:
+        raise UserError(f"{what} {value!r} has a path or query after the port", example)
+    return v
+
+
+# Arrival rates: the floor keeps every gap (up to ~40 mean gaps for a Poisson tail) a finite number
+# of seconds a float can add to, and a run's window measurable in ms; the ceiling keeps a point's
+# request count bounded by the run-size check instead of overflowing it.
+QPS_MIN = 1e-6
+QPS_MAX = 1e9
+
+
+def check_rate(qps: float, what: str = "--qps") -> float:
+    """An arrival rate within [QPS_MIN, QPS_MAX] requests/s (finite gaps, bounded runs)."""
+    if isinstance(qps, bool) or not isinstance(qps, (int, float)) or not math.isfinite(qps) or qps <= 0:
+        raise UserError(f"{what} {qps!r} must be a positive number of requests/s", f"e.g. {what} 1,2,4")
+    if qps < QPS_MIN:
+        gap = 1 / qps
+        apart = f"{gap:.3g} s" if math.isfinite(gap) else "more seconds than a float holds"
+        raise UserError(f"{what} {qps:g} is below {QPS_MIN:g} requests/s: arrivals {apart} apart", f"give rates >= {QPS_MIN:g}")
+    if qps > QPS_MAX:
+        raise UserError(f"{what} {qps:g} is above {QPS_MAX:g} requests/s", f"give rates <= {QPS_MAX:g}")
+    return float(qps)

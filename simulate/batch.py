@@ -9,13 +9,16 @@ from pathlib import Path
 from typing import Callable
 
 from costmodel.errors import UserError
+from costmodel.memory import replica_memory, request_limit
 from costmodel.modes import mode_names
+from costmodel.options import check_rate
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.results import write_simulation
 from costmodel.shipped import resolve_profile
+from simulate.engine import EngineConfig, mode_settings
 from simulate.point import DEFAULT_WARMUP_FRAC, PointResult, check_mode, resolve_engine
 from simulate.parallel import simulate_grid
-from simulate.workload import Workload, check_run_size, expected_requests, load_workload
+from simulate.workload import Workload, check_fits, check_run_size, expected_requests, load_workload
 
 DEFAULT_HARDWARE = "h200"
 
@@ -56,6 +59,8 @@ def _check(cfg: SimulateConfig) -> None:
         raise UserError(f"--requests {cfg.n_requests} is below 1", "give an integer >= 1")
     if not 0 <= cfg.warmup_frac < 1:
         raise UserError(f"--warmup {cfg.warmup_frac:g} must be in [0, 1)", "e.g. --warmup 0.1")
+    for q in cfg.qps or []:
+        check_rate(q)  # a floor and a ceiling: finite arrival gaps, a bounded run
     if cfg.qps is not None and len(set(cfg.qps)) != len(cfg.qps):
         raise UserError(f"--qps lists a rate twice ({','.join(f'{q:g}' for q in cfg.qps)})", "give each rate once")
 
@@ -77,6 +82,19 @@ def _profile(cfg: SimulateConfig) -> Profile:
     return profile
 
 
+def check_requests_fit(profile: Profile, modes: list[str], workload: Workload | None, engine: EngineConfig) -> None:
+    """Every request of the workload within what one replica of each mode serves (the model's
+    context, max_model_len, one request's KV blocks: costmodel.memory.request_limit), before any
+    point runs: vLLM would refuse a longer request, not queue it."""
+    r = profile.resolved()
+    for mode in modes:
+        s, _ = mode_settings(profile, mode, engine)
+        m = profile.mode(mode)
+        mem = replica_memory(r.spec, mode, r.precision, s.memory_settings(), model=m.model, assistant=m.assistant)
+        lim = request_limit(mem, s.kv_capacity_tokens)
+        check_fits(profile, workload, lim.tokens, lim.why, mode)
+
+
 def run_simulation(cfg: SimulateConfig, progress: Callable | None = None) -> SimulateOutcome:
     """Every (mode, QPS) point of `cfg`; `progress(done, total, result)` as points finish."""
     _check(cfg)
@@ -89,6 +107,7 @@ def run_simulation(cfg: SimulateConfig, progress: Callable | None = None) -> Sim
     _check_size(cfg, workload, qps_list)
     profile = _profile(cfg)
     engine = resolve_engine(profile, cfg.engine)
+    check_requests_fit(profile, cfg.modes, workload, engine)
     results = simulate_grid(profile, cfg.modes, qps_list, processes=cfg.jobs, progress=progress, replicas=cfg.replicas, workload=workload,
                     duration_s=cfg.duration_s, n_requests=cfg.n_requests, seed=cfg.seed, engine=engine, router=cfg.router,
                     warmup_frac=cfg.warmup_frac)

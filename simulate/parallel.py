@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from costmodel.errors import UserError
+from costmodel.options import parse_scheduler
 from simulate.point import PointResult, check_mode, run_point
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -48,12 +49,15 @@ class Workers:
             raise UserError(f"workers {self.workers!r} must be an integer >= 1", "e.g. --jobs 2")
         if self.local not in ("dask", "processes"):
             raise UserError(f"local backend {self.local!r} is neither dask nor processes", "use one of them")
-        if self.address is not None and "://" not in self.address:
-            raise UserError(f"scheduler address {self.address!r} has no protocol", "write it as tcp://HOST:8786")
+        self.resolved_address()
         return self
 
     def resolved_address(self) -> str | None:
-        return self.address or os.environ.get(SCHEDULER_ENV) or None
+        """--scheduler, else DASK_SCHEDULER_ADDRESS, checked (costmodel.options.parse_scheduler); None: local."""
+        if self.address is not None:
+            return parse_scheduler(self.address)
+        env = os.environ.get(SCHEDULER_ENV, "").strip()
+        return parse_scheduler(env, SCHEDULER_ENV) if env else None
 
 
 def dask_installed() -> bool:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ import pandas as pd
 
 from costmodel.errors import UserError
 from costmodel.jsonfile import read_json
+from costmodel.options import check_rate
 from costmodel.schemas.profile import Profile
 from costmodel.seeding import rng_for
 
@@ -275,6 +277,11 @@ def load_workload(path: str | Path) -> Workload:
     return parse_workload(read_json(p, "workload"), f"workload {p}", p.parent)
 
 
+def _plain(v):
+    """A cell as Python (0, not np.int64(0)) for an error message."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def load_trace(path: Path) -> Trace:
     """Read a CSV/JSONL request trace (columns in the module docstring) with one-line errors."""
     where = f"trace {path}"
@@ -304,13 +311,13 @@ def load_trace(path: Path) -> Trace:
         bad = ~np.isfinite(x) | (x < 1) | (x != np.round(x))
         if bad.any():
             i = int(np.argmax(bad))
-            raise UserError(f"{where}: row {i + 1} has {col} {df[col].iloc[i]!r}, not an integer >= 1", "fix the trace")
+            raise UserError(f"{where}: row {i + 1} has {col} {_plain(df[col].iloc[i])!r}, not an integer >= 1", "fix the trace")
         return tuple(int(v) for v in x)
 
     t = pd.to_numeric(df[tcol], errors="coerce").to_numpy(float)
     if not np.isfinite(t).all():
         i = int(np.argmax(~np.isfinite(t)))
-        raise UserError(f"{where}: row {i + 1} has {tcol} {df[tcol].iloc[i]!r}, not a number of seconds", "fix the trace")
+        raise UserError(f"{where}: row {i + 1} has {tcol} {_plain(df[tcol].iloc[i])!r}, not a number of seconds", "fix the trace")
     order = np.argsort(t, kind="stable")
     take = lambda tup: tuple(tup[i] for i in order)  # noqa: E731
     prompt = take(ints("prompt_tokens"))
@@ -318,6 +325,53 @@ def load_trace(path: Path) -> Trace:
     reg = take(tuple(str(v) for v in df["regime"])) if "regime" in df.columns else None
     ts = t[order] - t[order][0]
     return Trace(str(path), tuple(float(v) for v in ts), prompt, out, reg)
+
+
+# ---- requests a replica cannot serve -----------------------------------------------------------
+# An unclipped lognormal length is bounded by its 1 - 1e-6 quantile (z = 4.75): a workload whose
+# draws pass the limit more often than that is refused, not simulated with requests vLLM would reject.
+LOGNORMAL_Z = 4.753
+
+
+def length_bound(spec: LengthSpec) -> float:
+    """The longest length `spec` draws (a lognormal with no max: its 1 - 1e-6 quantile, clipped)."""
+    p = spec.p
+    if spec.dist == "constant":
+        return p["value"]
+    if spec.dist in ("uniform",):
+        return p["max"]
+    if spec.dist == "empirical":
+        return max(p["values"])
+    return max(p.get("min", 1), min(p.get("max", math.inf), p["median"] * math.exp(LOGNORMAL_Z * p["sigma"])))
+
+
+def _output_bound(profile: Profile, wl: Workload) -> tuple[float, str]:
+    if wl.output is not None:
+        return length_bound(wl.output), f"output_tokens {wl.output.describe()}"
+    lengths = [max(cs.content_length.values) for cs in profile.commit_stats.values()]
+    return (max(lengths), "output_tokens of the profile's regimes") if lengths else (0.0, "")
+
+
+def check_fits(profile: Profile, wl: Workload | None, limit_tokens: int, why: str, mode: str) -> None:
+    """Refuse a workload with a request longer (prompt + output) than one replica serves: a trace row
+    by row, a distribution by its largest draw. `why` names the limit (costmodel.memory.request_limit)."""
+    wl = wl or Workload()
+    out_max, out_what = _output_bound(profile, wl)
+    fix = f"keep prompt + output <= {limit_tokens:,} tokens"
+    if wl.trace is not None:
+        prompt = np.asarray(wl.trace.prompt_tokens, float)
+        out = np.asarray(wl.trace.output_tokens, float) if wl.trace.output_tokens is not None else np.full(len(prompt), out_max)
+        total = prompt + out
+        if total.max() > limit_tokens:
+            i = int(np.argmax(total > limit_tokens))
+            raise UserError(f"{wl.source}: trace {wl.trace.path} request {i + 1} (in arrival order) has prompt_tokens {int(prompt[i]):,} + "
+                            f"output_tokens {int(out[i]):,} = {int(total[i]):,}, above {why} ({mode})", f"{fix}: shorten or drop it")
+        return
+    p_max = length_bound(wl.prompt)
+    if p_max + out_max > limit_tokens:
+        raise UserError(f"{wl.source}: requests reach prompt_tokens {p_max:,.0f} ({wl.prompt.describe()}) + {out_max:,.0f} "
+                        f"({out_what}) = {p_max + out_max:,.0f} tokens, above {why} ({mode})",
+                        f"{fix}: lower the lengths or give the distributions a \"max\"")
 
 
 # ---- drawing a run's requests -------------------------------------------------------------------
@@ -434,9 +488,9 @@ def _rate(wl: Workload, qps) -> float:
         qps = wl.trace.recorded_qps
         if qps <= 0:
             raise UserError(f"{wl.source}: the trace spans no time, so it has no recorded rate", "give it timestamps that differ")
-    elif qps is None or isinstance(qps, bool) or not isinstance(qps, (int, float)) or not math.isfinite(qps) or qps <= 0:
-        raise UserError(f"QPS {qps!r} must be a positive number", "e.g. --qps 1,2,4")
-    return float(qps)
+    elif qps is None:
+        raise UserError("QPS is missing", "e.g. --qps 1,2,4")
+    return check_rate(float(qps) if isinstance(qps, numbers.Real) and not isinstance(qps, bool) else qps, "QPS")
 
 
 def _arrivals(wl: Workload, qps: float, n_requests: int | None, duration_s: float | None, seed: int) -> np.ndarray:

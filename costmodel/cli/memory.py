@@ -10,7 +10,7 @@ from rich.table import Table
 from costmodel.console import make_console
 from costmodel.errors import UserError
 from costmodel.hardware import catalog, get_hardware, load_user_hardware
-from costmodel.memory import EngineSettings, kv_capacity, replica_memory, simple_kv_tokens
+from costmodel.memory import EngineSettings, kv_capacity, replica_memory, request_limit, simple_kv_tokens
 from costmodel.modes import get_mode, mode_names
 from costmodel.options import parse_ints
 from costmodel.precision import PRECISIONS, get_precision
@@ -27,6 +27,7 @@ def _one(con, hw, mode, prec, settings, contexts):
 
 
     mem = replica_memory(hw, mode, prec, settings)
+    check_contexts(mem, contexts)
     t = Table(title=f"Replica memory: {mem.model}{' + ' + mem.assistant if mem.assistant else ''} ({mode}) on {hw.id}, {prec.name}")
     for c in ("term", "GB", "GiB", "source"):
         t.add_column(c, justify="right" if c in ("GB", "GiB") else "left", overflow="fold")
@@ -55,6 +56,16 @@ def _one(con, hw, mode, prec, settings, contexts):
         cap = kv_capacity(mem, n)
         c.add_row(f"{n:,}", f"{cap.blocks_per_request:,.0f}", f"{cap.requests:,}", f"{cap.max_running:,}", cap.binding, f"{cap.tokens:,}", f"{simple:,}")
     con.print(c)
+
+
+def check_contexts(mem, contexts) -> None:
+    """A context no request can have on this replica (the model's context, max_model_len, the KV
+    cache) is refused, naming the limit, not shown as a concurrency."""
+    lim = request_limit(mem)
+    over = [n for n in contexts if n > lim.tokens]
+    if over:
+        raise UserError(f"--context {over[0]:,} is above {lim.why} on {mem.hardware} ({mem.mode})",
+                        f"give contexts <= {lim.tokens:,}")
 
 
 def _fit(hw, mode, prec_name, settings):
@@ -89,6 +100,7 @@ def _all(con, specs, prec_name, settings, contexts):
             if mem is None:
                 failed.append(f"{hw.id} {mode}: {reason}")
                 continue
+            check_contexts(mem, contexts)
             gb = {k: sum(x.bytes for x in mem.terms if x.kind in k) / 1e9 for k in (("weights",), ("activations", "graphs"), ("kv",))}
             lim = mem.limits
             caps = [kv_capacity(mem, n) for n in contexts]

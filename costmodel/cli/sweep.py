@@ -3,6 +3,7 @@ of points done / total, then where the table is."""
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from simulate.plan.costing import PricingConfig, pricing_config
 from simulate.parallel import Workers
 from simulate.sweep.run import run_sweep
 from simulate.sweep.pricing import point_pricing, with_pricing
-from simulate.sweep.spec import load_spec
+from simulate.sweep.spec import MAX_POINTS, load_spec
 
 
 @contextmanager
@@ -25,10 +26,28 @@ def points_bar(err):
     if os.environ.get("COSTMODEL_NO_PROGRESS"):
         yield None
         return
+    if not err.is_terminal:  # a log file or a pipe: a plain line now and then instead of a bar nobody sees
+        yield progress_lines(err.file)
+        return
     with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("points"), TimeElapsedColumn(), console=err,
                   transient=True) as bar:
         task = bar.add_task("", total=None)
         yield lambda done, total: bar.update(task, total=total, completed=done)
+
+
+def progress_lines(stream, every_s: float = 10.0):
+    """A `progress(done, total)` callback writing "sweep: 120/1,000 points (12%), 35 s" at most every
+    `every_s` seconds, at each tenth of the points, and at the end."""
+    t0, last = time.perf_counter(), {"t": -math.inf, "tenth": -1}
+
+    def progress(done, total):
+        now, tenth = time.perf_counter(), (10 * done // total if total else 10)
+        if done < total and now - last["t"] < every_s and tenth == last["tenth"]:
+            return
+        last.update(t=now, tenth=tenth)
+        print(f"sweep: {done:,}/{total:,} points ({100 * done / max(total, 1):.0f}%), {now - t0:.0f} s", file=stream, flush=True)
+
+    return progress
 
 
 @click.command()
@@ -37,8 +56,10 @@ def points_bar(err):
               help="Directory: points/<id>.json as points finish, then results.parquet, results.csv and its dictionary.")
 @click.option("--jobs", type=int, default=None, help="Local Dask worker processes (default: the CPUs available; 1 runs serially with no Dask).")
 @click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://HOST:8786 (default: $DASK_SCHEDULER_ADDRESS, else a local cluster).")
+@click.option("--max-points", type=click.IntRange(min=1), default=MAX_POINTS, show_default=True,
+              help="Refuse a spec with more points than this (a typo in a grid multiplies it); raise it to run a bigger sweep.")
 @pricing_options
-def sweep(spec, out, jobs, scheduler, pricing_options):
+def sweep(spec, out, jobs, scheduler, max_points, pricing_options):
     """Run every point of a sweep SPEC (YAML or JSON: kind simulate|plan, base, grid, points; see
     docs/sweeps.md). Re-running skips the points already in -o; Ctrl-C keeps every finished point.
 
@@ -48,7 +69,7 @@ def sweep(spec, out, jobs, scheduler, pricing_options):
     """
     t0 = time.perf_counter()
     base = pricing_config(pricing_options)
-    s = with_pricing(load_spec(spec), base)  # the cost columns' pricing: every point's default
+    s = with_pricing(load_spec(spec, max_points), base)  # the cost columns' pricing: every point's default
     for p in s.points:
         point_pricing(p.params, base or PricingConfig())  # a bad model or price fails before any simulation
     con = make_console()

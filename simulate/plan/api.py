@@ -15,6 +15,7 @@ from typing import Callable
 
 from costmodel import outputset
 from costmodel.errors import UserError
+from costmodel.options import check_rate
 from costmodel.jsonfile import records
 from costmodel.modes import mode_names
 from costmodel.schemas.dictionary import write_table
@@ -25,7 +26,9 @@ from costmodel.shipped import resolve_profile
 from simulate.plan import planner
 from simulate.plan.costing import Analysis, PricingConfig, analyse, gpu_price
 from simulate.plan.slo import Slo, parse_slo
-from simulate.api import resolve_workload
+from simulate.api import resolve_engine, resolve_workload
+from simulate.batch import check_requests_fit
+from simulate.parallel import Workers
 
 DEFAULT_DURATION_S = 60.0
 DEFAULT_SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
@@ -84,7 +87,10 @@ def _resolve(cfg: PlanConfig) -> _Resolved:
         raise UserError(f"--jobs {cfg.jobs} is below 1", "give an integer >= 1")
     if cfg.refine_crossover < 0:
         raise UserError(f"--refine-crossover {cfg.refine_crossover} is negative", "give the number of extra midpoints to simulate, e.g. 2")
+    for q in cfg.qps:
+        check_rate(q)  # a floor and a ceiling: finite arrival gaps, a bounded run
     slo = parse_slo(cfg.slo)
+    Workers(cfg.scheduler).check()  # --scheduler and DASK_SCHEDULER_ADDRESS (scheme, host, port), before any search
     hw_list = list(dict.fromkeys(cfg.hardware))
     paths: dict[str, str | None] = {}
     loaded: dict[str, Profile] = {}
@@ -112,6 +118,8 @@ def _resolve(cfg: PlanConfig) -> _Resolved:
         if wl.recorded_rate:
             raise UserError(f"workload {cfg.workload} replays its trace at the recorded rate", 'plan sets the rate per QPS: use "trace_time_scale": "qps"')
         workload = str(Path(cfg.workload).resolve())
+    for h in hw_list:  # no request above what a replica serves (the model's context, max_model_len, KV)
+        check_requests_fit(loaded[h], modes, resolve_workload(workload) if workload else None, resolve_engine(loaded[h], None))
     cfg.modes = modes
     return _Resolved(slo, hw_list, loaded, paths, workload)
 

@@ -29,6 +29,7 @@ from costmodel.shipped import resolve_profile
 from simulate.plan.planner import ChainStart, search_chain, simulator_point
 from simulate.plan.slo import parse_slo
 from simulate.api import check_mode, resolve_engine, run_point
+from simulate.batch import check_requests_fit
 from simulate.parallel import Workers, run_tasks
 from simulate.workload import Workload, load_workload, parse_workload
 from simulate.sweep.pricing import with_costs
@@ -66,10 +67,14 @@ def check_point(p: dict) -> None:
     """Everything a point's job would reject, checked in the client before any job runs."""
     prof = _profile(p.get("profile"), p["hardware"])
     check_mode(prof, p["mode"])
-    resolve_engine(prof, {k: p.get(k) for k in ENGINE_KEYS})
-    _workload(p.get("workload"))
+    engine = resolve_engine(prof, {k: p.get(k) for k in ENGINE_KEYS})
+    check_requests_fit(prof, [p["mode"]], _workload(p.get("workload")), engine)  # no request above what a replica serves
     if "slo" in p:
         parse_slo(p["slo"])
+
+
+def _describe(params: dict) -> str:
+    return ", ".join(f"{k} {params[k]}" for k in ("hardware", "mode", "qps") if k in params)
 
 
 def _row(point: SweepPoint, flat: dict) -> dict:
@@ -150,6 +155,7 @@ def run_sweep(spec: SweepSpec, out_dir: str | Path, cluster: Workers = Workers()
     """Every point of `spec` not already in OUT/points, then the results table. OUT is locked for the
     whole run (a second sweep into it is refused); the table is one output set (costmodel/outputset.py)."""
     out = atomic.check_output(out_dir, directory=True)
+    cluster.check()  # --jobs, --scheduler and DASK_SCHEDULER_ADDRESS, before any point
     with outputset.locked(out, "sweep"):
         if out.is_dir():
             outputset.verify(out, f"delete {out}/results.* and re-run the sweep (finished points in {out}/points are kept)")
@@ -159,8 +165,11 @@ def run_sweep(spec: SweepSpec, out_dir: str | Path, cluster: Workers = Workers()
 def _run_locked(spec: SweepSpec, out: Path, cluster: Workers, progress: Progress | None) -> SweepOutcome:
     done = _load_done(out, spec)
     todo = [p for p in spec.points if p.point_id not in done]
-    for p in todo:
-        check_point(p.params)
+    for i, p in enumerate(todo):
+        try:
+            check_point(p.params)
+        except UserError as e:  # name the spec file and the point, whatever part of the point failed
+            raise UserError(f"{spec.source}: point {p.point_id} ({_describe(p.params)}): {e.what}", e.fix) from None
     total, skipped = len(spec.points), len(done)
     if progress:
         progress(skipped, total)

@@ -19,10 +19,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from costmodel.errors import UserError
+from costmodel.jsonfile import DuplicateKey, loads_unique
 
 KINDS = ("simulate", "plan")
 # parameter -> (type check, what it is); engine settings are flat (max_num_seqs, ...)
@@ -59,6 +61,11 @@ class SweepPoint:
     params: dict
 
 
+# Points per sweep unless --max-points says otherwise: a point is 0.1-1 CPU s and one file in
+# OUT/points, so 10,000 is hours on a workstation; a typo in a grid (qps: range(1e6)) is refused at once.
+MAX_POINTS = 10_000
+
+
 @dataclass
 class SweepSpec:
     kind: str
@@ -79,13 +86,31 @@ def _read(path: Path):
         import yaml  # the `sweep` extra; only YAML specs need it
 
         try:
-            return yaml.safe_load(text)
+            return yaml.load(text, Loader=_unique_key_loader(yaml))
         except yaml.YAMLError as e:
-            raise UserError(f"sweep spec {path} is not valid YAML ({str(e).splitlines()[0]})", "fix the YAML syntax") from None
+            raise UserError(f"sweep spec {path} is not valid YAML ({' '.join(str(e).split())})", "fix the YAML syntax") from None
     try:
-        return json.loads(text)
+        return loads_unique(text)
     except json.JSONDecodeError as e:
         raise UserError(f"sweep spec {path} is not valid JSON (line {e.lineno}: {e.msg})", "fix the JSON, or name the file .yaml") from None
+    except DuplicateKey as e:
+        raise UserError(f"sweep spec {path} gives the key {e.key!r} twice in one mapping", "keep one (JSON readers silently keep the last)") from None
+
+
+def _unique_key_loader(yaml):
+    """yaml.SafeLoader refusing a mapping that gives one key twice (PyYAML keeps the last, silently)."""
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
 
 
 def _check_value(where: str, name: str, value) -> None:
@@ -108,7 +133,7 @@ def _params(where: str, d) -> dict:
     return dict(d)
 
 
-def _grid(where: str, d) -> list[dict]:
+def _grid(where: str, d, max_points: int) -> list[dict]:
     if d is None:
         return []
     if not isinstance(d, dict) or not d:
@@ -116,6 +141,12 @@ def _grid(where: str, d) -> list[dict]:
     for k, vs in d.items():
         if not isinstance(vs, list) or not vs:
             raise UserError(f"{where}.{k} must be a non-empty list", f"e.g. {k}: [a, b]")
+    size = math.prod(len(vs) for vs in d.values())
+    if size > max_points:  # before building (or checking) a single point
+        shape = " x ".join(f"{len(vs):,} {k}" for k, vs in d.items())
+        raise UserError(f"{where} has {size:,} points ({shape}), above the bound of {max_points:,} points per sweep",
+                        "narrow the grid or split it into several specs; or pass --max-points N to run it")
+    for k, vs in d.items():
         for v in vs:
             _check_value(f"{where}.{k}", str(k), v)
     keys = list(d)
@@ -147,7 +178,7 @@ def _resolve(where: str, base: dict, over: dict, kind: str) -> dict:
     return p
 
 
-def parse_spec(d, source: str = "sweep spec") -> SweepSpec:
+def parse_spec(d, source: str = "sweep spec", max_points: int = MAX_POINTS) -> SweepSpec:
     """A spec mapping -> SweepSpec (every point resolved; duplicates dropped, the first kept)."""
     if not isinstance(d, dict):
         raise UserError(f"{source} is not a mapping", "write kind/base/grid/points at the top level")
@@ -158,10 +189,13 @@ def parse_spec(d, source: str = "sweep spec") -> SweepSpec:
     if kind not in KINDS:
         raise UserError(f"{source}: kind {kind!r} is unknown", f"use one of {', '.join(KINDS)}")
     base = _params(f"{source}: base", d.get("base"))
-    overs = _grid(f"{source}: grid", d.get("grid"))
     pts = d.get("points")
     if pts is not None and not isinstance(pts, list):
         raise UserError(f"{source}: points must be a list of mappings", "e.g. points: [{mode: ar, qps: 2}]")
+    if len(pts or []) > max_points:
+        raise UserError(f"{source} lists {len(pts):,} points, above the bound of {max_points:,} points per sweep",
+                        "split it into several specs, or pass --max-points N to run it")
+    overs = _grid(f"{source}: grid", d.get("grid"), max_points - len(pts or []))
     overs += [_params(f"{source}: points[{i}]", p) for i, p in enumerate(pts or [])]
     if not overs:
         overs = [{}]
@@ -173,6 +207,6 @@ def parse_spec(d, source: str = "sweep spec") -> SweepSpec:
     return SweepSpec(kind, list(out.values()), source)
 
 
-def load_spec(path: str | Path) -> SweepSpec:
+def load_spec(path: str | Path, max_points: int = MAX_POINTS) -> SweepSpec:
     p = Path(path)
-    return parse_spec(_read(p), source=f"sweep spec {p}")
+    return parse_spec(_read(p), source=f"sweep spec {p}", max_points=max_points)

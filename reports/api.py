@@ -14,8 +14,9 @@ from simulate.plan.slo import STABLE_ONLY, parse_slo
 from reports.finance import write_finance_csv
 from reports.html import render
 from reports.sources import load_results
+from reports.workbook import write_workbook
 
-FORMATS = (".csv", ".html", ".htm")
+FORMATS = (".csv", ".html", ".htm", ".xlsx")
 
 
 @dataclass
@@ -36,7 +37,7 @@ class ReportOutcome:
 def make_report(cfg: ReportConfig) -> ReportOutcome:
     suffix = Path(cfg.out).suffix.lower()
     if suffix not in FORMATS:
-        raise UserError(f"-o {cfg.out}: the output must end in .csv or .html", "e.g. -o report.html or -o finance.csv")
+        raise UserError(f"-o {cfg.out}: the output must end in .xlsx, .csv or .html", "e.g. -o report.html, -o finance.csv or -o budget.xlsx")
     res = load_results(cfg.results)
     slo = parse_slo(cfg.slo) if cfg.slo else (parse_slo(res.slo) if res.slo else STABLE_ONLY)
     notes = []
@@ -49,6 +50,8 @@ def make_report(cfg: ReportConfig) -> ReportOutcome:
         staged = stage / Path(cfg.out).name
         if suffix == ".csv":
             written = write_finance_csv(a.cells if res.kind == "plan" else a.points, res, a, staged)
+        elif suffix == ".xlsx":
+            written = write_workbook(res, a, staged)
         else:
             written = [atomic.write_text(staged, render(res, a))]
     written = outputset.published(written, stage, Path(cfg.out).parent)

@@ -23,8 +23,13 @@ FINANCE_COLUMNS = (
     "cost_usd_per_month", "cost_usd_per_hour", "cost_usd_per_mtok_output", "cost_usd_per_mtok_total", "cost_usd_per_1k_requests",
     "energy_kwh_per_mtok_output", "pricing_basis", "rate_usd_per_gpu_hour", "electricity_usd_per_gpu_hour", "power_w_per_gpu",
     "price_source", "power_source", "stable", "ttft_ms_p95", "e2e_ms_p95", "e2e_ms_p99", "throughput_rps", "output_tokens_per_s",
-    "gpu_busy_frac", "provenance",
+    "gpu_busy_frac", "provenance", "cost_usd_per_year", "upfront_usd", "breakeven_usd_per_mtok_input", "breakeven_usd_per_mtok_output", "flag",
 )
+# Rounding of the finance view (decimal places by column-name pattern, first match); the .full.csv keeps every digit.
+ROUNDING = ((r"usd_per_(month|hour|year)$|^upfront_usd$", 2), (r"usd_per_(mtok|1k)|usd_per_gpu_hour", 4), (r"_ms_", 1), (r"^qps$", 3),
+            (r"tokens_per_s|^throughput_rps$", 2), (r"_frac$", 3), (r"kwh|_kw$", 4), (r"_w_per_gpu$|power_w", 1))
+# Blank on an unstable point (not steady state: its latencies and per-token figures describe a growing queue)
+UNSTABLE_BLANK = r"_ms_|usd_per_(mtok|1k)|kwh_per_mtok|tokens_per_s|throughput_rps"
 TERMS = {
     "QPS": "queries (requests) per second offered to the whole deployment, all replicas together",
     "SLO": "service-level objective: the latency bounds a configuration must meet (e.g. p95_ttft_ms<=1000), and it must be stable",
@@ -154,15 +159,37 @@ def _decimal(x) -> str:
     return np.format_float_positional(float(x), precision=6, unique=True, fractional=True, trim="-")
 
 
+def budget_view(df: pd.DataFrame) -> pd.DataFrame:
+    """The finance view's numbers as a budget reads them: rounded (ROUNDING), an unstable row's
+    latencies and per-token costs blank, and every row that misses the SLO flagged in `flag`."""
+    out = df.copy()
+    stable = out["stable"].astype(bool) if "stable" in out else pd.Series(True, index=out.index)
+    meets = out["meets_slo"].astype(bool) if "meets_slo" in out else stable
+    why = out["slo_failures"].astype(str) if "slo_failures" in out else pd.Series("", index=out.index)
+    out["flag"] = ["" if m else ("UNSTABLE: not steady state, latencies and per-token costs left blank" if not st else f"misses SLO: {w}")
+                   for m, st, w in zip(meets, stable, why)]
+    for c in out.columns:
+        if not pd.api.types.is_float_dtype(out[c]):
+            continue
+        if re.search(UNSTABLE_BLANK, c):
+            out.loc[~stable, c] = np.nan
+        places = next((n for pat, n in ROUNDING if re.search(pat, c)), None)
+        if places is not None:
+            out[c] = out[c].round(places)
+    return out
+
+
 def write_finance_csv(df: pd.DataFrame, res: Results, a: Analysis, path: str | Path) -> list[Path]:
     """out.csv (finance view), out.full.csv (every column), out.assumptions.csv and the dictionary."""
     path = Path(path)
     stem = path.name[:-4] if path.name.lower().endswith(".csv") else path.name
-    full = spreadsheet_frame(df)
-    lead = [c for c in FINANCE_COLUMNS if c in full.columns]
-    full = full[lead + [c for c in full.columns if c not in lead]]
+    budget = budget_view(df)
+    full = spreadsheet_frame(df.assign(flag=budget["flag"]))
+    view = spreadsheet_frame(budget)
+    lead = [c for c in FINANCE_COLUMNS if c in view.columns]
+    full = full[[c for c in lead if c in full.columns] + [c for c in full.columns if c not in lead]]
     full_path, assume_path = path.with_name(f"{stem}.full.csv"), path.with_name(f"{stem}.assumptions.csv")
-    written = [atomic.write_csv(path, full[lead]), atomic.write_csv(full_path, full)]
+    written = [atomic.write_csv(path, view[lead]), atomic.write_csv(full_path, full)]
     written.append(atomic.write_csv(assume_path, pd.DataFrame([asdict(r) for r in assumptions(res, a)], columns=list(Assumption.__dataclass_fields__))))
     d = dictionary(full.columns)
     dcsv, dmd = dictionary_paths(path)

@@ -144,3 +144,20 @@ def test_telemetry_power_from_a_measured_run(tmp_path, cli):
     assert row["power_w_per_gpu"] == pytest.approx(550.0)
     assert row["electricity_usd_per_gpu_hour"] == pytest.approx((0.55 + 0.575) * 1.2 * 0.08)  # GPU + the catalog host draw
     assert "measured" in row["power_source"]
+
+
+def test_the_finance_csv_is_budget_ready(cli, tmp_path):
+    """Rounded for a spreadsheet, an unstable row's latencies and per-token costs blank and the row flagged;
+    the .full.csv keeps every digit."""
+    d = tmp_path / "sim"
+    d.mkdir()
+    pd.DataFrame([point("ar", "h200", 20.025484, 1, ttft_p95=123.456789), point("ar", "h200", 30.0, 1, stable=False, ttft_p95=56000.0)]).to_csv(
+        d / "summary.csv", index=False)
+    assert cli("report", str(d), "-o", str(tmp_path / "fin.csv"))[0] == 0
+    fin, full = pd.read_csv(tmp_path / "fin.csv"), pd.read_csv(tmp_path / "fin.full.csv")
+    ok, bad = fin.iloc[0], fin.iloc[1]
+    assert ok["qps"] == 20.025 and ok["ttft_ms_p95"] == 123.5 and ok["cost_usd_per_month"] == 2920.0 and pd.isna(ok["flag"])
+    assert full.iloc[0]["qps"] == pytest.approx(20.025484)
+    assert bad["flag"].startswith("UNSTABLE") and pd.isna(bad["ttft_ms_p95"]) and pd.isna(bad["cost_usd_per_mtok_output"])
+    assert bad["cost_usd_per_month"] == 2920.0  # the GPUs are still paid for
+    assert "flag" in set(pd.read_csv(tmp_path / "fin.dictionary.csv")["column"])

@@ -6,8 +6,9 @@ from __future__ import annotations
 import functools
 
 import click
+from rich.table import Table
 
-from simulate.plan.costing import PricingOptions, model_names
+from simulate.plan.costing import PricingConfig, PricingOptions, cost_of_row, gpu_price, model_names
 
 OPTIONS = ("price", "onprem", "purchase_usd", "electricity_usd_per_kwh", "amortisation_years", "pue", "telemetry", "pricing", "term", "price_file")
 
@@ -41,3 +42,21 @@ def pricing_options(f):
     for o in reversed(opts):
         command = o(command)
     return command
+
+
+def cost_table(rows: list[dict], spec, pricing: PricingConfig) -> Table:
+    """What each simulated point costs under `pricing` (simulate --pricing ...): unstable points' costs left blank."""
+    pricing.check_hardware([spec.id])
+    price = gpu_price(spec, pricing)
+    t = Table(title=f"Cost on {spec.id}, {pricing.model} pricing (${price.rate_usd_per_gpu_hour:,.3f} per GPU-hour before electricity)")
+    for c in ("mode", "QPS", "replicas", "USD/month", "USD/year", "USD/1M out tok", "break-even USD/1M in", "break-even USD/1M out"):
+        t.add_column(c, justify="left" if c == "mode" else "right")
+    for r in rows:
+        c = cost_of_row(r, price)
+        ok = bool(r.get("stable", True))
+        money = [f"{c.cost_usd_per_month:,.0f}", f"{c.cost_usd_per_year:,.0f}"]
+        per = [f"{x:,.3f}" if ok and x == x else "unstable" if not ok else "" for x in
+               (c.cost_usd_per_mtok_output, c.breakeven_usd_per_mtok_input, c.breakeven_usd_per_mtok_output)]
+        t.add_row(str(r["mode"]), f"{r['qps']:g}", str(int(r["replicas"])), *money, *per)
+    t.caption = "re-price a written directory with `costmodel report DIR -o out.html --pricing MODEL`"
+    return t

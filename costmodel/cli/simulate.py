@@ -11,10 +11,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from costmodel import outputset
+from costmodel.cli.pricing_options import cost_table, pricing_options
 from costmodel.console import make_console
 from costmodel.modes import mode_names
 from costmodel.options import parse_floats, parse_modes
 from simulate.api import SimulateConfig, run_simulation, write_outcome
+from simulate.plan.costing import pricing_config
 from simulate.batch import DEFAULT_HARDWARE
 
 
@@ -35,11 +37,13 @@ from simulate.batch import DEFAULT_HARDWARE
 @click.option("--warmup", type=float, default=0.1, show_default=True, help="Share of the arrival window left out of percentiles.")
 @click.option("-o", "--out", "out_dir", default=None, help="Write requests_*.parquet per point, summary.csv and summary.json here.")
 @click.option("--jobs", type=int, default=None, help="Parallel processes for the points [default: one per core, at most one per point].")
+@pricing_options
 def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests, workload_path, seed, max_num_seqs,
-             max_num_batched_tokens, gpu_memory_utilization, router, warmup, out_dir, jobs):
+             max_num_batched_tokens, gpu_memory_utilization, router, warmup, out_dir, jobs, pricing_options):
     """Simulate serving under load on a profile: per (mode, QPS) throughput, TTFT/E2E percentiles,
     GPU busy fraction, and whether the point is stable (an unstable point's queue grows without
-    bound: its latencies are not steady-state and are not shown)."""
+    bound: its latencies are not steady-state and are not shown). With pricing options, what each point costs."""
+    pricing = pricing_config(pricing_options)  # bad pricing fails before any point runs
     cfg = SimulateConfig(qps=None if qps is None else parse_floats(qps, "qps"), modes=parse_modes(modes), hardware=hardware,
                          profile_path=profile_path, replicas=replicas, duration_s=duration, n_requests=n_requests,
                          workload_path=workload_path, seed=seed, router=router, warmup_frac=warmup, jobs=jobs,
@@ -51,6 +55,8 @@ def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests,
     with progress_bar(make_console(stderr=True)) as progress:
         outcome = run_simulation(cfg, progress)
     con.print(render_table(outcome.results, outcome.profile))
+    if pricing is not None:
+        con.print(cost_table([r.summary.flat() for r in outcome.results], outcome.profile.hardware_spec(), pricing))
     for r in outcome.results:
         s = r.summary
         if not s.stable:

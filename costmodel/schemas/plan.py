@@ -48,6 +48,7 @@ PLAN_DOCS = (
     ColumnDoc("cheapest_at_qps", "true for the cheapest SLO-meeting (hardware, mode) at this QPS", "boolean", PLAN),
     ColumnDoc("slo", "the service-level objective checked (bounds on latency percentiles); 'stable' when only steady state is required", "text", "plan --slo / report --slo"),
     ColumnDoc("slo_failures", "why the point (or, for a plan row, the largest replica count tried) misses the SLO; empty when it meets it", "text", PLAN),
+    ColumnDoc("flag", "why a row does not meet the SLO: UNSTABLE (not steady state: its latencies and per-token costs are left blank in the finance view) or the SLO bound it misses; empty when it meets the SLO", "text", "costmodel report (reports/finance.py)"),
     ColumnDoc("evaluations", "simulated points the replica search evaluated for this (hardware, mode, QPS)", "count", "simulate/plan/search.py"),
 )
 

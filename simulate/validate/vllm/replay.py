@@ -6,6 +6,12 @@ comparison.
 
 Time origin: the first engine arrival of the load (the scheduler's add_request), so simulated and
 engine times share one clock.
+
+`replay_recorded` tests the scheduling policy alone: every simulated step takes the duration of
+the engine's step of the same index (its recorded `gap_ms`) and every request reaches the engine at
+the step boundary at which the engine first saw it (its `engine_in_t`: vLLM's engine core takes
+requests in between steps). Where the simulator's schedule is vLLM's, every request is then
+admitted, first emits and finishes in the same engine step as in vLLM: what differs is the policy.
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from costmodel.engine_settings import EngineSettings, from_scheduler_config
 from costmodel.schemas.profile import Profile
 from measure.vllm.sched_log import EngineTrace
-from costmodel.engine_settings import EngineSettings, from_scheduler_config
-from simulate.sim import simulate_point
+from simulate.metrics import FinishedRun, summarise
+from simulate.sim import _Loop, deploy, simulate_point
+from simulate.steptime import StepPricer
 from simulate.workload import Requests
 
 TRACE_COLUMNS = ("replica", "step", "start_s", "dt_s", "prefill_reqs", "prefill_tokens", "groups")
@@ -73,6 +81,64 @@ def replay(profile: Profile, trace: EngineTrace, **engine_over) -> Replayed:
         if col in df:
             sim[col] = df[col].to_numpy()
     return Replayed(sim, pd.DataFrame(steps, columns=list(TRACE_COLUMNS)), t0)
+
+
+class RecordedStepPricer(StepPricer):
+    """The engine's own step durations, in step order (after the last: the profile's price)."""
+
+    def __init__(self, base: StepPricer, durations_s: list[float]):
+        super().__init__(base.profile, base.mode, base.draws, 0)
+        self.base, self.durations_s, self.i = base, list(durations_s), 0
+
+    def price(self, m, tp, psum, ns, ss):
+        i = self.i
+        self.i = i + 1
+        return self.durations_s[i] if i < len(self.durations_s) else self.base.price(m, tp, psum, ns, ss)
+
+
+BOUNDARY_EPS_S = 5e-5  # far below any step (milliseconds), far above float error
+
+
+def boundary_arrivals(trace: EngineTrace) -> np.ndarray:
+    """Each request's arrival at the engine step boundary where vLLM first saw it (unix s, arrival
+    order): just before the start of the first step after its engine_in_t; one more epsilon earlier
+    when the engine was busy up to that step (so it is in the queue when the simulated step before
+    it ends, at the same instant), the plain epsilon when it was idle (its arrival starts the step)."""
+    st = trace.steps.sort_values("step")
+    t0 = st["t0_s"].to_numpy(float)
+    end = t0 + st["gap_ms"].to_numpy(float) / 1e3
+    busy_before = np.r_[False, np.abs(end[:-1] - t0[1:]) < 1e-9]
+    rq = trace.requests.sort_values("arrival_t").reset_index(drop=True)
+    j = np.minimum(np.searchsorted(t0, rq["engine_in_t"].to_numpy(float), side="left"), len(t0) - 1)
+    return t0[j] - BOUNDARY_EPS_S * (1 + busy_before[j])
+
+
+def replay_recorded(profile: Profile, trace: EngineTrace, **engine_over) -> Replayed:
+    """The recorded load with the engine's own step durations and step-boundary arrivals (see the
+    module docstring): the simulator's schedule against vLLM's, step time held out. `engine_over`:
+    settings other than the recorded ones (what-ifs, tests)."""
+    reqs, _ = trace_requests(trace)
+    arr = boundary_arrivals(trace)
+    t0 = float(arr.min())
+    order = np.argsort(arr - t0, kind="stable")
+    reqs = replace(reqs, arrival_s=(arr - t0)[order], prompt_tokens=reqs.prompt_tokens[order], output_tokens=reqs.output_tokens[order],
+                   recorded={k: [v[i] for i in order] for k, v in (reqs.recorded or {}).items()} or None)
+    dep = deploy(profile, trace.mode, reqs, engine_config(trace.config, trace.mode, **engine_over), 0)
+    dep.pricer = RecordedStepPricer(dep.pricer, (trace.steps.sort_values("step")["gap_ms"].to_numpy(float) / 1e3).tolist())
+    steps: list = []
+    loop = _Loop(dep, reqs, 1, "least-outstanding", None, 1e6, steps)
+    t_end = loop.run()
+    _, df = summarise(FinishedRun(mode=dep.mode, profile=profile, reqs=reqs, draws=dep.draws, cfg=dep.cfg, limits=dep.limits,
+                                  replicas=loop.reps, rec=loop.rec, tracker=loop.tracker, n_arrived=loop.arrived, t_end=t_end, warmup_s=0.0,
+                                  abort=loop.abort, drain_s=1e6, seed=0, kv_cap=dep.kv_cap, router="least-outstanding",
+                                  workload_desc="vLLM recorded load, engine step times"))
+    rq = trace.requests.sort_values("arrival_t").reset_index(drop=True)
+    sim = pd.DataFrame({"client_id": rq["client_id"].to_numpy()[order], "arrival_s": reqs.arrival_s})
+    for col in ("start_s", "first_token_s", "finish_s", "steps"):
+        if col in df:
+            sim[col] = df[col].to_numpy()
+    inv = np.argsort(order)  # back to the trace's arrival order
+    return Replayed(sim.iloc[inv].reset_index(drop=True), pd.DataFrame(steps, columns=list(TRACE_COLUMNS)), t0)
 
 
 def capacity_rps(profile: Profile, mode: str, config: dict, prompt_tokens: np.ndarray, output_tokens: np.ndarray, n: int = 400) -> float:

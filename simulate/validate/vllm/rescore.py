@@ -1,8 +1,9 @@
 """Re-score a recorded vLLM validation on any CPU (`costmodel validate --engine vllm --score-only`):
 per mode, refit the profile from the calibration's engine steps, replay every scored load in the
 simulator and score it. Writes OUT/scores.csv (per load), OUT/steps.csv (per step),
-OUT/requests.csv (per request), OUT/drift.csv (step-cost drift from the calibration) and OUT/summary.csv (per mode: the largest error per metric
-below saturation), atomically.
+OUT/requests.csv (per request), OUT/drift.csv (step-cost drift from the calibration), OUT/schedule.csv (per load: the
+simulator's schedule against vLLM's with the engine's own step times, replay.replay_recorded) and OUT/summary.csv (per
+mode: the largest error per metric below saturation, the schedule's share and step-count error), atomically.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from costmodel.errors import UserError
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import load_run
 from measure.vllm.sched_log import read_trace
-from simulate.validate.vllm.replay import capacity_rps, replay
-from simulate.validate.vllm.score import (TARGETS_PCT, frontend_overhead_ms, load_scores, request_summary, request_table, scores_frame,
-                                 step_table)
+from simulate.validate.vllm.replay import capacity_rps, replay, replay_recorded
+from simulate.validate.vllm.score import (SCHEDULE_TARGETS, TARGETS_PCT, frontend_overhead_ms, load_scores, request_summary, request_table,
+                                          schedule_row, scores_frame, step_table)
 
 UNSTABLE_FRAC = 1.5  # the overload check: Poisson at this multiple of the fitted capacity must be called unstable
 
@@ -33,6 +34,7 @@ class Rescored:
     steps: pd.DataFrame
     requests: pd.DataFrame
     summary: pd.DataFrame
+    schedule: pd.DataFrame
 
 
 def _client(run_dir: Path) -> pd.DataFrame | None:
@@ -96,12 +98,12 @@ def overload_check(profile: Profile, mode: str, cal) -> dict:
     return {"capacity_rps": cap, "offered_rps": rate, "stable": bool(summary.stable)}
 
 
-def rescore_mode(mdir: Path) -> tuple[list, list, list, dict]:
+def rescore_mode(mdir: Path) -> tuple[list, list, list, dict, list]:
     mode = mdir.name
     profile, cal = _profile(mdir)
     cal_client = _client(mdir / "calibration")
     front = frontend_overhead_ms(cal, cal_client) if cal_client is not None else None
-    scores, steps, reqs = [], [], []
+    scores, steps, reqs, sched = [], [], [], []
     for ldir in sorted(p.parent for p in mdir.glob("*/load.json")):
         trace = read_trace(ldir / "sched.jsonl.gz", mode)
         steps.append(pd.DataFrame([step_cost_drift(cal, trace, ldir.name)]).assign(kind="drift"))
@@ -112,15 +114,17 @@ def rescore_mode(mdir: Path) -> tuple[list, list, list, dict]:
         own = _fit_scratch(trace, mode, ldir, f"vllm-cpu-{mode}-{ldir.name}-own-steps")
         scores += [dataclasses.replace(x, pricing="own steps") for x in load_scores(trace, replay(own, trace), ldir.name)]
         steps.append(step_table(trace, rep, ldir.name).assign(kind="step"))
+        row, srt = schedule_row(trace, replay_recorded(profile, trace), ldir.name)
+        sched.append(row)
         rt = request_table(trace, rep, ldir.name)
-        reqs.append(rt)
+        reqs.append(rt.assign(on_schedule_recorded_steps=srt["on_schedule"].to_numpy()))
     if not scores:
         raise UserError(f"{mdir} holds no scored loads (<load>/load.json)", "run `costmodel validate --engine vllm` first")
     over = overload_check(profile, mode, cal)
-    return scores, steps, reqs, over
+    return scores, steps, reqs, over, sched
 
 
-def summarise(scores: pd.DataFrame, reqs: pd.DataFrame, over: dict[str, dict]) -> pd.DataFrame:
+def summarise(scores: pd.DataFrame, reqs: pd.DataFrame, over: dict[str, dict], sched: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for mode, g in scores[scores["pricing"] == "calibration"].groupby("mode", sort=False):
         row = {"mode": mode}
@@ -133,6 +137,11 @@ def summarise(scores: pd.DataFrame, reqs: pd.DataFrame, over: dict[str, dict]) -
             e = own.loc[own["metric"] == metric, "rel_error_pct"].abs()
             row[f"own_steps_{metric}_max_abs_err_pct"] = float(e.max()) if len(e) else float("nan")
         row.update(request_summary(reqs[reqs["mode"] == mode]))
+        sm = sched[sched["mode"] == mode]
+        row["schedule_on_vllm_pct"] = float(100 * reqs.loc[reqs["mode"] == mode, "on_schedule_recorded_steps"].mean())
+        row["schedule_engine_steps_max_abs_err_pct"] = float(sm["engine_steps_err_pct"].abs().max())
+        row["schedule_targets_met"] = bool(row["schedule_on_vllm_pct"] >= SCHEDULE_TARGETS["on_schedule_pct"]
+                                           and row["schedule_engine_steps_max_abs_err_pct"] <= SCHEDULE_TARGETS["engine_steps_abs_err_pct"])
         row.update({f"overload_{k}": v for k, v in over[mode].items()})
         rows.append(row)
     return pd.DataFrame(rows)
@@ -145,19 +154,20 @@ def rescore(out: str | Path, modes: list[str] | None = None) -> Rescored:
         mdirs = [d for d in mdirs if d.name in modes]
     if not mdirs:
         raise UserError(f"{out} holds no recorded vLLM validation (<mode>/calibration/)", "run `costmodel validate --engine vllm -o DIR` first")
-    scores, steps, reqs, over = [], [], [], {}
+    scores, steps, reqs, over, sched = [], [], [], {}, []
     for d in mdirs:
-        s, st, rq, ov = rescore_mode(d)
+        s, st, rq, ov, sc = rescore_mode(d)
         scores += s
         steps += st
         reqs += rq
         over[d.name] = ov
+        sched += sc
     allsteps = pd.concat(steps, ignore_index=True)
     drift = allsteps[allsteps["kind"] == "drift"][["mode", "load", "step_time_vs_calibration_pct", "steps_compared_pct"]].reset_index(drop=True)
     stf = allsteps[allsteps["kind"] != "drift"].drop(columns=["kind", "step_time_vs_calibration_pct", "steps_compared_pct"]).reset_index(drop=True)
-    sf, rqf = scores_frame(scores), pd.concat(reqs, ignore_index=True)
-    summ = summarise(sf, rqf, over)
-    for name, df in (("scores", sf), ("steps", stf), ("requests", rqf), ("summary", summ), ("drift", drift)):
+    sf, rqf, schf = scores_frame(scores), pd.concat(reqs, ignore_index=True), pd.DataFrame(sched)
+    summ = summarise(sf, rqf, over, schf)
+    for name, df in (("scores", sf), ("steps", stf), ("requests", rqf), ("summary", summ), ("drift", drift), ("schedule", schf)):
         atomic.write_csv(out / f"{name}.csv", df)
     atomic.write_text(out / "overload.json", json.dumps(over, indent=1))
-    return Rescored(drift, sf, stf, rqf, summ)
+    return Rescored(drift, sf, stf, rqf, summ, schf)

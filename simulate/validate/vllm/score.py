@@ -163,5 +163,22 @@ def request_summary(req: pd.DataFrame) -> dict:
     return out
 
 
+# the scheduling model's targets (issue 29), on the replay with the engine's own step times
+SCHEDULE_TARGETS = {"on_schedule_pct": 95.0, "engine_steps_abs_err_pct": 3.0}
+
+
+def schedule_row(trace: EngineTrace, rep: Replayed, load: str) -> tuple[dict, pd.DataFrame]:
+    """The simulator's schedule against vLLM's with step time held out (replay.replay_recorded):
+    a request is on vLLM's schedule when it is admitted, first emits and finishes in the same engine
+    step as in vLLM and takes part in as many steps. Returns the load's row and its request table."""
+    rt = request_table(trace, rep, load)
+    on = ((rt["admit_step"] == rt["admit_step_sim"]) & (rt["first_step"] == rt["first_step_sim"])
+          & (rt["finish_step"] == rt["finish_step_sim"]) & (rt["engine_steps"] == rt["engine_steps_sim"]))
+    n_e, n_s = len(trace.steps), len(rep.steps)
+    row = {"mode": trace.mode, "load": load, "requests": len(rt), "on_schedule_pct": float(100 * on.mean()), "engine_steps": n_e,
+           "engine_steps_sim": n_s, "engine_steps_err_pct": 100.0 * (n_s - n_e) / n_e if n_e else float("nan")}
+    return row, rt.assign(on_schedule=on)
+
+
 def scores_frame(scores: list[Score]) -> pd.DataFrame:
     return pd.DataFrame([asdict(s) for s in scores])

@@ -95,7 +95,9 @@ def _check_finite(spec: HardwareSpec, hid: str, where: str) -> None:
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise UserError(f"hardware entry {hid!r} in {where}: {name} is {v!r}, not a finite number", "give the datasheet value")
-        if v < 0 or (v == 0 and name not in ("price_usd_per_gpu_hour", "purchase_usd")):
+        if name in ("memory_gb", "memory_bandwidth_tbps", "price_usd_per_gpu_hour") or name.startswith("tflops."):
+            continue  # their signs: the checks below
+        if v < 0 or (v == 0 and name != "purchase_usd"):
             raise UserError(f"hardware entry {hid!r} in {where}: {name} is {v!r}, not positive", "give the datasheet value")
 
 

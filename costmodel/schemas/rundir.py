@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import pandas as pd
 
 from costmodel import atomic
@@ -73,6 +74,25 @@ STEP_COLUMNS = ("step", "t_s", "gap_ms", "elapsed_ms", "prefill_reqs", "prefill_
                 "denoise_tokens", "commit_reqs", "commit_tokens", "verify_reqs", "verify_tokens", "drafts_proposed", "drafts_accepted",
                 "running", "waiting", "kv_usage", "kv_tokens")
 TABLE_COLUMNS["steps"] = STEP_COLUMNS
+
+# Checked in every part before parts are joined (Run.table): integer columns (integral floats are
+# accepted: a parquet writer may widen them), list columns whose every element is an integer
+# position or token, and the key no two rows of a table may share.
+INTEGER_COLUMNS: dict[str, tuple[str, ...]] = {
+    "passes": ("seqs", "tokens_per_seq", "context_tokens"),
+    "commits": ("canvas", "call", "cur_step"),
+    "generations": ("seed", "canvas", "steps", "content_length"),
+    "chunks": ("chunk_index", "tokens"),
+    "steps": ("step",),
+}
+INTEGER_LIST_COLUMNS: dict[str, tuple[str, ...]] = {
+    "commits": ("accepted_positions", "new_positions", "renoised_positions"),
+    "generations": ("final_tokens", "eos_positions"),
+}
+UNIQUE_KEYS: dict[str, tuple[str, ...]] = {
+    "commits": ("gen_id", "canvas", "call"),
+    "generations": ("gen_id", "canvas"),
+}
 
 RUN_KINDS = ("gpu", "endpoint", "bench-import", "validate", "engine-steps")
 WEIGHTS_KINDS = ("random", "checkpoint", "served")
@@ -262,17 +282,86 @@ class Run:
         parts = sorted((self.path / name).glob("part-*.parquet")) if (self.path / name).exists() else []
         if not parts:
             return pd.DataFrame(columns=["unit", *TABLE_COLUMNS[name]])
-        try:
-            df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
-        except Exception as e:
-            raise UserError(f"run {self.path}: table {name} has an unreadable part ({e.__class__.__name__})", "delete the broken part file and resume the run") from None
-        missing = [c for c in TABLE_COLUMNS[name] if c not in df.columns]
-        if missing:
-            raise UserError(f"run {self.path}: table {name} lacks columns {missing}", "the run was written by an incompatible tool; re-measure")
+        frames = []
+        for p in parts:
+            try:
+                frames.append(pd.read_parquet(p))
+            except Exception as e:
+                raise UserError(f"run {self.path}: part {p.relative_to(self.path)} is unreadable ({e.__class__.__name__})",
+                                "delete the broken part file and resume the run") from None
+        for p, df in zip(parts, frames):
+            check_part(name, p, df, frames[0].columns, parts[0])
+        df = pd.concat(frames, ignore_index=True)
+        check_unique(name, df, [p for p, f in zip(parts, frames) for _ in range(len(f))])
         return df
 
     def has(self, name: str) -> bool:
         return (self.path / name).exists() and any((self.path / name).glob("part-*.parquet"))
+
+
+def check_part(table: str, path: Path, df: pd.DataFrame, first_columns, first: Path) -> None:
+    """One part against the table's schema and the run's first part, before any join: every
+    required column, the same columns as the first part (a join would fill the gap with NaN),
+    integer columns and integer positions (a join or a cast would truncate 2.5)."""
+    where = f"run part {path}"
+    fix = "the part disagrees with its run: delete it and resume the run (`costmodel measure --resume`), or re-measure"
+    missing = [c for c in TABLE_COLUMNS[table] if c not in df.columns]
+    if missing:
+        raise UserError(f"{where} lacks column(s) {', '.join(missing)} of table {table}", fix)
+    differ = sorted(set(first_columns) ^ set(df.columns))
+    if differ:
+        raise UserError(f"{where} and {first.name} differ in column(s) {', '.join(differ[:5])}", fix)
+    for c in INTEGER_COLUMNS.get(table, ()):
+        bad = _non_integer(df[c])
+        if bad is not None:
+            raise UserError(f"{where}: {c} in row {bad + 1} is {_cell(df[c].iloc[bad])}, not an integer", fix)
+    for c in INTEGER_LIST_COLUMNS.get(table, ()):
+        for i, v in enumerate(df[c]):
+            if not _integer_list(v):
+                raise UserError(f"{where}: {c} in row {i + 1} is {_cell(v)}, not a list of integers", fix)
+
+
+def _non_integer(col: pd.Series) -> int | None:
+    """The first row whose value is not an integer (an integral float passes), or None."""
+    if pd.api.types.is_integer_dtype(col):
+        return None
+    x = pd.to_numeric(col, errors="coerce").to_numpy(float)
+    bad = ~np.isfinite(x) | (x != np.round(x))
+    return int(np.argmax(bad)) if bad.any() else None
+
+
+def _integer_list(v) -> bool:
+    if v is None:
+        return True
+    try:
+        a = np.asarray(v, dtype=float).ravel()
+    except (TypeError, ValueError):
+        return False
+    return bool(np.all(np.isfinite(a) & (a == np.round(a))))
+
+
+def _cell(v) -> str:
+    v = v.item() if isinstance(v, np.generic) else v
+    text = repr(v.tolist() if isinstance(v, np.ndarray) else v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_unique(table: str, df: pd.DataFrame, part_of_row: list[Path]) -> None:
+    """No two rows of `table` for one key (two commit calls for one (gen_id, canvas, call) would
+    both count, in an order no sort can make stable)."""
+    key = list(UNIQUE_KEYS.get(table, ()))
+    if not key or df.empty:
+        return
+    dup = df.duplicated(subset=key, keep=False).to_numpy()
+    if not dup.any():
+        return
+    rows = np.flatnonzero(dup)
+    first = df.iloc[rows[0]][key]
+    same = [i for i in rows if all(df.iloc[i][k] == first[k] for k in key)][:2]
+    parts = " and ".join(dict.fromkeys(str(part_of_row[i]) for i in same))
+    ident = ", ".join(f"{k} {_cell(first[k])}" for k in key)
+    raise UserError(f"run table {table} has {len(same)} rows for ({ident}) in {parts}",
+                    "a unit was recorded twice: delete the later part and resume the run, or re-measure")
 
 
 def load_run(path: str | Path) -> Run:

@@ -246,6 +246,7 @@ def summarise(run: FinishedRun) -> tuple[PointSummary, pd.DataFrame]:
     summary.max_running_requests = int(run.limits.max_running)
     summary.running_limit = run.limits.running_binding
     summary.binding_limit = binding_limit(summary.mean_batch_seqs, run.limits.max_running, run.limits.running_binding)
+    summary.engine_settings = run.cfg.tagged() if hasattr(run.cfg, "tagged") else ""
     return summary, _request_frame(run, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm)
 
 

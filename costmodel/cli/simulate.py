@@ -18,6 +18,8 @@ from costmodel.options import parse_floats, parse_modes
 from simulate.api import SimulateConfig, run_simulation, write_outcome
 from simulate.plan.costing import pricing_config
 from simulate.batch import DEFAULT_HARDWARE
+from simulate.engine import mode_settings
+from simulate.point import resolve_engine
 
 
 @click.command()
@@ -30,16 +32,26 @@ from simulate.batch import DEFAULT_HARDWARE
 @click.option("--requests", "n_requests", type=int, default=None, help="Number of arrivals (instead of --duration).")
 @click.option("--workload", "workload_path", default=None, help="Workload JSON (arrivals, lengths, regime mix, trace); see docs/simulator.md.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the workload and of every random draw.")
-@click.option("--max-num-seqs", type=int, default=None, help="Running sequences per replica [default: 256, or the profile's engine].")
-@click.option("--max-num-batched-tokens", type=int, default=None, help="Token budget per engine step [default: 8192, or the profile's engine].")
-@click.option("--gpu-memory-utilization", type=float, default=None, help="Share of GPU memory for weights + KV [default: 0.9].")
+@click.option("--max-num-seqs", type=int, default=None,
+              help="Running sequences per replica [default: the profile's engine, else vLLM 0.32's for the GPU and mode as the memory "
+                   "model derives it: DiffusionGemma 8 (or fewer where the sampler buffers bind), AR/MTP 1024 on Hopper; `costmodel memory`].")
+@click.option("--max-num-batched-tokens", type=int, default=None,
+              help="Token budget per engine step [default: the profile's engine, else vLLM 0.32's for the GPU: 8192 on an H100/H200].")
+@click.option("--gpu-memory-utilization", type=float, default=None, help="Share of GPU memory for the engine [default: the profile's, else vLLM's 0.92].")
+@click.option("--canvas-length", type=int, default=None, help="Diffusion: tokens per canvas [default: the profile's engine, else the model's (256)].")
+@click.option("--max-denoising-steps", type=int, default=None,
+              help="Diffusion: denoising steps per canvas at most (clips the profile's steps per canvas) [default: the model's 48].")
+@click.option("--num-speculative-tokens", type=int, default=None,
+              help="MTP: draft tokens k per verify step, at most the positions the profile measured [default: the profile's k].")
+@click.option("--async-scheduling/--no-async-scheduling", default=None, help="vLLM's async scheduling [default: on, as vLLM runs GPUs].")
 @click.option("--router", default="least-outstanding", show_default=True, type=click.Choice(["least-outstanding", "round-robin"]))
 @click.option("--warmup", type=float, default=0.1, show_default=True, help="Share of the arrival window left out of percentiles.")
 @click.option("-o", "--out", "out_dir", default=None, help="Write requests_*.parquet per point, summary.csv and summary.json here.")
 @click.option("--jobs", type=int, default=None, help="Parallel processes for the points [default: one per core, at most one per point].")
 @pricing_options
 def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests, workload_path, seed, max_num_seqs,
-             max_num_batched_tokens, gpu_memory_utilization, router, warmup, out_dir, jobs, pricing_options):
+             max_num_batched_tokens, gpu_memory_utilization, canvas_length, max_denoising_steps, num_speculative_tokens,
+             async_scheduling, router, warmup, out_dir, jobs, pricing_options):
     """Simulate serving under load on a profile: per (mode, QPS) throughput, TTFT/E2E percentiles,
     GPU busy fraction, and whether the point is stable (an unstable point's queue grows without
     bound: its latencies are not steady-state and are not shown). With pricing options, what each point costs."""
@@ -48,13 +60,17 @@ def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests,
                          profile_path=profile_path, replicas=replicas, duration_s=duration, n_requests=n_requests,
                          workload_path=workload_path, seed=seed, router=router, warmup_frac=warmup, jobs=jobs,
                          engine={"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
-                                 "gpu_memory_utilization": gpu_memory_utilization})
+                                 "gpu_memory_utilization": gpu_memory_utilization, "canvas_length": canvas_length,
+                                 "max_denoising_steps": max_denoising_steps, "num_speculative_tokens": num_speculative_tokens,
+                                 "async_scheduling": async_scheduling})
     if out_dir:
         outputset.claim(out_dir, "simulate")  # checked and locked before any point runs
     con = make_console()
     with progress_bar(make_console(stderr=True)) as progress:
         outcome = run_simulation(cfg, progress)
     con.print(render_table(outcome.results, outcome.profile))
+    for line in engine_notes(outcome.profile, cfg):
+        con.print(f"[yellow]{line}[/yellow]")
     if pricing is not None:
         con.print(cost_table([r.summary.flat() for r in outcome.results], outcome.profile.hardware_spec(), pricing))
     for r in outcome.results:
@@ -64,6 +80,12 @@ def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests,
     if out_dir:
         paths = write_outcome(outcome, out_dir)
         con.print(f"wrote {len(paths)} files to {out_dir}")
+
+
+def engine_notes(profile, cfg: SimulateConfig) -> list[str]:
+    """One line per setting vLLM would rewrite (and the simulator rewrote the same way), per mode."""
+    engine = resolve_engine(profile, cfg.engine)
+    return [f"{mode}: {note}" for mode in cfg.modes for note in mode_settings(profile, mode, engine)[1]]
 
 
 @contextmanager

@@ -104,6 +104,9 @@ class PointSummary:
                             "costmodel/memory.py", default="")
     binding_limit: str = _f("what limits a replica at this point: running_limit when its engine steps run at least 90% of "
                             "max_running_requests on average, else compute (the step time of the batches it runs)", "text", default="")
+    engine_settings: str = _f("the engine settings a replica ran with and where each came from: name=value [CLI | recorded run | profile | "
+                              "default | ...], in costmodel/engine_settings.py's order of precedence", "text",
+                              "costmodel/engine_settings.py (vLLM 0.32 defaults cited there)", default="")
 
     def flat(self) -> dict:
         """One flat row (no nested dicts): `ttft_ms_p95`, `e2e_ms_p99`, `batch_denoise_step_seqs`."""

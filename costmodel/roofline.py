@@ -31,26 +31,36 @@ LOGIT_BYTES = 4  # fp32 logits (softcapping and sampling run in fp32)
 
 @dataclass(frozen=True)
 class PassKind:
+    """One kind of forward pass and what it computes; consumers (the roofline below, the operator
+    shapes of measure/ops, the step fits) read these fields instead of testing the kind's name."""
+
     name: str
     role: str  # "target" (the served model) or "assistant" (MTP drafter)
     writes_kv: bool
-    logits: str  # "all" tokens, "last" token per sequence, or "none"
-    attention: str  # "causal" | "bidirectional"
+    logits: str  # "all" tokens, "last" token per sequence, or "none" (the roofline's accounting)
+    attention: str  # the mask: "causal" | "bidirectional"
     self_conditioning: bool = False
     doc: str = ""
+    sampler: str = "none"  # the sampler the serving engine runs after it: "canvas" (DiffusionGemma's, every canvas position), "token", "none"
+    recorded_as: str = ""  # measure/vllm's step recorder counts its sequences and tokens in <recorded_as>_reqs / _tokens ("": not recorded apart)
 
 
 PASS_KINDS: dict[str, PassKind] = {
     k.name: k
     for k in [
-        PassKind("encoder_prefill", "target", True, "none", "causal", doc="encoder over the prompt; writes KV, no lm_head"),
+        PassKind("encoder_prefill", "target", True, "none", "causal", doc="encoder over the prompt; writes KV, no lm_head", recorded_as="prefill"),
         PassKind("denoise_step", "target", False, "all", "bidirectional", True,
-                 doc="decoder over the 256-token canvas against the cached prefix; logits for every canvas position"),
-        PassKind("encoder_commit", "target", True, "none", "causal", doc="encoder over the previous converged canvas; appends its KV"),
-        PassKind("prefill", "target", True, "last", "causal", doc="prompt prefill; logits for the last position"),
-        PassKind("decode_step", "target", True, "all", "causal", doc="one new token per sequence"),
-        PassKind("draft_step", "assistant", False, "all", "causal", doc="one assistant pass proposing one draft token per sequence"),
-        PassKind("verify_step", "target", True, "all", "causal", doc="target pass over k+1 tokens per sequence"),
+                 doc="decoder over the 256-token canvas against the cached prefix; logits for every canvas position", sampler="canvas",
+                 recorded_as="denoise"),
+        PassKind("encoder_commit", "target", True, "none", "causal", doc="encoder over the previous converged canvas; appends its KV",
+                 sampler="canvas", recorded_as="commit"),
+        PassKind("prefill", "target", True, "last", "causal", doc="prompt prefill; logits for the last position", sampler="token",
+                 recorded_as="prefill"),
+        PassKind("decode_step", "target", True, "all", "causal", doc="one new token per sequence", sampler="token", recorded_as="decode"),
+        PassKind("draft_step", "assistant", False, "all", "causal", doc="one assistant pass proposing one draft token per sequence",
+                 sampler="token"),
+        PassKind("verify_step", "target", True, "all", "causal", doc="target pass over k+1 tokens per sequence", sampler="token",
+                 recorded_as="verify"),
     ]
 }
 

@@ -10,13 +10,14 @@ from click.core import ParameterSource
 
 from costmodel.cli.measure_endpoint import OPTIONS as ENDPOINT_OPTIONS
 from costmodel.cli.measure_harness import OPTIONS as HARNESS_OPTIONS
+from costmodel.modes import mode_names
 from measure.backends import MeasureOptions, run_measure
 from measure.endpoint.loadtest import LoadTestOptions
 from measure.harness.config import HarnessOptions
 
 COMMON = [
     click.option("--model", "model", default=None, help="In-process: catalog name, checkpoint path or hub id. Endpoint: the served model name."),
-    click.option("--mode", type=click.Choice(["diffusion", "ar", "mtp"]), default=None, help="Generation mode (default: from --model)."),
+    click.option("--mode", type=click.Choice(mode_names()), default=None, help="Generation mode (default: from --model)."),
     click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Run directory to write."),
     click.option("--resume", is_flag=True, help="Continue an interrupted run in --out, skipping finished units."),
     click.option("--seed", type=int, default=0, show_default=True),

@@ -72,6 +72,11 @@ def family_of_pass(kind: str) -> str:
     return fams.pop()
 
 
+def harness_modes() -> tuple[ServingMode, ...]:
+    """The modes the in-process harness measures (`ServingMode.harness` set)."""
+    return tuple(m for m in all_modes() if m.harness)
+
+
 def mode_order(name: str) -> int:
     """Sort key of a mode name in tables (unknown names last)."""
     m = _REGISTRY.get(name)
@@ -87,5 +92,5 @@ register(DiffusionMode())
 register(ArMode())
 register(MtpMode())
 
-__all__ = ["ModeDraws", "ProfilePart", "ServingMode", "all_modes", "find_part", "get_mode", "family_of_pass", "mode_names", "mode_order",
+__all__ = ["ModeDraws", "ProfilePart", "ServingMode", "all_modes", "find_part", "get_mode", "family_of_pass", "harness_modes", "mode_names", "mode_order",
            "modes_of_family", "profile_parts", "register", "unregister"]

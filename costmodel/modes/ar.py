@@ -18,3 +18,4 @@ class ArMode(ServingMode):
     prefill_kind = "prefill"
     group_kinds = ("decode_step",)
     sim_cost_rank = 2  # coasts cover its decode steps in closed form: the cheapest per point
+    harness = "causal"

@@ -10,6 +10,8 @@ A mode (diffusion, ar, mtp, ...) is one module that subclasses `ServingMode` and
 - its random draws and KV accounting per request: `draw(profile, reqs, seed) -> ModeDraws`, and the
   profile parts they draw from (`parts`: `ProfilePart`s, e.g. diffusion's commit statistics, each a
   top-level key of the profile JSON that the part reads, checks and describes);
+- how a static batch runs it to completion (transformers' `generate`, what `costmodel validate`
+  serves): `static_batch_ms(cost, batch)` (simulate/static_batch.py);
 - how one engine step is priced: `step_ms(cost, prefill, groups, draws)` over any number of
   groups, with `cost.pass_ms(segments)` pricing one forward (costmodel/stepcost.ModeCost; default:
   one forward pass, one weight read, over the prefill chunks and every group);
@@ -76,6 +78,10 @@ class ServingMode:
     parts: ClassVar[tuple["ProfilePart", ...]] = ()  # the profile parts its draws use (registered with the mode)
     profile_parts: ClassVar[tuple[str, ...]] = ()  # their keys (set from `parts`)
     sim_cost_rank: ClassVar[int] = 9  # simulation cost per request, rank (0 = slowest): plan runs slow chains first
+    # measurement hooks (measure/): the in-process harness program that times it, "canvas"
+    # (measure/harness/diffusion.py: canvases, commit records) or "causal" (causal.py: prefill and
+    # decode, with `assistant` the draft/verify rounds); None: the harness does not measure it
+    harness: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -101,6 +107,30 @@ class ServingMode:
         chunks and every non-empty group, priced by `cost` (the mode's costmodel.stepcost.ModeCost)."""
         segs = ((prefill,) if prefill is not None else ()) + tuple(g for g in groups if g.seqs)
         return cost.pass_ms(segs)
+
+    def static_batch_ms(self, cost, batch: list) -> tuple[list[float], list[float], float]:
+        """(first-output offsets, finish offsets, batch duration) in ms from the start of one static
+        batch run to completion (simulate.static_batch.BatchRequest records, prompts padded to the
+        longest), passes priced by `cost.pass_ms`. Default: one prefill, then one decode pass of
+        group 0 per token until the batch's longest output (AR decoding)."""
+        B = len(batch)
+        P = max(r.prompt_tokens for r in batch)
+        t = cost.pass_ms((Segment(self.prefill_kind, B, P, 0),))
+        first, finish = [t] * B, [0.0] * B
+        for i, r in enumerate(batch):
+            if r.output_tokens <= 1:
+                finish[i] = t
+        for j in range(1, max(r.output_tokens for r in batch)):
+            t += cost.pass_ms((Segment(self.group_kinds[0], B, 1, P + j - 1),))
+            for i, r in enumerate(batch):
+                if r.output_tokens == j + 1:
+                    finish[i] = t
+        return first, finish, t
+
+    def side_passes(self, prefill: Segment | None, groups: tuple[Segment, ...], k: int) -> list[tuple[tuple[Segment, ...], int]]:
+        """The passes run beside the joint forward of one engine step, as (segments of one pass,
+        how many such passes), e.g. MTP's k draft passes; k: side passes per step (`ModeDraws.side_passes`)."""
+        return []
 
     def batch_composition(self, prefill_seqs: float, group_seqs: tuple[float, ...]) -> dict[str, float]:
         """Mean sequences per engine step by pass kind (prefill, groups, then side passes, which

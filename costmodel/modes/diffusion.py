@@ -13,6 +13,7 @@ follow the regime's content_length, k's marginal is exactly steps_per_canvas."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,9 +21,11 @@ import numpy as np
 from costmodel.errors import UserError
 from costmodel.modes.base import ModeDraws, ProfilePart, ServingMode
 from costmodel.records import Distribution, Provenance
+from costmodel.roofline import Segment
 from costmodel.seeding import rng_for
 
 STREAM_CANVAS_STEPS = 11
+CANVAS_DEFAULT = 256  # tokens per canvas of a model whose shape names none
 
 
 @dataclass
@@ -80,7 +83,7 @@ def canvas_length(profile) -> int:
     """The canvas the engine serves: the profile's engine section (the engine's own setting; the
     simulator's view of a profile under other settings, simulate/engine.py engine_profile), else
     the model's (vLLM's default)."""
-    profile.mode("diffusion")
+    profile.mode(DiffusionMode.name)
     c = profile.engine.get("canvas_length") if isinstance(profile.engine, dict) else None
     return int(c) if isinstance(c, int) and not isinstance(c, bool) and c >= 1 else int(profile.resolved().models["diffusion"].canvas_length or 256)
 
@@ -183,6 +186,7 @@ class DiffusionMode(ServingMode):
     group_kinds = ("denoise_step", "encoder_commit")
     parts = (COMMIT_STATS,)
     sim_cost_rank = 1
+    harness = "canvas"
 
     def kv_step_slots(self, k: int, canvas: int) -> int:
         """The active canvas holds its slots from its first denoising step."""
@@ -193,3 +197,27 @@ class DiffusionMode(ServingMode):
 
     def draw(self, profile, reqs, seed: int) -> DiffusionDraws:
         return DiffusionDraws(profile, reqs, seed)
+
+    def static_batch_ms(self, cost, batch: list) -> tuple[list[float], list[float], float]:
+        """prefill(B, P); per canvas c: a commit before every canvas after the first, then the
+        batch's most denoising steps (its loop runs until every row stopped); every row runs the
+        batch's longest canvas count. First output: the end of canvas 0; finish: of its last."""
+        B = len(batch)
+        P = max(r.prompt_tokens for r in batch)
+        C = cost.roofline.model.canvas_length or CANVAS_DEFAULT
+        prefill, denoise, commit = self.prefill_kind, *self.group_kinds
+        first, finish = [0.0] * B, [0.0] * B
+        t = cost.pass_ms((Segment(prefill, B, P, 0),))
+        blocks = [max(1, math.ceil(r.output_tokens / C)) for r in batch]
+        for c in range(max(blocks)):
+            ctx = P + C * c
+            if c > 0:
+                t += cost.pass_ms((Segment(commit, B, C, ctx - C),))
+            steps = max(r.steps_per_canvas[c] if c < len(r.steps_per_canvas) else r.steps_per_canvas[-1] for r in batch)
+            t += steps * cost.pass_ms((Segment(denoise, B, C, ctx),))
+            for i in range(B):
+                if c == 0:
+                    first[i] = t
+                if c == blocks[i] - 1:
+                    finish[i] = t
+        return first, finish, t

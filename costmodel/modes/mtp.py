@@ -191,6 +191,7 @@ class MtpMode(ServingMode):
     side_kinds = ("draft_step",)
     parts = (MTP_ACCEPTANCE,)
     sim_cost_rank = 0  # each step price has three passes (verify, first and later drafts): the slowest per point
+    harness = "causal"
 
     def kv_step_slots(self, k: int, canvas: int) -> int:
         """vLLM's lookahead reserve for speculative decoding: 1 + 2k slots (v1/core/sched, spec decode)."""
@@ -202,11 +203,30 @@ class MtpMode(ServingMode):
     def draw(self, profile, reqs, seed: int) -> MtpDraws:
         return MtpDraws(profile, reqs, seed)
 
+    def static_batch_ms(self, cost, batch: list) -> tuple[list[float], list[float], float]:
+        """One request per batch (transformers' assisted generation): prefill, then per iteration k
+        draft passes and one verify pass over k+1 tokens, emitting 1 + its recorded accepted drafts."""
+        if len(batch) != 1:
+            raise UserError(f"{self.name} validation batches hold one request, got {len(batch)}", f"use --max-batch 1 for {self.name}")
+        r = batch[0]
+        draft, verify = self.side_kinds[0], self.group_kinds[0]
+        t = first = cost.pass_ms((Segment(self.prefill_kind, 1, r.prompt_tokens, 0),))
+        done, it, k = 1, 0, r.draft_tokens
+        while done < r.output_tokens:
+            ctx = r.prompt_tokens + done
+            t += k * cost.pass_ms((Segment(draft, 1, 1, ctx),)) + cost.pass_ms((Segment(verify, 1, k + 1, ctx),))
+            done += 1 + (r.accepted_per_iteration[it] if it < len(r.accepted_per_iteration) else 0)
+            it += 1
+        return [first], [t], t
+
     def step_ms(self, cost, prefill, groups, draws) -> float:
         """The assistant's draft passes (`draft_passes`), then one joint forward of the prefill chunks
         and the (k+1)-token verify pass."""
         ms = sum(n * cost.pass_ms(segs) for segs, n in draft_passes(prefill, groups[0], draws.side_passes))
         return ms + super().step_ms(cost, prefill, groups, draws)
+
+    def side_passes(self, prefill, groups, k: int):
+        return draft_passes(prefill, groups[0], k)
 
 
 def draft_passes(prefill: Segment | None, verify: Segment, k: int) -> list[tuple[tuple[Segment, ...], int]]:
@@ -217,7 +237,7 @@ def draft_passes(prefill: Segment | None, verify: Segment, k: int) -> list[tuple
     over the sequences that draft (verifying ones and prefill chunks)."""
     if k <= 0 or not (verify.seqs or prefill is not None):
         return []
-    kind = "draft_step"
+    kind = MtpMode.side_kinds[0]
     first = ((Segment(kind, verify.seqs, k + 1, verify.context),) if verify.seqs else ()) + \
         ((Segment(kind, prefill.seqs, prefill.tokens, prefill.context),) if prefill is not None else ())
     out = [(first, 1)]

@@ -44,16 +44,17 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
-from costmodel.modes import get_mode
+from costmodel.modes import get_mode, mode_names
+from costmodel.modes.diffusion import COMMIT_STATS
+from costmodel.modes.mtp import MTP_ACCEPTANCE
 from costmodel.prior import CITATION, published_commit_prior
-from costmodel.roofline import Segment
+from costmodel.roofline import Segment, get_pass_kind
 from costmodel.schemas.profile import (CommitStats, Distribution, FitDiagnostics, ModeProfile, PassCostModel, Profile, Provenance,
                                        features)
 from costmodel.schemas.rundir import STEP_COLUMNS, Run, load_run
 from costmodel.timestamps import now_iso
 from measure.fit.assemble import FitOptions, FitResult, resolve_target
 from measure.fit.mtp import acceptance_from_counters
-from costmodel.modes.mtp import draft_passes
 from measure.fit.passes import SELECT_TOL_POINTS, SELECT_TOL_REL, PassFit, mape_pct
 
 KIND = "engine-steps"
@@ -99,7 +100,7 @@ def load_steps(run: Run, time_column: str, msgs: list[str]) -> pd.DataFrame:
         bad = pd.to_numeric(df[c], errors="coerce").isna() & ~df[c].isna() if c != "elapsed_ms" else pd.Series(False, index=df.index)
         if bad.any():
             raise UserError(f"engine-steps run {run.path}: field {c} is not numeric (step {int(df.loc[bad.idxmax(), 'step'])})", "re-record the run")
-    if m.mode == "mtp" and "sd_per_pos" not in df:
+    if MTP_ACCEPTANCE in get_mode(m.mode).parts and "sd_per_pos" not in df:
         raise UserError(f"engine-steps run {run.path}: field sd_per_pos is missing", "re-record the MTP run with costmodel's step recorder")
     busy_before = (df["running"] + df["waiting"]).shift(1).fillna(0) > 0
     tokens = df["prefill_tokens"] + df["decode_tokens"] + df["denoise_tokens"] + df["commit_tokens"] + df["verify_tokens"]
@@ -132,7 +133,7 @@ def load_steps(run: Run, time_column: str, msgs: list[str]) -> pd.DataFrame:
 # ---- shapes and design ------------------------------------------------------------------------
 def step_segments(row, mode: str, engine: dict) -> tuple[tuple[Segment, ...], list | None, int]:
     """(joint-pass segments, the side passes as [(segments of one pass, count)] or None, k) of one
-    step, in the shapes the simulator prices (MTP: costmodel.modes.mtp.draft_passes)."""
+    step, in the shapes the simulator prices (the mode's `side_passes`: MTP's draft passes)."""
     sm = get_mode(mode)
     running = max(int(row.running), 1)
     ctx = int(round(float(row.kv_tokens) / running)) if float(row.kv_tokens) > 0 else 0
@@ -140,22 +141,14 @@ def step_segments(row, mode: str, engine: dict) -> tuple[tuple[Segment, ...], li
     if row.prefill_reqs > 0 and row.prefill_tokens > 0:
         m = int(row.prefill_reqs)
         segs.append(Segment(sm.prefill_kind, m, max(1, int(round(row.prefill_tokens / m))), 0))
-    side, k = None, 0
-    if mode == "diffusion":
-        for kind, n, t in (("denoise_step", row.denoise_reqs, row.denoise_tokens), ("encoder_commit", row.commit_reqs, row.commit_tokens)):
-            if n > 0 and t > 0:
-                segs.append(Segment(kind, int(n), max(1, int(round(t / n))), ctx))
-    elif mode == "mtp":
-        verify = Segment("verify_step", 0, 1, ctx)
-        if row.verify_reqs > 0:
-            n = int(row.verify_reqs)
-            verify = Segment("verify_step", n, max(1, int(round(row.verify_tokens / n))), ctx)
-            segs.append(verify)
-        k = int(engine.get("num_speculative_tokens") or 0)
-        side = draft_passes(segs[0] if segs and segs[0].kind == sm.prefill_kind else None, verify, k) or None
-    elif row.decode_reqs > 0:
-        n = int(row.decode_reqs)
-        segs.append(Segment("decode_step", n, max(1, int(round(row.decode_tokens / n))), ctx))
+    groups = []
+    for kind in sm.group_kinds:  # the recorder counts each group's sequences and tokens (PassKind.recorded_as)
+        col = get_pass_kind(kind).recorded_as
+        n, t = getattr(row, f"{col}_reqs"), getattr(row, f"{col}_tokens")
+        groups.append(Segment(kind, int(n), max(1, int(round(t / n))), ctx) if n > 0 and t > 0 else Segment(kind, 0, 1, ctx))
+    segs += [g for g in groups if g.seqs]
+    k = int(engine.get("num_speculative_tokens") or 0) if sm.side_kinds else 0
+    side = sm.side_passes(segs[0] if segs and segs[0].kind == sm.prefill_kind else None, tuple(groups), k) or None
     return tuple(segs), side, k
 
 
@@ -444,6 +437,10 @@ def mtp_acceptance_from_steps(df: pd.DataFrame, runs: list[Run]):
 
 
 # ---- the profile ------------------------------------------------------------------------------
+# how each profile part is fitted from recorded engine steps (the parts of the modes: costmodel/modes)
+PARTS_FROM_STEPS = {COMMIT_STATS.key: commit_stats_from_steps, MTP_ACCEPTANCE.key: mtp_acceptance_from_steps}
+
+
 def _pass_models(fit: StepFit, runs: list[Run], target, steps: pd.DataFrame, time_column: str, d: Design) -> dict[str, PassFit]:
     eng = runs[0].manifest.engine
     prov = Provenance("measured", f"vLLM {eng.get('version')} engine steps of runs {', '.join(r.manifest.run_id for r in runs)}",
@@ -518,24 +515,21 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
     target = resolve_target(runs, opts, msgs)
     fits: dict[str, PassFit] = {}
     modes: dict[str, ModeProfile] = {}
-    commit, mtp = {}, None
-    for mode in [m for m in ("diffusion", "ar", "mtp") if any(r.manifest.mode == m for r in runs)]:
+    parts: dict = {}
+    for mode in [m for m in mode_names() if any(r.manifest.mode == m for r in runs)]:
         mruns = [r for r in runs if r.manifest.mode == mode]
         mfits, fit = fit_mode(mode, mruns, target, time_column, opts.seed, msgs, opts.step_objective)
         fits.update({(k if k not in fits else f"{k} [{mode}]"): f for k, f in mfits.items()})
-        modes[mode] = ModeProfile(mode, target.model_for(mode), assistant=target.assistant if mode == "mtp" else None,
+        modes[mode] = ModeProfile(mode, target.model_for(mode), assistant=target.assistant if get_mode(mode).assistant else None,
                                   pass_models={k: f.model for k, f in mfits.items()},
                                   notes=f"fitted jointly from {fit.n_steps} recorded vLLM engine steps ({time_column}); features {' + '.join(fit.features)}")
-        if mode == "diffusion":
-            commit, cmsg = commit_stats_from_steps(pd.concat([r.table("steps") for r in mruns]), mruns)
-            msgs.append(cmsg)
-        if mode == "mtp":
-            mtp, amsg = mtp_acceptance_from_steps(pd.concat([r.table("steps") for r in mruns]), mruns)
-            msgs.append(amsg)
-    return FitResult(_profile(runs, opts, target, modes, commit, mtp, time_column, msgs), fits, [], msgs)
+        for part in get_mode(mode).parts:  # the mode's profile parts, from the same steps
+            parts[part.key], pmsg = PARTS_FROM_STEPS[part.key](pd.concat([r.table("steps") for r in mruns]), mruns)
+            msgs.append(pmsg)
+    return FitResult(_profile(runs, opts, target, modes, parts, time_column, msgs), fits, [], msgs)
 
 
-def _profile(runs: list[Run], opts: FitOptions, target, modes: dict, commit: dict, mtp, time_column: str, msgs: list[str]) -> Profile:
+def _profile(runs: list[Run], opts: FitOptions, target, modes: dict, parts: dict, time_column: str, msgs: list[str]) -> Profile:
     date = min(r.manifest.started_at for r in runs)
     eng = runs[0].manifest.engine
     pid = opts.profile_id or f"{target.hw.id}-{target.precision}-vllm-steps-{date[:10].replace('-', '')}"
@@ -543,7 +537,7 @@ def _profile(runs: list[Run], opts: FitOptions, target, modes: dict, commit: dic
         profile_id=pid, hardware=target.hw.to_dict(), precision=target.precision,
         engine={"name": "vllm", "version": eng.get("version"), "device": eng.get("device"), "device_name": runs[0].manifest.gpu_name,
                 "source": "engine-steps", "time": time_column},
-        modes=modes, commit_stats=commit, mtp_acceptance=mtp,
+        modes=modes, parts=parts,
         provenance=Provenance("measured", f"costmodel fit of recorded vLLM engine steps: runs {', '.join(r.manifest.run_id for r in runs)}",
                               hardware=target.hw.id, date=date,
                               notes=f"vLLM {eng.get('version')} on {eng.get('device')} ({runs[0].manifest.gpu_name}); run directories "

@@ -17,11 +17,12 @@ from typing import Any, Mapping
 
 from costmodel.errors import UserError
 from costmodel.models import ASSISTANT_FOR, MODELS, ModelShape, get_model
+from costmodel.modes import ServingMode, get_mode, harness_modes, modes_of_family
 from costmodel.options import parse_ints, parse_list
 from measure.probes import REGIMES
 
 # the registered modes (costmodel.modes) this in-process harness implements (diffusion.py, causal.py)
-HARNESS_MODES = ("diffusion", "ar", "mtp")
+HARNESS_MODES = tuple(m.name for m in harness_modes())
 ENGINES = ("eager", "compiled")
 GRIDS = ("cross", "star")
 PROBE_SPLITS = ("all", "exploratory", "confirmatory")
@@ -83,7 +84,7 @@ class HarnessConfig:
     @property
     def commit_source(self) -> str:
         """What the run's commit records are (costmodel.schemas.rundir.COMMIT_SOURCES)."""
-        if self.mode != "diffusion":
+        if get_mode(self.mode).harness != "canvas":
             return "none"
         if self.replay:
             return "replay"
@@ -96,7 +97,7 @@ class HarnessConfig:
             pairs = [(b, p) for b in self.batches for p in self.contexts]
         else:  # star: every batch at the first context, every context at the first batch
             pairs = [(b, self.contexts[0]) for b in self.batches] + [(self.batches[0], p) for p in self.contexts[1:]]
-        ks = self.draft_tokens if self.mode == "mtp" else [0]
+        ks = self.draft_tokens if get_mode(self.mode).assistant else [0]
         return [Cell(b, p, k) for b, p in pairs for k in ks]
 
     def settings(self) -> dict:
@@ -157,18 +158,32 @@ class HarnessOptions:
         return default if v is None else v
 
 
-# Options that only one mode (or one feature) uses: given anywhere else they would be ignored.
+def _canvas(m: ServingMode) -> bool:
+    return m.harness == "canvas"
+
+
+def _causal(m: ServingMode) -> bool:
+    return m.harness == "causal"
+
+
+def _drafted(m: ServingMode) -> bool:
+    return m.harness == "causal" and m.assistant
+
+
+# Options that only some modes' harness programs use (costmodel.modes: ServingMode.harness, assistant):
+# given anywhere else they would be ignored.
 MODE_ONLY = {
-    "canvases": ("diffusion",), "blocks": ("diffusion",), "max_denoising_steps": ("diffusion",), "replay": ("diffusion",),
-    "hook_overhead_repeats": ("diffusion",), "decode_batches": ("ar", "mtp"), "decode_steps": ("ar",),
-    "draft_tokens": ("mtp",), "mtp_rounds": ("mtp",), "mtp_acceptance_rate": ("mtp",),
+    "canvases": _canvas, "blocks": _canvas, "max_denoising_steps": _canvas, "replay": _canvas, "hook_overhead_repeats": _canvas,
+    "decode_batches": _causal, "decode_steps": lambda m: _causal(m) and not m.assistant,
+    "draft_tokens": _drafted, "mtp_rounds": _drafted, "mtp_acceptance_rate": _drafted,
 }
 PROBE_ONLY = ("probe_seeds", "probe_regimes", "probe_split")
 
 
 def _reject_unused(opts: HarnessOptions, mode: str) -> None:
-    for key, modes in MODE_ONLY.items():
-        if opts.get(key) is not None and mode not in modes:
+    for key, uses in MODE_ONLY.items():
+        if opts.get(key) is not None and not uses(get_mode(mode)):
+            modes = [m.name for m in harness_modes() if uses(m)]
             raise UserError(f"--{key.replace('_', '-')} is not used by --mode {mode}", f"drop it (it applies to --mode {'/'.join(modes)})")
     if not opts.get("probe_prompts_per_regime"):
         for key in PROBE_ONLY:
@@ -218,25 +233,26 @@ def _mode(opts: HarnessOptions, src: ModelSource) -> str:
     mode = opts.mode
     if mode is None:
         if src.shape is None:
-            raise UserError("--mode is needed when the model comes from a checkpoint without --model", "pass --mode diffusion|ar|mtp")
-        mode = "diffusion" if src.shape.family == "diffusion_gemma" else "ar"
+            raise UserError("--mode is needed when the model comes from a checkpoint without --model", f"pass --mode {'|'.join(HARNESS_MODES)}")
+        served = [m for m in modes_of_family(src.shape.family) if m.harness and not m.assistant]
+        mode = served[0].name if served else ""
     if mode not in HARNESS_MODES:
         raise UserError(f"--mode {mode!r} is unknown", f"use one of {', '.join(HARNESS_MODES)}")
     _reject_unused(opts, mode)
-    if src.shape is not None:
-        want = "diffusion_gemma" if mode == "diffusion" else "gemma4"
-        if src.shape.family != want:
-            raise UserError(f"--mode {mode} needs a {'DiffusionGemma' if mode == 'diffusion' else 'Gemma-4 (AR)'} model, and {src.shape.name} is {src.shape.family}",
-                            "use --model diffusiongemma-26b-a4b for diffusion and --model gemma4-26b-a4b for ar/mtp")
+    serving = get_mode(mode)
+    if src.shape is not None and src.shape.family != serving.model_family:
+        raise UserError(f"--mode {mode} needs a {serving.label} model ({serving.model_family}), and {src.shape.name} is {src.shape.family}",
+                        "use " + " and ".join(f"--model {m.default_model} for {m.name}" for m in harness_modes()))
     return mode
 
 
 def _assistant(opts: HarnessOptions, mode: str, src: ModelSource) -> ModelShape | None:
     """The MTP assistant's shape (None for other modes), with --assistant-checkpoint checked."""
     assistant_ckpt = opts.assistant_checkpoint
-    if mode != "mtp":
+    drafted = [m.name for m in harness_modes() if _drafted(m)]
+    if not _drafted(get_mode(mode)):
         if assistant_ckpt:
-            raise UserError("--assistant-checkpoint is only used with --mode mtp", "drop it or pass --mode mtp")
+            raise UserError(f"--assistant-checkpoint is only used with --mode {'/'.join(drafted)}", f"drop it or pass --mode {drafted[0]}")
         return None
     if src.weights == "checkpoint" and not assistant_ckpt:
         raise UserError("--mode mtp with --checkpoint needs the drafter's weights", "pass --assistant-checkpoint PATH_OR_HUB_ID (e.g. google/gemma-4-26B-A4B-it-assistant)")
@@ -280,16 +296,17 @@ class GridCounts:
 
 
 def _grid_counts(opts: HarnessOptions, mode: str, engine: str) -> GridCounts:
-    batches = _ints(opts, "canvases") if mode == "diffusion" else _ints(opts, "decode_batches")
-    batches = batches or ([1, 2, 4, 8, 16, 32] if mode == "diffusion" else [1, 4, 16, 64, 256])
+    canvas = _canvas(get_mode(mode))
+    batches = _ints(opts, "canvases") if canvas else _ints(opts, "decode_batches")
+    batches = batches or ([1, 2, 4, 8, 16, 32] if canvas else [1, 4, 16, 64, 256])
     contexts = _ints(opts, "contexts") or [1024]
     draft_tokens = _ints(opts, "draft_tokens") or [1, 2, 4, 8]
-    if mode == "mtp" and max(draft_tokens) > 16:
+    if _drafted(get_mode(mode)) and max(draft_tokens) > 16:
         raise UserError(f"--draft-tokens {max(draft_tokens)} is above 16", "MTP drafts 1 to 8 tokens per round in practice; give values 1..16")
     counts = GridCounts(
         batches, contexts, draft_tokens, blocks=_pos_int(opts, "blocks", 2), max_denoising_steps=_pos_int(opts, "max_denoising_steps", 48),
         decode_steps=_pos_int(opts, "decode_steps", 16), mtp_rounds=_pos_int(opts, "mtp_rounds", 4), repeats=_pos_int(opts, "repeats", 3),
-        warmup=_pos_int(opts, "warmup", 1, 0), hook_overhead_repeats=_pos_int(opts, "hook_overhead_repeats", 5 if mode == "diffusion" else 0, 0),
+        warmup=_pos_int(opts, "warmup", 1, 0), hook_overhead_repeats=_pos_int(opts, "hook_overhead_repeats", 5 if canvas else 0, 0),
         profile_steps=_pos_int(opts, "profile_steps", 0, 0), telemetry_interval_ms=_pos_int(opts, "telemetry_interval_ms", 100, 0))
     if engine == "compiled" and counts.warmup < 1:
         raise UserError("--engine compiled with --warmup 0 would time the compilation", "use --warmup 1 or more")
@@ -304,7 +321,7 @@ def _acceptance_rate(opts: HarnessOptions, mode: str, weights: str) -> float | N
         if not (0.0 <= float(rate) <= 1.0):
             raise UserError(f"--mtp-acceptance-rate {rate} is outside 0..1", "e.g. --mtp-acceptance-rate 0.8 (vLLM's synthetic default)")
         return float(rate)
-    return DEFAULT_MTP_ACCEPTANCE if mode == "mtp" and weights == "random" else None
+    return DEFAULT_MTP_ACCEPTANCE if _drafted(get_mode(mode)) and weights == "random" else None
 
 
 def _regimes(opts: HarnessOptions, key: str) -> list[str]:
@@ -343,13 +360,15 @@ def _probing(opts: HarnessOptions, mode: str, weights: str, engine: str) -> Prob
     if probe_split not in PROBE_SPLITS:
         raise UserError(f"--probe-split {probe_split!r} is unknown", f"use one of {', '.join(PROBE_SPLITS)}")
     if probes_n:
-        if mode == "ar":
-            raise UserError("probe prompts measure diffusion commits or MTP acceptance", "use --mode diffusion or --mode mtp for --probe-prompts-per-regime")
+        if not get_mode(mode).parts:
+            probed = [m.name for m in harness_modes() if m.parts]
+            raise UserError("probe prompts measure what a mode's profile part draws from (diffusion commits, MTP acceptance)",
+                            f"use --mode {' or --mode '.join(probed)} for --probe-prompts-per-regime")
         if weights == "random":
             raise UserError("probe prompts need the checkpoint's tokenizer and weights", "pass --checkpoint, or drop --probe-prompts-per-regime for a random-weights timing run")
         if replay:
             raise UserError("--replay with probe prompts would replace the model's own commits", "run probes without --replay")
-        if engine == "compiled" and mode == "mtp":
+        if engine == "compiled" and _drafted(get_mode(mode)):
             raise UserError("--engine compiled cannot measure MTP acceptance exactly (static sliding-window KV is not rolled back)", "use --engine eager for probe runs")
     return Probing(replay, replay_regimes, probes_n, probe_seeds, probe_regimes, probe_split)
 
@@ -365,7 +384,7 @@ def parse_config(opts: HarnessOptions) -> HarnessConfig:
     counts = _grid_counts(opts, mode, engine)
     rate = _acceptance_rate(opts, mode, src.weights)
     probing = _probing(opts, mode, src.weights, engine)
-    if mode == "mtp" and engine == "compiled" and src.weights == "checkpoint":
+    if _drafted(get_mode(mode)) and engine == "compiled" and src.weights == "checkpoint":
         raise UserError("--engine compiled for MTP is timing-only (rejected drafts stay in the static sliding-window KV)", "use --engine eager with a checkpoint")
     timing_grid = not opts.no_timing_grid
     if not timing_grid and not probing.prompts_per_regime:

@@ -28,6 +28,7 @@ from pathlib import Path
 from threading import Thread
 
 from costmodel.errors import UserError
+from costmodel.modes import mode_names
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_TRITON = Path(__file__).resolve().parent / "cpu_triton"
@@ -246,7 +247,7 @@ class VllmServer:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Serve a tiny model with vLLM on loopback until Ctrl-C.")
-    ap.add_argument("--mode", required=True, choices=["diffusion", "ar", "mtp"])
+    ap.add_argument("--mode", required=True, choices=mode_names())
     ap.add_argument("--model-dir", required=True, type=Path)
     ap.add_argument("--assistant-dir", type=Path, default=None)
     ap.add_argument("--canvas-length", type=int, default=None)

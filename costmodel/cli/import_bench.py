@@ -17,7 +17,8 @@ from measure.endpoint.bench_import import import_files
 @click.option("--model", default=None, help="Model name (default: the files' model_id).")
 @click.option("--mode", type=click.Choice(mode_names()), default=None,
               help="Generation mode (default: diffusion_* fields -> diffusion, spec_decode_* -> mtp, else from the model name, else ar).")
-@click.option("--canvas-length", type=click.IntRange(min=1), default=None, help="Diffusion canvas length (default: the catalog model's, else 256).")
+@click.option("--canvas-length", type=click.IntRange(min=1), default=None,
+              help="Diffusion canvas length [default: the files' counters (positions / engine steps), else the catalog model's].")
 @click.option("--resume", is_flag=True, help="Add to an existing import run, skipping results already imported.")
 def import_bench(files, out, model, mode, canvas_length, resume):
     """Import `vllm bench serve --save-result` JSON files as a run (one load per result).
@@ -39,5 +40,12 @@ def import_bench(files, out, model, mode, canvas_length, resume):
         if not math.isnan(r.get("dg_steps_per_canvas", math.nan)):
             line += f", {f(r['dg_steps_per_canvas'], 2)} steps per canvas"
         con.print(line)
+    from costmodel.schemas.rundir import load_run
+
+    man = load_run(out).manifest
+    if any("dg_steps_per_canvas" in r for r in rows):
+        con.print(f"canvas length {man.settings.get('canvas_length')} ({man.settings.get('canvas_length_source')})")
+    for note in man.notes[1:]:
+        con.print(f"[yellow]note: {note}[/yellow]")
     con.print(f"wrote {out} ({len(rows)} result(s) imported)")
     return 0

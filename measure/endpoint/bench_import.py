@@ -18,6 +18,11 @@ becomes one unit "<file name>#<i>" with one `load_summary` row:
   diffusion_num_denoising_steps / _num_canvas_positions / _num_committed_tokens and the ratios
   diffusion_steps_per_canvas, diffusion_committed_tokens_per_step are read as counters (ratios
   recomputed from the counts when both are present). Other diffusion_* keys are kept verbatim.
+The canvas length is the one the server ran, read from the file's own counters (positions / engine
+steps, as vllm/benchmarks/serve.py computes it: `canvas_from_counters`), not from the model's name:
+a server started with `--diffusion-config '{"canvas_length": 32}'` serves canvases of 32 whatever
+its model's config says. `--canvas-length` wins over the counters (with a note where they differ);
+the catalog model's canvas is used only for a file without counters.
 With --save-detailed (input_lens, output_lens, ttfts, itls, errors) the per-request arrays become
 `requests` and `chunks` rows; their times are relative to each request's own start (start_s = 0;
 vLLM does not save send times), finish_s = ttft + sum(itls), chunk token counts unknown (NaN).
@@ -134,6 +139,20 @@ def _vllm032_diffusion(r: dict, canvas_length: int) -> tuple[float, float, float
     return steps, pos, comm, canvases, spc
 
 
+def canvas_from_counters(r: dict) -> float | None:
+    """The canvas length a diffusion result's counters imply (None without them). vLLM 0.32's
+    benchmark (vllm/benchmarks/serve.py main: block_size = Δpositions / Δsteps, canvases =
+    Δcommitted / block_size, diffusion_denoising_steps = Δsteps - canvases) saves positions P,
+    committed tokens T and denoising steps D (commits excluded), so P = C (D + T / C): C = (P - T) / D.
+    Files with the older counter names (diffusion_num_*) count positions per canvas, not per step:
+    they carry no canvas length (None)."""
+    if "diffusion_denoising_steps" not in r:
+        return None
+    den, pos, comm = _num(r, "diffusion_denoising_steps"), _num(r, "diffusion_canvas_positions"), _num(r, "diffusion_committed_tokens")
+    c = (pos - comm) / den if den and den > 0 and not math.isnan(pos) and not math.isnan(comm) else math.nan
+    return float(round(c)) if math.isfinite(c) and c >= 1 else None
+
+
 def summary_row(r: dict, canvas_length: int) -> dict:
     rate = r.get("request_rate")
     completed = int(r["completed"])
@@ -245,7 +264,7 @@ def import_files(files: list[str], out: str, model: str | None, mode: str | None
             raise UserError(f"the bench results are of several models ({', '.join(models)})", "import each model's files into its own run, or pass --model")
         model = models[0]
     mode = mode or infer_mode(allres, model)
-    canvas = canvas_length_for(model, canvas_length)
+    canvas, canvas_source, notes = _canvas(allres, model, canvas_length)
     units = [f"{p.name}#{i}" for p, rs in loaded for i in range(len(rs))]
     if len(set(units)) != len(units):
         raise UserError("two bench files share a file name", "rename one, or import them into separate runs")
@@ -254,9 +273,9 @@ def import_files(files: list[str], out: str, model: str | None, mode: str | None
         run_id=new_run_id("bench"), kind="bench-import", mode=mode, model=model, weights="served",
         commit_source="model" if has_dg and mode == "diffusion" else "none",
         engine={"name": "vllm", "via": "vllm bench serve --save-result"},
-        settings={"files": [str(p) for p, _ in loaded], "canvas_length": canvas, "models_in_files": models},
+        settings={"files": [str(p) for p, _ in loaded], "canvas_length": canvas, "canvas_length_source": canvas_source, "models_in_files": models},
         software=software_versions(), planned_units=units,
-        notes=["imported from `vllm bench serve` results; per-request times (if any) are relative to each request's start"],
+        notes=["imported from `vllm bench serve` results; per-request times (if any) are relative to each request's start", *notes],
     )
     rows = []
     with RunWriter(out, manifest, resume=resume) as w:
@@ -278,3 +297,19 @@ def import_files(files: list[str], out: str, model: str | None, mode: str | None
         if mode == "mtp":
             write_mtp_counters(w.path, model)
     return out, rows
+
+
+def _canvas(results: list[dict], model: str, given: int | None) -> tuple[int, str, list[str]]:
+    """(canvas length, where it came from, notes): --canvas-length, else the files' counters (one
+    value for all: a run is one server set-up), else the catalog model's (costmodel/engine_settings.py
+    order: CLI, recorded run, default)."""
+    seen = sorted({c for c in (canvas_from_counters(r) for r in results if any(k.startswith("diffusion_") for k in r)) if c is not None})
+    if len(seen) > 1:
+        raise UserError(f"the bench results' counters imply different canvas lengths ({', '.join(f'{c:g}' for c in seen)})",
+                        "import each server set-up's files into its own run")
+    if given:
+        notes = [f"--canvas-length {given} given; the files' counters imply {seen[0]:g}"] if seen and seen[0] != given else []
+        return int(given), "CLI (--canvas-length)", notes
+    if seen:
+        return int(seen[0]), "recorded run: the files' counters (positions / engine steps, vllm/benchmarks/serve.py)", []
+    return canvas_length_for(model, None), "default: the catalog model's canvas_length (no diffusion counters in the files)", []

@@ -33,12 +33,15 @@ def engine_for(mode: str) -> type[Replica]:
 
 
 # ---- the registered engines: one line each ----------------------------------------------------
+from costmodel.modes.ar import ArMode  # noqa: E402
+from costmodel.modes.diffusion import DiffusionMode  # noqa: E402
+from costmodel.modes.mtp import MtpMode  # noqa: E402
 from simulate.engines.ar import ArReplica  # noqa: E402
 from simulate.engines.diffusion import DiffusionReplica  # noqa: E402
 from simulate.engines.mtp import MtpReplica  # noqa: E402
 
-register("diffusion", DiffusionReplica)
-register("ar", ArReplica)
-register("mtp", MtpReplica)
+register(DiffusionMode.name, DiffusionReplica)
+register(ArMode.name, ArReplica)
+register(MtpMode.name, MtpReplica)
 
 __all__ = ["engine_for", "register", "unregister"]

@@ -1,0 +1,153 @@
+"""The registries cannot be bypassed: no code names a serving mode, a GPU or a pass kind by a string
+literal outside the registry or catalog that defines it. Code that needs to know something about a
+mode asks the mode (costmodel/modes: its pass kinds, parts, traits and hooks), about a pass kind its
+`PassKind` (costmodel/roofline.py), about a GPU its catalog entry (costmodel/hardware.py,
+costmodel/data/hardware.json), so a new member is one module and one line.
+
+What is scanned: every module of the four installed packages (costmodel, measure, simulate,
+reports); docstrings are text and are skipped, tests and docs are not code. A literal is a string
+constant equal to a registered name ("mtp", "h200", "decode_step", ...).
+
+ALLOWED is what is left to convert: each entry names a file, the most literals it may hold and why
+they are still there. It only shrinks: a file over its count fails (a new literal), a file listed but
+clean fails (drop the entry)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from costmodel.hardware import catalog
+from costmodel.modes import mode_names
+from costmodel.roofline import PASS_KINDS
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("costmodel", "measure", "simulate", "reports")
+
+# where each kind of name is defined (and may be spelled out): registry or catalog
+HOMES = {
+    "mode": ("costmodel/modes/",),
+    "pass kind": ("costmodel/modes/", "costmodel/roofline.py"),
+    "gpu": ("costmodel/hardware.py", "costmodel/data/"),
+}
+
+# file -> (most literals, why they remain). Shrinks as modes, pass kinds and the GPU catalog take over.
+ALLOWED = {
+    # measure/ops is being rewritten by the operator-measurement work (GPU names leave it there);
+    # its shapes and compositions should read PassKind (logits, attention, sampler) instead of names
+    "measure/ops/targets.py": (38, "ops: published per-pass targets keyed by GPU and pass kind (ops owner)"),
+    "measure/ops/compose.py": (19, "ops: composition grid per pass kind (ops owner)"),
+    "measure/ops/chain.py": (12, "ops: chained-pass checks per pass kind (ops owner)"),
+    "measure/ops/passtable.py": (11, "ops: table grids per pass kind and GPU (ops owner)"),
+    "measure/ops/shapes.py": (8, "ops: operator lists derived from kind names; PassKind.attention/logits/sampler/role carry them (ops owner)"),
+    "measure/ops/campaign.py": (1, "ops: a default GPU (ops owner)"),
+    "measure/ops/devcheck.py": (1, "ops: a default GPU (ops owner)"),
+    # measure/fit: two model families (diffusion model, target model) are fields of FitTarget
+    "measure/fit/assemble.py": (30, "fit: FitTarget's two model families and the pass donors (DONORS) keyed by kind"),
+    "measure/fit/projection.py": (20, "fit: projection checks per mode/kind"),
+    "measure/fit/endpoint.py": (12, "fit: endpoint step shapes per mode"),
+    "measure/fit/synthetic_runs.py": (10, "fit: synthetic test runs name their modes and kinds"),
+    "measure/fit/endpoint_data.py": (7, "fit: endpoint columns per mode"),
+    "measure/fit/commits.py": (2, "fit: commit statistics are diffusion's part (name in messages/defaults)"),
+    # measurement backends: each serves the three modes with mode-specific engine flags and recorders
+    "measure/vllm/campaign.py": (14, "vLLM campaign: loads and tiny models per mode"),
+    "measure/vllm/recorder.py": (10, "vLLM step recorder: the engine's mode from its config"),
+    "measure/vllm/server.py": (8, "vLLM server: per-mode engine flags and scheduler recorder (ServerSpec.args/env)"),
+    "measure/vllm/tiny_models.py": (6, "vLLM tiny models per mode"),
+    "measure/vllm/sched_log.py": (6, "vLLM scheduler log: per-mode request phases"),
+    "measure/endpoint/loadtest.py": (8, "endpoint load test: per-mode counters"),
+    "measure/endpoint/bench_import.py": (7, "vllm bench import: mode from the bench JSON"),
+    "measure/endpoint/prometheus.py": (2, "endpoint: diffusion counters"),
+    "measure/harness/baseline.py": (11, "harness: baseline pass set per mode"),
+    "measure/harness/campaign.py": (8, "harness: per-mode programs (diffusion.py, causal.py)"),
+    "measure/harness/diffusion.py": (5, "harness: the canvas program's pass kinds"),
+    "measure/harness/causal.py": (4, "harness: the causal program's pass kinds"),
+    "measure/harness/build.py": (3, "harness: model build per mode"),
+    "measure/harness/hook.py": (3, "harness: commit-hook pass kinds"),
+    "measure/harness/summary.py": (2, "harness: run summary per mode"),
+    "measure/harness/replay.py": (1, "harness: commit replay is diffusion's"),
+    "measure/analyze/synthetic_commits.py": (1, "analyze: synthetic commit runs are diffusion's"),
+    # validation: the same three modes on a real engine
+    "simulate/validate/vllm/loads.py": (20, "vLLM validation: loads per mode (engine-settings owner)"),
+    "simulate/validate/vllm/campaign.py": (12, "vLLM validation campaign per mode (engine-settings owner)"),
+    "simulate/validate/vllm/score.py": (7, "vLLM validation scores per mode and kind"),
+    "simulate/validate/vllm/replay.py": (2, "vLLM validation replay: recorded draws per mode"),
+    "simulate/validate/gpu.py": (8, "GPU validation: per-mode request records"),
+    "simulate/validate/loads.py": (1, "validation loads"),
+    "simulate/validate/runner.py": (1, "validation runner"),
+    # defaults naming a catalog GPU (a catalog default would replace them)
+    "simulate/plan/api.py": (3, "plan: default GPU list (finance/plan owner)"),
+    "simulate/plan/day.py": (3, "plan: default GPU list (finance/plan owner)"),
+    "simulate/batch.py": (1, "batch: default GPU"),
+    "simulate/sweep/spec.py": (1, "sweep: default GPU"),
+    "costmodel/baseline_profile.py": (1, "roofline profile: default GPU"),
+    "costmodel/shipped.py": (1, "shipped profiles: default GPU"),
+    "costmodel/cli/roofline.py": (3, "roofline CLI: default GPU and pass kinds in its table"),
+    "costmodel/cli/memory.py": (2, "memory CLI: default GPU and mode"),
+    "costmodel/engine_settings.py": (3, "engine settings: per-mode vLLM defaults (engine-settings owner)"),
+    "costmodel/models.py": (1, "model catalog: the mode a family serves by default"),
+    "reports/decision.py": (1, "reports: the crossover's subject (finance owner)"),
+}
+
+
+def registered_names() -> dict[str, str]:
+    return {**{m: "mode" for m in mode_names()}, **{k: "pass kind" for k in PASS_KINDS}, **{g: "gpu" for g in catalog()}}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body:
+            first = n.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def literals(text: str, rel: str, names: dict[str, str]) -> list[tuple[int, str, str]]:
+    """(line, name, what) of every registered name spelled as a string constant in a module's text
+    (not in docstrings, not where the name's registry lives: `rel` is its path in the repository)."""
+    tree = ast.parse(text, rel)
+    docs = _docstrings(tree)
+    return [(n.lineno, n.value, names[n.value]) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs and n.value in names
+            and not rel.startswith(HOMES[names[n.value]])]
+
+
+def scan() -> dict[str, list]:
+    names = registered_names()
+    found = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            hits = literals(path.read_text(), path.relative_to(ROOT).as_posix(), names)
+            if hits:
+                found[path.relative_to(ROOT).as_posix()] = hits
+    return found
+
+
+def test_no_registry_name_is_spelled_out_outside_its_registry():
+    found = scan()
+    over = {f: hits for f, hits in found.items() if len(hits) > ALLOWED.get(f, (0, ""))[0]}
+    assert not over, "registered names spelled as literals (ask the registry: costmodel.modes, PassKind, the GPU catalog):\n" + "\n".join(
+        f"{f}:{line}: {what} {name!r}" for f, hits in over.items() for line, name, what in hits)
+
+
+def test_the_allowlist_only_names_files_that_still_need_it():
+    found = scan()
+    stale = [f for f in ALLOWED if f not in found]
+    assert not stale, f"these files hold no registered literal any more: drop them from ALLOWED: {stale}"
+
+
+def test_the_check_sees_a_literal_and_spares_docstrings_and_the_registry():
+    names = registered_names()
+    text = '"""mtp in a docstring is text."""\nMODE = "mtp"\nKIND = f"{MODE}_x"\n'
+    assert [(n, w) for _, n, w in literals(text, "measure/x.py", names)] == [("mtp", "mode")]
+    assert literals('MODE = "mtp"\n', "costmodel/modes/x.py", names) == []
+    assert [w for _, _, w in literals('GPU = "h200"\n', "costmodel/modes/x.py", names)] == ["gpu"]
+
+
+@pytest.mark.parametrize("what", sorted(HOMES))
+def test_every_kind_of_name_has_members(what):
+    assert what in set(registered_names().values())

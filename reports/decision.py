@@ -96,3 +96,32 @@ def decisions(res: Results, a: Analysis) -> list[Decision]:
 
 def decision_frame(ds: list[Decision]) -> pd.DataFrame:
     return pd.DataFrame([d.__dict__ for d in ds])
+
+
+@dataclass(frozen=True)
+class SensitivityView:
+    """A plan's sensitivity record (plan --sensitivity) as the report shows it."""
+
+    table: pd.DataFrame
+    base_usd_per_month: float
+    verdict: str
+
+
+def sensitivity_view(res: Results) -> SensitivityView | None:
+    rec = res.extras.get("sensitivity")
+    if not rec:
+        return None
+    return SensitivityView(pd.DataFrame(rec["table"]), float(rec["base_usd_per_month"]), str(rec["verdict"]))
+
+
+def seed_intervals(res: Results) -> dict[float, str]:
+    """QPS -> 'over N seeds: mean, 95% interval' of the winner's monthly cost (plan --seeds)."""
+    rec = res.extras.get("replicates")
+    if not rec:
+        return {}
+    out = {}
+    for r in rec["decision"]:
+        lo, hi = r["cost_usd_per_month_ci95_low"], r["cost_usd_per_month_ci95_high"]
+        ci = f"${lo:,.0f} - ${hi:,.0f}" if lo == lo and hi == hi else "n/a"
+        out[float(r["qps"])] = f"{r['seeds']} seeds: mean ${r['cost_usd_per_month_mean']:,.0f}, 95% interval {ci}; winners {r['winners']}"
+    return out

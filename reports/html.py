@@ -21,7 +21,7 @@ from costmodel.schemas.provenance import provenance_kinds
 from costmodel.timestamps import now_iso
 from simulate.plan.costing import HOURS_PER_MONTH, SOURCES, Analysis, best_per_cell
 from reports import charts
-from reports.decision import decisions
+from reports.decision import decisions, seed_intervals, sensitivity_view
 from reports.finance import TERMS, assumptions
 from reports.sources import Results
 
@@ -184,6 +184,7 @@ def _chart(fig, key: str, caption: str) -> str:
 def _decision_block(res: Results, a: Analysis, sensitivity=None) -> str:
     """The answer, first: the cheapest SLO-meeting fleet per load, its cost, the runner-up, what it rests on."""
     ds = decisions(res, a)
+    intervals = seed_intervals(res)
     slo = a.slo.text or "stable (steady state) only: no latency bound given"
     wl = sorted({str(v) for v in a.points.get("workload", pd.Series(dtype=str)).dropna() if str(v)})
     rows = []
@@ -194,7 +195,8 @@ def _decision_block(res: Results, a: Analysis, sensitivity=None) -> str:
         more = ("tie (won on USD per 1M output tokens)" if d.runner_up_more_usd_per_month == 0
                 else f"+${d.runner_up_more_usd_per_month:,.0f} (+{d.runner_up_more_pct:.0f}%)")
         runner = f"{e(d.runner_up)}</td><td>{more}" if d.runner_up else "none meets the SLO</td><td>"
-        rows.append(f"<tr><td>{d.qps:g}</td><td class=\"t\"><b>{e(d.fleet)}</b></td><td><b>${d.cost_usd_per_month:,.0f}</b></td>"
+        seeds = f'<br><span class="muted">{e(intervals[d.qps])}</span>' if d.qps in intervals else ""
+        rows.append(f"<tr><td>{d.qps:g}</td><td class=\"t\"><b>{e(d.fleet)}</b></td><td><b>${d.cost_usd_per_month:,.0f}</b>{seeds}</td>"
                     f"<td>${d.cost_usd_per_year:,.0f}</td><td class=\"t\">{runner}</td><td class=\"t\">{e(d.rests_on)}</td></tr>")
     head = ("<tr><th>QPS</th><th class=\"t\">cheapest SLO-meeting fleet</th><th>USD/month</th><th>USD/year</th>"
             "<th class=\"t\">runner-up</th><th>runner-up costs more by (per month)</th><th class=\"t\">winner rests on</th></tr>")
@@ -203,7 +205,8 @@ def _decision_block(res: Results, a: Analysis, sensitivity=None) -> str:
     upfront = [d for d in ds if d.meets and d.upfront_usd > 0]
     extra = (f"<p>Upfront payment ({e(a.pricing.model)}): " + ", ".join(f"{d.qps:g} QPS ${d.upfront_usd:,.0f}" for d in upfront)
              + " (already spread over the monthly figures).</p>") if upfront else ""
-    verdict = f'<p class="verdict">{e(sensitivity.verdict)}</p>' if sensitivity is not None else ""
+    verdict = (f'<p class="verdict">Sensitivity (plan --sensitivity, at the plan\'s pricing): {e(sensitivity.verdict)}.</p>'
+               if sensitivity is not None else '<p class="muted">Sensitivity not computed: run <code>costmodel plan --sensitivity</code> for it.</p>')
     return (f'<section id="decision" class="answer"><h2>The answer</h2><p class="lead">{lead}</p>{verdict}'
             f"<table class=\"decision\"><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>{extra}"
             f'<p class="muted">SLO: {e(slo)}. Pricing: {e(a.pricing.model)} (month = {HOURS_PER_MONTH:g} h, year = 8,760 h). '
@@ -241,9 +244,9 @@ def _figures(res: Results, a: Analysis, sensitivity=None) -> list[str]:
     return figs
 
 
-def render(res: Results, a: Analysis, title: str = "Serving cost: DiffusionGemma-26B-A4B vs Gemma-4-26B-A4B (AR, MTP)",
-           sensitivity=None) -> str:
+def render(res: Results, a: Analysis, title: str = "Serving cost: DiffusionGemma-26B-A4B vs Gemma-4-26B-A4B (AR, MTP)") -> str:
     """The whole report as one HTML string: the answer, the charts, what it rests on, the details."""
+    sensitivity = sensitivity_view(res)
     is_plan = res.kind == "plan"
     cells = a.cells if not a.cells.empty else a.points
     plan_cols = [("hardware", "GPU"), ("mode", "mode"), ("qps", "QPS"), ("replicas", "replicas"), ("gpus", "GPUs"), ("meets_slo", "meets SLO"),

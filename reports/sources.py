@@ -32,6 +32,7 @@ class Results:
     profiles: dict[str, dict] = field(default_factory=dict)  # hardware -> costmodel.schemas.provenance.profile_provenance()
     cell_notes: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)  # the simulation/plan settings, for the assumptions section
+    extras: dict = field(default_factory=dict)  # plan --seeds / --sensitivity records (plan.json "replicates", "sensitivity")
 
 
 def load_results(path: str | Path) -> Results:
@@ -60,7 +61,7 @@ def _load_plan(p: Path) -> Results:
     except (KeyError, TypeError, ValueError) as e:
         raise UserError(f"plan {p} is incomplete or malformed ({e.__class__.__name__}: {e})", "re-run `costmodel plan`") from None
     return Results("plan", p.parent, doc.points, specs, slo=doc.slo, pricing=pricing, qps=doc.qps, profiles=doc.profiles,
-                   cell_notes=doc.cell_notes, settings=doc.settings)
+                   cell_notes=doc.cell_notes, settings=doc.settings, extras={k: doc.raw[k] for k in ("replicates", "sensitivity") if k in doc.raw})
 
 
 def _load_simulate(d: Path) -> Results:

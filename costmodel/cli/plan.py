@@ -11,11 +11,13 @@ from rich.table import Table
 
 from costmodel import outputset
 from costmodel.cli.plan_day import day_options
+from costmodel.cli.plan_extras import check_seeds, extras_options, print_extras
 from costmodel.cli.pricing_options import pricing_options
 from costmodel.console import make_console
 from costmodel.options import parse_floats, parse_list, parse_modes
 from simulate.plan.api import DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, run_plan, write_plan
 from simulate.plan.costing import PricingConfig, pricing_config
+from simulate.plan.sensitivity import plan_extras
 
 
 def _money(x) -> str:
@@ -64,13 +66,14 @@ def print_analysis(con, a) -> None:
 @click.option("--workload", type=click.Path(dir_okay=False), default=None, help="Workload JSON (arrivals, regime mix, lengths, or a trace); default: the simulator's.")
 @click.option("--duration", "duration_s", type=float, default=DEFAULT_DURATION_S, show_default=True, help="Simulated seconds of arrivals per point (the simulator's own default is 300 s; 60 s keeps plan + report under a minute on 2 CPU cores).")
 @click.option("--seed", type=int, default=0, show_default=True)
+@extras_options
 @click.option("--max-replicas", type=int, default=DEFAULT_MAX_REPLICAS, show_default=True, help="Give up on a (GPU, mode, QPS) above this many replicas.")
 @click.option("--refine-crossover", type=int, default=0, show_default=True,
               help="Narrow the crossover bracket: this many times, simulate its midpoint QPS for every GPU and mode.")
 @click.option("--jobs", type=int, default=None, help="Local worker processes, forked, no Dask (default: the CPUs available; 1 runs serially).")
 @click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://HOST:8786 (default: $DASK_SCHEDULER_ADDRESS, else a local cluster).")
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Directory for plan.csv, its dictionary and plan.json.")
-def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duration_s, seed, max_replicas, refine_crossover, jobs, scheduler, out):
+def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duration_s, seed, seeds, sensitivity, max_replicas, refine_crossover, jobs, scheduler, out):
     """Fewest replicas meeting an SLO per (GPU, mode, QPS), their monthly cost, the cheapest option
     per QPS and the crossover QPS above which DiffusionGemma stops being the cheapest.
 
@@ -81,13 +84,16 @@ def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duratio
     t0 = time.perf_counter()
     outputset.claim(out, "plan")  # checked and locked before any search runs
     pricing = pricing_config(pricing_options)
+    check_seeds(seeds)
     cfg = PlanConfig(qps=parse_floats(qps, "qps"), slo=slo, hardware=parse_list(hardware, "hardware"), modes=parse_modes(modes),
                      profiles=list(profiles), pricing=pricing or PricingConfig(), workload=workload, duration_s=duration_s, seed=seed,
                      max_replicas=max_replicas, refine_crossover=refine_crossover, jobs=jobs, scheduler=scheduler)
     err = make_console(stderr=True)
     outcome = run_plan(cfg, progress=lambda s: err.print(f"[dim]{s}[/dim]"))
+    outcome.extras.update(plan_extras(cfg, outcome, seeds, sensitivity, progress=lambda s: err.print(f"[dim]{s}[/dim]")))
     written = write_plan(outcome, out)
     con = make_console()
     print_analysis(con, outcome.analysis)
+    print_extras(con, outcome.extras)
     con.print(f"{sum(len(c.probes) for c in outcome.cells)} simulations; wrote " + ", ".join(str(p) for p in written))
     con.print(f"wall time: {time.perf_counter() - t0:.1f} s")

@@ -18,6 +18,7 @@ from costmodel.schemas.results import METRICS, PERCENTILES, REQUEST_DOCS, SIM, S
 
 _PCT = re.compile(r"^(" + "|".join(METRICS) + r")_ms_(p\d+|mean)$")
 _BATCH = re.compile(r"^batch_(.+)_seqs$")
+_SEED = re.compile(r"^replicas_seed_(\d+)$")
 _UNIT_SUFFIX = (("_ms", "ms"), ("_s", "s"), ("_frac", "fraction 0-1"), ("_rps", "requests/s"), ("_w", "W"), ("_kw", "kW"),
                 ("_usd", "USD"), ("_tokens", "tokens"), ("_gb", "GB"))
 
@@ -40,6 +41,9 @@ def describe(column: str) -> ColumnDoc:
     if m:
         metric, stat = m.groups()
         return ColumnDoc(column, f"{STATS.get(stat, stat)} of {METRICS[metric]}, over completed requests", "ms", SIM)
+    m = _SEED.match(column)
+    if m:
+        return ColumnDoc(column, f"fewest SLO-meeting replicas with seed {m.group(1)} (plan --seeds)", "count", "simulate/plan/sensitivity.py")
     m = _BATCH.match(column)
     if m:
         return ColumnDoc(column, f"mean sequences per forward pass in {m.group(1)} passes (batch composition)", "sequences", SIM)

@@ -65,6 +65,7 @@ class PlanOutcome:
     cells: list[planner.CellSearch]
     analysis: Analysis
     wall_s: float
+    extras: dict = field(default_factory=dict)  # name -> (table for NAME.csv, record for plan.json): replicates, sensitivity
 
 
 @dataclass
@@ -169,6 +170,8 @@ def write_plan(outcome: PlanOutcome, out_dir: str | Path) -> list[Path]:
 def _write_plan_files(outcome: PlanOutcome, out: Path) -> list[Path]:
     a, cells, modes = outcome.analysis, outcome.cells, set(outcome.settings.modes)
     written = write_table(a.cells, out / "plan.csv")
+    for name, (table, _) in outcome.extras.items():  # plan --seeds / --sensitivity (simulate/plan/sensitivity.py)
+        written += write_table(table, out / f"{name}.csv")
     doc = {
         "settings": outcome.settings.to_dict(), "slo": outcome.slo.text, "pricing": outcome.pricing.to_dict(),
         "hardware_specs": {h: p.hardware_spec().to_dict() for h, p in outcome.profiles.items()},
@@ -179,6 +182,7 @@ def _write_plan_files(outcome: PlanOutcome, out: Path) -> list[Path]:
         "results": {"cells": records(a.cells), "cheapest": records(a.cheapest), "crossover": a.crossover.to_dict(),
                     "crossover_by_hardware": {h: c.to_dict() for h, c in a.crossover_by_hardware.items()},
                     "prices": {h: p.__dict__ for h, p in a.prices.items()}},
+        **{name: record for name, (_, record) in outcome.extras.items()},
         "simulations": sum(len(c.probes) for c in cells),
         "wall_s": outcome.wall_s,
     }

@@ -32,6 +32,8 @@ TERMS = {
     "spot_availability": TermDoc("share of hours spot capacity is held; the rest is rented on demand", "fraction 0-1", True),
     "host_usd_per_gpu": TermDoc("on-prem: the host server (CPUs, memory, board, network cards) per GPU, bought with it", "USD per GPU"),
     "host_power_w_per_gpu": TermDoc("on-prem: the host server's power draw per GPU (always on)", "W per GPU"),
+    "price_low_usd_per_gpu_hour": TermDoc("low end of the GPU-hour prices the catalog's source quotes (the sensitivity table's range)", "USD per GPU-hour"),
+    "price_high_usd_per_gpu_hour": TermDoc("high end of the GPU-hour prices the catalog's source quotes (the sensitivity table's range)", "USD per GPU-hour"),
     "output_input_price_ratio": TermDoc("price of an output token / price of an input token when the cost is split the way API price "
                                         "sheets quote it", "ratio"),
 }

@@ -1,0 +1,261 @@
+"""How close is a plan's decision? Two answers, both from re-running the plan:
+
+- replicates (`plan --seeds N`): the same plan under N seeds; per (GPU, mode, QPS) the spread of the
+  fewest SLO-meeting replica count, and per QPS a confidence interval of the winner's monthly cost;
+- sensitivity (`plan --sensitivity`): each input moved to the low and the high end of its range, the
+  others as planned (one at a time): every GPU's hourly price (re-priced, no simulation), MTP
+  acceptance, DiffusionGemma steps per canvas, prompt and output length, and the pass-cost error of
+  the profiles (each re-planned). The decision is "robust" when the cheapest fleet's (GPU, mode) stays
+  the same at every load; otherwise the table names the input, the end and the load where it flips.
+
+Ranges: prices from the catalog's quoted ranges (pricing terms price_low/price_high, with sources);
+the others are stated assumptions (RANGES), the pass-cost error the profiles' largest fit error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from costmodel.errors import UserError
+from simulate.plan import planner
+from simulate.plan.api import PlanConfig, PlanOutcome, run_plan
+from simulate.plan.costing import analyse, resolve_terms
+from simulate.workload import DEFAULT_PROMPT
+
+# The pass-cost error where a profile records no fit error (projected or composed tables): the profile
+# projection's error per pass, H200 -> H100 against the measured H100 profile, -9.7% .. +16.7%
+# (`costmodel profile project --compare`, commit df2932c), rounded up.
+DEFAULT_PASS_ERROR = 0.17
+
+# (low factor, high factor, why): stated assumptions, printed with the table
+RANGES = {
+    "MTP acceptance": (0.85, 1.1, "per-position acceptance x0.85 .. x1.1 (capped at 0.99) around the profile's (a synthetic 0.8 prior by default) (A)"),
+    "steps per canvas": (0.75, 1.25, "DiffusionGemma accept-calls per canvas x0.75 .. x1.25 around the profile's commit statistics (A)"),
+    "prompt length": (0.5, 2.0, "prompt tokens x0.5 .. x2 around the workload's (A)"),
+    "output length": (0.5, 2.0, "output tokens per regime x0.5 .. x2 around the profile's content lengths (A)"),
+}
+
+
+@dataclass
+class Sensitivity:
+    table: pd.DataFrame  # input, low_value, high_value, range_source, low/high_usd_per_month, low/high_winner, flips_at
+    base_usd_per_month: float  # the decision's monthly cost summed over the planned loads
+    base_winner: str
+    verdict: str
+
+    def to_dict(self) -> dict:
+        return {"table": self.table.to_dict("records"), "base_usd_per_month": self.base_usd_per_month, "base_winner": self.base_winner,
+                "verdict": self.verdict}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Sensitivity":
+        return cls(pd.DataFrame(d["table"]), float(d["base_usd_per_month"]), str(d["base_winner"]), str(d["verdict"]))
+
+
+def _winners(cheapest: pd.DataFrame) -> dict[float, str]:
+    return {float(r["qps"]): ("none meets the SLO" if r["none_meets"] else f"{r['hardware']} / {r['mode']}") for r in cheapest.to_dict("records")}
+
+
+def _total(cheapest: pd.DataFrame) -> float:
+    ok = cheapest[~cheapest["none_meets"]] if not cheapest.empty else cheapest
+    return float(ok["cost_usd_per_month"].sum()) if not ok.empty else math.nan
+
+
+def _winner_text(w: dict[float, str]) -> str:
+    return "; ".join(f"{q:g} QPS {x}" for q, x in sorted(w.items()))
+
+
+# ---- profile and workload perturbations (on the profile's JSON document) ----
+
+def _scale_passes(doc: dict, f: float) -> None:
+    """Every pass model's time x f: linear coefficients, table values, overheads, the roofline ratio."""
+    for mode in doc["modes"].values():
+        for pm in mode.get("pass_models", {}).values():
+            pm["coef"] = {k: v * f for k, v in pm.get("coef", {}).items()}
+            if pm.get("median_x_roofline") is not None:
+                pm["median_x_roofline"] *= f
+            t = pm.get("table")
+            if t:
+                t["ms"] = (np.asarray(t["ms"], float) * f).tolist()
+                t["token_ms"] = [v * f for v in t.get("token_ms", [])]
+                t["overhead_ms"] = t.get("overhead_ms", 0.0) * f
+
+
+def _scale_acceptance(doc: dict, f: float) -> None:
+    if doc.get("mtp_acceptance"):
+        doc["mtp_acceptance"]["per_position"] = [min(0.99, p * f) for p in doc["mtp_acceptance"]["per_position"]]
+
+
+def _scale_steps(doc: dict, f: float) -> None:
+    for cs in (doc.get("commit_stats") or {}).values():
+        cs["steps_per_canvas"]["values"] = [max(1.0, round(v * f)) for v in cs["steps_per_canvas"]["values"]]
+
+
+def _scale_output(doc: dict, f: float) -> None:
+    for cs in (doc.get("commit_stats") or {}).values():
+        cs["content_length"]["values"] = [max(1.0, round(v * f)) for v in cs["content_length"]["values"]]
+
+
+def pass_error(outcome: PlanOutcome) -> tuple[float, str]:
+    """The largest cross-validated fit error (MAPE) of the profiles' pass models, or the default when none is recorded."""
+    errs = [pm["diagnostics"]["cv_mape_pct"] for p in outcome.profiles.values() for m in p.to_dict()["modes"].values()
+            for pm in m.get("pass_models", {}).values() if (pm.get("diagnostics") or {}).get("cv_mape_pct") is not None]
+    if errs:
+        return max(errs) / 100.0, f"the profiles' largest pass-model CV MAPE, {max(errs):.1f}%"
+    return DEFAULT_PASS_ERROR, f"no fit error recorded (projected or composed tables): +-{DEFAULT_PASS_ERROR:.0%}, the profile projection's error range (A)"
+
+
+def _with_profiles(cfg: PlanConfig, outcome: PlanOutcome, edit: Callable[[dict], None], d: Path) -> PlanConfig:
+    paths = []
+    for hw, p in outcome.profiles.items():
+        doc = p.to_dict()
+        edit(doc)
+        path = d / f"{hw}.json"
+        path.write_text(json.dumps(doc))
+        paths.append(str(path))
+    return replace(cfg, profiles=paths, refine_crossover=0)
+
+
+def _with_prompt(cfg: PlanConfig, f: float, d: Path) -> PlanConfig:
+    doc = json.loads(Path(cfg.workload).read_text()) if cfg.workload else {}
+    prompt = dict(doc.get("prompt_tokens", DEFAULT_PROMPT))
+    if not isinstance(prompt, dict) or "median" not in prompt:
+        raise UserError("the sensitivity to prompt length needs a lognormal prompt_tokens (median, sigma) in the workload", "drop --sensitivity or use such a workload")
+    prompt["median"] = prompt["median"] * f
+    path = d / "workload.json"
+    path.write_text(json.dumps({**doc, "prompt_tokens": prompt}))
+    return replace(cfg, workload=str(path), refine_crossover=0)
+
+
+# ---- the table ----
+
+@dataclass
+class _Row:
+    input: str
+    low_value: str
+    high_value: str
+    source: str
+    ends: dict = field(default_factory=dict)  # "low"/"high" -> cheapest frame
+
+
+def _price_rows(outcome: PlanOutcome) -> list[_Row]:
+    rows = []
+    a = outcome.analysis
+    specs = {h: p.hardware_spec() for h, p in outcome.profiles.items()}
+    for hw, spec in specs.items():
+        t, src = resolve_terms(hw, {})
+        if "price_low_usd_per_gpu_hour" not in t:
+            continue
+        row = _Row(f"{hw} price (USD per GPU-hour)", f"{t['price_low_usd_per_gpu_hour']:g}", f"{t['price_high_usd_per_gpu_hour']:g}",
+                   src["price_low_usd_per_gpu_hour"])
+        for end in ("low", "high"):
+            usd = t[f"price_{end}_usd_per_gpu_hour"]
+            cfg = replace(a.pricing, price_usd_per_gpu_hour={**a.pricing.price_usd_per_gpu_hour, hw: usd})
+            row.ends[end] = analyse(planner.points_frame(outcome.cells), a.slo, cfg, specs, a.qps, planner.cell_notes(outcome.cells)).cheapest
+        rows.append(row)
+    return rows
+
+
+def sensitivity(cfg: PlanConfig, outcome: PlanOutcome, progress: Callable[[str], None] | None = None) -> Sensitivity:
+    """The decision of `outcome` (planned with `cfg`) against each input at both ends of its range."""
+    say = progress or (lambda s: None)
+    base = outcome.analysis.cheapest
+    rows = _price_rows(outcome)
+    err, err_src = pass_error(outcome)
+    edits = [("pass-cost error", 1 - err, 1 + err, err_src, lambda c, f, d: _with_profiles(c, outcome, lambda doc: _scale_passes(doc, f), d))]
+    for name, fn in (("MTP acceptance", _scale_acceptance), ("steps per canvas", _scale_steps), ("output length", _scale_output)):
+        lo, hi, src = RANGES[name]
+        edits.append((name, lo, hi, src, lambda c, f, d, fn=fn: _with_profiles(c, outcome, lambda doc: fn(doc, f), d)))
+    lo, hi, src = RANGES["prompt length"]
+    edits.append(("prompt length", lo, hi, src, lambda c, f, d: _with_prompt(c, f, d)))
+    for name, lo, hi, src, make in edits:
+        row = _Row(name, f"x{lo:.3g}", f"x{hi:.3g}", src)
+        for end, f in (("low", lo), ("high", hi)):
+            say(f"sensitivity: {name} x{f:.3g} ({end} end): re-planning")
+            with tempfile.TemporaryDirectory(prefix="costmodel-sens-") as d:
+                row.ends[end] = run_plan(make(replace(cfg, seed=outcome.settings.seed), f, Path(d))).analysis.cheapest
+        rows.append(row)
+    return _summarise(base, rows)
+
+
+def _summarise(base: pd.DataFrame, rows: list[_Row]) -> Sensitivity:
+    bw, total = _winners(base), _total(base)
+    recs, flips = [], []
+    for r in rows:
+        rec = {"input": r.input, "low_value": r.low_value, "high_value": r.high_value, "range_source": r.source}
+        where = []
+        for end in ("low", "high"):
+            w = _winners(r.ends[end])
+            rec[f"{end}_usd_per_month"] = _total(r.ends[end])
+            rec[f"{end}_winner"] = _winner_text(w)
+            where += [f"{q:g} QPS: {bw.get(q)} -> {x} at the {end} end ({rec[end + '_value']})" for q, x in sorted(w.items()) if bw.get(q) != x]
+        rec["flips_at"] = "; ".join(where)
+        recs.append(rec)
+        if where:
+            flips.append(f"{r.input} ({where[0]})")
+    verdict = ("decision robust: the cheapest fleet's GPU and mode stay the same at every load for every input at both ends of its range"
+               if not flips else "decision flips with " + "; ".join(flips))
+    return Sensitivity(pd.DataFrame(recs), total, _winner_text(bw), verdict)
+
+
+# ---- replicates ----
+
+@dataclass
+class Replicates:
+    cells: pd.DataFrame  # hardware, mode, qps, replicas per seed, min/median/max
+    decision: pd.DataFrame  # qps, winner per seed, monthly cost mean and 95% interval
+    seeds: list[int]
+
+
+def replicates(cfg: PlanConfig, outcome: PlanOutcome, n: int, progress: Callable[[str], None] | None = None) -> Replicates:
+    """The plan under seeds seed, seed+1, ..., seed+n-1 (the first is `outcome`)."""
+    if n < 1:
+        raise UserError(f"--seeds {n} is below 1", "give the number of seeds to re-plan with, e.g. 5")
+    say = progress or (lambda s: None)
+    seeds = [outcome.settings.seed + i for i in range(n)]
+    runs = [outcome]
+    for s in seeds[1:]:
+        say(f"replicate: seed {s}")
+        runs.append(run_plan(replace(cfg, seed=s, refine_crossover=0)))
+    keys = ["hardware", "mode", "qps"]
+    per = [r.analysis.cells.set_index(keys)["replicas"].rename(f"replicas_seed_{s}") for r, s in zip(runs, seeds)]
+    cells = pd.concat(per, axis=1).reset_index()
+    vals = cells[[c for c in cells.columns if c.startswith("replicas_seed_")]].astype(float)
+    cells["replicas_min"], cells["replicas_median"], cells["replicas_max"] = vals.min(axis=1), vals.median(axis=1), vals.max(axis=1)
+    rows = []
+    for q in outcome.analysis.qps:
+        costs, wins = [], []
+        for r in runs:
+            c = r.analysis.cheapest[r.analysis.cheapest["qps"] == q]
+            if not c.empty and not c.iloc[0]["none_meets"]:
+                costs.append(float(c.iloc[0]["cost_usd_per_month"]))
+                wins.append(f"{c.iloc[0]['hardware']} / {c.iloc[0]['mode']} x{int(c.iloc[0]['gpus'])}")
+        mean = statistics.fmean(costs) if costs else math.nan
+        half = 1.96 * statistics.stdev(costs) / math.sqrt(len(costs)) if len(costs) > 1 else math.nan
+        rows.append({"qps": q, "seeds": len(runs), "winners": "; ".join(f"{w} ({wins.count(w)})" for w in dict.fromkeys(wins)),
+                     "cost_usd_per_month_mean": mean, "cost_usd_per_month_ci95_low": mean - half, "cost_usd_per_month_ci95_high": mean + half,
+                     "cost_usd_per_month_min": min(costs) if costs else math.nan, "cost_usd_per_month_max": max(costs) if costs else math.nan})
+    return Replicates(cells, pd.DataFrame(rows), seeds)
+
+
+def plan_extras(cfg: PlanConfig, outcome: PlanOutcome, seeds: int, with_sensitivity: bool,
+                progress: Callable[[str], None] | None = None) -> dict:
+    """The extras `write_plan` stores (PlanOutcome.extras): replicates.csv and sensitivity.csv with their plan.json records."""
+    out = {}
+    if seeds > 1:
+        rep = replicates(cfg, outcome, seeds, progress)
+        out["replicates"] = (rep.cells, {"seeds": rep.seeds, "cells": rep.cells.to_dict("records"), "decision": rep.decision.to_dict("records")})
+        out["replicates_decision"] = (rep.decision, rep.decision.to_dict("records"))
+    if with_sensitivity:
+        sens = sensitivity(cfg, outcome, progress)
+        out["sensitivity"] = (sens.table, sens.to_dict())
+    return out

@@ -1,0 +1,56 @@
+"""plan --seeds N (replica-count spread, a 95% interval of the winner's cost) and plan --sensitivity
+(the decision at both ends of each input's range; "decision robust" or the input that flips it)."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from simulate.plan.sensitivity import _Row, _summarise
+from test_reports_fakes import toy_point
+
+
+def _cheapest(*rows):
+    return pd.DataFrame([{"qps": q, "none_meets": False, "hardware": h, "mode": m, "cost_usd_per_month": c} for q, h, m, c in rows])
+
+
+def test_the_verdict_names_the_input_the_end_and_the_load_that_flip_it():
+    base = _cheapest((5.0, "rtx-5090", "mtp", 668.0), (20.0, "rtx-5090", "mtp", 1336.0))
+    same = _Row("h200 price", "3.5", "4.5", "catalog", {"low": base, "high": base})
+    flip = _Row("rtx-5090 price", "0.69", "1.14", "catalog",
+                {"low": base, "high": _cheapest((5.0, "rtx-5090", "mtp", 832.0), (20.0, "h100-sxm", "mtp", 1818.0))})
+    s = _summarise(base, [same])
+    assert s.verdict.startswith("decision robust") and s.base_usd_per_month == pytest.approx(2004.0)
+    s = _summarise(base, [same, flip])
+    assert s.verdict == "decision flips with rtx-5090 price (20 QPS: rtx-5090 / mtp -> h100-sxm / mtp at the high end (1.14))"
+    assert s.table.set_index("input").loc["rtx-5090 price", "high_usd_per_month"] == pytest.approx(2650.0)
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    import simulate.plan.planner as plan
+
+    monkeypatch.setattr(plan, "simulator_point", lambda profile, duration_s, seed, workload=None, miss_bounds=(): toy_point)
+
+
+def test_seeds_and_sensitivity_on_the_command_line(cli, tmp_path, toy):
+    out = tmp_path / "plan"
+    code, stdout, err = cli("plan", "--qps", "2,10", "--hardware", "h200,rtx-5090", "--mode", "diffusion,ar", "--jobs", "1", "--seeds", "3",
+                            "--sensitivity", "-o", str(out))
+    assert code == 0, err
+    assert "Replica count over 3 seeds" in stdout and "95% interval" in stdout and "decision" in stdout
+    rep = pd.read_csv(out / "replicates.csv")
+    assert {"replicas_seed_0", "replicas_seed_1", "replicas_seed_2", "replicas_min", "replicas_max"} <= set(rep.columns)
+    sens = pd.read_csv(out / "sensitivity.csv")
+    assert {"h200 price (USD per GPU-hour)", "pass-cost error", "MTP acceptance", "steps per canvas", "prompt length",
+            "output length"} <= set(sens["input"])
+    doc = json.loads((out / "plan.json").read_text())
+    assert doc["sensitivity"]["verdict"].startswith("decision ") and len(doc["replicates"]["seeds"]) == 3
+    assert cli("report", str(out), "-o", str(tmp_path / "r.html"))[0] == 0
+    page = (tmp_path / "r.html").read_text()
+    assert 'data-chart="tornado"' in page and "Sensitivity (plan --sensitivity" in page and "3 seeds: mean $" in page
+
+
+def test_seeds_below_one_is_one_line(cli, tmp_path):
+    code, _, err = cli("plan", "--seeds", "0", "-o", str(tmp_path / "p"))
+    assert code == 2 and "--seeds 0 is below 1" in err and not (tmp_path / "p").exists()

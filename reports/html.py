@@ -109,7 +109,7 @@ def _assumptions(res: Results, a: Analysis) -> str:
 
     parts.append("<h3>Simulation and plan settings</h3><ul>")
     st = res.settings or {}
-    for k in ("duration_s", "seed", "max_replicas", "workload", "profile_id", "precision"):
+    for k in ("duration_s", "seed", "max_replicas", "workload", "profile_id", "precision", "sweep", "points", "note"):
         if k in st and st[k] not in (None, ""):
             parts.append(f"<li>{e(k)}: {e(st[k])}</li>")
     parts.append(f"<li>SLO checked: {e(a.slo.text or 'stable (steady state) only')}; a point meets it only if the simulator judged it stable.</li>")

@@ -1,7 +1,8 @@
-"""The two result directories a report is made from: a `costmodel plan -o` directory and a
-`costmodel simulate -o` directory, read through their schemas (costmodel/schemas/plan.py,
-results.py). Both become a `Results`: the evaluated points (flat PointSummary rows) plus what is
-needed to price and explain them (hardware specs, pricing, profile provenance)."""
+"""The result directories a report is made from: a `costmodel plan -o` directory and a `costmodel
+simulate -o` directory, read through their schemas (costmodel/schemas/plan.py, results.py), or a
+`costmodel sweep -o` directory (its results.parquet). Each becomes a `Results`: the evaluated points
+(flat PointSummary rows) plus what is needed to price and explain them (hardware specs, pricing,
+profile provenance)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from costmodel.schemas.profile import Profile
 from costmodel.schemas.provenance import profile_provenance
 from costmodel.schemas.results import SUMMARY_CSV, SUMMARY_JSON, is_simulation_dir, read_simulation
 from costmodel.shipped import default_profile
+
+SWEEP_TABLE = "results.parquet"  # simulate/sweep/run.py
 from simulate.plan.costing import PricingConfig
 
 
 @dataclass
 class Results:
-    kind: str  # "plan" | "simulate"
+    kind: str  # "plan" | "simulate" | "sweep"
     path: Path
     points: pd.DataFrame  # flat PointSummary rows
     specs: dict[str, HardwareSpec]
@@ -50,7 +53,10 @@ def load_results(path: str | Path) -> Results:
         return _load_plan(p / PLAN_JSON)
     if is_simulation_dir(p):
         return _load_simulate(p)
-    raise UserError(f"{p} holds neither plan.json nor summary.csv", "pass the -o directory of `costmodel plan` or `costmodel simulate`")
+    if (p / SWEEP_TABLE).exists():
+        return _load_sweep(p)
+    raise UserError(f"{p} holds neither plan.json, summary.csv nor a sweep's {SWEEP_TABLE}",
+                    "pass the -o directory of `costmodel plan`, `costmodel simulate` or `costmodel sweep`")
 
 
 def _load_plan(p: Path) -> Results:
@@ -69,6 +75,25 @@ def _load_simulate(d: Path) -> Results:
     specs = {h: _spec_for(h, sim.meta) for h in dict.fromkeys(sim.points["hardware"].astype(str))}
     settings = {k: v for k, v in sim.meta.items() if not isinstance(v, (list, dict))}
     return Results("simulate", d, sim.points, specs, profiles=_profiles_for(sim.points, sim.meta), settings=settings)
+
+
+def _load_sweep(d: Path) -> Results:
+    """A `costmodel sweep -o` directory: every point with a replica count is one row (kind plan: its
+    fewest SLO-meeting replicas); the SLO is the sweep's when all its points share one."""
+    try:
+        table = pd.read_parquet(d / SWEEP_TABLE)
+    except (OSError, ValueError) as e:
+        raise UserError(f"sweep results {d / SWEEP_TABLE} cannot be read ({e.__class__.__name__})", "re-run `costmodel sweep` into a new directory") from None
+    if "replicas" not in table or "hardware" not in table:
+        raise UserError(f"sweep results {d / SWEEP_TABLE} have no finished points", "run the sweep to the end")
+    points = table[table["replicas"].notna()].drop(columns=["meets_slo", "slo_failures"], errors="ignore").reset_index(drop=True)
+    points["replicas"] = points["replicas"].astype(int)
+    slos = sorted({str(v) for v in table.get("param_slo", pd.Series(dtype=str)).dropna()})
+    varied = [c[len("param_"):] for c in ("param_price", "param_pricing") if c in table and table[c].nunique() > 1]
+    settings = {"sweep": str(d), "points": len(table), **({"note": f"the sweep varied {', '.join(varied)}: results.csv prices each point by its "
+                                                                "own; this report prices every point alike"} if varied else {})}
+    specs = {h: _spec_for(h, {}) for h in dict.fromkeys(points["hardware"].astype(str))}
+    return Results("sweep", d, points, specs, slo=slos[0] if len(slos) == 1 else None, profiles=_profiles_for(points, {}), settings=settings)
 
 
 def _spec_for(hardware: str, meta) -> HardwareSpec:

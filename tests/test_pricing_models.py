@@ -85,3 +85,10 @@ def test_price_file(tmp_path):
 def test_pricing_on_the_command_line(cli, tmp_path):
     code, _, err = cli("report", str(tmp_path), "-o", str(tmp_path / "r.csv"), "--pricing", "weekly")
     assert code == 2 and "--pricing 'weekly' is not a pricing model" in err and "Traceback" not in err
+
+
+def test_simulate_prints_what_each_point_costs(cli):
+    code, out, err = cli("simulate", "--qps", "1", "--mode", "ar", "--hardware", "h200", "--duration", "8", "--jobs", "1", "--pricing", "spot")
+    assert code == 0, err
+    assert "Cost on h200, spot pricing ($2.200 per GPU-hour" in out  # 0.9 x 4.00 x 0.5 + 0.1 x 4.00
+    assert "1,606" in out  # 2.20 x 730 USD/month

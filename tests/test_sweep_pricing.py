@@ -40,3 +40,15 @@ def test_sweep_pricing_options(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and needle in err[0]
     assert not (tmp_path / "bad").exists()
+
+
+def test_report_reads_a_sweep(tmp_path, cli):
+    spec = parse_spec({"kind": "plan", "base": {"hardware": "h200", "duration_s": 8, "slo": "p95_ttft_ms<=2000"},
+                       "grid": {"mode": ["ar", "mtp"], "qps": [1, 2]}})
+    run_sweep(spec, tmp_path / "sw", Workers(workers=1))
+    for out in ("r.html", "r.csv", "r.xlsx"):
+        code, _, err = cli("report", str(tmp_path / "sw"), "-o", str(tmp_path / out), "--pricing", "reserved-3y")
+        assert code == 0, err
+    fin = pd.read_csv(tmp_path / "r.csv")
+    assert len(fin) == 4 and set(fin["pricing_basis"]) == {"reserved-3y"} and fin["slo"].eq("p95_ttft_ms<=2000").all()
+    assert "The answer" in (tmp_path / "r.html").read_text()

@@ -213,8 +213,13 @@ def from_run_engine(engine: dict, mode: str, what: str = "run manifest") -> Engi
 def from_profile(profile, mode: str | None = None) -> EngineSettings:
     """The profile's engine section (what it was measured with; values that are not valid settings
     are skipped: a manifest holds other engine facts), and MTP's k from its acceptance statistics."""
-    s = from_run_engine(profile.engine, mode or "ar", f"profile {profile.profile_id} engine section") if mode else \
-        _engine_section(profile)
+    if mode:
+        eng = profile.engine if isinstance(profile.engine, dict) else {}
+        per_mode = (eng.get("settings") or {}).get(mode) if isinstance(eng.get("settings"), dict) else None
+        s = layered(from_run_engine(per_mode or {}, mode, f"profile {profile.profile_id} engine section ({mode} runs)"),
+                    from_run_engine(eng, mode, f"profile {profile.profile_id} engine section"))
+    else:
+        s = _engine_section(profile)
     acc = getattr(profile, "mtp_acceptance", None)
     if mode and get_mode(mode).assistant and s.num_speculative_tokens is None and acc is not None:
         s = s.with_values(f"profile {profile.profile_id} MTP acceptance (measured at k)", num_speculative_tokens=int(acc.num_speculative_tokens))

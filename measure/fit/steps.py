@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from costmodel.engine_settings import from_run_engine
 from costmodel.errors import UserError
 from costmodel.modes import get_mode, mode_names
 from costmodel.modes.diffusion import COMMIT_STATS
@@ -529,6 +530,15 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
     return FitResult(_profile(runs, opts, target, modes, parts, time_column, msgs), fits, [], msgs)
 
 
+def _run_settings(runs: list[Run]) -> dict:
+    """Per mode, the engine settings its runs were recorded with (costmodel/engine_settings.py reads
+    them back as the profile's engine section: canvas, k, max_num_seqs, budget, ...)."""
+    out: dict = {}
+    for r in runs:
+        out.setdefault(r.manifest.mode, from_run_engine(r.manifest.engine, r.manifest.mode, f"run {r.manifest.run_id}").values())
+    return out
+
+
 def _profile(runs: list[Run], opts: FitOptions, target, modes: dict, parts: dict, time_column: str, msgs: list[str]) -> Profile:
     date = min(r.manifest.started_at for r in runs)
     eng = runs[0].manifest.engine
@@ -536,7 +546,7 @@ def _profile(runs: list[Run], opts: FitOptions, target, modes: dict, parts: dict
     return Profile(
         profile_id=pid, hardware=target.hw.to_dict(), precision=target.precision,
         engine={"name": "vllm", "version": eng.get("version"), "device": eng.get("device"), "device_name": runs[0].manifest.gpu_name,
-                "source": "engine-steps", "time": time_column},
+                "source": "engine-steps", "time": time_column, "settings": _run_settings(runs)},
         modes=modes, parts=parts,
         provenance=Provenance("measured", f"costmodel fit of recorded vLLM engine steps: runs {', '.join(r.manifest.run_id for r in runs)}",
                               hardware=target.hw.id, date=date,

@@ -43,26 +43,40 @@ class PassKind:
     doc: str = ""
     sampler: str = "none"  # the sampler the serving engine runs after it: "canvas" (DiffusionGemma's, every canvas position), "token", "none"
     recorded_as: str = ""  # measure/vllm's step recorder counts its sequences and tokens in <recorded_as>_reqs / _tokens ("": not recorded apart)
+    query_tokens: str = "one"  # a sequence's natural query tokens: "prompt", "canvas" (the model's canvas length), "drafts+1", "one"
 
 
 PASS_KINDS: dict[str, PassKind] = {
     k.name: k
     for k in [
-        PassKind("encoder_prefill", "target", True, "none", "causal", doc="encoder over the prompt; writes KV, no lm_head", recorded_as="prefill"),
+        PassKind("encoder_prefill", "target", True, "none", "causal", doc="encoder over the prompt; writes KV, no lm_head", recorded_as="prefill",
+                 query_tokens="prompt"),
         PassKind("denoise_step", "target", False, "all", "bidirectional", True,
                  doc="decoder over the 256-token canvas against the cached prefix; logits for every canvas position", sampler="canvas",
-                 recorded_as="denoise"),
+                 recorded_as="denoise", query_tokens="canvas"),
         PassKind("encoder_commit", "target", True, "none", "causal", doc="encoder over the previous converged canvas; appends its KV",
-                 sampler="canvas", recorded_as="commit"),
+                 sampler="canvas", recorded_as="commit", query_tokens="canvas"),
         PassKind("prefill", "target", True, "last", "causal", doc="prompt prefill; logits for the last position", sampler="token",
-                 recorded_as="prefill"),
+                 recorded_as="prefill", query_tokens="prompt"),
         PassKind("decode_step", "target", True, "all", "causal", doc="one new token per sequence", sampler="token", recorded_as="decode"),
         PassKind("draft_step", "assistant", False, "all", "causal", doc="one assistant pass proposing one draft token per sequence",
                  sampler="token"),
         PassKind("verify_step", "target", True, "all", "causal", doc="target pass over k+1 tokens per sequence", sampler="token",
-                 recorded_as="verify"),
+                 recorded_as="verify", query_tokens="drafts+1"),
     ]
 }
+
+
+def register_pass_kind(kind: PassKind) -> PassKind:
+    """Add a pass kind (an entry of PASS_KINDS made elsewhere, e.g. by a plug-in or a test)."""
+    if kind.name in PASS_KINDS:
+        raise ValueError(f"pass kind {kind.name!r} is registered twice")
+    PASS_KINDS[kind.name] = kind
+    return kind
+
+
+def unregister_pass_kind(name: str) -> None:
+    PASS_KINDS.pop(name, None)
 
 
 def get_pass_kind(name: str) -> PassKind:
@@ -260,12 +274,13 @@ class Roofline:
 
 
 def default_tokens(kind: str, model: ModelShape, prompt_tokens: int, draft_tokens: int) -> int:
-    """The natural query-token count of one sequence in a pass of this kind."""
-    if kind in ("encoder_prefill", "prefill"):
+    """The natural query-token count of one sequence in a pass of this kind (`PassKind.query_tokens`)."""
+    q = get_pass_kind(kind).query_tokens
+    if q == "prompt":
         return prompt_tokens
-    if kind in ("denoise_step", "encoder_commit"):
+    if q == "canvas":
         return model.canvas_length or 256
-    if kind == "verify_step":
+    if q == "drafts+1":
         return draft_tokens + 1
     return 1
 

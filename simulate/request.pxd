@@ -4,4 +4,4 @@ cdef class Request:
     cdef public long steps, preemptions, replica, block, mpos, eligible
     cdef public double arrival_s
     cdef public bint started, first, committing
-    cdef public object cum
+    cdef public object cum, state

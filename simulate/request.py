@@ -18,7 +18,7 @@ class Request:
     __slots__ = (
         "rid", "prompt", "n_out", "arrival_s", "emitted", "prefill_len", "prefill_done", "epoch",
         "dec_start", "ctx0", "steps", "preemptions", "started", "first", "replica",
-        "block", "committing", "cum", "mpos", "eligible",
+        "block", "committing", "cum", "mpos", "eligible", "state",
     )
 
     def __init__(self, rid: int, arrival_s: float, prompt: int, n_out: int):
@@ -42,6 +42,7 @@ class Request:
         self.cum = None  # mtp: own cumulative tokens per verify step, only once its shared region ran out
         self.mpos = 0  # mtp: verify steps consumed from its draws
         self.eligible = 0  # the first step index that may admit it (async scheduling: one step later)
+        self.state = None  # a mode's own progress for this request, kept by its engine (the built-in modes use the typed fields above)
 
 
 def check_fits(kv_need: np.ndarray, capacity: int, mode: str) -> None:

@@ -165,6 +165,11 @@ class ProfilePart:
         """What a profile without the part holds."""
         return None
 
+    def prior(self) -> Any:
+        """The part's published value, what a profile with no measurement of it carries (`costmodel
+        profile roofline`); `empty()` where none is published."""
+        return self.empty()
+
     def load(self, value: Any) -> Any:
         """The part's records from its JSON value (None or absent: `empty()`); KeyError, TypeError or
         ValueError on a malformed value (the profile reader turns them into one UserError)."""

@@ -47,6 +47,18 @@ SRC_ASYNC_CPU = "vllm/platforms/cpu.py CpuPlatform.check_and_update_config (asyn
 SRC_BATCH = "vllm/config/scheduler.py SchedulerConfig.verify_max_model_len"
 
 LAYERS = ("CLI or spec", "recorded run", "profile", "default")
+# the settings a user gives (CLI options, sweep parameters, validation settings): type, what it is
+USER_SETTINGS = {
+    "max_num_seqs": (int, "engine: running sequences per replica (vLLM --max-num-seqs)"),
+    "max_num_batched_tokens": (int, "engine: token budget per step (vLLM --max-num-batched-tokens)"),
+    "gpu_memory_utilization": ((int, float), "engine: share of GPU memory for the engine (vLLM --gpu-memory-utilization)"),
+    "canvas_length": (int, "engine (diffusion): tokens per canvas (vLLM --diffusion-config canvas_length)"),
+    "max_denoising_steps": (int, "engine (diffusion): denoising steps per canvas at most (vLLM --diffusion-config max_denoising_steps)"),
+    "entropy_bound": ((int, float), "engine (diffusion): the sampler's entropy bound the commit statistics hold for"),
+    "num_speculative_tokens": (int, "engine (MTP): draft tokens per verify step (vLLM --speculative-config num_speculative_tokens)"),
+    "async_scheduling": (bool, "engine: vLLM's async scheduling (--async-scheduling)"),
+    "block_size": (int, "engine: KV block size in tokens (vLLM --block-size)"),
+}
 
 
 @dataclass(frozen=True)

@@ -128,3 +128,16 @@ def test_import_bench_of_the_recorded_vllm_cpu_server_gives_9_steps_per_canvas(t
     assert main(["import-bench", str(f), "--model", "diffusiongemma-26b-a4b", "-o", str(tmp_path / "r")]) == 0
     row = load_run(tmp_path / "r").table("load_summary").iloc[0]
     assert row["dg_canvas_length"] == 32 and row["dg_steps_per_canvas"] == pytest.approx(9.0)
+
+
+def test_a_sweep_grids_any_engine_setting():
+    from simulate.sweep.run import simulate_job
+    from simulate.sweep.spec import parse_spec
+
+    spec = parse_spec({"kind": "simulate", "base": {"mode": "diffusion", "qps": 2, "n_requests": 60, "async_scheduling": False},
+                       "grid": {"max_denoising_steps": [4, 16]}})
+    rows = simulate_job(list(spec.points))
+    assert [r["engine_steps"] for r in rows][0] < [r["engine_steps"] for r in rows][1]
+    assert all("async_scheduling=False [CLI or spec]" in r["engine_settings"] for r in rows)
+    with pytest.raises(UserError, match="async_scheduling"):
+        parse_spec({"kind": "simulate", "base": {"mode": "ar", "qps": 2, "async_scheduling": "yes"}})

@@ -23,6 +23,7 @@ from typing import Callable
 import pandas as pd
 
 from costmodel import atomic, outputset
+from costmodel.engine_settings import USER_SETTINGS
 from costmodel.errors import UserError
 from costmodel.schemas.dictionary import write_table
 from costmodel.shipped import resolve_profile
@@ -36,7 +37,7 @@ from simulate.sweep.pricing import with_costs
 from simulate.sweep.spec import SweepPoint, SweepSpec
 
 BATCH_MAX = 16
-ENGINE_KEYS = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization")
+ENGINE_KEYS = tuple(USER_SETTINGS)  # costmodel/engine_settings.py
 # (done, total) as points finish
 Progress = Callable[[int, int], None]
 

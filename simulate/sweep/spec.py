@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from costmodel.engine_settings import USER_SETTINGS
 from costmodel.errors import UserError
 from costmodel.jsonfile import DuplicateKey, loads_unique
 
@@ -39,9 +40,7 @@ PARAMS = {
     "seed": (int, "seed of the workload and every draw"),
     "router": (str, "least-outstanding or round-robin"),
     "warmup_frac": ((int, float), "share of the arrival window left out of percentiles"),
-    "max_num_seqs": (int, "engine: running sequences per replica"),
-    "max_num_batched_tokens": (int, "engine: token budget per step"),
-    "gpu_memory_utilization": ((int, float), "engine: share of GPU memory for weights + KV"),
+    **USER_SETTINGS,  # engine settings (costmodel/engine_settings.py)
     "workload": ((str, dict), "workload JSON path, or an inline workload object"),
     "slo": (str, "latency bounds, e.g. p95_ttft_ms<=1000 (kind plan: the search target; simulate: judged)"),
     "max_replicas": (int, "kind plan: give up above this many replicas"),
@@ -119,7 +118,7 @@ def _check_value(where: str, name: str, value) -> None:
     if name not in PARAMS:
         raise UserError(f"{where}: unknown parameter {name!r}", f"parameters are {', '.join(PARAMS)} and workload.<field>")
     types = PARAMS[name][0]
-    if isinstance(value, bool) or not isinstance(value, types):
+    if (isinstance(value, bool) and types is not bool) or not isinstance(value, types):
         raise UserError(f"{where}: {name} = {value!r} is not {PARAMS[name][1]}", f"give {name} a {' or '.join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))}")
 
 

@@ -273,3 +273,20 @@ def test_plan_load_curve_prints_the_month(cli, tmp_path):
 def test_plan_load_curve_bad_input(cli, tmp_path, args, needle):
     code, out, err = cli("plan", *args, "-o", str(tmp_path / "x"))
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_plan_replays_a_trace_with_its_own_lengths(cli, tmp_path):
+    rng = np.random.default_rng(0)
+    t = np.cumsum(rng.exponential(0.5, 2400))
+    t = t[t < 1200]
+    stamps = (np.datetime64("2024-05-10T00:00:00") + (t * 1e6).astype("timedelta64[us]")).astype(str)
+    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens"] + [f"{s.replace('T', ' ')},{p},{o}" for s, p, o in
+                                                           zip(stamps, rng.integers(50, 900, len(t)), rng.integers(5, 300, len(t)))]
+    (tmp_path / "azure.csv").write_text("\n".join(lines) + "\n")
+    code, out, err = cli("plan", "--load-curve", str(tmp_path / "azure.csv"), "--mode", "ar", "--hardware", "rtx-5090", "--jobs", "1",
+                         "--duration", "30", "--compress", "1", "-o", str(tmp_path / "day"))
+    assert code == 0, err
+    assert "azure trace" in out and "$/month" in out
+    (tmp_path / "odd.csv").write_text("when,tokens\n1,2\n")
+    code, out, err = cli("plan", "--load-curve", str(tmp_path / "odd.csv"), "-o", str(tmp_path / "x"))
+    assert code == 2 and "time_s,qps" in err and "Mooncake" in err

@@ -25,10 +25,12 @@ def day_options(f):
     """Adds --load-curve and its settings to `plan`; with --load-curve the command plans a day."""
     opts = [
         click.option("--load-curve", default=None, metavar="FILE|PRESET",
-                     help="Plan a day: a CSV of time_s,qps, or flat:QPS, or diurnal:peak=30,trough=10,peak_hour=14. Prints each hour's fleet "
+                     help="Plan a day: a CSV of time_s,qps, flat:QPS, diurnal:peak=30,trough=10,peak_hour=14, or a trace (Azure LLM inference, BurstGPT, Mooncake). Prints each hour's fleet "
                           "and the month's bill, autoscaled and static (docs/cluster.md)."),
         click.option("--compress", type=float, default=DEFAULT_COMPRESS, show_default=True,
                      help="[--load-curve] Simulate the day this many times faster (the curve and the autoscaler's clocks; requests at real speed). 1: real time."),
+        click.option("--load-scale", type=float, default=1.0, show_default=True,
+                     help="[--load-curve] Multiply the curve's rates, or a trace's request rate (thinning or replicating requests)."),
         click.option("--startup-s", type=float, default=DEFAULT_STARTUP_S, show_default=True,
                      help="[--load-curve] A new replica's start-up before loading weights (container, engine init; ASSUMED)."),
         click.option("--load-gb-per-s", type=float, default=DEFAULT_LOAD_GB_PER_S, show_default=True,
@@ -37,11 +39,11 @@ def day_options(f):
 
     @functools.wraps(f)
     def command(*args, **kwargs):
-        day = {k: kwargs.pop(k) for k in ("load_curve", "compress", "startup_s", "load_gb_per_s")}
+        day = {k: kwargs.pop(k) for k in ("load_curve", "compress", "load_scale", "startup_s", "load_gb_per_s")}
         ctx = click.get_current_context()
         given = lambda name: ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)  # noqa: E731
         if day["load_curve"] is None:
-            for name in ("compress", "startup_s", "load_gb_per_s"):
+            for name in ("compress", "load_scale", "startup_s", "load_gb_per_s"):
                 if given(name):
                     raise UserError(f"--{name.replace('_', '-')} applies to --load-curve only", "add --load-curve, or drop it")
             return f(*args, **kwargs)
@@ -67,7 +69,7 @@ def _plan_day(day: dict, kw: dict) -> None:
     scaling = Scaling(startup_s=day["startup_s"], load_gb_per_s=day["load_gb_per_s"])
     cfg = DayConfig(load=day["load_curve"], slo=kw["slo"], hardware=parse_list(kw["hardware"], "hardware"), modes=parse_modes(kw["modes"]),
                     workload=kw["workload"], seed=kw["seed"], compress=day["compress"], duration_s=kw["duration_s"],
-                    max_replicas=kw["max_replicas"], scaling=scaling, jobs=kw["jobs"])
+                    max_replicas=kw["max_replicas"], scaling=scaling, jobs=kw["jobs"], load_scale=day["load_scale"])
     err = make_console(stderr=True)
     out = run_day(cfg, progress=lambda s: err.print(f"[dim]{s}[/dim]"))
     written = write_day(out, kw["out"])
@@ -107,17 +109,17 @@ def print_hours(con, out) -> None:
 
 def print_bills(con, out) -> None:
     t = Table(title=f"The month ({out.curve.source}; SLO {out.config.slo}; catalog on-demand prices)")
-    for c in ("GPU", "mode", "fleet", "replicas", "SLO attain %", "hours OK", "GPU-h/day", "MWh/month", "$/month", "vs static"):
+    for c in ("GPU", "mode", "fleet", "replicas", "SLO attain %", "hours OK", "GPU-h/day", "kWh/month", "$/month", "vs static"):
         t.add_column(c, justify="left" if c in ("GPU", "mode", "fleet") else "right")
-    bills = sorted(out.bills, key=lambda b: (b.cost_usd_per_month if math.isfinite(b.cost_usd_per_month) else math.inf))
+    bills = sorted(out.bills, key=lambda b: (b.cost_usd_per_month if math.isfinite(b.cost_usd_per_month) else math.inf, -b.slo_attainment))
     for b in bills:
         if b.note:
             t.add_row(b.hardware, b.mode, b.policy, "", "", "", "", "", "", b.note[:40], style="dim")
             continue
         t.add_row(b.hardware, b.mode, b.autoscaler if b.policy == "autoscaled" else "static (peak)", f"{b.replicas_min}-{b.replicas_max}",
                   f"{100 * b.slo_attainment:.2f}", f"{b.hours_meeting_slo}/{b.hours}", f"{b.gpu_hours_per_day:,.1f}",
-                  f"{b.energy_kwh_per_month / 1e3:,.1f}", _money(b.cost_usd_per_month),
-                  "" if b.policy == "static" or not math.isfinite(b.saving_vs_static_frac) else f"-{100 * b.saving_vs_static_frac:.0f}%")
+                  f"{b.energy_kwh_per_month:,.0f}", _money(b.cost_usd_per_month),
+                  "" if b.policy == "static" or not math.isfinite(b.saving_vs_static_frac) else f"{-100 * b.saving_vs_static_frac:+.0f}%")
     con.print(t)
     ok = [b for b in bills if not b.note and b.hours_meeting_slo == b.hours]
     if ok:

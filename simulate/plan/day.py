@@ -20,12 +20,15 @@ request's latency (seconds against hours: negligible for C up to about 6) and th
 
 from __future__ import annotations
 
+import json
 import math
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from costmodel import atomic
@@ -35,7 +38,8 @@ from costmodel.shipped import resolve_profile
 from simulate.api import resolve_workload
 from simulate.cluster.autoscalers import make_autoscaler
 from simulate.cluster.fleet import simulate_fleet
-from simulate.cluster.load import LoadCurve, curve_requests, parse_curve
+from simulate.cluster.load import PRESETS, LoadCurve, curve_requests, parse_curve
+from simulate.cluster.traces import FORMAT_NAMES, load_trace, trace_requests
 from simulate.cluster.outcome import RequestBound, interval_rows, summarise_span
 from simulate.cluster.pool import PoolSpec
 from simulate.cluster.scaling import Scaling
@@ -50,7 +54,7 @@ POLICIES = ("autoscaled", "static")
 
 @dataclass
 class DayConfig:
-    load: str
+    load: str  # a curve (CSV of time_s,qps, flat:..., diurnal:...) or a public trace file (simulate/cluster/traces.py)
     slo: str = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
     hardware: list[str] = field(default_factory=lambda: ["h100-sxm", "h200", "rtx-5090"])
     modes: list[str] | None = None
@@ -62,6 +66,69 @@ class DayConfig:
     max_replicas: int = 64
     scaling: Scaling = field(default_factory=Scaling)
     jobs: int | None = None
+    load_scale: float = 1.0  # a curve's rates, or a trace's request rate (thinned or replicated), times this
+
+
+@dataclass(frozen=True)
+class DayLoad:
+    """The day's load: a rate curve, or a trace replayed with its own times and lengths."""
+
+    source: str
+    span_s: float
+    peak_qps: float  # a curve's peak; a trace's busiest hour
+    first_qps: float  # the rate the day starts at (the autoscaled fleet's first size)
+    expected_requests: float
+    curve: LoadCurve | None = None
+    trace: str | None = None
+
+    def requests(self, profile, cfg: "DayConfig", c: float):
+        """The (time-compressed) day's requests."""
+        if self.curve is not None:
+            return curve_requests(profile, resolve_workload(cfg.workload), compressed(self.curve, c), cfg.seed)
+        # a trace's times divided by c, thinned to 1/c of its requests: the same rates in a shorter day
+        return trace_requests(profile, load_trace(self.trace, compress=c, rate_scale=cfg.load_scale / c, seed=cfg.seed), cfg.seed)
+
+
+def _is_curve_file(text: str) -> bool:
+    p = Path(text)
+    if not p.is_file() or p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
+        return not p.is_file()
+    head = p.open(errors="replace").readline()
+    return {"time_s", "qps"} <= {c.strip() for c in head.split(",")}
+
+
+def load_day(text: str, scale: float, seed: int) -> DayLoad:
+    """--load-curve: a preset or a time_s,qps CSV (a curve), else a trace in a format read."""
+    if not (math.isfinite(scale) and scale > 0):
+        raise UserError(f"--load-scale {scale!r} must be a positive number", "e.g. 1 (as given) or 2")
+    if _is_curve_file(text):
+        lc = parse_curve(text)
+        lc = lc.scaled(scale) if scale != 1 else lc
+        return DayLoad(lc.source, lc.span_s, lc.peak_qps, lc.qps[0], lc.expected_requests, curve=lc)
+    try:
+        tr = load_trace(text, rate_scale=scale, seed=seed)
+    except UserError as e:
+        if "no format read" not in e.what:
+            raise
+        raise UserError(e.what, f"give a rate curve (CSV time_s,qps; {PRESETS}) or a trace: {FORMAT_NAMES}") from None
+    hours = np.bincount((tr.arrival_s // 3600).astype(np.int64))
+    widths = np.minimum(3600.0, tr.span_s - 3600.0 * np.arange(len(hours)))
+    rates = hours / np.maximum(widths, 1.0)
+    full = rates[widths >= 3600] if (widths >= 3600).any() else rates
+    return DayLoad(tr.describe, tr.span_s, float(full.max()), float(rates[0]), float(len(tr.arrival_s)), trace=str(text))
+
+
+def _peak_workload(load: DayLoad, cfg: "DayConfig", folder: Path) -> str | None:
+    """For a trace: its busiest hour as a workload file, so the peak search sees the trace's lengths."""
+    if load.trace is None:
+        return cfg.workload
+    tr = load_trace(load.trace, rate_scale=cfg.load_scale, seed=cfg.seed)
+    hour = int(np.argmax(np.bincount((tr.arrival_s // 3600).astype(np.int64))))
+    sel = (tr.arrival_s >= hour * 3600) & (tr.arrival_s < (hour + 1) * 3600)
+    pd.DataFrame({"arrival_s": tr.arrival_s[sel] - hour * 3600, "prompt_tokens": tr.prompt_tokens[sel],
+                  "output_tokens": tr.output_tokens[sel]}).to_csv(folder / "peak.csv", index=False)
+    (folder / "peak.json").write_text(json.dumps({"trace": "peak.csv", "trace_time_scale": "qps"}))
+    return str(folder / "peak.json")
 
 
 @dataclass
@@ -128,7 +195,7 @@ class MonthBill:
 @dataclass
 class DayOutcome:
     config: DayConfig
-    curve: LoadCurve
+    curve: DayLoad
     slo: SloSplit
     peak_replicas: dict  # (hardware, mode) -> replicas at the peak (None: none <= max_replicas)
     hours: pd.DataFrame  # IntervalRow columns + policy, per hour of the (uncompressed) day
@@ -144,10 +211,10 @@ def _check(cfg: DayConfig) -> None:
     cfg.scaling.check("--load-curve fleet")
 
 
-def _peak_search(cfg: DayConfig, lc: LoadCurve, slo: SloSplit, say) -> dict:
+def _peak_search(cfg: DayConfig, lc: DayLoad, slo: SloSplit, workload: str | None, say) -> dict:
     """(hardware, mode) -> (replicas at the peak or None, requests/s per replica there)."""
     settings = planner.PlanSettings([lc.peak_qps], slo.text, cfg.hardware, cfg.modes, {h: None for h in cfg.hardware}, cfg.duration_s, cfg.seed,
-                                    cfg.max_replicas, cfg.jobs or planner.default_jobs(), cfg.workload)
+                                    cfg.max_replicas, cfg.jobs or planner.default_jobs(), workload)
     out = {}
     for c in planner.run_searches(settings, progress=say):
         row = next((p for p in c.points if p.get("replicas") == c.replicas), None)
@@ -155,25 +222,25 @@ def _peak_search(cfg: DayConfig, lc: LoadCurve, slo: SloSplit, say) -> dict:
     return out
 
 
-def _day_job(hardware: str, mode: str, policy: str, n_peak: int, target: float | None, cfg: DayConfig, lc: LoadCurve, slo: SloSplit) -> dict:
+def _day_job(hardware: str, mode: str, policy: str, n_peak: int, target: float | None, cfg: DayConfig, lc: DayLoad, slo: SloSplit) -> dict:
     """One fleet over the (compressed) day, in a worker: its interval rows and span summary."""
     t0 = time.perf_counter()
     profile = resolve_profile(None, hardware)
     c = float(cfg.compress)
-    day = compressed(lc, c)
-    reqs = curve_requests(profile, resolve_workload(cfg.workload), day, cfg.seed)
+    reqs = lc.requests(profile, cfg, c)
+    span_s = lc.span_s / c
     scaling = compressed_scaling(cfg.scaling, c)
     if policy == "static":
         scaling = replace(scaling, min_replicas=n_peak, max_replicas=n_peak, initial_replicas=n_peak)
         auto = make_autoscaler("static", replicas=n_peak)
     else:
-        first = max(scaling.min_replicas, min(n_peak, math.ceil(n_peak * lc.qps[0] / lc.peak_qps)))
+        first = max(scaling.min_replicas, min(n_peak, math.ceil(n_peak * lc.first_qps / lc.peak_qps)))
         scaling = replace(scaling, initial_replicas=first, max_replicas=max(scaling.max_replicas, n_peak))
         auto = make_autoscaler("request-rate", target=target)
     run = simulate_fleet([PoolSpec(f"{hardware}/{mode}", profile, mode, autoscaler=auto, scaling=scaling)], reqs, seed=cfg.seed,
                          sample_s=cfg.interval_s / c)
-    rows = interval_rows(run, slo.bounds, day.span_s, cfg.interval_s / c, max_utilisation=slo.max_utilisation)
-    summ = summarise_span(rows, day.span_s)[0]
+    rows = interval_rows(run, slo.bounds, span_s, cfg.interval_s / c, max_utilisation=slo.max_utilisation)
+    summ = summarise_span(rows, span_s)[0]
     flat = []
     for r in rows:
         d = r.flat()
@@ -200,11 +267,14 @@ def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> Da
             p.mode(m)
         PoolSpec("check", p, cfg.modes[0]).price()
     slo = split_slo(cfg.slo)
-    lc = parse_curve(cfg.load)
+    lc = load_day(cfg.load, cfg.load_scale, cfg.seed)
     if cfg.workload:
+        if lc.trace is not None:
+            raise UserError("--workload sets lengths, but a trace brings its own", "drop --workload with a trace")
         resolve_workload(cfg.workload)
-    say(f"day: {lc.source}, {lc.expected_requests:,.0f} requests expected, peak {lc.peak_qps:g} QPS; sizing the peak fleet")
-    peaks = _peak_search(cfg, lc, slo, say)
+    say(f"day: {lc.source}, {lc.expected_requests:,.0f} requests, peak {lc.peak_qps:.3g} QPS; sizing the peak fleet")
+    with tempfile.TemporaryDirectory() as tmp:
+        peaks = _peak_search(cfg, lc, slo, _peak_workload(lc, cfg, Path(tmp)), say)
     jobs = [(h, m, pol, peaks[(h, m)][0], peaks[(h, m)][1], cfg, lc, slo) for h in cfg.hardware for m in cfg.modes for pol in POLICIES
             if peaks[(h, m)][0] is not None]
     say(f"simulating {len(jobs)} days ({cfg.compress:g}x time compression) on {min(len(jobs), cfg.jobs or planner.default_jobs())} processes")

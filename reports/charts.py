@@ -36,7 +36,7 @@ def _layout(fig: go.Figure, key: str, ytitle: str, log: bool = False, money: boo
                       hovermode="closest", template="plotly_white", meta={"chart": key})
     fig.update_xaxes(title_text=QPS_AXIS, rangemode="tozero")
     fig.update_yaxes(title_text=ytitle, type="log" if log else "linear", tickprefix="$" if money else "", separatethousands=True,
-                     rangemode="normal" if log else "tozero")
+                     rangemode="normal" if log else "tozero", **({"dtick": "D2"} if log else {}))
     return fig
 
 

@@ -114,8 +114,8 @@ def sensitivity_view(res: Results) -> SensitivityView | None:
     return SensitivityView(pd.DataFrame(rec["table"]), float(rec["base_usd_per_month"]), str(rec["verdict"]))
 
 
-def seed_intervals(res: Results) -> dict[float, str]:
-    """QPS -> 'over N seeds: mean, 95% interval' of the winner's monthly cost (plan --seeds)."""
+def seed_intervals(res: Results) -> dict[float, tuple[str, str]]:
+    """QPS -> ('N seeds: 95% interval', 'mean, winners per seed') of the winner's monthly cost (plan --seeds)."""
     rec = res.extras.get("replicates")
     if not rec:
         return {}
@@ -123,5 +123,5 @@ def seed_intervals(res: Results) -> dict[float, str]:
     for r in rec["decision"]:
         lo, hi = r["cost_usd_per_month_ci95_low"], r["cost_usd_per_month_ci95_high"]
         ci = f"${lo:,.0f} - ${hi:,.0f}" if lo == lo and hi == hi else "n/a"
-        out[float(r["qps"])] = f"{r['seeds']} seeds: mean ${r['cost_usd_per_month_mean']:,.0f}, 95% interval {ci}; winners {r['winners']}"
+        out[float(r["qps"])] = (f"{r['seeds']} seeds: 95% interval {ci}", f"mean ${r['cost_usd_per_month_mean']:,.0f}; winners {r['winners']}")
     return out

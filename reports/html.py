@@ -195,7 +195,7 @@ def _decision_block(res: Results, a: Analysis, sensitivity=None) -> str:
         more = ("tie (won on USD per 1M output tokens)" if d.runner_up_more_usd_per_month == 0
                 else f"+${d.runner_up_more_usd_per_month:,.0f} (+{d.runner_up_more_pct:.0f}%)")
         runner = f"{e(d.runner_up)}</td><td>{more}" if d.runner_up else "none meets the SLO</td><td>"
-        seeds = f'<br><span class="muted">{e(intervals[d.qps])}</span>' if d.qps in intervals else ""
+        seeds = (f'<br><span class="muted" title="{e(intervals[d.qps][1])}">{e(intervals[d.qps][0])}</span>' if d.qps in intervals else "")
         rows.append(f"<tr><td>{d.qps:g}</td><td class=\"t\"><b>{e(d.fleet)}</b></td><td><b>${d.cost_usd_per_month:,.0f}</b>{seeds}</td>"
                     f"<td>${d.cost_usd_per_year:,.0f}</td><td class=\"t\">{runner}</td><td class=\"t\">{e(d.rests_on)}</td></tr>")
     head = ("<tr><th>QPS</th><th class=\"t\">cheapest SLO-meeting fleet</th><th>USD/month</th><th>USD/year</th>"

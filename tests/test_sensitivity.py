@@ -48,7 +48,7 @@ def test_seeds_and_sensitivity_on_the_command_line(cli, tmp_path, toy):
     assert doc["sensitivity"]["verdict"].startswith("decision ") and len(doc["replicates"]["seeds"]) == 3
     assert cli("report", str(out), "-o", str(tmp_path / "r.html"))[0] == 0
     page = (tmp_path / "r.html").read_text()
-    assert 'data-chart="tornado"' in page and "Sensitivity (plan --sensitivity" in page and "3 seeds: mean $" in page
+    assert 'data-chart="tornado"' in page and "Sensitivity (plan --sensitivity" in page and "3 seeds: 95% interval $" in page
 
 
 def test_seeds_below_one_is_one_line(cli, tmp_path):

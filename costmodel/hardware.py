@@ -15,6 +15,64 @@ from costmodel.jsonfile import read_json
 from costmodel.precision import Precision
 
 REQUIRED = ("name", "memory_gb", "memory_bandwidth_tbps", "tflops", "board_power_w", "price_usd_per_gpu_hour")
+ARCH_FIELDS = ("compute_capability", "precisions", "cudagraph_max_tokens", "large_batch_defaults_min_gib", "kernel_set")
+# A GPU described without an architecture (older user files, profiles written before the field)
+# gets this one's engine defaults, and the settings say so (costmodel/memory.py).
+ASSUMED_ARCHITECTURE = "hopper"
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """What the memory model, engine defaults and the operator campaign need of a GPU architecture:
+    data, so a new GPU is one catalog entry and never a name test in code."""
+
+    name: str
+    compute_capability: str
+    precisions: tuple[str, ...]  # weight formats its kernels run (costmodel/precision.py)
+    cudagraph_max_tokens: int  # vLLM's largest CUDA-graph capture size
+    large_batch_defaults_min_gib: float | None  # vLLM's large batch defaults from this device memory (None: never)
+    kernel_set: str | None  # shipped operator kernel choices (measure/ops/kernelsets/NAME.json); None: autotune
+    sources: dict = field(default_factory=dict)
+
+    def check_precision(self, precision: str, gpu: str) -> None:
+        if precision not in self.precisions:
+            raise UserError(f"{gpu} ({self.name}) cannot run precision {precision!r}", f"use one of {', '.join(self.precisions)}")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["precisions"] = list(self.precisions)
+        return d
+
+
+def validate_architecture(name: str, d: dict, where: str) -> Architecture:
+    if not isinstance(d, dict) or any(k not in d for k in ARCH_FIELDS):
+        raise UserError(f"architecture {name!r} in {where} lacks some of {', '.join(ARCH_FIELDS)}",
+                        "copy the architecture object of `costmodel hardware --template`")
+    try:
+        lb = d["large_batch_defaults_min_gib"]
+        return Architecture(name, str(d["compute_capability"]), tuple(str(p) for p in d["precisions"]), int(d["cudagraph_max_tokens"]),
+                            None if lb is None else float(lb), d["kernel_set"], dict(d.get("sources", {})))
+    except (TypeError, ValueError) as e:
+        raise UserError(f"architecture {name!r} in {where} has a bad value ({e})", "see `costmodel hardware --template`") from None
+
+
+def architectures() -> dict[str, Architecture]:
+    """The catalog's architectures (hardware.json "architectures")."""
+    doc = _catalog_doc().get("architectures", {})
+    return {k: validate_architecture(k, v, "the built-in catalog") for k, v in doc.items() if not k.startswith("_")}
+
+
+def _architecture_of(v, hid: str, where: str) -> Architecture | None:
+    """A GPU entry's "architecture": a catalog architecture's name, or an object of its own (with "name")."""
+    if v is None:
+        return None
+    if isinstance(v, dict):
+        return validate_architecture(str(v.get("name", hid)), v, where)
+    known = architectures()
+    if v not in known:
+        raise UserError(f"hardware entry {hid!r} in {where} names unknown architecture {v!r}",
+                        f"use one of {', '.join(sorted(known))}, or give an architecture object (see `costmodel hardware --template`)")
+    return known[v]
 
 
 @dataclass(frozen=True)
@@ -33,6 +91,23 @@ class HardwareSpec:
     measured_memory_bandwidth_tbps: float | None = None
     measured_tflops: dict = field(default_factory=dict)
     sources: dict = field(default_factory=dict)
+    architecture: Architecture | None = None
+
+    @property
+    def arch(self) -> Architecture:
+        """This GPU's architecture; one described without it (or a profile written before the
+        field) takes its catalog entry's, else ASSUMED_ARCHITECTURE's (`arch_assumed` says so)."""
+        if self.architecture is not None:
+            return self.architecture
+        entry = catalog().get(self.id)
+        if entry is not None and entry.architecture is not None:
+            return entry.architecture
+        return architectures()[ASSUMED_ARCHITECTURE]
+
+    @property
+    def arch_assumed(self) -> bool:
+        entry = catalog().get(self.id)
+        return self.architecture is None and (entry is None or entry.architecture is None)
 
     def peak_tflops(self, precision: Precision) -> float:
         try:
@@ -46,6 +121,11 @@ class HardwareSpec:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["nvml_names"] = list(self.nvml_names)
+        a = self.architecture
+        if a is None:
+            d.pop("architecture")
+        else:  # a catalog architecture by name, a user's own in full
+            d["architecture"] = a.name if architectures().get(a.name) == a else a.to_dict()
         return d
 
 
@@ -72,6 +152,7 @@ def validate_spec(hid: str, d: dict, where: str) -> HardwareSpec:
             measured_memory_bandwidth_tbps=d.get("measured_memory_bandwidth_tbps"),
             measured_tflops=dict(d.get("measured_tflops", {})),
             sources=dict(d.get("sources", {})),
+            architecture=_architecture_of(d.get("architecture"), hid, where),
         )
     except (TypeError, ValueError, AttributeError) as e:
         raise UserError(f"hardware entry {hid!r} in {where} has a bad value ({e})", "numbers must be numbers; tflops maps a format to TFLOP/s") from None
@@ -143,9 +224,10 @@ def get_hardware(name: str, user_file: str | Path | None = None) -> HardwareSpec
     raise UserError(f"unknown hardware {name!r}", f"use one of {', '.join(sorted(known))}, or describe it in a JSON file (see `costmodel hardware --template`)")
 
 
-def match_nvml_name(nvml_name: str) -> HardwareSpec | None:
-    """Map a GPU name as NVML reports it to a catalog entry (exact alias first, then prefix)."""
-    specs = catalog()
+def match_nvml_name(nvml_name: str, extra: dict[str, HardwareSpec] | None = None) -> HardwareSpec | None:
+    """Map a GPU name as NVML reports it to a catalog entry, or one of `extra` (a user file's), by
+    exact alias first, then prefix."""
+    specs = {**catalog(), **(extra or {})}
     for s in specs.values():
         if nvml_name in s.nvml_names:
             return s
@@ -173,6 +255,29 @@ def detect_local(index: int = 0) -> tuple[str, HardwareSpec | None]:
     return name, match_nvml_name(name)
 
 
+def template() -> dict:
+    """A complete catalog entry for a GPU the catalog lacks (`costmodel hardware --template`): every
+    field the catalog reads, its architecture written out as an object (a catalog architecture's
+    name, e.g. "hopper", also works)."""
+    arch = architectures()["ada"].to_dict()
+    arch.update(name="ada", kernel_set=None)
+    doc = json.loads(json.dumps(TEMPLATE))
+    doc["gpus"]["my-gpu"]["architecture"] = arch
+    return doc
+
+
+def resolve_local(nvml_name: str, hardware: str | None = None, hardware_file: str | Path | None = None) -> HardwareSpec:
+    """The catalog (or user file) entry of the local GPU named `nvml_name`: `hardware` when given,
+    else matched by its NVML name; one that no entry describes is a one-line error naming the template."""
+    if hardware:
+        return get_hardware(hardware, hardware_file)
+    spec = match_nvml_name(nvml_name, load_user_hardware(hardware_file) if hardware_file else None)
+    if spec is None:
+        raise UserError(f"local GPU {nvml_name!r} is not in the GPU catalog",
+                        "describe it: costmodel hardware --template > my-gpu.json, fill it in, pass --hardware-file my-gpu.json")
+    return spec
+
+
 TEMPLATE = {
     "gpus": {
         "my-gpu": {
@@ -184,7 +289,11 @@ TEMPLATE = {
             "board_power_w": 300,
             "price_usd_per_gpu_hour": 1.0,
             "purchase_usd": 7000,
-            "sources": {"memory_gb": "datasheet URL", "price_usd_per_gpu_hour": "your contract"},
+            "l2_mb": 96,
+            "sms": 142,
+            "sources": {"memory_gb": "datasheet URL", "memory_bandwidth_tbps": "datasheet URL", "tflops.bf16": "datasheet URL",
+                        "tflops.fp8": "datasheet URL", "board_power_w": "datasheet URL", "price_usd_per_gpu_hour": "your contract",
+                        "purchase_usd": "your quote"},
         }
     }
 }

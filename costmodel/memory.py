@@ -41,7 +41,7 @@ BLOCK_SIZE_CPU = 128  # vllm/platforms/cpu.py check_and_update_config (the tiny-
 GPU_MEMORY_UTILIZATION = 0.92  # vllm/config/cache.py CacheConfig.gpu_memory_utilization default
 DEFAULT_MAX_NUM_SEQS = 128  # vllm/config/scheduler.py SchedulerConfig.DEFAULT_MAX_NUM_SEQS
 DIFFUSION_MAX_NUM_SEQS = 8  # vllm/model_executor/models/config.py DiffusionGemma...Config: >= 128 -> 8
-MAX_CUDAGRAPH_TOKENS = 512  # vllm/config/vllm.py _set_cudagraph_sizes default_max_graph_size (not Blackwell DC)
+MAX_CUDAGRAPH_TOKENS = 512  # vllm/config/vllm.py _set_cudagraph_sizes default_max_graph_size; per architecture in hardware.json
 MTP_NUM_SPECULATIVE_TOKENS = 4  # the published MTP serving command (shared/reference/diffusiongemma.md)
 SRC_ARG_UTILS = "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (OPENAI_API_SERVER)"
 SRC_DG_RULE = "vllm/model_executor/models/config.py DiffusionGemmaModelForBlockDiffusionConfig.verify_and_update_config"
@@ -199,13 +199,18 @@ class EngineLimits:
 
 
 def batch_defaults(hw: HardwareSpec) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) vLLM 0.32 picks for an OpenAI server on this GPU."""
+    """(max_num_batched_tokens, max_num_seqs) vLLM 0.32 picks for an OpenAI server on this GPU: the
+    large defaults from the device memory its architecture names (hardware.json "architectures")."""
     mem_gib = hw.memory_gb * 1e9 / GIB
-    if mem_gib >= 160:
-        return 16384, 1024
-    if mem_gib >= 70 and "a100" not in hw.name.lower():
-        return 8192, 1024
-    return 2048, 256
+    large_from = hw.arch.large_batch_defaults_min_gib
+    if large_from is None or mem_gib < large_from:
+        return 2048, 256
+    return (16384, 1024) if mem_gib >= 160 else (8192, 1024)
+
+
+def _defaults_source(hw: HardwareSpec) -> str:
+    a = hw.arch
+    return SRC_ARG_UTILS + (f"; architecture {a.name} assumed ({hw.id} names none)" if hw.arch_assumed else "")
 
 
 @dataclass(frozen=True)
@@ -224,6 +229,7 @@ class ResolvedSettings:
     in_flight_tokens: int
     max_canvases_by_memory: int | None
     source: dict
+    cudagraph_max_tokens: int = MAX_CUDAGRAPH_TOKENS  # the architecture's (hardware.json)
 
 
 # ---- weights, activations, CUDA graphs, sampler -----------------------------------------------
@@ -271,7 +277,7 @@ def _graph_tokens(s: ResolvedSettings) -> int:
     """Largest CUDA-graph batch (vllm/config/vllm.py _set_cudagraph_sizes): min(seqs x q x 2, 512),
     decode sizes seqs x q appended when q > 1, capped at max_num_batched_tokens."""
     q = s.decode_query_len
-    n = min(s.max_num_seqs * q * 2, MAX_CUDAGRAPH_TOKENS)
+    n = min(s.max_num_seqs * q * 2, s.cudagraph_max_tokens)
     if q > 1:
         n = max(n, s.max_num_seqs * q)
     return min(n, s.max_num_batched_tokens)
@@ -332,7 +338,7 @@ def _resolve(hw: HardwareSpec, mode: str, target: ModelShape, user: EngineSettin
         src[name] = "user" if v is not None else why
         return v if v is not None else default
 
-    batched = pick("max_num_batched_tokens", batched_default, SRC_ARG_UTILS)
+    batched = pick("max_num_batched_tokens", batched_default, _defaults_source(hw))
     util = pick("gpu_memory_utilization", GPU_MEMORY_UTILIZATION, "vllm/config/cache.py CacheConfig default")
     max_len = pick("max_model_len", int(target.text_config.get("max_position_embeddings", 262144)),
                    "model config max_position_embeddings (vLLM's default max_model_len)")
@@ -340,7 +346,7 @@ def _resolve(hw: HardwareSpec, mode: str, target: ModelShape, user: EngineSettin
     serving = get_mode(mode)
     k = pick("num_speculative_tokens", MTP_NUM_SPECULATIVE_TOKENS, "published MTP serving command") if serving.assistant else 0
     canvas = pick("canvas_length", target.canvas_length, "model config canvas_length") if serving.canvas_sampler else 0
-    seqs = pick("max_num_seqs", seqs_default, SRC_ARG_UTILS)
+    seqs = pick("max_num_seqs", seqs_default, _defaults_source(hw))
     canvases = None
     if serving.canvas_sampler:
         canvases = (device_bytes - math.ceil(device_bytes * util)) // per_canvas(canvas)
@@ -351,7 +357,8 @@ def _resolve(hw: HardwareSpec, mode: str, target: ModelShape, user: EngineSettin
     step = serving.kv_step_slots(k, canvas)
     q = serving.decode_query_tokens(k, canvas)
     in_flight = (2 if user.async_scheduling else 1) * batched
-    return ResolvedSettings(seqs, batched, float(util), max_len, block, step, q, k, canvas, in_flight, canvases, src)
+    return ResolvedSettings(seqs, batched, float(util), max_len, block, step, q, k, canvas, in_flight, canvases, src,
+                            hw.arch.cudagraph_max_tokens)
 
 
 # ---- errors: a setting or a GPU that cannot fit ------------------------------------------------

@@ -9,6 +9,7 @@ reviewer can edit and recompute in any spreadsheet program.
 - Summary: per QPS the cheapest fleet at the workbook's current prices (MIN / INDEX-MATCH over the
   Fleet rows, so a price change can change the winner), next to the answer as planned.
 - Assumptions: every input with its basis (measured / prior / projected) and source.
+- Sensitivity (when the plan ran --sensitivity): the decision at both ends of each input's range.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from openpyxl.utils import get_column_letter
 
 from costmodel import atomic
 from simulate.plan.costing import HOURS_PER_MONTH, HOURS_PER_YEAR, Analysis, GpuPrice, get_model
-from reports.decision import decisions
+from reports.decision import decisions, seed_intervals, sensitivity_view
 from reports.finance import assumptions
 from reports.sources import Results
 
@@ -104,6 +105,12 @@ def _summary_sheet(ws, res: Results, a: Analysis, rows: pd.DataFrame) -> None:
     k = ws.max_row + 2
     ws.cell(k, 1, f"SLO: {a.slo.text or 'stable only'}; pricing: {a.pricing.model}; month = {HOURS_PER_MONTH:g} h. "
                   "Costs recompute from the Prices sheet; 'as planned' columns are the report's answer at the prices it was made with.")
+    notes = [f"{q:g} QPS over {text}; {more}" for q, (text, more) in seed_intervals(res).items()]
+    sens = sensitivity_view(res)
+    if sens is not None:
+        notes.append(f"Sensitivity (plan --sensitivity, at the plan's prices): {sens.verdict} (sheet Sensitivity)")
+    for i, line in enumerate(notes, start=k + 1):
+        ws.cell(i, 1, line)
 
 
 def _assumptions_sheet(ws, res: Results, a: Analysis) -> None:
@@ -140,7 +147,15 @@ def write_workbook(res: Results, a: Analysis, path: str | Path) -> list[Path]:
     _fleet_sheet(fleet, rows, a.prices, refs)
     _summary_sheet(summary, res, a, rows)
     _assumptions_sheet(assume, res, a)
-    for ws in (summary, fleet, assume, prices):
+    sheets = [summary, fleet, assume, prices]
+    sens = sensitivity_view(res)
+    if sens is not None:
+        ws = wb.create_sheet("Sensitivity")
+        ws.append(list(sens.table.columns))
+        for r in sens.table.itertuples(index=False):
+            ws.append(["" if isinstance(v, float) and math.isnan(v) else v for v in r])
+        sheets.append(ws)
+    for ws in sheets:
         _widths(ws)
     buf = io.BytesIO()
     wb.save(buf)

@@ -3,6 +3,7 @@
 
 import json
 
+import openpyxl
 import pandas as pd
 import pytest
 
@@ -49,6 +50,8 @@ def test_seeds_and_sensitivity_on_the_command_line(cli, tmp_path, toy):
     assert cli("report", str(out), "-o", str(tmp_path / "r.html"))[0] == 0
     page = (tmp_path / "r.html").read_text()
     assert 'data-chart="tornado"' in page and "Sensitivity (plan --sensitivity" in page and "3 seeds: 95% interval $" in page
+    assert cli("report", str(out), "-o", str(tmp_path / "b.xlsx"))[0] == 0
+    assert openpyxl.load_workbook(tmp_path / "b.xlsx").sheetnames == ["Summary", "Fleet", "Assumptions", "Prices", "Sensitivity"]
 
 
 def test_seeds_below_one_is_one_line(cli, tmp_path):

@@ -28,7 +28,7 @@ import pandas as pd
 from costmodel.errors import UserError
 from simulate.plan import planner
 from simulate.plan.api import PlanConfig, PlanOutcome, run_plan
-from simulate.plan.costing import analyse, resolve_terms
+from simulate.plan.costing import analyse, get_model, resolve_terms
 from simulate.workload import DEFAULT_PROMPT
 
 # The pass-cost error where a profile records no fit error (projected or composed tables): the profile
@@ -150,6 +150,8 @@ class _Row:
 def _price_rows(outcome: PlanOutcome) -> list[_Row]:
     rows = []
     a = outcome.analysis
+    if get_model(a.pricing.model).owned:
+        return rows  # owned GPUs are priced by purchase, not by the hourly price ranges
     specs = {h: p.hardware_spec() for h, p in outcome.profiles.items()}
     for hw, spec in specs.items():
         t, src = resolve_terms(hw, {})

@@ -93,6 +93,29 @@ def test_gamma_arrivals_have_the_asked_rate_and_burstiness():
         schedule_s(10.0, "gamma", 10, None, 0, cv=-1.0)
 
 
+@pytest.mark.parametrize("settings,message", [
+    ({"engine": {"max_num_seqs": 32, "max_num_batched_tokens": 16}}, "below max_num_seqs"),
+    ({"engine": {"diffusion": {"canvas_length": 48}}}, "no tiny DiffusionGemma model"),
+    ({"engine": {"max_num_seq": 4}}, "engine keys are"),
+    ({"loads": [{"name": "x", "arrivals": "weibull"}]}, "out of range"),
+    ({"colour": 1}, "unknown key"),
+])
+def test_validation_settings_vllm_would_refuse_are_one_line(tmp_path, capsys, settings, message):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(settings))
+    assert main(["validate", "--engine", "vllm", "--settings", str(f), "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "o").exists()  # refused before anything is written
+
+
+def test_validation_settings_are_rewritten_as_vllm_rewrites_them():
+    from simulate.validate.vllm.loads import ValidationSettings
+
+    s, notes = ValidationSettings(engine={"diffusion": {"canvas_length": 32, "max_num_seqs": 256}, "async_scheduling": True}).checked("diffusion")
+    assert s.max_num_seqs == 8 and s.async_scheduling is False and len(notes) == 2
+
+
 def test_vllm_validation_refuses_transformers_only_options(tmp_path, capsys):
     assert main(["validate", "--engine", "vllm", "--max-batch", "4", "--score-only", "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err

@@ -74,7 +74,10 @@ def run_vllm_validation(modes: list[str], out: Path, score_only: bool, models: P
         if not Path(vllm_python()).exists():
             raise UserError(f"no vLLM environment at {vllm_python()}", "build it with `make vllm-env`, or set COSTMODEL_VLLM_PYTHON")
         for m in modes:
-            con.print(f"{m}: engine settings {settings.engine_for(m).describe()}")
+            s, notes = settings.checked(m)
+            con.print(f"{m}: engine settings {s.tagged()}")
+            for note in notes:
+                con.print(f"[yellow]{m}: {note}[/yellow]")
         run_campaign(CampaignOptions(out=out, modes=modes, models=models, seed=seed, say=con.print, settings=settings))
     res = rescore(out, modes)
     print_scores(con, res)

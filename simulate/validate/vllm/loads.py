@@ -121,13 +121,17 @@ class ValidationSettings:
     def engine_for(self, mode: str) -> EngineSettings:
         """The server's settings for `mode` (top-level keys, then the mode's own), checked against
         vLLM's rules (a setting vLLM rewrites is rewritten the same way; one it refuses is refused)."""
+        return self.checked(mode)[0]
+
+    def checked(self, mode: str) -> tuple[EngineSettings, list[str]]:
+        """engine_for and the one-line notes of vLLM's rewrites."""
         given = {k: v for k, v in self.engine.items() if k in ENGINE_KEYS}
         given.update(self.engine.get(mode, {}))
         s = EngineSettings.given(given, "validation settings").for_mode(mode)
         if mode == "diffusion" and s.canvas_length not in TINY_CANVASES:
             raise UserError(f"validation settings: canvas_length {s.canvas_length} has no tiny DiffusionGemma model",
                             f"use one of {', '.join(map(str, TINY_CANVASES))} (measure/vllm/tiny_models.py MODELS)")
-        return check_vllm_rules(s, mode, platform="cpu")[0]
+        return check_vllm_rules(s, mode, platform="cpu")
 
     def n_requests(self, spec: LoadSpec, mode: str) -> int:
         return spec.requests_for(mode, self.diffusion_max_requests if mode == "diffusion" else None)
@@ -180,7 +184,11 @@ def load_settings(path: str | Path | None) -> ValidationSettings:
         if not isinstance(eng, dict) or set(eng) - set(ENGINE_KEYS) - set(MODES):
             raise UserError(f"validation settings {path}: engine keys are {', '.join(ENGINE_KEYS)} and per mode {', '.join(MODES)}",
                             "e.g. {\"max_num_batched_tokens\": 256, \"diffusion\": {\"canvas_length\": 64}}")
-        over["engine"] = eng
+        top = {k: v for k, v in eng.items() if k not in MODES}
+        merged = {**base.engine, **top}
+        for m in MODES:  # a key given for every mode replaces the default set's per-mode value too
+            merged[m] = {**{k: v for k, v in base.engine.get(m, {}).items() if k not in top}, **eng.get(m, {})}
+        over["engine"] = merged  # anything left out is the default set's
     if "loads" in d:
         over["loads"] = tuple(_check_load(x, path) for x in d["loads"])
     for key in ("outputs", "words"):

@@ -55,7 +55,7 @@ def load_results(path: str | Path) -> Results:
         return _load_simulate(p)
     if (p / SWEEP_TABLE).exists():
         return _load_sweep(p)
-    raise UserError(f"{p} holds neither plan.json, summary.csv nor a sweep's {SWEEP_TABLE}",
+    raise UserError(f"{p} holds neither plan.json nor summary.csv (nor a sweep's {SWEEP_TABLE})",
                     "pass the -o directory of `costmodel plan`, `costmodel simulate` or `costmodel sweep`")
 
 

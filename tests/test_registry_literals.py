@@ -44,13 +44,10 @@ ALLOWED = {
     "measure/ops/shapes.py": (8, "ops: operator lists derived from kind names; PassKind.attention/logits/sampler/role carry them (ops owner)"),
     "measure/ops/campaign.py": (1, "ops: a default GPU (ops owner)"),
     "measure/ops/devcheck.py": (1, "ops: a default GPU (ops owner)"),
-    # measure/fit: two model families (diffusion model, target model) are fields of FitTarget
-    "measure/fit/assemble.py": (30, "fit: FitTarget's two model families and the pass donors (DONORS) keyed by kind"),
-    "measure/fit/projection.py": (20, "fit: projection checks per mode/kind"),
-    "measure/fit/endpoint.py": (12, "fit: endpoint step shapes per mode"),
-    "measure/fit/synthetic_runs.py": (10, "fit: synthetic test runs name their modes and kinds"),
-    "measure/fit/endpoint_data.py": (7, "fit: endpoint columns per mode"),
-    "measure/fit/commits.py": (2, "fit: commit statistics are diffusion's part (name in messages/defaults)"),
+    # measure/fit
+    "measure/fit/assemble.py": (10, "fit: DONORS, the measured kind whose coefficients an untimed kind may carry, and why (pairs of kinds)"),
+    "measure/fit/projection.py": (20, "fit: COMPARE_SHAPES, the curated (mode, kind, shape) list `profile project --compare` prints"),
+    "measure/fit/synthetic_runs.py": (1, "fit: synthetic runs' default GPU"),
     # measurement backends: each serves the three modes with mode-specific engine flags and recorders
     "measure/vllm/campaign.py": (14, "vLLM campaign: loads and tiny models per mode"),
     "measure/vllm/recorder.py": (10, "vLLM step recorder: the engine's mode from its config"),

@@ -27,16 +27,18 @@ import pandas as pd
 from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec, get_hardware
 from costmodel.models import AR_SIBLING, ASSISTANT_FOR, MODELS, get_model
-from costmodel.modes import family_of_pass, get_mode, mode_names
+from costmodel.modes import all_modes, family_of_pass, get_mode, mode_names, modes_of_family
+from costmodel.modes.diffusion import COMMIT_STATS
+from costmodel.modes.mtp import MTP_ACCEPTANCE
 from costmodel.precision import get_precision
 from costmodel.prior import CITATION, published_commit_prior
-from costmodel.roofline import PASS_KINDS, Roofline, Segment
+from costmodel.roofline import PASS_KINDS, Roofline, Segment, get_pass_kind
 from costmodel.schemas.profile import ModeProfile, MtpAcceptance, PassCostModel, Profile, Provenance
 from costmodel.schemas.rundir import Run, load_run, read_manifest
 from costmodel.timestamps import now_iso
-from measure.fit.commits import choose_commit_stats
-from measure.fit.endpoint import (MAPPING_NOTE, endpoint_commit_stats, endpoint_frame, endpoint_mtp_acceptance, is_endpoint,
-                          require_endpoint_commits, resolve_mixing)
+from measure.fit.commits import choose_commit_stats, commits
+from measure.fit.endpoint import (endpoint_commit_stats, endpoint_frame, endpoint_mtp_acceptance, is_endpoint, mapping_note,
+                                  require_endpoint_commits, resolve_mixing)
 from measure.fit.mtp import choose_mtp_acceptance
 from measure.fit.passes import HeldoutSpec, PassFit, fit_pass_kind, grid_median_x_roofline
 
@@ -250,7 +252,7 @@ def _commit_stats(runs: list[Run], pass_runs: list[Run], commit_runs: list[Run])
         stats, msgs = choose_commit_stats(candidates, [])
         ep_sources = []
         for r in runs:
-            if is_endpoint(r) and r.manifest.mode == "diffusion":
+            if is_endpoint(r) and commits(r.manifest.mode):
                 if r.manifest.commit_source == "model":
                     ep_sources.append(r)
                 else:
@@ -290,7 +292,7 @@ class FitTarget:
         return self.roof_diff if family_of_pass(kind) == "diffusion_gemma" else self.roof_target
 
     def model_for(self, mode: str) -> str:
-        return self.diffusion_model if mode == "diffusion" else self.target_model
+        return self.diffusion_model if get_mode(mode).model_family == self.roof_diff.model.family else self.target_model
 
 
 @dataclass
@@ -333,21 +335,40 @@ def _resolve_precision(runs: list[Run], opts: FitOptions, msgs: list[str]) -> st
     return precision
 
 
+def _families() -> tuple[str, str]:
+    """(the diffusion model's family, its AR sibling's family): the two families a profile serves."""
+    dm = next(m for m in all_modes() if m.is_diffusion)
+    return dm.model_family, get_model(AR_SIBLING[dm.default_model]).family
+
+
+def _override(opts: FitOptions, family: str) -> str | None:
+    """--model MODE=NAME for the first mode of `family` (registry order) that names one."""
+    return next((opts.models[m.name] for m in modes_of_family(family) if m.name in opts.models), None)
+
+
+def _target_decode(kind: str) -> bool:
+    """A target-model pass that decodes tokens (a decode or verify step): the assistant's reference."""
+    k = get_pass_kind(kind)
+    return k.role == "target" and k.query_tokens in ("one", "drafts+1")
+
+
 def _resolve_models(runs: list[Run], opts: FitOptions) -> tuple[str, str]:
     """(diffusion model, target model): --model overrides, else the runs' one model per family, else the catalog pair."""
     for md in opts.models:
         if md not in mode_names():
             raise UserError(f"--model {md}=...: mode {md!r} is unknown", f"modes are {', '.join(mode_names())}")
-    run_models: dict[str, set] = {}
+    diffusion_fam, target_fam = _families()
+    run_models: dict[str, set] = {}  # model family -> the models its runs served
     for r in runs:
-        fam = "diffusion" if r.manifest.mode == "diffusion" else "target"
-        override = opts.models.get("diffusion") if fam == "diffusion" else (opts.models.get("ar") or opts.models.get("mtp"))
-        run_models.setdefault(fam, set()).add(override or resolve_model(r.manifest.model, f"run {r.path}"))
+        fam = get_mode(r.manifest.mode).model_family
+        run_models.setdefault(fam, set()).add(_override(opts, fam) or resolve_model(r.manifest.model, f"run {r.path}"))
     for fam, names in run_models.items():
         if len(names) > 1:
             raise UserError(f"the {fam} runs are of different models ({', '.join(sorted(names))})", "fit one model per mode")
-    diffusion_model = opts.models.get("diffusion") or next(iter(run_models.get("diffusion", {"diffusiongemma-26b-a4b"})))
-    target_model = opts.models.get("ar") or opts.models.get("mtp") or next(iter(run_models.get("target", {AR_SIBLING.get(diffusion_model, "gemma4-26b-a4b")})))
+    diffusion_default = next(m for m in all_modes() if m.is_diffusion).default_model
+    diffusion_model = _override(opts, diffusion_fam) or next(iter(run_models.get(diffusion_fam, {diffusion_default})))
+    target_default = AR_SIBLING.get(diffusion_model) or modes_of_family(target_fam)[0].default_model
+    target_model = _override(opts, target_fam) or next(iter(run_models.get(target_fam, {target_default})))
     for name in (diffusion_model, target_model):
         get_model(name)
     return diffusion_model, target_model
@@ -377,7 +398,7 @@ def pass_observations(runs: list[Run], opts: FitOptions, msgs: list[str]) -> Pas
     frames = [f.assign(origin=o) for f, o in ((df_gpu, "gpu"), (df_ep, "endpoint")) if len(f)]
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if df.empty:
-        if ep_runs and all(r.manifest.mode == "mtp" for r in ep_runs) and not gpu_runs:
+        if ep_runs and all(get_mode(r.manifest.mode).side_kinds for r in ep_runs) and not gpu_runs:
             raise UserError("MTP endpoint runs give no pass observations (an MTP engine step is k draft passes + 1 verify pass; its "
                             "output-event gaps time only their sum)", "add GPU runs timing prefill/draft_step/verify_step; "
                             "pass the endpoint run to --mtp-metrics for its acceptance")
@@ -404,7 +425,7 @@ def _endpoint_provenance(kind: str, rows: pd.DataFrame, kruns: list[Run], hw: Ha
     return Provenance(
         "endpoint", f"endpoint runs {', '.join(r.manifest.run_id for r in kruns)}", hardware=hw.id,
         date=min(r.manifest.started_at for r in kruns),
-        notes=(f"{MAPPING_NOTE[kind]}; one observation per load ({len(rows)}); server {', '.join(servers)}; "
+        notes=(f"{mapping_note(kind)}; one observation per load ({len(rows)}); server {', '.join(servers)}; "
                f"model {', '.join(sorted({r.manifest.model for r in kruns}))}; GPU {hw.id} "
                + ("as the runs record it" if all(r.manifest.hardware for r in kruns) else "as given (the runs do not record it)")),
     )
@@ -442,8 +463,9 @@ def fit_passes(obs: PassObservations, runs: list[Run], pass_runs: list[Run], tar
     synthetic = any(is_synthetic(r) for r in pass_runs if not is_endpoint(r))
     fits: dict[str, PassFit] = {}
     for kind in [k for k in PASS_KINDS if k in set(df.pass_kind)]:
-        if kind == "draft_step" and target.assistant is None:
-            raise UserError(f"{target.target_model} has no MTP assistant in the catalog, so draft_step cannot be fitted", "time draft_step for gemma4-26b-a4b")
+        if get_pass_kind(kind).role == "assistant" and target.assistant is None:
+            raise UserError(f"{target.target_model} has no MTP assistant in the catalog, so {kind} cannot be fitted",
+                            f"time {kind} for {', '.join(ASSISTANT_FOR)}")
         rows = df[df.pass_kind == kind]
         kruns = [by_id[i] for i in sorted(rows.run_id.unique())]
         if set(rows.origin) == {"endpoint"}:
@@ -465,8 +487,8 @@ def _fill_kind(kind: str, fits: dict[str, PassFit], target: FitTarget, opts: Fit
     if donor and donor[0] in fits:
         return (_carried(fits[donor[0]], kind, donor[1], hw_id, target.roof_for(kind), now),
                 f"carried from the measured {donor[0]} fit: {donor[1]}")
-    ref = next((fits[k] for k in ("decode_step", "verify_step") if k in fits), None)
-    if kind == "draft_step" and ref is not None:
+    ref = next((fits[k] for k in PASS_KINDS if k in fits and _target_decode(k)), None)
+    if get_pass_kind(kind).role == "assistant" and ref is not None:
         x = ref.model.median_x_roofline
         pm = PassCostModel(kind=kind, coef={"roofline_ms": x}, provenance=Provenance(
             "roofline", f"assistant roofline x {x:.2f} (median measured/roofline of the target's {ref.model.kind})", hardware=hw_id, date=now,
@@ -516,7 +538,7 @@ def assemble_modes(fits: dict[str, PassFit], pass_runs: list[Run], target: FitTa
             continue
         filled += mode_filled
         note = "; ".join(f"{k}: {src}" for _, k, src in mode_filled)
-        modes[mode] = ModeProfile(mode, target.model_for(mode), assistant=target.assistant if mode == "mtp" else None, pass_models=pms,
+        modes[mode] = ModeProfile(mode, target.model_for(mode), assistant=target.assistant if get_mode(mode).assistant else None, pass_models=pms,
                                   notes=(f"filled, not timed: {note}" if note else ""))
     if not modes:
         raise UserError("no mode has every pass kind timed", "add runs, or pass --modes with --fill-roofline EFF to fill from the roofline")
@@ -529,7 +551,7 @@ def assemble_modes(fits: dict[str, PassFit], pass_runs: list[Run], target: FitTa
 
 def _mtp_acceptance(modes: dict[str, ModeProfile], runs: list[Run], opts: FitOptions, msgs: list[str]) -> MtpAcceptance | None:
     """MTP acceptance when the profile has an mtp mode: --mtp-metrics, else the MTP endpoint runs' counters, else the stated default."""
-    if "mtp" in modes:
+    if any(MTP_ACCEPTANCE in get_mode(m).parts for m in modes):
         ep_mtp = None if opts.mtp_metrics else endpoint_mtp_acceptance([r for r in runs if is_endpoint(r)])
         mtp, mmsg = ep_mtp or choose_mtp_acceptance(opts.mtp_metrics)
         msgs.append(mmsg)
@@ -572,7 +594,7 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     now = now_iso()
     modes, filled = assemble_modes(fits, pass_runs, target, opts, now, msgs)
     commit_stats = {}
-    if "diffusion" in modes:
+    if any(COMMIT_STATS in get_mode(m).parts for m in modes):
         commit_stats, cmsgs = _commit_stats(runs, pass_runs, commit_runs)
         msgs.extend(cmsgs)
     elif commit_runs:

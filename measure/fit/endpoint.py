@@ -41,6 +41,9 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
+from costmodel.modes import get_mode
+from costmodel.modes.mtp import MTP_ACCEPTANCE
+from costmodel.roofline import get_pass_kind
 from costmodel.prior import CITATION, COMMIT_ENTROPY_NATS, REGIMES, RENOISE_PER_GENERATION
 from costmodel.schemas.profile import CommitStats, Distribution, Provenance
 from costmodel.schemas.rundir import Run
@@ -49,11 +52,17 @@ from measure.fit.mtp import acceptance_from_counters
 
 ENDPOINT_KINDS = ("endpoint", "bench-import")
 ORIGINS = ("gpu", "endpoint")
+# how an endpoint load becomes one observation of a decode-phase pass, by its query tokens (PassKind.query_tokens)
 MAPPING_NOTE = {
-    "denoise_step": ("mean vLLM engine step (canvas gaps / server steps per canvas, commit step included) at the load's mean running "
+    "canvas": ("mean vLLM engine step (canvas gaps / server steps per canvas, commit step included) at the load's mean running "
                      "requests, canvas-length tokens, mean context of the timed canvases; client wall clock"),
-    "decode_step": "mean vLLM engine step (event gaps / steps spanned) at the load's mean running requests, 1 token, mean position; client wall clock",
+    "one": "mean vLLM engine step (event gaps / steps spanned) at the load's mean running requests, 1 token, mean position; client wall clock",
 }
+
+
+def mapping_note(kind: str) -> str:
+    """How endpoint loads became observations of pass kind `kind`."""
+    return MAPPING_NOTE[get_pass_kind(kind).query_tokens]
 
 
 def is_endpoint(run: Run) -> bool:
@@ -137,7 +146,7 @@ def _why_empty(run: Run, skipped: dict[str, str] | None = None) -> str:
     s = run.table("load_summary")
     if pd.to_numeric(s["completed"], errors="coerce").fillna(0).sum() <= 0:
         return "no request succeeded in any load"
-    diffusion = run.manifest.mode == "diffusion"
+    diffusion = fitdata.canvas_mode(run.manifest.mode)
     if diffusion and ("dg_steps_per_canvas" not in s or not (pd.to_numeric(s["dg_steps_per_canvas"], errors="coerce") > 0).any()):
         return "no vllm:diffusion_* counters moved (steps per canvas unknown: was /metrics reachable?)"
     what = "canvases" if diffusion else "output events"
@@ -156,14 +165,16 @@ def endpoint_frame(runs: list[Run], msgs: list[str]) -> pd.DataFrame:
             raise UserError(f"endpoint run {run.path} has no usable loads: {_why_empty(run)}", "re-run or --resume the measurement")
         summ = run.table("load_summary").set_index("unit", drop=False)
         engine = str(m.engine.get("name", "endpoint"))
-        if m.mode == "mtp":
+        serving = get_mode(m.mode)
+        if serving.side_kinds:  # its steps run side passes beside the joint forward: the gaps time their sum
             dts = fitdata.decode_step_times(run)
             said = "; ".join(f"{d.unit}: {d.step_ms:.3g} ms per step at {d.mean_running_requests:.3g} running" for d in dts)
             msgs.append(f"endpoint run {m.run_id} (mtp): not used for pass costs - an MTP engine step is k draft passes + 1 verify pass and "
                         f"the event gaps time only their sum ({said or 'no step times'}); time draft_step/verify_step on a GPU run")
             continue
         got, skipped = 0, {}
-        if m.mode == "diffusion":
+        kind = serving.group_kinds[0]  # a step's decode-phase pass: denoising canvases, or decoding tokens
+        if fitdata.canvas_mode(m.mode):
             for st in fitdata.denoise_step_times(run):
                 row = summ.loc[st.unit]
                 canvas = int(row["dg_canvas_length"]) if pd.notna(row.get("dg_canvas_length")) else 256
@@ -173,11 +184,11 @@ def endpoint_frame(runs: list[Run], msgs: list[str]) -> pd.DataFrame:
                     skipped[st.unit] = why
                     msgs.append(f"endpoint run {m.run_id} load {st.unit}: {why}; skipped")
                     continue
-                rows.append({"pass_kind": "denoise_step", "seqs": max(1, int(round(b))), "tokens_per_seq": canvas,
+                rows.append({"pass_kind": kind, "seqs": max(1, int(round(b))), "tokens_per_seq": canvas,
                              "context_tokens": int(round(diffusion_context(run, st.unit, canvas))), "ms": float(st.step_ms),
                              "run_id": m.run_id, "row_engine": engine, "unit": st.unit, "n_gaps": st.n_gaps, "batch": b})
                 got += 1
-        else:  # ar
+        else:  # one token per sequence per step
             for dt in fitdata.decode_step_times(run):
                 b = _batch(run, dt.unit, dt.mean_running_requests, msgs)
                 why = _unusable(b, dt.step_ms)
@@ -187,14 +198,13 @@ def endpoint_frame(runs: list[Run], msgs: list[str]) -> pd.DataFrame:
                     continue
                 if dt.tokens_source == "pieces":
                     msgs.append(f"endpoint run {m.run_id} load {dt.unit}: no per-event token counts; each output event counted as one step")
-                rows.append({"pass_kind": "decode_step", "seqs": max(1, int(round(b))), "tokens_per_seq": 1,
+                rows.append({"pass_kind": kind, "seqs": max(1, int(round(b))), "tokens_per_seq": 1,
                              "context_tokens": int(round(decode_context(run, dt.unit))), "ms": float(dt.step_ms),
                              "run_id": m.run_id, "row_engine": engine, "unit": dt.unit, "n_gaps": dt.n_gaps, "batch": b})
                 got += 1
         if not got:
             raise UserError(f"endpoint run {run.path} has no usable loads: {_why_empty(run, skipped)}",
                             "measure with /metrics reachable and requests long enough to stream several canvases/tokens")
-        kind = "denoise_step" if m.mode == "diffusion" else "decode_step"
         msgs.append(f"endpoint run {m.run_id}: {got} load(s) -> {kind} observations ("
                     + ", ".join(f"{r['unit']}: {r['ms']:.3g} ms at seqs={r['seqs']}, context={r['context_tokens']}"
                                 for r in rows if r["run_id"] == m.run_id) + ")")
@@ -230,7 +240,7 @@ def endpoint_mtp_acceptance(runs: list[Run]):
     """(MtpAcceptance, message) pooled over the endpoint MTP runs' spec-decode counters, or None."""
     drafts, per_pos, used = 0.0, [], []
     for r in runs:
-        if r.manifest.mode != "mtp":
+        if MTP_ACCEPTANCE not in get_mode(r.manifest.mode).parts:
             continue
         c = fitdata.spec_decode_counts(r)
         if c is None:
@@ -253,7 +263,7 @@ def endpoint_mtp_acceptance(runs: list[Run]):
 
 def require_endpoint_commits(run: Run) -> None:
     m = run.manifest
-    if m.mode != "diffusion":
+    if not fitdata.canvas_mode(m.mode):
         raise UserError(f"run {run.path} is a {m.mode} run, so it has no diffusion commits", "pass diffusion runs to --commit-runs")
     if m.commit_source != "model":
         raise UserError(f"endpoint run {run.path} cannot give the model's commit statistics: its commit_source is {m.commit_source!r} "

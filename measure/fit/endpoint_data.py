@@ -39,12 +39,21 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
+from costmodel.modes import get_mode
+from costmodel.modes.mtp import MTP_ACCEPTANCE
+from costmodel.roofline import get_pass_kind
 from costmodel.schemas.profile import Provenance
 from costmodel.schemas.rundir import Run, load_run, spec_decode_counts as run_spec_decode_counts
 from measure.fit.mtp import acceptance_from_counters
 
 PROVENANCE = "endpoint"
 ENDPOINT_KINDS = ("endpoint", "bench-import")
+
+
+def canvas_mode(mode: str) -> bool:
+    """Whether a mode decodes canvases (its decode-phase pass kinds run the model's canvas per
+    sequence, PassKind.query_tokens): its endpoint runs are timed per canvas, not per token."""
+    return any(get_pass_kind(k).query_tokens == "canvas" for k in get_mode(mode).group_kinds)
 
 
 @dataclass
@@ -287,7 +296,7 @@ def denoise_step_times(run, merge_ms: float = 1.0) -> list[DenoiseStepTime]:
 def decode_step_times(run, merge_ms: float = 1.0) -> list[DecodeStepTime]:
     r = _run(run)
     mode = r.manifest.mode
-    if mode not in ("ar", "mtp"):
+    if canvas_mode(mode):
         return []
     s = _summary(r)
     req, ch = _unit_frames(r)
@@ -296,7 +305,7 @@ def decode_step_times(run, merge_ms: float = 1.0) -> list[DecodeStepTime]:
         return out
     for _, row in s.iterrows():
         unit = row["unit"]
-        tps = 1.0 if mode == "ar" else _f(row, "sd_mean_acceptance_length")
+        tps = _f(row, "sd_mean_acceptance_length") if get_mode(mode).assistant else 1.0
         if math.isnan(tps) or tps <= 0:
             continue
         ureq = req[(req["unit"] == unit) & (req["status"] == "ok")]
@@ -344,12 +353,14 @@ def mtp_acceptance(run):
 def load_fit_inputs(run) -> EndpointFitInputs:
     r = _run(run)
     notes = []
-    dsum = diffusion_commit_summary(r) if r.manifest.mode == "diffusion" else None
-    if r.manifest.mode == "diffusion" and dsum is None:
+    canvas = canvas_mode(r.manifest.mode)
+    dsum = diffusion_commit_summary(r) if canvas else None
+    if canvas and dsum is None:
         notes.append("no vllm:diffusion_* counters moved: steps per canvas unknown, so no denoise step time")
     return EndpointFitInputs(
         run_path=str(r.path), run_id=r.manifest.run_id, kind=r.manifest.kind, mode=r.manifest.mode, model=r.manifest.model,
         load_points=load_points(r), diffusion=dsum,
-        denoise_step_times=denoise_step_times(r) if r.manifest.mode == "diffusion" else [],
-        decode_step_times=decode_step_times(r), spec_decode_counts=spec_decode_counts(r) if r.manifest.mode == "mtp" else None, notes=notes,
+        denoise_step_times=denoise_step_times(r) if canvas else [],
+        decode_step_times=decode_step_times(r),
+        spec_decode_counts=spec_decode_counts(r) if MTP_ACCEPTANCE in get_mode(r.manifest.mode).parts else None, notes=notes,
     )

@@ -13,19 +13,22 @@ from costmodel.models import ASSISTANT_FOR, get_model
 from costmodel.precision import get_precision
 from costmodel.schemas.profile import features
 from costmodel.modes import get_mode
-from costmodel.roofline import Roofline, Segment
+from costmodel.roofline import Roofline, Segment, get_pass_kind
 from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
-DEFAULT_GRID: dict[str, list[tuple[int, int, int]]] = {
-    "encoder_prefill": [(s, t, 0) for s in (1, 2, 4, 8) for t in (256, 512, 1024, 2048)],
-    "prefill": [(s, t, 0) for s in (1, 2, 4, 8) for t in (256, 512, 1024, 2048)],
-    "denoise_step": [(s, 256, c) for s in BATCHES for c in (512, 2048)],
-    "encoder_commit": [(s, 256, c) for s in BATCHES for c in (512, 2048)],
-    "decode_step": [(s, 1, c) for s in (*BATCHES, 128, 256) for c in (512, 2048)],
-    "draft_step": [(s, 1, c) for s in (*BATCHES, 128, 256) for c in (512, 2048)],
-    "verify_step": [(s, 5, c) for s in (*BATCHES, 128, 256) for c in (512, 2048)],
+# the timing grid of a pass kind, by its natural query tokens per sequence (PassKind.query_tokens)
+GRID_BY_QUERY: dict[str, list[tuple[int, int, int]]] = {
+    "prompt": [(s, t, 0) for s in (1, 2, 4, 8) for t in (256, 512, 1024, 2048)],
+    "canvas": [(s, 256, c) for s in BATCHES for c in (512, 2048)],
+    "one": [(s, 1, c) for s in (*BATCHES, 128, 256) for c in (512, 2048)],
+    "drafts+1": [(s, 5, c) for s in (*BATCHES, 128, 256) for c in (512, 2048)],
 }
+
+
+def default_grid(kind: str) -> list[tuple[int, int, int]]:
+    """(seqs, tokens per sequence, context) a synthetic run times pass kind `kind` at."""
+    return GRID_BY_QUERY[get_pass_kind(kind).query_tokens]
 
 
 def truth_ms(roof: Roofline, kind: str, shape: tuple[int, int, int], coef: dict[str, float]) -> float:
@@ -42,11 +45,10 @@ def write_synthetic_run(path: str | Path, mode: str, coef: dict[str, dict[str, f
     """Write a run of `mode` whose passes take coef[kind] . features (times lognormal noise of
     sigma `noise_rel`); each shape also gets `warmup` slow rows marked warmup=True. `engine`: extra
     manifest engine fields."""
-    model = model or ("diffusiongemma-26b-a4b" if mode == "diffusion" else "gemma4-26b-a4b")
+    model = model or get_mode(mode).default_model
     shape = get_model(model)
     roof = Roofline(shape, get_hardware(hardware), get_precision(precision),
-                    get_model(ASSISTANT_FOR[model]) if mode == "mtp" else None)
-    grid = grid or DEFAULT_GRID
+                    get_model(ASSISTANT_FOR[model]) if get_mode(mode).assistant else None)
     rng = np.random.default_rng(seed)
     kinds = [k for k in get_mode(mode).pass_kinds if k in coef]
     units = list(kinds)  # one unit per pass kind
@@ -59,7 +61,7 @@ def write_synthetic_run(path: str | Path, mode: str, coef: dict[str, dict[str, f
     )
     with RunWriter(path, man) as w:
         for k in kinds:
-            for (s, t, c) in grid[k]:
+            for (s, t, c) in (grid[k] if grid else default_grid(k)):
                 ms = truth_ms(roof, k, (s, t, c), coef[k])
                 rows = [{"pass_kind": k, "seqs": s, "tokens_per_seq": t, "context_tokens": c,
                          "gpu_ms": 5.0 * ms, "wall_ms": 5.0 * ms + 0.05, "warmup": True} for _ in range(warmup)]

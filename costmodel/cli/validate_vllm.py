@@ -50,11 +50,13 @@ def print_scores(con, res) -> None:
     for r in res.drift.itertuples():
         d.add_row(r.mode, r.load, f"{r.step_time_vs_calibration_pct:+.1f}", f"{r.steps_compared_pct:.0f}")
     con.print(d)
-    s = Table(title="Per mode: largest |error| below saturation, requests' step indices, overload check")
-    for c in res.summary.columns:
-        s.add_column(c)
-    for row in res.summary.itertuples(index=False):
-        s.add_row(*[_fmt(v) if isinstance(v, float) else str(v) for v in row])
+    s = Table(title="Per mode: largest |error| below saturation, requests' step indices, schedule, overload check")
+    summ = res.summary.set_index("mode")
+    s.add_column("quantity")
+    for mode in summ.index:
+        s.add_column(mode, justify="right")
+    for col in summ.columns:  # one row per quantity: the table stays readable however many there are
+        s.add_row(col, *[_fmt(v) if isinstance(v, float) else str(v) for v in summ[col]])
     con.print(s)
 
 

@@ -141,3 +141,25 @@ def test_a_sweep_grids_any_engine_setting():
     assert all("async_scheduling=False [CLI or spec]" in r["engine_settings"] for r in rows)
     with pytest.raises(UserError, match="async_scheduling"):
         parse_spec({"kind": "simulate", "base": {"mode": "ar", "qps": 2, "async_scheduling": "yes"}})
+
+
+def test_simulate_takes_a_recorded_servers_settings(tmp_path, capsys):
+    """--engine-from: the recorded-run layer, below the CLI's options, above the profile's."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    root = Path(__file__).resolve().parents[1]
+    rec = root / "data" / "validation" / "vllm-cpu" / "set-b" / "diffusion" / "gamma5" / "sched.jsonl.gz"
+    if not rec.exists():
+        pytest.skip("set b not recorded")
+    assert main(["simulate", "--qps", "1", "--requests", "60", "--engine-from", str(rec), "--max-num-seqs", "5", "-o", str(tmp_path / "s")]) == 0
+    row = pd.read_csv(tmp_path / "s" / "summary.csv").iloc[0]
+    assert row["mode"] == "diffusion" and row["max_num_seqs"] == 5 and row["max_num_batched_tokens"] == 256
+    assert "max_num_seqs=5 [CLI]" in row["engine_settings"] and "canvas_length=64 [recorded run]" in row["engine_settings"]
+    assert main(["simulate", "--qps", "1", "--requests", "60", "--engine-from", str(rec), "--mode", "ar"]) == 2
+    assert "records a diffusion server" in capsys.readouterr().err
+    from simulate.engine_recorded import recorded_settings
+
+    mode, s = recorded_settings(root / "data" / "runs" / "vllm-cpu" / "diffusion-bench.json")
+    assert (mode, s.canvas_length) == ("diffusion", 32)

@@ -13,12 +13,15 @@ from rich.table import Table
 from costmodel import outputset
 from costmodel.cli.pricing_options import cost_table, pricing_options
 from costmodel.console import make_console
+from costmodel.engine_settings import EngineSettings, layered
+from costmodel.errors import UserError
 from costmodel.modes import mode_names
 from costmodel.options import parse_floats, parse_modes
 from simulate.api import SimulateConfig, run_simulation, write_outcome
 from simulate.plan.costing import pricing_config
 from simulate.batch import DEFAULT_HARDWARE
 from simulate.engine import mode_settings
+from simulate.engine_recorded import recorded_settings
 from simulate.point import resolve_engine
 
 
@@ -44,6 +47,9 @@ from simulate.point import resolve_engine
 @click.option("--num-speculative-tokens", type=int, default=None,
               help="MTP: draft tokens k per verify step, at most the positions the profile measured [default: the profile's k].")
 @click.option("--async-scheduling/--no-async-scheduling", default=None, help="vLLM's async scheduling [default: on, as vLLM runs GPUs].")
+@click.option("--engine-from", "engine_from", default=None, type=click.Path(),
+              help="Engine settings of a recorded server (scheduler record .jsonl.gz, run directory or `vllm bench` JSON) below the "
+                   "options above and above the profile's; its mode is the default --mode.")
 @click.option("--router", default="least-outstanding", show_default=True, type=click.Choice(["least-outstanding", "round-robin"]))
 @click.option("--warmup", type=float, default=0.1, show_default=True, help="Share of the arrival window left out of percentiles.")
 @click.option("-o", "--out", "out_dir", default=None, help="Write requests_*.parquet per point, summary.csv and summary.json here.")
@@ -51,18 +57,21 @@ from simulate.point import resolve_engine
 @pricing_options
 def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests, workload_path, seed, max_num_seqs,
              max_num_batched_tokens, gpu_memory_utilization, canvas_length, max_denoising_steps, num_speculative_tokens,
-             async_scheduling, router, warmup, out_dir, jobs, pricing_options):
+             async_scheduling, engine_from, router, warmup, out_dir, jobs, pricing_options):
     """Simulate serving under load on a profile: per (mode, QPS) throughput, TTFT/E2E percentiles,
     GPU busy fraction, and whether the point is stable (an unstable point's queue grows without
     bound: its latencies are not steady-state and are not shown). With pricing options, what each point costs."""
     pricing = pricing_config(pricing_options)  # bad pricing fails before any point runs
+    engine = engine_layers({"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+                            "gpu_memory_utilization": gpu_memory_utilization, "canvas_length": canvas_length,
+                            "max_denoising_steps": max_denoising_steps, "num_speculative_tokens": num_speculative_tokens,
+                            "async_scheduling": async_scheduling}, engine_from, modes)
+    if engine_from and modes is None:
+        modes = engine[0]
     cfg = SimulateConfig(qps=None if qps is None else parse_floats(qps, "qps"), modes=parse_modes(modes), hardware=hardware,
                          profile_path=profile_path, replicas=replicas, duration_s=duration, n_requests=n_requests,
                          workload_path=workload_path, seed=seed, router=router, warmup_frac=warmup, jobs=jobs,
-                         engine={"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
-                                 "gpu_memory_utilization": gpu_memory_utilization, "canvas_length": canvas_length,
-                                 "max_denoising_steps": max_denoising_steps, "num_speculative_tokens": num_speculative_tokens,
-                                 "async_scheduling": async_scheduling})
+                         engine=engine[1])
     if out_dir:
         outputset.claim(out_dir, "simulate")  # checked and locked before any point runs
     con = make_console()
@@ -80,6 +89,18 @@ def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests,
     if out_dir:
         paths = write_outcome(outcome, out_dir)
         con.print(f"wrote {len(paths)} files to {out_dir}")
+
+
+def engine_layers(given: dict, engine_from: str | None, modes: str | None) -> tuple[str | None, dict | EngineSettings]:
+    """The CLI's engine settings over a recorded server's (--engine-from): (the recording's mode, the
+    settings); without a recording the options as a dict (the profile's engine section is layered below)."""
+    if not engine_from:
+        return None, given
+    mode, rec = recorded_settings(engine_from)
+    if modes is not None and parse_modes(modes) != [mode]:
+        raise UserError(f"--engine-from {engine_from} records a {mode} server; its settings do not apply to --mode {modes}",
+                        f"give --mode {mode}, or drop --engine-from")
+    return mode, layered(EngineSettings.given(given, "CLI"), rec)
 
 
 def engine_notes(profile, cfg: SimulateConfig) -> list[str]:

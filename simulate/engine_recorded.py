@@ -1,0 +1,68 @@
+"""The recorded-run layer of the engine settings (costmodel/engine_settings.py) from a recording on
+disk: `costmodel simulate --engine-from PATH` runs the simulator with the settings a real server ran.
+
+A recording is one of:
+- a scheduler record (`*.jsonl` / `*.jsonl.gz`, measure/vllm/sched_recorder.py): its config line, what
+  vLLM's scheduler enforced (max_num_seqs, token budget, canvas or k, block size, async scheduling);
+- a run directory: its manifest's engine section (an engine-steps run records the server's settings;
+  a bench import its canvas length, read from the bench file's counters);
+- a `vllm bench serve --save-result` file: the canvas length its diffusion counters imply, MTP's k
+  (draft tokens / drafts).
+Each is one server of one mode: `recorded_settings` says which.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from costmodel.engine_settings import EngineSettings, from_run_engine, from_scheduler_config
+from costmodel.errors import UserError
+from costmodel.schemas.rundir import load_run
+from measure.endpoint.bench_import import canvas_from_counters, infer_mode, read_results
+from measure.vllm.sched_log import read_records
+
+
+def recorded_settings(path: str | Path) -> tuple[str, EngineSettings]:
+    """(the recording's mode, its engine settings as the recorded-run layer)."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"--engine-from {p} does not exist", "give a scheduler record (.jsonl.gz), a run directory or a bench JSON file")
+    if p.is_dir():
+        return _run_dir(p)
+    if p.name.endswith((".jsonl", ".jsonl.gz")):
+        config, _, _ = read_records(p)
+        if not config:
+            raise UserError(f"--engine-from {p} holds no scheduler config line", "record with measure/vllm/sched_recorder.py")
+        mode = "diffusion" if "Diffusion" in str(config.get("scheduler", "")) else ("mtp" if config.get("num_spec_tokens") else "ar")
+        return mode, from_scheduler_config(config, mode, f"scheduler record {p.name}")
+    return _bench(p)
+
+
+def _run_dir(p: Path) -> tuple[str, EngineSettings]:
+    run = load_run(p)
+    m = run.manifest
+    s = from_run_engine(m.engine, m.mode, f"recorded run: {p.name} manifest")
+    canvas = (m.settings or {}).get("canvas_length") if isinstance(m.settings, dict) else None
+    if m.mode == "diffusion" and s.canvas_length is None and isinstance(canvas, int) and canvas >= 1:
+        src = (m.settings or {}).get("canvas_length_source", "run settings")
+        s = s.with_values(f"recorded run: {p.name} ({src})", canvas_length=canvas)
+    return m.mode, s
+
+
+def _bench(p: Path) -> tuple[str, EngineSettings]:
+    results = read_results(p)
+    model = next((r["model_id"] for r in results if isinstance(r.get("model_id"), str)), "")
+    mode = infer_mode(results, model)
+    vals: dict = {}
+    if mode == "diffusion":
+        seen = {c for c in map(canvas_from_counters, results) if c is not None}
+        if len(seen) == 1:
+            vals["canvas_length"] = int(seen.pop())
+    elif mode == "mtp":
+        ks = {round(r["spec_decode_draft_tokens"] / r["spec_decode_num_drafts"]) for r in results
+              if r.get("spec_decode_num_drafts") and r.get("spec_decode_draft_tokens")}
+        if len(ks) == 1:
+            vals["num_speculative_tokens"] = int(ks.pop())
+    if not vals:
+        raise UserError(f"--engine-from {p}: the bench file's counters give no engine setting", "give the server's scheduler record or run directory")
+    return mode, EngineSettings.given(vals, f"recorded run: bench file {p.name} counters")

@@ -9,6 +9,8 @@ from rich.table import Table
 from costmodel.console import make_console
 from measure.fit.passes import HELDOUT_TARGET_PCT
 from measure.fit.from_runs import FitRequest, fit_profile
+from measure.fit.ops_runs import compare_tables
+from costmodel.schemas.profile import Profile
 
 
 def print_fit_summary(con, result, show_summaries: bool = False) -> None:
@@ -76,8 +78,11 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
 @click.option("--note", "notes", multiple=True, help="A note to write into the profile (repeatable), e.g. what the engine stands for.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the k-fold split.")
 @click.option("--show-summaries", is_flag=True, help="Also print each pass kind's statsmodels coefficient table.")
+@click.option("--compare", "compare", type=click.Path(dir_okay=False), default=None,
+              help="Ops runs: print the fitted pass costs against this profile's (e.g. the shipped one) at every grid shape of its tables.")
+@click.option("--compare-csv", type=click.Path(dir_okay=False), default=None, help="With --compare: every shape's two costs and error to this CSV.")
 def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, prefer, mtp_metrics, heldout, time_column, repeats, modes,
-        model_overrides, engine, fill_roofline, profile_id, notes, seed, show_summaries):
+        model_overrides, engine, fill_roofline, profile_id, notes, seed, show_summaries, compare, compare_csv):
     """Fit a profile from run directories: one pass cost model per pass kind (statsmodels WLS on
     roofline features), commit statistics (runs with the model's weights, else the published prior),
     MTP acceptance (vLLM counters, else the stated default).
@@ -107,3 +112,30 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
     print_fit_summary(con, result, show_summaries)
     result.profile.save(out)
     con.print(f"wrote {out} ({result.profile.profile_id}: modes {', '.join(result.profile.modes)})")
+    if compare:
+        print_comparison(con, result.profile, compare, compare_csv)
+
+
+def print_comparison(con, profile, other_path: str, csv_path: str | None) -> None:
+    """Per pass kind: grid shapes, median and max |error| against the other profile, the worst shape."""
+    import statistics
+
+    diffs = compare_tables(profile, Profile.load(other_path))
+    t = Table(title=f"{profile.profile_id} vs {other_path}: pass costs at every grid shape of its tables")
+    for c in ("mode", "pass kind", "shapes", "median |err|", "max |err|", "within 5%", "worst shape (seqs x tokens, context): ms vs ms"):
+        t.add_column(c)
+    kinds = sorted({(d.mode, d.kind) for d in diffs}, key=lambda k: [x.kind for x in diffs].index(k[1]))
+    for mode, kind in kinds:
+        ds = [d for d in diffs if d.mode == mode and d.kind == kind]
+        errs = [abs(d.err_pct) for d in ds]
+        w = max(ds, key=lambda d: abs(d.err_pct))
+        t.add_row(mode, kind, str(len(ds)), f"{statistics.median(errs):.2f}%", f"{max(errs):.2f}%", f"{sum(e <= 5 for e in errs) / len(errs):.1%}",
+                  f"{w.seqs:g} x {w.tokens:g}, {w.context:g}: {w.ms:.3f} vs {w.other_ms:.3f} ({w.err_pct:+.1f}%)")
+    con.print(t)
+    errs = [abs(d.err_pct) for d in diffs]
+    con.print(f"all {len(diffs)} shapes: median |err| {statistics.median(errs):.2f}%, max {max(errs):.2f}%, within 5%: {sum(e <= 5 for e in errs)}")
+    if csv_path:
+        import pandas as pd
+
+        pd.DataFrame([{**vars(d), "err_pct": d.err_pct} for d in diffs]).to_csv(csv_path, index=False)
+        con.print(f"wrote {csv_path}")

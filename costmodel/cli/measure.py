@@ -10,6 +10,9 @@ from click.core import ParameterSource
 
 from costmodel.cli.measure_endpoint import OPTIONS as ENDPOINT_OPTIONS
 from costmodel.cli.measure_harness import OPTIONS as HARNESS_OPTIONS
+from costmodel.cli.measure_ops import OPTIONS as OPS_OPTIONS
+from costmodel.cli.measure_ops import engine_of, reject_ops_options
+from costmodel.cli.measure_ops import run as run_ops_cli
 from costmodel.modes import mode_names
 from measure.backends import MeasureOptions, run_measure
 from measure.endpoint.loadtest import LoadTestOptions
@@ -40,14 +43,19 @@ def given_options(ctx: click.Context | None) -> dict[str, str]:
 
 
 def _measure(**opts):
-    """Time passes and record commits on the local GPU, or load-test a live endpoint.
+    """Time every operator of the three models' passes on the local GPU (--engine ops, the GPU
+    default), run transformers' own models (--engine eager|compiled), or load-test a live endpoint.
 
     \b
+    GPU ops:  costmodel measure --precision fp8 -o runs/h100-fp8      then: costmodel fit runs/h100-fp8 -o h100-fp8.json
     GPU:      costmodel measure --model diffusiongemma-26b-a4b --random-weights -o runs/h200-dg
     Endpoint: costmodel measure --endpoint http://localhost:8000 --model google/diffusiongemma-26B-A4B-it --qps 2 -o runs/live
     """
     given = given_options(click.get_current_context(silent=True))
+    if not opts.get("endpoint") and engine_of(opts, given) == "ops":
+        return run_ops_cli(opts, given)
+    reject_ops_options(given)
     return run_measure(MeasureOptions(HarnessOptions.from_values(opts), LoadTestOptions.from_values(opts), given))
 
 
-measure = click.command(name="measure")(_apply(COMMON + HARNESS_OPTIONS + ENDPOINT_OPTIONS, _measure))
+measure = click.command(name="measure")(_apply(COMMON + HARNESS_OPTIONS + OPS_OPTIONS + ENDPOINT_OPTIONS, _measure))

@@ -1,6 +1,7 @@
 """`costmodel fit`'s API: `FitRequest` (the options as given) -> `fit_profile`, which checks them,
 adds a campaign's runs, and fits from recorded engine steps (measure/fit/steps.py) when any run holds
-them, else from timed passes and endpoint loads (measure/fit/assemble.py)."""
+them, from an operator run's composed passes (measure/fit/ops_runs.py), else from timed passes and
+endpoint loads (measure/fit/assemble.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 
 from costmodel.errors import UserError
 from measure.fit.assemble import FitOptions, FitResult, build_profile, campaign_runs
+from measure.fit.ops_runs import build_ops_profile, is_ops_run
 from measure.fit.steps import build_step_profile, is_step_run
 
 
@@ -73,4 +75,6 @@ def fit_profile(req: FitRequest) -> FitResult:
     """The profile `costmodel fit` writes, with its fits, filled kinds and messages."""
     paths = run_paths(req)
     opts = fit_options(req)
+    if any(is_ops_run(p) for p in paths):
+        return build_ops_profile(paths, opts)
     return build_step_profile(paths, opts) if any(is_step_run(p) for p in paths) else build_profile(paths, opts)

@@ -95,45 +95,64 @@ def _params(op: OpDef, at: dict) -> dict:
     return p
 
 
-def time_unit(op: OpDef, at: dict, precision: str, dev, disabled: dict[str, str]) -> dict:
-    """Build and quick-time every candidate, graph-time the fastest. Returns a row (no gpu column)."""
+def _time_candidates(cands, params: dict, prec: str, dev, disabled: dict[str, str], res: dict, first_only: bool = False) -> None:
+    """Build, quick-time and graph-time each candidate into res (timed, errors, details, methods);
+    `first_only`: stop at the first that runs (a fallback takes the next kernel, not a search)."""
     import torch
 
-    from measure.ops import kernels
     from measure.ops.timing import graph_ms, quick_ms
 
-    prec = "bf16" if precision == ANY else precision
-    params = _params(op, at)
-    timed, errors, details, methods = {}, {}, {}, {}
-    cands = kernels.candidates(op.family, params, prec)
     for c in cands:
-        if prec not in c.precisions:
-            continue
         if c.name in disabled:
-            errors[c.name] = disabled[c.name]
+            res["errors"][c.name] = disabled[c.name]
             continue
-        if timed and c.name.startswith(("sdpa_math", "expert_loop")):
+        if res["timed"] and c.name.startswith(("sdpa_math", "expert_loop")):
             continue  # last resorts: only when nothing faster ran
         try:
             b = c.build(params, prec, dev)
             est = quick_ms(b, dev)
-            timed[c.name], n, methods[c.name] = graph_ms(b, dev, est)
-            details[c.name] = (b.detail, n)
+            res["timed"][c.name], n, res["methods"][c.name] = graph_ms(b, dev, est)
+            res["details"][c.name] = (b.detail, n)
             del b
         except Exception as e:  # recorded, never silent
-            errors[c.name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+            res["errors"][c.name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    row = {"precision": precision, "op": op.name, "family": op.family, **{k: at.get(k, "") for k in ("m", "seqs", "q", "ctx")}}
+        if first_only and res["timed"]:
+            return
+
+
+def time_unit(op: OpDef, at: dict, precision: str, dev, disabled: dict[str, str], choose: list[str] | None = None) -> dict:
+    """Time the unit's kernels and keep the fastest. `choose`: the kernel set's kernels for it
+    (timed alone; if none runs, the registry's next candidates in preference order until one does);
+    without it every candidate (autotune). Returns a row (no gpu column); `source` says which."""
+    from measure.ops import kernels
+
+    prec = "bf16" if precision == ANY else precision
+    params = _params(op, at)
+    cands = [c for c in kernels.candidates(op.family, params, prec) if prec in c.precisions]
+    res: dict = {"timed": {}, "errors": {}, "details": {}, "methods": {}}
+    shipped = [c for n in (choose or []) for c in cands if c.name == n]
+    if shipped:
+        _time_candidates(shipped, params, prec, dev, disabled, res)
+        source, names = "kernel set", [c.name for c in shipped]
+        if not res["timed"]:
+            rest = [c for c in cands if c not in shipped]
+            _time_candidates(rest, params, prec, dev, disabled, res, first_only=True)
+            source, names = "fallback: the kernel set's kernels failed, the next candidate taken", names + [c.name for c in rest]
+    else:
+        _time_candidates(cands, params, prec, dev, disabled, res)
+        source = "autotuned" if not choose else "autotuned: none of the kernel set's kernels is a candidate here"
+        names = [c.name for c in cands]
+    timed, errors, details, methods = res["timed"], res["errors"], res["details"], res["methods"]
+    row = {"precision": precision, "op": op.name, "family": op.family, **{k: at.get(k, "") for k in ("m", "seqs", "q", "ctx")}, "source": source}
     if not timed:
         row.update(kernel="", ms="", method="failed", candidates=json.dumps(errors),
                    fallback="; ".join(f"{k}: {v}" for k, v in errors.items()))
         return row
     best = min(timed, key=lambda k: timed[k])
-    ms = timed[best]
-    names = [c.name for c in cands if prec in c.precisions]
     preferred_failed = [k for k in names[: names.index(best)] if k in errors]
-    row.update(kernel=best, ms=f"{ms:.6g}", n_in_graph=details[best][1], method=methods[best],
+    row.update(kernel=best, ms=f"{timed[best]:.6g}", n_in_graph=details[best][1], method=methods[best],
                candidates=json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in {**timed, **errors}.items()}),
                fallback="; ".join(f"{k}: {errors[k]}" for k in preferred_failed), detail=details[best][0])
     return row
@@ -144,10 +163,20 @@ def _rel(a, b) -> float:
     return float((a - b).norm() / b.norm().clamp(min=1e-12))
 
 
-def selfcheck(dev, only: str | None = None) -> tuple[dict, dict[str, str]]:
+USED: dict = {"names": None}  # the kernels a campaign will time (None: every candidate): checks of others are skipped
+
+
+def _is_used(names) -> bool:
+    used = USED["names"]
+    return used is None or any(n == u or n in u.split("+") for n in names for u in used)
+
+
+def selfcheck(dev, only: str | None = None, used: set[str] | None = None) -> tuple[dict, dict[str, str]]:
     """Correctness of the fast kernels against references at one real shape; a failing candidate is
     disabled for the campaign (the rows then record it as a fallback). `only`: comma list of check
-    names (moe, router_1launch, ...) or "none" (a stage whose kernels an earlier stage checked)."""
+    names (moe, router_1launch, ...) or "none" (a stage whose kernels an earlier stage checked);
+    `used`: the kernels the campaign will time (a kernel set's), the only ones checked."""
+    USED["names"] = used
     out, disabled = {}, {}
     if dev.type != "cuda":
         return {"skipped": "not a CUDA device"}, disabled
@@ -164,7 +193,9 @@ def selfcheck(dev, only: str | None = None) -> tuple[dict, dict[str, str]]:
 def _judge(out: dict, disabled: dict, key: str, names, error, tol: float = 0.01, where: str = "") -> None:
     """Run one self-check: `error()` returns the candidate's relative error against torch; it is
     recorded under `key`, and the candidates `names` are disabled when it is not below `tol` (NaN
-    included) or the check raises."""
+    included) or the check raises. Skipped when none of `names` is used by this campaign."""
+    if not _is_used(names):
+        return
     try:
         out[key] = e = error()
         why = None if e < tol else f"disabled: self-check relative error {e:.3g}{where}"

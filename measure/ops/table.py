@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 COLUMNS = ("gpu", "precision", "op", "family", "m", "seqs", "q", "ctx", "kernel", "ms", "n_in_graph", "method",
-           "candidates", "fallback", "detail")
+           "candidates", "fallback", "detail", "source", "unit_s")  # source: where the kernel choice came from; unit_s: campaign seconds
 VOCAB_CHUNK = 4096
 CHUNKED_OPS = ("lm_head", "asst.lm_head", "dg_sampler", "ar_sampler", "gemm.sc_embed")
 ANY = "*"  # precision of ops timed once per GPU (bf16 KV attention, samplers, norms)

@@ -14,16 +14,17 @@ import pandas as pd
 from costmodel import atomic
 from costmodel.schemas.dictionary import dictionary, dictionary_markdown, dictionary_paths, flat_frame
 from simulate.plan.costing import Analysis
+from reports.decision import rests_on
 from reports.sources import Results
 
 # The finance view: what a row is, whether it meets the SLO, what it costs and on what pricing, and
 # the latency and throughput behind the verdict. Every other column is in the .full.csv.
 FINANCE_COLUMNS = (
     "hardware", "mode", "qps", "meets_slo", "cheapest_at_qps", "slo", "slo_failures", "replicas", "gpus",
-    "cost_usd_per_month", "cost_usd_per_hour", "cost_usd_per_mtok_output", "cost_usd_per_mtok_total", "cost_usd_per_1k_requests",
-    "energy_kwh_per_mtok_output", "pricing_basis", "rate_usd_per_gpu_hour", "electricity_usd_per_gpu_hour", "power_w_per_gpu",
-    "price_source", "power_source", "stable", "ttft_ms_p95", "e2e_ms_p95", "e2e_ms_p99", "throughput_rps", "output_tokens_per_s",
-    "gpu_busy_frac", "provenance", "cost_usd_per_year", "upfront_usd", "breakeven_usd_per_mtok_input", "breakeven_usd_per_mtok_output", "flag",
+    "cost_usd_per_month", "cost_usd_per_year", "cost_usd_per_hour", "upfront_usd", "cost_usd_per_mtok_output", "cost_usd_per_mtok_total",
+    "breakeven_usd_per_mtok_input", "breakeven_usd_per_mtok_output", "cost_usd_per_1k_requests", "energy_kwh_per_mtok_output",
+    "pricing_basis", "rate_usd_per_gpu_hour", "electricity_usd_per_gpu_hour", "price_source", "power_source", "stable", "flag",
+    "ttft_ms_p95", "e2e_ms_p95", "output_tokens_per_s", "gpu_busy_frac", "profile_id", "precision", "rests_on", "provenance",
 )
 # Rounding of the finance view (decimal places by column-name pattern, first match); the .full.csv keeps every digit.
 ROUNDING = ((r"usd_per_(month|hour|year)$|^upfront_usd$", 2), (r"usd_per_(mtok|1k)|usd_per_gpu_hour", 4), (r"_ms_", 1), (r"^qps$", 3),
@@ -183,6 +184,8 @@ def write_finance_csv(df: pd.DataFrame, res: Results, a: Analysis, path: str | P
     """out.csv (finance view), out.full.csv (every column), out.assumptions.csv and the dictionary."""
     path = Path(path)
     stem = path.name[:-4] if path.name.lower().endswith(".csv") else path.name
+    df = df.assign(precision=df["hardware"].map(lambda h: res.profiles.get(str(h), {}).get("precision", "")),
+                   rests_on=[rests_on(res.profiles.get(str(h), {}), str(m)) for h, m in zip(df["hardware"], df["mode"])])
     budget = budget_view(df)
     full = spreadsheet_frame(df.assign(flag=budget["flag"]))
     view = spreadsheet_frame(budget)

@@ -198,7 +198,8 @@ def _decision_block(res: Results, a: Analysis, sensitivity=None) -> str:
         seeds = (f'<br><span class="muted" title="{e(intervals[d.qps][1])}">{e(intervals[d.qps][0])}</span>' if d.qps in intervals else "")
         rows.append(f"<tr><td>{d.qps:g}</td><td class=\"t\"><b>{e(d.fleet)}</b></td><td><b>${d.cost_usd_per_month:,.0f}</b>{seeds}</td>"
                     f"<td>${d.cost_usd_per_year:,.0f}</td><td class=\"t\">{runner}</td><td class=\"t\">{e(d.rests_on)}</td></tr>")
-    head = ("<tr><th>QPS</th><th class=\"t\">cheapest SLO-meeting fleet</th><th>USD/month</th><th>USD/year</th>"
+    what = "cheapest SLO-meeting fleet" if a.slo.text else "cheapest stable fleet (no SLO given)"
+    head = (f"<tr><th>QPS</th><th class=\"t\">{what}</th><th>USD/month</th><th>USD/year</th>"
             "<th class=\"t\">runner-up</th><th>runner-up costs more by (per month)</th><th class=\"t\">winner rests on</th></tr>")
     first = next((d for d in ds if d.meets), None)
     lead = e(first.text) if first else "No option meets the SLO at any evaluated load."

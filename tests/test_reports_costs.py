@@ -140,7 +140,7 @@ def test_telemetry_power_from_a_measured_run(tmp_path, cli):
     pd.DataFrame([point("ar", "h200", 5.0, 1, busy=1.0)]).to_csv(d / "summary.csv", index=False)
     code, out, err = cli("report", str(d), "-o", str(tmp_path / "t.csv"), "--onprem", "--telemetry", str(tmp_path / "run"))
     assert code == 0, err
-    row = pd.read_csv(tmp_path / "t.csv").iloc[0]
+    row = pd.read_csv(tmp_path / "t.full.csv").iloc[0]  # every column (the finance view leaves power out)
     assert row["power_w_per_gpu"] == pytest.approx(550.0)
     assert row["electricity_usd_per_gpu_hour"] == pytest.approx((0.55 + 0.575) * 1.2 * 0.08)  # GPU + the catalog host draw
     assert "measured" in row["power_source"]

@@ -71,9 +71,7 @@ ALLOWED = {
     "simulate/validate/vllm/campaign.py": (12, "vLLM validation campaign per mode (engine-settings owner)"),
     "simulate/validate/vllm/score.py": (7, "vLLM validation scores per mode and kind"),
     "simulate/validate/vllm/replay.py": (2, "vLLM validation replay: recorded draws per mode"),
-    "simulate/validate/gpu.py": (8, "GPU validation: per-mode request records"),
-    "simulate/validate/loads.py": (1, "validation loads"),
-    "simulate/validate/runner.py": (1, "validation runner"),
+    "simulate/engine_recorded.py": (6, "engine settings read from a recorded engine: its mode from the scheduler config (engine-settings owner)"),
     # defaults naming a catalog GPU (a catalog default would replace them)
     "simulate/plan/api.py": (3, "plan: default GPU list (finance/plan owner)"),
     "simulate/plan/day.py": (3, "plan: default GPU list (finance/plan owner)"),

@@ -82,6 +82,7 @@ class ServingMode:
     # (measure/harness/diffusion.py: canvases, commit records) or "causal" (causal.py: prefill and
     # decode, with `assistant` the draft/verify rounds); None: the harness does not measure it
     harness: ClassVar[str | None] = None
+    static_batch_requests: ClassVar[int | None] = None  # requests a static batch holds when fixed (transformers' assisted generation: 1)
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)

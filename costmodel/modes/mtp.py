@@ -190,6 +190,7 @@ class MtpMode(ServingMode):
     group_kinds = ("verify_step",)
     side_kinds = ("draft_step",)
     parts = (MTP_ACCEPTANCE,)
+    static_batch_requests = 1  # transformers' assisted generation serves one request at a time
     sim_cost_rank = 0  # each step price has three passes (verify, first and later drafts): the slowest per point
     harness = "causal"
 
@@ -206,7 +207,7 @@ class MtpMode(ServingMode):
     def static_batch_ms(self, cost, batch: list) -> tuple[list[float], list[float], float]:
         """One request per batch (transformers' assisted generation): prefill, then per iteration k
         draft passes and one verify pass over k+1 tokens, emitting 1 + its recorded accepted drafts."""
-        if len(batch) != 1:
+        if len(batch) != self.static_batch_requests:
             raise UserError(f"{self.name} validation batches hold one request, got {len(batch)}", f"use --max-batch 1 for {self.name}")
         r = batch[0]
         draft, verify = self.side_kinds[0], self.group_kinds[0]

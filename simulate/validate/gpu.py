@@ -10,6 +10,7 @@ from pathlib import Path
 from costmodel.errors import UserError
 from costmodel.hardware import detect_local
 from costmodel.models import AR_SIBLING
+from costmodel.modes import get_mode
 from costmodel.options import parse_floats
 from costmodel.schemas.profile import Profile
 from measure.harness.build import load_models
@@ -21,13 +22,15 @@ from simulate.validate.servers import ARServer, DiffusionServer
 
 
 def _harness_config(mode: str, model: str, random_weights: bool, checkpoint, ar_checkpoint, assistant_checkpoint, experts, device, out: Path):
-    target = model if mode == "diffusion" else AR_SIBLING.get(model, model)
+    serving = get_mode(mode)  # --model names the DiffusionGemma model; the other modes serve its AR sibling
+    target = model if serving.is_diffusion else AR_SIBLING.get(model, model)
     opts = HarnessOptions(mode=mode, model=target, random_weights=random_weights, out=str(out), experts_implementation=experts, device=device)
     if not random_weights:
-        ck = checkpoint if mode == "diffusion" else ar_checkpoint
+        ck = checkpoint if serving.is_diffusion else ar_checkpoint
         if not ck:
-            raise UserError(f"--checkpoint-weights needs a {'--checkpoint' if mode == 'diffusion' else '--ar-checkpoint'} for {mode}", "pass it or use --random-weights")
-        opts = dataclasses.replace(opts, checkpoint=ck, model=None, assistant_checkpoint=assistant_checkpoint if mode == "mtp" else None)
+            raise UserError(f"--checkpoint-weights needs a {'--checkpoint' if serving.is_diffusion else '--ar-checkpoint'} for {mode}",
+                            "pass it or use --random-weights")
+        opts = dataclasses.replace(opts, checkpoint=ck, model=None, assistant_checkpoint=assistant_checkpoint if serving.assistant else None)
     return parse_config(opts)
 
 
@@ -49,11 +52,13 @@ def run_validation_loads(profile: Profile, modes, rates, n_requests, max_batch, 
     for mode in modes:
         cfg = _harness_config(mode, model, random_weights, checkpoint, ar_checkpoint, assistant_checkpoint, experts, dev, out)
         loaded = load_models(cfg, dev)
-        if mode == "diffusion":
+        serving = get_mode(mode)
+        if serving.harness == "canvas":
             server = DiffusionServer(loaded.model, torch.device(dev), seed=seed)
         else:
-            server = ARServer(loaded.model, torch.device(dev), assistant=loaded.assistant if mode == "mtp" else None, draft_tokens=draft_tokens, seed=seed)
-        batch = 1 if mode == "mtp" else max_batch
+            server = ARServer(loaded.model, torch.device(dev), assistant=loaded.assistant if serving.assistant else None, draft_tokens=draft_tokens,
+                              seed=seed)
+        batch = serving.static_batch_requests or max_batch
         probe = poisson_workload(profile, mode, 1.0, n_requests, seed, prompt_tokens, max_output_tokens, draft_tokens=draft_tokens)
         rate_list = auto_rates(profile, mode, probe, batch) if rate_given is None else rate_given
         # Warm-up, untimed: a separate workload (another seed, same distributions) served back to back
@@ -75,7 +80,7 @@ def run_validation_loads(profile: Profile, modes, rates, n_requests, max_batch, 
                         "max_output_tokens": max_output_tokens, "draft_tokens": draft_tokens, "seed": seed, "profile": profile.profile_id,
                         "warmup_requests": max(batch, warmup_requests),
                         "policy": "static FCFS batches (simulate.static_batch)"}
-            manifest = base_manifest(mode, loaded.source, loaded.weights, "replay" if (mode == "diffusion" and loaded.weights == "random") else ("model" if loaded.weights == "checkpoint" else "none"),
+            manifest = base_manifest(mode, loaded.source, loaded.weights, "replay" if (serving.harness == "canvas" and loaded.weights == "random") else ("model" if loaded.weights == "checkpoint" else "none"),
                                      hw, gpu_name, settings, {"name": "transformers", "compiled": False, "experts_implementation": experts, "device": dev})
             manifest.notes += loaded.notes
             record_load_run(out, mode, rate, rows, manifest)

@@ -9,6 +9,8 @@ import math
 import numpy as np
 
 from costmodel.errors import UserError
+from costmodel.modes import get_mode
+from costmodel.modes.diffusion import COMMIT_STATS
 from costmodel.schemas.profile import Profile
 from simulate.static_batch import CANVAS, BatchRequest
 
@@ -34,7 +36,7 @@ def poisson_workload(profile: Profile, mode: str, rate_rps: float, n_requests: i
         cs = profile.commit_stats[regimes[i % len(regimes)]]
         n_out = int(min(max_output_tokens, max(1, cs.content_length.sample(rng))))
         blocks = max(1, math.ceil(n_out / CANVAS))
-        steps = [int(k) for k in cs.steps_per_canvas.sample(rng, blocks)] if mode == "diffusion" else []
+        steps = [int(k) for k in cs.steps_per_canvas.sample(rng, blocks)] if COMMIT_STATS in get_mode(mode).parts else []
         out.append(BatchRequest(
             request_id=f"q{i:05d}", arrival_s=float(t), prompt_tokens=int(rng.integers(prompt_tokens[0], prompt_tokens[1] + 1)),
             output_tokens=n_out, steps_per_canvas=steps, draft_tokens=draft_tokens,

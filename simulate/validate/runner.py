@@ -11,6 +11,7 @@ import pandas as pd
 
 from costmodel import atomic
 from costmodel.errors import UserError
+from costmodel.modes import get_mode
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import RunManifest, RunWriter, load_run, new_run_id, software_versions
 from simulate.validate.score import RateScore, is_saturated, score_rate, score_table, summary_mape
@@ -27,7 +28,7 @@ def auto_rates(profile: Profile, mode: str, requests: list[BatchRequest], max_ba
     """Low, middle and near-saturation rates from the profile's predicted capacity: a full batch
     of typical requests served back to back (max_batch / predicted batch time)."""
     typical = sorted(requests, key=lambda r: r.output_tokens)[len(requests) // 2]
-    n = max_batch if mode != "mtp" else 1
+    n = get_mode(mode).static_batch_requests or max_batch
     _, _, dur = batch_timeline(profile, mode, [typical] * n)
     capacity = n / dur
     return [round(f * capacity, 3 if capacity < 10 else 2) for f in fractions]

@@ -119,7 +119,7 @@ def print_bills(con, out) -> None:
         t.add_row(b.hardware, b.mode, b.autoscaler if b.policy == "autoscaled" else "static (peak)", f"{b.replicas_min}-{b.replicas_max}",
                   f"{100 * b.slo_attainment:.2f}", f"{b.hours_meeting_slo}/{b.hours}", f"{b.gpu_hours_per_day:,.1f}",
                   f"{b.energy_kwh_per_month:,.0f}", _money(b.cost_usd_per_month),
-                  "" if b.policy == "static" or not math.isfinite(b.saving_vs_static_frac) else f"{-100 * b.saving_vs_static_frac:+.0f}%")
+                  "" if b.policy == "static" or not math.isfinite(b.saving_vs_static_frac) else f"{round(-100 * b.saving_vs_static_frac) + 0:+d}%")
     con.print(t)
     ok = [b for b in bills if not b.note and b.hours_meeting_slo == b.hours]
     if ok:

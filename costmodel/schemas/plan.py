@@ -25,7 +25,6 @@ COST = "simulate/plan/costing/costs.py from the simulated point and the GPU pric
 PRICE = "pricing: the row's price_source column (catalog source or user override)"
 PLAN = "costmodel plan / report (simulate/plan/costing/cheapest.py)"
 SENS = "costmodel plan --seeds / --sensitivity (simulate/plan/sensitivity.py)"
-SENS = "costmodel plan --seeds / --sensitivity (simulate/plan/sensitivity.py)"
 PLAN_DOCS = (
     ColumnDoc("meets_slo", "true when the point is stable and every SLO bound holds", "boolean", PLAN),
     ColumnDoc("gpus", "GPUs in use = replicas x gpus_per_replica", "count", COST),
@@ -50,29 +49,6 @@ PLAN_DOCS = (
     ColumnDoc("cheapest_at_qps", "true for the cheapest SLO-meeting (hardware, mode) at this QPS", "boolean", PLAN),
     ColumnDoc("slo", "the service-level objective checked (bounds on latency percentiles); 'stable' when only steady state is required", "text", "plan --slo / report --slo"),
     ColumnDoc("slo_failures", "why the point (or, for a plan row, the largest replica count tried) misses the SLO; empty when it meets it", "text", PLAN),
-    ColumnDoc("flag", "why a row does not meet the SLO: UNSTABLE (not steady state: its latencies and per-token costs are left blank in the finance view) or the SLO bound it misses; empty when it meets the SLO", "text", "costmodel report (reports/finance.py)"),
-    ColumnDoc("flag", "why a row does not meet the SLO: UNSTABLE (not steady state: its latencies and per-token costs are left blank in the finance view) or the SLO bound it misses; empty when it meets the SLO", "text", "costmodel report (reports/finance.py)"),
-    ColumnDoc("precision", "weight precision of the GPU's profile (e.g. bf16, fp8, int4)", "-", "the profile (costmodel/schemas/profile.py)"),
-    ColumnDoc("rests_on", "what the row's figures rest on: the basis (measured / projected / prior) of each input of its GPU's profile for its mode", "text", "costmodel report (reports/decision.py) from the profile provenance"),
-    ColumnDoc("replicas_min", "fewest SLO-meeting replicas, the smallest over the seeds of plan --seeds", "count", SENS),
-    ColumnDoc("replicas_median", "fewest SLO-meeting replicas, the median over the seeds", "count", SENS),
-    ColumnDoc("replicas_max", "fewest SLO-meeting replicas, the largest over the seeds", "count", SENS),
-    ColumnDoc("seeds", "plans run, one per seed", "count", SENS),
-    ColumnDoc("winners", "the cheapest SLO-meeting (GPU / mode x GPUs) at this QPS per seed, with how many seeds chose it", "text", SENS),
-    ColumnDoc("cost_usd_per_month_mean", "the winner's monthly cost, mean over the seeds", "USD/month", SENS),
-    ColumnDoc("cost_usd_per_month_ci95_low", "lower end of the 95% confidence interval of that mean (normal approximation, 1.96 standard errors)", "USD/month", SENS),
-    ColumnDoc("cost_usd_per_month_ci95_high", "upper end of that interval", "USD/month", SENS),
-    ColumnDoc("cost_usd_per_month_min", "the winner's monthly cost, smallest over the seeds", "USD/month", SENS),
-    ColumnDoc("cost_usd_per_month_max", "the winner's monthly cost, largest over the seeds", "USD/month", SENS),
-    ColumnDoc("input", "the input moved (the others as planned)", "text", SENS),
-    ColumnDoc("low_value", "the input at the low end of its range (a value, or a factor on the planned value)", "text", "the row's range_source column"),
-    ColumnDoc("high_value", "the input at the high end of its range", "text", "the row's range_source column"),
-    ColumnDoc("range_source", "where the range comes from (catalog source, profile fit error, or a stated assumption (A))", "text", SENS),
-    ColumnDoc("low_usd_per_month", "the cheapest SLO-meeting fleet's monthly cost summed over the planned loads, input at its low end", "USD/month", SENS),
-    ColumnDoc("high_usd_per_month", "the same, input at its high end", "USD/month", SENS),
-    ColumnDoc("low_winner", "the cheapest SLO-meeting (GPU / mode) per load, input at its low end", "text", SENS),
-    ColumnDoc("high_winner", "the same, input at its high end", "text", SENS),
-    ColumnDoc("flips_at", "the loads where the winner differs from the plan's, and what it becomes; empty: the decision holds", "text", SENS),
     ColumnDoc("flag", "why a row does not meet the SLO: UNSTABLE (not steady state: its latencies and per-token costs are left blank in the finance view) or the SLO bound it misses; empty when it meets the SLO", "text", "costmodel report (reports/finance.py)"),
     ColumnDoc("precision", "weight precision of the GPU's profile (e.g. bf16, fp8, int4)", "-", "the profile (costmodel/schemas/profile.py)"),
     ColumnDoc("rests_on", "what the row's figures rest on: the basis (measured / projected / prior) of each input of its GPU's profile for its mode", "text", "costmodel report (reports/decision.py) from the profile provenance"),

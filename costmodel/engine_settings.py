@@ -206,8 +206,9 @@ def from_scheduler_config(config: dict, mode: str, what: str = "scheduler record
                                 f"recorded run: {what} config").for_mode(mode)
 
 
-def from_run_engine(engine: dict, mode: str, what: str = "run manifest") -> EngineSettings:
-    """The settings a run directory's manifest (or a profile's engine section) records."""
+def from_run_engine(engine: dict, mode: str | None, what: str = "run manifest") -> EngineSettings:
+    """The settings a run directory's manifest (or a profile's engine section) records (every one
+    when `mode` is None; else those `mode`'s engine has)."""
     eng = engine if isinstance(engine, dict) else {}
     vals = {k: _count(eng.get(k)) for k in ("max_num_seqs", "max_num_batched_tokens", "canvas_length", "max_denoising_steps",
                                              "num_speculative_tokens", "block_size")}
@@ -219,7 +220,8 @@ def from_run_engine(engine: dict, mode: str, what: str = "run manifest") -> Engi
     e = eng.get("entropy_bound")
     if isinstance(e, (int, float)) and not isinstance(e, bool) and e > 0:
         vals["entropy_bound"] = float(e)
-    return EngineSettings.given(vals, what).for_mode(mode)
+    s = EngineSettings.given(vals, what)
+    return s.for_mode(mode) if mode else s
 
 
 def from_profile(profile, mode: str | None = None) -> EngineSettings:
@@ -239,10 +241,7 @@ def from_profile(profile, mode: str | None = None) -> EngineSettings:
 
 
 def _engine_section(profile) -> EngineSettings:
-    eng = dict(profile.engine) if isinstance(profile.engine, dict) else {}
-    keep = from_run_engine(eng, "diffusion", f"profile {profile.profile_id} engine section")
-    k = from_run_engine(eng, "mtp", f"profile {profile.profile_id} engine section").num_speculative_tokens
-    return keep.with_values(f"profile {profile.profile_id} engine section", num_speculative_tokens=k)
+    return from_run_engine(profile.engine, None, f"profile {profile.profile_id} engine section")
 
 
 def for_profile(profile, **overrides) -> EngineSettings:

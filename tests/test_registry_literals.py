@@ -81,7 +81,6 @@ ALLOWED = {
     "costmodel/shipped.py": (1, "shipped profiles: default GPU"),
     "costmodel/cli/roofline.py": (3, "roofline CLI: default GPU and pass kinds in its table"),
     "costmodel/cli/memory.py": (2, "memory CLI: default GPU and mode"),
-    "costmodel/engine_settings.py": (3, "engine settings: per-mode vLLM defaults (engine-settings owner)"),
     "costmodel/models.py": (1, "model catalog: the mode a family serves by default"),
     "reports/decision.py": (1, "reports: the crossover's subject (finance owner)"),
 }

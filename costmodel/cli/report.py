@@ -19,14 +19,16 @@ from reports.api import ReportConfig, make_report
 @click.option("--slo", default=None, help="SLO to judge points by (default: the plan's; for simulate results: stability only).")
 @pricing_options
 def report(results, out, slo, pricing_options):
-    """Export `costmodel plan -o` or `costmodel simulate -o` results as a finance CSV (with its data
-    dictionary) or a self-contained HTML report with charts.
+    """Export `costmodel plan -o`, `costmodel simulate -o` or `costmodel sweep -o` results as a
+    self-contained HTML report (the answer first, interactive charts), a budget workbook (.xlsx,
+    totals as formulas of editable prices) or a finance CSV (with its data dictionary).
 
     Pricing options, when any is given, replace the plan's pricing (the replica counts do not
     depend on price, so the cheapest option and crossover are recomputed without re-simulating).
 
     \b
     costmodel report out/plan -o out/plan-report.html
+    costmodel report out/plan -o out/budget.xlsx --pricing reserved-1y
     costmodel report out/sim -o out/finance.csv --price h200=3.50
     """
     t0 = time.perf_counter()
@@ -36,6 +38,7 @@ def report(results, out, slo, pricing_options):
     con = make_console()
     for note in outcome.notes:
         con.print(f"[yellow]{note}[/yellow]")
-    con.print(f"[bold]{outcome.analysis.crossover.text}[/bold]")
+    if outcome.analysis.crossover.status != "not-compared":  # only where both DiffusionGemma and AR/MTP were evaluated
+        con.print(f"[bold]{outcome.analysis.crossover.text}[/bold]")
     con.print("wrote " + ", ".join(str(p) for p in outcome.written))
     con.print(f"wall time: {time.perf_counter() - t0:.1f} s")

@@ -143,9 +143,11 @@ class ValidationSettings:
         return int(self.engine_for(mode).max_num_batched_tokens)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["loads"] = [x.to_dict() for x in self.loads]
-        return d
+        """The settings file's form: `load_settings` reads it back to the same settings."""
+        return {"name": self.name, "engine": self.engine, "loads": [{k: v for k, v in x.to_dict().items() if k != "calib_qps"} for x in self.loads],
+                "outputs": self.outputs, "calibration": {"low_qps": self.calib_low_qps, "requests": self.calib_requests,
+                                                         "concurrency": self.calib_concurrency},
+                "diffusion_max_requests": self.diffusion_max_requests, "words": self.words}
 
 
 def _check_load(d: dict, path) -> LoadSpec:

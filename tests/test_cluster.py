@@ -290,3 +290,39 @@ def test_plan_replays_a_trace_with_its_own_lengths(cli, tmp_path):
     (tmp_path / "odd.csv").write_text("when,tokens\n1,2\n")
     code, out, err = cli("plan", "--load-curve", str(tmp_path / "odd.csv"), "-o", str(tmp_path / "x"))
     assert code == 2 and "time_s,qps" in err and "Mooncake" in err
+
+
+def test_plan_a_mixed_fleet_file_over_a_day(cli, tmp_path):
+    import json
+
+    fleet = {"pools": [
+        {"name": "short", "hardware": "h100-sxm", "mode": "diffusion", "takes": {"max_output_tokens": 200}, "autoscaler": "request-rate:target=3",
+         "max": 4},
+        {"name": "long", "hardware": "rtx-5090", "mode": "mtp", "autoscaler": "queue-depth:target=24", "router": "least-tokens",
+         "price_usd_per_gpu_hour": 0.5},
+    ]}
+    (tmp_path / "fleet.json").write_text(json.dumps(fleet))
+    code, out, err = cli("plan", "--load-curve", "flat:3,hours=0.5", "--fleet", str(tmp_path / "fleet.json"), "--compress", "1",
+                         "-o", str(tmp_path / "day"))
+    assert code == 0, err
+    assert "short: request-rate" in out and "long: queue-depth" in out and "whole fleet" in out and "the fleet: $" in out
+    import pandas as pd
+
+    bills = pd.read_csv(tmp_path / "day" / "month.csv").set_index("policy")
+    assert bills.loc["fleet", "cost_usd_per_month"] == pytest.approx(bills.loc["short", "cost_usd_per_month"] + bills.loc["long", "cost_usd_per_month"])
+    assert bills.loc["long", "cost_usd_per_month"] == pytest.approx(0.5 * 24 * 365.25 / 12)
+
+
+@pytest.mark.parametrize("pool, needle", [
+    ({"hardware": "h100-sxm", "mode": "mtp", "replicas": 2}, "unknown field"),
+    ({"hardware": "h100-sxm"}, 'needs "mode"'),
+    ({"hardware": "h100-sxm", "mode": "mtp", "min": 3, "max": 2}, "exceed max"),
+    ({"hardware": "h100-sxm", "mode": "mtp", "takes": {"longest": 3}}, "takes must be"),
+    ({"hardware": "h100-sxm", "mode": "mtp", "autoscaler": "queue-depth"}, "target"),
+])
+def test_bad_fleet_files_are_one_line_errors(cli, tmp_path, pool, needle):
+    import json
+
+    (tmp_path / "fleet.json").write_text(json.dumps({"pools": [pool]}))
+    code, out, err = cli("plan", "--load-curve", "flat:3,hours=0.5", "--fleet", str(tmp_path / "fleet.json"), "-o", str(tmp_path / "x"))
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1

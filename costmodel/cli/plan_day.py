@@ -15,7 +15,7 @@ from costmodel.console import make_console
 from costmodel.errors import UserError
 from costmodel.options import parse_list, parse_modes
 from simulate.cluster.scaling import DEFAULT_LOAD_GB_PER_S, DEFAULT_STARTUP_S, Scaling
-from simulate.plan.day import DEFAULT_COMPRESS, DayConfig, run_day, write_day
+from simulate.plan.day import DEFAULT_COMPRESS, DayConfig, run_day, run_fleet_day, write_day
 
 # plan's options that mean nothing for a day: the curve sets the rate; prices are the catalog's
 NOT_WITH_DAY = ("qps", "profiles", "refine_crossover", "scheduler")
@@ -29,6 +29,8 @@ def day_options(f):
                           "and the month's bill, autoscaled and static (docs/cluster.md)."),
         click.option("--compress", type=float, default=DEFAULT_COMPRESS, show_default=True,
                      help="[--load-curve] Simulate the day this many times faster (the curve and the autoscaler's clocks; requests at real speed). 1: real time."),
+        click.option("--fleet", type=click.Path(dir_okay=False), default=None,
+                     help="[--load-curve] Plan this fleet over the day instead: a JSON of pools mixing GPUs and modes, requests routed by class (docs/cluster.md)."),
         click.option("--load-scale", type=float, default=1.0, show_default=True,
                      help="[--load-curve] Multiply the curve's rates, or a trace's request rate (thinning or replicating requests)."),
         click.option("--startup-s", type=float, default=DEFAULT_STARTUP_S, show_default=True,
@@ -39,11 +41,11 @@ def day_options(f):
 
     @functools.wraps(f)
     def command(*args, **kwargs):
-        day = {k: kwargs.pop(k) for k in ("load_curve", "compress", "load_scale", "startup_s", "load_gb_per_s")}
+        day = {k: kwargs.pop(k) for k in ("load_curve", "fleet", "compress", "load_scale", "startup_s", "load_gb_per_s")}
         ctx = click.get_current_context()
         given = lambda name: ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)  # noqa: E731
         if day["load_curve"] is None:
-            for name in ("compress", "load_scale", "startup_s", "load_gb_per_s"):
+            for name in ("fleet", "compress", "load_scale", "startup_s", "load_gb_per_s"):
                 if given(name):
                     raise UserError(f"--{name.replace('_', '-')} applies to --load-curve only", "add --load-curve, or drop it")
             return f(*args, **kwargs)
@@ -51,6 +53,10 @@ def day_options(f):
             if given(name):
                 raise UserError(f"--{name.replace('_', '-').rstrip('s') if name == 'profiles' else name.replace('_', '-')} does not apply with --load-curve",
                                 "the curve sets the rate and the day uses the shipped profiles: drop it")
+        if day["fleet"] is not None:
+            for name in ("hardware", "modes"):
+                if given(name):
+                    raise UserError(f"--{name.rstrip('s')} does not apply with --fleet", "the fleet file names each pool's GPU and mode")
         po = kwargs.get("pricing_options")
         if po is not None and getattr(po, "given", lambda: False)():
             raise UserError("pricing options do not apply with --load-curve yet (the day bills the catalog's on-demand price)", "drop them")
@@ -71,7 +77,8 @@ def _plan_day(day: dict, kw: dict) -> None:
                     workload=kw["workload"], seed=kw["seed"], compress=day["compress"], duration_s=kw["duration_s"],
                     max_replicas=kw["max_replicas"], scaling=scaling, jobs=kw["jobs"], load_scale=day["load_scale"])
     err = make_console(stderr=True)
-    out = run_day(cfg, progress=lambda s: err.print(f"[dim]{s}[/dim]"))
+    say = lambda s: err.print(f"[dim]{s}[/dim]")  # noqa: E731
+    out = run_fleet_day(cfg, day["fleet"], progress=say) if day["fleet"] else run_day(cfg, progress=say)
     written = write_day(out, kw["out"])
     con = make_console()
     print_hours(con, out)
@@ -85,25 +92,29 @@ def _money(x) -> str:
 
 
 def print_hours(con, out) -> None:
-    """Per hour: the offered rate and, per (GPU, mode), the autoscaled fleet and its SLO attainment."""
+    """Per hour: the offered rate and, per (GPU, mode) autoscaled or per pool of a fleet, the mean
+    replicas and SLO attainment."""
     h = out.hours
     if not len(h):
         return
-    auto = h[h.policy == "autoscaled"]
-    keys = list(dict.fromkeys(zip(auto["hardware"], auto["mode"])))
-    t = Table(title=f"Autoscaled fleet per hour: mean replicas (SLO attainment %, * = hour misses {out.config.slo})")
+    auto = h[h.policy == "autoscaled"] if (h.policy == "autoscaled").any() else h[h.pool != "fleet"]
+    key = (lambda r: (r["hardware"], r["mode"])) if (h.policy == "autoscaled").any() else (lambda r: (r["pool"],))
+    groups = {}
+    for r in auto.to_dict("records"):
+        groups.setdefault(key(r), {})[r["hour"]] = r
+    kind = "Autoscaled fleet" if (h.policy == "autoscaled").any() else "Fleet"
+    t = Table(title=f"{kind} per hour: mean replicas (SLO attainment %, * = hour misses {out.config.slo})")
     t.add_column("hour", justify="right")
     t.add_column("QPS", justify="right")
-    for hw, m in keys:
-        t.add_column(f"{hw}\n{m}", justify="right")
-    by = {k: g.set_index("hour") for k, g in auto.groupby(["hardware", "mode"])}
+    for k in groups:
+        t.add_column("\n".join(k), justify="right")
+    offered = h[h.pool == h.pool.iloc[-1]].groupby("hour").offered_qps.first() if kind == "Fleet" else auto.groupby("hour").offered_qps.first()
     for hour in sorted(auto.hour.unique()):
-        q = auto[auto.hour == hour].offered_qps.iloc[0]
         cells = []
-        for k in keys:
-            r = by[k].loc[hour]
-            cells.append(f"{r.replicas_mean:.1f} ({100 * r.slo_attainment:.1f}){'' if r.meets_slo else '*'}")
-        t.add_row(f"{hour:g}", f"{q:.1f}", *cells)
+        for g in groups.values():
+            r = g[hour]
+            cells.append(f"{r['replicas_mean']:.1f} ({100 * r['slo_attainment']:.1f}){'' if r['meets_slo'] else '*'}")
+        t.add_row(f"{hour:g}", f"{offered[hour]:.1f}", *cells)
     con.print(t)
 
 
@@ -116,11 +127,18 @@ def print_bills(con, out) -> None:
         if b.note:
             t.add_row(b.hardware, b.mode, b.policy, "", "", "", "", "", "", b.note[:40], style="dim")
             continue
-        t.add_row(b.hardware, b.mode, b.autoscaler if b.policy == "autoscaled" else "static (peak)", f"{b.replicas_min}-{b.replicas_max}",
+        fleet = {"autoscaled": b.autoscaler, "static": "static (peak)"}.get(b.policy, f"{b.policy}: {b.autoscaler}" if b.policy != "fleet" else "whole fleet")
+        t.add_row(b.hardware, b.mode, fleet, f"{b.replicas_min}-{b.replicas_max}",
                   f"{100 * b.slo_attainment:.2f}", f"{b.hours_meeting_slo}/{b.hours}", f"{b.gpu_hours_per_day:,.1f}",
                   f"{b.energy_kwh_per_month:,.0f}", _money(b.cost_usd_per_month),
                   "" if b.policy == "static" or not math.isfinite(b.saving_vs_static_frac) else f"{round(-100 * b.saving_vs_static_frac) + 0:+d}%")
     con.print(t)
+    whole = [b for b in bills if b.policy == "fleet"] or bills
+    if any(b.policy not in ("autoscaled", "static") for b in bills):  # a fleet file: its own total
+        b = whole[0]
+        con.print(f"[bold]the fleet: ${b.cost_usd_per_month:,.0f} per month, SLO attainment {100 * b.slo_attainment:.2f}%, "
+                  f"{b.hours_meeting_slo}/{b.hours} hours meeting the SLO[/bold]")
+        return
     ok = [b for b in bills if not b.note and b.hours_meeting_slo == b.hours]
     if ok:
         b = ok[0]

@@ -38,6 +38,7 @@ from costmodel.shipped import resolve_profile
 from simulate.api import resolve_workload
 from simulate.cluster.autoscalers import make_autoscaler
 from simulate.cluster.fleet import simulate_fleet
+from simulate.cluster.fleetfile import load_fleet
 from simulate.cluster.load import PRESETS, LoadCurve, curve_requests, parse_curve
 from simulate.cluster.traces import FORMAT_NAMES, load_trace, trace_requests
 from simulate.cluster.outcome import RequestBound, interval_rows, summarise_span
@@ -241,18 +242,51 @@ def _day_job(hardware: str, mode: str, policy: str, n_peak: int, target: float |
                          sample_s=cfg.interval_s / c)
     rows = interval_rows(run, slo.bounds, span_s, cfg.interval_s / c, max_utilisation=slo.max_utilisation)
     summ = summarise_span(rows, span_s)[0]
-    flat = []
+    name = "static" if policy == "static" else f"request-rate:target={target:.3g}"
+    bill = _bill(summ, rows, policy, name, c)
+    flat = _flat(rows, policy, c, cfg.interval_s)
+    return {"rows": flat, "bill": bill, "wall_s": time.perf_counter() - t0, "requests": len(reqs)}
+
+
+def _flat(rows: list, policy: str, c: float, interval_s: float) -> list[dict]:
+    """Interval rows of a compressed day as rows of the real day (hours, GPU-hours, energy, dollars)."""
+    out = []
     for r in rows:
         d = r.flat()
-        d.update(policy=policy, hour=r.interval * cfg.interval_s / 3600, start_s=r.start_s * c, end_s=r.end_s * c,
-                 gpu_hours=r.gpu_hours * c, energy_kwh=r.energy_kwh * c, cost_usd=r.cost_usd * c,
-                 goodput_rps=r.goodput_rps, offered_qps=r.offered_qps)
-        flat.append(d)
-    name = "static" if policy == "static" else f"request-rate:target={target:.3g}"
-    bill = MonthBill(hardware, mode, policy, name, int(min(r.replicas_max for r in rows)), summ.replicas_max, summ.requests_arrived,
+        d.update(policy=policy, hour=r.interval * interval_s / 3600, start_s=r.start_s * c, end_s=r.end_s * c,
+                 gpu_hours=r.gpu_hours * c, energy_kwh=r.energy_kwh * c, cost_usd=r.cost_usd * c)
+        out.append(d)
+    return out
+
+
+def _bill(summ, rows: list, policy: str, name: str, c: float) -> MonthBill:
+    mine = [r for r in rows if r.pool == summ.pool]
+    return MonthBill(summ.hardware, summ.mode, policy, name, int(min(r.replicas_max for r in mine)), summ.replicas_max, summ.requests_arrived,
                      summ.requests_rejected, summ.slo_attainment, summ.intervals_meeting_slo, summ.intervals, summ.gpu_hours * c,
                      summ.energy_kwh * c, summ.cost_usd * c, summ.cost_usd_per_month, summ.energy_kwh_per_month)
-    return {"rows": flat, "bill": bill, "wall_s": time.perf_counter() - t0, "requests": len(reqs)}
+
+
+def run_fleet_day(cfg: DayConfig, fleet: str, progress: Callable[[str], None] | None = None) -> DayOutcome:
+    """A fleet file's pools (simulate/cluster/fleetfile.py: mixed modes and GPUs, requests by class)
+    over the day: one bill per pool and one for the fleet."""
+    t0 = time.perf_counter()
+    say = progress or (lambda s: None)
+    _check(cfg)
+    slo = split_slo(cfg.slo)
+    lc = load_day(cfg.load, cfg.load_scale, cfg.seed)
+    profiles: dict = {}
+    pools = load_fleet(fleet, lambda h: profiles.setdefault(h, resolve_profile(None, h)), cfg.scaling)
+    c = float(cfg.compress)
+    for p in pools:
+        p.scaling = compressed_scaling(p.scaling, c)
+    reqs = lc.requests(pools[0].profile, cfg, c)
+    say(f"fleet {fleet}: {len(pools)} pools, {lc.source}, {len(reqs):,} requests simulated ({c:g}x time compression)")
+    run = simulate_fleet(pools, reqs, seed=cfg.seed, sample_s=cfg.interval_s / c)
+    span_s = lc.span_s / c
+    rows = interval_rows(run, slo.bounds, span_s, cfg.interval_s / c, max_utilisation=slo.max_utilisation)
+    bills = [_bill(s, rows, s.pool, next((p.policy().name for p in pools if p.name == s.pool), "fleet"), c) for s in summarise_span(rows, span_s)]
+    hours = pd.DataFrame(_flat(rows, "fleet", c, cfg.interval_s))
+    return DayOutcome(cfg, lc, slo, {}, hours, bills, time.perf_counter() - t0)
 
 
 def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> DayOutcome:

@@ -116,6 +116,15 @@ def test_validation_settings_are_rewritten_as_vllm_rewrites_them():
     assert s.max_num_seqs == 8 and s.async_scheduling is False and len(notes) == 2
 
 
+def test_settings_belong_to_the_vllm_validation(tmp_path, capsys):
+    f = tmp_path / "s.json"
+    f.write_text("{}")
+    assert main(["validate", "--settings", str(f), "--profile", "p.json", "-o", str(tmp_path / "o")]) == 2
+    assert "--settings belongs to --engine vllm" in capsys.readouterr().err
+    assert main(["validate", "--engine", "vllm", "--settings", str(f), "--score-only", "-o", str(tmp_path / "o")]) == 2
+    assert "no effect with --score-only" in capsys.readouterr().err
+
+
 def test_vllm_validation_refuses_transformers_only_options(tmp_path, capsys):
     assert main(["validate", "--engine", "vllm", "--max-batch", "4", "--score-only", "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err

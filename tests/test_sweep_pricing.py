@@ -17,8 +17,14 @@ SPEC = {"kind": "simulate", "base": {"hardware": "h200", "mode": "ar", "qps": 1,
         "grid": {"price": [2.0, 4.0], "pricing": ["on-demand", "reserved-1y"]}}
 
 
-def test_a_price_grid_gives_one_priced_row_per_value(tmp_path):
+def test_a_price_grid_gives_one_priced_row_per_value(tmp_path, monkeypatch):
+    import simulate.sweep.run as run
+
+    calls, real = [], run.run_point
+    monkeypatch.setattr(run, "run_point", lambda *a, **kw: calls.append(a) or real(*a, **kw))
     t = run_sweep(parse_spec(SPEC), tmp_path, Workers(workers=1)).table
+    assert len(calls) == 1  # four points differing only in price and pricing: one simulation
+    assert t["ttft_ms_p95"].nunique() == 1 and t["point_id"].nunique() == 4
     assert list(zip(t["param_price"], t["param_pricing"])) == [(2.0, "on-demand"), (2.0, "reserved-1y"), (4.0, "on-demand"), (4.0, "reserved-1y")]
     assert t["cost_usd_per_hour"].tolist() == pytest.approx([2.0, 1.4, 4.0, 2.8])  # 1 replica; reserved 1 y is 30% off
     assert t["cost_usd_per_month"].tolist() == pytest.approx([x * 730 for x in (2.0, 1.4, 4.0, 2.8)])

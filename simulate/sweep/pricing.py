@@ -1,8 +1,8 @@
 """Cost columns for a sweep's results: every row priced by its point's `pricing` (model name) and
 `price` (on-demand USD per GPU-hour of its GPU) parameters, else on-demand at the catalog price;
 `costmodel sweep --pricing ...` sets those parameters for every point that does not set its own.
-A grid over `price` or `pricing` gives one row per value (each point simulated: same seed, same
-results)."""
+A grid over `price` or `pricing` gives one row per value; points that differ only in those share one
+simulation (by_simulation, fan_out)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,34 @@ from costmodel.errors import UserError
 from costmodel.shipped import resolve_profile
 from simulate.plan.costing import COST_COLUMNS, PricingConfig, cost_of_row, gpu_price
 from simulate.sweep.spec import SweepPoint, SweepSpec, point_id
+
+
+PRICE_PARAMS = ("price", "pricing")  # change the cost columns, not the simulation
+
+
+def by_simulation(todo: list[SweepPoint]) -> tuple[list[SweepPoint], dict[str, list[SweepPoint]]]:
+    """The points to simulate (one per set of points differing only in PRICE_PARAMS) and, per
+    simulated point id, the other points that take its result."""
+    reps: dict[str, SweepPoint] = {}
+    siblings: dict[str, list[SweepPoint]] = {}
+    for p in todo:
+        key = point_id({k: v for k, v in p.params.items() if k not in PRICE_PARAMS})
+        if key in reps:
+            siblings[reps[key].point_id].append(p)
+        else:
+            reps[key], siblings[p.point_id] = p, []
+    return list(reps.values()), siblings
+
+
+def fan_out(rows: list[dict], siblings: dict[str, list[SweepPoint]]) -> list[dict]:
+    """`rows` plus, for each, a copy per sibling point with that point's id and price parameters."""
+    out = []
+    for r in rows:
+        out.append(r)
+        base = {k: v for k, v in r.items() if not (k.startswith("param_") and k[len("param_"):] in PRICE_PARAMS)}
+        for s in siblings.get(r["point_id"], []):
+            out.append({**base, "point_id": s.point_id, **{f"param_{k}": s.params[k] for k in PRICE_PARAMS if k in s.params}})
+    return out
 
 
 def point_pricing(params: dict, base: PricingConfig) -> PricingConfig:

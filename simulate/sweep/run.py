@@ -33,7 +33,7 @@ from simulate.api import check_mode, resolve_engine, run_point
 from simulate.batch import check_requests_fit
 from simulate.parallel import Workers, run_tasks
 from simulate.workload import Workload, load_workload, parse_workload
-from simulate.sweep.pricing import with_costs
+from simulate.sweep.pricing import by_simulation, fan_out, with_costs
 from simulate.sweep.spec import SweepPoint, SweepSpec
 
 BATCH_MAX = 16
@@ -176,13 +176,14 @@ def _run_locked(spec: SweepSpec, out: Path, cluster: Workers, progress: Progress
         progress(skipped, total)
 
     def finished(i, rows):
-        for r in rows:
+        for r in fan_out(rows, siblings):  # points differing only in price take the same result
             atomic.write_json(_point_path(out, r["point_id"]), r)
             done[r["point_id"]] = r
         if progress:
             progress(len(done), total)
 
-    fn, args = _jobs(spec, todo)
+    sims, siblings = by_simulation(todo)
+    fn, args = _jobs(spec, sims)
     run_tasks(fn, args, cluster=cluster, on_done=finished)
     table = with_costs(pd.DataFrame([done[p.point_id] for p in spec.points]), spec.points)  # cost columns (simulate/sweep/pricing.py)
     with outputset.publishing(out, "sweep", keep=("points",)) as stage:

@@ -863,7 +863,7 @@ def _args(argv):
     ap.add_argument("--model", default="gemma4-26b-a4b", help="catalog target model (tests: tiny-gemma4)")
     ap.add_argument("--checks", default=None, help="comma list of self-checks to run (default all), or none")
     ap.add_argument("--components", default=None,
-                    help="op table whose kernel choices the moe_dense candidates build their parts with (default data/runs/ops/<gpu>)")
+                    help="op table whose kernel choices the moe_dense candidates build their parts with (default: this run's)")
     return ap.parse_args(argv)
 
 
@@ -987,7 +987,7 @@ def main(argv=None) -> int:
     meta["selfcheck"], disabled = selfcheck(dev, a.checks)
     from measure.ops import kernels
 
-    comp = a.components or (f"data/runs/ops/{'h200' if 'H200' in gpu else 'h100' if 'H100' in gpu else 'none'}")
+    comp = a.components or str(out)  # moe_dense: the parts' kernels this run chose (its families run last)
     meta["components_table"] = comp if kernels.set_components(comp) else None
     meta["disabled_kernels"] = disabled
 

@@ -326,3 +326,18 @@ def test_bad_fleet_files_are_one_line_errors(cli, tmp_path, pool, needle):
     (tmp_path / "fleet.json").write_text(json.dumps({"pools": [pool]}))
     code, out, err = cli("plan", "--load-curve", "flat:3,hours=0.5", "--fleet", str(tmp_path / "fleet.json"), "-o", str(tmp_path / "x"))
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_headroom_term_grows_the_peak_fleet(cli, tmp_path):
+    args = ["plan", "--load-curve", "flat:8,hours=0.5", "--mode", "diffusion", "--hardware", "h100-sxm", "--jobs", "1", "--duration", "30",
+            "--compress", "1"]
+    code, out, err = cli(*args, "--slo", "p95_ttft_ms<=1000,p95_e2e_ms<=8000", "-o", str(tmp_path / "a"))
+    assert code == 0, err
+    code, out, err = cli(*args, "--slo", "p95_ttft_ms<=1000,p95_e2e_ms<=8000,max_utilisation<=0.15", "-o", str(tmp_path / "b"))
+    assert code == 0, err
+    assert "for utilisation" in err
+    import pandas as pd
+
+    loose, tight = (pd.read_csv(tmp_path / d / "day.csv") for d in ("a", "b"))
+    assert tight.replicas_max.max() > loose.replicas_max.max()
+    assert (tight[tight.policy == "static"].utilisation <= 0.15 + 0.02).all()

@@ -7,7 +7,8 @@ month of each.
     write_day(out, "out/day")
 
 How: (1) the peak: plan's replica search (simulate.plan.planner) finds the fewest replicas meeting
-the SLO at the curve's peak rate; that is the static fleet, and its load per replica (peak QPS /
+the SLO at the curve's peak rate; that is the static fleet (with a headroom term `max_utilisation<=U` in the SLO, grown until its
+utilisation at the peak is at most U), and its load per replica (peak QPS /
 replicas) becomes the autoscaled fleet's request-rate target: each replica is kept at most as
 loaded as the peak fleet's were (below their capacity by the peak fleet's rounding up). (2) the day: both fleets serve the same day of
 requests in the cluster simulator (simulate.cluster), continuously.
@@ -47,6 +48,7 @@ from simulate.cluster.scaling import Scaling
 from simulate.parallel import Workers, run_tasks
 from simulate.plan import planner
 from simulate.plan.slo import parse_slo
+from simulate.workload import build_requests
 
 DEFAULT_COMPRESS = 4.0
 UTIL_TERM = "max_utilisation"
@@ -223,6 +225,39 @@ def _peak_search(cfg: DayConfig, lc: DayLoad, slo: SloSplit, workload: str | Non
     return out
 
 
+HEADROOM_PROBE_S = 300.0  # simulated seconds at the peak rate per utilisation probe
+HEADROOM_TRIES = 4
+
+
+def _utilisation_at(hardware: str, mode: str, replicas: int, qps: float, workload: str | None, seed: int) -> float:
+    """The step-capacity utilisation (simulate/cluster/pool.py) of `replicas` serving `qps`."""
+    profile = resolve_profile(None, hardware)
+    reqs = build_requests(profile, resolve_workload(workload), qps, duration_s=HEADROOM_PROBE_S, seed=seed)
+    pool = PoolSpec("probe", profile, mode, scaling=Scaling(min_replicas=replicas, max_replicas=replicas, initial_replicas=replicas))
+    run = simulate_fleet([pool], reqs, seed=seed, drain_s=0.0, sample_s=HEADROOM_PROBE_S)
+    return interval_rows(run, [], reqs.window_s, reqs.window_s)[0].utilisation
+
+
+def _headroom(cfg: DayConfig, lc: DayLoad, peaks: dict, limit: float, workload: str | None, say) -> dict:
+    """With `max_utilisation<=U` in the SLO: the peak fleet grows until its utilisation at the peak
+    is at most U (utilisation falls about as 1/replicas, so each try scales by utilisation / U)."""
+    out = {}
+    for (h, m), (n, _) in peaks.items():
+        if n is None:
+            out[(h, m)] = (n, None)
+            continue
+        n0, u = n, _utilisation_at(h, m, n, lc.peak_qps, workload, cfg.seed)
+        for _ in range(HEADROOM_TRIES):
+            if u <= limit or n >= cfg.max_replicas:
+                break
+            n = min(cfg.max_replicas, max(n + 1, math.ceil(n * u / limit)))
+            u = _utilisation_at(h, m, n, lc.peak_qps, workload, cfg.seed)
+        if n != n0:
+            say(f"{h}/{m}: {n} replicas for utilisation {u:.2f} <= {limit:g} at the peak ({n0} met the latency bounds)")
+        out[(h, m)] = (n, lc.peak_qps / n)
+    return out
+
+
 def _day_job(hardware: str, mode: str, policy: str, n_peak: int, target: float | None, cfg: DayConfig, lc: DayLoad, slo: SloSplit) -> dict:
     """One fleet over the (compressed) day, in a worker: its interval rows and span summary."""
     t0 = time.perf_counter()
@@ -308,7 +343,10 @@ def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> Da
         resolve_workload(cfg.workload)
     say(f"day: {lc.source}, {lc.expected_requests:,.0f} requests, peak {lc.peak_qps:.3g} QPS; sizing the peak fleet")
     with tempfile.TemporaryDirectory() as tmp:
-        peaks = _peak_search(cfg, lc, slo, _peak_workload(lc, cfg, Path(tmp)), say)
+        workload = _peak_workload(lc, cfg, Path(tmp))
+        peaks = _peak_search(cfg, lc, slo, workload, say)
+        if slo.max_utilisation is not None:
+            peaks = _headroom(cfg, lc, peaks, slo.max_utilisation, workload, say)
     jobs = [(h, m, pol, peaks[(h, m)][0], peaks[(h, m)][1], cfg, lc, slo) for h in cfg.hardware for m in cfg.modes for pol in POLICIES
             if peaks[(h, m)][0] is not None]
     say(f"simulating {len(jobs)} days ({cfg.compress:g}x time compression) on {min(len(jobs), cfg.jobs or planner.default_jobs())} processes")

@@ -25,6 +25,7 @@ from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec
 from costmodel.models import ModelShape
 from costmodel.precision import Precision
+from costmodel.registry import Registry
 
 LOGIT_BYTES = 4  # fp32 logits (softcapping and sampling run in fp32)
 
@@ -46,44 +47,35 @@ class PassKind:
     query_tokens: str = "one"  # a sequence's natural query tokens: "prompt", "canvas" (the model's canvas length), "drafts+1", "one"
 
 
-PASS_KINDS: dict[str, PassKind] = {
-    k.name: k
-    for k in [
-        PassKind("encoder_prefill", "target", True, "none", "causal", doc="encoder over the prompt; writes KV, no lm_head", recorded_as="prefill",
-                 query_tokens="prompt"),
-        PassKind("denoise_step", "target", False, "all", "bidirectional", True,
-                 doc="decoder over the 256-token canvas against the cached prefix; logits for every canvas position", sampler="canvas",
-                 recorded_as="denoise", query_tokens="canvas"),
-        PassKind("encoder_commit", "target", True, "none", "causal", doc="encoder over the previous converged canvas; appends its KV",
-                 sampler="canvas", recorded_as="commit", query_tokens="canvas"),
-        PassKind("prefill", "target", True, "last", "causal", doc="prompt prefill; logits for the last position", sampler="token",
-                 recorded_as="prefill", query_tokens="prompt"),
-        PassKind("decode_step", "target", True, "all", "causal", doc="one new token per sequence", sampler="token", recorded_as="decode"),
-        PassKind("draft_step", "assistant", False, "all", "causal", doc="one assistant pass proposing one draft token per sequence",
-                 sampler="token"),
-        PassKind("verify_step", "target", True, "all", "causal", doc="target pass over k+1 tokens per sequence", sampler="token",
-                 recorded_as="verify", query_tokens="drafts+1"),
-    ]
-}
+PASS_KINDS: Registry[PassKind] = Registry("pass kind", [
+    PassKind("encoder_prefill", "target", True, "none", "causal", doc="encoder over the prompt; writes KV, no lm_head", recorded_as="prefill",
+             query_tokens="prompt"),
+    PassKind("denoise_step", "target", False, "all", "bidirectional", True,
+             doc="decoder over the 256-token canvas against the cached prefix; logits for every canvas position", sampler="canvas",
+             recorded_as="denoise", query_tokens="canvas"),
+    PassKind("encoder_commit", "target", True, "none", "causal", doc="encoder over the previous converged canvas; appends its KV",
+             sampler="canvas", recorded_as="commit", query_tokens="canvas"),
+    PassKind("prefill", "target", True, "last", "causal", doc="prompt prefill; logits for the last position", sampler="token",
+             recorded_as="prefill", query_tokens="prompt"),
+    PassKind("decode_step", "target", True, "all", "causal", doc="one new token per sequence", sampler="token", recorded_as="decode"),
+    PassKind("draft_step", "assistant", False, "all", "causal", doc="one assistant pass proposing one draft token per sequence",
+             sampler="token"),
+    PassKind("verify_step", "target", True, "all", "causal", doc="target pass over k+1 tokens per sequence", sampler="token",
+             recorded_as="verify", query_tokens="drafts+1"),
+])
 
 
 def register_pass_kind(kind: PassKind) -> PassKind:
     """Add a pass kind (an entry of PASS_KINDS made elsewhere, e.g. by a plug-in or a test)."""
-    if kind.name in PASS_KINDS:
-        raise ValueError(f"pass kind {kind.name!r} is registered twice")
-    PASS_KINDS[kind.name] = kind
-    return kind
+    return PASS_KINDS.register(kind)
 
 
 def unregister_pass_kind(name: str) -> None:
-    PASS_KINDS.pop(name, None)
+    PASS_KINDS.unregister(name)
 
 
 def get_pass_kind(name: str) -> PassKind:
-    try:
-        return PASS_KINDS[name]
-    except KeyError:
-        raise UserError(f"unknown pass kind {name!r}", f"use one of {', '.join(PASS_KINDS)}") from None
+    return PASS_KINDS.get_member(name)
 
 
 @dataclass(frozen=True)

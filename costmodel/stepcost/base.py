@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from costmodel.errors import UserError
+from costmodel.registry import Registry
 from costmodel.roofline import Segment
 
 
@@ -45,43 +45,18 @@ class StepTerm(Protocol):
         """Milliseconds this term adds to one engine step (0 where the profile does not carry it)."""
 
 
-_PREDICTORS: dict[str, PassPredictor] = {}
-_TERMS: dict[str, StepTerm] = {}
+_PREDICTORS: Registry[PassPredictor] = Registry("pass model type")
+_TERMS: Registry[StepTerm] = Registry("step term")
 
-
-def register(predictor: PassPredictor) -> PassPredictor:
-    """Add a pass predictor under its name (a new `model_type`)."""
-    if predictor.name in _PREDICTORS:
-        raise ValueError(f"pass predictor {predictor.name!r} is registered twice")
-    _PREDICTORS[predictor.name] = predictor
-    return predictor
-
-
-def unregister(name: str) -> None:
-    _PREDICTORS.pop(name, None)
+register = _PREDICTORS.register  # add a pass predictor under its name (a new `model_type`)
+unregister = _PREDICTORS.unregister
+get_predictor = _PREDICTORS.get_member
+register_term = _TERMS.register  # add a step term: every engine step of every mode is priced with it from then on
+unregister_term = _TERMS.unregister
 
 
 def predictor_names() -> tuple[str, ...]:
     return tuple(_PREDICTORS)
-
-
-def get_predictor(name: str) -> PassPredictor:
-    try:
-        return _PREDICTORS[name]
-    except KeyError:
-        raise UserError(f"pass model type {name!r} is unknown", f"use one of {', '.join(_PREDICTORS)}") from None
-
-
-def register_term(term: StepTerm) -> StepTerm:
-    """Add a step term: every engine step of every mode is priced with it from then on."""
-    if term.name in _TERMS:
-        raise ValueError(f"step term {term.name!r} is registered twice")
-    _TERMS[term.name] = term
-    return term
-
-
-def unregister_term(name: str) -> None:
-    _TERMS.pop(name, None)
 
 
 def step_terms() -> tuple[StepTerm, ...]:

@@ -82,7 +82,7 @@ def test_simulate_cli_takes_the_engine_settings(tmp_path, capsys):
     import pandas as pd
 
     row = pd.read_csv(tmp_path / "s" / "summary.csv").iloc[0]
-    assert row["max_num_seqs"] == 4 and "max_denoising_steps=16 [CLI or spec]" in row["engine_settings"]
+    assert row["max_num_seqs"] == 4 and "max_denoising_steps=16 [CLI]" in row["engine_settings"]
     assert main(["simulate", "--qps", "2", "--mode", "diffusion", "--requests", "50", "--max-num-seqs", "300"]) == 0
     assert "max_num_seqs 300 -> 8" in capsys.readouterr().out
     assert main(["simulate", "--qps", "2", "--mode", "ar", "--requests", "50", "--max-num-seqs", "64", "--max-num-batched-tokens", "32"]) == 2

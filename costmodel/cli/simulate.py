@@ -91,11 +91,11 @@ def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests,
         con.print(f"wrote {len(paths)} files to {out_dir}")
 
 
-def engine_layers(given: dict, engine_from: str | None, modes: str | None) -> tuple[str | None, dict | EngineSettings]:
+def engine_layers(given: dict, engine_from: str | None, modes: str | None) -> tuple[str | None, EngineSettings]:
     """The CLI's engine settings over a recorded server's (--engine-from): (the recording's mode, the
-    settings); without a recording the options as a dict (the profile's engine section is layered below)."""
+    settings); the profile's engine section and vLLM's defaults are layered below per mode (simulate/engine.py)."""
     if not engine_from:
-        return None, given
+        return None, EngineSettings.given(given, "CLI")
     mode, rec = recorded_settings(engine_from)
     if modes is not None and parse_modes(modes) != [mode]:
         raise UserError(f"--engine-from {engine_from} records a {mode} server; its settings do not apply to --mode {modes}",

@@ -36,7 +36,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from costmodel import atomic
 from costmodel.errors import UserError
@@ -53,6 +53,7 @@ OWNED = {
     "sweep": ("results.parquet", "results.csv", "results.dictionary.csv", "results.dictionary.md"),
 }
 _RENAME_EXCHANGE = 2
+T = TypeVar("T")
 _AT_FDCWD = -100
 
 
@@ -63,6 +64,10 @@ class _Lock:
     path: Path
     fd: int
     thread: int
+    pid: int  # a forked child inherits the table and the descriptor, never the ownership
+
+    def mine(self) -> bool:
+        return self.pid == os.getpid() and self.thread == threading.get_ident()
 
 
 _HELD: dict[Path, _Lock] = {}  # target -> lock held by this process (claim / publishing)
@@ -118,7 +123,7 @@ def _acquire(target: Path, command: str, what: str) -> _Lock:
         os.write(fd, stamp.encode())
     except OSError:
         pass  # the lock holds without its note; a refused writer then reads "pid unknown"
-    return _Lock(path, fd, threading.get_ident())
+    return _Lock(path, fd, threading.get_ident(), os.getpid())
 
 
 def _release(lock: _Lock) -> None:
@@ -136,8 +141,9 @@ def claim(out: str | os.PathLike, command: str, what: str = "-o") -> Path:
     target = _target(out)
     _refuse_unsafe(target, what)
     with _HELD_MUTEX:
-        if target in _HELD:
-            return target
+        held = _HELD.get(target)
+    if held is not None and held.mine():
+        return target
     lock = _acquire(target, command, what)
     with _HELD_MUTEX:
         _HELD[target] = lock
@@ -148,8 +154,8 @@ def claim(out: str | os.PathLike, command: str, what: str = "-o") -> Path:
 def release_all() -> None:
     """Release every lock `claim` took in this process (the CLI calls this as a command ends)."""
     with _HELD_MUTEX:
-        locks = list(_HELD.values())
-        _HELD.clear()
+        locks = [lock for lock in _HELD.values() if lock.pid == os.getpid()]
+        _HELD.clear()  # a forked child drops its parent's entries without touching the parent's lock files
     for lock in locks:
         _release(lock)
 
@@ -160,7 +166,7 @@ def locked(out: str | os.PathLike, command: str, what: str = "-o") -> Iterator[P
     target = _target(out)
     with _HELD_MUTEX:
         held = _HELD.get(target)
-    if held is not None and held.thread == threading.get_ident():
+    if held is not None and held.mine():
         yield target
         return
     _refuse_unsafe(target, what)
@@ -336,6 +342,54 @@ def verify(d: str | os.PathLike, rerun: str = "re-run the command that wrote it"
     if extra:
         raise UserError(f"{d} holds {', '.join(sorted(extra)[:3])} beside its output set, not in its manifest", rerun)
     return True
+
+
+def read_set(d: str | os.PathLike, read: Callable[[Path], T], rerun: str = "re-run the command that wrote it") -> T:
+    """`read(root)` on one version of the set in `d`: the directory is opened once and every file is
+    read through that handle (root = /proc/self/fd/N on Linux), after its manifest is checked, so a
+    set published meanwhile cannot mix into this read. A set replaced while it was read (the path
+    names another directory by the end: its files may have been removed under the read) is read
+    again, as the set now there. Errors name `d`, not the handle."""
+    d = Path(d)
+    for _ in range(READ_ATTEMPTS):
+        try:
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return _plain_read(d, read, rerun)  # not a directory we can open: the reader's own errors
+        try:
+            root = Path(f"/proc/self/fd/{fd}")
+            if not root.is_dir():
+                return _plain_read(d, read, rerun)
+            try:
+                verify(root, rerun)
+                result = read(root)
+            except Exception as e:  # noqa: BLE001 - whatever a reader makes of files removed under it
+                if _replaced(d, fd):
+                    continue
+                if isinstance(e, UserError):
+                    raise type(e)(str(e.what).replace(str(root), str(d)), e.fix) from None
+                raise
+            if not _replaced(d, fd):
+                return result
+        finally:
+            os.close(fd)
+    raise UserError(f"{d} was replaced {READ_ATTEMPTS} times while being read", "read it again once its writer has finished")
+
+
+READ_ATTEMPTS = 5
+
+
+def _replaced(d: Path, fd: int) -> bool:
+    try:
+        return os.stat(d).st_ino != os.fstat(fd).st_ino
+    except OSError:
+        return True
+
+
+def _plain_read(d: Path, read, rerun: str):
+    if d.is_dir():
+        verify(d, rerun)
+    return read(d)
 
 
 def _mismatch(p: Path, want) -> str:

@@ -164,7 +164,8 @@ def run_fuzzed(ws, args: list[str]) -> int:
     named = set(args) if code == 0 else set()  # a successful run may replace the file it was told to write
     assert {k: v for k, v in after.items() if k not in named} == {k: v for k, v in before.items() if k not in named}, \
         f"costmodel {' '.join(args)} changed files already written"
-    stray = [p for p in ws["root"].rglob(".*") if p.name.endswith(".tmp") or p.name.startswith(".costmodel-probe")]
+    stray = [p for p in ws["root"].rglob(".*") if p.name.endswith(".tmp") or p.name.startswith(".costmodel-probe")
+             or ".costmodel-staging-" in p.name or ".costmodel-old-" in p.name or p.name.endswith(".costmodel-lock")]
     assert not stray, stray
     return code
 

@@ -102,8 +102,7 @@ def is_plan_dir(p: Path) -> bool:
 def read_plan(p: str | Path) -> PlanDoc:
     """A plan.json file (its directory's output manifest checked first: costmodel/outputset.py)."""
     p = Path(p)
-    outputset.verify(p.parent, "re-run `costmodel plan`")
-    doc = read_json(p, "plan")
+    doc = outputset.read_set(p.parent, lambda root: read_json(root / p.name, "plan"), "re-run `costmodel plan`")
     if not isinstance(doc, dict) or doc.get("kind") != PLAN_KIND:
         raise UserError(f"{p} is not a costmodel plan", "pass the -o directory of `costmodel plan`")
     if doc.get("schema_version") != PLAN_SCHEMA_VERSION:

@@ -163,9 +163,15 @@ def is_simulation_dir(p: Path) -> bool:
 
 
 def read_simulation(d: str | Path) -> SimulationResults:
-    """A `costmodel simulate -o` directory: summary.csv (else summary.json's points)."""
+    """A `costmodel simulate -o` directory: summary.csv (else summary.json's points), every file of
+    one version of its output set (costmodel/outputset.py read_set: manifest checked, no mix)."""
     d = Path(d)
-    outputset.verify(d, "re-run `costmodel simulate`")
+    res = outputset.read_set(d, _read_simulation, "re-run `costmodel simulate`")
+    res.path = d
+    return res
+
+
+def _read_simulation(d: Path) -> SimulationResults:
     doc = read_json(d / SUMMARY_JSON, "simulate summary") if (d / SUMMARY_JSON).exists() else {}
     if (d / SUMMARY_CSV).exists():
         try:

@@ -11,7 +11,7 @@ import pandas as pd
 from measure.analyze.core import Analysis, analyze_tables, check_settings
 from measure.analyze.report import Source, write_report
 from costmodel.errors import UserError
-from costmodel.schemas.rundir import load_run
+from costmodel.schemas.rundir import check_part, check_unique, load_run
 
 
 @dataclass
@@ -37,10 +37,13 @@ def _read_table(path: str, what: str) -> pd.DataFrame:
     if not p.is_file():
         raise UserError(f"--{what} {p} is not a file", f"give the {what} table as a parquet file")
     try:
-        return pd.read_parquet(p)
+        df = pd.read_parquet(p)
     except Exception as e:
         raise UserError(f"--{what} {p} is not a readable parquet file ({e.__class__.__name__})",
                         "give the table as parquet (CSV cannot hold its list columns), e.g. a part file of a run directory") from None
+    check_part(what, p, df, df.columns, p)  # the run-directory schema, as a run's parts are checked (costmodel/schemas/rundir.py)
+    check_unique(what, df, [p] * len(df))
+    return df
 
 
 def load_inputs(run: str | None, commits: str | None, generations: str | None) -> tuple[pd.DataFrame, pd.DataFrame, Source]:

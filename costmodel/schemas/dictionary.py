@@ -51,8 +51,10 @@ def describe(column: str) -> ColumnDoc:
     return ColumnDoc(column, f"simulator field {column} (named by the simulator; not described further by this costmodel version)", unit, SIM)
 
 
-def dictionary(columns) -> pd.DataFrame:
-    return pd.DataFrame([describe(c).__dict__ for c in columns], columns=["column", "meaning", "unit", "source"])
+def dictionary(columns, docs: dict | None = None) -> pd.DataFrame:
+    """One row per column; `docs` (column -> ColumnDoc) describes an artefact's own columns first."""
+    docs = docs or {}
+    return pd.DataFrame([(docs.get(c) or describe(c)).__dict__ for c in columns], columns=["column", "meaning", "unit", "source"])
 
 
 def _cell(v):
@@ -94,12 +96,13 @@ def dictionary_markdown(d: pd.DataFrame, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_table(df: pd.DataFrame, path: str | Path) -> list[Path]:
-    """Write the flat CSV and its dictionary (.dictionary.csv and .dictionary.md); returns the paths."""
+def write_table(df: pd.DataFrame, path: str | Path, docs: dict | None = None) -> list[Path]:
+    """Write the flat CSV and its dictionary (.dictionary.csv and .dictionary.md); returns the paths.
+    `docs`: the artefact's own column docs (e.g. costmodel/schemas/day.py), ahead of the simulation and plan schemas'."""
     flat = flat_frame(df)
     path = Path(path)
     atomic.write_csv(path, flat)
-    d = dictionary(flat.columns)
+    d = dictionary(flat.columns, docs)
     dcsv, dmd = dictionary_paths(path)
     atomic.write_csv(dcsv, d)
     atomic.write_text(dmd, dictionary_markdown(d, path.name))

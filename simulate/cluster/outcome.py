@@ -15,11 +15,12 @@ period of a recurring load (a day), so the drain after it belongs to the next pe
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from costmodel.schemas.day import IntervalRow
 from simulate.cluster.fleet import REJECT_FULL, REJECT_TIMEOUT, FleetRun
 from simulate.cluster.power import IDLE_POWER_FRAC, power_w
 
@@ -39,38 +40,6 @@ class RequestBound:
     @property
     def column(self) -> str:
         return f"{self.metric}_ms_{self.stat}"
-
-
-@dataclass
-class IntervalRow:
-    """One pool (or the whole fleet, pool "fleet") over one interval."""
-
-    pool: str
-    hardware: str
-    mode: str
-    interval: int
-    start_s: float
-    end_s: float
-    offered_qps: float
-    requests_arrived: int
-    requests_rejected: int
-    requests_timed_out: int
-    requests_unfinished: int
-    goodput_rps: float
-    slo_attainment: float
-    meets_slo: bool
-    utilisation: float
-    replicas_mean: float
-    replicas_max: int
-    gpu_hours: float
-    energy_kwh: float
-    cost_usd: float
-    latency_ms: dict = field(default_factory=dict)  # bound column -> value over the interval
-
-    def flat(self) -> dict:
-        d = asdict(self)
-        d.update(d.pop("latency_ms"))
-        return d
 
 
 def _latencies(run: FleetRun) -> dict[str, np.ndarray]:

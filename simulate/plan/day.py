@@ -35,6 +35,8 @@ import pandas as pd
 from costmodel import atomic
 from costmodel.errors import UserError
 from costmodel.modes import mode_names
+from costmodel.schemas.day import MonthBill, day_docs
+from costmodel.schemas.dictionary import write_table
 from costmodel.shipped import resolve_profile
 from simulate.api import resolve_workload
 from simulate.cluster.autoscalers import make_autoscaler
@@ -169,30 +171,6 @@ def compressed(lc: LoadCurve, c: float) -> LoadCurve:
 def compressed_scaling(s: Scaling, c: float) -> Scaling:
     return replace(s, scrape_interval_s=s.scrape_interval_s / c, scale_down_window_s=s.scale_down_window_s / c,
                    startup_s=s.startup_s / c, load_gb_per_s=s.load_gb_per_s * c)
-
-
-@dataclass
-class MonthBill:
-    """One (GPU, mode, fleet policy) over the day and the month (typed for the finance reports)."""
-
-    hardware: str
-    mode: str
-    policy: str  # autoscaled | static
-    autoscaler: str
-    replicas_min: int
-    replicas_max: int
-    requests_per_day: int
-    rejected_per_day: int
-    slo_attainment: float
-    hours_meeting_slo: int
-    hours: int
-    gpu_hours_per_day: float
-    energy_kwh_per_day: float
-    cost_usd_per_day: float
-    cost_usd_per_month: float
-    energy_kwh_per_month: float
-    saving_vs_static_frac: float = float("nan")
-    note: str = ""
 
 
 @dataclass
@@ -374,13 +352,14 @@ def _with_savings(bills: list[MonthBill]) -> list[MonthBill]:
     return bills
 
 
-HOUR_COLUMNS = ["hardware", "mode", "policy", "hour", "offered_qps", "replicas_mean", "replicas_max", "utilisation", "slo_attainment", "meets_slo",
+HOUR_COLUMNS = ["pool", "hardware", "mode", "policy", "hour", "offered_qps", "replicas_mean", "replicas_max", "utilisation", "slo_attainment", "meets_slo",
                 "goodput_rps", "requests_arrived", "requests_rejected", "requests_timed_out", "requests_unfinished", "gpu_hours", "energy_kwh",
                 "cost_usd"]
 
 
 def write_day(out: DayOutcome, out_dir: str | Path) -> list[Path]:
-    """day.csv (per hour, GPU, mode, policy), month.csv (the bills) and day.json (settings + both)."""
+    """day.csv (per hour, GPU, mode, policy), month.csv (the bills), each with its data dictionary
+(costmodel/schemas/day.py), and day.json (settings + both)."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     hours = out.hours
@@ -390,5 +369,6 @@ def write_day(out: DayOutcome, out_dir: str | Path) -> list[Path]:
     doc = {"load": out.curve.source, "slo": out.config.slo, "compress": out.config.compress, "scaling": asdict(out.config.scaling),
            "peak_qps": out.curve.peak_qps, "peak_replicas": [{"hardware": h, "mode": m, "replicas": n} for (h, m), n in out.peak_replicas.items()],
            "bills": bills.to_dict("records"), "hours": hours[cols].to_dict("records") if len(hours) else [], "wall_s": out.wall_s}
-    return [atomic.write_csv(d / "day.csv", hours[cols] if len(hours) else hours), atomic.write_csv(d / "month.csv", bills),
+    docs = day_docs()
+    return [*write_table(hours[cols] if len(hours) else hours, d / "day.csv", docs), *write_table(bills, d / "month.csv", docs),
             atomic.write_json(d / "day.json", doc)]

@@ -1,0 +1,78 @@
+"""The day artefact (`costmodel plan --load-curve`, written by simulate/plan/day.py): a fleet per
+interval of a day (`IntervalRow`, day.csv) and each fleet's day and month (`MonthBill`, month.csv).
+Each field carries its meaning, unit and source, so the CSVs' data dictionaries and the finance
+reports read one definition (costmodel/schemas/dictionary.py)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from costmodel.schemas.columns import ColumnDoc, docs_of, meta
+
+CLUSTER = "simulate/cluster (outcome.py)"
+DAY = "simulate/plan/day.py"
+
+
+@dataclass
+class IntervalRow:
+    """One pool (or the whole fleet, pool "fleet") over one interval."""
+
+    pool: str = field(metadata=meta("the pool (GPU/mode, a fleet file's pool name) or 'fleet' for all pools together", "-", CLUSTER))
+    hardware: str = field(metadata=meta("GPU catalog id(s) of the pool", "-", CLUSTER))
+    mode: str = field(metadata=meta("serving mode(s) of the pool", "-", CLUSTER))
+    interval: int = field(metadata=meta("interval index from the start of the day", "count", CLUSTER))
+    start_s: float = field(metadata=meta("interval start, from the start of the day", "s", CLUSTER))
+    end_s: float = field(metadata=meta("interval end", "s", CLUSTER))
+    offered_qps: float = field(metadata=meta("requests arriving in the interval per second", "requests/s", CLUSTER))
+    requests_arrived: int = field(metadata=meta("requests arriving in the interval", "count", CLUSTER))
+    requests_rejected: int = field(metadata=meta("arrivals rejected by admission control (the routed replica's queue was full)", "count", CLUSTER))
+    requests_timed_out: int = field(metadata=meta("arrivals rejected because they had not started within the queue timeout", "count", CLUSTER))
+    requests_unfinished: int = field(metadata=meta("arrivals still running when the drain limit ended the run", "count", CLUSTER))
+    goodput_rps: float = field(metadata=meta("requests of the interval that finished meeting every per-request SLO limit, per second", "requests/s", CLUSTER))
+    slo_attainment: float = field(metadata=meta("share of the interval's arrivals that finished meeting every per-request SLO limit", "fraction 0-1", CLUSTER))
+    meets_slo: bool = field(metadata=meta("every SLO bound holds on the interval's own statistic (rejected = infinitely late), and the headroom term", "bool", CLUSTER))
+    utilisation: float = field(metadata=meta("share of step capacity used: busy time share x running sequences per step / the engine's running cap", "fraction 0-1", "simulate/cluster/pool.py"))
+    replicas_mean: float = field(metadata=meta("mean replicas billed (provisioning, ready or draining) over the interval", "replicas", CLUSTER))
+    replicas_max: int = field(metadata=meta("most replicas billed at once in the interval", "replicas", CLUSTER))
+    gpu_hours: float = field(metadata=meta("GPU time billed in the interval", "GPU-h", CLUSTER))
+    energy_kwh: float = field(metadata=meta("GPU energy: idle-to-board-power linear in utilisation (no PUE)", "kWh", "simulate/cluster/power.py"))
+    cost_usd: float = field(metadata=meta("GPU-hours x the pool's price per GPU-hour", "USD", CLUSTER))
+    latency_ms: dict = field(default_factory=dict)  # SLO bound column (e.g. ttft_ms_p95) -> its value over the interval
+
+    def flat(self) -> dict:
+        d = asdict(self)
+        d.update(d.pop("latency_ms"))
+        return d
+
+
+@dataclass
+class MonthBill:
+    """One fleet (GPU, mode and policy; or a fleet file's pool, or the whole fleet) over the day and the month."""
+
+    hardware: str = field(metadata=meta("GPU catalog id(s)", "-", DAY))
+    mode: str = field(metadata=meta("serving mode(s)", "-", DAY))
+    policy: str = field(metadata=meta("autoscaled | static (provisioned for the peak) | a fleet file's pool name | fleet (all pools)", "-", DAY))
+    autoscaler: str = field(metadata=meta("the autoscaling policy and its target", "-", DAY))
+    replicas_min: int = field(metadata=meta("fewest replicas of any interval (at its most)", "replicas", DAY))
+    replicas_max: int = field(metadata=meta("most replicas at once", "replicas", DAY))
+    requests_per_day: int = field(metadata=meta("requests arriving over the day", "count", DAY))
+    rejected_per_day: int = field(metadata=meta("requests rejected (queue full or timed out) over the day", "count", DAY))
+    slo_attainment: float = field(metadata=meta("share of the day's requests finishing within every per-request SLO limit", "fraction 0-1", DAY))
+    hours_meeting_slo: int = field(metadata=meta("intervals whose own statistics meet the SLO", "count", DAY))
+    hours: int = field(metadata=meta("intervals of the day", "count", DAY))
+    gpu_hours_per_day: float = field(metadata=meta("GPU time billed over the day", "GPU-h", DAY))
+    energy_kwh_per_day: float = field(metadata=meta("GPU energy over the day (no PUE)", "kWh", DAY))
+    cost_usd_per_day: float = field(metadata=meta("GPU-hours x price over the day", "USD", DAY))
+    cost_usd_per_month: float = field(metadata=meta("the day repeated for 365.25/12 days", "USD", DAY))
+    energy_kwh_per_month: float = field(metadata=meta("the day's energy repeated for 365.25/12 days", "kWh", DAY))
+    saving_vs_static_frac: float = field(default=float("nan"), metadata=meta("1 - this fleet's monthly cost / the static peak fleet's", "fraction", DAY))
+    note: str = field(default="", metadata=meta("why a fleet has no figures (no fleet meets the SLO at the peak)", "-", DAY))
+
+
+def day_docs() -> dict:
+    """Column docs of day.csv and month.csv (plus the columns plan's day adds to the rows)."""
+    docs = docs_of(IntervalRow, CLUSTER)
+    docs.update(docs_of(MonthBill, DAY))
+    extra = {"policy": ("autoscaled | static (peak) | fleet (a fleet file's run)", "-"), "hour": ("hour of the day the interval starts", "h")}
+    docs.update({k: ColumnDoc(k, m, u, DAY) for k, (m, u) in extra.items()})
+    return docs

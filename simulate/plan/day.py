@@ -192,6 +192,16 @@ def _check(cfg: DayConfig) -> None:
     cfg.scaling.check("--load-curve fleet")
 
 
+def _check_workload(cfg: DayConfig, lc: DayLoad) -> None:
+    if not cfg.workload:
+        return
+    if lc.trace is not None:
+        raise UserError("--workload sets lengths, but a trace brings its own", "drop --workload with a trace")
+    if resolve_workload(cfg.workload).trace is not None:
+        raise UserError(f"workload {cfg.workload} replays a trace, but --load-curve sets the arrivals",
+                        "give the trace itself as --load-curve TRACE (its own times and lengths)")
+
+
 def _peak_search(cfg: DayConfig, lc: DayLoad, slo: SloSplit, workload: str | None, say) -> dict:
     """(hardware, mode) -> (replicas at the peak or None, requests/s per replica there)."""
     settings = planner.PlanSettings([lc.peak_qps], slo.text, cfg.hardware, cfg.modes, {h: None for h in cfg.hardware}, cfg.duration_s, cfg.seed,
@@ -287,6 +297,7 @@ def run_fleet_day(cfg: DayConfig, fleet: str, progress: Callable[[str], None] | 
     _check(cfg)
     slo = split_slo(cfg.slo)
     lc = load_day(cfg.load, cfg.load_scale, cfg.seed)
+    _check_workload(cfg, lc)
     profiles: dict = {}
     pools = load_fleet(fleet, lambda h: profiles.setdefault(h, resolve_profile(None, h)), cfg.scaling)
     c = float(cfg.compress)
@@ -315,10 +326,7 @@ def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> Da
         PoolSpec("check", p, cfg.modes[0]).price()
     slo = split_slo(cfg.slo)
     lc = load_day(cfg.load, cfg.load_scale, cfg.seed)
-    if cfg.workload:
-        if lc.trace is not None:
-            raise UserError("--workload sets lengths, but a trace brings its own", "drop --workload with a trace")
-        resolve_workload(cfg.workload)
+    _check_workload(cfg, lc)
     say(f"day: {lc.source}, {lc.expected_requests:,.0f} requests, peak {lc.peak_qps:.3g} QPS; sizing the peak fleet")
     with tempfile.TemporaryDirectory() as tmp:
         workload = _peak_workload(lc, cfg, Path(tmp))

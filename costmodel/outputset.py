@@ -33,7 +33,7 @@ import shutil
 import threading
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
@@ -161,15 +161,17 @@ def release_all() -> None:
 
 
 @contextmanager
-def locked(out: str | os.PathLike, command: str, what: str = "-o") -> Iterator[Path]:
-    """The lock of `out` for the block; re-entrant within a thread (a claim, then the publishing)."""
+def locked(out: str | os.PathLike, command: str, what: str = "-o", replaces: bool = True) -> Iterator[Path]:
+    """The lock of `out` for the block; re-entrant within a thread (a claim, then the publishing).
+    `replaces`: the writer will publish `out` whole (so never the working directory)."""
     target = _target(out)
     with _HELD_MUTEX:
         held = _HELD.get(target)
     if held is not None and held.mine():
         yield target
         return
-    _refuse_unsafe(target, what)
+    if replaces:
+        _refuse_unsafe(target, what)
     lock = _acquire(target, command, what)
     with _HELD_MUTEX:
         _HELD[target] = lock
@@ -180,6 +182,14 @@ def locked(out: str | os.PathLike, command: str, what: str = "-o") -> Iterator[P
             if _HELD.get(target) is lock:
                 del _HELD[target]
         _release(lock)
+
+
+def hold(out: str | os.PathLike, command: str, what: str = "-o") -> Callable[[], None]:
+    """Take the lock of `out` until the returned function is called (a writer that is not one
+    block of code: a run directory written unit by unit, costmodel/schemas/rundir.py RunWriter)."""
+    stack = ExitStack()
+    stack.enter_context(locked(out, command, what, replaces=False))
+    return stack.close
 
 
 def _refuse_unsafe(target: Path, what: str) -> None:

@@ -204,3 +204,30 @@ def test_sweep_resume_keeps_points_and_refuses_a_damaged_table(tmp_path, cli):
     (out / "results.csv").write_text("tampered\n")
     code, _, err = cli("sweep", str(spec), "--jobs", "1", "-o", str(out))
     assert code == 2 and "does not match its manifest" in err
+
+
+def _resume_in_child(path, q):
+    from costmodel.schemas.rundir import RunManifest, RunWriter
+
+    try:
+        RunWriter(path, RunManifest(run_id="x", kind="gpu", mode="ar", model="m", weights="random", commit_source="none"), resume=True)
+        q.put("opened")
+    except UserError as e:
+        q.put(str(e))
+
+
+def test_a_run_directory_has_one_writer_at_a_time(tmp_path):
+    """measure writes a run unit by unit (no swap); its lock still refuses a second `--resume` at once."""
+    from costmodel.schemas.rundir import RunManifest, RunWriter
+
+    man = RunManifest(run_id="x", kind="gpu", mode="ar", model="m", weights="random", commit_source="none")
+    ctx = multiprocessing.get_context("fork")
+    with RunWriter(tmp_path / "run", man) as w:
+        w.add("passes", {"pass_kind": "decode_step", "seqs": 1, "tokens_per_seq": 1, "context_tokens": 8, "gpu_ms": 1.0, "wall_ms": 1.0})
+        w.finish_unit("u1")
+        q = ctx.Queue()
+        p = ctx.Process(target=_resume_in_child, args=(str(tmp_path / "run"), q))
+        p.start()
+        assert "is being written by another costmodel process" in q.get(timeout=30)
+        p.join(10)
+    assert _siblings(tmp_path / "run") == []  # released with the block

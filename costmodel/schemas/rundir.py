@@ -45,7 +45,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from costmodel import atomic
+from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.jsonfile import read_json
 from costmodel.modes import mode_names
@@ -169,6 +169,15 @@ class RunWriter:
     def __init__(self, path: str | Path, manifest: RunManifest, resume: bool = False):
         self.path = Path(path)
         self._buffers: dict[str, list[dict]] = {}
+        # one writer per run directory (a second `--resume` of it at once is refused): released on leaving the block
+        self._unlock = outputset.hold(self.path, "measure")
+        try:
+            self._open(manifest, resume)
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _open(self, manifest: RunManifest, resume: bool) -> None:
         mpath = self.path / "manifest.json"
         if resume and not mpath.exists():
             raise UserError(f"--resume: {self.path} holds no run to resume", "drop --resume to start a new run")
@@ -237,6 +246,12 @@ class RunWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self._finish(exc_type, exc)
+        finally:
+            self._unlock()
+
+    def _finish(self, exc_type, exc) -> None:
         if exc_type is None:
             self.complete()
         else:

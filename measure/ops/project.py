@@ -158,7 +158,7 @@ def main(argv=None) -> int:
         for r in rows:
             w.writerow({k: r.get(k, "") for k in COLUMNS})
     src_meta = json.loads((Path(a.ops_dir) / "meta.json").read_text())
-    meta = {"gpu_name": get_hardware(a.dst).name + " (projected)", "projected_from": {"ops_dir": a.ops_dir, "hardware": a.src,
+    meta = {"gpu_name": get_hardware(a.dst).name + " (projected)", "hardware": a.dst, "projected_from": {"ops_dir": a.ops_dir, "hardware": a.src,
             "gpu_name": src_meta.get("gpu_name"), "date": src_meta.get("date")},
             "method": ("t_target = floor + (t_source - floor) x roofline_target / roofline_source per op, floor = the op's smallest measured time "
                        "(catalog peaks and bandwidths)") if a.method == "floor" else "t_target = t_source x roofline_target / roofline_source per op",

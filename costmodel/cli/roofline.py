@@ -37,7 +37,7 @@ def roofline_table(model_name: str, hardware: str, precision: str, kinds: list[s
             raise UserError(f"pass kind {kind} belongs to a {fam} model, not {m.name}", f"use --model with a {fam} model (costmodel models)")
         roof = Roofline(m, hw, prec, assistant)
         t = tokens or default_tokens(kind, m, prompt, draft_tokens)
-        ctx = 0 if kind in ("encoder_prefill", "prefill") else context
+        ctx = 0 if pk.query_tokens == "prompt" else context  # a prompt pass starts from an empty cache
         for b in batches:
             r = roof.pass_cost(Segment(kind, b, t, ctx))
             rows.append({

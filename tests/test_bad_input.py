@@ -4,6 +4,7 @@ inputs and agree with themselves."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -250,3 +251,91 @@ def test_both_fit_help_examples_run_on_the_shipped_data(cli, tmp_path):
         args = ex.split()[:-1] + [str(tmp_path / f"p{i}.json")]
         code, _, err = cli(*args)
         assert code == 0, (ex, err)
+
+
+# ---- issue 31: requests a replica cannot serve, and every option and environment input parsed once --
+
+def _wl(tmp_path, doc, name="w.json") -> str:
+    p = tmp_path / name
+    p.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return str(p)
+
+
+@pytest.mark.parametrize("workload, needle", [
+    ({"prompt_tokens": 300000}, "prompt_tokens 300,000"),
+    ({"output_tokens": 500000}, "500,000 (output_tokens 500000)"),
+    ({"prompt_tokens": {"dist": "lognormal", "median": 512, "sigma": 2.5}}, "lognormal(median 512, sigma 2.5)"),
+])
+def test_a_request_longer_than_the_model_context_is_refused_up_front(cli, tmp_path, workload, needle):
+    code, out, err = cli("simulate", "--qps", "1", "--requests", "5", "--mode", "ar", "--workload", _wl(tmp_path, workload))
+    one_line_error(code, err, needle, "gemma4-26b-a4b's context of 262,144 tokens", "keep prompt + output <= 262,144")
+
+
+def test_a_trace_row_above_the_context_is_named(cli, tmp_path):
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,100,10\n1,262100,100\n")
+    code, out, err = cli("simulate", "--qps", "1", "--requests", "5", "--mode", "ar", "--workload", _wl(tmp_path, {"trace": "t.csv"}))
+    one_line_error(code, err, "request 2", "262,100", "262,200")
+
+
+def test_memory_refuses_a_context_no_request_can_have(cli):
+    one_line_error(*cli("memory", "--context", "300000")[::2], "--context 300,000", "context of 262,144 tokens")
+    one_line_error(*cli("memory", "--max-model-len", "4096", "--context", "8192")[::2], "max_model_len 4,096 (user)")
+
+
+@pytest.mark.parametrize("qps, needle", [("5e-324", "more seconds than a float holds"), ("1e-300", "below 1e-06"), ("1e12", "above 1e+09")])
+def test_rates_have_a_floor_and_a_ceiling(cli, qps, needle):
+    one_line_error(*cli("simulate", "--qps", qps, "--requests", "5", "--mode", "ar")[::2], needle)
+
+
+@pytest.mark.parametrize("address, needle", [("localhost:8786", "no protocol"), ("http://h:8787", "web address"), ("tcp://h", "no port"),
+                                             ("tcp://h:99999", "Port out of range"), ("tcp://:8786", "no host")])
+def test_scheduler_addresses_are_checked_before_any_work(cli, tmp_path, monkeypatch, address, needle):
+    one_line_error(*cli("plan", "--qps", "2", "--scheduler", address, "-o", str(tmp_path / "p"))[::2], f"--scheduler {address!r}", needle)
+    spec = _wl(tmp_path, {"kind": "simulate", "base": {"mode": "ar", "n_requests": 5}, "grid": {"qps": [1]}}, "s.json")
+    one_line_error(*cli("sweep", spec, "--scheduler", address, "-o", str(tmp_path / "s"))[::2], needle)
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", address)
+    one_line_error(*cli("simulate", "--qps", "1,2", "--requests", "5", "--mode", "ar")[::2], f"DASK_SCHEDULER_ADDRESS {address!r}", needle)
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity"])
+def test_a_hardware_file_with_a_non_finite_number_is_refused(cli, tmp_path, value):
+    f = tmp_path / "hw.json"
+    f.write_text('{"id": "x", "name": "x", "memory_gb": 80, "memory_bandwidth_tbps": %s, "tflops": {"bf16": 989}, '
+                 '"board_power_w": 700, "price_usd_per_gpu_hour": 2}' % value)
+    one_line_error(*cli("roofline", "--hardware", "x", "--hardware-file", str(f), "--batch", "1")[::2],
+                   "memory_bandwidth_tbps is", "not a finite number")
+
+
+def test_duplicate_keys_and_repeated_options_are_refused_not_last_wins(cli, tmp_path):
+    wl = _wl(tmp_path, '{"prompt_tokens": 100, "prompt_tokens": 200}')
+    one_line_error(*cli("simulate", "--qps", "1", "--requests", "5", "--workload", wl)[::2], "gives the key 'prompt_tokens' twice")
+    (tmp_path / "s.yaml").write_text("kind: simulate\nbase:\n  mode: ar\n  mode: diffusion\ngrid:\n  qps: [1]\n")
+    one_line_error(*cli("sweep", str(tmp_path / "s.yaml"), "-o", str(tmp_path / "o"))[::2], "key 'mode' appears twice", "line 4")
+    one_line_error(*cli("plan", "--price", "h200=3", "--price", "h200=4", "-o", str(tmp_path / "p"))[::2], "--price gives h200 twice (3 and 4)")
+
+
+def test_a_sweep_is_bounded_and_reports_progress_off_a_terminal(cli, tmp_path):
+    from costmodel.cli.sweep import progress_lines
+    from simulate.sweep.spec import parse_spec
+
+    big = {"kind": "simulate", "base": {"mode": "ar", "n_requests": 5}, "grid": {"qps": list(range(1, 1001)), "seed": list(range(100))}}
+    code, out, err = cli("sweep", _wl(tmp_path, big, "big.json"), "-o", str(tmp_path / "o"))
+    one_line_error(code, err, "big.json: grid has 100,000 points (1,000 qps x 100 seed)", "--max-points")
+    assert len(parse_spec(big, max_points=100_000).points) == 100_000  # the override lets it through
+    lines = io.StringIO()
+    tick = progress_lines(lines, every_s=3600)
+    for done in range(0, 21):
+        tick(done, 20)
+    assert lines.getvalue().splitlines()[0].startswith("sweep: 0/20 points (0%)") and len(lines.getvalue().splitlines()) == 11
+
+
+def test_a_sweep_point_error_names_its_spec_file(cli, tmp_path):
+    spec = _wl(tmp_path, {"kind": "simulate", "base": {"mode": "ar", "n_requests": 5, "slo": "p95<="}, "grid": {"qps": [1]}}, "bad-slo.json")
+    one_line_error(*cli("sweep", spec, "--jobs", "1", "-o", str(tmp_path / "o"))[::2], "bad-slo.json: point", "mode ar, qps 1.0")
+
+
+def test_trace_errors_show_plain_numbers(cli, tmp_path):
+    (tmp_path / "z.csv").write_text("arrival_s,prompt_tokens\n0,0\n")
+    code, _, err = cli("simulate", "--qps", "1", "--requests", "3", "--workload", _wl(tmp_path, {"trace": "z.csv"}))
+    one_line_error(code, err, "row 1 has prompt_tokens 0,")
+    assert "np." not in err

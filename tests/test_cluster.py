@@ -269,6 +269,7 @@ def test_plan_load_curve_prints_the_month(cli, tmp_path):
     (["--load-curve", "flat:2", "--qps", "4"], "--qps does not apply"),
     (["--compress", "2"], "applies to --load-curve only"),
     (["--load-curve", "flat:2", "--slo", "max_utilisation<=1.5"], "utilisation is a share"),
+    (["--load-curve", "flat:2", "--autoscale-headroom", "1.2"], "must be in (0, 1]"),
 ])
 def test_plan_load_curve_bad_input(cli, tmp_path, args, needle):
     code, out, err = cli("plan", *args, "-o", str(tmp_path / "x"))

@@ -33,6 +33,8 @@ def day_options(f):
                      help="[--load-curve] Plan this fleet over the day instead: a JSON of pools mixing GPUs and modes, requests routed by class (docs/cluster.md)."),
         click.option("--load-scale", type=float, default=1.0, show_default=True,
                      help="[--load-curve] Multiply the curve's rates, or a trace's request rate (thinning or replicating requests)."),
+        click.option("--autoscale-headroom", type=float, default=1.0, show_default=True,
+                     help="[--load-curve] The autoscaled fleet keeps each replica at most this share of the peak fleet's load per replica (e.g. 0.85 where it misses the SLO on a rising load)."),
         click.option("--startup-s", type=float, default=DEFAULT_STARTUP_S, show_default=True,
                      help="[--load-curve] A new replica's start-up before loading weights (container, engine init; ASSUMED)."),
         click.option("--load-gb-per-s", type=float, default=DEFAULT_LOAD_GB_PER_S, show_default=True,
@@ -41,11 +43,11 @@ def day_options(f):
 
     @functools.wraps(f)
     def command(*args, **kwargs):
-        day = {k: kwargs.pop(k) for k in ("load_curve", "fleet", "compress", "load_scale", "startup_s", "load_gb_per_s")}
+        day = {k: kwargs.pop(k) for k in ("load_curve", "fleet", "compress", "load_scale", "autoscale_headroom", "startup_s", "load_gb_per_s")}
         ctx = click.get_current_context()
         given = lambda name: ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)  # noqa: E731
         if day["load_curve"] is None:
-            for name in ("fleet", "compress", "load_scale", "startup_s", "load_gb_per_s"):
+            for name in ("fleet", "compress", "load_scale", "autoscale_headroom", "startup_s", "load_gb_per_s"):
                 if given(name):
                     raise UserError(f"--{name.replace('_', '-')} applies to --load-curve only", "add --load-curve, or drop it")
             return f(*args, **kwargs)
@@ -75,7 +77,8 @@ def _plan_day(day: dict, kw: dict) -> None:
     scaling = Scaling(startup_s=day["startup_s"], load_gb_per_s=day["load_gb_per_s"])
     cfg = DayConfig(load=day["load_curve"], slo=kw["slo"], hardware=parse_list(kw["hardware"], "hardware"), modes=parse_modes(kw["modes"]),
                     workload=kw["workload"], seed=kw["seed"], compress=day["compress"], duration_s=kw["duration_s"],
-                    max_replicas=kw["max_replicas"], scaling=scaling, jobs=kw["jobs"], load_scale=day["load_scale"])
+                    max_replicas=kw["max_replicas"], scaling=scaling, jobs=kw["jobs"], load_scale=day["load_scale"],
+                    autoscale_headroom=day["autoscale_headroom"])
     err = make_console(stderr=True)
     say = lambda s: err.print(f"[dim]{s}[/dim]")  # noqa: E731
     out = run_fleet_day(cfg, day["fleet"], progress=say) if day["fleet"] else run_day(cfg, progress=say)

@@ -72,6 +72,7 @@ class DayConfig:
     scaling: Scaling = field(default_factory=Scaling)
     jobs: int | None = None
     load_scale: float = 1.0  # a curve's rates, or a trace's request rate (thinned or replicated), times this
+    autoscale_headroom: float = 1.0  # the autoscaled fleet keeps each replica at most this share of the peak fleet's load per replica
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,8 @@ class DayOutcome:
 def _check(cfg: DayConfig) -> None:
     if not (isinstance(cfg.compress, (int, float)) and math.isfinite(cfg.compress) and 1 <= cfg.compress <= 24):
         raise UserError(f"--compress {cfg.compress!r} must be in [1, 24]", "1 simulates the day in real time; 4 (the default) in a quarter")
+    if not 0 < cfg.autoscale_headroom <= 1:
+        raise UserError(f"--autoscale-headroom {cfg.autoscale_headroom!r} must be in (0, 1]", "e.g. 0.85: each replica at most 85% of the peak fleet's load")
     if not cfg.interval_s > 0:
         raise UserError(f"interval {cfg.interval_s!r} s must be positive", "e.g. 3600")
     cfg.scaling.check("--load-curve fleet")
@@ -260,6 +263,7 @@ def _day_job(hardware: str, mode: str, policy: str, n_peak: int, target: float |
     else:
         first = max(scaling.min_replicas, min(n_peak, math.ceil(n_peak * lc.first_qps / lc.peak_qps)))
         scaling = replace(scaling, initial_replicas=first, max_replicas=max(scaling.max_replicas, n_peak))
+        target *= cfg.autoscale_headroom
         auto = make_autoscaler("request-rate", target=target)
     run = simulate_fleet([PoolSpec(f"{hardware}/{mode}", profile, mode, autoscaler=auto, scaling=scaling)], reqs, seed=cfg.seed,
                          sample_s=cfg.interval_s / c)

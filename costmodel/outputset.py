@@ -51,6 +51,8 @@ OWNED = {
     "simulate": ("requests_*.parquet", "summary.csv", "summary.json"),
     "plan": ("plan.csv", "plan.dictionary.csv", "plan.dictionary.md", "plan.json"),
     "sweep": ("results.parquet", "results.csv", "results.dictionary.csv", "results.dictionary.md"),
+    "analyze": tuple(f"{t}.{ext}" for t in ("regimes", "bin_sweep", "auroc", "canvases", "generations", "hook_checks") for ext in ("csv", "parquet"))
+    + ("bin_sweep.svg", "summary.md", "summary.html"),
 }
 _RENAME_EXCHANGE = 2
 T = TypeVar("T")

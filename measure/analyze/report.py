@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from costmodel import atomic
+from costmodel import atomic, outputset
 from measure.analyze.core import BIN_SIZES, CONTROL_BLOCK, POOLED, Analysis
 from costmodel.schemas.rundir import RunManifest
 
@@ -303,8 +303,15 @@ def bin_sweep_svg(a: Analysis) -> str:
 
 
 def write_report(a: Analysis, outdir: str | Path, source: Source) -> list[Path]:
-    """Write every table (CSV + parquet), the chart, summary.md and summary.html; returns the paths."""
+    """Write every table (CSV + parquet), the chart, summary.md and summary.html: one output set,
+    published whole (costmodel/outputset.py); returns the paths."""
     out = Path(outdir)
+    with outputset.publishing(out, "analyze") as stage:
+        written = _write_files(a, stage, source)
+    return outputset.published(written, stage, out) + [out / outputset.MANIFEST]
+
+
+def _write_files(a: Analysis, out: Path, source: Source) -> list[Path]:
     frames = {
         "regimes": a.regimes, "bin_sweep": a.bin_sweep, "auroc": a.auroc, "canvases": a.canvases, "generations": a.generations,
         "hook_checks": pd.DataFrame([{"check": k, "count": v} for k, v in vars(a.checks).items()]),

@@ -46,7 +46,7 @@ ALLOWED = {
     # measurement backends: each serves the three modes with mode-specific engine flags and recorders
     "measure/vllm/campaign.py": (14, "vLLM campaign: loads and tiny models per mode"),
     "measure/vllm/recorder.py": (10, "vLLM step recorder: the engine's mode from its config"),
-    "measure/vllm/server.py": (8, "vLLM server: per-mode engine flags and scheduler recorder (ServerSpec.args/env)"),
+    "measure/vllm/server.py": (5, "vLLM server: per-mode engine flags (ServerSpec.args/env)"),
     "measure/vllm/tiny_models.py": (6, "vLLM tiny models per mode"),
     "measure/vllm/sched_log.py": (6, "vLLM scheduler log: per-mode request phases"),
     "measure/endpoint/loadtest.py": (8, "endpoint load test: per-mode counters"),

@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from costmodel.roofline import Segment
+from costmodel.roofline import Segment, get_pass_kind
 
 
 class RequestArrays(Protocol):
@@ -87,6 +87,12 @@ class ServingMode:
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
         cls.profile_parts = tuple(p.key for p in cls.parts)
+
+    @property
+    def decodes_canvases(self) -> bool:
+        """Its decode-phase passes run a canvas per sequence (their kinds' query tokens), not tokens:
+        a block-diffusion mode, timed per canvas and scheduled by vLLM's diffusion scheduler."""
+        return any(get_pass_kind(k).query_tokens == "canvas" for k in self.group_kinds)
 
     # ---- engine memory (costmodel/memory.py) ---------------------------------------------------
     def kv_step_slots(self, k: int, canvas: int) -> int:

@@ -146,7 +146,7 @@ def _why_empty(run: Run, skipped: dict[str, str] | None = None) -> str:
     s = run.table("load_summary")
     if pd.to_numeric(s["completed"], errors="coerce").fillna(0).sum() <= 0:
         return "no request succeeded in any load"
-    diffusion = fitdata.canvas_mode(run.manifest.mode)
+    diffusion = get_mode(run.manifest.mode).decodes_canvases
     if diffusion and ("dg_steps_per_canvas" not in s or not (pd.to_numeric(s["dg_steps_per_canvas"], errors="coerce") > 0).any()):
         return "no vllm:diffusion_* counters moved (steps per canvas unknown: was /metrics reachable?)"
     what = "canvases" if diffusion else "output events"
@@ -174,7 +174,7 @@ def endpoint_frame(runs: list[Run], msgs: list[str]) -> pd.DataFrame:
             continue
         got, skipped = 0, {}
         kind = serving.group_kinds[0]  # a step's decode-phase pass: denoising canvases, or decoding tokens
-        if fitdata.canvas_mode(m.mode):
+        if serving.decodes_canvases:
             for st in fitdata.denoise_step_times(run):
                 row = summ.loc[st.unit]
                 canvas = int(row["dg_canvas_length"]) if pd.notna(row.get("dg_canvas_length")) else 256
@@ -263,7 +263,7 @@ def endpoint_mtp_acceptance(runs: list[Run]):
 
 def require_endpoint_commits(run: Run) -> None:
     m = run.manifest
-    if not fitdata.canvas_mode(m.mode):
+    if not get_mode(m.mode).decodes_canvases:
         raise UserError(f"run {run.path} is a {m.mode} run, so it has no diffusion commits", "pass diffusion runs to --commit-runs")
     if m.commit_source != "model":
         raise UserError(f"endpoint run {run.path} cannot give the model's commit statistics: its commit_source is {m.commit_source!r} "

@@ -41,19 +41,12 @@ import pandas as pd
 from costmodel.errors import UserError
 from costmodel.modes import get_mode
 from costmodel.modes.mtp import MTP_ACCEPTANCE
-from costmodel.roofline import get_pass_kind
 from costmodel.schemas.profile import Provenance
 from costmodel.schemas.rundir import Run, load_run, spec_decode_counts as run_spec_decode_counts
 from measure.fit.mtp import acceptance_from_counters
 
 PROVENANCE = "endpoint"
 ENDPOINT_KINDS = ("endpoint", "bench-import")
-
-
-def canvas_mode(mode: str) -> bool:
-    """Whether a mode decodes canvases (its decode-phase pass kinds run the model's canvas per
-    sequence, PassKind.query_tokens): its endpoint runs are timed per canvas, not per token."""
-    return any(get_pass_kind(k).query_tokens == "canvas" for k in get_mode(mode).group_kinds)
 
 
 @dataclass
@@ -296,7 +289,7 @@ def denoise_step_times(run, merge_ms: float = 1.0) -> list[DenoiseStepTime]:
 def decode_step_times(run, merge_ms: float = 1.0) -> list[DecodeStepTime]:
     r = _run(run)
     mode = r.manifest.mode
-    if canvas_mode(mode):
+    if get_mode(mode).decodes_canvases:
         return []
     s = _summary(r)
     req, ch = _unit_frames(r)
@@ -353,7 +346,7 @@ def mtp_acceptance(run):
 def load_fit_inputs(run) -> EndpointFitInputs:
     r = _run(run)
     notes = []
-    canvas = canvas_mode(r.manifest.mode)
+    canvas = get_mode(r.manifest.mode).decodes_canvases
     dsum = diffusion_commit_summary(r) if canvas else None
     if canvas and dsum is None:
         notes.append("no vllm:diffusion_* counters moved: steps per canvas unknown, so no denoise step time")

@@ -28,15 +28,15 @@ from pathlib import Path
 from threading import Thread
 
 from costmodel.errors import UserError
-from costmodel.modes import mode_names
+from costmodel.modes import get_mode, mode_names
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_TRITON = Path(__file__).resolve().parent / "cpu_triton"
 DEFAULT_KV_BYTES = 256 * 2**20
 RECORD_ENV = "COSTMODEL_STEP_RECORD"
 SCHED_RECORD_ENV = "COSTMODEL_SCHED_RECORD"  # measure/vllm/sched_recorder.py
-SCHED_CLS = {"diffusion": "measure.vllm.sched_recorder.RecordingDiffusionScheduler", "ar": "measure.vllm.sched_recorder.RecordingScheduler",
-             "mtp": "measure.vllm.sched_recorder.RecordingScheduler"}
+SCHED_CLS = "measure.vllm.sched_recorder.RecordingScheduler"
+SCHED_CLS_CANVAS = "measure.vllm.sched_recorder.RecordingDiffusionScheduler"  # modes that decode canvases (ServingMode.decodes_canvases)
 
 
 def vllm_python() -> str:
@@ -120,7 +120,7 @@ class ServerSpec:
         elif self.mode != "ar":
             raise UserError(f"mode {self.mode!r} has no vLLM server set-up here", "use diffusion, ar or mtp")
         if self.sched_record is not None:
-            a += ["--scheduler-cls", SCHED_CLS[self.mode]]
+            a += ["--scheduler-cls", SCHED_CLS_CANVAS if get_mode(self.mode).decodes_canvases else SCHED_CLS]
         return a + list(self.extra_args)
 
     def env(self, record_dir: Path | None) -> dict[str, str]:

@@ -342,3 +342,16 @@ def test_a_headroom_term_grows_the_peak_fleet(cli, tmp_path):
     loose, tight = (pd.read_csv(tmp_path / d / "day.csv") for d in ("a", "b"))
     assert tight.replicas_max.max() > loose.replicas_max.max()
     assert (tight[tight.policy == "static"].utilisation <= 0.15 + 0.02).all()
+
+
+def test_the_bills_read_back_as_typed_records(cli, tmp_path):
+    from costmodel.schemas.day import MonthBill, read_bills
+
+    code, out, err = cli("plan", "--load-curve", "flat:2,hours=0.5", "--mode", "ar", "--hardware", "rtx-5090", "--jobs", "1", "--duration", "30",
+                         "--compress", "1", "-o", str(tmp_path / "day"))
+    assert code == 0, err
+    bills = read_bills(tmp_path / "day")
+    assert {b.policy for b in bills} == {"autoscaled", "static"} and all(isinstance(b, MonthBill) and b.cost_usd_per_month > 0 for b in bills)
+    assert (tmp_path / "day" / "month.dictionary.csv").is_file() and "cost_usd_per_month" in (tmp_path / "day" / "month.dictionary.md").read_text()
+    with pytest.raises(UserError, match="no month.csv"):
+        read_bills(tmp_path)

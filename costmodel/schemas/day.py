@@ -5,8 +5,12 @@ reports read one definition (costmodel/schemas/dictionary.py)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 
+import pandas as pd
+
+from costmodel.errors import UserError
 from costmodel.schemas.columns import ColumnDoc, docs_of, meta
 
 CLUSTER = "simulate/cluster (outcome.py)"
@@ -76,3 +80,20 @@ def day_docs() -> dict:
     extra = {"policy": ("autoscaled | static (peak) | fleet (a fleet file's run)", "-"), "hour": ("hour of the day the interval starts", "h")}
     docs.update({k: ColumnDoc(k, m, u, DAY) for k, (m, u) in extra.items()})
     return docs
+
+
+def read_bills(folder) -> list[MonthBill]:
+    """The bills of a `plan --load-curve -o DIR` (its month.csv) as MonthBill records, for the reports."""
+    path = Path(folder) / "month.csv"
+    if not path.is_file():
+        raise UserError(f"{folder} holds no month.csv", "give the -o directory of `costmodel plan --load-curve`")
+    df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    names = [f.name for f in fields(MonthBill)]
+    missing = [n for n in names if n not in df.columns]
+    if missing:
+        raise UserError(f"{path} lacks column(s) {', '.join(missing)}", "re-run `costmodel plan --load-curve` with this costmodel version")
+    out = []
+    for r in df[names].to_dict("records"):
+        r["note"] = r["note"] if isinstance(r["note"], str) else ""
+        out.append(MonthBill(**r))
+    return out

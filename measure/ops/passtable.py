@@ -21,6 +21,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from costmodel.hardware import match_nvml_name
 from costmodel.models import ASSISTANT_FOR, get_model
 from costmodel.schemas.profile import FitDiagnostics, PassTable, Profile
 from measure.ops.compose import MODE_KINDS, MODEL_OF, Seg, compose, resolve
@@ -125,11 +126,21 @@ def attach(profile: Profile, table: OpTable, hardware: str, precision: str, sour
     return out
 
 
+def _op_tables(ops_root: str) -> list[tuple[str, OpTable]]:
+    """(catalog GPU, table) of every op table directly under `ops_root` (its meta's hardware or GPU name)."""
+    out = []
+    for d in sorted(Path(ops_root).iterdir()):
+        if (d / "ops.csv").is_file() and (d / "meta.json").is_file():
+            t = OpTable.load(d)
+            spec = match_nvml_name(t.meta.get("gpu_name", "")) if not t.meta.get("hardware") else None
+            out.append((t.meta.get("hardware") or (spec.id if spec else d.name), t))
+    return out
+
+
 def print_heldout(ops_root: str) -> int:
     rows = []
-    for gpu, hw in (("h100", "h100-sxm"), ("h200", "h200")):
-        t = OpTable.load(Path(ops_root) / gpu)
-        for prec in ("bf16", "fp8"):
+    for hw, t in _op_tables(ops_root):
+        for prec in [p for p in t.meta.get("precisions", ["bf16"]) if p != "*"]:
             res = [heldout(t, build_table(t, k, prec, hw), k, prec) for k in GRIDS]
             rows.append((f"{hw} {prec}", res))
     kinds = list(GRIDS)
@@ -146,7 +157,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     h = sub.add_parser("heldout", help="held-out MAPE per GPU, precision and pass kind")
-    h.add_argument("ops_root", help="folder with h100/ and h200/ op tables (data/runs/ops)")
+    h.add_argument("ops_root", help="folder whose subfolders are op tables (data/runs/ops)")
     a = sub.add_parser("attach", help="turn a profile's pass models into table models, in place")
     a.add_argument("profile")
     a.add_argument("ops_dir")

@@ -50,6 +50,7 @@ class OpsOptions:
     model: str = "gemma4-26b-a4b"  # catalog target (tests: tiny-gemma4)
     grid: str | None = None  # force a density (full, half, coarse, smoke) instead of the budget's
     families: list[str] = field(default_factory=list)  # only these op families (development)
+    autotune: bool = False  # every candidate even where a kernel set exists (to refresh a set after a new kernel)
     max_units: int | None = None  # stop after this many (tests)
 
 
@@ -198,7 +199,7 @@ def run_ops(opts: OpsOptions) -> int:
     dev = _device(opts)
     gpu, hw = _hardware(opts, dev)
     hw.arch.check_precision(opts.precision, hw.id)
-    ks = kernelset.load(hw.arch.kernel_set)
+    ks = kernelset.load(None if opts.autotune else hw.arch.kernel_set)
     budget_s = DEFAULT_BUDGET_S if opts.budget_s is None else float(opts.budget_s)
     units = plan_units([opts.precision], smoke=False, model=opts.model)
     if opts.families:

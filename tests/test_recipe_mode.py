@@ -13,6 +13,7 @@ from costmodel import roofline
 from costmodel.baseline_profile import roofline_profile
 from costmodel.modes import ServingMode, mode_names, register, unregister
 from costmodel.schemas.profile import Profile
+from costmodel.schemas.provenance import profile_provenance, provenance_kinds
 from simulate import engines
 from simulate.scheduler import Replica
 from tests.toy import recipes
@@ -55,6 +56,8 @@ def test_a_fourth_mode_with_its_own_pass_kind_part_and_request_state_runs(burst,
     doc = json.loads(path.read_text())
     assert list(doc)[list(doc).index("modes") + 1:][:3] == ["commit_stats", "mtp_acceptance", "burst_steps"]
     assert Profile.load(path).burst_steps["dist"].values == [0.0, 100.0]
+    prov = profile_provenance(profile, modes={"burst"})  # what plan.json and the reports say of it
+    assert prov["burst_steps"]["mean_steps"] == 50.0 and provenance_kinds(prov)["published"] == ["burst steps"]
 
     sim = tmp_path / "sim"
     code, _, err = cli("simulate", "--profile", str(path), "--mode", "ar,burst", "--qps", "2", "--duration", "60", "--jobs", "1", "-o", str(sim))

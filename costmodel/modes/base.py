@@ -188,3 +188,12 @@ class ProfilePart:
     def provenance_kinds(self, value: Any) -> list[str]:
         """Sorted provenance kinds of the part's records ([] when the profile lacks it)."""
         raise NotImplementedError
+
+    def provenance_record(self, value: Any) -> Any:
+        """What a profile's provenance account (costmodel/schemas/provenance.py) says of the part,
+        JSON-able; None leaves it out."""
+        return None
+
+    def provenance_items(self, record: Any) -> list[tuple[str, str]]:
+        """(provenance kind, what) of each entry of a provenance_record, e.g. ("published", "MTP acceptance")."""
+        return []

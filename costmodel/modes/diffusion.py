@@ -14,7 +14,7 @@ follow the regime's content_length, k's marginal is exactly steps_per_canvas."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -74,6 +74,12 @@ class CommitStatsPart(ProfilePart):
 
     def provenance_kinds(self, value: dict[str, CommitStats]) -> list[str]:
         return sorted({c.provenance.kind for c in value.values()})
+
+    def provenance_record(self, value: dict[str, CommitStats]) -> dict:
+        return {r: {**asdict(c.provenance), "tokens_per_call": c.tokens_per_call, "description": c.description} for r, c in value.items()}
+
+    def provenance_items(self, record: dict) -> list[tuple[str, str]]:
+        return [(d["kind"], f"commit statistics {r}") for r, d in record.items()]
 
 
 COMMIT_STATS = CommitStatsPart()

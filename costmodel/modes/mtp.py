@@ -8,7 +8,7 @@ of draws per request, fixed by the seed whatever the load, replica count or serv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -68,6 +68,15 @@ class MtpAcceptancePart(ProfilePart):
 
     def provenance_kinds(self, value: MtpAcceptance | None) -> list[str]:
         return [value.provenance.kind] if value else []
+
+    def provenance_record(self, value: MtpAcceptance | None) -> dict | None:
+        if value is None:
+            return None
+        return {**asdict(value.provenance), "num_speculative_tokens": value.num_speculative_tokens,
+                "mean_acceptance_length": value.mean_acceptance_length}
+
+    def provenance_items(self, record: dict) -> list[tuple[str, str]]:
+        return [(record["kind"], "MTP acceptance")]
 
 
 MTP_ACCEPTANCE = MtpAcceptancePart()

@@ -3,7 +3,7 @@ published / roofline / endpoint per pass model, commit statistics and MTP accept
 
 from __future__ import annotations
 
-from costmodel.modes import all_modes
+from costmodel.modes import all_modes, profile_parts
 from costmodel.schemas.profile import Profile, Provenance
 
 
@@ -34,14 +34,11 @@ def profile_provenance(profile: Profile, modes=None) -> dict:
         "pass_models": pass_models,
         "notes": list(profile.notes),
     }
-    parts = {p for m in all_modes() if modes is None or m.name in modes for p in m.profile_parts}
-    if "commit_stats" in parts:
-        out["commit_stats"] = {r: {**_prov(c.provenance), "tokens_per_call": c.tokens_per_call, "description": c.description}
-                               for r, c in profile.commit_stats.items()}
-    if profile.mtp_acceptance is not None and "mtp_acceptance" in parts:
-        a = profile.mtp_acceptance
-        out["mtp_acceptance"] = {**_prov(a.provenance), "num_speculative_tokens": a.num_speculative_tokens,
-                                 "mean_acceptance_length": a.mean_acceptance_length}
+    used = {p for m in all_modes() if modes is None or m.name in modes for p in m.profile_parts}
+    for part in profile_parts():  # each part the modes draw from, as its mode module accounts for it
+        record = part.provenance_record(getattr(profile, part.key)) if part.key in used else None
+        if record is not None:
+            out[part.key] = record
     return out
 
 
@@ -51,8 +48,7 @@ def provenance_kinds(prov: dict) -> dict[str, list[str]]:
     for mode, kinds in prov.get("pass_models", {}).items():
         for k, d in kinds.items():
             out.setdefault(d["kind"], []).append(f"{mode}/{k} pass cost")
-    for r, d in prov.get("commit_stats", {}).items():
-        out.setdefault(d["kind"], []).append(f"commit statistics {r}")
-    if "mtp_acceptance" in prov:
-        out.setdefault(prov["mtp_acceptance"]["kind"], []).append("MTP acceptance")
+    for part in profile_parts():
+        for kind, what in part.provenance_items(prov[part.key]) if part.key in prov else ():
+            out.setdefault(kind, []).append(what)
     return out

@@ -8,6 +8,8 @@ its draws, and the mode; its engine is engine.py."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import numpy as np
 
 from costmodel.errors import UserError
@@ -40,6 +42,12 @@ class BurstPart(ProfilePart):
 
     def provenance_kinds(self, value) -> list[str]:
         return [value["provenance"].kind] if value else []
+
+    def provenance_record(self, value) -> dict | None:
+        return {**asdict(value["provenance"]), "mean_steps": value["dist"].mean} if value else None
+
+    def provenance_items(self, record: dict) -> list[tuple[str, str]]:
+        return [(record["kind"], "burst steps")]
 
     def prior(self) -> dict:
         return {"dist": Distribution([0.0, 100.0], [0.5, 0.5]), "provenance": Provenance("published", "a toy: half the requests burst 100 steps")}

@@ -52,6 +52,11 @@ def _suffix_hint(path: Path) -> str:
     return path.suffix or ".csv"
 
 
+def creatable(folder: Path) -> str:
+    """'' if a file can be created in `folder` (or its nearest existing parent), else why not."""
+    return _probe(_nearest_existing(folder))
+
+
 def _probe(folder: Path) -> str:
     """'' if a file can be created in `folder`, else why not: the only test that is right for root,
     read-only mounts and pseudo filesystems (/proc, /sys) alike."""

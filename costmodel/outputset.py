@@ -195,11 +195,16 @@ def hold(out: str | os.PathLike, command: str, what: str = "-o") -> Callable[[],
 
 
 def _refuse_unsafe(target: Path, what: str) -> None:
-    """Publishing replaces the directory whole: never the working directory, one of its parents, or a mount point."""
+    """Publishing replaces the directory whole, from a sibling folder: never the working directory,
+    one of its parents or a mount point, and only where its parent folder takes new entries."""
     cwd = Path(os.getcwd())
     if target == cwd or target in cwd.parents or (target.exists() and os.path.ismount(target)):
         raise UserError(f"{what} {target} is the working directory, one of its parents or a mount point; "
                         "a command's outputs replace their directory as a whole", f"give a folder of its own, e.g. {what} {target / 'out'}")
+    why = atomic.creatable(target.parent)
+    if why:
+        raise UserError(f"{what} {target}: its parent folder takes no new entries ({why}), and a command's outputs are staged beside "
+                        "their directory and replace it whole", f"give a folder inside one you can write, e.g. {what} {target / 'run1'}")
 
 
 # ---- publishing a directory ---------------------------------------------------------------------

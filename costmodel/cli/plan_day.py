@@ -132,7 +132,7 @@ def print_bills(con, out) -> None:
             continue
         fleet = {"autoscaled": b.autoscaler, "static": "static (peak)"}.get(b.policy, f"{b.policy}: {b.autoscaler}" if b.policy != "fleet" else "whole fleet")
         t.add_row(b.hardware, b.mode, fleet, f"{b.replicas_min}-{b.replicas_max}",
-                  f"{100 * b.slo_attainment:.2f}", f"{b.hours_meeting_slo}/{b.hours}", f"{b.gpu_hours_per_day:,.1f}",
+                  f"{100 * b.slo_attainment:.2f}" if math.isfinite(b.slo_attainment) else "n/a (no requests)", f"{b.hours_meeting_slo}/{b.hours}", f"{b.gpu_hours_per_day:,.1f}",
                   f"{b.energy_kwh_per_month:,.0f}", _money(b.cost_usd_per_month),
                   "" if b.policy == "static" or not math.isfinite(b.saving_vs_static_frac) else f"{round(-100 * b.saving_vs_static_frac) + 0:+d}%")
     con.print(t)

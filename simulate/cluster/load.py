@@ -114,7 +114,7 @@ def curve(t, q, source: str) -> LoadCurve:
 def read_curve_csv(path: Path) -> LoadCurve:
     where = f"load curve {path}"
     if not path.is_file():
-        raise UserError(f"{where} does not exist", f"give a CSV with columns time_s,qps or a preset ({PRESETS})")
+        raise UserError(f"{where} {'is not a file' if path.exists() else 'does not exist'}", f"give a CSV with columns time_s,qps or a preset ({PRESETS})")
     try:
         df = pd.read_csv(path)
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:

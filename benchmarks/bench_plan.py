@@ -6,8 +6,8 @@ on the 2-core dev machine.
     .venv/bin/python benchmarks/bench_plan.py --breakdown   # where one serial plan's CPU time goes
 
 --breakdown runs the plan once serially in this process (`--jobs 1`) and splits its CPU time into
-importing the CLI, step pricing (the outermost `Profile.pass_ms` calls: the profile's table
-interpolation and roofline floor) and the rest (the simulations, deploying points, summaries,
+importing the CLI, step pricing (the outermost pass prices, `costmodel.stepcost.ModeCost.pass_ms`:
+the pass predictors' table interpolation or linear model and the roofline floor) and the rest (the simulations, deploying points, summaries,
 analysis, files).
 """
 
@@ -71,11 +71,11 @@ def main(argv=None) -> int:
 def breakdown(extra: list[str]) -> int:
     t0 = time.process_time()
     from costmodel.cli import main as cli_main
-    from costmodel.schemas.profile import Profile
+    from costmodel.stepcost import ModeCost
 
     t_imports = time.process_time() - t0
     pricing = {"s": 0.0, "calls": 0, "depth": 0}
-    pass_ms = Profile.pass_ms
+    pass_ms = ModeCost.pass_ms
 
     def timed(self, *args, **kw):
         if pricing["depth"]:  # only the outermost call: nested ones are inside its time
@@ -89,7 +89,7 @@ def breakdown(extra: list[str]) -> int:
             pricing["calls"] += 1
             pricing["depth"] = 0
 
-    Profile.pass_ms = timed
+    ModeCost.pass_ms = timed
     out = tempfile.mkdtemp(prefix="bench-plan-")
     w0, c0 = time.perf_counter(), time.process_time()
     try:
@@ -97,14 +97,14 @@ def breakdown(extra: list[str]) -> int:
     except SystemExit as e:
         code = e.code
     finally:
-        Profile.pass_ms = pass_ms
+        ModeCost.pass_ms = pass_ms
         shutil.rmtree(out, ignore_errors=True)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     from simulate import native
 
     print(native.status())
     print(f"serial plan in one process: imports {t_imports:.2f} s CPU; plan {wall:.2f} s wall, {cpu:.2f} s CPU, of which step pricing "
-          f"{pricing['s']:.2f} s ({pricing['calls']:,} Profile.pass_ms calls) and the rest {cpu - pricing['s']:.2f} s")
+          f"{pricing['s']:.2f} s ({pricing['calls']:,} ModeCost.pass_ms calls) and the rest {cpu - pricing['s']:.2f} s")
     return int(code or 0)
 
 

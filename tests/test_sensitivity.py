@@ -18,13 +18,19 @@ def _cheapest(*rows):
 def test_the_verdict_names_the_input_the_end_and_the_load_that_flip_it():
     base = _cheapest((5.0, "rtx-5090", "mtp", 668.0), (20.0, "rtx-5090", "mtp", 1336.0))
     same = _Row("h200 price", "3.5", "4.5", "catalog", {"low": base, "high": base})
-    flip = _Row("rtx-5090 price", "0.69", "1.14", "catalog",
-                {"low": base, "high": _cheapest((5.0, "rtx-5090", "mtp", 832.0), (20.0, "h100-sxm", "mtp", 1818.0))})
+    high = {"cheapest": _cheapest((5.0, "rtx-5090", "mtp", 832.0), (20.0, "h100-sxm", "mtp", 1818.0)),
+            "costs": {(20.0, "rtx-5090 / mtp"): 1910.0, (20.0, "h100-sxm / mtp"): 1818.0}}
+    flip = _Row("rtx-5090 price", "0.69", "1.14", "catalog", {"low": base, "high": high})
     s = _summarise(base, [same])
     assert s.verdict.startswith("decision robust") and s.base_usd_per_month == pytest.approx(2004.0)
     s = _summarise(base, [same, flip])
-    assert s.verdict == "decision flips with rtx-5090 price (20 QPS: rtx-5090 / mtp -> h100-sxm / mtp at the high end (1.14))"
+    assert s.verdict == ("decision flips with rtx-5090 price (20 QPS: rtx-5090 / mtp -> h100-sxm / mtp at the high end (1.14): "
+                         "h100-sxm / mtp $1,818 vs rtx-5090 / mtp $1,910/month)")
     assert s.table.set_index("input").loc["rtx-5090 price", "high_usd_per_month"] == pytest.approx(2650.0)
+    tie = {"cheapest": _cheapest((5.0, "rtx-5090", "ar", 668.0), (20.0, "rtx-5090", "mtp", 1336.0)),
+           "costs": {(5.0, "rtx-5090 / mtp"): 668.0, (5.0, "rtx-5090 / ar"): 668.0}}
+    s = _summarise(base, [same, _Row("prompt length", "x0.5", "x2", "(A)", {"low": tie, "high": base})])
+    assert s.verdict.startswith("decision robust: the cheapest fleet's GPU holds") and s.verdict.endswith("changes with prompt length")
 
 
 @pytest.fixture

@@ -162,7 +162,7 @@ def _price_rows(outcome: PlanOutcome) -> list[_Row]:
         for end in ("low", "high"):
             usd = t[f"price_{end}_usd_per_gpu_hour"]
             cfg = replace(a.pricing, price_usd_per_gpu_hour={**a.pricing.price_usd_per_gpu_hour, hw: usd})
-            row.ends[end] = analyse(planner.points_frame(outcome.cells), a.slo, cfg, specs, a.qps, planner.cell_notes(outcome.cells)).cheapest
+            row.ends[end] = _end(analyse(planner.points_frame(outcome.cells), a.slo, cfg, specs, a.qps, planner.cell_notes(outcome.cells)))
         rows.append(row)
     return rows
 
@@ -184,28 +184,61 @@ def sensitivity(cfg: PlanConfig, outcome: PlanOutcome, progress: Callable[[str],
         for end, f in (("low", lo), ("high", hi)):
             say(f"sensitivity: {name} x{f:.3g} ({end} end): re-planning")
             with tempfile.TemporaryDirectory(prefix="costmodel-sens-") as d:
-                row.ends[end] = run_plan(make(replace(cfg, seed=outcome.settings.seed), f, Path(d))).analysis.cheapest
+                row.ends[end] = _end(run_plan(make(replace(cfg, seed=outcome.settings.seed), f, Path(d))).analysis)
         rows.append(row)
     return _summarise(base, rows)
 
 
+TIE = "a tie on monthly cost"
+
+
+def _end(a) -> dict:
+    """What the table needs of one end's analysis: the cheapest per QPS and every SLO-meeting option's monthly cost."""
+    ok = a.cells[a.cells["meets_slo"].astype(bool)] if not a.cells.empty else a.cells
+    return {"cheapest": a.cheapest, "costs": {(float(r["qps"]), f"{r['hardware']} / {r['mode']}"): float(r["cost_usd_per_month"])
+                                              for r in ok.to_dict("records")}}
+
+
+def _flip(q: float, old: str, new: str, end: str, value: str, data: dict) -> str:
+    """'20 QPS: A -> B at the low end (x0.5): B $1,336 vs A $1,336/month (a tie ...)'."""
+    c = data.get("cheapest")
+    new_usd = c[(c["qps"] == q) & ~c["none_meets"]]["cost_usd_per_month"] if c is not None and not c.empty else pd.Series(dtype=float)
+    old_usd = data.get("costs", {}).get((q, old))
+    text = f"{q:g} QPS: {old} -> {new} at the {end} end ({value})"
+    if "costs" not in data or new_usd.empty:
+        return text
+    if old_usd is None:
+        return text + f": {new} ${new_usd.iloc[0]:,.0f}/month, {old} no longer meets the SLO"
+    tie = f" ({TIE}, won on USD per 1M output tokens)" if new_usd.iloc[0] == old_usd else ""
+    return text + f": {new} ${new_usd.iloc[0]:,.0f} vs {old} ${old_usd:,.0f}/month{tie}"
+
+
 def _summarise(base: pd.DataFrame, rows: list[_Row]) -> Sensitivity:
     bw, total = _winners(base), _total(base)
-    recs, flips = [], []
+    recs, flips, ties = [], [], []
     for r in rows:
         rec = {"input": r.input, "low_value": r.low_value, "high_value": r.high_value, "range_source": r.source}
         where = []
         for end in ("low", "high"):
-            w = _winners(r.ends[end])
-            rec[f"{end}_usd_per_month"] = _total(r.ends[end])
+            data = r.ends[end] if isinstance(r.ends[end], dict) else {"cheapest": r.ends[end]}
+            w = _winners(data["cheapest"])
+            rec[f"{end}_usd_per_month"] = _total(data["cheapest"])
             rec[f"{end}_winner"] = _winner_text(w)
-            where += [f"{q:g} QPS: {bw.get(q)} -> {x} at the {end} end ({rec[end + '_value']})" for q, x in sorted(w.items()) if bw.get(q) != x]
+            where += [_flip(q, bw.get(q), x, end, rec[end + "_value"], data) for q, x in sorted(w.items()) if bw.get(q) != x]
         rec["flips_at"] = "; ".join(where)
         recs.append(rec)
-        if where:
-            flips.append(f"{r.input} ({where[0]})")
-    verdict = ("decision robust: the cheapest fleet's GPU and mode stay the same at every load for every input at both ends of its range"
-               if not flips else "decision flips with " + "; ".join(flips))
+        real = [w for w in where if TIE not in w]
+        if real:
+            flips.append(f"{r.input} ({real[0]})")
+        elif where:
+            ties.append(r.input)
+    if flips:
+        verdict = "decision flips with " + "; ".join(flips)
+    elif ties:
+        verdict = ("decision robust: the cheapest fleet's GPU holds at every load for every input at both ends of its range (its cost "
+                   f"moves with the inputs); only the tie-break between equally priced modes on the same GPUs changes with {', '.join(ties)}")
+    else:
+        verdict = "decision robust: the cheapest fleet's GPU and mode stay the same at every load for every input at both ends of its range"
     return Sensitivity(pd.DataFrame(recs), total, _winner_text(bw), verdict)
 
 

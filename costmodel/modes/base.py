@@ -14,9 +14,14 @@ A mode (diffusion, ar, mtp, ...) is one module that subclasses `ServingMode` and
   serves): `static_batch_ms(cost, batch)` (simulate/static_batch.py);
 - how one engine step is priced: `step_ms(cost, prefill, groups, draws)` over any number of
   groups, with `cost.pass_ms(segments)` pricing one forward (costmodel/stepcost.ModeCost; default:
-  one forward pass, one weight read, over the prefill chunks and every group);
+  one forward pass, one weight read, over the prefill chunks and every group), and the passes beside
+  the joint forward (`side_passes`, MTP's drafts: the step fits read them);
+- the traits other stages ask instead of its name: `assistant`, `is_diffusion`, `canvas_sampler`,
+  `decodes_canvases` (from its pass kinds), `harness` (the in-process program that measures it),
+  `static_batch_requests`.
 Its per-step progression on a replica is the simulator's: an engine registered under the mode's
-name in simulate/engines (a `Replica` subclass), so this registry sits below every stage.
+name in simulate/engines (a `Replica` subclass, keeping the mode's own per-request progress in
+`Request.state`), so this registry sits below every stage.
 
 Registering a new mode is one module plus one line in costmodel/modes/__init__.py (and its engine,
 one module plus one line in simulate/engines/__init__.py); every mode list, CLI choice, chart

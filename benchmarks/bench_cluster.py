@@ -70,6 +70,7 @@ def hour(modes: list[str], hardware: str, repeat: int) -> bool:
 
 
 def day(mode: str, hardware: str, repeat: int) -> bool:
+    from costmodel.modes import get_mode
     from costmodel.shipped import resolve_profile
     from simulate.cluster.autoscalers import make_autoscaler
     from simulate.cluster.fleet import simulate_fleet
@@ -101,6 +102,11 @@ def day(mode: str, hardware: str, repeat: int) -> bool:
     wall, cpu, (n, s) = _best(run_day, repeat)
     met = cpu <= DAY_TARGET_S
     print(f"   {n:,} requests: {wall:.1f} s wall, {cpu:.1f} s CPU ({n / cpu:,.0f} requests per CPU s)  {'met' if met else 'MISSED'} (<= {DAY_TARGET_S:g} s)")
+    p = resolve_profile(None, hardware)
+    reqs = curve_requests(p, None, lc, 0)
+    c0 = time.process_time()
+    get_mode(mode).draw(p, reqs, 0)
+    print(f"   of which the mode's own per-request draws before the run (costmodel/modes/{mode}.py): {time.process_time() - c0:.1f} s CPU")
     print(f"   replicas {s.replicas_max} at most, {s.gpu_hours:.1f} GPU-h, SLO attainment {100 * s.slo_attainment:.2f}%, "
           f"{s.intervals_meeting_slo}/{s.intervals} hours meet the SLO, ${s.cost_usd_per_month:,.0f}/month")
     return met

@@ -74,13 +74,12 @@ def test_new_candidates_are_listed_in_order_and_limited_by_size():
     names = campaign.pdl_candidate_names()
     assert names and all("_pdl" in n or "_pf[" in n for n in names)
     assert {"triton_moe_gemv2_w8a16_pdlpf[4/4096/8|4/1024/4]", "triton_moe_gemv2_pf[2/4096/4|4/1024/4]"} <= names
-    # the lm_head takes the GEMVs with the softcap in their epilogue at a few rows only: the w8a16 one
-    # to 8 rows, the fp8 tensor-core one to 64; none in bf16 beyond 8 rows
+    # the lm_head takes the GEMVs with the softcap in their epilogue up to 8 rows only (the fp8
+    # tensor-core GEMV, slower at every shape on the H100, left the code in issue 28)
     def lm_head(m, prec="fp8"):
         return [c.name for c in kernels.candidates("lm_head", {"m": m, "k": 2816, "n": 262144}, prec)]
-    assert {"triton_gemv2_w8a16_pdl_softcap[4/2048/4]", "triton_gemv_mma_fp8_softcap[64/128/3]"} <= set(lm_head(1))
-    assert not any("gemv2" in n for n in lm_head(64)) and "triton_gemv_mma_fp8_softcap[64/128/3]" in lm_head(64)
-    assert not any("softcap[" in n for n in lm_head(128)) and not any("mma" in n for n in lm_head(1, "bf16"))
+    assert "triton_gemv2_w8a16_pdl_softcap[4/2048/4]" in lm_head(1) and not any("mma" in n for n in lm_head(1) + lm_head(64))
+    assert not any("softcap[" in n for n in lm_head(64)) and not any("softcap[" in n for n in lm_head(128, "bf16"))
     # the FFN block needs its parts' kernels from an op table
     kernels.set_components(None)
     with pytest.raises(RuntimeError, match="op table"):

@@ -268,37 +268,6 @@ def gemv2_candidates(m: int, precision: str, softcap: float = 0.0) -> list[Candi
             for pdl in (False, True) for c in gemv_configs(m)]
 
 
-# BLOCK_N, BLOCK_K, stages (BLOCK_M 64: wgmma with e4m3 operands). The best of four on an H100 and
-# still slower than the w8a16 GEMV and _scaled_mm at 1-32 rows (data/runs/ops/h100/dc-20261123):
-# one config, no PDL variant, so campaigns record it without paying for a sweep
-GEMV_MMA_CFGS = ((64, 128, 3),)
-
-
-def _gemm_gemv_mma(p, prec, dev, cfg, softcap: float = 0.0):
-    """fp8 GEMV on the tensor cores for up to 64 rows (triton_fused.gemv_fp8_mma): e4m3 weights and
-    per-channel scales as stored, the rows of x quantised per row inside the kernel; softcap: the
-    lm_head's, in the epilogue, into fp32 logits."""
-    k, n, m, c, ws, ss, x = _gemv_inputs(p, dev, 64, "fp8 MMA GEMV", True)
-    from measure.ops.triton_fused import gemv_fp8_mma
-
-    y = torch.empty(m, n, device=dev, dtype=torch.float32 if softcap else torch.bfloat16)
-    bn, bk, st = cfg
-    run = lambda i: gemv_fp8_mma(x, ws[i % c], ss[i % c], y, block_n=bn, block_k=bk, num_stages=st, softcap=softcap)  # noqa: E731
-    run(0)
-    return Bench(run, c, f"Triton fp8 GEMV on tensor cores (wgmma e4m3, x quantised per row in-kernel) BLOCK_N/K {bn}/{bk} stages {st}"
-                 + (", softcap in the epilogue (fp32 logits)" if softcap else ""))
-
-
-def gemv_mma_candidates(m: int, precision: str, softcap: float = 0.0) -> list[Candidate]:
-    """The fp8 tensor-core GEMV's configs for m <= 64 rows (none in bf16: there the plain GEMV
-    already streams at the copy rate)."""
-    if precision != "fp8" or m > 64:
-        return []
-    cap = "_softcap" if softcap else ""
-    return [Candidate(f"triton_gemv_mma_fp8{cap}[{'/'.join(map(str, c))}]",
-                      (lambda cfg: lambda pp, pr, d: _gemm_gemv_mma(pp, pr, d, cfg, softcap))(c), ("fp8",)) for c in GEMV_MMA_CFGS]
-
-
 GEMM = {
     "bf16": [Candidate("cublas_bf16", _gemm_bf16, ("bf16",)), Candidate("triton_gemv_bf16", _gemm_gemv, ("bf16",))],
     "fp8": [Candidate("scaled_mm_rowwise", lambda p, pr, d: _gemm_fp8(p, pr, d, True), ("fp8",)),
@@ -1010,31 +979,6 @@ def _moe_gemv2(p, prec, dev, cfg_up, cfg_down, w8a16=False, mode="plain"):
                          f"down+top-k sum {cfg_down[0]}/{cfg_down[1]}" + how)
 
 
-def _moe_gemv1(p, prec, dev, cfg, w8a16=False):
-    """Small-batch MoE in one launch (triton_fused.moe_gemv1): per routed row and block of the
-    intermediate, gate_up + gelu*up in registers, then that block's share of the down projection
-    added atomically to the fp32 output (zeroed first: a memset node in the graph). The down weights
-    are stored transposed, as an engine may lay them out at load time."""
-    if not has_triton(dev):
-        raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_fused import moe_gemv1
-
-    x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
-    w1, w2, s1, s2 = _moe_weights(dev, e, d, f, w8a16)
-    w2t = w2.transpose(1, 2).contiguous()  # [e, f, d]
-    sets = [s_.reshape(-1).to(torch.int32).contiguous() for s_ in _moe_routings(p, dev, ids, w8a16)]
-    twf = tw.reshape(-1).contiguous()
-    out = torch.empty(m, d, device=dev, dtype=torch.float32)
-
-    def run(i):
-        out.zero_()
-        return moe_gemv1(x, w1, w2t, out, sets[i % len(sets)], twf, topk=topk, s1=s1, s2=s2, block_f=cfg[0], block_k=cfg[1],
-                         block_n=cfg[2], num_warps=cfg[3])
-    run(0)
-    return Bench(run, len(sets), f"Triton MoE GEMV in 1 launch {'(fp8 w8a16) ' if w8a16 else ''}BLOCK_F/K/N {cfg[0]}/{cfg[1]}/{cfg[2]} "
-                         f"warps {cfg[3]}, down share atomically added (fp32 out, memset first)")
-
-
 def _moe_grouped(p, prec, dev, fp8=False):
     if dev.type != "cuda":
         raise RuntimeError("torch._grouped_mm needs a CUDA device")
@@ -1107,10 +1051,6 @@ def moe_candidates(p: dict, prec: str) -> list[Candidate]:
                                     ("pdlpf", cfgmod.moe_gemv2_configs(fp8, few=True)), ("pf", cfgmod.moe_gemv2_configs(fp8, few=True)))
                  for a, b in cfgs]
         out = gemv2 + out
-        if p["m"] <= 8:
-            out = [Candidate(f"triton_moe_gemv1{'_w8a16' if fp8 else ''}[{'/'.join(map(str, c))}]",
-                             (lambda c: lambda pp, pr, d: _moe_gemv1(pp, pr, d, c, fp8))(c), (prec,))
-                   for c in cfgmod.moe_gemv1_configs(fp8)] + out
         gemv = [Candidate(f"triton_moe_gemv{'_fp8' if fp8 else ''}[{'/'.join(map(str, c))}]",
                           (lambda cfg: lambda pp, pr, d: _moe_gemv(pp, pr, d, fp8, cfg))(c), (prec,))
                 for c in ((32, 256, 4), (16, 512, 4), (64, 128, 8))]
@@ -1341,8 +1281,7 @@ def _attn_flash_triton(p, prec, dev, cfg=(32, 32, 8, 2), min_keys=512, combine="
     ws = None
     if splits > 1:  # partials' buffers made once, outside the timed calls
         rows = seqs * nkv * splits * g * nb
-        ws = (torch.empty(rows, device=dev), torch.empty(rows, device=dev), torch.empty(rows * hd, device=dev),
-              torch.zeros(-(-g * nb // bm) * seqs * nkv, device=dev, dtype=torch.int32))  # arrival counters (inkernel)
+        ws = (torch.empty(rows, device=dev), torch.empty(rows, device=dev), torch.empty(rows * hd, device=dev))
     run = lambda i: flash_gqa(qs, k, v, nb, causal, splits=splits, block_m=bm, block_n=bn, num_warps=nw, num_stages=ns, ws=ws,  # noqa: E731
                               combine=combine)
     run(0)
@@ -1357,9 +1296,6 @@ ATTN = ([Candidate(f"sdpa_{b}", (lambda b: lambda p, pr, d: _attn(p, pr, d, b))(
            Candidate("triton_flash_gqa_m16", lambda p, pr, d: _attn_flash_triton(p, pr, d, (16, 64, 4, 2)), ("bf16", "fp8")),
            Candidate("triton_flash_decode_m16", lambda p, pr, d: _attn_flash_triton(p, pr, d, (16, 64, 4, 2), 64, "triton"), ("bf16", "fp8")),
            Candidate("triton_flash_decode_m16n32", lambda p, pr, d: _attn_flash_triton(p, pr, d, (16, 32, 4, 2), 128, "triton"), ("bf16", "fp8")),
-           Candidate("triton_flash_decode_m16_1l", lambda p, pr, d: _attn_flash_triton(p, pr, d, (16, 64, 4, 2), 64, "inkernel"), ("bf16", "fp8")),
-           Candidate("triton_flash_decode_m16n32_1l", lambda p, pr, d: _attn_flash_triton(p, pr, d, (16, 32, 4, 2), 128, "inkernel"),
-                     ("bf16", "fp8")),
            Candidate("bmm_gqa_packed", _attn_bmm_packed, ("bf16", "fp8")),
            Candidate("sdpa_efficient_gqa_expand", lambda p, pr, d: _attn(p, pr, d, "efficient", "expand"), ("bf16", "fp8")),
            Candidate("sdpa_math", lambda p, pr, d: _attn(p, pr, d, "math"), ("bf16", "fp8"))])
@@ -1369,10 +1305,10 @@ def candidates(family: str, params: dict, precision: str) -> list[Candidate]:
     """The registry: candidates for an op family at a precision, in order of preference."""
     if family == "gemm":
         m = int(params.get("m", 1 << 30))
-        return GEMM[precision] + gemv2_candidates(m, precision) + gemv_mma_candidates(m, precision)
+        return GEMM[precision] + gemv2_candidates(m, precision)
     if family == "lm_head":
         m = int(params.get("m", 1 << 30))
-        return LM_HEAD[precision] + gemv2_candidates(m, precision, softcap=30.0) + gemv_mma_candidates(m, precision, softcap=30.0)
+        return LM_HEAD[precision] + gemv2_candidates(m, precision, softcap=30.0)
     if family == "gemm_act":
         return gemm_act_candidates(params, precision)
     if family == "moe":

@@ -342,53 +342,6 @@ def moe_gemv2(x, w1, w2, act, out, ids_flat, topk_w, *, topk, s1=None, s2=None, 
                          num_warps=cfg_down[2], pdl=pdl, prefetch=pf_down)
 
 
-# ---- small-batch MoE in one launch --------------------------------------------------------------------
-@triton.jit
-def _moe_gemv1_kernel(a_ptr, w1_ptr, w2t_ptr, out_ptr, ids_ptr, tw_ptr, s1_ptr, s2_ptr, F, N, K: tl.constexpr, TOPK: tl.constexpr,
-                      W_SCALE: tl.constexpr, BLOCK_F: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Program (routed row r, block of BLOCK_F intermediate columns): the block's gate and up rows of
-    expert e_r against the token's activations, gelu(gate) * up kept in registers, then the block's
-    share of the down projection, times the row's top-k weight, added atomically to out[token]
-    (fp32, zeroed before): one launch, every expert weight read once, no intermediate in memory.
-    The down weights are stored transposed (w2t [E, F, N]) so a block's rows are contiguous."""
-    r = tl.program_id(0).to(tl.int64)
-    pf = tl.program_id(1)
-    e = tl.load(ids_ptr + r).to(tl.int64)
-    t = r // TOPK
-    offs_f, fmask, wg, wu = _gate_up_rows(w1_ptr, e, pf, F, K, BLOCK_F)
-    offs_k = tl.arange(0, BLOCK_K)
-    accg = tl.zeros((BLOCK_F,), tl.float32)
-    accu = tl.zeros((BLOCK_F,), tl.float32)
-    accg, accu = _gate_up_dot(a_ptr, t, wg, wu, fmask, offs_k, 0, accg, accu, K, BLOCK_K)
-    if W_SCALE:
-        accg = accg * tl.load(s1_ptr + e * 2 * F + offs_f, mask=fmask, other=0.0)
-        accu = accu * tl.load(s1_ptr + e * 2 * F + F + offs_f, mask=fmask, other=0.0)
-    act = tl.where(fmask, _gelu_tanh(accg) * accu, 0.0) * tl.load(tw_ptr + r)
-    offs_n = tl.arange(0, BLOCK_N)
-    wd = w2t_ptr + e * F * N + offs_f[:, None].to(tl.int64) * N
-    for n0 in range(0, N, BLOCK_N):
-        nn = n0 + offs_n
-        nm = nn < N
-        w = tl.load(wd + nn[None, :], mask=fmask[:, None] & nm[None, :], other=0.0).to(tl.float32)
-        part = tl.sum(w * act[:, None], axis=0)
-        if W_SCALE:
-            part = part * tl.load(s2_ptr + e * N + nn, mask=nm, other=0.0)
-        tl.atomic_add(out_ptr + t * N + nn, part, mask=nm, sem="relaxed")
-
-
-def moe_gemv1(a, w1, w2t, out, ids_flat, topk_w, *, topk, s1=None, s2=None, block_f=32, block_k=512, block_n=256, num_warps=4):
-    """out[t] += sum_j topk_w[t, j] * (gelu(a[t] @ W1[e, :F].T) * (a[t] @ W1[e, F:].T)) @ W2t[e], one launch.
-    w1 [E, 2F, K]; w2t [E, F, N] (the down weights transposed); out fp32 [tokens, N], zeroed by the
-    caller; s1 [E, 2F] and s2 [E, N] per-channel scales of e4m3 weights (bf16 activations)."""
-    E, F2, K = w1.shape
-    F, N = F2 // 2, w2t.shape[2]
-    R = ids_flat.numel()
-    _moe_gemv1_kernel[(R, triton.cdiv(F, block_f))](a, w1, w2t, out, ids_flat, topk_w, s1 if s1 is not None else out,
-                                                    s2 if s2 is not None else out, F, N, K=K, TOPK=topk, W_SCALE=s1 is not None,
-                                                    BLOCK_F=block_f, BLOCK_K=block_k, BLOCK_N=block_n, num_warps=num_warps)
-    return out
-
-
 # ---- dense GEMV ------------------------------------------------------------------------------------
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, y_ptr, ws_ptr, M, N, K: tl.constexpr, MP: tl.constexpr, W_SCALE: tl.constexpr,
@@ -436,54 +389,6 @@ def gemv(x, w, y, w_scale=None, block_n=4, block_k=1024, num_warps=4, pdl=False,
     _gemv_kernel[(triton.cdiv(N, block_n),)](x, w, y, w_scale if w_scale is not None else y, M, N, K=K, MP=triton.next_power_of_2(M),
                                              W_SCALE=w_scale is not None, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps,
                                              GDC=2 if pdl else 0, CAP=float(softcap), **({"launch_pdl": True} if pdl else {}))
-    return y
-
-
-@triton.jit
-def _gemv_fp8_mma_kernel(x_ptr, w_ptr, y_ptr, ws_ptr, M, N, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         BLOCK_K: tl.constexpr, CAP: tl.constexpr = 0.0):
-    """y [M, N] = x [M, K] @ (w [N, K] e4m3 x per-channel scale).T for a few rows on the fp8 tensor
-    cores: each program quantises the rows of x to e4m3 itself (per-row absmax; x is a few KB read
-    from L2), padded to BLOCK_M rows, and hands the weights to the MMA as stored. The w8a16 GEMV
-    converts every weight to fp32 on the way, which caps its fp8 stream below the bf16 one (the
-    lm_head at one row: 2.4 vs 3.15 TB/s on an H100); measured slower still (docs/ops.md, round 4).
-    CAP > 0: the lm_head's softcap in the epilogue."""
-    pn = tl.program_id(0)
-    offs_m = tl.arange(0, BLOCK_M)
-    mmask = offs_m < M
-    offs_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
-    nmask = offs_n < N
-    offs_k = tl.arange(0, BLOCK_K)
-    wcol = w_ptr + offs_n[None, :].to(tl.int64) * K
-    amax = tl.zeros((BLOCK_M,), tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        kk = k0 + offs_k
-        xv = tl.load(x_ptr + offs_m[:, None] * K + kk[None, :], mask=mmask[:, None] & (kk < K)[None, :], other=0.0).to(tl.float32)
-        amax = tl.maximum(amax, tl.max(tl.abs(xv), axis=1))
-    sx = tl.maximum(amax, 1e-12) / 448.0
-    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        kk = k0 + offs_k
-        km = kk < K
-        xv = tl.load(x_ptr + offs_m[:, None] * K + kk[None, :], mask=mmask[:, None] & km[None, :], other=0.0).to(tl.float32)
-        xq = (xv / sx[:, None]).to(tl.float8e4nv)
-        wt = tl.load(wcol + kk[:, None], mask=km[:, None] & nmask[None, :], other=0.0)
-        acc = tl.dot(xq, wt, acc)
-    acc = acc * sx[:, None] * tl.load(ws_ptr + offs_n, mask=nmask, other=0.0)[None, :]
-    if CAP > 0.0:
-        acc = (2.0 / (1.0 + tl.exp(-2.0 * acc / CAP)) - 1.0) * CAP
-    tl.store(y_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
-
-
-def gemv_fp8_mma(x, w, w_scale, y, block_m=64, block_n=32, block_k=128, num_warps=4, num_stages=3, softcap: float = 0.0):
-    """y [M, N] = x [M, K] @ (w [N, K] e4m3 * w_scale [N]).T, M <= block_m, on fp8 tensor cores with
-    x quantised per row inside the kernel (see _gemv_fp8_mma_kernel)."""
-    M, K = x.shape
-    N = w.shape[0]
-    if M > block_m:
-        raise ValueError(f"gemv_fp8_mma takes at most {block_m} rows, got {M}")
-    _gemv_fp8_mma_kernel[(triton.cdiv(N, block_n),)](x, w, y, w_scale, M, N, K=K, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-                                                     CAP=float(softcap), num_warps=num_warps, num_stages=num_stages)
     return y
 
 

@@ -309,38 +309,15 @@ def router_topk(x, logits, topk, w_out=None, id_out=None, eps=1e-6):
 
 
 @triton.jit
-def _merge_splits(Ms, Ls, O, out_ptrs, base_split, Mrows, offs_m, rmask, offs_d, SPLITS: tl.constexpr, BLOCK_M: tl.constexpr,
-                  D: tl.constexpr):
-    """The split-KV partials of one row block (splits base_split .. + SPLITS) merged into out_ptrs,
-    by the last split program to finish. Volatile loads: the other programs' partials, not a stale
-    L1 line. They go one split after another, and this loses to the combine launch at decode: 14.3
-    vs 7.6 us (H100, 1024 keys; data/runs/ops/h100/dc-20261123). A variant with the loops unrolled
-    and .cg loads ran its device check past 200 s without output and was not kept."""
-    mx = tl.full((BLOCK_M,), -float("inf"), tl.float32)
-    for s_ in range(SPLITS):
-        mx = tl.maximum(mx, tl.load(Ms + (base_split + s_) * Mrows + offs_m, mask=rmask, other=-float("inf"), volatile=True))
-    mx = tl.where(mx == -float("inf"), 0.0, mx)
-    lsum = tl.zeros((BLOCK_M,), tl.float32)
-    out = tl.zeros((BLOCK_M, D), tl.float32)
-    for s_ in range(SPLITS):
-        bs = (base_split + s_) * Mrows
-        w = tl.exp(tl.load(Ms + bs + offs_m, mask=rmask, other=-float("inf"), volatile=True) - mx)
-        lsum += w * tl.load(Ls + bs + offs_m, mask=rmask, other=0.0, volatile=True)
-        out += w[:, None] * tl.load(O + (bs + offs_m[:, None]) * D + offs_d[None, :], mask=rmask[:, None], other=0.0, volatile=True)
-    tl.store(out_ptrs, (out / lsum[:, None]).to(out_ptrs.dtype.element_ty), mask=rmask[:, None])
-
-
-@triton.jit
-def _flash_gqa_kernel(Q, K, V, O, Ms, Ls, Out, Cnt, sm_scale, Mrows, qlen, L, per_split,
+def _flash_gqa_kernel(Q, K, V, O, Ms, Ls, sm_scale, Mrows, qlen, L, per_split,
                       sqb, sqm, skb, skn, svb, svn, sob, som, SPLITS: tl.constexpr,
-                      D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, ALIGNED: tl.constexpr,
-                      COMBINE: tl.constexpr = 0):
+                      D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, ALIGNED: tl.constexpr):
     """Flash attention for grouped heads with large head_dim (512): one (sequence, KV head) per
     program column, the group's query heads packed as rows (row r is query position r % qlen), an
     optional lower-right causal mask, optional split over keys (flash-decoding) with partials in
-    Ms/Ls/O reduced afterwards; COMBINE: by the last split program of each row block to finish (an
-    arrival counter in Cnt, release/acquire, reset by that program) into Out [B, Mrows, D], so
-    split-KV decode needs no second launch."""
+    Ms/Ls/O reduced afterwards (torch, or one Triton combine launch). Merging them in the kernel by
+    the last split to finish lost at decode (14.3 vs 7.6 us, H100, data/runs/ops/h100/dc-20261123)
+    and left the code (issue 28)."""
     pid_m = tl.program_id(0)
     b = tl.program_id(1).to(tl.int64)
     sp = tl.program_id(2)
@@ -383,26 +360,17 @@ def _flash_gqa_kernel(Q, K, V, O, Ms, Ls, Out, Cnt, sm_scale, Mrows, qlen, L, pe
         tl.store(Ms + base + offs_m, m_i, mask=rmask)
         tl.store(Ls + base + offs_m, l_i, mask=rmask)
         tl.store(O + (b * SPLITS + sp) * Mrows * D + offs_m[:, None] * D + offs_d[None, :], acc, mask=rmask[:, None])
-        if COMBINE:
-            tl.debug_barrier()
-            cid = b * tl.num_programs(0) + pid_m
-            if tl.atomic_add(Cnt + cid, 1, sem="acq_rel", scope="gpu") == SPLITS - 1:
-                _merge_splits(Ms, Ls, O, Out + b * sob + offs_m[:, None] * som + offs_d[None, :], b * SPLITS, Mrows, offs_m, rmask, offs_d,
-                              SPLITS, BLOCK_M, D)
-                tl.atomic_xchg(Cnt + cid, 0, sem="relaxed", scope="gpu")
 
 
 def flash_gqa(q, k, v, qlen, causal, splits=1, block_m=32, block_n=32, num_warps=8, num_stages=2, ws=None, combine="torch"):
     """q: [B, Mrows, D] (B = seqs x KV heads, the group's query heads packed as rows), k/v: [B, L, D].
-    combine: how split partials are merged: "torch" (several ops), "triton" (one more launch) or
-    "inkernel" (the last split to finish; ws may then hold a 4th tensor, the zeroed int32 arrival
-    counters, one per row block and B, which the kernel leaves at zero)."""
+    combine: how split partials are merged: "torch" (several ops) or "triton" (one more launch); ws:
+    the partials' buffers (Ms, Ls, O), made by the caller outside timed calls."""
     Bt, Mrows, D = q.shape
     L = k.shape[1]
     per_split = triton.cdiv(triton.cdiv(L, splits), block_n) * block_n
     splits = triton.cdiv(L, per_split)
     grid = (triton.cdiv(Mrows, block_m), Bt, splits)
-    final = cnt = None
     if splits == 1:
         out = torch.empty_like(q)
         Ms = Ls = out
@@ -412,20 +380,14 @@ def flash_gqa(q, k, v, qlen, causal, splits=1, block_m=32, block_n=32, num_warps
                   torch.empty(Bt * splits * Mrows, device=q.device, dtype=torch.float32),
                   torch.empty(Bt * splits * Mrows * D, device=q.device, dtype=torch.float32))
         Ms, Ls, out = ws[:3]
-        if combine == "inkernel":
-            final = torch.empty_like(q)
-            cnt = ws[3] if len(ws) > 3 else torch.zeros(grid[0] * Bt, device=q.device, dtype=torch.int32)
     aligned = qlen % block_m == 0
-    fin = final if final is not None else out
-    _flash_gqa_kernel[grid](q, k, v, out, Ms, Ls, fin, cnt if cnt is not None else Ms, D ** -0.5, Mrows, qlen, L, per_split,
+    _flash_gqa_kernel[grid](q, k, v, out, Ms, Ls, D ** -0.5, Mrows, qlen, L, per_split,
                             q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-                            fin.stride(0) if splits == 1 or final is not None else 0, fin.stride(1) if splits == 1 or final is not None else 0,
+                            out.stride(0) if splits == 1 else 0, out.stride(1) if splits == 1 else 0,
                             SPLITS=splits, D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, ALIGNED=aligned,
-                            COMBINE=1 if final is not None else 0, num_warps=num_warps, num_stages=num_stages)
+                            num_warps=num_warps, num_stages=num_stages)
     if splits == 1:
         return out
-    if final is not None:
-        return final
     if combine == "triton":
         from measure.ops.triton_fused import flash_combine
 

@@ -55,14 +55,6 @@ def moe_gemv2_configs(fp8: bool, few: bool = False) -> list[tuple[tuple[int, int
             ((8, 1024, 8), (8, 512, 8)), ((2, 4096, 4), (2, 1024, 4)), ((4, 4096, 8), (4, 1024, 4))] + tuned
 
 
-def moe_gemv1_configs(fp8: bool) -> list[tuple[int, int, int, int]]:
-    """(BLOCK_F, BLOCK_K, BLOCK_N, warps) of the one-launch small-batch MoE: a gate/up tile of
-    BLOCK_F x BLOCK_K and a down tile of BLOCK_F x BLOCK_N in registers. The three best of a first
-    sweep of six (scripts/time_moe_gemv1.py on an H100, data/runs/ops/h100/gemv1-20261123): all lose
-    to the two-launch GEMV by 1.2-3.0x (H100 and H200), kept so every campaign records it."""
-    return [(16, 256, 512, 4), (8, 1024, 512, 4), (32, 256, 256, 4)]
-
-
 def moe_fx_pairs(rows_per_expert: float, fp8: bool) -> list[tuple[tuple, tuple]]:
     """Tile pairs of the fused-launch MoE: the alignment pairs plus, for fp8 at moderate density
     (the 256-token layer), deeper K tiles and pipelines (memory-bound streaming of e4m3 weights)."""

@@ -355,3 +355,36 @@ def test_the_bills_read_back_as_typed_records(cli, tmp_path):
     assert (tmp_path / "day" / "month.dictionary.csv").is_file() and "cost_usd_per_month" in (tmp_path / "day" / "month.dictionary.md").read_text()
     with pytest.raises(UserError, match="no month.csv"):
         read_bills(tmp_path)
+
+
+class _EveryOther:
+    """A toy autoscaling policy: one replica in even scrapes, two in odd ones (what a new member needs)."""
+
+    name, params, ticks = "every-other", {}, True
+
+    def __init__(self):
+        self.n = 0
+
+    def initial(self, n: int) -> int:
+        return n
+
+    def desired(self, m, now: float):
+        self.n += 1
+        return 1 + self.n % 2, None
+
+
+def test_a_new_router_or_autoscaler_is_one_class_and_one_register_line(h100):
+    from simulate.cluster import autoscalers, routers
+
+    routers.register("last-ready", lambda ready: (lambda prompt, out: ready[-1]))
+    autoscalers.register(_EveryOther)
+    try:
+        reqs = build_requests(h100, None, 2.0, n_requests=400, seed=0)
+        scaling = Scaling(min_replicas=1, max_replicas=2, scale_down_window_s=0, startup_s=0, load_gb_per_s=1e6)
+        run = simulate_fleet([PoolSpec("p", h100, "ar", autoscaler=parse_autoscaler("every-other"), router="last-ready", scaling=scaling)], reqs)
+        assert [n for _, n in run.pools[0].scale_log[:4]] == [2, 1, 2, 1]
+        assert len(set(run.rec.replica.tolist())) > 1 and np.isfinite(run.rec.finish_s).all()
+    finally:
+        routers.unregister("last-ready")
+        autoscalers.unregister("every-other")
+    assert "last-ready" not in router_names() and "every-other" not in autoscaler_names()

@@ -19,6 +19,11 @@ def register(cls: type) -> None:
     _REGISTRY[cls.name] = cls
 
 
+def unregister(name: str) -> None:
+    """Remove a policy (tests that register one clean up with this)."""
+    _REGISTRY.pop(name, None)
+
+
 def autoscaler_names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 

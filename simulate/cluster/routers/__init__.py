@@ -21,6 +21,11 @@ def register(name: str, make: Callable) -> None:
     _REGISTRY[name] = make
 
 
+def unregister(name: str) -> None:
+    """Remove a router (tests that register one clean up with this)."""
+    _REGISTRY.pop(name, None)
+
+
 def router_names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 

@@ -330,7 +330,7 @@ def test_bad_fleet_files_are_one_line_errors(cli, tmp_path, pool, needle):
 
 
 def test_a_headroom_term_grows_the_peak_fleet(cli, tmp_path):
-    args = ["plan", "--load-curve", "flat:8,hours=0.5", "--mode", "diffusion", "--hardware", "h100-sxm", "--jobs", "1", "--duration", "30",
+    args = ["plan", "--load-curve", "flat:6,hours=0.2", "--mode", "diffusion", "--hardware", "h100-sxm", "--jobs", "1", "--duration", "30",
             "--compress", "1"]
     code, out, err = cli(*args, "--slo", "p95_ttft_ms<=1000,p95_e2e_ms<=8000", "-o", str(tmp_path / "a"))
     assert code == 0, err

@@ -82,7 +82,7 @@ INTEGER_COLUMNS: dict[str, tuple[str, ...]] = {
     "passes": ("seqs", "tokens_per_seq", "context_tokens"),
     "commits": ("canvas", "call", "cur_step"),
     "generations": ("seed", "canvas", "steps", "content_length"),
-    "chunks": ("chunk_index", "tokens"),
+    "chunks": ("chunk_index",),  # tokens per event may be unknown (NaN: a bench import) or a mean
     "steps": ("step",),
 }
 INTEGER_LIST_COLUMNS: dict[str, tuple[str, ...]] = {

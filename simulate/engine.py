@@ -19,6 +19,7 @@ from costmodel.memory import kv_capacity, replica_memory
 from costmodel.modes import get_mode
 from costmodel.records import Distribution
 from costmodel.schemas.profile import Profile
+from costmodel.stepcost.host_overhead import mode_record
 
 # The simulator's engine settings are costmodel's one record (costmodel/engine_settings.py); the old name stays
 EngineConfig = EngineSettings
@@ -61,12 +62,13 @@ _VIEWS: dict = {}
 
 def engine_profile(profile: Profile, mode: str, s: EngineSettings) -> Profile:
     """The profile as an engine with settings `s` runs it: the canvas the draws cut outputs into
-    (the engine's, not the model catalog's), every canvas's denoising steps clipped at
+    (the engine's, not the model catalog's), async scheduling (what the host-overhead step term hides
+    behind the forward), every canvas's denoising steps clipped at
     max_denoising_steps (clipping the steps-per-canvas distribution clips every draw), MTP's
     per-position acceptance for k drafts (fewer than measured: the first k positions; more: refused).
     The profile itself when nothing differs."""
     serving = get_mode(mode)
-    key = (id(profile), mode, s.canvas_length, s.max_denoising_steps, s.num_speculative_tokens)
+    key = (id(profile), mode, s.canvas_length, s.max_denoising_steps, s.num_speculative_tokens, s.async_scheduling)
     hit = _VIEWS.get(key)
     if hit is not None and hit[0]() is profile:
         return hit[1]
@@ -78,6 +80,9 @@ def engine_profile(profile: Profile, mode: str, s: EngineSettings) -> Profile:
         clipped = _clip_commit_stats(profile.commit_stats, s.max_denoising_steps)
         if clipped is not None:
             changes["commit_stats"] = clipped
+    eng = changes.get("engine", profile.engine if isinstance(profile.engine, dict) else {})
+    if mode_record(eng, mode) is not None and s.async_scheduling is not None and eng.get("async_scheduling") != s.async_scheduling:
+        changes["engine"] = {**eng, "async_scheduling": bool(s.async_scheduling)}  # the host-overhead term's overlap (costmodel/stepcost)
     acc = profile.mtp_acceptance
     if serving.assistant and acc is not None and s.num_speculative_tokens and s.num_speculative_tokens != acc.num_speculative_tokens:
         k = int(s.num_speculative_tokens)

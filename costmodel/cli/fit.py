@@ -10,7 +10,11 @@ from costmodel.console import make_console
 from measure.fit.passes import HELDOUT_TARGET_PCT
 from measure.fit.from_runs import FitRequest, fit_profile
 from measure.fit.ops_runs import compare_tables
-from costmodel.schemas.profile import Profile
+from costmodel.errors import UserError
+from costmodel.schemas.profile import Profile, prices
+from costmodel.schemas.rundir import load_run
+from costmodel.shipped import resolve_profile
+from measure.fit.calibrate import calibrate_steps
 
 
 def print_fit_summary(con, result, show_summaries: bool = False) -> None:
@@ -81,8 +85,16 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
 @click.option("--compare", "compare", type=click.Path(dir_okay=False), default=None,
               help="Ops runs: print the fitted pass costs against this profile's (e.g. the shipped one) at every grid shape of its tables.")
 @click.option("--compare-csv", type=click.Path(dir_okay=False), default=None, help="With --compare: every shape's two costs and error to this CSV.")
+@click.option("--host-overhead/--no-host-overhead", default=True, show_default=True,
+              help="Recorded engine steps, --time gap_ms: model time in the pass models and the engine's host work per step as its own "
+                   "step term (hidden behind the forward under async scheduling); off: the run's mean overhead folded into the passes.")
+@click.option("--calibrate", "calibrate_runs", multiple=True, type=click.Path(),
+              help="Calibrate --profile to your own vLLM: recorded engine-steps run(s) of the profile's model on its GPU "
+                   "(costmodel measure --engine vllm, or a server run with COSTMODEL_STEP_RECORD); fits a per-pass efficiency and the host overhead.")
+@click.option("--profile", "base_profile", default=None, help="With --calibrate: the profile JSON to calibrate (e.g. a shipped one, costmodel/data/profiles/...).")
 def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, prefer, mtp_metrics, heldout, time_column, repeats, modes,
-        model_overrides, engine, fill_roofline, profile_id, notes, seed, show_summaries, compare, compare_csv):
+        model_overrides, engine, fill_roofline, profile_id, notes, seed, show_summaries, compare, compare_csv, host_overhead, calibrate_runs,
+        base_profile):
     """Fit a profile from run directories: one pass cost model per pass kind (statsmodels WLS on
     roofline features), commit statistics (runs with the model's weights, else the published prior),
     MTP acceptance (vLLM counters, else the stated default).
@@ -103,17 +115,37 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
              costmodel fit --campaign data/runs --hardware h200 --engine compiled --modes diffusion,ar,mtp -o h200.json
              costmodel fit data/runs/h200-dg-compiled runs/live --hardware h200 --prefer endpoint -o h200.json
              (runs/live: your `costmodel measure --endpoint URL ... -o runs/live`)
+             costmodel fit --calibrate runs/prod-steps --profile h100-sxm-fp8.json -o h100-as-my-vllm.json
     """
+    con = make_console()
+    if calibrate_runs or base_profile:
+        return run_calibration(con, list(runs), list(calibrate_runs), base_profile, hardware, profile_id, out)
     result = fit_profile(FitRequest(
         runs=list(runs), campaign=campaign, hardware=hardware, hardware_file=hardware_file, precision=precision, commit_runs=list(commit_runs),
         mtp_metrics=list(mtp_metrics), prefer=prefer, heldout=heldout, time_column=time_column, repeats=repeats, modes=modes,
-        model_overrides=list(model_overrides), engine=engine, fill_roofline=fill_roofline, profile_id=profile_id, notes=list(notes), seed=seed))
-    con = make_console()
+        model_overrides=list(model_overrides), engine=engine, fill_roofline=fill_roofline, profile_id=profile_id, notes=list(notes), seed=seed,
+        host_overhead=host_overhead))
     print_fit_summary(con, result, show_summaries)
     result.profile.save(out)
     con.print(f"wrote {out} ({result.profile.profile_id}: modes {', '.join(result.profile.modes)})")
     if compare:
         print_comparison(con, result.profile, compare, compare_csv)
+
+
+def run_calibration(con, runs: list[str], calibrate_runs: list[str], base_profile: str | None, hardware: str | None, profile_id: str | None,
+                    out: str) -> None:
+    """`--calibrate RUN --profile P`: P priced as the recorded vLLM (measure/fit/calibrate.py)."""
+    if not calibrate_runs or not base_profile:
+        raise UserError("--calibrate and --profile go together", "e.g. costmodel fit --calibrate runs/prod-steps --profile h100-sxm.json -o mine.json")
+    if runs:
+        raise UserError(f"--calibrate takes its runs as --calibrate values, not as RUN arguments ({', '.join(runs)})", "move them to --calibrate")
+    prof, msgs = calibrate_steps(resolve_profile(base_profile, hardware or ""), [load_run(r) for r in calibrate_runs], hardware)
+    if profile_id:
+        prof.profile_id = profile_id
+    for m in msgs:
+        con.print(f"- {m}")
+    prof.save(out)
+    con.print(f"wrote {out} ({prof.profile_id}: {prices(prof)})")
 
 
 def print_comparison(con, profile, other_path: str, csv_path: str | None) -> None:

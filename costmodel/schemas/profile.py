@@ -31,6 +31,7 @@ from costmodel.precision import Precision, get_precision
 from costmodel.roofline import Roofline, Segment, default_tokens
 from costmodel.records import PROVENANCE_KINDS, Distribution, Provenance
 from costmodel.stepcost import get_predictor, predictor_names, resolve
+from costmodel.stepcost import host_overhead
 from costmodel.stepcost.linear import FEATURES, features, linear_ms
 from costmodel.stepcost.resolved import ResolvedProfile
 from costmodel.stepcost.table import CONTEXT_OFFSET, table_model
@@ -235,6 +236,7 @@ class Profile:
             raise UserError(f"{where} has no modes", f"a profile needs at least one of {', '.join(mode_names())}")
         for name in self.modes:
             _check_mode(self, name, where)
+        _check_engine(self, where)
         for part in profile_parts():
             part.validate(getattr(self, part.key), where)
         return self
@@ -262,6 +264,42 @@ class Profile:
             return self.modes[mode]
         except KeyError:
             raise UserError(f"profile {self.profile_id} has no mode {mode!r}", f"it has {', '.join(self.modes)}") from None
+
+
+# ---- the engine section: which engine and kernel set the profile prices ------------------------
+# engine["kernel_set"]: the kernels its pass costs are of. Today's shipped ops profiles time the
+# fastest serving-grade kernel per op (measure/ops) with no engine around them: a labelled what-if.
+# A profile fitted from recorded engine steps prices that engine's own kernels.
+KERNEL_SETS = {
+    "ops-fastest": "what-if: an engine with the fastest kernels this project times per op (measure/ops), no engine host work",
+    "vllm": "vLLM's own kernels, as its engine dispatched them (recorded engine steps or a calibration run)",
+    "transformers": "transformers' own model modules (eager or torch.compile), no serving engine",
+}
+KERNEL_SET_OF_ENGINE = {"ops": "ops-fastest", "vllm": "vllm", "transformers": "transformers"}  # the set an engine section without kernel_set implies
+
+
+def kernel_set(p: "Profile") -> str:
+    """The kernel set the profile's pass costs price (its engine section's, else implied by its engine name; '' unknown)."""
+    eng = p.engine if isinstance(p.engine, dict) else {}
+    return str(eng.get("kernel_set") or KERNEL_SET_OF_ENGINE.get(str(eng.get("name", "")), ""))
+
+
+def prices(p: "Profile") -> str:
+    """One line: which engine and kernel set the profile prices, and whether engine host work is in it."""
+    eng = p.engine if isinstance(p.engine, dict) else {}
+    ks = kernel_set(p)
+    host = eng.get(host_overhead.HOST_OVERHEAD_KEY) or {}
+    head = f"engine {eng.get('name', '?')}{' ' + str(eng['version']) if eng.get('version') else ''}, kernel set {ks or 'unknown'}"
+    head += f" ({KERNEL_SETS[ks]})" if ks in KERNEL_SETS else ""
+    return head + (f"; engine host overhead for {', '.join(sorted(host))}" if host else "; no engine host overhead term")
+
+
+def _check_engine(p: "Profile", where: str) -> None:
+    eng = p.engine if isinstance(p.engine, dict) else {}
+    ks = eng.get("kernel_set")
+    if ks is not None and ks not in KERNEL_SETS:
+        raise UserError(f"{where}: engine.kernel_set {ks!r} is unknown", f"kernel sets are {', '.join(KERNEL_SETS)}")
+    host_overhead.check(eng, p.modes, where)
 
 
 def _check_mode(p: Profile, name: str, where: str) -> None:

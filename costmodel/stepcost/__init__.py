@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from costmodel.stepcost.base import (PassPredictor, StepTerm, get_predictor, predictor_names, register, register_term, step_terms, unregister,
                                      unregister_term)
+from costmodel.stepcost.host_overhead import HostOverheadTerm
 from costmodel.stepcost.linear import LinearPredictor
 from costmodel.stepcost.resolved import ModeCost, ResolvedProfile, pass_cost, resolve
 from costmodel.stepcost.roofline import RooflinePredictor
@@ -21,6 +22,8 @@ from costmodel.stepcost.table import TablePredictor
 register(LinearPredictor())
 register(TablePredictor())
 register(RooflinePredictor())
+# ---- the registered step terms: one line each ------------------------------------------------
+register_term(HostOverheadTerm())
 
 __all__ = ["ModeCost", "PassPredictor", "ResolvedProfile", "StepTerm", "get_predictor", "pass_cost", "predictor_names", "register",
            "register_term", "resolve", "step_terms", "unregister", "unregister_term"]

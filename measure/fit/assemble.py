@@ -76,6 +76,9 @@ class FitOptions:
     seed: int = 0
     prefer: str | None = None  # gpu | endpoint: the origin kept for a pass kind both observe (else refused)
     step_objective: str = "relative"  # engine-steps fits: "relative" (WLS 1/ms^2) or "mean" (OLS: unbiased summed time)
+    # engine-steps fits of the wall time: model time in the pass models and the engine's host work as its own step
+    # term (measure/fit/calibrate.py), instead of the run's mean overhead folded into the passes
+    host_overhead: bool = False
 
 
 @dataclass

@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from costmodel.errors import UserError
+from costmodel.schemas.rundir import load_run
 from measure.fit.assemble import FitOptions, FitResult, build_profile, campaign_runs
+from measure.fit.calibrate import wall_check
 from measure.fit.ops_runs import build_ops_profile, is_ops_run
 from measure.fit.steps import build_step_profile, is_step_run
 
@@ -38,6 +40,7 @@ class FitRequest:
     profile_id: str | None = None
     notes: list[str] = field(default_factory=list)
     seed: int = 0
+    host_overhead: bool = True  # engine-steps runs: the host work as its own step term (measure/fit/host_overhead.py)
 
 
 def _model_overrides(items: list[str]) -> dict[str, str]:
@@ -68,7 +71,8 @@ def fit_options(req: FitRequest) -> FitOptions:
     return FitOptions(hardware=req.hardware, hardware_file=req.hardware_file, precision=req.precision, commit_runs=split_list(req.commit_runs),
                       mtp_metrics=split_list(req.mtp_metrics), heldout=req.heldout, time_column=req.time_column, repeats=req.repeats,
                       modes=split_list((req.modes,)) if req.modes else None, models=_model_overrides(req.model_overrides), engine=req.engine,
-                      fill_roofline=req.fill_roofline, profile_id=req.profile_id, notes=list(req.notes), seed=req.seed, prefer=req.prefer)
+                      fill_roofline=req.fill_roofline, profile_id=req.profile_id, notes=list(req.notes), seed=req.seed, prefer=req.prefer,
+                      host_overhead=req.host_overhead)
 
 
 def fit_profile(req: FitRequest) -> FitResult:
@@ -77,4 +81,8 @@ def fit_profile(req: FitRequest) -> FitResult:
     opts = fit_options(req)
     if any(is_ops_run(p) for p in paths):
         return build_ops_profile(paths, opts)
-    return build_step_profile(paths, opts) if any(is_step_run(p) for p in paths) else build_profile(paths, opts)
+    if any(is_step_run(p) for p in paths):
+        result = build_step_profile(paths, opts)
+        result.messages.extend(wall_check(result.profile, [load_run(p) for p in paths]))
+        return result
+    return build_profile(paths, opts)

@@ -53,8 +53,11 @@ from costmodel.roofline import Segment, get_pass_kind
 from costmodel.schemas.profile import (CommitStats, Distribution, FitDiagnostics, ModeProfile, PassCostModel, Profile, Provenance,
                                        features)
 from costmodel.schemas.rundir import STEP_COLUMNS, Run, load_run
+from costmodel.stepcost.host_overhead import HOST_OVERHEAD_KEY
 from costmodel.timestamps import now_iso
 from measure.fit.assemble import FitOptions, FitResult, resolve_target
+from measure.fit.host_overhead import BLOCK_STEPS as BLOCK_STEPS_HOST
+from measure.fit.host_overhead import busy_steps, fit_host
 from measure.fit.mtp import acceptance_from_counters
 from measure.fit.passes import SELECT_TOL_POINTS, SELECT_TOL_REL, PassFit, mape_pct
 
@@ -513,13 +516,18 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
     if opts.time_column == "wall_ms":
         raise UserError("--time wall_ms is a GPU-run pass time", f"for recorded engine steps use --time {' or '.join(TIME_COLUMNS)}")
     time_column = opts.time_column if opts.time_column in TIME_COLUMNS else "gap_ms"  # gpu_ms, the CLI default: the wall step
+    host = opts.host_overhead and time_column == "gap_ms"  # wall time = model time (passes) + the host term
     target = resolve_target(runs, opts, msgs)
     fits: dict[str, PassFit] = {}
     modes: dict[str, ModeProfile] = {}
     parts: dict = {}
+    hosts: dict = {}
     for mode in [m for m in mode_names() if any(r.manifest.mode == m for r in runs)]:
         mruns = [r for r in runs if r.manifest.mode == mode]
-        mfits, fit = fit_mode(mode, mruns, target, time_column, opts.seed, msgs, opts.step_objective)
+        # with the host term the passes carry model time and the wall time is their sum with it: fitted for unbiased sums
+        mfits, fit = fit_mode(mode, mruns, target, "elapsed_ms" if host else time_column, opts.seed, msgs, "mean" if host else opts.step_objective)
+        if host:
+            hosts[mode] = host_fit(mode, mruns, msgs)
         fits.update({(k if k not in fits else f"{k} [{mode}]"): f for k, f in mfits.items()})
         modes[mode] = ModeProfile(mode, target.model_for(mode), assistant=target.assistant if get_mode(mode).assistant else None,
                                   pass_models={k: f.model for k, f in mfits.items()},
@@ -527,7 +535,21 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
         for part in get_mode(mode).parts:  # the mode's profile parts, from the same steps
             parts[part.key], pmsg = PARTS_FROM_STEPS[part.key](pd.concat([r.table("steps") for r in mruns]), mruns)
             msgs.append(pmsg)
-    return FitResult(_profile(runs, opts, target, modes, parts, time_column, msgs), fits, [], msgs)
+    prof = _profile(runs, opts, target, modes, parts, time_column, msgs)
+    if hosts:
+        prof.engine.update({HOST_OVERHEAD_KEY: hosts, "kernel_set": "vllm", "time": "elapsed_ms + host overhead term"})
+    return FitResult(prof.validate("fitted profile"), fits, [], msgs)
+
+
+def host_fit(mode: str, runs: list[Run], msgs: list[str]) -> dict:
+    """The mode's host-overhead step term from its runs' wall and model times (measure/fit/calibrate.py)."""
+    df = pd.concat([busy_steps(r.table("steps")) for r in runs], ignore_index=True)
+    eng = runs[0].manifest.engine
+    fit = fit_host(df, mode, f"{mode} engine-steps runs", async_scheduling=bool(eng.get("async_scheduling")),
+                   source=f"vLLM {eng.get('version')} engine steps of runs {', '.join(r.manifest.run_id for r in runs)}: wall gap - model time, "
+                          f"block sums of {BLOCK_STEPS_HOST} steps")
+    msgs.append(fit.describe())
+    return fit.record()
 
 
 def _run_settings(runs: list[Run]) -> dict:

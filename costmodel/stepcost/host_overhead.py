@@ -1,0 +1,98 @@
+"""An engine's host work per step (scheduling, input preparation, sampling bookkeeping, output
+processing, detokenisation, streaming) as a step term beside the forward passes.
+
+Why a term of its own: a profile composed from kernel timings (measure/ops) prices the GPU alone,
+while vLLM spends CPU time on every step. At batch 1 that time is a large share of a decode step, so
+leaving it out makes AR and MTP look up to 2x faster than the engine users run; fitting it into
+the pass coefficients instead would smear it over batch sizes where it is not.
+
+The profile's engine section carries it per mode (`engine["host_overhead"][mode]`):
+
+    {"coef": {"ms": 1.2, "ms_per_request": 0.05, "ms_per_token": 0.0, "ms_per_draft_token": 0.01,
+              "ms_per_canvas": 0.0},
+     "source": "fitted from recorded vLLM 0.32.0 steps (gap - model time, block sums) ...",
+     "async_scheduling": false}      # the engine setting it was measured under
+
+host_ms = ms + ms_per_request x requests + ms_per_token x scheduled tokens + ms_per_draft_token x
+draft tokens + ms_per_canvas x canvases, over the step's composition. With vLLM's async scheduling
+(the GPU default) the host work of step N+1 runs while step N's forward runs, so a step costs only
+the host time its forward does not cover: max(0, host_ms - forward_ms) (steady state: neighbouring
+steps have the same composition). Which setting applies: the engine's (`engine["async_scheduling"]`,
+set by the simulator's engine view from the run's settings: simulate/engine.py), else the one the
+overhead was measured under."""
+
+from __future__ import annotations
+
+import math
+
+from costmodel.errors import UserError
+
+HOST_OVERHEAD_KEY = "host_overhead"  # the profile engine section's key
+COEFS = ("ms", "ms_per_request", "ms_per_token", "ms_per_draft_token", "ms_per_canvas")
+
+
+def composition(serving, prefill, groups, draws) -> dict[str, float]:
+    """The step's composition the host work scales with: requests, scheduled (query) tokens, draft
+    tokens (the assistant's: side passes x verifying sequences), canvases (a canvas mode's groups)."""
+    reqs = (prefill.seqs if prefill is not None else 0) + sum(g.seqs for g in groups)
+    tokens = (prefill.seqs * prefill.tokens if prefill is not None else 0) + sum(g.seqs * g.tokens for g in groups)
+    drafts = getattr(draws, "side_passes", 0) * groups[0].seqs if serving.side_kinds and groups else 0
+    canvases = sum(g.seqs for g in groups) if serving.decodes_canvases else 0
+    return {"ms": 1.0, "ms_per_request": float(reqs), "ms_per_token": float(tokens), "ms_per_draft_token": float(drafts),
+            "ms_per_canvas": float(canvases)}
+
+
+def host_ms(coef: dict[str, float], comp: dict[str, float]) -> float:
+    return sum(coef.get(k, 0.0) * comp[k] for k in COEFS)
+
+
+def overlapped_ms(host: float, forward_ms: float, async_scheduling: bool) -> float:
+    """What the host work adds to a step: all of it, or with async scheduling what the forward does not hide."""
+    return max(0.0, host - forward_ms) if async_scheduling else host
+
+
+def mode_record(engine: dict, mode: str) -> dict | None:
+    sec = engine.get(HOST_OVERHEAD_KEY) if isinstance(engine, dict) else None
+    return sec.get(mode) if isinstance(sec, dict) else None
+
+
+def async_on(engine: dict, rec: dict) -> bool:
+    a = engine.get("async_scheduling")
+    return bool(a) if isinstance(a, bool) else bool(rec.get("async_scheduling", False))
+
+
+def check(engine: dict, modes, where: str) -> None:
+    """Refuse a host-overhead section the term could not price (the profile's validation)."""
+    sec = engine.get(HOST_OVERHEAD_KEY) if isinstance(engine, dict) else None
+    if sec is None:
+        return
+    fix = "refit it with `costmodel fit` (recorded vLLM steps) or `costmodel fit --calibrate`"
+    if not isinstance(sec, dict):
+        raise UserError(f"{where}: engine.{HOST_OVERHEAD_KEY} must map modes to overhead records", fix)
+    for mode, rec in sec.items():
+        if mode not in modes:
+            raise UserError(f"{where}: engine.{HOST_OVERHEAD_KEY} names mode {mode!r}, which the profile does not price", fix)
+        coef = rec.get("coef") if isinstance(rec, dict) else None
+        if not isinstance(coef, dict) or set(coef) - set(COEFS):
+            raise UserError(f"{where}: engine.{HOST_OVERHEAD_KEY}.{mode}.coef must hold only {', '.join(COEFS)}", fix)
+        for k, v in coef.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise UserError(f"{where}: engine.{HOST_OVERHEAD_KEY}.{mode}.coef.{k} = {v!r} must be a finite number >= 0 ms", fix)
+
+
+class HostOverheadTerm:
+    """The engine's host work per step, hidden behind the forward under async scheduling."""
+
+    name = "engine_host"
+
+    def step_ms(self, cost, prefill, groups, draws) -> float:
+        engine = cost.profile.engine
+        rec = mode_record(engine, cost.mode)
+        if rec is None:
+            return 0.0
+        host = host_ms(rec["coef"], composition(cost.serving, prefill, groups, draws))
+        if not host:
+            return 0.0
+        if not async_on(engine, rec):
+            return host
+        return overlapped_ms(host, cost.serving.step_ms(cost, prefill, groups, draws), True)

@@ -230,10 +230,10 @@ def _check_gemv2(dev, out: dict, disabled: dict) -> None:
     import torch
 
     from measure.ops import kernels
-    from measure.ops.triton_kernels_cfg import gemv_configs
+    from measure.ops.triton_kernels.configs import gemv_configs
 
     try:
-        from measure.ops.triton_fused import gemv
+        from measure.ops.triton_kernels.fused import gemv
     except Exception as ex:
         out["gemv2"] = f"{type(ex).__name__}: {str(ex)[:160]}"
         return
@@ -269,7 +269,7 @@ def _check_router_1launch(dev, out: dict, disabled: dict) -> None:
     for name, cfg, ms in ([(f"triton_router_1launch[{'/'.join(map(str, c))}]", c, (1, 3, 8)) for c in kernels.ROUTER_1L_CFGS]
                           + [(f"triton_router_dot[{'/'.join(map(str, c))}]", c, (1, 33, 300)) for c in kernels.ROUTER_DOT_CFGS]):
         def error(name=name, cfg=cfg, ms=ms) -> float:
-            from measure.ops.triton_fused import router_dot_topk, router_gemv_topk
+            from measure.ops.triton_kernels.fused import router_dot_topk, router_gemv_topk
 
             worst = 0.0
             for m in ms:
@@ -311,8 +311,8 @@ def _check_sampler_split(dev, out: dict, disabled: dict) -> None:
         name = f"triton_ar_sampler_split[{chunk}]"
 
         def error(chunk=chunk) -> float:
-            from measure.ops.triton_fused import sample_rows_split
-            from measure.ops.triton_kernels import sample_rows
+            from measure.ops.triton_kernels.fused import sample_rows_split
+            from measure.ops.triton_kernels.basic import sample_rows
 
             torch.manual_seed(37)
             bad = 0
@@ -337,7 +337,7 @@ def _check_sampler_r4(dev, out: dict, disabled: dict) -> None:
     from measure.ops import kernels
 
     def error(kind: str) -> float:
-        from measure.ops.triton_fused import sample_rows_dg_split, sample_rows_r4, sample_rows_split_r4
+        from measure.ops.triton_kernels.fused import sample_rows_dg_split, sample_rows_r4, sample_rows_split_r4
 
         torch.manual_seed(43)
         worst = 0.0
@@ -438,12 +438,12 @@ def _check_pdl_chain(dev, out: dict, disabled: dict) -> None:
     layer's FFN block runs them (norms -> GEMV -> router -> MoE gate_up -> MoE down -> dense gate_up ->
     down GEMV -> norms), in one CUDA graph, against the same chain launched plainly: identical
     outputs over 8 replays with fresh inputs (bf16 and fp8 weights), for every launch mode of the
-    MoE GEMV pair (triton_fused.MOE_GEMV2_MODES: the L2 prefetches must not change a bit); a
+    MoE GEMV pair (triton_kernels.fused.MOE_GEMV2_MODES: the L2 prefetches must not change a bit); a
     mismatch or failure disables every _pdl candidate and every MoE pair of the new modes."""
     import torch
 
     def error() -> float:
-        from measure.ops.triton_fused import MOE_GEMV2_MODES, gemv, moe_gemv2, moe_gemv_gate_up, norm_fused, router_gemv_topk
+        from measure.ops.triton_kernels.fused import MOE_GEMV2_MODES, gemv, moe_gemv2, moe_gemv_gate_up, norm_fused, router_gemv_topk
 
         worst = 0.0
         for w8 in (False, True):
@@ -497,8 +497,8 @@ def _check_qk_heads(dev, out: dict, disabled: dict) -> None:
     import torch
 
     def error() -> float:
-        from measure.ops.triton_fused import qk_norm_rope3
-        from measure.ops.triton_kernels import qk_norm_rope
+        from measure.ops.triton_kernels.fused import qk_norm_rope3
+        from measure.ops.triton_kernels.basic import qk_norm_rope
 
         errs = []
         for hq, hk, hd in ((16, 8, 256), (16, 2, 512), (16, 0, 256)):
@@ -544,7 +544,7 @@ def _check_gemm_act(dev, out: dict, disabled: dict) -> None:
                 continue
 
             def error(prec=prec, c=c) -> float:
-                from measure.ops.triton_fused import moe_gemv_gate_up
+                from measure.ops.triton_kernels.fused import moe_gemv_gate_up
 
                 torch.manual_seed(23)
                 x = torch.randn(3, 2816, device=dev, dtype=torch.bfloat16)
@@ -568,7 +568,7 @@ def _check_softcap(dev, out: dict, disabled: dict) -> None:
     import torch
 
     def error() -> float:
-        from measure.ops.triton_fused import softcap
+        from measure.ops.triton_kernels.fused import softcap
 
         torch.manual_seed(29)
         y = (torch.randn(3, 262144, device=dev) * 40).to(torch.bfloat16)
@@ -581,8 +581,8 @@ def _check_softcap(dev, out: dict, disabled: dict) -> None:
     for prec in ("bf16", "fp8"):  # the lm_head GEMVs with the softcap in their epilogue, every config and m
         for m in (1, 3, 8):
             def gemv_error(prec=prec, m=m) -> float:
-                from measure.ops.triton_fused import gemv
-                from measure.ops.triton_kernels_cfg import gemv_configs
+                from measure.ops.triton_kernels.fused import gemv
+                from measure.ops.triton_kernels.configs import gemv_configs
 
                 torch.manual_seed(31)
                 x, w, s, ref = _gemv_case(dev, m, prec, n=5000, scale=40, cap=30.0)
@@ -605,7 +605,7 @@ def _check_norm_fused(dev, out: dict, disabled: dict) -> None:
     from measure.ops import kernels
 
     def error() -> float:
-        from measure.ops.triton_fused import norm_fused
+        from measure.ops.triton_kernels.fused import norm_fused
 
         errs = []
         for ins, outs in ((1, 2), (2, 1), (1, 1)):
@@ -646,8 +646,8 @@ def _check_qk_1launch(dev, out: dict, disabled: dict) -> None:
     import torch
 
     def error() -> float:
-        from measure.ops.triton_fused import qk_norm_rope2
-        from measure.ops.triton_kernels import qk_norm_rope
+        from measure.ops.triton_kernels.fused import qk_norm_rope2
+        from measure.ops.triton_kernels.basic import qk_norm_rope
 
         torch.manual_seed(19)
         q = torch.randn(7, 16, 256, device=dev, dtype=torch.bfloat16)
@@ -719,7 +719,7 @@ def _check_flash(dev, out: dict, disabled: dict) -> None:
     import torch  # heavy, optional: only the GPU campaign needs it
 
     def error() -> float:
-        from measure.ops.triton_kernels import flash_gqa
+        from measure.ops.triton_kernels.basic import flash_gqa
 
         errs = []
         for (M, qlen, L, causal, splits, D) in [(8, 1, 4096, False, 8, 512), (4096, 256, 1280, True, 1, 512), (2048, 256, 1280, False, 1, 512),
@@ -756,7 +756,7 @@ def _check_router(dev, out: dict, disabled: dict) -> None:
     W = torch.randn(128, 2816, device=dev, dtype=torch.bfloat16) * 2816 ** -0.5
 
     def topk_error() -> float:
-        from measure.ops.triton_kernels import router_topk
+        from measure.ops.triton_kernels.basic import router_topk
 
         w, i = router_topk(x, x @ W.t(), 8)
         h = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * 2816 ** -0.5
@@ -765,7 +765,7 @@ def _check_router(dev, out: dict, disabled: dict) -> None:
         return _rel(w, rw / rw.sum(-1, keepdim=True))
 
     def gemv_error(cfg) -> float:
-        from measure.ops.triton_fused import gemv
+        from measure.ops.triton_kernels.fused import gemv
 
         lg = torch.empty(4, 128, device=dev, dtype=torch.bfloat16)
         gemv(x[:4], W, lg, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2])

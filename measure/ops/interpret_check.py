@@ -32,8 +32,8 @@ def sampler_errors(rows: int = 3, vocab: int = 5000, temp: float = 0.8, seed: in
     random numbers): 0 for token mismatches, relative error for entropies and probabilities."""
     import torch
 
-    from measure.ops import triton_fused as tf
-    from measure.ops import triton_kernels as tk
+    from measure.ops.triton_kernels import fused as tf
+    from measure.ops.triton_kernels import basic as tk
 
     torch.manual_seed(0)
     lg = (torch.randn(rows, vocab) * 3).to(torch.bfloat16)
@@ -74,14 +74,14 @@ def sampler_errors(rows: int = 3, vocab: int = 5000, temp: float = 0.8, seed: in
 
 
 def moe_gemv_errors(tokens: int = 3, experts: int = 8, d: int = 64, f: int = 48, topk: int = 2) -> dict[str, float]:
-    """The small-batch MoE kernels (triton_fused: moe_gemv_gate_up + moe_gemv_down, two launches)
+    """The small-batch MoE kernels (triton_kernels.fused: moe_gemv_gate_up + moe_gemv_down, two launches)
     against a per-token torch loop, bf16
     weights and e4m3 weights with per-channel scales (the reference on the same dequantised weights);
     f not a multiple of the block, so the masks are exercised."""
     import torch
     import torch.nn.functional as F
 
-    from measure.ops import triton_fused as tf
+    from measure.ops.triton_kernels import fused as tf
     from measure.ops.kernels import quant_weight_channels
 
     torch.manual_seed(3)
@@ -120,8 +120,8 @@ def flash_gemv_errors() -> dict[str, float]:
     torch, at small shapes."""
     import torch
 
-    from measure.ops import triton_fused as tf
-    from measure.ops.triton_kernels import flash_gqa
+    from measure.ops.triton_kernels import fused as tf
+    from measure.ops.triton_kernels.basic import flash_gqa
 
     torch.manual_seed(5)
     out = {}

@@ -46,7 +46,7 @@ def has_triton(device: torch.device) -> bool:
     try:
         import triton  # noqa: F401
 
-        from measure.ops import triton_kernels  # noqa: F401
+        from measure.ops.triton_kernels import basic  # noqa: F401
         return True
     except Exception:
         return False
@@ -94,7 +94,7 @@ def quant_rows(x: torch.Tensor):
 def quant_rows_fast(x: torch.Tensor):
     """Per-row quantisation in one Triton kernel on CUDA (what serving engines fuse), else torch."""
     if has_triton(x.device):
-        from measure.ops.triton_kernels import quant_rows as tq
+        from measure.ops.triton_kernels.basic import quant_rows as tq
 
         return tq(x.contiguous())
     return quant_rows(x)
@@ -113,7 +113,7 @@ def _softcap_fn(dev, fused: bool):
     if fused:
         if not has_triton(dev):
             raise RuntimeError("Triton is not available on this device")
-        from measure.ops.triton_fused import softcap
+        from measure.ops.triton_kernels.fused import softcap
 
         return lambda y, logits, cap: softcap(y, logits, cap)
 
@@ -228,7 +228,7 @@ def _gemm_gemv(p, prec, dev, w8a16=False):
     """Triton GEMV (the MoE GEMV kernel with one expert) for m <= 16: bf16, or fp8 weights with bf16
     activations (w8a16: no activation quantisation)."""
     k, n, m, c, ws, ss, x = _gemv_inputs(p, dev, 16, "GEMV", w8a16, lead=(1,))
-    from measure.ops.triton_kernels import moe_gemv
+    from measure.ops.triton_kernels.basic import moe_gemv
 
     out = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
     ids = torch.zeros(m, device=dev, dtype=torch.int32)
@@ -238,11 +238,11 @@ def _gemm_gemv(p, prec, dev, w8a16=False):
 
 
 def _gemm_gemv2(p, prec, dev, cfg, w8a16=False, pdl=False, softcap: float = 0.0):
-    """Triton GEMV for m <= 8 (triton_fused.gemv): narrow column blocks, long K tiles, so that every SM
+    """Triton GEMV for m <= 8 (triton_kernels.fused.gemv): narrow column blocks, long K tiles, so that every SM
     streams weights; bf16, or fp8 weights + per-channel scales with bf16 activations (no activation
     quantisation kernel); softcap: the lm_head's, in the epilogue, into fp32 logits."""
     k, n, m, c, ws, ss, x = _gemv_inputs(p, dev, 8, "GEMV2", w8a16)
-    from measure.ops.triton_fused import gemv
+    from measure.ops.triton_kernels.fused import gemv
 
     y = torch.empty(m, n, device=dev, dtype=torch.float32 if softcap else torch.bfloat16)
     bn, bk, nw = cfg
@@ -259,7 +259,7 @@ def gemv2_candidates(m: int, precision: str, softcap: float = 0.0) -> list[Candi
     softcap: the lm_head's variants (`..._softcap[cfg]`)."""
     if m > 8:
         return []
-    from measure.ops.triton_kernels_cfg import gemv_configs
+    from measure.ops.triton_kernels.configs import gemv_configs
 
     w8 = precision == "fp8"
     cap = "_softcap" if softcap else ""
@@ -281,7 +281,7 @@ def _gemm_act_fused(p, prec, dev, cfg, pdl=False):
         raise RuntimeError("Triton is not available on this device")
     if p["m"] > 8:
         raise RuntimeError("the fused gate_up GEMV is for m <= 8")
-    from measure.ops.triton_fused import moe_gemv_gate_up
+    from measure.ops.triton_kernels.fused import moe_gemv_gate_up
 
     k, f, m, w8 = p["k"], p["f"], p["m"], prec == "fp8"
     c, ws, ss = _weight_copies(dev, (1, 2 * f, k), w8)
@@ -302,7 +302,7 @@ def _gemm_act_unfused(p, prec, dev, cand: Candidate):
     b = cand.build({"k": k, "n": 2 * f, "m": m}, prec, dev)
     act = torch.empty(m, f, device=dev, dtype=torch.bfloat16)
     if has_triton(dev):
-        from measure.ops.triton_kernels import gelu_mul
+        from measure.ops.triton_kernels.basic import gelu_mul
 
         run = lambda i: gelu_mul(b.run(i), act)  # noqa: E731
     else:
@@ -337,7 +337,7 @@ LM_HEAD = {
 def _rmsnorm_triton(p, prec, dev):
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_kernels import add_rmsnorm
+    from measure.ops.triton_kernels.basic import add_rmsnorm
 
     d, m = p["d"], p["m"]
     x, res, out = _randn(m, d, device=dev), _randn(m, d, device=dev), torch.empty(m, d, device=dev, dtype=torch.bfloat16)
@@ -369,10 +369,10 @@ def _norm_inputs(p, dev):
 
 
 def _norm_fused_triton(p, prec, dev, pdl=False):
-    """The norms between two blocks of a layer in one row pass (triton_fused.norm_fused)."""
+    """The norms between two blocks of a layer in one row pass (triton_kernels.fused.norm_fused)."""
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_fused import norm_fused
+    from measure.ops.triton_kernels.fused import norm_fused
 
     t = _norm_inputs(p, dev)
     run = lambda i: norm_fused(t["a"], t["res"], t["wa"], t["wo1"], t["o1"], t.get("b"), t.get("wb"), t.get("ws"), t.get("wo2"), t.get("o2"), pdl=pdl)  # noqa: E731
@@ -390,7 +390,7 @@ def _norm_separate_triton(p, prec, dev):
     """The same norms one fused add+RMSNorm kernel each (the first campaign's composition)."""
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_kernels import add_rmsnorm
+    from measure.ops.triton_kernels.basic import add_rmsnorm
 
     d, m, k = p["d"], p["m"], norms_covered(p)
     x, res, out = _randn(m, d, device=dev), _randn(m, d, device=dev), torch.empty(m, d, device=dev, dtype=torch.bfloat16)
@@ -424,7 +424,7 @@ def _norm_separate_torch(p, prec, dev):
 def _act_triton(p, prec, dev):
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_kernels import gelu_mul
+    from measure.ops.triton_kernels.basic import gelu_mul
 
     d, m = p["d"], p["m"]
     gu, out = _randn(m, 2 * d, device=dev), torch.empty(m, d, device=dev, dtype=torch.bfloat16)
@@ -483,7 +483,7 @@ def _router(p, prec, dev):
 def _router_triton(p, prec, dev):
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_kernels import router_topk
+    from measure.ops.triton_kernels.basic import router_topk
 
     m, d, e, topk = p["m"], p["d"], p["experts"], p["topk"]
     c = _copies(d * e * 2)
@@ -517,8 +517,8 @@ def _router_gemv(p, prec, dev, cfg=(1, 4096, 4)):
     """Few tokens: the router GEMM as the Triton GEMV (a program per expert row or two) + the fused
     top-k kernel."""
     c, ws, x, w_out, id_out = _router_inputs(p, dev, "the GEMV router")
-    from measure.ops.triton_fused import gemv
-    from measure.ops.triton_kernels import router_topk
+    from measure.ops.triton_kernels.fused import gemv
+    from measure.ops.triton_kernels.basic import router_topk
 
     logits = torch.empty(p["m"], p["experts"], device=dev, dtype=torch.bfloat16)
 
@@ -530,10 +530,10 @@ def _router_gemv(p, prec, dev, cfg=(1, 4096, 4)):
 
 
 def _router_1launch(p, prec, dev, cfg=(2, 1024, 4), pdl=False):
-    """Few tokens: the router in one launch (triton_fused.router_gemv_topk): GEMV programs over
+    """Few tokens: the router in one launch (triton_kernels.fused.router_gemv_topk): GEMV programs over
     expert blocks, the last one to finish does the RMS factor, softmax, top-k and renormalisation."""
     c, ws_, x, w_out, id_out = _router_inputs(p, dev, "the one-launch GEMV router")
-    from measure.ops.triton_fused import router_gemv_topk
+    from measure.ops.triton_kernels.fused import router_gemv_topk
 
     scratch: dict = {}
     run = lambda i: router_gemv_topk(x, ws_[i % c], w_out, id_out, scratch, block_n=cfg[0], block_k=cfg[1], num_warps=cfg[2], pdl=pdl)  # noqa: E731
@@ -543,11 +543,11 @@ def _router_1launch(p, prec, dev, cfg=(2, 1024, 4), pdl=False):
 
 
 def _router_dot(p, prec, dev, cfg=(16, 64, 4)):
-    """The router in one launch for any m (triton_fused.router_dot_topk): tensor-core logits for
+    """The router in one launch for any m (triton_kernels.fused.router_dot_topk): tensor-core logits for
     BLOCK_M tokens x all experts, RMS factor from the same x tiles, softmax/top-k in registers."""
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_fused import router_dot_topk
+    from measure.ops.triton_kernels.fused import router_dot_topk
 
     m, d, e, topk = p["m"], p["d"], p["experts"], p["topk"]
     c = _copies(d * e * 2)
@@ -589,7 +589,7 @@ def _ar_sampler_inputs(p, dev, split: bool):
 def _ar_sampler_split(p, prec, dev, chunk=2048):
     """A few rows: the AR sampler split along the vocabulary over many programs + a combine launch."""
     logits, greedy, sample = _ar_sampler_inputs(p, dev, split=True)
-    from measure.ops.triton_fused import sample_rows_split
+    from measure.ops.triton_kernels.fused import sample_rows_split
 
     ws_: dict = {}
     return Bench(lambda i: sample_rows_split(logits, 0.7, 99 + i, greedy, sample, ws_, chunk=chunk), 1,
@@ -600,7 +600,7 @@ def _ar_sampler_r4(p, prec, dev, split: bool):
     """The AR sampler with tl.rand4x (one Philox call per four elements): a program per row, or
     (split, m <= 256) each row over chunks of 4096 + a combine launch."""
     logits, greedy, sample = _ar_sampler_inputs(p, dev, split)
-    from measure.ops.triton_fused import sample_rows_r4, sample_rows_split_r4
+    from measure.ops.triton_kernels.fused import sample_rows_r4, sample_rows_split_r4
 
     ws_: dict = {}
     if split:
@@ -613,7 +613,7 @@ def _ar_sampler_r4(p, prec, dev, split: bool):
 def _dg_sampler_r4(p, prec, dev):
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_fused import sample_rows_r4
+    from measure.ops.triton_kernels.fused import sample_rows_r4
 
     return _dg_sampler_with(sample_rows_r4, p, dev, "Triton fused row sampler with rand4x (online softmax entropy, argmax, Gumbel sample, bf16 probs)")
 
@@ -626,7 +626,7 @@ def _dg_sampler_split(p, prec, dev, chunk: int):
     numbers as the rand4x row sampler): a program per row leaves most SMs idle at a canvas or two."""
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_fused import sample_rows_dg_split
+    from measure.ops.triton_kernels.fused import sample_rows_dg_split
 
     ws: dict = {}
     return _dg_sampler_with(lambda lg, t, seed, **kw: sample_rows_dg_split(lg, t, seed, kw["probs"], kw["ent"], kw["greedy"], kw["sample"], ws,
@@ -637,7 +637,7 @@ def _dg_sampler_split(p, prec, dev, chunk: int):
 def _qk_norm_rope_heads(p, prec, dev):
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_fused import qk_norm_rope3
+    from measure.ops.triton_kernels.fused import qk_norm_rope3
 
     q, k, pos = _qk_inputs(p, dev)
     wq, wk = _randn(p["hd"], device=dev, scale=0.1), _randn(p["hd"], device=dev, scale=0.1)
@@ -696,7 +696,7 @@ def _ar_sampler(p, prec, dev):
 def _dg_sampler_triton(p, prec, dev):
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_kernels import sample_rows
+    from measure.ops.triton_kernels.basic import sample_rows
 
     return _dg_sampler_with(sample_rows, p, dev, "Triton fused row sampler (online softmax entropy, argmax, in-kernel Gumbel sample, bf16 probs)")
 
@@ -728,7 +728,7 @@ def _dg_sampler_with(sample_rows, p, dev, what: str):
 def _ar_sampler_triton(p, prec, dev):
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_kernels import sample_rows
+    from measure.ops.triton_kernels.basic import sample_rows
 
     m, v = p["m"], p["vocab"]
     logits = _randn(m, v, device=dev, dtype=torch.float32, scale=3.0)
@@ -741,7 +741,7 @@ def _ar_sampler_triton(p, prec, dev):
 def _qk_norm_rope_triton(p, prec, dev):
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_kernels import qk_norm_rope
+    from measure.ops.triton_kernels.basic import qk_norm_rope
 
     q, k, pos = _qk_inputs(p, dev)
     w = _randn(p["hd"], device=dev, scale=0.1)
@@ -756,7 +756,7 @@ def _qk_norm_rope_triton(p, prec, dev):
 def _qk_norm_rope_1l(p, prec, dev, pdl=False):
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_fused import qk_norm_rope2
+    from measure.ops.triton_kernels.fused import qk_norm_rope2
 
     q, k, pos = _qk_inputs(p, dev)
     wq, wk = _randn(p["hd"], device=dev, scale=0.1), _randn(p["hd"], device=dev, scale=0.1)
@@ -814,7 +814,7 @@ def _moe_triton(p, prec, dev, cfg, fp8=False, w8a16=False, cfg2=None, align="tor
     torch ops) or "triton" (moe_align_triton: three small kernels)."""
     if not has_triton(dev) and not p.get("_interpret"):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_kernels import fused_moe_gemm, gelu_mul, moe_align_triton
+    from measure.ops.triton_kernels.basic import fused_moe_gemm, gelu_mul, moe_align_triton
 
     cfg1, cfg2 = cfg, cfg2 or cfg
     align_fn = moe_align_triton if align == "triton" else moe_align
@@ -854,7 +854,7 @@ def _moe_triton(p, prec, dev, cfg, fp8=False, w8a16=False, cfg2=None, align="tor
 def _moe_gemv(p, prec, dev, fp8=False, cfg=(32, 256, 4), w8a16=False):
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_kernels import gelu_mul, moe_gemv
+    from measure.ops.triton_kernels.basic import gelu_mul, moe_gemv
 
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
     w1, w2, s1, s2 = _moe_weights(dev, e, d, f, fp8)
@@ -900,7 +900,7 @@ def _moe_weights(dev, e: int, d: int, f: int, quant: bool):
 
 
 def _moe_fx(p, prec, dev, cfg, cfg2, fp8=False, tma=False):
-    """Fused MoE with fewer launches (triton_fused): memset; one launch counting routed rows per
+    """Fused MoE with fewer launches (triton_kernels.fused): memset; one launch counting routed rows per
     expert + quantising the activations (fp8) + filling the padded row list + zeroing the fp32
     output; one scatter launch; gate_up GEMM; gelu*up (fused with the fp8 quantisation of its output
     in fp8); down GEMM adding each routed row x its routing weight into its token's output row
@@ -909,8 +909,8 @@ def _moe_fx(p, prec, dev, cfg, cfg2, fp8=False, tma=False):
         raise RuntimeError("Triton is not available on this device")
     if cfg[0] != cfg2[0]:
         raise ValueError("both GEMMs must use the alignment's BLOCK_M")
-    from measure.ops.triton_fused import gelu_mul_quant, moe_prep
-    from measure.ops.triton_kernels import gelu_mul
+    from measure.ops.triton_kernels.fused import gelu_mul_quant, moe_prep
+    from measure.ops.triton_kernels.basic import gelu_mul
 
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
     w1, w2, s1, s2 = _moe_weights(dev, e, d, f, fp8)
@@ -946,8 +946,8 @@ def _moe_fx(p, prec, dev, cfg, cfg2, fp8=False, tma=False):
 def _moe_gemm_fn(w1, w2, cfg, cfg2, tma: bool):
     """The fused-MoE GEMM the fused-launch path calls: plain loads, or the weights' tiles through
     tensor descriptors (made once here, outside the timed calls)."""
-    from measure.ops.triton_fused import fused_moe_gemm_tma, moe_weight_desc
-    from measure.ops.triton_kernels import fused_moe_gemm
+    from measure.ops.triton_kernels.fused import fused_moe_gemm_tma, moe_weight_desc
+    from measure.ops.triton_kernels.basic import fused_moe_gemm
 
     if not tma:
         return fused_moe_gemm
@@ -956,13 +956,13 @@ def _moe_gemm_fn(w1, w2, cfg, cfg2, tma: bool):
 
 
 def _moe_gemv2(p, prec, dev, cfg_up, cfg_down, w8a16=False, mode="plain"):
-    """Small-batch MoE in two launches (triton_fused.moe_gemv2): gate_up with gelu*up in the
+    """Small-batch MoE in two launches (triton_kernels.fused.moe_gemv2): gate_up with gelu*up in the
     epilogue, then the down projection summing each token's top-k experts; bf16 or fp8 weights with
-    bf16 activations; launched as triton_fused.MOE_GEMV2_MODES[mode] says (plain, PDL, PDL with the
+    bf16 activations; launched as triton_kernels.fused.MOE_GEMV2_MODES[mode] says (plain, PDL, PDL with the
     down weights fetched into L2 before the down GEMV waits, or fetched by the gate_up programs)."""
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_fused import moe_gemv2
+    from measure.ops.triton_kernels.fused import moe_gemv2
 
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
     w1, w2, s1, s2 = _moe_weights(dev, e, d, f, w8a16)
@@ -1028,7 +1028,7 @@ def _moe_loop(p, prec, dev):
 
 
 def moe_candidates(p: dict, prec: str) -> list[Candidate]:
-    from measure.ops import triton_kernels_cfg as cfgmod
+    from measure.ops.triton_kernels import configs as cfgmod
 
     rpe = p["m"] * p["topk"] / p["experts"]
     fp8 = prec == "fp8"
@@ -1270,7 +1270,7 @@ def _attn_flash_triton(p, prec, dev, cfg=(32, 32, 8, 2), min_keys=512, combine="
     the grid would not fill the GPU: for head_dim 512, which SDPA's flash/cuDNN kernels refuse."""
     if not has_triton(dev):
         raise RuntimeError("Triton is not available on this device")
-    from measure.ops.triton_kernels import flash_gqa
+    from measure.ops.triton_kernels.basic import flash_gqa
 
     seqs, nkv, g, nb, L, hd, causal = _packed_attn_shape(p, "the Triton flash")
     bm, bn, nw, ns = cfg

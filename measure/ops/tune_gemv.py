@@ -4,7 +4,7 @@
 
 Each kernel alone under a CUDA graph (campaign timing), over (BLOCK_N, BLOCK_K, warps): the
 two-launch MoE GEMV's gate_up (+gelu*up) and down (+top-k sum) kernels at one token (8 routed rows
-over the full expert set, bf16 and fp8 w8a16), and the dense GEMV (triton_fused.gemv) at the QKV
+over the full expert set, bf16 and fp8 w8a16), and the dense GEMV (triton_kernels.fused.gemv) at the QKV
 (2816 -> 8192) and O (4096 -> 2816) shapes. Prints the fastest configs per kernel and writes all.
 """
 
@@ -45,7 +45,7 @@ def _sweep(results: dict, key: str, cfgs, run_of, dev, deadline: float, copies: 
 
 def _tune_moe(p: dict, dev, w8: bool, results: dict, deadline: float) -> None:
     """The two-launch MoE GEMV's kernels: gate_up (+gelu*up) and down (+top-k sum)."""
-    from measure.ops.triton_fused import moe_gemv_down, moe_gemv_gate_up
+    from measure.ops.triton_kernels.fused import moe_gemv_down, moe_gemv_gate_up
 
     x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
     w1, w2, s1, s2 = _moe_weights(dev, e, d, f, w8)
@@ -61,8 +61,8 @@ def _tune_moe(p: dict, dev, w8: bool, results: dict, deadline: float) -> None:
 
 
 def _tune_dense(m: int, dev, w8: bool, results: dict, deadline: float) -> None:
-    """The dense GEMV (triton_fused.gemv) at the QKV and O shapes, over weight copies (no L2 reuse)."""
-    from measure.ops.triton_fused import gemv
+    """The dense GEMV (triton_kernels.fused.gemv) at the QKV and O shapes, over weight copies (no L2 reuse)."""
+    from measure.ops.triton_kernels.fused import gemv
 
     tag = "fp8" if w8 else "bf16"
     for name, k, n in (("qkv", 2816, 8192), ("o", 4096, 2816)):

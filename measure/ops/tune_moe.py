@@ -50,7 +50,7 @@ def build(m: int, fp8: bool, dev) -> Layer:
 
 def parts(L: Layer, bm: int, cfg1, cfg2) -> dict:
     """name -> callable, the layer's parts with gate_up config cfg1 and down config cfg2."""
-    from measure.ops.triton_kernels import fused_moe_gemm, gelu_mul
+    from measure.ops.triton_kernels.basic import fused_moe_gemm, gelu_mul
 
     t = L.tensors
     al = moe_align(t["ids"], EXPERTS, bm)
@@ -72,7 +72,7 @@ def parts(L: Layer, bm: int, cfg1, cfg2) -> dict:
 
 
 def whole(L: Layer, bm: int, cfg1, cfg2):
-    from measure.ops.triton_kernels import fused_moe_gemm, gelu_mul
+    from measure.ops.triton_kernels.basic import fused_moe_gemm, gelu_mul
 
     t = L.tensors
 
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
     ap.add_argument("--precisions", default="bf16,fp8")
     ap.add_argument("--budget-s", type=float, default=240.0)
     a = ap.parse_args(argv)
-    from measure.ops import triton_kernels_cfg as cfgmod
+    from measure.ops.triton_kernels import configs as cfgmod
 
     dev = torch.device("cuda")
     res = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "copy_bandwidth_tbps": copy_bandwidth_tbps(dev),

@@ -2,7 +2,7 @@
 launch- or latency-bound in the first campaign.
 
 - MoE, any batch (`moe_prep`, `moe_scatter`, `gelu_mul_quant`, and the fused-MoE GEMM's atomic
-  top-k epilogue in triton_kernels.py): the expert alignment in two launches instead of five, the
+  top-k epilogue in triton_kernels/basic.py): the expert alignment in two launches instead of five, the
   activations' fp8 quantisation, the fill of the padded row list and the zeroing of the output in
   the same launch as the expert count (programs of one grid doing different work), gelu*up fused
   with the fp8 quantisation of its output, and the top-k weighted sum done by the down GEMM
@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from measure.ops.triton_sampler_parts import _entropy_out, _load_scaled, _samp_step, _sampler_lanes
+from measure.ops.triton_kernels.sampler_parts import _entropy_out, _load_scaled, _samp_step, _sampler_lanes
 
 
 # ---- MoE alignment + quantisation + fills, one grid ------------------------------------------------

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from measure.ops.triton_sampler_parts import _entropy_out, _load_scaled, _samp_step, _sampler_lanes
+from measure.ops.triton_kernels.sampler_parts import _entropy_out, _load_scaled, _samp_step, _sampler_lanes
 
 
 @triton.jit
@@ -389,7 +389,7 @@ def flash_gqa(q, k, v, qlen, causal, splits=1, block_m=32, block_n=32, num_warps
     if splits == 1:
         return out
     if combine == "triton":
-        from measure.ops.triton_fused import flash_combine
+        from measure.ops.triton_kernels.fused import flash_combine
 
         return flash_combine(Ms, Ls, out, torch.empty_like(q), splits)
     m = Ms.view(Bt, splits, Mrows)

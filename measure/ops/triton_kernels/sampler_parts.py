@@ -1,5 +1,5 @@
 """The pieces every Triton sampler kernel is built of (triton_kernels._sampler_kernel, and the
-split and rand4x variants in triton_fused): one block's load, argmax / Gumbel-max / online-entropy
+split and rand4x variants in triton_kernels.fused): one block's load, argmax / Gumbel-max / online-entropy
 step, the per-lane state and the entropy + probabilities epilogue. One copy, so the variants differ
 only where they mean to (how rows are split, how random numbers are drawn)."""
 

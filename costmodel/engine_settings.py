@@ -58,6 +58,7 @@ USER_SETTINGS = {
     "num_speculative_tokens": (int, "engine (MTP): draft tokens per verify step (vLLM --speculative-config num_speculative_tokens)"),
     "async_scheduling": (bool, "engine: vLLM's async scheduling (--async-scheduling)"),
     "block_size": (int, "engine: KV block size in tokens (vLLM --block-size)"),
+    "enable_prefix_caching": (bool, "engine: vLLM's automatic prefix caching (--[no-]enable-prefix-caching; unset: on, vLLM's default)"),
 }
 
 
@@ -78,6 +79,9 @@ class EngineSettings:
     # one step later, and a diffusion request runs one wasted denoise step after its last commit
     async_scheduling: bool | None = None
     block_size: int | None = None  # KV block size in tokens
+    # vLLM's automatic prefix caching (None: vLLM's default, on: vllm/config/cache.py CacheConfig.enable_prefix_caching);
+    # left unset by the defaults layer so that a point's settings line names it only when a layer set it
+    enable_prefix_caching: bool | None = None
     kv_capacity_tokens: int | None = None  # overrides the memory-derived capacity (what-ifs, tests, replays)
     shape_bits: int = SHAPE_BITS  # pricing resolution (simulate/steptime.py); 0 = exact shapes
     sources: tuple = field(default=(), compare=False, hash=False)
@@ -107,6 +111,8 @@ class EngineSettings:
             raise UserError(f"entropy_bound {e!r} must be a number > 0{self._from('entropy_bound')}", "e.g. --entropy-bound 0.1")
         if self.async_scheduling is not None and not isinstance(self.async_scheduling, bool):
             raise UserError(f"async_scheduling {self.async_scheduling!r} must be true, false or unset", "e.g. --async-scheduling / --no-async-scheduling")
+        if self.enable_prefix_caching is not None and not isinstance(self.enable_prefix_caching, bool):
+            raise UserError(f"enable_prefix_caching {self.enable_prefix_caching!r} must be true, false or unset", "e.g. --prefix-caching / --no-prefix-caching")
         if isinstance(self.shape_bits, bool) or not isinstance(self.shape_bits, int) or not 0 <= self.shape_bits <= 16:
             raise UserError(f"shape_bits {self.shape_bits!r} must be an integer in 0..16", "0 prices exact shapes; 5 is the default")
         return self
@@ -164,6 +170,11 @@ class EngineSettings:
         """`overrides` (CLI or spec) over the profile's engine section (module function for_profile)."""
         return for_profile(profile, **overrides)
 
+    @property
+    def prefix_caching(self) -> bool:
+        """Whether the engine caches prefix blocks: the setting, or vLLM's default (on)."""
+        return self.enable_prefix_caching is not False
+
     def memory_settings(self) -> MemorySettings:
         """The memory model's inputs (costmodel/memory.py replica_memory); None: vLLM's default there."""
         return MemorySettings(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
@@ -198,11 +209,13 @@ def from_scheduler_config(config: dict, mode: str, what: str = "scheduler record
     vals = {"max_num_seqs": config.get("max_num_seqs"), "max_num_batched_tokens": config.get("max_num_batched_tokens"),
             "block_size": config.get("block_size") or None, "async_scheduling": config.get("async_scheduling"),
             "max_denoising_steps": config.get("max_denoising_steps")}
+    if isinstance(config.get("enable_prefix_caching"), bool):
+        vals["enable_prefix_caching"] = config["enable_prefix_caching"]
     if get_mode(mode).canvas_sampler:
         vals["canvas_length"] = config.get("canvas_length") or spec
     elif get_mode(mode).assistant:
         vals["num_speculative_tokens"] = spec
-    return EngineSettings.given({k: _count(v) if k != "async_scheduling" else v for k, v in vals.items()},
+    return EngineSettings.given({k: _count(v) if k not in ("async_scheduling", "enable_prefix_caching") else v for k, v in vals.items()},
                                 f"recorded run: {what} config").for_mode(mode)
 
 
@@ -215,8 +228,9 @@ def from_run_engine(engine: dict, mode: str | None, what: str = "run manifest") 
     u = eng.get("gpu_memory_utilization")
     if isinstance(u, (int, float)) and not isinstance(u, bool) and 0 < u <= 1:
         vals["gpu_memory_utilization"] = float(u)
-    if isinstance(eng.get("async_scheduling"), bool):
-        vals["async_scheduling"] = eng["async_scheduling"]
+    for flag in ("async_scheduling", "enable_prefix_caching"):
+        if isinstance(eng.get(flag), bool):
+            vals[flag] = eng[flag]
     e = eng.get("entropy_bound")
     if isinstance(e, (int, float)) and not isinstance(e, bool) and e > 0:
         vals["entropy_bound"] = float(e)

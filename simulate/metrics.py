@@ -70,6 +70,7 @@ class Records:
         self.finish_s = nan.copy()
         self.steps = np.zeros(n, dtype=np.int64)
         self.preemptions = np.zeros(n, dtype=np.int64)
+        self.cached_tokens = np.zeros(n, dtype=np.int64)  # prefix-cache hit at first admission
         self.replica = np.full(n, -1, dtype=np.int64)
 
 
@@ -247,7 +248,23 @@ def summarise(run: FinishedRun) -> tuple[PointSummary, pd.DataFrame]:
     summary.running_limit = run.limits.running_binding
     summary.binding_limit = binding_limit(summary.mean_batch_seqs, run.limits.max_running, run.limits.running_binding)
     summary.engine_settings = run.cfg.tagged() if hasattr(run.cfg, "tagged") else ""
+    _prefix_stats(summary, run, np.isfinite(start))
     return summary, _request_frame(run, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm)
+
+
+def _prefix_stats(summary: PointSummary, run: FinishedRun, admitted: np.ndarray) -> None:
+    """Hit rates over the requests admitted (first admissions: vLLM's num_cached_tokens) and the
+    prefill tokens every admission skipped (simulate/kvcache.py)."""
+    caches = [r.pc for r in run.replicas if r.pc is not None]
+    summary.prefix_caching = bool(caches)
+    if not caches:
+        return
+    n, bs = run.n_arrived, caches[0].bs
+    hit = run.rec.cached_tokens[:n][admitted]
+    prompt = run.reqs.prompt_tokens[:n][admitted]
+    summary.prefix_hit_rate_tokens = float(hit.sum() / prompt.sum()) if prompt.sum() else 0.0
+    summary.prefix_hit_rate_blocks = float((hit // bs).sum() / (prompt // bs).sum()) if (prompt // bs).sum() else 0.0
+    summary.prefill_tokens_saved = int(sum(c.hit_tokens for c in caches))
 
 
 def _request_frame(run: FinishedRun, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm) -> pd.DataFrame:
@@ -260,7 +277,7 @@ def _request_frame(run: FinishedRun, queue_ms, ttft_ms, e2e_ms, tpot_ms, finishe
         "finish_s": rec.finish_s[:n], "prompt_tokens": reqs.prompt_tokens[:n], "output_tokens": reqs.output_tokens[:n],
         "blocks": blocks[:n] if blocks is not None else np.zeros(n, dtype=np.int64),
         "steps": rec.steps[:n], "queue_ms": queue_ms, "ttft_ms": ttft_ms, "e2e_ms": e2e_ms, "tpot_ms": tpot_ms,
-        "preemptions": rec.preemptions[:n], "finished": finished, "warmup": warm,
+        "preemptions": rec.preemptions[:n], "cached_tokens": rec.cached_tokens[:n], "finished": finished, "warmup": warm,
     }, columns=list(REQUEST_COLUMNS))
 
 

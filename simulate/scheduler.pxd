@@ -6,14 +6,15 @@ from simulate.steptime cimport StepPricer
 cdef class Replica:
     cdef public long idx, tokens_per_seq, budget, max_seqs, step, outstanding
     cdef public long preemptions, n_steps, acc_prefill_seqs, acc_prefill_tokens
-    cdef public object trace, tracker, plan, waiting, t_end
+    cdef public object trace, tracker, plan, waiting, t_end, pc
+    cdef public long cache_tail
     cdef public StepPricer pricer
     cdef public bint async_sched, woken
     cdef public list departures, prefilling, chunks, dues, woken_list, acc_groups
     cdef public dict running, events
     cdef public double now, kv_cap, kv_used, kv_reserved, t_start, quiet_until, busy_s, busy_window_s
     cdef double[:] start_s, first_s, finish_s
-    cdef long long[:] rec_steps, rec_preemptions
+    cdef long long[:] rec_steps, rec_preemptions, rec_cached
 
     cpdef double schedule(self) except? -1.0
     cpdef complete(self, double t)
@@ -23,6 +24,10 @@ cdef class Replica:
     @cython.locals(r=Request, c=long, m=long, tp=long, psum=long, rec_start="double[:]")
     cpdef tuple schedule_prefill(self, long budget, double now)
     cpdef double head_admitted_at(self, long decode_tokens, double kv_growth)
+    cpdef long _cache_room(self)
+    cpdef double kv_need(self, Request r)
+    cpdef bint _admit_cached(self, Request r) except? False
+    cpdef free_kv(self, Request r, double kv, double cached)
     @cython.locals(r=Request, c=long)
     cpdef complete_prefill(self, long s, double t)
     @cython.locals(r=Request)

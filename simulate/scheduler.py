@@ -19,7 +19,12 @@ at a known future step index (`events[step] -> [(request, epoch)]`) instead of b
 every step. Batch composition is kept as counters (sequences per phase, sum of their contexts).
 
 Accounting: KV in tokens, no block rounding; a request's KV is its context (prompt and generated
-tokens; diffusion: prompt and committed canvases, the canvas being denoised is not cached).
+tokens; diffusion: prompt and committed canvases, the canvas being denoised is not cached). With
+prefix caching (simulate/kvcache.py, on unless the settings turn it off), a request with block
+hashes starts its prefill after its cache hit, blocks running requests share count once, and
+freed blocks stay cached (LRU) in the memory running requests leave; a request without hashes
+(no content shared with another) skips the cache, except that a preempted one caches its own
+blocks for its re-admission, as vLLM's recompute does.
 
 Time: each replica keeps its own clock (`now`) and runs its steps ahead to a bound the event loop
 (sim.py) gives it, the next arrival: replicas share nothing between arrivals but the record of
@@ -39,6 +44,7 @@ from collections import deque
 from heapq import heappop, heappush
 
 from costmodel.errors import UserError
+from simulate.kvcache import PrefixCache, private_hashes
 
 
 class Replica:
@@ -80,10 +86,15 @@ class Replica:
             raise UserError(f"max_num_batched_tokens {self.budget} cannot hold one decode-phase sequence ({self.tokens_per_seq} tokens per step)",
                             f"give --max-num-batched-tokens >= {self.tokens_per_seq}")
         self.kv_cap = kv_capacity
+        # vLLM's prefix cache (simulate/kvcache.py): on unless the settings turn it off (vLLM's default)
+        bs = getattr(cfg, "block_size", None)
+        self.pc = PrefixCache(bs) if bs and getattr(cfg, "enable_prefix_caching", None) is not False else None
+        self.cache_tail = 0  # tokens at the end of a finished request's context never cached (an engine sets it)
         self.pricer = pricer
         # the record's columns this replica writes, held directly (typed memoryviews when compiled)
         self.start_s, self.first_s, self.finish_s = rec.start_s, rec.first_s, rec.finish_s
         self.rec_steps, self.rec_preemptions = rec.steps, rec.preemptions
+        self.rec_cached = rec.cached_tokens
         self.tracker = tracker
         self.plan = plan
         self.waiting: deque = deque()
@@ -153,6 +164,7 @@ class Replica:
         """Prefill chunks for this step within `budget` tokens: (chunks, tokens, context sum)."""
         chunks = self.chunks = []
         m = tp = psum = 0
+        pc = self.pc
         for r in self.prefilling:
             if budget <= 0:
                 break
@@ -164,30 +176,86 @@ class Replica:
             tp += c
             psum += r.prefill_done
             budget -= c
+            if r.hashes is not None and pc is not None:
+                pc.insert(r, r.prefill_done + c)  # cached when scheduled (KVCacheManager.allocate_slots)
         waiting = self.waiting
         if waiting and budget > 0:
             running = self.running
             rec_start = self.start_s
             while waiting and budget > 0 and len(running) < self.max_seqs:
                 r = waiting[0]
-                if self.kv_used + self.kv_reserved + r.prefill_len > self.kv_cap or (r.eligible > self.step and running):
+                if r.hashes is not None and pc is not None:
+                    if not self._admit_cached(r):
+                        break
+                elif self.kv_used + self.kv_reserved + r.prefill_len > self.kv_cap or (r.eligible > self.step and running):
                     break  # (async: a step with nothing else to run takes it at once, as an idle engine does)
                 waiting.popleft()
                 running[r.rid] = r
                 self.prefilling.append(r)
-                self.kv_reserved += r.prefill_len
+                self.kv_reserved += r.prefill_len - r.prefill_done
                 if not r.started:
                     r.started = True
                     rec_start[r.rid] = now
-                c = r.prefill_len if r.prefill_len < budget else budget
+                c = r.prefill_len - r.prefill_done
+                if c > budget:
+                    c = budget
                 chunks.append((r, c))
                 m += 1
                 tp += c
+                psum += r.prefill_done
                 budget -= c
+                if r.hashes is not None and pc is not None:
+                    pc.insert(r, r.prefill_done + c)
         if tp:
             self.kv_used += tp
             self.kv_reserved -= tp
         return m, tp, psum
+
+    # ---- prefix caching (simulate/kvcache.py) --------------------------------------------------
+    def _cache_room(self) -> int:
+        """Blocks the free cached blocks may occupy: the memory running requests leave."""
+        return int((self.kv_cap - self.kv_used - self.kv_reserved) // self.pc.bs)
+
+    def kv_need(self, r) -> float:
+        """KV tokens r's admission takes: its prefill, less the hit blocks running requests share."""
+        pc = self.pc
+        if r.hashes is None or pc is None:
+            return r.prefill_len
+        pc.evict(self._cache_room())
+        return r.prefill_len - pc.shared_tokens(r.hashes, pc.lookup(r.hashes, r.prefill_len))
+
+    def _admit_cached(self, r) -> bool:
+        """Admission of a request with block hashes (schedule_prefill's checks with its cache hit):
+        its hit blocks are taken (KVCacheManager.get_computed_blocks, BlockPool.touch) and its
+        prefill starts after them. False: it does not fit (or, async, is not eligible yet)."""
+        pc = self.pc
+        pc.evict(self._cache_room())
+        hit = pc.lookup(r.hashes, r.prefill_len)
+        need = r.prefill_len - (pc.shared_tokens(r.hashes, hit) if hit else 0)
+        if self.kv_used + self.kv_reserved + need > self.kv_cap or (r.eligible > self.step and self.running):
+            return False
+        if hit:
+            self.kv_used += pc.acquire(r, hit)
+        r.prefill_done = hit * pc.bs
+        if r.hit < 0:
+            r.hit = r.prefill_done
+            self.rec_cached[r.rid] = r.prefill_done
+        return True
+
+    def free_kv(self, r, kv: float, cached: float) -> None:
+        """Free r's `kv` KV tokens as it leaves the batch (finished or preempted). With prefix
+        caching its full blocks up to `cached` tokens are cached first and its blocks go to the free
+        queue (those other running requests hold stay); a preempted request without hashes gets
+        its own (private content) so that its re-admission hits them, as in vLLM."""
+        pc = self.pc
+        if pc is None or (r.hashes is None and (cached < pc.bs or r.n_out <= r.emitted)):
+            self.kv_used -= kv
+            return
+        if r.hashes is None:
+            r.hashes = private_hashes(r.rid, (r.prompt + r.n_out) // pc.bs)
+        pc.insert(r, int(cached))
+        self.kv_used -= kv - pc.release(r)
+        pc.evict(self._cache_room())
 
     def head_admitted_at(self, decode_tokens: int, kv_growth: float) -> float:
         """The step at which the head of the queue is admitted if the batch stays as it is (decode
@@ -195,7 +263,7 @@ class Replica:
         or slot left, or its prefill does not fit the cache, which only fills up as the batch runs)."""
         w = self.waiting
         if (w and self.budget - decode_tokens > 0 and len(self.running) < self.max_seqs
-                and self.kv_used + kv_growth + self.kv_reserved + w[0].prefill_len <= self.kv_cap):
+                and self.kv_used + kv_growth + self.kv_reserved + (w[0].prefill_len if w[0].hashes is None else self.kv_need(w[0])) <= self.kv_cap):
             return max(self.step, w[0].eligible)
         return float("inf")
 
@@ -212,8 +280,8 @@ class Replica:
         _, r = self.running.popitem()
         if r.prefill_done < r.prefill_len:
             self.prefilling.remove(r)
-            self.kv_used -= r.prefill_done
             self.kv_reserved -= r.prefill_len - r.prefill_done
+            self.free_kv(r, r.prefill_done, r.prefill_done)
         else:
             self.drop_decoder(r, s)
         r.prefill_done = 0
@@ -242,8 +310,11 @@ class Replica:
         self.record_finish(r, t)
 
     def release(self, r, kv: float) -> None:
-        """Free r's KV and running slot."""
-        self.kv_used -= kv
+        """Free r's KV and running slot (its context's full blocks cached, less `cache_tail` tokens)."""
+        if self.pc is None:
+            self.kv_used -= kv
+        else:
+            self.free_kv(r, kv, kv - self.cache_tail)
         del self.running[r.rid]
 
     def record_finish(self, r, t: float) -> None:
@@ -273,6 +344,9 @@ class Replica:
         acc = self.acc_groups
         for i, n in enumerate(group_seqs):
             acc[i] += n
+        pc = self.pc
+        if pc is not None and pc.free:  # the step's new blocks take the oldest free cached ones (BlockPool.get_new_blocks)
+            pc.evict(self._cache_room())
 
     # ---- time ------------------------------------------------------------------------------
     def start(self, t: float) -> None:
@@ -310,6 +384,9 @@ class Replica:
         acc = self.acc_groups
         for i, n in enumerate(group_seqs):
             acc[i] += k * n
+        pc = self.pc
+        if pc is not None and pc.free:  # as account() after each step: the KV only grew, so once at the end
+            pc.evict(self._cache_room())
         self.chunks = []
         if f0 is None:
             return run_end, done

@@ -5,7 +5,8 @@ from simulate.request cimport Request
 from simulate.scheduler cimport Replica
 
 cdef class _Loop:
-    cdef public object reqs, rec, route, abort_backlog_s, abort, miss
+    cdef public object reqs, rec, route, abort_backlog_s, abort, miss, content
+    cdef public long block_size
     cdef public Tracker tracker
     cdef public list departures, reps, woken
     cdef public double wake_s, drain_s, limit, bound, prev

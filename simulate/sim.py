@@ -26,6 +26,7 @@ from simulate.engine import EngineConfig, ReplicaLimits, engine_profile, mode_se
 from simulate import native
 from simulate.engines import engine_for
 from simulate.metrics import FinishedRun, Records, Tracker, summarise
+from simulate.prefix import block_hashes
 from simulate.request import Request, check_fits
 from simulate.router import make_router
 from simulate.steptime import StepPricer
@@ -175,6 +176,10 @@ class _Loop:
         self.arrived, self.abort = 0, ""
         self.bound, self.prev = 0.0, 0.0  # the instant (and its scheduling time) the loop last ran replicas to
         self.miss = _MissWatch(miss_bounds, reqs, self.rec, warmup_s) if miss_bounds else None
+        # prompt content for prefix caching (simulate/prefix.py): each arrival's block hashes, made at its arrival
+        self.block_size = int(getattr(dep.cfg, "block_size", None) or 0)
+        on = self.block_size > 0 and getattr(dep.cfg, "enable_prefix_caching", None) is not False
+        self.content = reqs.content if on else None
 
     def _advance(self, bound: float, prev: float) -> None:
         """Start the replicas woken at the last instant, run every replica to `bound` (an event
@@ -198,7 +203,10 @@ class _Loop:
         self.tracker.arrive(t)
         rep = self.route()
         rep.advance(self.bound, self.prev)  # it joins this replica's queue at this instant
-        rep.enqueue(Request(i, t, prompt, out))
+        r = Request(i, t, prompt, out)
+        if self.content is not None:
+            r.hashes = block_hashes(self.content[i], self.block_size)
+        rep.enqueue(r)
         self.rec.replica[i] = rep.idx
         self.arrived = i + 1
         if len(rep.waiting) > self.limit:

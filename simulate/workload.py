@@ -7,7 +7,10 @@ belongs to. A workload is a plain JSON file a user writes by hand; every field i
       "prompt_tokens": {"dist": "lognormal", "median": 512, "sigma": 0.6, "min": 16, "max": 4096},
       "output_tokens": "regime",            // "regime" (default) | a number | a distribution object
       "trace": "trace.csv",                 // optional: replay requests from a CSV or JSONL file
-      "trace_time_scale": "qps"             // "qps" (default): rescale the trace to --qps | "recorded"
+      "trace_time_scale": "qps",            // "qps" (default): rescale the trace to --qps | "recorded"
+      "system_prompt": {"tokens": 1000, "apps": 4},  // optional: a shared system prompt per app (prefix caching)
+      "sessions": {"turns": 5, "think_s": 20},       // optional: multi-turn chats (history grows turn by turn)
+      "trace_hash_block_tokens": 512        // tokens per trace `hash_ids` entry (Mooncake's 512)
     }
 
 Length distributions (`prompt_tokens`, `output_tokens`): a number (constant), or an object with
@@ -28,6 +31,19 @@ Trace replay: CSV with a header, or JSONL with one object per line. Columns: `ar
 file. `trace_time_scale: "qps"` stretches the timestamps so the mean rate equals the requested QPS
 (keeping the trace's burstiness); `"recorded"` replays them as they are (then give no QPS). When
 more requests or a longer duration are asked for than the trace holds, the trace repeats.
+
+Shared prefixes (what vLLM's prefix cache hits: simulate/kvcache.py; the content is synthesised
+deterministically from this description, simulate/prefix.py). `system_prompt`: every request opens
+with its app's system prompt of `tokens` tokens (apps drawn uniformly from `apps`), then its own
+message of `prompt_tokens`. `sessions`: arrivals start chats (at QPS / turns, so requests arrive at
+QPS); each chat has `turns` turns, turn t+1 arriving an exponential think time (mean `think_s`)
+after turn t arrived (open loop: the user does not wait for the reply); a turn's prompt is the
+system prompt, every earlier turn's message and reply, and its new message of `prompt_tokens`.
+A trace may carry `hash_ids` (Mooncake JSONL: `timestamp` in ms, `input_length`, `output_length`,
+`hash_ids`, each naming `trace_hash_block_tokens` prompt tokens; a list longer than the prompt's
+blocks is refused) or `session_id` with an optional `turn` (BurstGPT-style conversation logs: a
+turn's prompt repeats the previous turn's prompt and reply as far as it is long enough; turns out
+of order in time are refused).
 """
 
 from __future__ import annotations
@@ -47,6 +63,7 @@ from costmodel.jsonfile import read_json
 from costmodel.options import check_rate
 from costmodel.schemas.profile import Profile
 from costmodel.seeding import rng_for
+from simulate import prefix as PX
 
 ARRIVALS = ("poisson", "constant", "gamma")
 DISTS = ("constant", "lognormal", "uniform", "empirical")
@@ -67,7 +84,8 @@ DEFAULT_MEMORY_BUDGET_GIB = 4.0
 BUDGET_ENV = "COSTMODEL_MEMORY_BUDGET_GIB"
 # RNG stream ids: each purpose draws from its own stream, so e.g. the output lengths of request i
 # do not depend on the arrival process or on the mode.
-STREAM_ARRIVAL, STREAM_PROMPT, STREAM_OUTPUT, STREAM_REGIME = 1, 2, 3, 4
+STREAM_ARRIVAL, STREAM_PROMPT, STREAM_OUTPUT, STREAM_REGIME, STREAM_APP, STREAM_THINK = 1, 2, 3, 4, 5, 6
+MOONCAKE_HASH_BLOCK = 512  # tokens per Mooncake hash_ids entry (the trace's block size)
 
 
 @dataclass(frozen=True)
@@ -106,6 +124,26 @@ class LengthSpec:
 
 
 @dataclass(frozen=True)
+class SharedPrefix:
+    """Prefix sharing of a synthetic workload: a system prompt per app, multi-turn sessions."""
+
+    system_tokens: int = 0
+    apps: int = 1
+    turns: int = 1
+    think_s: float = 0.0
+
+    def describe(self) -> str:
+        parts = [f"system prompt {self.system_tokens} tokens x {self.apps} app(s)"] if self.system_tokens else []
+        if self.turns > 1:
+            parts.append(f"sessions of {self.turns} turns, think {self.think_s:g} s")
+        return ", ".join(parts)
+
+    def prompt_bound(self, own_max: float, out_max: float) -> float:
+        """The longest prompt: the system prompt, every earlier turn and reply, the last message."""
+        return self.system_tokens + self.turns * own_max + (self.turns - 1) * out_max
+
+
+@dataclass(frozen=True)
 class Workload:
     """A parsed, validated workload. `output` None means: from each regime's content_length."""
 
@@ -117,6 +155,8 @@ class Workload:
     trace: "Trace | None" = None
     trace_time_scale: str = "qps"
     source: str = "default"
+    prefix: SharedPrefix | None = None  # shared system prompts / sessions (None: every prompt distinct)
+    trace_hash_block_tokens: int = MOONCAKE_HASH_BLOCK
 
     @property
     def recorded_rate(self) -> bool:
@@ -127,7 +167,8 @@ class Workload:
             return f"trace {self.trace.path} ({len(self.trace.arrival_s)} requests, {self.trace_time_scale} time)"
         arr = f"gamma(cv {self.cv:g})" if self.arrival == "gamma" else self.arrival
         out = self.output.describe() if self.output else "per regime"
-        return f"{arr} arrivals; prompt {self.prompt.describe()}; output {out}"
+        pre = f"; {self.prefix.describe()}" if self.prefix else ""
+        return f"{arr} arrivals; prompt {self.prompt.describe()}; output {out}{pre}"
 
 
 @dataclass(frozen=True)
@@ -137,6 +178,8 @@ class Trace:
     prompt_tokens: tuple
     output_tokens: tuple | None  # None: the column is absent
     regime: tuple | None
+    hash_ids: tuple | None = None  # per row: prefix-block hashes (Mooncake), or None
+    session: tuple | None = None  # per row: session id (conversation logs), or None
 
     @property
     def recorded_qps(self) -> float:
@@ -159,6 +202,9 @@ class Requests:
     # (simulate/validate/vllm): name -> one sequence per request, e.g. "steps_per_canvas" (diffusion: denoising
     # steps of each canvas), "tokens_per_step" (MTP: tokens emitted by each verify step)
     recorded: dict | None = None
+    # per request its prompt content as segments ((id, tokens), ...: simulate/prefix.py), what its KV
+    # blocks' hashes are made of for prefix caching; None: no two requests share content
+    content: list | None = None
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -225,7 +271,8 @@ def parse_workload(d, where: str = "workload", base_dir: Path | None = None) -> 
     """A workload JSON object -> Workload. Unknown fields are errors (a typo must not be ignored)."""
     if not isinstance(d, dict):
         raise UserError(f"{where} is not a JSON object", "write an object such as {\"arrival\": \"poisson\"}")
-    known = {"arrival", "regime_mix", "prompt_tokens", "output_tokens", "trace", "trace_time_scale", "description"}
+    known = {"arrival", "regime_mix", "prompt_tokens", "output_tokens", "trace", "trace_time_scale", "description", "system_prompt", "sessions",
+             "trace_hash_block_tokens"}
     extra = set(d) - known
     if extra:
         raise UserError(f"{where} has unknown field(s) {', '.join(sorted(extra))}", f"fields are {', '.join(sorted(known))}")
@@ -268,8 +315,47 @@ def parse_workload(d, where: str = "workload", base_dir: Path | None = None) -> 
         trace = load_trace(tp)
     elif "trace_time_scale" in d:
         raise UserError(f"{where}: trace_time_scale is set but there is no trace", "add \"trace\" or drop trace_time_scale")
+    prefix = _parse_prefix(d, where, trace is not None)
+    hb = d.get("trace_hash_block_tokens", MOONCAKE_HASH_BLOCK)
+    if isinstance(hb, bool) or not isinstance(hb, int) or hb < 1:
+        raise UserError(f"{where}: trace_hash_block_tokens {hb!r} must be an integer >= 1", "Mooncake traces name blocks of 512 tokens")
+    if trace is not None and trace.hash_ids is not None:
+        _check_hash_lists(trace, hb, where)
     return Workload(arrival=arrival, cv=cv, regime_mix=mix_t, prompt=prompt, output=output, trace=trace,
-                    trace_time_scale=scale, source=where)
+                    trace_time_scale=scale, source=where, prefix=prefix, trace_hash_block_tokens=hb)
+
+
+def _parse_prefix(d: dict, where: str, has_trace: bool) -> SharedPrefix | None:
+    """system_prompt {tokens, apps} and sessions {turns, think_s} -> SharedPrefix (None: neither)."""
+    sp, ss = d.get("system_prompt"), d.get("sessions")
+    if sp is None and ss is None:
+        return None
+    if has_trace:
+        raise UserError(f"{where}: system_prompt and sessions describe synthetic requests, not a trace",
+                        "give the trace hash_ids or session_id columns instead")
+    vals = {}
+    for name, obj, keys in (("system_prompt", sp, {"tokens": 1, "apps": 1}), ("sessions", ss, {"turns": 1, "think_s": 0})):
+        if obj is None:
+            continue
+        if not isinstance(obj, dict) or set(obj) - set(keys):
+            raise UserError(f"{where}: {name} must be an object with {' and '.join(keys)}", f"e.g. \"{name}\": {json.dumps({k: 4 for k in keys})}")
+        for k, lo in keys.items():
+            v = obj.get(k, 1 if k in ("apps", "turns") else None)
+            if v is None:
+                raise UserError(f"{where}: {name}.{k} is missing", f"e.g. \"{name}\": {json.dumps({k: 4 for k in keys})}")
+            vals[k] = _num(v, f"{name}.{k}", where, lo)
+            if k != "think_s" and not float(vals[k]).is_integer():
+                raise UserError(f"{where}: {name}.{k} must be a whole number, got {v!r}", "fix the workload file")
+    return SharedPrefix(system_tokens=int(vals.get("tokens", 0)), apps=int(vals.get("apps", 1)), turns=int(vals.get("turns", 1)),
+                        think_s=float(vals.get("think_s", 0.0)))
+
+
+def _check_hash_lists(tr: "Trace", block: int, where: str) -> None:
+    """A row's hash_ids may name at most ceil(prompt / block) blocks."""
+    for i, (h, p) in enumerate(zip(tr.hash_ids, tr.prompt_tokens)):
+        if h is not None and len(h) > -(-p // block):
+            raise UserError(f"{where}: trace {tr.path} request {i + 1} (in arrival order) has {len(h)} hash_ids for {p} prompt tokens, more "
+                            f"than its {-(-p // block)} blocks of {block} tokens", "fix the trace, or set trace_hash_block_tokens to its block size")
 
 
 def load_workload(path: str | Path) -> Workload:
@@ -301,6 +387,10 @@ def load_trace(path: Path) -> Trace:
         raise UserError(f"{where} could not be parsed ({str(e).splitlines()[0] if str(e) else e.__class__.__name__})", "fix the file") from None
     if len(df) == 0:
         raise UserError(f"{where} holds no requests", "give at least one row")
+    if "input_length" in df.columns and "prompt_tokens" not in df.columns:  # Mooncake: timestamp in ms
+        df = df.rename(columns={"input_length": "prompt_tokens", "output_length": "output_tokens"})
+        if "timestamp" in df.columns:
+            df = df.assign(arrival_s=pd.to_numeric(df["timestamp"], errors="coerce") / 1e3).drop(columns=["timestamp"])
     tcol = next((c for c in ("arrival_s", "timestamp_s", "timestamp") if c in df.columns), None)
     if tcol is None or "prompt_tokens" not in df.columns:
         raise UserError(f"{where} lacks column(s) {'arrival_s' if tcol is None else ''}{' prompt_tokens' if 'prompt_tokens' not in df.columns else ''}".replace("  ", " "),
@@ -324,7 +414,41 @@ def load_trace(path: Path) -> Trace:
     out = take(ints("output_tokens")) if "output_tokens" in df.columns else None
     reg = take(tuple(str(v) for v in df["regime"])) if "regime" in df.columns else None
     ts = t[order] - t[order][0]
-    return Trace(str(path), tuple(float(v) for v in ts), prompt, out, reg)
+    hashes = take(_hash_lists(df, where)) if "hash_ids" in df.columns else None
+    session = take(tuple(str(v) for v in df["session_id"])) if "session_id" in df.columns else None
+    if session is not None and "turn" in df.columns:
+        _check_turn_order(session, take(ints("turn")), where)
+    return Trace(str(path), tuple(float(v) for v in ts), prompt, out, reg, hashes, session)
+
+
+def _hash_lists(df: pd.DataFrame, where: str) -> tuple:
+    """The hash_ids column: per row a list of integers >= 0 (or empty / missing)."""
+    out = []
+    for i, v in enumerate(df["hash_ids"]):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            out.append(())
+            continue
+        if isinstance(v, str):
+            try:
+                v = json.loads(v)
+            except json.JSONDecodeError:
+                v = None
+        ok = isinstance(v, list) and all(isinstance(h, numbers.Integral) and not isinstance(h, bool) and 0 <= h < (1 << 36) for h in v)
+        if not ok:
+            raise UserError(f"{where}: row {i + 1} has hash_ids {_plain(df['hash_ids'].iloc[i])!r}, not a list of integers in [0, 2**36)",
+                            "fix the trace (Mooncake: \"hash_ids\": [46, 47, 48])")
+        out.append(tuple(int(h) for h in v))
+    return tuple(out)
+
+
+def _check_turn_order(session: tuple, turn: tuple, where: str) -> None:
+    """Within a session the turns must come in time order."""
+    last: dict = {}
+    for i, (s, t) in enumerate(zip(session, turn)):
+        if s in last and t <= last[s][0]:
+            raise UserError(f"{where}: session {s!r} has turn {t} at request {i + 1} (in time order) after turn {last[s][0]} at request "
+                            f"{last[s][1] + 1}: turns out of order", "fix the timestamps or the turn numbers")
+        last[s] = (t, i)
 
 
 # ---- requests a replica cannot serve -----------------------------------------------------------
@@ -368,6 +492,8 @@ def check_fits(profile: Profile, wl: Workload | None, limit_tokens: int, why: st
                             f"output_tokens {int(out[i]):,} = {int(total[i]):,}, above {why} ({mode})", f"{fix}: shorten or drop it")
         return
     p_max = length_bound(wl.prompt)
+    if wl.prefix is not None:
+        p_max = wl.prefix.prompt_bound(p_max, out_max)
     if p_max + out_max > limit_tokens:
         raise UserError(f"{wl.source}: requests reach prompt_tokens {p_max:,.0f} ({wl.prompt.describe()}) + {out_max:,.0f} "
                         f"({out_what}) = {p_max + out_max:,.0f} tokens, above {why} ({mode})",
@@ -410,12 +536,16 @@ def build_requests(profile: Profile, workload: Workload | None, qps: float | Non
     check_run_size(expected_requests(wl, qps, n_requests, duration_s))
     qps = _rate(wl, qps)
     names, probs = _regime_names(profile, wl)
+    tidx = sess = None
     if wl.trace is not None:
-        arr, prompt, out_tr, reg_tr = _trace_arrays(wl, qps, n_requests, duration_s, seed)
+        arr, prompt, out_tr, reg_tr, tidx = _trace_arrays(wl, qps, n_requests, duration_s, seed)
     else:
         if n_requests is None and duration_s is None:
             duration_s = max(DEFAULT_DURATION_S, DEFAULT_MIN_REQUESTS / qps)
-        arr = _arrivals(wl, qps, n_requests, duration_s, seed)
+        if wl.prefix is not None and wl.prefix.turns > 1:
+            arr, sess = _session_arrivals(wl, qps, n_requests, duration_s, seed)
+        else:
+            arr = _arrivals(wl, qps, n_requests, duration_s, seed)
         prompt, out_tr, reg_tr = wl.prompt.sample(rng_for(seed, STREAM_PROMPT), len(arr)), None, None
     n = len(arr)
     if reg_tr is not None:
@@ -424,7 +554,71 @@ def build_requests(profile: Profile, workload: Workload | None, qps: float | Non
         regime_idx = rng_for(seed, STREAM_REGIME).choice(len(names), size=n, p=probs).astype(np.int64)
     output = _outputs(profile, wl, out_tr, names, regime_idx, seed)
     window = float(duration_s) if duration_s is not None else float(arr[-1]) if n else 0.0
-    return Requests(np.asarray(arr, float), np.asarray(prompt, np.int64), output, regime_idx, names, window, qps)
+    prompt = np.asarray(prompt, np.int64)
+    content = _content(wl, prompt, output, tidx, sess, seed)
+    return Requests(np.asarray(arr, float), prompt, output, regime_idx, names, window, qps, content=content)
+
+
+def _session_arrivals(wl: Workload, qps: float, n_requests, duration_s, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sessions start by the arrival process at qps / turns; turn t+1 arrives an exponential think
+    time after turn t. Returns (arrival times, session index per request), in arrival order."""
+    turns, think = wl.prefix.turns, wl.prefix.think_s
+    n_sess = -(-int(n_requests) // turns) if n_requests is not None else None
+    starts = _arrivals(wl, qps / turns, n_sess, duration_s, seed)
+    gaps = rng_for(seed, STREAM_THINK).exponential(think, (len(starts), turns - 1)) if think > 0 else np.zeros((len(starts), turns - 1))
+    times = starts[:, None] + np.concatenate([np.zeros((len(starts), 1)), np.cumsum(gaps, axis=1)], axis=1)
+    sess = np.repeat(np.arange(len(starts)), turns)
+    t = times.ravel()
+    order = np.argsort(t, kind="stable")
+    t, sess = t[order], sess[order]
+    keep = np.arange(len(t)) < int(n_requests) if n_requests is not None else t <= duration_s
+    return t[keep], sess[keep]
+
+
+def _content(wl: Workload, prompt: np.ndarray, output: np.ndarray, tidx, sess, seed: int) -> list | None:
+    """Each request's prompt content (simulate/prefix.py), or None when no two requests share any;
+    for sessions and system prompts `prompt` is updated in place to the whole prompt's length."""
+    n = len(prompt)
+    tr = wl.trace
+    if tr is not None:
+        if tr.hash_ids is not None:
+            hb = wl.trace_hash_block_tokens
+            return [PX.trace_content(i, int(prompt[i]), int(output[i]), tr.hash_ids[tidx[i]], hb) for i in range(n)]
+        if tr.session is not None:
+            return _trace_sessions(tr, prompt, output, tidx)
+        return None
+    pre = wl.prefix
+    if pre is None:
+        return None
+    apps = rng_for(seed, STREAM_APP).integers(0, pre.apps, n) if pre.system_tokens else None
+    if sess is None:
+        content = []
+        for i in range(n):
+            prompt[i] += pre.system_tokens
+            content.append(PX.plain(i, int(prompt[i]), int(output[i]), (int(apps[i]), pre.system_tokens) if apps is not None else None))
+        return content
+    content: list = [None] * n
+    for s_id in np.unique(sess):
+        idx = np.nonzero(sess == s_id)[0].tolist()
+        system = (int(apps[idx[0]]), pre.system_tokens) if apps is not None else None
+        turns = PX.session_turns(idx, prompt[idx].tolist(), output[idx].tolist(), system)
+        for i, (segs, p) in turns.items():
+            content[i] = segs
+            prompt[i] = p
+    return content
+
+
+def _trace_sessions(tr: Trace, prompt: np.ndarray, output: np.ndarray, tidx) -> list:
+    """A conversation log: each request's prompt repeats its session's previous turn (prompt and
+    reply) as far as it is long enough (simulate/prefix.py history_content)."""
+    prev: dict = {}
+    content = []
+    for i in range(len(prompt)):
+        key = tr.session[tidx[i]]
+        segs = PX.history_content(i, int(prompt[i]), int(output[i]), prev.get(key))
+        prev[key] = segs
+        content.append(segs)
+    return content
 
 
 def memory_budget_bytes() -> float:
@@ -579,4 +773,4 @@ def _trace_arrays(wl: Workload, qps: float, n_requests, duration_s, seed):
     prompt = np.asarray(tr.prompt_tokens, np.int64)[idx]
     out = np.asarray(tr.output_tokens, np.int64)[idx] if tr.output_tokens is not None else None
     reg = [tr.regime[i] for i in idx] if tr.regime is not None else None
-    return arr, prompt, out, reg
+    return arr, prompt, out, reg, idx

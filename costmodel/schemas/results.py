@@ -46,6 +46,8 @@ REQUEST_DOCS = (
     ColumnDoc("e2e_ms", METRICS["e2e"], "ms", REQ),
     ColumnDoc("tpot_ms", METRICS["tpot"] + "; NaN for one-token outputs", "ms", REQ),
     ColumnDoc("preemptions", "times the request was preempted (KV cache exhausted) and recomputed", "count", REQ),
+    ColumnDoc("cached_tokens", "prompt tokens found in the prefix cache at its first admission, whole KV blocks (vLLM's num_cached_tokens); "
+              "0 with prefix caching off", "tokens", REQ),
     ColumnDoc("finished", "the request finished inside the simulation", "boolean", REQ),
     ColumnDoc("warmup", "arrived in the warm-up span: kept in the records, left out of percentiles and throughput", "boolean", REQ),
 )
@@ -107,6 +109,14 @@ class PointSummary:
     engine_settings: str = _f("the engine settings a replica ran with and where each came from: name=value [CLI | recorded run | profile | "
                               "default | ...], in costmodel/engine_settings.py's order of precedence", "text",
                               "costmodel/engine_settings.py (vLLM 0.32 defaults cited there)", default="")
+    prefix_caching: bool = _f("vLLM's automatic prefix caching was on (its default; off: --no-prefix-caching)", "boolean",
+                              "simulate/kvcache.py (vllm/v1/core/kv_cache_manager.py)", default=False)
+    prefix_hit_rate_tokens: float = _f("prefix-cache hit rate in tokens: prompt tokens found cached at first admission / prompt tokens of "
+                                       "the requests admitted", "fraction 0-1", "simulate/kvcache.py", default=0.0)
+    prefix_hit_rate_blocks: float = _f("prefix-cache hit rate in KV blocks: blocks found cached at first admission / full prompt blocks of "
+                                       "the requests admitted", "fraction 0-1", "simulate/kvcache.py", default=0.0)
+    prefill_tokens_saved: int = _f("prompt (and, after a preemption, context) tokens the engine did not compute because their KV blocks "
+                                   "were cached, every admission counted, all replicas", "tokens", "simulate/kvcache.py", default=0)
 
     def flat(self) -> dict:
         """One flat row (no nested dicts): `ttft_ms_p95`, `e2e_ms_p99`, `batch_denoise_step_seqs`."""

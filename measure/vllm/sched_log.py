@@ -14,7 +14,10 @@ runs on any CPU from the committed tables.
   made the request; `engine_in_t`: when the engine loop took it in, at the next step boundary), prompt and output tokens, the steps at which it
   was admitted, first emitted and finished (and their end times), preemptions, and what the
   simulator replays: `steps_per_canvas` (diffusion: denoising steps of each canvas, commit
-  excluded) or `tokens_per_step` (MTP: tokens each verify step emitted).
+  excluded) or `tokens_per_step` (MTP: tokens each verify step emitted); with prefix caching on,
+  `block_hashes` (vLLM's hash of each full prompt block, 8 bytes hex) and `cached_tokens` (the
+  tokens vLLM found cached when it first scheduled the request: its num_cached_tokens; -1 when the
+  record has no hit field).
 
 Request ids: the client sends X-Request-Id; vLLM's completions API makes it `cmpl-<id>-<n>-<hex>`,
 so `client_id` strips that back (`client_id("cmpl-qps2-000001-0-9f05bcff") == "qps2-000001"`).
@@ -36,7 +39,8 @@ from costmodel.schemas.rundir import STEP_COLUMNS
 
 _ID = re.compile(r"^(?:cmpl|chatcmpl)-(.+?)(?:-\d+)?(?:-[0-9a-f]{8})?$")
 REQUEST_COLUMNS = ("req_id", "client_id", "arrival_t", "engine_in_t", "prompt_tokens", "max_tokens", "output_tokens", "admit_step", "first_step",
-                   "finish_step", "first_t", "finish_t", "n_steps", "preemptions", "steps_per_canvas", "tokens_per_step")
+                   "finish_step", "first_t", "finish_t", "n_steps", "preemptions", "steps_per_canvas", "tokens_per_step", "block_hashes",
+                   "cached_tokens")
 
 
 def client_id(engine_id: str) -> str:
@@ -86,7 +90,7 @@ class _Walk:
                                "prompt_tokens": int(a["prompt"]), "max_tokens": a.get("max_tokens"), "output_tokens": 0,
                                "admit_step": -1, "first_step": -1, "finish_step": -1, "first_t": np.nan, "finish_t": np.nan,
                                "n_steps": 0, "preemptions": 0, "prefilling": True, "canvas_steps": 0, "steps_per_canvas": [],
-                               "tokens_per_step": []} for a in adds}
+                               "tokens_per_step": [], "block_hashes": list(a.get("hashes") or []), "cached_tokens": -1} for a in adds}
         self.added = sorted(float(a.get("arr") or a["t"]) for a in adds)
         self.n_admitted = 0  # requests scheduled at least once so far (the walk is in step order)
 
@@ -141,6 +145,10 @@ def _step_row(mode: str, st: dict, w: _Walk, nxt_t0: float | None) -> dict:
             q["preemptions"] += 1
             q["prefilling"] = True
             q["canvas_steps"] = 0
+    for rid, n in (st.get("cached") or {}).items():
+        q = w.req.get(rid)
+        if q is not None and q["cached_tokens"] < 0:  # the first admission's hit (vLLM's num_cached_tokens)
+            q["cached_tokens"] = int(n)
     for rid, n in st["tokens"].items():
         q = w.req.get(rid)
         if q is not None:

@@ -12,11 +12,14 @@ scheduler class turns vLLM's automatic choice off (vllm/config/vllm.py picks Dif
 for a diffusion config only when none is named), so the diffusion recorder subclasses it.
 
 One JSON line per event, flushed per step (a killed server loses at most the step in flight):
-- {"ev": "add", "req", "t", "arr", "prompt", "max_tokens"}  when the scheduler receives a request
+- {"ev": "add", "req", "t", "arr", "prompt", "max_tokens", "hashes"}  when the scheduler receives a request
   (`t`: the engine loop took it in, at a step boundary; `arr`: vLLM's own arrival time, when the API
-  server's input processor made the request);
+  server's input processor made the request; `hashes`: with prefix caching on, the first 8 bytes (hex)
+  of each full prompt block's hash, vllm/v1/request.py `Request.block_hashes`, so a replay looks up
+  the same blocks vLLM did);
 - {"ev": "step", "i", "t0", "t_sched", "t1", "tokens": {req: scheduled tokens}, "spec": {req: draft
-  or canvas tokens}, "new": [...], "resumed": [...], "preempted": [...], "emitted": {req: tokens
+  or canvas tokens}, "new": [...], "resumed": [...], "preempted": [...], "cached": {req: tokens
+  computed before this step, for new and resumed requests: vLLM's prefix-cache hit}, "emitted": {req: tokens
   emitted}, "done": [finished]}; t0 = schedule() entered, t_sched = it returned, t1 =
   update_from_output returned (time.time(), the client's clock on the same host).
 The step's wall time in the synchronous engine is t0 of the next step minus t0 while it is busy.
@@ -62,6 +65,19 @@ def _cached_ids(out) -> list[str]:
     return [r for r in ids if resumed and r in resumed]
 
 
+def _hit_tokens(out) -> dict:
+    """Tokens already computed when a new or resumed request is scheduled: its prefix-cache hit
+    (vllm/v1/core/sched/output.py NewRequestData / CachedRequestData.num_computed_tokens, set by
+    Scheduler.schedule from KVCacheManager.get_computed_blocks before this step's tokens)."""
+    hit = {r.req_id: int(r.num_computed_tokens) for r in out.scheduled_new_reqs}
+    cached = out.scheduled_cached_reqs
+    resumed = getattr(cached, "resumed_req_ids", None) or ()
+    for rid, n in zip(getattr(cached, "req_ids", None) or [], getattr(cached, "num_computed_tokens", None) or []):
+        if rid in resumed:
+            hit[rid] = int(n)
+    return hit
+
+
 def _diffusion_config(vllm_config) -> dict:
     """DiffusionGemma's served canvas and denoising budget (vllm/config/diffusion.py DiffusionConfig;
     None: the model's generation_config.json decides), for the simulator's engine settings."""
@@ -92,13 +108,15 @@ class RecordingMixin:
                 "chunked_prefill": bool(getattr(sc, "enable_chunked_prefill", True)),
                 "long_prefill_token_threshold": int(getattr(sc, "long_prefill_token_threshold", 0) or 0),
                 "async_scheduling": bool(getattr(sc, "async_scheduling", False)), "policy": str(getattr(sc, "policy", "fcfs")),
+                "enable_prefix_caching": bool(getattr(getattr(self, "cache_config", None), "enable_prefix_caching", False)),
                 **_diffusion_config(getattr(self, "vllm_config", None))}
 
     def add_request(self, request) -> None:
         super().add_request(request)
         sp = request.sampling_params
         self._rec().write({"ev": "add", "req": request.request_id, "t": time.time(), "arr": getattr(request, "arrival_time", None),
-                           "prompt": request.num_prompt_tokens, "max_tokens": getattr(sp, "max_tokens", None)})
+                           "prompt": request.num_prompt_tokens, "max_tokens": getattr(sp, "max_tokens", None),
+                           "hashes": [bytes(h)[:8].hex() for h in (getattr(request, "block_hashes", None) or [])]})
 
     def schedule(self, *a, **kw):
         t0 = time.time()
@@ -107,7 +125,7 @@ class RecordingMixin:
                                 "tokens": dict(out.num_scheduled_tokens),
                                 "spec": {k: len(v) for k, v in (out.scheduled_spec_decode_tokens or {}).items()},
                                 "new": [r.req_id for r in out.scheduled_new_reqs], "resumed": _cached_ids(out),
-                                "preempted": sorted(out.preempted_req_ids or ())}
+                                "preempted": sorted(out.preempted_req_ids or ()), "cached": _hit_tokens(out)}
         return out
 
     def update_from_output(self, scheduler_output, model_runner_output):

@@ -111,7 +111,7 @@ class ArReplica(Replica):
         kv = r.ctx0 + self.g * done
         self.n_dec -= 1
         self.sum_ctx -= kv
-        self.kv_used -= kv
+        self.free_kv(r, kv, kv)
         r.emitted += self._tokens_after(r, done)
         self._advance(r, done)
         r.prefill_len = r.prompt + r.emitted

@@ -39,6 +39,10 @@ class DiffusionReplica(Replica):
         self.nblocks = plan.blocks_list
         self.n_den = self.n_com = 0
         self.s_den = self.s_com = 0
+        # prefix caching: a finished request's last canvas is never cached under synchronous scheduling
+        # (no later schedule of it runs KVCacheManager.allocate_slots over the committed tokens); async
+        # scheduling schedules it once more (its wasted denoise step), which caches it
+        self.cache_tail = 0 if self.async_sched else self.C
 
     def schedule(self) -> float:
         s = self.step
@@ -161,7 +165,7 @@ class DiffusionReplica(Replica):
             self.n_den -= 1
             self.s_den -= r.ctx0
             r.steps += s - r.dec_start
-        self.kv_used -= r.ctx0
+        self.free_kv(r, r.ctx0, r.ctx0)
         r.committing = False
         r.prefill_len = r.ctx0
         self._free_slot(s - 1)

@@ -62,9 +62,10 @@ def server_spec(mode: str, dirs: dict, record: Path, settings: L.ValidationSetti
     """The server of one mode under the validation's engine settings (max_num_seqs, token budget,
     block size; diffusion: canvas and denoising budget; MTP: k)."""
     e = (settings or L.ValidationSettings.default()).engine_for(mode)
-    # prefix caching off: the simulator computes every prompt token (it does not model cache hits)
+    # prefix caching only where the settings turn it on (enable_prefix_caching: true; sets a and b ran without)
+    cache_flag = "--enable-prefix-caching" if e.enable_prefix_caching else "--no-enable-prefix-caching"
     common = dict(served_name=SERVED[mode], max_num_batched_tokens=e.max_num_batched_tokens, max_num_seqs=e.max_num_seqs,
-                  block_size=e.block_size, sched_record=record, max_model_len=L.MAX_MODEL_LEN, extra_args=["--no-enable-prefix-caching"],
+                  block_size=e.block_size, sched_record=record, max_model_len=L.MAX_MODEL_LEN, extra_args=[cache_flag],
                   **L.cpu_placement())
     if mode == "diffusion":
         return ServerSpec("diffusion", dirs[f"diffusion-c{e.canvas_length}"], canvas_length=e.canvas_length,
@@ -182,7 +183,8 @@ def _scored_load(opts: CampaignOptions, mode: str, spec: L.LoadSpec, srv: VllmSe
         shutil.rmtree(ldir)  # an unfinished earlier attempt: its load is sent again in full
     vs = opts.settings
     n = vs.n_requests(spec, mode)
-    prompts = L.write_prompts(mdir / f"prompts-{spec.name}.jsonl", spec.prompts, mode, corpus, n, settings=vs, long_share=spec.long_share)
+    prompts = L.write_prompts(mdir / f"prompts-{spec.name}.jsonl", spec.prompts, mode, corpus, n, settings=vs, long_share=spec.long_share,
+                              send_seed=opts.seed + 1)
     rate = round(spec.rate_frac * cap, 4)
     sl.mark()
     t = time.monotonic()

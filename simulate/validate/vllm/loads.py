@@ -43,7 +43,13 @@ MTP_K = 2
 MAX_MODEL_LEN = 2048
 TINY_CANVASES = (32, 64, 256)  # the tiny DiffusionGemma models measure/vllm/tiny_models.py builds (diffusion-c<N>)
 ENGINE_KEYS = ("max_num_seqs", "max_num_batched_tokens", "canvas_length", "max_denoising_steps", "num_speculative_tokens", "block_size",
-               "async_scheduling")
+               "async_scheduling", "enable_prefix_caching")
+PROMPT_KINDS = ("short", "long", "mixed", "sysprompt", "sessions")
+# prefix-sharing loads (prefix caching on): `sysprompt` - SYS_APPS apps, each a shared system prompt of
+# SYS_WORDS words, then a distinct short question; `sessions` - multi-turn chats, each turn's prompt the
+# whole history (opening, earlier questions and replies) plus a new question, sent turn by turn
+SYS_APPS, SYS_WORDS = 3, 300
+SESSION_TURNS, SESSION_OPEN_WORDS, SESSION_TURN_WORDS = 5, 60, (20, 50)
 
 
 def cpu_placement() -> dict:
@@ -60,7 +66,8 @@ def cpu_placement() -> dict:
 @dataclass(frozen=True)
 class LoadSpec:
     """One load: `rate_frac` of the fitted capacity (calibration: `calib_qps`, requests/s per unit);
-    `n_requests` per mode; `prompts` short | long | mixed (`long_share` of them long)."""
+    `n_requests` per mode; `prompts` short | long | mixed (`long_share` of them long) | sysprompt |
+    sessions (shared prefixes: see `write_prompts`)."""
 
     name: str
     arrivals: str  # poisson | gamma
@@ -158,11 +165,11 @@ def _check_load(d: dict, path) -> LoadSpec:
                         f"a load's keys are {', '.join(sorted(keys))}")
     spec = LoadSpec(**{"arrivals": "poisson", "cv": 1.0, "rate_frac": 0.5, "n_requests": 30, "prompts": "short", **d})
     ok = (spec.arrivals in ("poisson", "gamma") and spec.cv > 0 and spec.rate_frac is not None and 0 < spec.rate_frac <= 2
-          and spec.prompts in ("short", "long", "mixed") and 0 <= spec.long_share <= 1)
+          and spec.prompts in PROMPT_KINDS and 0 <= spec.long_share <= 1)
     counts = spec.n_requests.values() if isinstance(spec.n_requests, dict) else [spec.n_requests]
     if not ok or not all(isinstance(n, int) and n >= 2 for n in counts):
         raise UserError(f"validation settings {path}: load {spec.name!r} is out of range",
-                        "arrivals poisson|gamma, cv > 0, 0 < rate_frac <= 2, prompts short|long|mixed, n_requests >= 2")
+                        f"arrivals poisson|gamma, cv > 0, 0 < rate_frac <= 2, prompts {'|'.join(PROMPT_KINDS)}, n_requests >= 2")
     return spec
 
 
@@ -213,14 +220,61 @@ def _words(n: int, corpus: list[str], start: int) -> str:
     return " ".join(words[(start + i) % len(words)] for i in range(n))
 
 
+def _shared_rows(kind: str, corpus: list[str], n: int, outs: list) -> list[dict]:
+    """Prompts that share prefixes, in the order they are meant to be sent. `sysprompt`: request i
+    is app i % SYS_APPS's system prompt then its own question. `sessions`: ceil(n / SESSION_TURNS)
+    chats sent round-robin by turn (every chat's turn 1, then every chat's turn 2, ...); a turn's
+    prompt is the chat's opening and every earlier question and reply (replies synthesised from
+    the corpus: the client does not send the model's own output back) plus its new question."""
+    rows = []
+    if kind == "sysprompt":
+        for i in range(n):
+            app = i % SYS_APPS
+            text = f"System prompt of app {app}: " + _words(SYS_WORDS, corpus, 5000 + app * 977) + f" Question {i}: " + _words(8 + (i * 7) % 30, corpus, i * 41)
+            rows.append({"prompt": text, "prompt_id": f"a{app}q{i:02d}", "regime": "R1", "max_tokens": outs[i % len(outs)]})
+        return rows
+    chats = -(-n // SESSION_TURNS)
+    lo, hi = SESSION_TURN_WORDS
+    for i in range(n):
+        c, turn = i % chats, i // chats
+        text = f"Chat {c}: " + _words(SESSION_OPEN_WORDS, corpus, 9000 + c * 613)
+        for t in range(turn + 1):
+            text += f" User: " + _words(lo + (c * 13 + t * 7) % (hi - lo), corpus, c * 211 + t * 59)
+            if t < turn:
+                text += " Assistant: " + _words(hi, corpus, 7000 + c * 97 + t * 31)
+        rows.append({"prompt": text, "prompt_id": f"c{c}t{turn}", "regime": "R1", "max_tokens": outs[i % len(outs)]})
+    return rows
+
+
+def sent_in_order(rows: list[dict], send_seed: int) -> list[dict]:
+    """The file order that makes the endpoint load generator send `rows` in the order given: it
+    sends request i the file's row permutation(n)[i] (measure/endpoint/loadtest.py plan_requests,
+    a generator seeded with its seed + 1)."""
+    import numpy as np
+
+    order = np.random.default_rng(send_seed + 1).permutation(len(rows))
+    out: list = [None] * len(rows)
+    for i, row in enumerate(rows):
+        out[order[i]] = row
+    return out
+
+
 def write_prompts(path: Path, kind: str, mode: str, corpus: list[str], n: int = 24, tag: str = "",
-                  settings: ValidationSettings | None = None, long_share: float = 0.25) -> Path:
-    """A JSONL prompts file of `n` distinct prompts (one per request: no two share a prefix):
-    short prompts of 6-60 words, long ones of 180-450 words (about 500-1350 tokens of the tiny
-    tokenizer; the settings' `words` ranges), `long_share` of a mixed load long, each with its
-    max_tokens from the settings' output lengths."""
+                  settings: ValidationSettings | None = None, long_share: float = 0.25, send_seed: int | None = None) -> Path:
+    """A JSONL prompts file of `n` prompts, one per request: short prompts of 6-60 words, long ones
+    of 180-450 words (about 500-1350 tokens of the tiny tokenizer; the settings' `words` ranges),
+    `long_share` of a mixed load long, all distinct (no two share a prefix); or, for `sysprompt`
+    and `sessions`, prompts that share prefixes (`_shared_rows`), laid out so that the load
+    generator seeded with `send_seed` sends them in their order. Each has its max_tokens from the
+    settings' output lengths."""
     s = settings or ValidationSettings.default()
     outs = s.outputs[mode]
+    if kind in ("sysprompt", "sessions"):
+        rows = _shared_rows(kind, corpus, n, outs)
+        rows = sent_in_order(rows, send_seed) if send_seed is not None else rows
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return path
     (s_lo, s_hi), (l_lo, l_hi) = s.words["short"], s.words["long"]
     every = max(1, round(1 / long_share)) if long_share > 0 else 0
     rows = []

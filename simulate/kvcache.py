@@ -1,0 +1,158 @@
+"""vLLM's automatic prefix cache on one replica, as vLLM 0.32's v1 KV cache manager keeps it
+(vllm/v1/core/kv_cache_manager.py, block_pool.py, single_type_kv_cache_manager.py, kv_cache_utils.py).
+
+A request's KV is a list of blocks of the engine's `block_size` tokens; a full block has a hash
+that names its content and everything before it (kv_cache_utils.py `hash_block_tokens`: the
+parent's hash is part of the key), so equal hashes at block j mean equal prefixes up to the end of
+block j. Here a request carries its blocks' hashes (`Request.hashes`, ints, from the workload's
+prompt content: simulate/prefix.py) and the cache keeps, per hash, how many running requests hold
+that block:
+
+- **lookup** (`KVCacheManager.get_computed_blocks` -> `FullAttentionManager.find_longest_cache_hit`):
+  the leading blocks whose hashes are cached, stopping at the first miss, at most
+  `(num_tokens - 1) // block_size` blocks (when every token hits, the last is recomputed for its
+  logits: `max_cache_hit_length = request.num_tokens - 1`). Hits are whole blocks.
+- **touch** (`BlockPool.touch`): a hit block held by no running request leaves the free queue
+  (it stops being evictable); one held by others is shared, costing no memory.
+- **cache** (`KVCacheManager.allocate_slots` -> `cache_blocks`): a request's full blocks are
+  cached when they are scheduled, up to `min(num_computed + num_new, request.num_tokens)`: draft or
+  canvas tokens are never cached. So a request admitted later in the same step already hits the
+  blocks an earlier one was just given (the scheduler's WAITING loop runs after the RUNNING loop
+  has allocated). Output blocks are cached as the context grows (a DiffusionGemma canvas once its
+  commit pass has appended it: the next schedule of the request; its last canvas only under async
+  scheduling, which schedules the request once more). The simulator caches a request's output
+  blocks when it leaves the batch (finishes or is preempted): nothing can hit them earlier, except a
+  later turn of a session sent while this one still runs.
+- **free** (`SingleTypeKVCacheManager.free`, `BlockPool.free_blocks`): a finished or preempted
+  request's blocks go back in reverse order (tail first), so the tail is evicted first; a cached
+  block stays findable until its memory is taken.
+- **evict** (`BlockPool.get_new_blocks` -> `_maybe_evict_cached_block`): new blocks come from the
+  head of the free queue, dropping the hash of a cached block taken. Here: free cached blocks are
+  kept in LRU order and the oldest dropped when they no longer fit beside the running requests'
+  KV (`room_blocks`).
+
+Preemption (recompute) frees a request's blocks like a finish; when it is admitted again its own
+prompt and output blocks hit unless evicted (vLLM's `Scheduler._preempt_request` resets
+num_computed_tokens to 0; the next `get_computed_blocks` finds them).
+
+Hybrid layout (Gemma-4's sliding-window layers; `HybridKVCacheCoordinator.find_longest_cache_hit`):
+a hit must also hold, in every sliding-window group, the blocks of the window just before the hit
+point (`SlidingWindowManager.find_longest_cache_hit` scans for that run); blocks outside the window
+are freed while the request runs (`remove_skipped_blocks`) but keep their hash, so without eviction
+pressure the full-attention hit stands. The simulator's KV is one pool of tokens in which every
+layer holds every token (simulate/engine.py), so it evicts a block from all layers at once: the
+hit it finds is the full-attention layers' hit, which the sliding-window layers keep as long as the
+cache is not under eviction pressure (what the vLLM validation checks).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+PRIVATE_SPAN = 1 << 24  # blocks per request in the private hash space (contexts below 2**24 blocks)
+
+
+def private_hashes(rid: int, blocks: int) -> list:
+    """Hashes of content no other request shares (negative: workload hashes are >= 0)."""
+    base = -(rid + 1) * PRIVATE_SPAN
+    return list(range(base, base + blocks))
+
+
+class PrefixCache:
+    """One replica's cached blocks: `ref[hash]` = running requests holding the block (0: cached and
+    free, in `free`, oldest first). Counters: `hit_tokens` over every admission (a preempted
+    request's re-admission included: prefill tokens the engine did not compute), `evicted_blocks`."""
+
+    __slots__ = ("bs", "ref", "free", "hit_tokens", "evicted_blocks")
+
+    def __init__(self, block_size: int):
+        self.bs = int(block_size)
+        self.ref: dict = {}
+        self.free: OrderedDict = OrderedDict()
+        self.hit_tokens = 0
+        self.evicted_blocks = 0
+
+    def lookup(self, hashes: list, num_tokens: int) -> int:
+        """Blocks of a cache hit for a request of `num_tokens` tokens (prompt, or prompt and output on
+        a re-admission): the leading cached blocks, at most (num_tokens - 1) // block_size."""
+        n = min(len(hashes), (num_tokens - 1) // self.bs)
+        ref = self.ref
+        i = 0
+        while i < n and hashes[i] in ref:
+            i += 1
+        return i
+
+    def shared_tokens(self, hashes: list, blocks: int) -> int:
+        """Tokens of the first `blocks` hit blocks that running requests hold (no new memory)."""
+        ref = self.ref
+        return self.bs * sum(1 for i in range(blocks) if ref[hashes[i]] > 0)
+
+    def acquire(self, r, blocks: int) -> int:
+        """r takes the first `blocks` blocks of its hit (BlockPool.touch); returns the tokens that
+        left the free queue (now in use)."""
+        if r.refs is None:
+            r.refs = []
+        ref, free, hashes, refs = self.ref, self.free, r.hashes, r.refs
+        moved = 0
+        for i in range(blocks):
+            h = hashes[i]
+            c = ref[h]
+            if c == 0:
+                del free[h]
+                moved += self.bs
+            ref[h] = c + 1
+            refs.append(h)
+        r.ncached = blocks
+        self.hit_tokens += blocks * self.bs
+        return moved
+
+    def insert(self, r, upto_tokens: int) -> None:
+        """Cache r's full blocks up to `upto_tokens` (KVCacheManager.cache_blocks). A block another
+        running request already holds under the same hash stays r's private copy (vLLM keeps both
+        blocks); one cached and free is replaced by r's (the free copy is dropped)."""
+        hashes = r.hashes
+        end = min(len(hashes), upto_tokens // self.bs)
+        if end <= r.ncached:
+            return
+        if r.refs is None:
+            r.refs = []
+        ref, free, refs = self.ref, self.free, r.refs
+        for j in range(r.ncached, end):
+            h = hashes[j]
+            c = ref.get(h)
+            if c is None:
+                ref[h] = 1
+                refs.append(h)
+            elif c == 0:
+                del free[h]
+                ref[h] = 1
+                refs.append(h)
+        r.ncached = end
+
+    def release(self, r) -> int:
+        """r frees its blocks, tail first (SingleTypeKVCacheManager.free); returns the tokens of its
+        blocks other running requests still hold (their memory is not freed)."""
+        ref, free = self.ref, self.free
+        held = 0
+        for h in reversed(r.refs or ()):
+            c = ref[h] - 1
+            ref[h] = c
+            if c:
+                held += self.bs
+            else:
+                free[h] = None
+        r.refs = None
+        r.ncached = 0
+        return held
+
+    def evict(self, room_blocks: int) -> None:
+        """Drop the oldest free cached blocks until at most `room_blocks` remain (the memory the
+        running requests leave)."""
+        free, ref = self.free, self.ref
+        n = len(free) - max(0, room_blocks)
+        if n > 0:
+            self.evicted_blocks += n
+            for _ in range(n):
+                h, _ = free.popitem(last=False)
+                del ref[h]

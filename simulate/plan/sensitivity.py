@@ -3,7 +3,8 @@
 - replicates (`plan --seeds N`): the same plan under N seeds; per (GPU, mode, QPS) the spread of the
   fewest SLO-meeting replica count, and per QPS a confidence interval of the winner's monthly cost;
 - sensitivity (`plan --sensitivity`): each input moved to the low and the high end of its range, the
-  others as planned (one at a time): every GPU's hourly price (re-priced, no simulation), MTP
+  others as planned (one at a time): every GPU's hourly price, and each winning GPU's against each
+  rival's at the ends that favour one and then the other (re-priced, no simulation), MTP
   acceptance, DiffusionGemma steps per canvas, prompt and output length, and the pass-cost error of
   the profiles (each re-planned). The decision is "robust" when the cheapest fleet's (GPU, mode) stays
   the same at every load; otherwise the table names the input, the end and the load where it flips.
@@ -147,23 +148,39 @@ class _Row:
     ends: dict = field(default_factory=dict)  # "low"/"high" -> cheapest frame
 
 
+def _repriced(outcome: PlanOutcome, prices: dict[str, float]) -> dict:
+    """One end of a price row: the plan's points re-priced with `prices` (USD per GPU-hour by GPU), no simulation."""
+    a = outcome.analysis
+    cfg = replace(a.pricing, price_usd_per_gpu_hour={**a.pricing.price_usd_per_gpu_hour, **prices})
+    specs = {h: p.hardware_spec() for h, p in outcome.profiles.items()}
+    return _end(analyse(planner.points_frame(outcome.cells), a.slo, cfg, specs, a.qps, planner.cell_notes(outcome.cells)))
+
+
 def _price_rows(outcome: PlanOutcome) -> list[_Row]:
-    rows = []
+    """Each GPU's price at both ends of its quoted range; then, per winning GPU and each rival, both
+    at the ends that favour one and then the other (the winner high and the rival low is the
+    closest the rival gets)."""
     a = outcome.analysis
     if get_model(a.pricing.model).owned:
-        return rows  # owned GPUs are priced by purchase, not by the hourly price ranges
-    specs = {h: p.hardware_spec() for h, p in outcome.profiles.items()}
-    for hw, spec in specs.items():
+        return []  # owned GPUs are priced by purchase, not by the hourly price ranges
+    ranges = {}
+    for hw in outcome.profiles:
         t, src = resolve_terms(hw, {})
-        if "price_low_usd_per_gpu_hour" not in t:
-            continue
-        row = _Row(f"{hw} price (USD per GPU-hour)", f"{t['price_low_usd_per_gpu_hour']:g}", f"{t['price_high_usd_per_gpu_hour']:g}",
-                   src["price_low_usd_per_gpu_hour"])
-        for end in ("low", "high"):
-            usd = t[f"price_{end}_usd_per_gpu_hour"]
-            cfg = replace(a.pricing, price_usd_per_gpu_hour={**a.pricing.price_usd_per_gpu_hour, hw: usd})
-            row.ends[end] = _end(analyse(planner.points_frame(outcome.cells), a.slo, cfg, specs, a.qps, planner.cell_notes(outcome.cells)))
+        if "price_low_usd_per_gpu_hour" in t:
+            ranges[hw] = (t["price_low_usd_per_gpu_hour"], t["price_high_usd_per_gpu_hour"], src["price_low_usd_per_gpu_hour"])
+    rows = []
+    for hw, (lo, hi, src) in ranges.items():
+        row = _Row(f"{hw} price (USD per GPU-hour)", f"{lo:g}", f"{hi:g}", src)
+        row.ends = {"low": _repriced(outcome, {hw: lo}), "high": _repriced(outcome, {hw: hi})}
         rows.append(row)
+    winners = [h for h in dict.fromkeys(a.cheapest.get("hardware", pd.Series(dtype=str)).dropna()) if h in ranges]
+    for w in winners:
+        for o in (h for h in ranges if h != w):
+            (wl, wh, _), (ol, oh, _) = ranges[w], ranges[o]
+            row = _Row(f"{w} vs {o} price (each GPU at an end of its range)", f"{w} {wl:g}, {o} {oh:g}", f"{w} {wh:g}, {o} {ol:g}",
+                       "the two GPUs' quoted ranges, at the ends that favour one and then the other")
+            row.ends = {"low": _repriced(outcome, {w: wl, o: oh}), "high": _repriced(outcome, {w: wh, o: ol})}
+            rows.append(row)
     return rows
 
 

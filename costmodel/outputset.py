@@ -210,9 +210,14 @@ def _refuse_unsafe(target: Path, what: str) -> None:
 # ---- publishing a directory ---------------------------------------------------------------------
 
 def _clean_stale(target: Path) -> None:
-    """Staging and old folders a killed writer left (we hold the lock: nobody else is using them)."""
-    for mark in (STAGING_MARK, OLD_MARK):
-        for p in target.parent.glob(f".{glob_escape(target.name)}{mark}*"):
+    """Staging and old folders a killed writer left (we hold the lock: nobody else is using them).
+    An old set whose writer died between its two renames (no exchange on that filesystem) goes back."""
+    for p in target.parent.glob(f".{glob_escape(target.name)}{STAGING_MARK}*"):
+        shutil.rmtree(p, ignore_errors=True)
+    for p in sorted(target.parent.glob(f".{glob_escape(target.name)}{OLD_MARK}*"), key=lambda p: p.stat().st_mtime, reverse=True):
+        if not target.exists():
+            os.rename(p, target)
+        else:
             shutil.rmtree(p, ignore_errors=True)
 
 
@@ -297,8 +302,8 @@ def _publish(stage: Path, target: Path, keep: set[str]) -> None:
             os.rename(target / name, stage / name)
             moved.append(name)
         gone = _swap(stage, target)
-    except OSError:
-        for name in moved:  # the old set stays as it was
+    except BaseException:  # an OS error or Ctrl-C before the swap: the carried entries go back, the old set stays as it was
+        for name in moved:
             os.rename(stage / name, target / name)
         raise
     shutil.rmtree(gone, ignore_errors=True)
@@ -321,7 +326,7 @@ def _swap(stage: Path, target: Path) -> Path:
     os.rename(target, old)
     try:
         os.rename(stage, target)
-    except OSError:
+    except BaseException:
         os.rename(old, target)
         raise
     return old

@@ -231,3 +231,15 @@ def test_a_run_directory_has_one_writer_at_a_time(tmp_path):
         assert "is being written by another costmodel process" in q.get(timeout=30)
         p.join(10)
     assert _siblings(tmp_path / "run") == []  # released with the block
+
+
+def test_an_old_set_stranded_between_two_renames_comes_back(tmp_path):
+    """On a filesystem without RENAME_EXCHANGE a writer killed between its two renames leaves the
+    old set under a hidden name and no directory: the next writer puts it back before publishing."""
+    out = tmp_path / "sim"
+    _write_set(out, {"summary.csv": "old\n"})
+    (out / "notes.txt").write_text("mine")
+    out.rename(tmp_path / f".sim{outputset.OLD_MARK}99999-abcdef")
+    _write_set(out, {"summary.csv": "new\n"})
+    assert (out / "summary.csv").read_text() == "new\n" and (out / "notes.txt").read_text() == "mine"  # its other files carried over
+    assert _siblings(out) == []

@@ -13,8 +13,10 @@ never a mix, and a failed write (disk full, Ctrl-C) leaves the old set untouched
 - Files of an earlier set (those its manifest lists, and any file named like a costmodel output)
   are not carried over: no stale `requests_*` frame sits beside a new summary. Anything else in the
   directory (a user's notes, a sweep's resumable `points/`) moves into the new set unchanged.
-- Readers call `verify(dir)`: a directory whose manifest does not match its files is refused.
-  A directory without a manifest (written before this module) is read as before.
+- Readers go through `read_set(dir, read)`: the directory is opened once and read through that
+  handle after `verify` (a manifest that does not match its files is refused), and read again if
+  it was replaced meanwhile. A directory without a manifest (written before this module) is read
+  as before.
 - The same for a group of files beside each other (`publishing_files`: a report's CSV and its
   dictionaries): staged together, then renamed into place only once every file is written.
 """

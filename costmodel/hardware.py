@@ -164,6 +164,10 @@ def validate_spec(hid: str, d: dict, where: str) -> HardwareSpec:
     return spec
 
 
+# Every number of a hardware entry, in its field's unit, lies in this range (or is 0 where 0 is allowed)
+PLAUSIBLE = (1e-6, 1e12)
+
+
 def _check_finite(spec: HardwareSpec, hid: str, where: str) -> None:
     """Every number of an entry finite (a NaN bandwidth would price every pass NaN, an infinite one
     would make every pass compute-bound) and the measured ones positive; optional ones may be absent."""
@@ -176,6 +180,9 @@ def _check_finite(spec: HardwareSpec, hid: str, where: str) -> None:
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise UserError(f"hardware entry {hid!r} in {where}: {name} is {v!r}, not a finite number", "give the datasheet value")
+        if v > 0 and not PLAUSIBLE[0] <= v <= PLAUSIBLE[1]:  # a unit slip (3.35e-9): every time it prices would over- or underflow
+            raise UserError(f"hardware entry {hid!r} in {where}: {name} is {v!r}, outside [{PLAUSIBLE[0]:g}, {PLAUSIBLE[1]:g}] in its unit",
+                            "give the datasheet value in the field's unit (GB, TB/s, TFLOP/s, W, USD)")
         if name in ("memory_gb", "memory_bandwidth_tbps", "price_usd_per_gpu_hour") or name.startswith("tflops."):
             continue  # their signs: the checks below
         if v < 0 or (v == 0 and name != "purchase_usd"):

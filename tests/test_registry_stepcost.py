@@ -86,6 +86,8 @@ def test_the_caches_belong_to_the_profile_object_and_are_not_pickled():
     p.pass_ms("ar", (DECODE,))
     assert stepcost.resolve(p) is stepcost.resolve(p)
     assert stepcost.resolve(p).cost("ar").memo
+    stepcost.resolve(p).memo("limits")["x"] = 1  # other derived objects live beside the prices
+    assert stepcost.resolve(p).memo("limits") == {"x": 1}
     q = pickle.loads(pickle.dumps(p))
     assert "_resolved" not in q.__dict__ and q == p
     assert stepcost.resolve(q) is not stepcost.resolve(p)

@@ -96,6 +96,7 @@ class ResolvedProfile:
     assistants: dict[str, ModelShape | None]  # mode -> its drafter's shape (MTP), else None
     costs: dict[str, ModeCost] = field(default_factory=dict)
     step_caches: dict[tuple, dict] = field(default_factory=dict)
+    memos: dict[str, dict] = field(default_factory=dict)
 
     def cost(self, mode: str) -> ModeCost:
         c = self.costs.get(mode)
@@ -105,6 +106,14 @@ class ResolvedProfile:
 
     def roofline(self, mode: str) -> Roofline:
         return self.cost(mode).roofline
+
+    def memo(self, name: str) -> dict:
+        """A dict for another object derived from this profile (e.g. a point's replica limits), kept
+        and dropped with the profile's other caches instead of in a module global keyed by id()."""
+        m = self.memos.get(name)
+        if m is None:
+            m = self.memos[name] = {}
+        return m
 
     def step_cache(self, key: tuple) -> dict:
         """Engine-step prices of one pricing (mode, resolution, draws' shapes): shared by every run

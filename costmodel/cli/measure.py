@@ -13,6 +13,9 @@ from costmodel.cli.measure_harness import OPTIONS as HARNESS_OPTIONS
 from costmodel.cli.measure_ops import OPTIONS as OPS_OPTIONS
 from costmodel.cli.measure_ops import engine_of, reject_ops_options
 from costmodel.cli.measure_ops import run as run_ops_cli
+from costmodel.cli.measure_vllm import OPTIONS as VLLM_OPTIONS
+from costmodel.cli.measure_vllm import reject_vllm_options
+from costmodel.cli.measure_vllm import run as run_vllm_cli
 from costmodel.modes import mode_names
 from measure.backends import MeasureOptions, run_measure
 from measure.endpoint.loadtest import LoadTestOptions
@@ -48,14 +51,18 @@ def _measure(**opts):
 
     \b
     GPU ops:  costmodel measure --precision fp8 -o runs/h100-fp8      then: costmodel fit runs/h100-fp8 -o h100-fp8.json
+    vLLM:     costmodel measure --engine vllm --mode ar -o runs/vllm-ar   then: costmodel fit runs/vllm-ar --hardware ID -o vllm.json
     GPU:      costmodel measure --model diffusiongemma-26b-a4b --random-weights -o runs/h200-dg
     Endpoint: costmodel measure --endpoint http://localhost:8000 --model google/diffusiongemma-26B-A4B-it --qps 2 -o runs/live
     """
     given = given_options(click.get_current_context(silent=True))
     if not opts.get("endpoint") and engine_of(opts, given) == "ops":
         return run_ops_cli(opts, given)
+    if not opts.get("endpoint") and opts.get("engine") == "vllm":
+        return run_vllm_cli(opts, given)
     reject_ops_options(given)
+    reject_vllm_options(given)
     return run_measure(MeasureOptions(HarnessOptions.from_values(opts), LoadTestOptions.from_values(opts), given))
 
 
-measure = click.command(name="measure")(_apply(COMMON + HARNESS_OPTIONS + OPS_OPTIONS + ENDPOINT_OPTIONS, _measure))
+measure = click.command(name="measure")(_apply(COMMON + HARNESS_OPTIONS + OPS_OPTIONS + VLLM_OPTIONS + ENDPOINT_OPTIONS, _measure))

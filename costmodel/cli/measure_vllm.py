@@ -1,0 +1,81 @@
+"""`costmodel measure --engine vllm` options: a real vLLM engine on this machine, every engine step
+recorded into the run directory (measure/vllm/engine_measure.py), driven by the vLLM validation's
+calibration design (simulate/validate/vllm/loads.py: a low-rate Poisson load, then closed loops)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from costmodel.errors import UserError
+from measure.vllm.engine_measure import EngineLoad, EngineMeasureOptions, check_out, run_engine_measure
+from simulate.validate.vllm import loads as L
+from simulate.validate.vllm.campaign import server_spec
+
+OPTIONS = [
+    click.option("--vllm-settings", type=click.Path(dir_okay=False), default=None,
+                 help="--engine vllm: engine settings and calibration loads as a `costmodel validate --engine vllm --settings` file "
+                      "[default: the validation's first set]."),
+    click.option("--tiny-models", type=click.Path(file_okay=False), default=None,
+                 help="--engine vllm: where the tiny random-weight models are (built if missing) [default models/tiny]."),
+    click.option("--model-dir", type=click.Path(file_okay=False), default=None,
+                 help="--engine vllm: serve this model directory (its config.json) with random weights (--load-format dummy) "
+                      "instead of the mode's tiny model (a GPU with the catalog model's config); --model names it."),
+]
+PARAMS = frozenset({"vllm_settings", "tiny_models", "model_dir"})
+NEUTRAL = frozenset({"out", "seed", "engine", "mode", "model"})
+
+
+def reject_vllm_options(given: dict[str, str]) -> None:
+    """For the other backends: an --engine vllm option given there is refused."""
+    for name, flag in given.items():
+        if name in PARAMS:
+            raise UserError(f"{flag} is an option of --engine vllm", f"drop {flag}, or use --engine vllm")
+
+
+def calibration_loads(mode: str, vs: L.ValidationSettings, work: Path) -> list[EngineLoad]:
+    """The validation's calibration design for `mode`: low-rate Poisson, then every closed loop."""
+    from measure.vllm.tiny_models import _corpus
+
+    corpus = _corpus()
+    cal = vs.calibration(mode)
+    loads = [EngineLoad("poisson-low", cal.calib_qps[0], cal.n_requests,
+                        L.write_prompts(work / "prompts-low.jsonl", "mixed", mode, corpus, cal.n_requests, settings=vs))]
+    for c, n in vs.calib_concurrency[mode]:
+        loads.append(EngineLoad(f"closed-c{c}", "inf", int(n),
+                                L.write_prompts(work / f"prompts-c{c}.jsonl", "mixed", mode, corpus, int(n), tag=f"c{c}", settings=vs), int(c)))
+    return loads
+
+
+def run(opts: dict, given: dict[str, str]) -> int:
+    """Record a real vLLM engine under the calibration design; options of other backends are refused."""
+    for name, flag in given.items():
+        if name not in PARAMS and name not in NEUTRAL:
+            raise UserError(f"{flag} is not an option of --engine vllm", "drop it (the engine's settings come from --vllm-settings)")
+    mode = opts.get("mode")
+    if not mode:
+        raise UserError("--engine vllm needs --mode", "e.g. costmodel measure --engine vllm --mode ar -o runs/vllm-ar")
+    if opts.get("model") and not opts.get("model_dir"):
+        raise UserError("--model names the served model of --model-dir", "give --model-dir DIR with it, or drop --model (the tiny model is served)")
+    out = Path(opts["out"])
+    check_out(out)
+    vs = L.load_settings(opts.get("vllm_settings"))
+    from measure.vllm.tiny_models import build_all  # torch and transformers: only when a server is set up
+
+    dirs = build_all(Path(opts.get("tiny_models") or "models/tiny"))
+    spec = server_spec(mode, dirs, None, vs)
+    if opts.get("model_dir"):
+        spec = replace(spec, model_dir=Path(opts["model_dir"]), served_name=opts.get("model") or Path(opts["model_dir"]).name,
+                       extra_args=[*spec.extra_args, "--load-format", "dummy"])
+    place = L.cpu_placement()
+    if place.get("frontend_cpus"):  # the load generator beside the API server, off the engine's core
+        os.sched_setaffinity(0, set(place["frontend_cpus"]))
+    with tempfile.TemporaryDirectory(prefix="costmodel-engine-prompts-") as work:
+        loads = calibration_loads(mode, vs, Path(work))
+        run_engine_measure(EngineMeasureOptions(mode=mode, out=out, spec=spec, loads=loads, seed=int(opts.get("seed") or 0),
+                                                say=lambda s: click.echo(s)))
+    return 0

@@ -71,11 +71,14 @@ def run(opts: dict, given: dict[str, str]) -> int:
     if opts.get("model_dir"):
         spec = replace(spec, model_dir=Path(opts["model_dir"]), served_name=opts.get("model") or Path(opts["model_dir"]).name,
                        extra_args=[*spec.extra_args, "--load-format", "dummy"])
-    place = L.cpu_placement()
-    if place.get("frontend_cpus"):  # the load generator beside the API server, off the engine's core
-        os.sched_setaffinity(0, set(place["frontend_cpus"]))
-    with tempfile.TemporaryDirectory(prefix="costmodel-engine-prompts-") as work:
-        loads = calibration_loads(mode, vs, Path(work))
-        run_engine_measure(EngineMeasureOptions(mode=mode, out=out, spec=spec, loads=loads, seed=int(opts.get("seed") or 0),
-                                                say=lambda s: click.echo(s)))
+    place, before = L.cpu_placement(), os.sched_getaffinity(0)
+    try:
+        if place.get("frontend_cpus"):  # the load generator beside the API server, off the engine's core
+            os.sched_setaffinity(0, set(place["frontend_cpus"]))
+        with tempfile.TemporaryDirectory(prefix="costmodel-engine-prompts-") as work:
+            loads = calibration_loads(mode, vs, Path(work))
+            run_engine_measure(EngineMeasureOptions(mode=mode, out=out, spec=spec, loads=loads, seed=int(opts.get("seed") or 0),
+                                                    say=lambda s: click.echo(s)))
+    finally:
+        os.sched_setaffinity(0, before)  # in-process callers (tests) keep their CPUs
     return 0

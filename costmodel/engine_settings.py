@@ -47,6 +47,9 @@ SRC_ASYNC_CPU = "vllm/platforms/cpu.py CpuPlatform.check_and_update_config (asyn
 SRC_BATCH = "vllm/config/scheduler.py SchedulerConfig.verify_max_model_len"
 
 LAYERS = ("CLI or spec", "recorded run", "profile", "default")
+# KV block sizes vLLM 0.32's GPU attention backend takes (the CPU backend pages in 128-token blocks whatever is asked)
+BLOCK_MULTIPLE_GPU = 16
+SRC_BLOCK_KERNEL = "vllm/v1/attention/backends/flash_attn.py FlashAttentionBackend.get_supported_kernel_block_sizes: MultipleOf(16)"
 # the settings a user gives (CLI options, sweep parameters, validation settings): type, what it is
 USER_SETTINGS = {
     "max_num_seqs": (int, "engine: running sequences per replica (vLLM --max-num-seqs)"),
@@ -82,6 +85,9 @@ class EngineSettings:
     # vLLM's automatic prefix caching (None: vLLM's default, on: vllm/config/cache.py CacheConfig.enable_prefix_caching);
     # left unset by the defaults layer so that a point's settings line names it only when a layer set it
     enable_prefix_caching: bool | None = None
+    # vLLM's prefix-match unit (CacheConfig.prefix_match_unit = the KV manager's hash_block_size; None: the block
+    # size): the token granularity of block hashes, finer than the block on the CPU backend (64 vs its 128)
+    prefix_match_unit: int | None = None
     kv_capacity_tokens: int | None = None  # overrides the memory-derived capacity (what-ifs, tests, replays)
     shape_bits: int = SHAPE_BITS  # pricing resolution (simulate/steptime.py); 0 = exact shapes
     sources: tuple = field(default=(), compare=False, hash=False)
@@ -99,7 +105,7 @@ class EngineSettings:
 
     def validate(self) -> "EngineSettings":
         for name in ("max_num_seqs", "max_num_batched_tokens", "canvas_length", "max_denoising_steps", "num_speculative_tokens",
-                     "block_size", "kv_capacity_tokens"):
+                     "block_size", "prefix_match_unit", "kv_capacity_tokens"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise UserError(f"{name} {v!r} must be an integer >= 1{self._from(name)}", f"e.g. --{name.replace('_', '-')} 8")
@@ -211,6 +217,8 @@ def from_scheduler_config(config: dict, mode: str, what: str = "scheduler record
             "max_denoising_steps": config.get("max_denoising_steps")}
     if isinstance(config.get("enable_prefix_caching"), bool):
         vals["enable_prefix_caching"] = config["enable_prefix_caching"]
+    if config.get("hash_block_size") and config.get("hash_block_size") != config.get("block_size"):
+        vals["prefix_match_unit"] = config["hash_block_size"]
     if get_mode(mode).canvas_sampler:
         vals["canvas_length"] = config.get("canvas_length") or spec
     elif get_mode(mode).assistant:
@@ -302,6 +310,10 @@ def check_vllm_rules(s: EngineSettings, mode: str, platform: str = "gpu") -> tup
     if platform == "cpu" and s.async_scheduling:
         notes.append(f"async_scheduling on -> off: vLLM turns it off on CPU ({SRC_ASYNC_CPU})")
         s = s.with_values(f"{s.source('async_scheduling')}, rewritten by vLLM on CPU", async_scheduling=False)
+    bs = s.block_size
+    if platform == "gpu" and bs is not None and bs % BLOCK_MULTIPLE_GPU:
+        raise UserError(f"block_size {bs}{s._from('block_size')} is not a multiple of {BLOCK_MULTIPLE_GPU}: vLLM's FlashAttention backend "
+                        f"cannot page KV in it ({SRC_BLOCK_KERNEL})", f"give a multiple of {BLOCK_MULTIPLE_GPU}, e.g. {max(16, bs // 16 * 16)}")
     budget = s.max_num_batched_tokens
     if budget is not None and s.max_num_seqs is not None and budget < s.max_num_seqs:
         raise UserError(f"max_num_batched_tokens {budget} is below max_num_seqs {s.max_num_seqs}: vLLM refuses it ({SRC_BATCH})",

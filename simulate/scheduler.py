@@ -88,8 +88,11 @@ class Replica:
         self.kv_cap = kv_capacity
         # vLLM's prefix cache (simulate/kvcache.py): on unless the settings turn it off (vLLM's default)
         bs = getattr(cfg, "block_size", None)
-        self.pc = PrefixCache(bs) if bs and getattr(cfg, "enable_prefix_caching", None) is not False else None
-        self.cache_tail = 0  # tokens at the end of a finished request's context never cached (an engine sets it)
+        self.pc = (PrefixCache(bs, getattr(cfg, "prefix_match_unit", None)) if bs and getattr(cfg, "enable_prefix_caching", None) is not False
+                   else None)
+        # whether blocks past a request's prompt (its output: AR tokens, MTP verified drafts, diffusion committed
+        # canvases) can be hit by another request; not for the hybrid Gemma-4 layout (simulate/kvcache.py)
+        self.cache_outputs = False
         self.pricer = pricer
         # the record's columns this replica writes, held directly (typed memoryviews when compiled)
         self.start_s, self.first_s, self.finish_s = rec.start_s, rec.first_s, rec.finish_s
@@ -253,7 +256,7 @@ class Replica:
             return
         if r.hashes is None:
             r.hashes = private_hashes(r.rid, (r.prompt + r.n_out) // pc.bs)
-        pc.insert(r, int(cached))
+        pc.insert(r, int(cached) if self.cache_outputs else min(int(cached), r.prompt))
         self.kv_used -= kv - pc.release(r)
         pc.evict(self._cache_room())
 
@@ -310,11 +313,11 @@ class Replica:
         self.record_finish(r, t)
 
     def release(self, r, kv: float) -> None:
-        """Free r's KV and running slot (its context's full blocks cached, less `cache_tail` tokens)."""
+        """Free r's KV and running slot (its context's full blocks cached)."""
         if self.pc is None:
             self.kv_used -= kv
         else:
-            self.free_kv(r, kv, kv - self.cache_tail)
+            self.free_kv(r, kv, kv)
         del self.running[r.rid]
 
     def record_finish(self, r, t: float) -> None:

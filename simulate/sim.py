@@ -177,7 +177,7 @@ class _Loop:
         self.bound, self.prev = 0.0, 0.0  # the instant (and its scheduling time) the loop last ran replicas to
         self.miss = _MissWatch(miss_bounds, reqs, self.rec, warmup_s) if miss_bounds else None
         # prompt content for prefix caching (simulate/prefix.py): each arrival's block hashes, made at its arrival
-        self.block_size = int(getattr(dep.cfg, "block_size", None) or 0)
+        self.block_size = int(getattr(dep.cfg, "prefix_match_unit", None) or getattr(dep.cfg, "block_size", None) or 0)
         on = self.block_size > 0 and getattr(dep.cfg, "enable_prefix_caching", None) is not False
         self.content = reqs.content if on else None
 

@@ -47,6 +47,9 @@ from simulate.point import resolve_engine
 @click.option("--num-speculative-tokens", type=int, default=None,
               help="MTP: draft tokens k per verify step, at most the positions the profile measured [default: the profile's k].")
 @click.option("--async-scheduling/--no-async-scheduling", default=None, help="vLLM's async scheduling [default: on, as vLLM runs GPUs].")
+@click.option("--block-size", type=int, default=None, help="KV block size in tokens, the prefix cache's unit [default: vLLM's 16 on GPUs].")
+@click.option("--prefix-caching/--no-prefix-caching", "prefix_caching", default=None,
+              help="vLLM's automatic prefix caching: hits on shared prompt prefixes (workload system_prompt, sessions, trace hash_ids) [default: on, as in vLLM].")
 @click.option("--engine-from", "engine_from", default=None, type=click.Path(),
               help="Engine settings of a recorded server (scheduler record .jsonl.gz, run directory or `vllm bench` JSON) below the "
                    "options above and above the profile's; its mode is the default --mode.")
@@ -57,7 +60,7 @@ from simulate.point import resolve_engine
 @pricing_options
 def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests, workload_path, seed, max_num_seqs,
              max_num_batched_tokens, gpu_memory_utilization, canvas_length, max_denoising_steps, num_speculative_tokens,
-             async_scheduling, engine_from, router, warmup, out_dir, jobs, pricing_options):
+             async_scheduling, block_size, prefix_caching, engine_from, router, warmup, out_dir, jobs, pricing_options):
     """Simulate serving under load on a profile: per (mode, QPS) throughput, TTFT/E2E percentiles,
     GPU busy fraction, and whether the point is stable (an unstable point's queue grows without
     bound: its latencies are not steady-state and are not shown). With pricing options, what each point costs."""
@@ -65,7 +68,7 @@ def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests,
     engine = engine_layers({"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                             "gpu_memory_utilization": gpu_memory_utilization, "canvas_length": canvas_length,
                             "max_denoising_steps": max_denoising_steps, "num_speculative_tokens": num_speculative_tokens,
-                            "async_scheduling": async_scheduling}, engine_from, modes)
+                            "async_scheduling": async_scheduling, "enable_prefix_caching": prefix_caching, "block_size": block_size}, engine_from, modes)
     if engine_from and modes is None:
         modes = engine[0]
     cfg = SimulateConfig(qps=None if qps is None else parse_floats(qps, "qps"), modes=parse_modes(modes), hardware=hardware,

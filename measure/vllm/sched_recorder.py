@@ -109,6 +109,7 @@ class RecordingMixin:
                 "long_prefill_token_threshold": int(getattr(sc, "long_prefill_token_threshold", 0) or 0),
                 "async_scheduling": bool(getattr(sc, "async_scheduling", False)), "policy": str(getattr(sc, "policy", "fcfs")),
                 "enable_prefix_caching": bool(getattr(getattr(self, "cache_config", None), "enable_prefix_caching", False)),
+                "hash_block_size": int(getattr(self, "hash_block_size", 0) or 0),  # tokens per `hashes` entry
                 **_diffusion_config(getattr(self, "vllm_config", None))}
 
     def add_request(self, request) -> None:

@@ -39,10 +39,6 @@ class DiffusionReplica(Replica):
         self.nblocks = plan.blocks_list
         self.n_den = self.n_com = 0
         self.s_den = self.s_com = 0
-        # prefix caching: a finished request's last canvas is never cached under synchronous scheduling
-        # (no later schedule of it runs KVCacheManager.allocate_slots over the committed tokens); async
-        # scheduling schedules it once more (its wasted denoise step), which caches it
-        self.cache_tail = 0 if self.async_sched else self.C
 
     def schedule(self) -> float:
         s = self.step

@@ -16,6 +16,8 @@ class MtpReplica(ArReplica):
         plan = kw["plan"]
         super().__init__(*a, tokens_per_seq=plan.k + 1, g=plan.mean_tokens, **kw)
         self.sum_ctx = 0.0
+        if self.pc is not None:  # the drafter needs its last prefix block recomputed (simulate/kvcache.py)
+            self.pc.drop_last = True
 
     def _steps_for(self, r, rem: int) -> int:
         return self.plan.steps_for(r, rem)

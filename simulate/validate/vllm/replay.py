@@ -27,6 +27,7 @@ from measure.vllm.sched_log import EngineTrace
 from simulate.metrics import FinishedRun, summarise
 from simulate.sim import _Loop, deploy, simulate_point
 from simulate.steptime import StepPricer
+from simulate.prefix import trace_content
 from simulate.workload import Requests
 
 TRACE_COLUMNS = ("replica", "step", "start_s", "dt_s", "prefill_reqs", "prefill_tokens", "groups")
@@ -45,8 +46,10 @@ def engine_config(config: dict, mode: str, **over) -> EngineSettings:
     """The simulator settings of the recorded scheduler (its config line: running cap, token budget,
     canvas or k, async scheduling, KV blocks x block size as KV tokens), priced at exact shapes."""
     kv = int(config.get("num_blocks") or 0) * int(config.get("block_size") or 0)
+    # prefix caching as the server ran (records before it was logged ran with --no-enable-prefix-caching)
     s = from_scheduler_config(config, mode).with_values("recorded run: scheduler record config (num_blocks x block_size)",
-                                                        kv_capacity_tokens=kv or None, async_scheduling=bool(config.get("async_scheduling", False)))
+                                                        kv_capacity_tokens=kv or None, async_scheduling=bool(config.get("async_scheduling", False)),
+                                                        enable_prefix_caching=bool(config.get("enable_prefix_caching", False)))
     return replace(s, shape_bits=0).with_values("replay", **over).validate()
 
 
@@ -64,20 +67,55 @@ def trace_requests(trace: EngineTrace) -> tuple[Requests, float]:
     qps = (len(arr) - 1) / window if window > 0 else 1.0
     out = np.maximum(rq["output_tokens"].to_numpy(np.int64), 1)
     reqs = Requests(arr, rq["prompt_tokens"].to_numpy(np.int64), out, np.zeros(len(rq), np.int64), ("R1",), window, qps,
-                    recorded=recorded or None)
+                    recorded=recorded or None, content=recorded_content(trace, rq, out))
     return reqs, t0
+
+
+def recorded_content(trace: EngineTrace, rq: pd.DataFrame, out: np.ndarray) -> list | None:
+    """Each request's prompt as the blocks vLLM hashed (the recorder's `hashes`: one per full prompt
+    block of the recorded block size), so the simulator's prefix cache looks up what vLLM's did;
+    None when the record has none (prefix caching off)."""
+    if "block_hashes" not in rq or not any(len(h) for h in rq["block_hashes"]):
+        return None
+    hb = hash_block_tokens(trace.config, rq)
+    ids: dict = {}
+    return [trace_content(i, int(p), int(o), [ids.setdefault(h, len(ids)) for h in hs], hb)
+            for i, (p, o, hs) in enumerate(zip(rq["prompt_tokens"], out, rq["block_hashes"]))]
+
+
+def trace_config(trace: EngineTrace) -> dict:
+    """The scheduler's config line, with the hash unit of its recorded hashes (hash_block_tokens)."""
+    rq = trace.requests
+    if trace.config.get("hash_block_size") or "block_hashes" not in rq or not any(len(h) for h in rq["block_hashes"]):
+        return trace.config
+    return {**trace.config, "hash_block_size": hash_block_tokens(trace.config, rq)}
+
+
+def hash_block_tokens(config: dict, rq: pd.DataFrame) -> int:
+    """Tokens per recorded hash: vLLM hashes at its prefix-match unit (`hash_block_size`, the
+    --block-size asked for), which can be finer than the KV block the attention backend runs (the
+    CPU backend's 128): the config line says it; records without it are read by the one unit at
+    which every request has prompt // unit hashes."""
+    hb = int(config.get("hash_block_size") or 0)
+    if hb:
+        return hb
+    bs = int(config.get("block_size") or 0)
+    for unit in sorted({bs >> k for k in range(8) if bs >> k >= 1}, reverse=True):
+        if all(len(h) == p // unit for p, h in zip(rq["prompt_tokens"], rq["block_hashes"])):
+            return unit
+    return bs
 
 
 def replay(profile: Profile, trace: EngineTrace, **engine_over) -> Replayed:
     """Simulate the recorded load once (one replica, nothing left out as warm-up, no abort)."""
     reqs, t0 = trace_requests(trace)
     steps: list = []
-    (_, df), _ = simulate_point(profile, trace.mode, reqs, replicas=1, cfg=engine_config(trace.config, trace.mode, **engine_over), router="least-outstanding",
+    (_, df), _ = simulate_point(profile, trace.mode, reqs, replicas=1, cfg=engine_config(trace_config(trace), trace.mode, **engine_over), router="least-outstanding",
                                 seed=0, warmup_frac=0.0, abort_backlog_s=None, drain_s=None, workload_desc="vLLM recorded load",
                                 step_trace=steps)
     rq = trace.requests.sort_values("arrival_t").reset_index(drop=True)
     sim = pd.DataFrame({"client_id": rq["client_id"], "arrival_s": reqs.arrival_s})
-    for col in ("start_s", "first_token_s", "finish_s", "steps"):
+    for col in ("start_s", "first_token_s", "finish_s", "steps", "cached_tokens"):
         if col in df:
             sim[col] = df[col].to_numpy()
     return Replayed(sim, pd.DataFrame(steps, columns=list(TRACE_COLUMNS)), t0)
@@ -122,8 +160,9 @@ def replay_recorded(profile: Profile, trace: EngineTrace, **engine_over) -> Repl
     t0 = float(arr.min())
     order = np.argsort(arr - t0, kind="stable")
     reqs = replace(reqs, arrival_s=(arr - t0)[order], prompt_tokens=reqs.prompt_tokens[order], output_tokens=reqs.output_tokens[order],
-                   recorded={k: [v[i] for i in order] for k, v in (reqs.recorded or {}).items()} or None)
-    dep = deploy(profile, trace.mode, reqs, engine_config(trace.config, trace.mode, **engine_over), 0)
+                   recorded={k: [v[i] for i in order] for k, v in (reqs.recorded or {}).items()} or None,
+                   content=[reqs.content[i] for i in order] if reqs.content is not None else None)
+    dep = deploy(profile, trace.mode, reqs, engine_config(trace_config(trace), trace.mode, **engine_over), 0)
     dep.pricer = RecordedStepPricer(dep.pricer, (trace.steps.sort_values("step")["gap_ms"].to_numpy(float) / 1e3).tolist())
     steps: list = []
     loop = _Loop(dep, reqs, 1, "least-outstanding", None, 1e6, steps)
@@ -134,7 +173,7 @@ def replay_recorded(profile: Profile, trace: EngineTrace, **engine_over) -> Repl
                                   workload_desc="vLLM recorded load, engine step times"))
     rq = trace.requests.sort_values("arrival_t").reset_index(drop=True)
     sim = pd.DataFrame({"client_id": rq["client_id"].to_numpy()[order], "arrival_s": reqs.arrival_s})
-    for col in ("start_s", "first_token_s", "finish_s", "steps"):
+    for col in ("start_s", "first_token_s", "finish_s", "steps", "cached_tokens"):
         if col in df:
             sim[col] = df[col].to_numpy()
     inv = np.argsort(order)  # back to the trace's arrival order

@@ -143,6 +143,8 @@ def request_table(trace: EngineTrace, rep: Replayed, load: str) -> pd.DataFrame:
         "first_step": rq["first_step"] - base, "first_step_sim": at_end(sim["first_token_s"]),
         "finish_step": rq["finish_step"] - base, "finish_step_sim": at_end(sim["finish_s"]),
         "engine_steps": rq["n_steps"], "engine_steps_sim": sim["steps"] if "steps" in sim else np.nan,
+        "cached_tokens": rq["cached_tokens"] if "cached_tokens" in rq else -1,
+        "cached_tokens_sim": sim["cached_tokens"] if "cached_tokens" in sim else np.nan,
     })
 
 
@@ -160,7 +162,26 @@ def request_summary(req: pd.DataFrame) -> dict:
         same = (req[f"{k}_sim"] - req["admit_step_sim"]) == (req[k] - req["admit_step"])
         out[f"admit_to_{k.split('_')[0]}_steps_same_pct"] = float(100 * same.mean())
     out["steps_per_request_same_pct"] = float(100 * (req["engine_steps_sim"] == req["engine_steps"]).mean())
+    out.update(cached_summary(req))
     return out
+
+
+# prefix caching (issue 32): the share of requests whose cached tokens (vLLM's num_cached_tokens at first
+# admission) the simulator matches, on loads recorded with prefix caching on
+CACHED_TARGET_PCT = 95.0
+
+
+def cached_summary(req: pd.DataFrame) -> dict:
+    """Over the requests of loads with a recorded hit field and prefix sharing: the share whose
+    simulated cached tokens equal vLLM's, and the tokens vLLM and the simulator found cached."""
+    if "cached_tokens" not in req:
+        return {}
+    r = req[req["cached_tokens"] >= 0]
+    r = r[r.groupby("load")["cached_tokens"].transform("max") > 0]  # loads that share prefixes
+    if not len(r):
+        return {}
+    return {"cached_tokens_same_pct": float(100 * (r["cached_tokens_sim"] == r["cached_tokens"]).mean()),
+            "cached_tokens_vllm": int(r["cached_tokens"].sum()), "cached_tokens_sim": int(r["cached_tokens_sim"].sum())}
 
 
 # the scheduling model's targets (issue 29), on the replay with the engine's own step times

@@ -754,6 +754,8 @@ def _trace_arrays(wl: Workload, qps: float, n_requests, duration_s, seed):
     scale = 1.0 if wl.trace_time_scale == "recorded" else (tr.recorded_qps / qps if tr.recorded_qps > 0 else 1.0 / qps)
     t = t * scale
     period = (t[-1] + (t[-1] / (m - 1) if m > 1 else 1.0 / qps))  # one pass of the trace, plus a mean gap
+    if period <= 0:  # every request at one instant: a pass of m requests every m / qps s keeps the mean rate
+        period = m / qps
     if n_requests is not None:
         n = int(n_requests)
     elif duration_s is not None:

@@ -137,7 +137,7 @@ def ws(tmp_path_factory):
         workloads.append(str(_write(inputs / f"wl_trace{i}.json", json.dumps({"trace": Path(tr).name, "trace_time_scale": "qps"}))))
     yield {"root": root, "done": done, "inputs": inputs, "pools": pools, "n": [0]}
     ro.chmod(0o644)
-    print("\nfuzz outcomes: " + ", ".join(f"{cmd} exit {code}: {n}" for (cmd, code), n in sorted(OUTCOMES.items()))
+    print("\nfuzz outcomes: " + ", ".join(f"{cmd} exit {code}: {n}" for (cmd, code), n in sorted(OUTCOMES.items(), key=str))
           + f"; {sum(OUTCOMES.values())} inputs, {sum(n for (_, c), n in OUTCOMES.items() if c not in (0, 2))} neither 0 nor 2")
 
 

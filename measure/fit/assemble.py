@@ -587,6 +587,8 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     opts = opts or FitOptions()
     if not run_paths:
         raise UserError("no run directories given", "pass one or more run directories written by `costmodel measure`")
+    if isinstance(opts.seed, bool) or not isinstance(opts.seed, int) or opts.seed < 0:
+        raise UserError(f"--seed {opts.seed!r} is not an integer >= 0", "e.g. --seed 0 (it seeds the held-out split)")
     runs = [load_run(p) for p in run_paths]
     commit_runs = [load_run(p) for p in opts.commit_runs]
     msgs: list[str] = []

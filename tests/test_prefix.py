@@ -126,3 +126,15 @@ def test_bad_prefix_input_is_one_line(tmp_path, capsys):
     assert "block_size 24" in _refused(capsys, ["simulate", "--qps", "1", "--mode", "ar", "--requests", "20", "--block-size", "24"])
     (tmp_path / "w3.json").write_text(json.dumps({"sessions": {"turns": 3, "think": 5}}))
     assert "sessions must be an object" in _refused(capsys, ["simulate", "--qps", "1", "--mode", "ar", "--workload", str(tmp_path / "w3.json")])
+
+
+def test_plan_compares_prefix_caching_on_and_off(tmp_path, capsys):
+    wl = tmp_path / "chat.json"
+    wl.write_text(json.dumps(CHAT))
+    assert main(["plan", "--hardware", "h200", "--mode", "ar", "--qps", "20", "--duration", "20", "--workload", str(wl), "--jobs", "1",
+                 "--prefix-caching", "on,off", "-o", str(tmp_path / "p")]) == 0
+    out = capsys.readouterr().out
+    assert "Prefix caching on vs off" in out
+    for v in ("on", "off"):
+        assert (tmp_path / "p" / f"prefix-caching-{v}" / "plan.csv").exists()
+    assert main(["plan", "--prefix-caching", "maybe", "-o", str(tmp_path / "q")]) == 2

@@ -14,7 +14,9 @@ from costmodel.cli.plan_day import day_options
 from costmodel.cli.plan_extras import check_seeds, extras_options, print_extras
 from costmodel.cli.pricing_options import pricing_options
 from costmodel.console import make_console
+from costmodel.errors import UserError
 from costmodel.options import parse_floats, parse_list, parse_modes
+from simulate.plan.prefix_compare import compare, parse_choice
 from simulate.plan.api import DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, run_plan, write_plan
 from simulate.plan.costing import PricingConfig, pricing_config
 from simulate.plan.sensitivity import plan_extras
@@ -72,8 +74,12 @@ def print_analysis(con, a) -> None:
               help="Narrow the crossover bracket: this many times, simulate its midpoint QPS for every GPU and mode.")
 @click.option("--jobs", type=int, default=None, help="Local worker processes, forked, no Dask (default: the CPUs available; 1 runs serially).")
 @click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://HOST:8786 (default: $DASK_SCHEDULER_ADDRESS, else a local cluster).")
+@click.option("--prefix-caching", "prefix_caching", default=None,
+              help="vLLM's prefix caching: on (vLLM's default), off, or on,off to plan both and compare fleet, cost and TTFT (written to "
+                   "OUT/prefix-caching-on and OUT/prefix-caching-off).")
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Directory for plan.csv, its dictionary and plan.json.")
-def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duration_s, seed, seeds, sensitivity, max_replicas, refine_crossover, jobs, scheduler, out):
+def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duration_s, seed, seeds, sensitivity, max_replicas, refine_crossover, jobs, scheduler,
+         prefix_caching, out):
     """Fewest replicas meeting an SLO per (GPU, mode, QPS), their monthly cost, the cheapest option
     per QPS and the crossover QPS above which DiffusionGemma stops being the cheapest.
 
@@ -82,12 +88,16 @@ def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duratio
     costmodel plan --onprem --electricity-usd-per-kwh 0.08 --pue 1.2 --amortisation-years 4 -o out/plan-onprem
     """
     t0 = time.perf_counter()
+    caching = parse_choice(prefix_caching)
+    if caching is not None and len(caching) > 1:
+        return _compare_prefix_caching(locals())
     outputset.claim(out, "plan")  # checked and locked before any search runs
     pricing = pricing_config(pricing_options)
     check_seeds(seeds)
     cfg = PlanConfig(qps=parse_floats(qps, "qps"), slo=slo, hardware=parse_list(hardware, "hardware"), modes=parse_modes(modes),
                      profiles=list(profiles), pricing=pricing or PricingConfig(), workload=workload, duration_s=duration_s, seed=seed,
-                     max_replicas=max_replicas, refine_crossover=refine_crossover, jobs=jobs, scheduler=scheduler)
+                     max_replicas=max_replicas, refine_crossover=refine_crossover, jobs=jobs, scheduler=scheduler,
+                     prefix_caching=None if caching is None else caching[0])
     err = make_console(stderr=True)
     outcome = run_plan(cfg, progress=lambda s: err.print(f"[dim]{s}[/dim]"))
     outcome.extras.update(plan_extras(cfg, outcome, seeds, sensitivity, progress=lambda s: err.print(f"[dim]{s}[/dim]")))
@@ -97,3 +107,36 @@ def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duratio
     print_extras(con, outcome.extras)
     con.print(f"{sum(len(c.probes) for c in outcome.cells)} simulations; wrote " + ", ".join(str(p) for p in written))
     con.print(f"wall time: {time.perf_counter() - t0:.1f} s")
+
+
+def _compare_prefix_caching(a: dict) -> None:
+    """--prefix-caching on,off: one plan per setting, each its own output set under OUT, and their
+    cells side by side (simulate/plan/prefix_compare.py)."""
+    from pathlib import Path
+
+    if a["seeds"] != 1 or a["sensitivity"]:
+        raise UserError("--prefix-caching on,off compares two plans; replicates and sensitivity apply to one", "drop --seeds / --sensitivity")
+    pricing = pricing_config(a["pricing_options"])
+    err, con = make_console(stderr=True), make_console()
+    dirs = {v: Path(a["out"]) / f"prefix-caching-{'on' if v else 'off'}" for v in (True, False)}
+    for d in dirs.values():
+        outputset.claim(d, "plan")
+    cells = {}
+    for v, d in dirs.items():
+        cfg = PlanConfig(qps=parse_floats(a["qps"], "qps"), slo=a["slo"], hardware=parse_list(a["hardware"], "hardware"), modes=parse_modes(a["modes"]),
+                         profiles=list(a["profiles"]), pricing=pricing or PricingConfig(), workload=a["workload"], duration_s=a["duration_s"],
+                         seed=a["seed"], max_replicas=a["max_replicas"], refine_crossover=a["refine_crossover"], jobs=a["jobs"],
+                         scheduler=a["scheduler"], prefix_caching=v)
+        outcome = run_plan(cfg, progress=lambda s, v=v: err.print(f"[dim]prefix caching {'on' if v else 'off'}: {s}[/dim]"))
+        write_plan(outcome, d)
+        cells[v] = outcome.analysis.cells
+    table = compare(cells[True], cells[False])
+    t = Table(title="Prefix caching on vs off: fleet meeting the SLO, its cost and TTFT there")
+    for c in table.columns:
+        title = (c.replace("cost_usd_per_month", "$/month").replace("prefix_hit_rate_tokens", "hit rate").replace("ttft_ms_", "TTFT ms ")
+                 .replace("_on", " on").replace("_off", " off"))
+        t.add_column(title, justify="left" if c in ("hardware", "mode") else "right")
+    for row in table.itertuples(index=False):
+        t.add_row(*[(f"{x:,.0f}" if c.startswith("cost") else f"{x:,.3g}") if isinstance(x, float) else str(x) for c, x in zip(table.columns, row)])
+    con.print(t)
+    con.print(f"wrote {dirs[True]} and {dirs[False]} (a plan each); wall time: {time.perf_counter() - a['t0']:.1f} s")

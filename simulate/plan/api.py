@@ -22,7 +22,7 @@ from costmodel.schemas.dictionary import write_table
 from costmodel.schemas.plan import write_plan_json
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.provenance import profile_provenance
-from costmodel.shipped import resolve_profile
+from costmodel.shipped import resolve_profile, shipped_hardware
 from simulate.plan import planner
 from simulate.plan.costing import Analysis, PricingConfig, analyse, gpu_price
 from simulate.plan.slo import Slo, parse_slo
@@ -32,7 +32,7 @@ from simulate.parallel import Workers
 
 DEFAULT_DURATION_S = 60.0
 DEFAULT_SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
-DEFAULT_HARDWARE = ("h100-sxm", "h200", "rtx-5090")
+DEFAULT_HARDWARE = shipped_hardware()  # every GPU a profile ships for
 DEFAULT_QPS = (5.0, 20.0, 50.0)
 DEFAULT_MAX_REPLICAS = 64
 
@@ -54,6 +54,7 @@ class PlanConfig:
     refine_crossover: int = 0
     jobs: int | None = None  # None: one local worker process per available core (1: serially, no Dask)
     scheduler: str | None = None  # a Dask scheduler address (tcp://HOST:8786); None: DASK_SCHEDULER_ADDRESS, else a local cluster
+    prefix_caching: bool | None = None  # vLLM's prefix caching for every point (None: its default, on)
 
 
 @dataclass
@@ -131,7 +132,8 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
     r = _resolve(cfg)
     qps_values = sorted(set(cfg.qps))
     settings = planner.PlanSettings(list(qps_values), r.slo.text, r.hardware, cfg.modes, r.profile_paths, cfg.duration_s, cfg.seed,
-                                    cfg.max_replicas, cfg.jobs or planner.default_jobs(), r.workload, cfg.refine_crossover)
+                                    cfg.max_replicas, cfg.jobs or planner.default_jobs(), r.workload, cfg.refine_crossover,
+                                    engine=None if cfg.prefix_caching is None else {"enable_prefix_caching": cfg.prefix_caching})
     say = progress or (lambda s: None)
     say(f"plan: {len(r.hardware)} GPUs x {len(cfg.modes)} modes x {len(qps_values)} QPS, {cfg.duration_s:g} simulated s per point, "
         f"{settings.jobs} processes")

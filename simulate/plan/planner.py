@@ -41,9 +41,13 @@ class PlanSettings:
     jobs: int = 1
     workload: str | None = None  # workload JSON path (None: the simulator's default workload)
     refine_crossover: int = 0  # midpoints simulated inside the crossover bracket (their QPS are appended to qps)
+    engine: dict | None = None  # engine settings given for every point (e.g. enable_prefix_caching); None: the defaults
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if d["engine"] is None:
+            del d["engine"]  # a plan with the default engine records what it did before the setting existed
+        return d
 
 
 @dataclass
@@ -131,14 +135,15 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
     return out
 
 
-def simulator_point(profile, duration_s: float, seed: int, workload: str | None = None, miss_bounds: tuple = ()) -> PointFn:
-    """A PointFn that runs the discrete-event simulator on `profile`; a point that certainly
-    misses one of `miss_bounds` (the SLO's percentile bounds) stops early, reported unstable."""
+def simulator_point(profile, duration_s: float, seed: int, workload: str | None = None, miss_bounds: tuple = (), engine: dict | None = None) -> PointFn:
+    """A PointFn that runs the discrete-event simulator on `profile` (with `engine` settings over the
+    defaults); a point that certainly misses one of `miss_bounds` (the SLO's percentile bounds)
+    stops early, reported unstable."""
     wl = resolve_workload(workload)
 
     def point(hardware: str, mode: str, qps: float, replicas: int) -> dict:
         return run_point(profile, mode, qps, replicas=replicas, workload=wl, duration_s=duration_s, seed=seed,
-                         miss_bounds=miss_bounds).summary.flat()
+                         miss_bounds=miss_bounds, engine=engine).summary.flat()
 
     return point
 
@@ -149,11 +154,11 @@ def _profile(profile_path: str | None, hardware: str):
     return resolve_profile(profile_path, hardware)
 
 
-def _chain_job(hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas, workload, start) -> list[CellSearch]:
+def _chain_job(hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas, workload, start, engine=None) -> list[CellSearch]:
     profile = _profile(profile_path, hardware)
     slo = parse_slo(slo_text)
-    return search_chain(simulator_point(profile, duration_s, seed, workload, slo.miss_bounds()), hardware, mode, qps_values, slo, max_replicas,
-                        start)
+    return search_chain(simulator_point(profile, duration_s, seed, workload, slo.miss_bounds(), engine), hardware, mode, qps_values, slo,
+                        max_replicas, start)
 
 
 def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None = None, qps=None,
@@ -164,7 +169,7 @@ def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None 
     qps_values = list(qps if qps is not None else settings.qps)
     skip = skip or {}
     jobs = [(h, m, qps_values, settings.profiles.get(h), settings.slo, settings.duration_s, settings.seed,
-             settings.max_replicas, settings.workload, (starts or {}).get((h, m), ChainStart()))
+             settings.max_replicas, settings.workload, (starts or {}).get((h, m), ChainStart()), settings.engine)
             for h in settings.hardware for m in settings.modes if (h, m) not in skip]
     cells: list[CellSearch] = [CellSearch(h, m, q, None, note=note) for (h, m), note in skip.items() for q in qps_values]
     t0 = time.perf_counter()

@@ -4,7 +4,7 @@ Used before fitted profiles exist and for what-if runs (`costmodel profile roofl
 from __future__ import annotations
 
 from costmodel.errors import UserError
-from costmodel.hardware import get_hardware
+from costmodel.hardware import default_hardware, get_hardware
 from costmodel.models import AR_SIBLING, ASSISTANT_FOR, get_model
 from costmodel.modes import all_modes, profile_parts
 from costmodel.modes.diffusion import COMMIT_STATS
@@ -18,11 +18,11 @@ from costmodel.timestamps import now_iso
 DEFAULT_EFFICIENCY = 0.33
 
 
-def roofline_profile(hardware: str = "h200", precision: str = "bf16", efficiency: float = DEFAULT_EFFICIENCY,
+def roofline_profile(hardware: str | None = None, precision: str = "bf16", efficiency: float = DEFAULT_EFFICIENCY,
                      diffusion_model: str = "diffusiongemma-26b-a4b", hardware_file: str | None = None) -> Profile:
     if not 0 < efficiency <= 1:
         raise UserError(f"efficiency {efficiency} is outside (0, 1]", "give the fraction of the roofline the engine reaches, e.g. 0.33")
-    hw = get_hardware(hardware, hardware_file)
+    hw = get_hardware(hardware or default_hardware(), hardware_file)  # None: the catalog's default GPU
     ar_model = AR_SIBLING[diffusion_model]
     prov = Provenance("roofline", f"roofline time / efficiency {efficiency:g}", hardware=hw.id, date=now_iso(),
                       notes="not measured: every pass costs its roofline time divided by the stated efficiency")

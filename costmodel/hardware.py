@@ -199,6 +199,15 @@ def catalog() -> dict[str, HardwareSpec]:
     return {hid: validate_spec(hid, d, "the built-in catalog") for hid, d in doc["gpus"].items()}
 
 
+def default_hardware() -> str:
+    """The catalog's default GPU (hardware.json "default_gpu"): the one a command uses when none is
+    named, so no code spells a GPU id out."""
+    hid = _catalog_doc()["default_gpu"]
+    if hid not in _catalog_doc()["gpus"]:
+        raise UserError(f"costmodel/data/hardware.json: default_gpu {hid!r} is not a catalog GPU", "name one of its gpus")
+    return hid
+
+
 def source_text(key: str) -> str:
     return _catalog_doc()["sources"].get(key, key)
 

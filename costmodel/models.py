@@ -294,7 +294,7 @@ def load_config_json(path: str | Path) -> ModelShape:
     model_type = cfg.get("model_type", "")
     tc = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
     name = cfg.get("_name_or_path") or p.parent.name or p.stem
-    if "diffusion" in model_type:
+    if model_type.startswith("diffusion_gemma"):  # transformers' DiffusionGemmaConfig (and a text config of it)
         return _from_text_config(name, "diffusion_gemma", tc, canvas_length=int(cfg.get("canvas_length", 256)), source=str(p))
     if "assistant" in model_type:
         return _from_text_config(

@@ -21,6 +21,11 @@ def shipped_profiles() -> dict[str, Path]:
     return {p.stem: p for p in sorted(d.glob("*.json"))} if d.exists() else {}
 
 
+def shipped_hardware() -> tuple[str, ...]:
+    """The GPUs a profile ships for, in catalog-id order: what `plan` compares when no GPU is named."""
+    return tuple(shipped_profiles())
+
+
 def default_profile(hardware: str) -> Profile:
     """The shipped profile for a catalog GPU, or, where none is shipped, one priced from the
     roofline at the stated default efficiency (its provenance says so)."""

@@ -56,12 +56,9 @@ def rests_on(prov: dict, mode: str) -> str:
     parts: dict[str, set] = {}
     for d in prov.get("pass_models", {}).get(mode, {}).values():
         parts.setdefault("pass timings", set()).add(BASIS.get(d["kind"], d["kind"]))
-    m = get_mode(mode)
-    if m.is_diffusion:
-        for d in prov.get("commit_stats", {}).values():
-            parts.setdefault("commit statistics", set()).add(BASIS.get(d["kind"], d["kind"]))
-    if "mtp_acceptance" in prov and mode == "mtp":
-        parts.setdefault("MTP acceptance", set()).add(BASIS.get(prov["mtp_acceptance"]["kind"], prov["mtp_acceptance"]["kind"]))
+    for part in get_mode(mode).parts:  # the profile parts the mode draws from, as the provenance account records them
+        for kind in sorted(part.bases(prov[part.key])) if prov.get(part.key) else ():
+            parts.setdefault(part.title or part.label, set()).add(BASIS.get(kind, kind))
     if not parts:
         kind = prov.get("provenance", {}).get("kind", "unknown")
         return f"{BASIS.get(kind, kind)} inputs (profile details not available)"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from costmodel.errors import UserError
+from costmodel.hardware import default_hardware
 from costmodel.memory import replica_memory, request_limit
 from costmodel.modes import mode_names
 from costmodel.options import check_rate
@@ -20,14 +21,14 @@ from simulate.point import DEFAULT_WARMUP_FRAC, PointResult, check_mode, resolve
 from simulate.parallel import simulate_grid
 from simulate.workload import Workload, check_fits, check_run_size, expected_requests, load_workload
 
-DEFAULT_HARDWARE = "h200"
+DEFAULT_HARDWARE = default_hardware()  # the catalog's default GPU
 
 
 @dataclass
 class SimulateConfig:
     qps: list[float] | None  # None: replay the workload's trace at its recorded rate
     modes: list[str] = field(default_factory=lambda: list(mode_names()))
-    hardware: str | None = None  # the shipped profile's GPU (default h200), or the --profile's
+    hardware: str | None = None  # the shipped profile's GPU (default: the catalog's), or the --profile's
     profile_path: str | None = None
     replicas: int = 1
     duration_s: float | None = None

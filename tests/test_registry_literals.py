@@ -42,7 +42,6 @@ ALLOWED = {
     # measure/fit
     "measure/fit/assemble.py": (10, "fit: DONORS, the measured kind whose coefficients an untimed kind may carry, and why (pairs of kinds)"),
     "measure/fit/projection.py": (20, "fit: COMPARE_SHAPES, the curated (mode, kind, shape) list `profile project --compare` prints"),
-    "measure/fit/synthetic_runs.py": (1, "fit: synthetic runs' default GPU"),
     # measurement backends: each serves the three modes with mode-specific engine flags and recorders
     "measure/vllm/campaign.py": (14, "vLLM campaign: loads and tiny models per mode"),
     "measure/vllm/recorder.py": (10, "vLLM step recorder: the engine's mode from its config"),
@@ -67,17 +66,9 @@ ALLOWED = {
     "simulate/validate/vllm/score.py": (7, "vLLM validation scores per mode and kind"),
     "simulate/validate/vllm/replay.py": (2, "vLLM validation replay: recorded draws per mode"),
     "simulate/engine_recorded.py": (6, "engine settings read from a recorded engine: its mode from the scheduler config (engine-settings owner)"),
-    # defaults naming a catalog GPU (a catalog default would replace them)
-    "simulate/plan/api.py": (3, "plan: default GPU list (finance/plan owner)"),
-    "simulate/plan/day.py": (3, "plan: default GPU list (finance/plan owner)"),
-    "simulate/batch.py": (1, "batch: default GPU"),
-    "simulate/sweep/spec.py": (1, "sweep: default GPU"),
-    "costmodel/baseline_profile.py": (1, "roofline profile: default GPU"),
-    "costmodel/shipped.py": (1, "shipped profiles: default GPU"),
-    "costmodel/cli/roofline.py": (1, "roofline CLI: its default GPU"),
-    "costmodel/cli/memory.py": (2, "memory CLI: default GPU and mode"),
-    "costmodel/models.py": (1, "model catalog: a substring test of a transformers config's model_type (not a mode; the check sees the word)"),
-    "reports/decision.py": (1, "reports: the crossover's subject (finance owner)"),
+    # defaults naming a catalog GPU where the catalog's default (costmodel.hardware.default_hardware) is not meant
+    "costmodel/shipped.py": (1, "shipped profiles: the roofline fallback's precision for the 32 GB RTX 5090 (int4)"),
+    "costmodel/cli/memory.py": (1, "memory CLI: its default GPU, the 80 GB H100 (not the catalog's default: the tighter budget, docs/memory.md)"),
 }
 
 

@@ -115,7 +115,7 @@ def _all(con, specs, prec_name, settings, contexts):
 @click.command()
 @click.option("--hardware", default="h100-sxm", show_default=True, help="Catalog id or a hardware JSON file.")
 @click.option("--hardware-file", type=click.Path(), default=None, help="JSON file describing extra GPUs.")
-@click.option("--mode", type=click.Choice(mode_names()), default="diffusion", show_default=True)
+@click.option("--mode", type=click.Choice(mode_names()), default=mode_names()[0], show_default=True)
 @click.option("--precision", default=None, help="bf16, fp8, int4 or nvfp4 (costmodel/precision.py); default bf16, with --all "
               "each GPU's widest precision that fits.")
 @click.option("--all", "all_", is_flag=True, help="Every catalog GPU x mode, one row each.")

@@ -9,7 +9,7 @@ from rich.table import Table
 from costmodel.atomic import write_csv
 from costmodel.console import make_console
 from costmodel.errors import UserError
-from costmodel.hardware import get_hardware
+from costmodel.hardware import default_hardware, get_hardware
 from costmodel.models import AR_SIBLING, ASSISTANT_FOR, get_model
 from costmodel.modes import family_of_pass, modes_of_family
 from costmodel.options import parse_ints, parse_list
@@ -54,7 +54,7 @@ def roofline_table(model_name: str, hardware: str, precision: str, kinds: list[s
 
 @click.command()
 @click.option("--model", "model_name", default="diffusiongemma-26b-a4b", show_default=True, help="Catalog name or config.json path.")
-@click.option("--hardware", default="h200", show_default=True, help="Catalog id or a hardware JSON file.")
+@click.option("--hardware", default=default_hardware(), show_default=True, help="Catalog id or a hardware JSON file.")
 @click.option("--hardware-file", type=click.Path(), default=None, help="JSON file describing extra GPUs.")
 @click.option("--precision", default="bf16", show_default=True)
 @click.option("--pass-kind", "kinds", default=None, help="Comma list; default: every pass kind of the model's modes.")

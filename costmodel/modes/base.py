@@ -171,6 +171,7 @@ class ProfilePart:
 
     key: ClassVar[str]  # JSON key and Profile attribute, e.g. "commit_stats"
     label: ClassVar[str]  # short label in provenance texts, e.g. "commit"
+    title: ClassVar[str] = ""  # what reports call it, e.g. "commit statistics" ("": the label)
     fix: ClassVar[str]  # how to supply it, for a profile whose mode needs it and lacks it
 
     def empty(self) -> Any:
@@ -202,3 +203,7 @@ class ProfilePart:
     def provenance_items(self, record: Any) -> list[tuple[str, str]]:
         """(provenance kind, what) of each entry of a provenance_record, e.g. ("published", "MTP acceptance")."""
         return []
+
+    def bases(self, record: Any) -> set[str]:
+        """The provenance kinds a provenance_record rests on (reports' "rests on" line)."""
+        return {kind for kind, _ in self.provenance_items(record)}

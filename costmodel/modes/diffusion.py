@@ -47,6 +47,7 @@ class CommitStatsPart(ProfilePart):
 
     key = "commit_stats"
     label = "commit"
+    title = "commit statistics"
     fix = "include commit statistics per regime: the published prior or a measured run"
 
     def empty(self) -> dict:

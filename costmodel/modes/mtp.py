@@ -53,6 +53,7 @@ class MtpAcceptancePart(ProfilePart):
 
     key = "mtp_acceptance"
     label = "acceptance"
+    title = "MTP acceptance"
     fix = "add per-position acceptance with its provenance"
 
     def load(self, value) -> MtpAcceptance | None:

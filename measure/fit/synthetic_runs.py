@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from costmodel.hardware import get_hardware
+from costmodel.hardware import default_hardware, get_hardware
 from costmodel.models import ASSISTANT_FOR, get_model
 from costmodel.precision import get_precision
 from costmodel.schemas.profile import features
@@ -39,12 +39,13 @@ def truth_ms(roof: Roofline, kind: str, shape: tuple[int, int, int], coef: dict[
     return max(r.roofline_ms, sum(c * f[k] for k, c in coef.items()))
 
 
-def write_synthetic_run(path: str | Path, mode: str, coef: dict[str, dict[str, float]], *, hardware: str = "h200",
+def write_synthetic_run(path: str | Path, mode: str, coef: dict[str, dict[str, float]], *, hardware: str | None = None,
                         precision: str = "bf16", model: str | None = None, grid: dict[str, list[tuple[int, int, int]]] | None = None,
                         repeats: int = 3, warmup: int = 1, noise_rel: float = 0.02, seed: int = 0, engine: dict | None = None) -> Path:
     """Write a run of `mode` whose passes take coef[kind] . features (times lognormal noise of
     sigma `noise_rel`); each shape also gets `warmup` slow rows marked warmup=True. `engine`: extra
-    manifest engine fields."""
+    manifest engine fields; `hardware`: a catalog GPU, by default the catalog's default."""
+    hardware = hardware or default_hardware()
     model = model or get_mode(mode).default_model
     shape = get_model(model)
     roof = Roofline(shape, get_hardware(hardware), get_precision(precision),

@@ -37,7 +37,7 @@ from costmodel.errors import UserError
 from costmodel.modes import mode_names
 from costmodel.schemas.day import MonthBill, day_docs
 from costmodel.schemas.dictionary import write_table
-from costmodel.shipped import resolve_profile
+from costmodel.shipped import resolve_profile, shipped_hardware
 from simulate.api import resolve_workload
 from simulate.cluster.autoscalers import make_autoscaler
 from simulate.cluster.fleet import simulate_fleet
@@ -61,7 +61,7 @@ POLICIES = ("autoscaled", "static")
 class DayConfig:
     load: str  # a curve (CSV of time_s,qps, flat:..., diurnal:...) or a public trace file (simulate/cluster/traces.py)
     slo: str = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
-    hardware: list[str] = field(default_factory=lambda: ["h100-sxm", "h200", "rtx-5090"])
+    hardware: list[str] = field(default_factory=lambda: list(shipped_hardware()))  # every GPU a profile ships for
     modes: list[str] | None = None
     workload: str | None = None
     seed: int = 0

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from costmodel.engine_settings import USER_SETTINGS
 from costmodel.errors import UserError
+from costmodel.hardware import default_hardware
 from costmodel.jsonfile import DuplicateKey, loads_unique
 
 KINDS = ("simulate", "plan")
@@ -47,7 +48,7 @@ PARAMS = {
     "price": ((int, float), "on-demand USD per GPU-hour of the point's GPU (its cost columns; reserved and spot discount from it)"),
     "pricing": (str, "pricing model of the cost columns: on-demand, reserved-1y, reserved-3y, spot, onprem"),
 }
-DEFAULTS = {"hardware": "h200", "duration_s": 60.0, "seed": 0, "replicas": 1, "router": "least-outstanding", "warmup_frac": 0.1,
+DEFAULTS = {"hardware": default_hardware(), "duration_s": 60.0, "seed": 0, "replicas": 1, "router": "least-outstanding", "warmup_frac": 0.1,
             "max_replicas": 64}
 REQUIRED = ("mode", "qps")
 

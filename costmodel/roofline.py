@@ -45,23 +45,33 @@ class PassKind:
     sampler: str = "none"  # the sampler the serving engine runs after it: "canvas" (DiffusionGemma's, every canvas position), "token", "none"
     recorded_as: str = ""  # measure/vllm's step recorder counts its sequences and tokens in <recorded_as>_reqs / _tokens ("": not recorded apart)
     query_tokens: str = "one"  # a sequence's natural query tokens: "prompt", "canvas" (the model's canvas length), "drafts+1", "one"
+    # a measured kind whose fitted coefficients an untimed run of this one may carry (measure/fit/assemble.py), and why that
+    # is a fair stand-in ("": none, the fit fills it otherwise)
+    stand_in: str = ""
+    stand_in_why: str = ""
 
 
 PASS_KINDS: Registry[PassKind] = Registry("pass kind", [
     PassKind("encoder_prefill", "target", True, "none", "causal", doc="encoder over the prompt; writes KV, no lm_head", recorded_as="prefill",
-             query_tokens="prompt"),
+             query_tokens="prompt", stand_in="prefill",
+             stand_in_why="the same 26B-A4B body (both checkpoints share the text config), causal, writes KV; no logits"),
     PassKind("denoise_step", "target", False, "all", "bidirectional", True,
              doc="decoder over the 256-token canvas against the cached prefix; logits for every canvas position", sampler="canvas",
              recorded_as="denoise", query_tokens="canvas"),
     PassKind("encoder_commit", "target", True, "none", "causal", doc="encoder over the previous converged canvas; appends its KV",
-             sampler="canvas", recorded_as="commit", query_tokens="canvas"),
+             sampler="canvas", recorded_as="commit", query_tokens="canvas", stand_in="encoder_prefill",
+             stand_in_why="the same causal encoder writing KV without logits; a commit covers 256 tokens over a cached prefix"),
     PassKind("prefill", "target", True, "last", "causal", doc="prompt prefill; logits for the last position", sampler="token",
-             recorded_as="prefill", query_tokens="prompt"),
-    PassKind("decode_step", "target", True, "all", "causal", doc="one new token per sequence", sampler="token", recorded_as="decode"),
+             recorded_as="prefill", query_tokens="prompt", stand_in="encoder_prefill",
+             stand_in_why="the same 26B-A4B body (both checkpoints share the text config), causal, writes KV; adds last-token logits"),
+    PassKind("decode_step", "target", True, "all", "causal", doc="one new token per sequence", sampler="token", recorded_as="decode",
+             stand_in="verify_step",
+             stand_in_why="same target model; a causal pass with logits for every token, over 1 token per sequence instead of k+1"),
     PassKind("draft_step", "assistant", False, "all", "causal", doc="one assistant pass proposing one draft token per sequence",
              sampler="token"),
     PassKind("verify_step", "target", True, "all", "causal", doc="target pass over k+1 tokens per sequence", sampler="token",
-             recorded_as="verify", query_tokens="drafts+1"),
+             recorded_as="verify", query_tokens="drafts+1", stand_in="decode_step",
+             stand_in_why="same target model; a causal pass with logits for every token, over k+1 tokens per sequence instead of 1"),
 ])
 
 

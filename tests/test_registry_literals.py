@@ -40,7 +40,6 @@ ALLOWED = {
     # logits, attention, sampler, query_tokens) instead of kind names
     "measure/ops/": (89, "ops: per-pass targets, compositions, chains and table grids keyed by pass kind and GPU (ops owner)"),
     # measure/fit
-    "measure/fit/assemble.py": (10, "fit: DONORS, the measured kind whose coefficients an untimed kind may carry, and why (pairs of kinds)"),
     "measure/fit/projection.py": (20, "fit: COMPARE_SHAPES, the curated (mode, kind, shape) list `profile project --compare` prints"),
     # measurement backends: each serves the three modes with mode-specific engine flags and recorders
     "measure/vllm/campaign.py": (14, "vLLM campaign: loads and tiny models per mode"),

@@ -4,7 +4,7 @@
   positive time dropped and counted; one model per pass kind present (`prefill` pools AR and MTP
   runs: same target model);
 - modes: those of the runs, or `--modes`; a mode's pass kind that no run timed is filled from a
-  stated source (`DONORS`: a measured kind of the same body with its coefficients carried; the MTP
+  stated source (its PassKind's `stand_in`: a measured kind of the same body with its coefficients carried; the MTP
   assistant's draft step at the target decode step's measured roofline multiple; or
   `--fill-roofline EFF`) or the mode is omitted - both printed and written into the profile notes;
 - commit statistics: runs with the model's own weights, else the published prior (commitfit);
@@ -47,14 +47,6 @@ TIME_COLUMNS = ("gpu_ms", "wall_ms")
 # those they share (other fields, e.g. the models a run built, legitimately differ)
 ENGINE_IDENTITY_KEYS = ("name", "engine", "compiled", "cache", "compile_mode", "experts_implementation", "attn_implementation",
                         "transformers", "torch")
-# kind -> (measured kind whose coefficients it may carry, why that is a fair stand-in)
-DONORS = {
-    "verify_step": ("decode_step", "same target model; a causal pass with logits for every token, over k+1 tokens per sequence instead of 1"),
-    "decode_step": ("verify_step", "same target model; a causal pass with logits for every token, over 1 token per sequence instead of k+1"),
-    "encoder_commit": ("encoder_prefill", "the same causal encoder writing KV without logits; a commit covers 256 tokens over a cached prefix"),
-    "encoder_prefill": ("prefill", "the same 26B-A4B body (both checkpoints share the text config), causal, writes KV; no logits"),
-    "prefill": ("encoder_prefill", "the same 26B-A4B body (both checkpoints share the text config), causal, writes KV; adds last-token logits"),
-}
 
 
 @dataclass
@@ -483,15 +475,15 @@ def fit_passes(obs: PassObservations, runs: list[Run], pass_runs: list[Run], tar
 
 def _fill_kind(kind: str, fits: dict[str, PassFit], target: FitTarget, opts: FitOptions, now: str) -> tuple[PassCostModel, str] | None:
     """A cost model for a pass kind no run timed, with its stated source, or None: a donor's carried
-    coefficients (DONORS), the assistant's draft step at the target decode step's roofline multiple,
+    coefficients (its PassKind's `stand_in`), the assistant's draft step at the target decode step's roofline multiple,
     or --fill-roofline EFF."""
     hw_id = target.hw.id
-    donor = DONORS.get(kind)
-    if donor and donor[0] in fits:
-        return (_carried(fits[donor[0]], kind, donor[1], hw_id, target.roof_for(kind), now),
-                f"carried from the measured {donor[0]} fit: {donor[1]}")
+    pk = get_pass_kind(kind)
+    if pk.stand_in and pk.stand_in in fits:
+        return (_carried(fits[pk.stand_in], kind, pk.stand_in_why, hw_id, target.roof_for(kind), now),
+                f"carried from the measured {pk.stand_in} fit: {pk.stand_in_why}")
     ref = next((fits[k] for k in PASS_KINDS if k in fits and _target_decode(k)), None)
-    if get_pass_kind(kind).role == "assistant" and ref is not None:
+    if pk.role == "assistant" and ref is not None:
         x = ref.model.median_x_roofline
         pm = PassCostModel(kind=kind, coef={"roofline_ms": x}, provenance=Provenance(
             "roofline", f"assistant roofline x {x:.2f} (median measured/roofline of the target's {ref.model.kind})", hardware=hw_id, date=now,

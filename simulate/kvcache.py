@@ -105,7 +105,11 @@ class PrefixCache:
     def shared_tokens(self, hashes: list, blocks: int) -> int:
         """Tokens of the first `blocks` hit blocks that running requests hold (no new memory)."""
         ref = self.ref
-        return self.bs * sum(1 for i in range(blocks) if ref[hashes[i]] > 0)
+        n = 0
+        for i in range(blocks):
+            if ref[hashes[i]] > 0:
+                n += 1
+        return n * self.bs
 
     def acquire(self, r, blocks: int) -> int:
         """r takes the first `blocks` blocks of its hit (BlockPool.touch); returns the tokens that

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # the modules compiled, in dependency order (cimported cdef types first)
 NATIVE_MODULES = (
     "simulate.request",
+    "simulate.kvcache",
     "simulate.scheduler",
     "simulate.engines.ar",
     "simulate.engines.mtp",

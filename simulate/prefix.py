@@ -24,15 +24,16 @@ MAX_SEGMENT_ID = 1 << 36  # per kind (apps, requests, trace hashes)
 
 def block_hashes(segments, block_size: int) -> list:
     """The hash of every full block of `segments` ((id, tokens), ...) at `block_size` tokens."""
-    out = []
-    end = block_size
+    out: list = []
+    end = block_size  # the end of the next block
     start = 0
     for sid, n in segments:
         stop = start + n
-        base = sid << OFFSET_BITS
-        while end <= stop:
-            out.append(base + (end - start))
-            end += block_size
+        if end <= stop:
+            base = (sid << OFFSET_BITS) - start
+            k = (stop - end) // block_size + 1  # blocks ending in this segment
+            out.extend(range(base + end, base + end + k * block_size, block_size))
+            end += k * block_size
         start = stop
     return out
 

@@ -1,12 +1,14 @@
 # Cython declarations for scheduler.py (simulate/native.py compiles it; the .py runs as is without).
 cimport cython
 from simulate.request cimport Request
+from simulate.kvcache cimport PrefixCache
 from simulate.steptime cimport StepPricer
 
 cdef class Replica:
     cdef public long idx, tokens_per_seq, budget, max_seqs, step, outstanding
     cdef public long preemptions, n_steps, acc_prefill_seqs, acc_prefill_tokens
-    cdef public object trace, tracker, plan, waiting, t_end, pc
+    cdef public object trace, tracker, plan, waiting, t_end
+    cdef public PrefixCache pc
     cdef public bint cache_outputs
     cdef public StepPricer pricer
     cdef public bint async_sched, woken

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
-
 import pytest
 
 from costmodel.cli import main
@@ -15,6 +13,7 @@ from costmodel.shipped import resolve_profile
 from simulate.api import run_point
 from simulate.kvcache import PrefixCache
 from simulate.prefix import block_hashes, plain
+from simulate.request import Request
 from simulate.workload import build_requests, parse_workload
 
 PROFILE = resolve_profile(None, "h200")
@@ -22,7 +21,9 @@ CHAT = {"system_prompt": {"tokens": 1000, "apps": 1}, "prompt_tokens": {"dist": 
 
 
 def _req(hashes):
-    return SimpleNamespace(hashes=hashes, refs=None, ncached=0)
+    r = Request(0, 0.0, 1, 1)
+    r.hashes = hashes
+    return r
 
 
 def test_hits_are_whole_leading_blocks_and_the_last_token_is_recomputed():

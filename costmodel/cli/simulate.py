@@ -156,6 +156,10 @@ def render_table(results, profile) -> Table:
         notes.append("req/s n/a: no request finished inside the arrival window (a single request, or all arriving at one instant), "
                      "so there is no span to measure a rate over; give more requests or spread arrivals")
     notes.append("TPOT and per-request rows in -o; provenance: " + " | ".join(sorted({f'{r.summary.mode}: {r.summary.provenance}' for r in results})))
+    hits = [r.summary for r in results if r.summary.prefill_tokens_saved]
+    if hits:  # shared prefixes in the workload: what the prefix cache saved
+        notes.append("prefix cache hit rate " + ", ".join(f"{s.mode} {s.qps:g} QPS {100 * s.prefix_hit_rate_tokens:.0f}%" for s in hits)
+                     + " of prompt tokens (prefix_hit_rate_tokens, prefill_tokens_saved in -o)")
     t.caption = "; ".join(notes)
     return t
 

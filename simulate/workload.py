@@ -41,8 +41,9 @@ after turn t arrived (open loop: the user does not wait for the reply); a turn's
 system prompt, every earlier turn's message and reply, and its new message of `prompt_tokens`.
 A trace may carry `hash_ids` (Mooncake JSONL: `timestamp` in ms, `input_length`, `output_length`,
 `hash_ids`, each naming `trace_hash_block_tokens` prompt tokens; a list longer than the prompt's
-blocks is refused) or `session_id` with an optional `turn` (BurstGPT-style conversation logs: a
-turn's prompt repeats the previous turn's prompt and reply as far as it is long enough; turns out
+blocks is refused) or `session_id` (or `Session ID`, `conversation_id`) with an optional `turn`
+(conversation logs; BurstGPT's `Timestamp`, `Request tokens`, `Response tokens` columns are read as
+arrival_s, prompt_tokens, output_tokens): a turn's prompt repeats the previous turn's prompt and reply as far as it is long enough; turns out
 of order in time are refused).
 """
 
@@ -387,6 +388,11 @@ def load_trace(path: Path) -> Trace:
         raise UserError(f"{where} could not be parsed ({str(e).splitlines()[0] if str(e) else e.__class__.__name__})", "fix the file") from None
     if len(df) == 0:
         raise UserError(f"{where} holds no requests", "give at least one row")
+    if "Request tokens" in df.columns and "prompt_tokens" not in df.columns:  # BurstGPT: Timestamp in s
+        df = df.rename(columns={"Timestamp": "arrival_s", "Request tokens": "prompt_tokens", "Response tokens": "output_tokens"})
+    for alias in ("Session ID", "conversation_id"):
+        if alias in df.columns and "session_id" not in df.columns:
+            df = df.rename(columns={alias: "session_id"})
     if "input_length" in df.columns and "prompt_tokens" not in df.columns:  # Mooncake: timestamp in ms
         df = df.rename(columns={"input_length": "prompt_tokens", "output_length": "output_tokens"})
         if "timestamp" in df.columns:

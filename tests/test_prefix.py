@@ -171,3 +171,11 @@ def test_coasting_equals_stepping_with_shared_prefixes_under_kv_pressure(monkeyp
     assert fast["preemptions"] > 10 and fast["prefill_tokens_saved"] > 0
     assert [k for k in fast if not math.isclose(fast[k], stepped[k], rel_tol=1e-9, abs_tol=1e-12)
             and not (math.isnan(fast[k]) and math.isnan(stepped[k]))] == []
+
+
+def test_a_conversation_log_repeats_each_sessions_history(tmp_path):
+    # BurstGPT's column names; a session's next turn repeats the turn before (prompt and reply)
+    (tmp_path / "b.csv").write_text("Timestamp,Request tokens,Response tokens,Session ID\n0,300,40,s1\n1,200,30,s2\n40,500,40,s1\n")
+    (tmp_path / "w.json").write_text(json.dumps({"trace": "b.csv", "trace_time_scale": "recorded"}))
+    res = run_point(PROFILE, "ar", None, workload=str(tmp_path / "w.json"), seed=0)
+    assert res.requests["cached_tokens"].tolist() == [0, 0, 288]  # s1's first prompt (300 tokens: 18 blocks of 16), not its reply

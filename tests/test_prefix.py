@@ -179,3 +179,29 @@ def test_a_conversation_log_repeats_each_sessions_history(tmp_path):
     (tmp_path / "w.json").write_text(json.dumps({"trace": "b.csv", "trace_time_scale": "recorded"}))
     res = run_point(PROFILE, "ar", None, workload=str(tmp_path / "w.json"), seed=0)
     assert res.requests["cached_tokens"].tolist() == [0, 0, 288]  # s1's first prompt (300 tokens: 18 blocks of 16), not its reply
+
+
+def test_a_recorded_load_replays_vllms_block_hashes_and_hits(tmp_path):
+    """The scheduler recorder's hashes and hit field (measure/vllm/sched_recorder.py) read back, and
+    the replay's prefix cache finds what vLLM found: B shares A's first two 16-token blocks."""
+    import gzip
+
+    from measure.vllm.sched_log import read_trace
+    from simulate.validate.vllm.replay import replay_recorded
+
+    A, B = "cmpl-a-0-00000000", "cmpl-b-0-00000000"
+    recs = [{"ev": "config", "max_num_seqs": 4, "max_num_batched_tokens": 64, "num_blocks": 100, "block_size": 16, "enable_prefix_caching": True,
+             "hash_block_size": 16},
+            {"ev": "add", "req": A, "t": 0.0, "arr": 0.0, "prompt": 40, "max_tokens": 2, "hashes": ["aa", "bb"]},
+            {"ev": "add", "req": B, "t": 0.015, "arr": 0.015, "prompt": 50, "max_tokens": 2, "hashes": ["aa", "bb", "cc"]}]
+    steps = [(0, 0.00, {A: 40}, {A: 1}, [], {A: 0}), (1, 0.01, {A: 1}, {A: 1}, [A], {}), (2, 0.02, {B: 18}, {B: 1}, [], {B: 32}),
+             (3, 0.03, {B: 1}, {B: 1}, [B], {})]
+    for i, t0, tokens, emitted, done, cached in steps:
+        recs.append({"ev": "step", "i": i, "t0": t0, "t_sched": t0 + 1e-4, "t1": t0 + 0.009, "tokens": tokens, "spec": {}, "new": list(cached),
+                     "resumed": [], "preempted": [], "cached": cached, "emitted": emitted, "done": done})
+    p = tmp_path / "sched.jsonl.gz"
+    p.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in recs).encode()))
+    trace = read_trace(p, "ar")
+    assert trace.requests["cached_tokens"].tolist() == [0, 32] and trace.requests["block_hashes"].tolist()[1] == ["aa", "bb", "cc"]
+    rep = replay_recorded(PROFILE, trace)
+    assert rep.requests["cached_tokens"].tolist() == [0, 32]

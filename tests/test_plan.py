@@ -150,7 +150,7 @@ def toy_sim(monkeypatch):
 
     calls = []
 
-    def fake_simulator_point(profile, duration_s, seed, workload=None, miss_bounds=()):
+    def fake_simulator_point(profile, duration_s, seed, workload=None, miss_bounds=(), engine=None):
         def pt(hardware, mode, qps, replicas):
             calls.append((hardware, mode, qps, replicas))
             return toy_point(hardware, mode, qps, replicas)

@@ -16,7 +16,7 @@ from test_reports_fakes import toy_point
 def report_html(cli, tmp_path, monkeypatch):
     import simulate.plan.planner as plan
 
-    monkeypatch.setattr(plan, "simulator_point", lambda profile, duration_s, seed, workload=None, miss_bounds=(): toy_point)
+    monkeypatch.setattr(plan, "simulator_point", lambda profile, duration_s, seed, workload=None, miss_bounds=(), engine=None: toy_point)
     out = tmp_path / "plan"
     code, _, err = cli("plan", "--qps", "2,5,10,20", "--hardware", "h200,rtx-5090", "--jobs", "1", "-o", str(out))
     assert code == 0, err

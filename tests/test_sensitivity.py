@@ -37,7 +37,7 @@ def test_the_verdict_names_the_input_the_end_and_the_load_that_flip_it():
 def toy(monkeypatch):
     import simulate.plan.planner as plan
 
-    monkeypatch.setattr(plan, "simulator_point", lambda profile, duration_s, seed, workload=None, miss_bounds=(): toy_point)
+    monkeypatch.setattr(plan, "simulator_point", lambda profile, duration_s, seed, workload=None, miss_bounds=(), engine=None: toy_point)
 
 
 def test_seeds_and_sensitivity_on_the_command_line(cli, tmp_path, toy):

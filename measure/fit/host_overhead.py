@@ -26,6 +26,7 @@ from costmodel.stepcost.host_overhead import COEFS
 BLOCK_STEPS = 16
 HOLDOUT_EVERY = 5
 MIN_BLOCKS = 6
+MIN_STEPS = MIN_BLOCKS * BLOCK_STEPS  # busy steps with model time a host term needs
 TOKEN_COLS = ("prefill_tokens", "decode_tokens", "denoise_tokens", "commit_tokens", "verify_tokens")
 REQ_COLS = ("prefill_reqs", "decode_reqs", "denoise_reqs", "commit_reqs", "verify_reqs")
 

@@ -57,6 +57,7 @@ from costmodel.stepcost.host_overhead import HOST_OVERHEAD_KEY
 from costmodel.timestamps import now_iso
 from measure.fit.assemble import FitOptions, FitResult, resolve_target
 from measure.fit.host_overhead import BLOCK_STEPS as BLOCK_STEPS_HOST
+from measure.fit.host_overhead import MIN_STEPS as MIN_HOST_STEPS
 from measure.fit.host_overhead import busy_steps, fit_host
 from measure.fit.mtp import acceptance_from_counters
 from measure.fit.passes import SELECT_TOL_POINTS, SELECT_TOL_REL, PassFit, mape_pct
@@ -525,8 +526,9 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
     for mode in [m for m in mode_names() if any(r.manifest.mode == m for r in runs)]:
         mruns = [r for r in runs if r.manifest.mode == mode]
         # with the host term the passes carry model time and the wall time is their sum with it: fitted for unbiased sums
-        mfits, fit = fit_mode(mode, mruns, target, "elapsed_ms" if host else time_column, opts.seed, msgs, "mean" if host else opts.step_objective)
-        if host:
+        own = host and host_fit_possible(mode, mruns, msgs)
+        mfits, fit = fit_mode(mode, mruns, target, "elapsed_ms" if own else time_column, opts.seed, msgs, "mean" if own else opts.step_objective)
+        if own:
             hosts[mode] = host_fit(mode, mruns, msgs)
         fits.update({(k if k not in fits else f"{k} [{mode}]"): f for k, f in mfits.items()})
         modes[mode] = ModeProfile(mode, target.model_for(mode), assistant=target.assistant if get_mode(mode).assistant else None,
@@ -539,6 +541,18 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
     if hosts:
         prof.engine.update({HOST_OVERHEAD_KEY: hosts, "kernel_set": "vllm", "time": "elapsed_ms + host overhead term"})
     return FitResult(prof.validate("fitted profile"), fits, [], msgs)
+
+
+def host_fit_possible(mode: str, runs: list[Run], msgs: list[str]) -> bool:
+    """Whether the runs hold enough busy steps with model time for the host term; else said, and the
+    run's mean overhead is folded into the passes."""
+    df = pd.concat([busy_steps(r.table("steps")) for r in runs if r.has("steps")], ignore_index=True) if any(r.has("steps") for r in runs) else None
+    n = int(pd.to_numeric(df["elapsed_ms"], errors="coerce").notna().sum()) if df is not None and "elapsed_ms" in df else 0
+    if n >= MIN_HOST_STEPS:
+        return True
+    msgs.append(f"{mode}: {n} busy steps with model time, fewer than the {MIN_HOST_STEPS} a host-overhead term needs: the run's mean "
+                "overhead is folded into the pass models instead (record more load for the term)")
+    return False
 
 
 def host_fit(mode: str, runs: list[Run], msgs: list[str]) -> dict:

@@ -24,6 +24,7 @@ from measure.harness.build import LoadedModels, load_models
 from measure.harness.causal import CausalEngine
 from measure.harness.config import Cell, HarnessConfig, HarnessOptions, parse_config
 from measure.harness.context import RunContext, UnitRows
+from measure.harness.kinds import CausalKinds
 from measure.harness.replay import StepSchedule, load_schedule
 from measure.harness.summary import write_summary
 from measure.harness.telemetry import GpuInfo, Telemetry, gpu_info
@@ -204,7 +205,7 @@ def run_campaign(cfg: HarnessConfig) -> int:
             ctx = RunContext(cfg, models, setup.device, timer, RooflineAnnotator(models.shape, setup.roof_hw, models.assistant_shape),
                              cfg.out, engine_label, tel.set_phase, setup.schedule)
             if cfg.mode != "diffusion":
-                ctx.causal = CausalEngine(models.model, cfg.engine, timer, models.assistant)
+                ctx.causal = CausalEngine(models.model, cfg.engine, timer, models.assistant, CausalKinds.of(cfg.serving))
             _execute(ctx, w, tel, setup.units, console)
             atomic.write_json(cfg.out / "campaign_time.json", {
                 "command_wall_s": time.perf_counter() - t_start, "build_s": models.build_s,

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from measure.harness.kinds import CausalKinds, program_mode
 from measure.harness.timing import Mark, PassTimer
 
 
@@ -56,7 +57,7 @@ def safe_token_ids(gen, batch: int, length: int, vocab: int):
 class CausalEngine:
     """One Gemma-4 target (and optionally its assistant) on one engine setting."""
 
-    def __init__(self, model, engine: str, timer: PassTimer, assistant=None):
+    def __init__(self, model, engine: str, timer: PassTimer, assistant=None, kinds: CausalKinds | None = None):
         import torch  # optional heavy dependency (the measure extra)
         from transformers import CompileConfig  # optional heavy dependency (the measure extra)
 
@@ -64,6 +65,8 @@ class CausalEngine:
         self.model = model
         self.assistant = assistant
         self.timer = timer
+        # the pass kinds it records: the measured mode's (default: the first causal mode with, or without, an assistant)
+        self.kinds = kinds or CausalKinds.of(program_mode("causal", assistant is not None))
         self.compiled = engine == "compiled"
         self.device = next(model.parameters()).device
         self.forward = model.get_compiled_call(CompileConfig()) if self.compiled else model.__call__
@@ -128,7 +131,7 @@ class CausalEngine:
         nxt = out.logits[:, -1].float().argmax(-1, keepdim=True)
         end = t.mark()
         B, P = ids.shape
-        return TimedPass("prefill", B, P, 0, start, end, fs, fe), out, nxt
+        return TimedPass(self.kinds.prefill, B, P, 0, start, end, fs, fe), out, nxt
 
     def target_step(self, seq, new_tokens: int, cache, kind: str, mtp: bool = False):
         """One decode (1 new token) or verify (k+1) pass of the target; returns (pass, output, argmax ids)."""
@@ -164,7 +167,7 @@ class CausalEngine:
         tok = out.logits.argmax(-1)
         hidden = out.last_hidden_state.clone() if self.compiled else out.last_hidden_state
         end = t.mark()
-        return TimedPass("draft_step", B, 1, kv_tokens, start, end, fs, fe), tok, hidden
+        return TimedPass(self.kinds.draft, B, 1, kv_tokens, start, end, fs, fe), tok, hidden
 
     def shared_kv(self, out, length: int):
         """The target's shared KV for the drafter: sliced to the sequence length as transformers'
@@ -209,7 +212,7 @@ def ar_generation(engine: CausalEngine, ids, decode_steps: int, profiler=None, p
     for i in range(decode_steps):
         if profiler is not None and i == 1:
             profiler.start()
-        tp, _, greedy = engine.target_step(seq, 1, cache, "decode_step")
+        tp, _, greedy = engine.target_step(seq, 1, cache, engine.kinds.decode)
         if profiler is not None and i == profile_steps:
             profiler.stop()
             profiler = None
@@ -247,7 +250,7 @@ def mtp_generation(engine: CausalEngine, ids, k: int, rounds: int, rate: float |
             gen.passes.append(dp)
             drafts.append(tok)
         d = torch.cat(drafts, dim=1)
-        vp, vout, greedy = engine.target_step(torch.cat([seq, d], dim=1), k + 1, cache, "verify_step", mtp=True)
+        vp, vout, greedy = engine.target_step(torch.cat([seq, d], dim=1), k + 1, cache, engine.kinds.decode, mtp=True)
         per_row = greedy_acceptance(d, greedy)
         if rate is not None:
             n = draw_acceptance(rng, k, rate)

@@ -82,6 +82,11 @@ class HarnessConfig:
     telemetry_interval_ms: int
 
     @property
+    def serving(self) -> ServingMode:
+        """The mode measured (the registry's object: its pass kinds and traits)."""
+        return get_mode(self.mode)
+
+    @property
     def commit_source(self) -> str:
         """What the run's commit records are (costmodel.schemas.rundir.COMMIT_SOURCES)."""
         if get_mode(self.mode).harness != "canvas":

@@ -21,6 +21,7 @@ from measure.harness.causal import safe_token_ids
 from measure.harness.config import Cell
 from measure.harness.context import RunContext, UnitRows
 from measure.harness.hook import DiffusionInstrument, GenerationTrace
+from measure.harness.kinds import CanvasKinds
 from measure.probes import Probe, check_answer
 
 
@@ -49,6 +50,11 @@ def generate_kwargs(ctx: RunContext, eos_off: bool) -> dict:
     if eos_off:
         kw["eos_token_id"] = None
     return kw
+
+
+def _instrument(ctx: RunContext) -> DiffusionInstrument:
+    """The commit hook on the run's model, recording the measured mode's pass kinds."""
+    return DiffusionInstrument(ctx.models.model, ctx.timer, record_commits=True, kinds=CanvasKinds.of(ctx.cfg.serving))
 
 
 def _generate(ctx: RunContext, ids, kw: dict, seed: int):
@@ -85,7 +91,7 @@ def timing_cell(ctx: RunContext, unit: str, cell: Cell) -> UnitRows:
     eos, pad = special_tokens(model)
     kw = generate_kwargs(ctx, eos_off=True)
     out = UnitRows()
-    with DiffusionInstrument(model, timer, record_commits=True) as inst:
+    with _instrument(ctx) as inst:
         for rep in range(cfg.warmup + cfg.repeats):
             warm = rep < cfg.warmup
             ctx.set_phase(f"{unit}/{'warmup' if warm else 'timed'}")
@@ -111,10 +117,10 @@ def timing_cell(ctx: RunContext, unit: str, cell: Cell) -> UnitRows:
             rows = _trace_rows(ctx, trace, gen_ids, meta, call_ms)
             out.commits += rows.commits
             out.generations += rows.generations
-    steps = [p["gpu_ms"] for p in out.passes if p["pass_kind"] == "denoise_step" and not p["warmup"]]
-    roof = [p["x_roofline"] for p in out.passes if p["pass_kind"] == "denoise_step" and not p["warmup"]]
+    steps = [p["gpu_ms"] for p in out.passes if p["pass_kind"] == inst.kinds.denoise and not p["warmup"]]
+    roof = [p["x_roofline"] for p in out.passes if p["pass_kind"] == inst.kinds.denoise and not p["warmup"]]
     if steps:
-        out.summary = f"denoise_step median {statistics.median(steps):.2f} ms over {len(steps)} steps, x_roofline {statistics.median(roof):.2f}"
+        out.summary = f"{inst.kinds.denoise} median {statistics.median(steps):.2f} ms over {len(steps)} steps, x_roofline {statistics.median(roof):.2f}"
     return out
 
 
@@ -137,7 +143,7 @@ def _time_overhead_pairs(ctx: RunContext, unit: str) -> OverheadPairs:
     eos, pad = special_tokens(model)
     kw = generate_kwargs(ctx, eos_off=True)
     pairs = OverheadPairs()
-    inst = DiffusionInstrument(model, timer, record_commits=True)
+    inst = _instrument(ctx)
 
     def one(variant: str, seed: int, ids):
         ctx.set_phase(f"{unit}/{variant}")
@@ -148,7 +154,7 @@ def _time_overhead_pairs(ctx: RunContext, unit: str) -> OverheadPairs:
                 out = _generate(ctx, ids, kw, seed)
                 b = timer.mark()
                 trace = inst.collect(out.sequences, stop_token_ids=[], special_token_ids=eos + ([pad] if pad is not None else []))
-            pairs.step_ms.extend(p["gpu_ms"] for p in trace.passes if p["pass_kind"] == "denoise_step")
+            pairs.step_ms.extend(p["gpu_ms"] for p in trace.passes if p["pass_kind"] == inst.kinds.denoise)
         else:
             a = timer.mark()
             out = _generate(ctx, ids, kw, seed)
@@ -210,7 +216,7 @@ def profile_steps(ctx: RunContext, unit: str) -> dict:
     kw["max_denoising_steps"] = max(cfg.max_denoising_steps, N + 1)
     ids = _random_ids(ctx, B, P, ctx.seed_for(unit))
     eos, pad = special_tokens(model)
-    with DiffusionInstrument(model, timer, record_commits=True) as inst:
+    with _instrument(ctx) as inst:
         for phase in ("warmup", "profiled"):
             ctx.set_phase(f"{unit}/{phase}")
             inst.start(B, P, None)
@@ -221,8 +227,8 @@ def profile_steps(ctx: RunContext, unit: str) -> dict:
             out = _generate(ctx, ids, kw, ctx.seed_for(unit))
             trace = inst.collect(out.sequences, stop_token_ids=[], special_token_ids=eos + ([pad] if pad is not None else []))
     summary = profiling.summarize(prof, N, timer.cuda)
-    steps = [p for p in trace.passes if p["pass_kind"] == "denoise_step"][1:N + 1]
-    extra = {"unit": unit, "pass_kind": "denoise_step", "seqs": B, "context_tokens": P, "engine": cfg.engine,
+    steps = [p for p in trace.passes if p["pass_kind"] == inst.kinds.denoise][1:N + 1]
+    extra = {"unit": unit, "pass_kind": inst.kinds.denoise, "seqs": B, "context_tokens": P, "engine": cfg.engine,
              "experts_implementation": cfg.experts_implementation,
              "profiled_step_gpu_ms_median": statistics.median(p["gpu_ms"] for p in steps) if steps else None,
              "note": "profiler overhead included in the profiled steps' own timings; the timing grid's medians are the reference"}
@@ -250,7 +256,7 @@ def probe_unit(ctx: RunContext, unit: str, probe: Probe) -> UnitRows:
     ids = chat_ids(tok, probe.prompt)
     P = int(ids.shape[1])
     out = UnitRows()
-    with DiffusionInstrument(model, timer, record_commits=True) as inst:
+    with _instrument(ctx) as inst:
         for s in cfg.probe_seeds:
             ctx.set_phase(f"{unit}/seed{s}")
             seed = ctx.seed_for(probe.prompt_id, s)

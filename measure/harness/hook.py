@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from measure.harness.kinds import CanvasKinds, program_mode
 from measure.harness.timing import Mark, PassTimer
 
 WRAPPED = ("_prepare_encoder_inputs", "_prepare_denoiser_inputs", "_denoising_step")
@@ -92,7 +93,7 @@ class _SamplerHook:
 
 @dataclass
 class EncoderPass:
-    kind: str  # encoder_prefill | encoder_commit
+    kind: str  # the canvas mode's prefill or commit kind
     canvas: int  # the canvas decoded after this pass
     tokens: int
     context: int
@@ -130,8 +131,9 @@ class GenerationTrace:
 class DiffusionInstrument:
     """Context manager that instruments one DiffusionGemma model (see module doc)."""
 
-    def __init__(self, model, timer: PassTimer, record_commits: bool = True):
+    def __init__(self, model, timer: PassTimer, record_commits: bool = True, kinds: CanvasKinds | None = None):
         self.model = model
+        self.kinds = kinds or CanvasKinds.of(program_mode("canvas"))  # the measured mode's passes (default: the first canvas mode's)
         self.timer = timer
         self.record_commits = record_commits
         self.profiler = None  # a torch.profiler.profile to run over a step range
@@ -176,7 +178,7 @@ class DiffusionInstrument:
         prefill = bool(kwargs.get("is_prefill", not self.encoder))
         nxt = self.canvas + 1
         ctx = 0 if prefill else self.prompt_tokens + C * (nxt - 1)
-        self.encoder.append(EncoderPass("encoder_prefill" if prefill else "encoder_commit", nxt, int(ids.shape[1]), ctx, self.timer.mark()))
+        self.encoder.append(EncoderPass(self.kinds.prefill if prefill else self.kinds.commit, nxt, int(ids.shape[1]), ctx, self.timer.mark()))
         return out
 
     def _denoiser_inputs(self, *args, **kwargs):
@@ -257,7 +259,7 @@ class DiffusionInstrument:
         for s in self.steps:
             gpu, wall = self.timer.ms(s.start, s.end)
             fwd, _ = self.timer.ms(s.fwd_start, s.fwd_end)
-            passes.append({"pass_kind": "denoise_step", "seqs": B, "tokens_per_seq": C, "context_tokens": P + C * s.canvas,
+            passes.append({"pass_kind": self.kinds.denoise, "seqs": B, "tokens_per_seq": C, "context_tokens": P + C * s.canvas,
                            "gpu_ms": gpu, "wall_ms": wall, "forward_gpu_ms": fwd, "canvas": s.canvas, "call": s.call,
                            "cur_step": s.cur_step, "active_seqs": int(s.active.sum()), "prompt_tokens": P})
         return passes

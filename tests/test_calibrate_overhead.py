@@ -91,8 +91,9 @@ def test_a_negative_or_unknown_overhead_coefficient_is_refused():
 
 def test_every_profile_says_which_engine_and_kernel_set_it_prices():
     p = default_profile("h100-sxm")
-    assert kernel_set(p) == "ops-fastest" and "what-if: an engine with the fastest kernels" in prices(p)
-    assert "no engine host overhead term" in prices(p)
+    assert kernel_set(p) == "ops-fastest" and "the fastest kernels this project times per op" in prices(p)
+    assert "engine step term calibrated to end-to-end vLLM figures for ar, diffusion, mtp" in prices(p)
+    assert "no engine host overhead term" in prices(roofline_profile("h200", "bf16", 0.5))
 
 
 def test_fit_of_recorded_steps_carries_the_host_term_and_prints_held_out_mape(cli, tmp_path):

@@ -14,7 +14,8 @@ from costmodel.errors import UserError
 from costmodel.schemas.profile import Profile, prices
 from costmodel.schemas.rundir import load_run
 from costmodel.shipped import resolve_profile
-from measure.fit.calibrate import calibrate_steps
+from measure.fit.calibrate import calibrate_steps, check_same_setup, with_step_constant
+from simulate.calibrate import BENCH_KIND, batch1_figures, fit_step_constant
 
 
 def print_fit_summary(con, result, show_summaries: bool = False) -> None:
@@ -92,9 +93,12 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
               help="Calibrate --profile to your own vLLM: recorded engine-steps run(s) of the profile's model on its GPU "
                    "(costmodel measure --engine vllm, or a server run with COSTMODEL_STEP_RECORD); fits a per-pass efficiency and the host overhead.")
 @click.option("--profile", "base_profile", default=None, help="With --calibrate: the profile JSON to calibrate (e.g. a shipped one, costmodel/data/profiles/...).")
+@click.option("--apply-to", "apply_to", default=None,
+              help="With --calibrate on a bench import: the modes (comma-separated, or 'all') that get the constant step term fitted on the "
+                   "run's mode - one engine's step work, whose other modes' figures then stay a held-out check (default: the run's mode).")
 def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, prefer, mtp_metrics, heldout, time_column, repeats, modes,
         model_overrides, engine, fill_roofline, profile_id, notes, seed, show_summaries, compare, compare_csv, host_overhead, calibrate_runs,
-        base_profile):
+        base_profile, apply_to):
     """Fit a profile from run directories: one pass cost model per pass kind (statsmodels WLS on
     roofline features), commit statistics (runs with the model's weights, else the published prior),
     MTP acceptance (vLLM counters, else the stated default).
@@ -116,10 +120,14 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
              costmodel fit data/runs/h200-dg-compiled runs/live --hardware h200 --prefer endpoint -o h200.json
              (runs/live: your `costmodel measure --endpoint URL ... -o runs/live`)
              costmodel fit --calibrate runs/prod-steps --profile h100-sxm-fp8.json -o h100-as-my-vllm.json
+             costmodel fit --calibrate runs/bench-c1 --profile h100-sxm-fp8.json --hardware h100-sxm --apply-to all -o mine.json
+             (runs/bench-c1: `costmodel import-bench` of a `vllm bench serve --max-concurrency 1 --save-result` file)
     """
     con = make_console()
     if calibrate_runs or base_profile:
-        return run_calibration(con, list(runs), list(calibrate_runs), base_profile, hardware, profile_id, out)
+        return run_calibration(con, list(runs), list(calibrate_runs), base_profile, hardware, profile_id, out, apply_to)
+    if apply_to:
+        raise UserError("--apply-to goes with --calibrate (a bench import)", "e.g. costmodel fit --calibrate RUN --profile P --apply-to all -o OUT")
     result = fit_profile(FitRequest(
         runs=list(runs), campaign=campaign, hardware=hardware, hardware_file=hardware_file, precision=precision, commit_runs=list(commit_runs),
         mtp_metrics=list(mtp_metrics), prefer=prefer, heldout=heldout, time_column=time_column, repeats=repeats, modes=modes,
@@ -133,19 +141,52 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
 
 
 def run_calibration(con, runs: list[str], calibrate_runs: list[str], base_profile: str | None, hardware: str | None, profile_id: str | None,
-                    out: str) -> None:
-    """`--calibrate RUN --profile P`: P priced as the recorded vLLM (measure/fit/calibrate.py)."""
+                    out: str, apply_to: str | None = None) -> None:
+    """`--calibrate RUN --profile P`: P priced as the recorded vLLM (measure/fit/calibrate.py), or
+    given the constant step term a concurrency-1 bench import implies (simulate/calibrate.py)."""
     if not calibrate_runs or not base_profile:
         raise UserError("--calibrate and --profile go together", "e.g. costmodel fit --calibrate runs/prod-steps --profile h100-sxm.json -o mine.json")
     if runs:
         raise UserError(f"--calibrate takes its runs as --calibrate values, not as RUN arguments ({', '.join(runs)})", "move them to --calibrate")
-    prof, msgs = calibrate_steps(resolve_profile(base_profile, hardware or ""), [load_run(r) for r in calibrate_runs], hardware)
+    loaded = [load_run(r) for r in calibrate_runs]
+    base = resolve_profile(base_profile, hardware or "")
+    benches = [r for r in loaded if r.manifest.kind == BENCH_KIND]
+    if benches and len(benches) != len(loaded):
+        raise UserError("--calibrate got bench imports and recorded engine steps together", "calibrate on one kind of run at a time")
+    if benches:
+        prof, msgs = calibrate_bench(base, benches, hardware, apply_to)
+    elif apply_to:
+        raise UserError("--apply-to takes a bench import's step term to other modes; recorded engine steps calibrate each mode they hold",
+                        "leave --apply-to out, or calibrate on a `costmodel import-bench` run")
+    else:
+        prof, msgs = calibrate_steps(base, loaded, hardware)
     if profile_id:
         prof.profile_id = profile_id
     for m in msgs:
         con.print(f"- {m}")
     prof.save(out)
     con.print(f"wrote {out} ({prof.profile_id}: {prices(prof)})")
+
+
+def calibrate_bench(base: Profile, runs: list, hardware: str | None, apply_to: str | None) -> tuple[Profile, list[str]]:
+    """The constant step term of one concurrency-1 bench import, on its mode and the --apply-to modes."""
+    if len(runs) != 1 or len(figs := batch1_figures(runs[0])) != 1:
+        raise UserError("--calibrate on bench imports takes one run of one load (one mode's concurrency-1 figure)",
+                        "import the one `vllm bench serve --max-concurrency 1` result to calibrate on")
+    fig = figs[0]
+    check_same_setup(base, runs[0], hardware)
+    fitted = fit_step_constant(base, fig)
+    modes = list(base.modes) if apply_to == "all" else [m.strip() for m in (apply_to or fig.mode).split(",") if m.strip()]
+    if fig.mode not in modes:
+        modes.insert(0, fig.mode)
+    src = (f"calibrated: constant engine step term fitted to {fig.where} ({fig.mode}, {fig.prompt_tokens}/{fig.output_tokens} tokens, "
+           f"concurrency 1, {fig.output_tok_s:g} output tok/s; bench label {runs[0].table('load_summary')['bench_label'].iloc[0]!r})"
+           + ("" if modes == [fig.mode] else f", applied to {', '.join(m for m in modes if m != fig.mode)} as the same engine's step work"))
+    prof = with_step_constant(base, modes, round(fitted.ms, 4), src, [runs[0].manifest.run_id])
+    prof.profile_id = f"{base.profile_id}-calibrated"
+    msgs = [fitted.describe(), f"term applied to {', '.join(modes)} (net of overlap: added in full under async scheduling)"]
+    prof.notes = list(prof.notes) + [f"calibrate: {m}" for m in msgs]
+    return prof, msgs
 
 
 def print_comparison(con, profile, other_path: str, csv_path: str | None) -> None:

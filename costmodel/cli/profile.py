@@ -1,4 +1,4 @@
-"""`costmodel profile show|validate|project|roofline`: read, check, move and make profiles."""
+"""`costmodel profile show|validate|project|carry-term|roofline`: read, check, move and make profiles."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from costmodel.baseline_profile import DEFAULT_EFFICIENCY, roofline_profile
 from costmodel.console import make_console
 from costmodel.hardware import get_hardware
 from costmodel.schemas.profile import Profile
+from measure.fit.calibrate import with_carried_term
 from measure.fit.projection import check_weights_fit, compare_passes, project_profile
 
 
@@ -124,6 +125,21 @@ def project(path, hardware, hardware_file, precision, out, profile_id, compare):
             t.add_row(d.mode, d.kind, f"{d.seqs} x {d.tokens}, {d.context}", f"{d.projected_ms:.2f}", f"{d.compared_ms:.2f}", f"{d.err_pct:+.1f}%")
         con.print(t)
     con.print(f"wrote {out} ({p.profile_id})")
+
+
+@profile.command("carry-term")
+@click.argument("path", type=click.Path())
+@click.option("--from", "source", type=click.Path(), required=True, help="The profile whose engine step terms to carry (e.g. one calibrated with costmodel fit --calibrate).")
+@click.option("-o", "--out", "out", type=click.Path(dir_okay=False), required=True, help="Profile JSON to write (may be PATH itself).")
+def carry_term(path, source, out):
+    """Give a profile another profile's engine step terms (per mode both price), labelled as carried:
+    the engine's step work calibrated on one GPU and precision, assumed on another.
+
+    Example: costmodel profile carry-term h200.json --from h100-sxm-fp8-calibrated.json -o h200.json
+    """
+    p = with_carried_term(Profile.load(source), Profile.load(path))
+    p.save(out)
+    make_console().print(f"wrote {out} ({p.profile_id}: {p.notes[-1]})")
 
 
 @profile.command()

@@ -271,7 +271,7 @@ class Profile:
 # fastest serving-grade kernel per op (measure/ops) with no engine around them: a labelled what-if.
 # A profile fitted from recorded engine steps prices that engine's own kernels.
 KERNEL_SETS = {
-    "ops-fastest": "what-if: an engine with the fastest kernels this project times per op (measure/ops), no engine host work",
+    "ops-fastest": "the fastest kernels this project times per op (measure/ops); alone, with no engine step term, a what-if engine",
     "vllm": "vLLM's own kernels, as its engine dispatched them (recorded engine steps or a calibration run)",
     "transformers": "transformers' own model modules (eager or torch.compile), no serving engine",
 }
@@ -291,7 +291,13 @@ def prices(p: "Profile") -> str:
     host = eng.get(host_overhead.HOST_OVERHEAD_KEY) or {}
     head = f"engine {eng.get('name', '?')}{' ' + str(eng['version']) if eng.get('version') else ''}, kernel set {ks or 'unknown'}"
     head += f" ({KERNEL_SETS[ks]})" if ks in KERNEL_SETS else ""
-    return head + (f"; engine host overhead for {', '.join(sorted(host))}" if host else "; no engine host overhead term")
+    if not host:
+        return head + "; no engine host overhead term"
+    net = sorted(m for m, r in host.items() if isinstance(r, dict) and r.get("net_of_overlap"))
+    own = sorted(m for m in host if m not in net)
+    parts = ([f"engine step term calibrated to end-to-end vLLM figures for {', '.join(net)}"] if net else []) + \
+        ([f"engine host overhead for {', '.join(own)}"] if own else [])
+    return head + "; " + "; ".join(parts)
 
 
 def _check_engine(p: "Profile", where: str) -> None:

@@ -11,7 +11,8 @@ The profile's engine section carries it per mode (`engine["host_overhead"][mode]
     {"coef": {"ms": 1.2, "ms_per_request": 0.05, "ms_per_token": 0.0, "ms_per_draft_token": 0.01,
               "ms_per_canvas": 0.0},
      "source": "fitted from recorded vLLM 0.32.0 steps (gap - model time, block sums) ...",
-     "async_scheduling": false}      # the engine setting it was measured under
+     "async_scheduling": false,      # the engine setting it was measured under
+     "net_of_overlap": false}        # true: fitted to end-to-end times, so already what a step adds
 
 host_ms = ms + ms_per_request x requests + ms_per_token x scheduled tokens + ms_per_draft_token x
 draft tokens + ms_per_canvas x canvases, over the step's composition. With vLLM's async scheduling
@@ -19,7 +20,9 @@ draft tokens + ms_per_canvas x canvases, over the step's composition. With vLLM'
 the host time its forward does not cover: max(0, host_ms - forward_ms) (steady state: neighbouring
 steps have the same composition). Which setting applies: the engine's (`engine["async_scheduling"]`,
 set by the simulator's engine view from the run's settings: simulate/engine.py), else the one the
-overhead was measured under."""
+overhead was measured under. A term calibrated to end-to-end figures (`costmodel fit --calibrate` on
+a `vllm bench serve` result) is the time a step took beyond the priced forward, whatever overlap the
+engine managed, so it is added in full under either setting (`net_of_overlap`)."""
 
 from __future__ import annotations
 
@@ -57,6 +60,10 @@ def mode_record(engine: dict, mode: str) -> dict | None:
 
 
 def async_on(engine: dict, rec: dict) -> bool:
+    """Whether the term is hidden behind the forward: never for a net-of-overlap term, else by the
+    engine's async setting (or the one the term was measured under)."""
+    if rec.get("net_of_overlap"):
+        return False
     a = engine.get("async_scheduling")
     return bool(a) if isinstance(a, bool) else bool(rec.get("async_scheduling", False))
 
@@ -73,6 +80,8 @@ def check(engine: dict, modes, where: str) -> None:
         if mode not in modes:
             raise UserError(f"{where}: engine.{HOST_OVERHEAD_KEY} names mode {mode!r}, which the profile does not price", fix)
         coef = rec.get("coef") if isinstance(rec, dict) else None
+        if isinstance(rec, dict) and not isinstance(rec.get("net_of_overlap", False), bool):
+            raise UserError(f"{where}: engine.{HOST_OVERHEAD_KEY}.{mode}.net_of_overlap must be true or false", fix)
         if not isinstance(coef, dict) or set(coef) - set(COEFS):
             raise UserError(f"{where}: engine.{HOST_OVERHEAD_KEY}.{mode}.coef must hold only {', '.join(COEFS)}", fix)
         for k, v in coef.items():

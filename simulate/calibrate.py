@@ -1,0 +1,121 @@
+"""A profile's engine step term calibrated to an observed batch-1 throughput, by simulation.
+
+Why: a profile composed from kernel timings (measure/ops) prices the GPU alone; vLLM spends more on
+every engine step (host work, its own kernels and launches). Where only an end-to-end figure of the
+engine is known - a `vllm bench serve` result at `--max-concurrency 1`, imported with `costmodel
+import-bench` - the missing time per step is identifiable: at concurrency 1 a request's latency is
+the sum of its steps, so it grows linearly in a constant per-step term c. Two simulations of the
+figure's workload (c = 0 and c = 1 ms) give the intercept and the steps per request, and c follows
+in closed form; a third checks it. The term is written net of overlap (the figure already holds
+whatever async scheduling hid), so it is added in full whatever the engine setting
+(costmodel/stepcost/host_overhead.py).
+
+`costmodel fit --calibrate RUN --profile P --apply-to MODES` drives it: the constant fitted on the
+run's mode can be applied to other modes of the same engine, whose own figures then stay a held-out
+check (`benchmarks/bench_published.py`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from costmodel.engine_settings import EngineSettings
+from costmodel.errors import UserError
+from costmodel.schemas.profile import Profile
+from costmodel.schemas.rundir import Run
+from measure.fit.calibrate import with_step_constant
+from simulate.point import run_point
+from simulate.workload import parse_workload
+
+QPS = 1e-6  # one arrival per ~12 simulated days: requests never overlap (concurrency 1)
+N_REQUESTS = 8  # fixed lengths: the mean converges fast (commit and acceptance draws vary per request)
+BENCH_KIND = "bench-import"
+
+
+@dataclass(frozen=True)
+class Batch1Figure:
+    """One observed concurrency-1 run: its fixed lengths and output throughput."""
+
+    mode: str
+    prompt_tokens: int
+    output_tokens: int
+    output_tok_s: float
+    where: str  # the run and unit it came from
+
+    @property
+    def e2e_s(self) -> float:
+        """Mean end-to-end latency: at concurrency 1 vllm bench's output throughput is output tokens / mean E2E."""
+        return self.output_tokens / self.output_tok_s
+
+
+@dataclass(frozen=True)
+class StepConstantFit:
+    figure: Batch1Figure
+    ms: float  # the constant per engine step
+    steps_per_request: float
+    tok_s_before: float  # the profile's prediction without the term
+    tok_s_after: float  # with it (the check)
+
+    def describe(self) -> str:
+        f = self.figure
+        return (f"{f.mode}: engine step term {self.ms:.3f} ms per step ({self.steps_per_request:.0f} steps per request) from {f.where}: "
+                f"observed {f.output_tok_s:g} output tok/s, profile {self.tok_s_before:.1f} before, {self.tok_s_after:.1f} after "
+                f"({100 * (self.tok_s_after / f.output_tok_s - 1):+.2f}%)")
+
+
+def batch1_figures(run: Run) -> list[Batch1Figure]:
+    """The concurrency-1 loads of a bench-import run (others refused: their latency is not a sum of one request's steps)."""
+    if run.manifest.kind != BENCH_KIND:
+        raise UserError(f"calibration run {run.path} is a {run.manifest.kind} run, not a bench import",
+                        "import the `vllm bench serve --save-result` file with costmodel import-bench first")
+    df = run.table("load_summary")
+    out = []
+    for i, r in enumerate(df.itertuples()):
+        where = f"bench import {run.manifest.run_id} load {i}"
+        if int(r.concurrency) != 1:
+            raise UserError(f"{run.path} load {i} ran at --max-concurrency {int(r.concurrency) or 'unbounded'}",
+                            "calibrate on a `vllm bench serve --max-concurrency 1` result (a request's latency is then the sum of its steps)")
+        done = int(r.completed)
+        vals = (float(r.total_input_tokens), float(r.total_output_tokens), float(r.output_throughput_tok_s))
+        if done < 1 or not all(math.isfinite(v) and v > 0 for v in vals):
+            raise UserError(f"{run.path} load {i} lacks completed requests, total_input_tokens, total_output_tokens or output_throughput",
+                            "calibrate on a complete `vllm bench serve --save-result` file")
+        out.append(Batch1Figure(run.manifest.mode, round(vals[0] / done), round(vals[1] / done), vals[2], where))
+    if not out:
+        raise UserError(f"calibration run {run.path} holds no load", "import a bench result with at least one load")
+    return out
+
+
+def predicted_tok_s(profile: Profile, fig: Batch1Figure, engine: EngineSettings | None, n_requests: int = N_REQUESTS) -> tuple[float, bool]:
+    """(output tok/s at concurrency 1 on `profile`, whether two simulated requests overlapped)."""
+    wl = parse_workload({"prompt_tokens": fig.prompt_tokens, "output_tokens": fig.output_tokens}, f"the workload of {fig.where}")
+    res = run_point(profile, fig.mode, QPS, n_requests=n_requests, seed=0, engine=engine, workload=wl, warmup_frac=0.0, abort_backlog_s=None)
+    df = res.requests
+    starts, ends = df["arrival_s"].to_numpy(), df["finish_s"].to_numpy()
+    order = starts.argsort()
+    overlap = bool((starts[order][1:] < ends[order][:-1]).any())
+    return fig.output_tokens / (df["e2e_ms"].to_numpy().mean() / 1e3), overlap
+
+
+def fit_step_constant(profile: Profile, fig: Batch1Figure, engine: EngineSettings | None = None) -> StepConstantFit:
+    """The constant per-step term that makes `profile` reproduce `fig` (refused when it would be negative)."""
+    if fig.mode not in profile.modes:
+        raise UserError(f"{fig.where} is a {fig.mode} figure; profile {profile.profile_id} has no {fig.mode} mode",
+                        f"calibrate a profile with modes {', '.join(profile.modes)}")
+    trial = {ms: with_step_constant(profile, [fig.mode], ms, "trial") for ms in (0.0, 1.0)}
+    e2e = {}
+    for ms, p in trial.items():
+        tok_s, overlap = predicted_tok_s(p, fig, engine)
+        if overlap:
+            raise UserError(f"{fig.where}: simulated requests overlapped at {QPS:g} QPS", "report this: concurrency 1 could not be simulated")
+        e2e[ms] = fig.output_tokens / tok_s
+    steps = (e2e[1.0] - e2e[0.0]) * 1e3  # seconds per request per ms of term -> steps per request
+    ms = (fig.e2e_s - e2e[0.0]) * 1e3 / steps
+    before = fig.output_tokens / e2e[0.0]
+    if ms < 0:
+        raise UserError(f"{fig.where}: the observed {fig.output_tok_s:g} output tok/s is faster than profile {profile.profile_id} "
+                        f"predicts without any engine term ({before:.1f}): the step term would be {ms:.3f} ms",
+                        "calibrate a profile of the run's GPU and precision (or refit its pass costs first)")
+    after, _ = predicted_tok_s(with_step_constant(profile, [fig.mode], ms, "check"), fig, engine)
+    return StepConstantFit(fig, ms, steps, before, after)

@@ -59,6 +59,10 @@ def rests_on(prov: dict, mode: str) -> str:
     for part in get_mode(mode).parts:  # the profile parts the mode draws from, as the provenance account records them
         for kind in sorted(part.bases(prov[part.key])) if prov.get(part.key) else ():
             parts.setdefault(part.title or part.label, set()).add(BASIS.get(kind, kind))
+    term = ((prov.get("engine") or {}).get("host_overhead") or {}).get(mode)
+    if isinstance(term, dict):  # the engine's step work beside the passes (costmodel/stepcost/host_overhead.py)
+        basis = "calibrated" if term.get("net_of_overlap") else "measured"
+        parts.setdefault("engine step term", set()).add(("carried " if str(term.get("source", "")).startswith("carried from") else "") + basis)
     if not parts:
         kind = prov.get("provenance", {}).get("kind", "unknown")
         return f"{BASIS.get(kind, kind)} inputs (profile details not available)"

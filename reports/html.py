@@ -212,7 +212,7 @@ def _decision_block(res: Results, a: Analysis, sensitivity=None) -> str:
             f"<table class=\"decision\"><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>{extra}"
             f'<p class="muted">SLO: {e(slo)}. Pricing: {e(a.pricing.model)} (month = {HOURS_PER_MONTH:g} h, year = 8,760 h). '
             f"Workload: {e('; '.join(wl) or 'as simulated')}. Measured inputs were timed by this project, projected ones carried over "
-            'from another GPU or precision, priors taken from publications (<a href="#assumptions">details</a>).</p></section>')
+            'from another GPU or precision, priors taken from publications, calibrated ones fitted to a published engine figure (<a href="#assumptions">details</a>).</p></section>')
 
 
 def _figures(res: Results, a: Analysis, sensitivity=None) -> list[str]:

@@ -24,7 +24,7 @@ from costmodel.engine_settings import EngineSettings
 from costmodel.errors import UserError
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import Run
-from measure.fit.calibrate import with_step_constant
+from costmodel.stepcost.host_overhead import with_step_constant
 from simulate.point import run_point
 from simulate.workload import parse_workload
 

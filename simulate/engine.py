@@ -81,7 +81,9 @@ def engine_profile(profile: Profile, mode: str, s: EngineSettings) -> Profile:
         if clipped is not None:
             changes["commit_stats"] = clipped
     eng = changes.get("engine", profile.engine if isinstance(profile.engine, dict) else {})
-    if mode_record(eng, mode) is not None and s.async_scheduling is not None and eng.get("async_scheduling") != s.async_scheduling:
+    rec = mode_record(eng, mode)
+    overlaps = rec is not None and not rec.get("net_of_overlap")  # a term net of overlap is added whatever the setting
+    if overlaps and s.async_scheduling is not None and eng.get("async_scheduling") != s.async_scheduling:
         changes["engine"] = {**eng, "async_scheduling": bool(s.async_scheduling)}  # the host-overhead term's overlap (costmodel/stepcost)
     acc = profile.mtp_acceptance
     if serving.assistant and acc is not None and s.num_speculative_tokens and s.num_speculative_tokens != acc.num_speculative_tokens:

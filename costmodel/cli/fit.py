@@ -14,7 +14,8 @@ from costmodel.errors import UserError
 from costmodel.schemas.profile import Profile, prices
 from costmodel.schemas.rundir import load_run
 from costmodel.shipped import resolve_profile
-from measure.fit.calibrate import calibrate_steps, check_same_setup, with_step_constant
+from costmodel.stepcost.host_overhead import with_step_constant
+from measure.fit.calibrate import calibrate_steps, check_same_setup
 from simulate.calibrate import BENCH_KIND, batch1_figures, fit_step_constant
 
 

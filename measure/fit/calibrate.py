@@ -151,26 +151,6 @@ def host_term_ms(profile: Profile, mode: str, df: pd.DataFrame, fwd: np.ndarray)
     return np.maximum(0.0, host - fwd) if async_on(profile.engine, rec) else host
 
 
-# ---- a constant step term (simulate/calibrate.py fits it to a batch-1 figure) --------------------
-def with_step_constant(profile: Profile, modes: list[str], ms: float, source: str, calibrated_from: list[str] | None = None) -> Profile:
-    """A copy of `profile` whose engine step term for `modes` is a constant `ms` per step, net of
-    overlap (an end-to-end figure already holds what async scheduling hid); other modes keep theirs."""
-    unknown = [m for m in modes if m not in profile.modes]
-    if unknown:
-        raise UserError(f"profile {profile.profile_id} has no mode {', '.join(unknown)}", f"apply the term to {', '.join(profile.modes)}")
-    out = copy.deepcopy(profile)
-    out.__dict__.pop("_resolved", None)
-    eng = dict(out.engine)
-    host = dict(eng.get(HOST_OVERHEAD_KEY) or {})
-    for m in modes:
-        host[m] = {"coef": {"ms": float(ms)}, "source": source, "net_of_overlap": True}
-    eng[HOST_OVERHEAD_KEY] = host
-    if calibrated_from:
-        eng["calibrated_from"] = sorted(set(eng.get("calibrated_from") or []) | set(calibrated_from))
-    out.engine = eng
-    return out.validate("calibrated profile")
-
-
 def with_carried_term(source: Profile, target: Profile) -> Profile:
     """`target` with `source`'s engine step terms for the modes both price, labelled as carried: the
     engine's step work measured or calibrated on one GPU and precision, assumed the same on another

@@ -17,9 +17,12 @@ OPTIONS = [
     click.option("--hardware-file", type=click.Path(dir_okay=False), default=None, help="--engine ops: JSON file describing a GPU the catalog lacks (costmodel hardware --template)."),
     click.option("--density", type=click.Choice(LEVELS), default=None, help="--engine ops: time this grid density instead of the one the budget allows."),
     click.option("--ops-families", default=None, help="--engine ops: comma list of op families to time (development; the profile needs them all)."),
+    click.option("--kernel-set", "kernel_set", default=None,
+                 help="--engine ops: time a shipped kernel set by name instead of the GPU architecture's (e.g. vllm: vLLM's own MoE kernel, "
+                      "lifted from the vllm package; with --ops-families moe)."),
     click.option("--autotune", is_flag=True, help="--engine ops: time every candidate kernel, not the kernel set's choices (to refresh a set after adding a kernel)."),
 ]
-PARAMS = frozenset({"precision", "budget_s", "hardware", "hardware_file", "density", "ops_families", "autotune"})
+PARAMS = frozenset({"precision", "budget_s", "hardware", "hardware_file", "density", "ops_families", "autotune", "kernel_set"})
 NEUTRAL = frozenset({"out", "resume", "device", "seed", "engine"})
 
 
@@ -47,4 +50,5 @@ def run(opts: dict, given: dict[str, str]) -> int:
     fams = [f.strip() for f in (opts.get("ops_families") or "").split(",") if f.strip()]
     return run_ops(OpsOptions(out=opts["out"], precision=opts.get("precision") or "bf16", budget_s=opts.get("budget_s"), resume=bool(opts.get("resume")),
                               hardware=opts.get("hardware"), hardware_file=opts.get("hardware_file"), device=opts.get("device"),
-                              grid=opts.get("density"), families=fams, autotune=bool(opts.get("autotune"))))
+                              grid=opts.get("density"), families=fams, autotune=bool(opts.get("autotune")),
+                              kernel_set=opts.get("kernel_set")))

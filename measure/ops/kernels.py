@@ -979,6 +979,58 @@ def _moe_gemv2(p, prec, dev, cfg_up, cfg_down, w8a16=False, mode="plain"):
                          f"down+top-k sum {cfg_down[0]}/{cfg_down[1]}" + how)
 
 
+def _moe_vllm(p, prec, dev, fp8=False):
+    """vLLM 0.32's own MoE (TritonExperts.apply): its `fused_moe_kernel` twice, launched by its
+    `invoke_fused_moe_triton_kernel` with its tiles (the tuned file for this GPU, else
+    get_default_config), the top-k weights applied in the down GEMM, all lifted from the vllm package
+    (measure/ops/vllm_source.py). vLLM's rule picks the naive assignment (one block per token and
+    expert) when tokens x top-k x 4 <= experts. Its CUDA ops are stood in for: moe_align_block_size
+    by `moe_align` (torch), gelu_tanh_and_mul by the Triton `gelu_mul`, moe_sum by a torch sum,
+    dynamic_per_token_scaled_fp8_quant by the Triton per-row quantisation. fp8 w8a8 with per-channel
+    weight scales is the kernel `--moe-backend triton` runs. vLLM's default on sm90 for such a
+    checkpoint is CUTLASS grouped GEMMs, which need vLLM's compiled extension (docs/vllm-dispatch.md)."""
+    if not has_triton(dev) and not p.get("_interpret"):
+        raise RuntimeError("Triton is not available on this device")
+    import triton.language as tl
+
+    from measure.ops import vllm_source
+    from measure.ops.triton_kernels.basic import gelu_mul
+
+    vm = vllm_source.lifted_module()
+    x, ids, tw, m, d, e, f, topk = _moe_inputs(p, dev)
+    w1, w2, s1, s2 = _moe_weights(dev, e, d, f, fp8)
+    device_name = p.get("_device_name") or torch.cuda.get_device_name(dev)
+    cfg, cfg_src = vllm_source.moe_config(m, e, f, d, topk, "fp8_w8a8" if fp8 else None, device_name)
+    naive = m * topk * 4 <= e  # vllm fused_moe._prepare_expert_assignment
+    inter = torch.empty(m, topk, 2 * f, device=dev, dtype=torch.bfloat16)
+    act = torch.empty(m * topk, f, device=dev, dtype=torch.bfloat16)
+    out2 = torch.empty(m, topk, d, device=dev, dtype=torch.bfloat16)
+    tw = tw.contiguous()
+    sets = _moe_routings(p, dev, ids, fp8)
+    bm = cfg["BLOCK_SIZE_M"]
+
+    def gemm(a, w, a_scale, w_scale, c, assign, mul, k):
+        vm.invoke_fused_moe_triton_kernel(a, w, c, a_scale, w_scale, tw if mul else None, *assign, mul, k, cfg, tl.bfloat16,
+                                          fp8, False, False, False, fp8)
+
+    def run(i):
+        route = sets[i % len(sets)]
+        if naive:
+            assign = (None, route.reshape(-1), torch.full((1,), route.numel() * bm, dtype=torch.int32, device=dev))
+        else:
+            assign = moe_align(route, e, bm)
+        xq, xs = quant_rows_fast(x) if fp8 else (x, None)
+        gemm(xq, w1, xs, s1, inter, assign, False, topk)
+        gelu_mul(inter.view(m * topk, 2 * f), act)
+        aq, as_ = quant_rows_fast(act) if fp8 else (act, None)
+        gemm(aq, w2, as_, s2, out2, assign, True, 1)
+        return out2.sum(1)
+    tiles = "/".join(str(cfg[k]) for k in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K"))
+    return Bench(run, len(sets), f"vLLM {vm.VLLM_VERSION} fused_moe_kernel{' fp8 w8a8 (the --moe-backend triton path)' if fp8 else ''}, "
+                                 f"BLOCK_M/N/K={tiles} warps {cfg.get('num_warps')} stages {cfg.get('num_stages')} from {cfg_src}, "
+                                 f"{'naive' if naive else 'aligned (torch stand-in for moe_align_block_size)'} expert assignment")
+
+
 def _moe_grouped(p, prec, dev, fp8=False):
     if dev.type != "cuda":
         raise RuntimeError("torch._grouped_mm needs a CUDA device")
@@ -1027,6 +1079,9 @@ def _moe_loop(p, prec, dev):
     return Bench(run, 1, "torch loop over experts (fallback, not graph-capturable)")
 
 
+VLLM_MOE = "vllm_fused_moe"  # vLLM's own MoE (its lifted Triton kernel; the kernel set "vllm" times it alone); an error where vLLM's source is not found
+
+
 def moe_candidates(p: dict, prec: str) -> list[Candidate]:
     from measure.ops.triton_kernels import configs as cfgmod
 
@@ -1067,6 +1122,7 @@ def moe_candidates(p: dict, prec: str) -> list[Candidate]:
     if fp8:
         out.append(Candidate("grouped_mm_bf16 (fp8 fallback)", lambda pp, pr, d: _moe_grouped(pp, pr, d, False), ("fp8",)))
     out.append(Candidate("expert_loop (fallback)", _moe_loop, ("bf16", "fp8")))
+    out.append(Candidate(VLLM_MOE + ("_fp8" if fp8 else ""), lambda pp, pr, d: _moe_vllm(pp, pr, d, fp8), (prec,)))
     return out
 
 

@@ -35,12 +35,18 @@ class KernelSet:
     unit_s: dict[str, float] = field(default_factory=dict)  # op family -> campaign seconds per unit
     check_s: float = 0.0  # seconds of the self-checks of the kernels used, when last timed
     sources: list[str] = field(default_factory=list)
+    # op family -> precision -> kernels: a set that names one engine's kernels per family rather than
+    # per unit (the "vllm" set: vLLM's own MoE), timed wherever the family runs
+    families: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
-    def choices(self, precision: str, op: str, at: dict) -> list[str]:
-        """The kernels to time at this unit: its own, else those of the nearest shape of the same op
-        and precision (log distance over the axes); [] without a set (autotune)."""
+    def choices(self, precision: str, op: str, at: dict, family: str | None = None) -> list[str]:
+        """The kernels to time at this unit: the family's (a family-level set), its own, else those
+        of the nearest shape of the same op and precision (log distance over the axes); [] without
+        a set (autotune)."""
         if self.name is None:
             return []
+        if family in self.families:
+            return list(self.families[family].get(precision, []))
         key = unit_key(precision, op, at)
         if key in self.units:
             return list(self.units[key])
@@ -59,7 +65,8 @@ class KernelSet:
         return float(self.unit_s.get(family, DEFAULT_UNIT_S))
 
     def to_dict(self) -> dict:
-        return {"architecture": self.name, "sources": self.sources, "unit_s": self.unit_s, "check_s": self.check_s, "units": self.units}
+        return {"architecture": self.name, "sources": self.sources, "unit_s": self.unit_s, "check_s": self.check_s, "units": self.units,
+                **({"families": self.families} if self.families else {})}
 
 
 def load(name: str | None) -> KernelSet:
@@ -67,8 +74,18 @@ def load(name: str | None) -> KernelSet:
     one (autotune) for None."""
     if name is None:
         return KernelSet(None)
-    doc = json.loads(resources.files("measure.ops").joinpath(f"kernelsets/{name}.json").read_text())
-    return KernelSet(name, doc["units"], doc.get("unit_s", {}), doc.get("check_s", 0.0), doc.get("sources", []))
+    f = resources.files("measure.ops").joinpath(f"kernelsets/{name}.json")
+    if not f.is_file():
+        from costmodel.errors import UserError
+
+        raise UserError(f"no kernel set {name!r}", f"kernel sets are {', '.join(names())}")
+    doc = json.loads(f.read_text())
+    return KernelSet(name, doc.get("units", {}), doc.get("unit_s", {}), doc.get("check_s", 0.0), doc.get("sources", []), doc.get("families", {}))
+
+
+def names() -> list[str]:
+    """The shipped kernel sets (measure/ops/kernelsets/*.json)."""
+    return sorted(p.name.removesuffix(".json") for p in resources.files("measure.ops").joinpath("kernelsets").iterdir() if p.name.endswith(".json"))
 
 
 def build(name: str, op_dirs: list[str | Path], unit_s: dict | None = None, check_s: float = 0.0) -> KernelSet:

@@ -51,6 +51,7 @@ class OpsOptions:
     grid: str | None = None  # force a density (full, half, coarse, smoke) instead of the budget's
     families: list[str] = field(default_factory=list)  # only these op families (development)
     autotune: bool = False  # every candidate even where a kernel set exists (to refresh a set after a new kernel)
+    kernel_set: str | None = None  # a shipped kernel set by name instead of the architecture's (e.g. "vllm": vLLM's own MoE)
     max_units: int | None = None  # stop after this many (tests)
 
 
@@ -152,7 +153,7 @@ def _time_all(plan: GridPlan, done: set, ks: kernelset.KernelSet, dev, disabled:
                 if op.family == "moe_dense" and not components:  # its parts run with this run's own kernel choices
                     components = kernels.set_components(out)
                 t = time.time()
-                row = time_unit(op, at, pr, dev, disabled, ks.choices(pr, op.name, at))
+                row = time_unit(op, at, pr, dev, disabled, ks.choices(pr, op.name, at, op.family))
                 row.update(gpu=gpu, unit_s=f"{time.time() - t:.3f}")
                 writer.add(row)
                 n += 1
@@ -199,11 +200,18 @@ def run_ops(opts: OpsOptions) -> int:
     dev = _device(opts)
     gpu, hw = _hardware(opts, dev)
     hw.arch.check_precision(opts.precision, hw.id)
-    ks = kernelset.load(None if opts.autotune else hw.arch.kernel_set)
+    if opts.autotune and opts.kernel_set:
+        raise UserError("--autotune times every candidate; --kernel-set times one set's", "give one of them")
+    ks = kernelset.load(None if opts.autotune else opts.kernel_set or hw.arch.kernel_set)
     budget_s = DEFAULT_BUDGET_S if opts.budget_s is None else float(opts.budget_s)
     units = plan_units([opts.precision], smoke=False, model=opts.model)
     if opts.families:
         units = [u for u in units if u[1].family in opts.families]
+    if ks.families:  # a family-level set times only the families it names
+        units = [u for u in units if u[1].family in ks.families]
+        if not units:
+            raise UserError(f"kernel set {ks.name} times the op families {', '.join(ks.families)}, none of those asked for",
+                            f"give --ops-families {','.join(ks.families)}")
     plan = plan_grid(units, ks, budget_s, opts.grid, smoke_units=plan_units([opts.precision], smoke=True, model=opts.model))
     out = Path(opts.out)
     _check_out(out, opts, hw)
@@ -216,7 +224,7 @@ def run_ops(opts: OpsOptions) -> int:
     if opts.resume:
         meta["resumed_from"] = json.loads((out / "meta.json").read_text()).get("date")
     meta.update(_device_facts(dev))
-    used = {k for u in plan.units for k in ks.choices(u[0], u[1].name, u[2])} if ks.name else None
+    used = {k for u in plan.units for k in ks.choices(u[0], u[1].name, u[2], u[1].family)} if ks.name else None
     t_check = time.time()
     meta["selfcheck"], disabled = selfcheck(dev, None, used)
     meta["selfcheck_s"], meta["disabled_kernels"] = round(time.time() - t_check, 1), disabled

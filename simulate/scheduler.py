@@ -120,11 +120,8 @@ class Replica:
         self.woken_list: list = []  # the loop's list of woken replicas (it replaces this one)
         self.preemptions = 0
         # per-step accumulators (batch composition, utilisation)
-        self.busy_s = 0.0
-        self.busy_window_s = 0.0
-        self.n_steps = 0
-        self.acc_prefill_seqs = 0
-        self.acc_prefill_tokens = 0
+        self.busy_s = self.busy_window_s = 0.0
+        self.n_steps = self.acc_prefill_seqs = self.acc_prefill_tokens = 0
         self.acc_groups = [0] * n_groups  # sequences per decode-phase group, summed over steps
 
     # ---- an engine's part (simulate/engines) ---------------------------------------------------

@@ -233,22 +233,35 @@ def publishing(out: str | os.PathLike, command: str, keep: Iterable[str] = (), w
     `keep`: names in `out` that carry over even if a command owns them (a sweep's points/)."""
     atomic.check_output(out, directory=True, what=what)
     with locked(out, command, what) as target:
-        _clean_stale(target)
-        stage = target.with_name(f".{target.name}{STAGING_MARK}{os.getpid()}-{uuid.uuid4().hex[:6]}")
-        try:
-            stage.mkdir(parents=True)
-        except OSError as e:
-            raise atomic.os_failure(target, e) from None
-        try:
-            yield stage
+
+        def publish(stage: Path) -> None:
             _write_manifest(stage, command)
             _publish(stage, target, set(keep))
-        except UserError as e:
-            raise _renamed(e, stage, target) from None
-        except OSError as e:
-            raise atomic.os_failure(target, e) from None
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
+
+        with _staging(target, publish, target) as stage:
+            yield stage
+
+
+@contextmanager
+def _staging(target: Path, publish: Callable[[Path], None], named: Path) -> Iterator[Path]:
+    """Yield a fresh staging folder beside `target` (a killed writer's left first cleaned: the
+    caller holds the lock); `publish(stage)` once the body succeeds; the folder is removed either
+    way. A UserError names `named` (what the user asked for), never the staging folder."""
+    _clean_stale(target)
+    stage = target.with_name(f".{target.name}{STAGING_MARK}{os.getpid()}-{uuid.uuid4().hex[:6]}")
+    try:
+        stage.mkdir(parents=True)
+    except OSError as e:
+        raise atomic.os_failure(target, e) from None
+    try:
+        yield stage
+        publish(stage)
+    except UserError as e:
+        raise _renamed(e, stage, named) from None
+    except OSError as e:
+        raise atomic.os_failure(target, e) from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _renamed(e: UserError, stage: Path, target: Path) -> UserError:
@@ -438,20 +451,11 @@ def publishing_files(out_file: str | os.PathLike, command: str, what: str = "-o"
     as they will be); they are moved into place, `out_file` last, only once every one is written."""
     target = _target(out_file)
     with locked(target, command, what):
-        _clean_stale(target)
-        stage = target.with_name(f".{target.name}{STAGING_MARK}{os.getpid()}-{uuid.uuid4().hex[:6]}")
-        try:
-            stage.mkdir(parents=True)
-        except OSError as e:
-            raise atomic.os_failure(target, e) from None
-        try:
-            yield stage
+
+        def publish(stage: Path) -> None:
             names = sorted((p.name for p in stage.iterdir()), key=lambda n: n == target.name)
             for name in names:
                 os.replace(stage / name, target.parent / name)
-        except UserError as e:
-            raise _renamed(e, stage, target.parent) from None
-        except OSError as e:
-            raise atomic.os_failure(target, e) from None
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
+
+        with _staging(target, publish, target.parent) as stage:
+            yield stage

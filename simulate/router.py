@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from costmodel.errors import UserError
 
 ROUTERS = ("least-outstanding", "round-robin")
@@ -30,12 +32,16 @@ def make_router(name: str, replicas: list):
         return route_rr
 
     def route_lo():
-        """Fewest requests routed and not yet finished (queued or running)."""
-        best = replicas[0]
-        bo = best.outstanding
-        for rep in replicas:
-            if rep.outstanding < bo:
-                best, bo = rep, rep.outstanding
-        return best
+        return fewest_outstanding(replicas)
 
     return route_lo
+
+
+def fewest_outstanding(replicas: list):
+    """The replica with the fewest requests routed and not yet finished (queued or running); ties
+    go to the lowest index (min keeps the first of equal keys). The pools' least-outstanding router
+    (simulate/cluster/routers) picks with it too."""
+    return min(replicas, key=_OUTSTANDING)
+
+
+_OUTSTANDING = attrgetter("outstanding")

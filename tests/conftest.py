@@ -42,3 +42,41 @@ def pytest_configure(config):
     if tuple(int(x) for x in pytest.__version__.split(".")[:2]) >= (9, 2):
         raise pytest.UsageError(f"pytest {pytest.__version__} breaks --dist loadgroup (pytest-dev/pytest-xdist#1386): "
                                 "install the `dev` extra (pytest<9.2), e.g. `make test`")
+
+
+@pytest.fixture
+def coast_vs_stepping(monkeypatch):
+    """check(run) -> (numbers, differences): `run()` (a simulate.api.run_point result) as the
+    simulator runs it (coasting, lazy replicas), then again with every replica stepped one engine
+    step at a time (every step traced, so nothing coasts; it stays so for the rest of the test).
+    numbers: the first run's numeric summary fields; differences: (field, coasted, stepped) for each
+    that differs beyond float rounding (NaN equals NaN). The shortcuts must change no answer."""
+    import dataclasses
+    import math
+
+    import simulate.sim as simmod
+
+    engine_for = simmod.engine_for
+
+    def traced(mode: str):
+        class Traced(engine_for(mode)):
+            def __init__(self, *a, **kw):
+                super().__init__(*a, **kw)
+                self.trace = []
+
+        return Traced
+
+    def numbers(res) -> dict:
+        s = dataclasses.asdict(res.summary)
+        return {k: v for k, v in s.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+    def same(a: float, b: float) -> bool:
+        return a == b or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+    def check(run) -> tuple[dict, list]:
+        fast = numbers(run())
+        monkeypatch.setattr(simmod, "engine_for", traced)
+        stepped = numbers(run())
+        return fast, [(k, fast[k], stepped[k]) for k in fast if not same(fast[k], stepped[k])]
+
+    return check

@@ -141,36 +141,14 @@ def test_plan_compares_prefix_caching_on_and_off(tmp_path, capsys):
     assert main(["plan", "--prefix-caching", "maybe", "-o", str(tmp_path / "q")]) == 2
 
 
-def test_coasting_equals_stepping_with_shared_prefixes_under_kv_pressure(monkeypatch):
+def test_coasting_equals_stepping_with_shared_prefixes_under_kv_pressure(coast_vs_stepping):
     """Hits, shared blocks, evictions and preemptions: closed-form coasting gives the results of
-    stepping every replica one engine step at a time (tests/test_simulate_coast.py's check)."""
-    import dataclasses
-    import math
-
-    import simulate.sim as simmod
-
+    stepping every replica one engine step at a time (tests/conftest.py's coast_vs_stepping)."""
     kw = dict(replicas=2, n_requests=300, seed=4, workload=parse_workload({**CHAT, "system_prompt": {"tokens": 1000, "apps": 6}}),
               engine=EngineSettings(gpu_memory_utilization=0.41))
-
-    def numbers(res):
-        return {k: v for k, v in dataclasses.asdict(res.summary).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-
-    fast = numbers(run_point(PROFILE, "ar", 40.0, **kw))
-    engine_for = simmod.engine_for
-
-    def traced(mode):
-        class Traced(engine_for(mode)):
-            def __init__(self, *a, **k):
-                super().__init__(*a, **k)
-                self.trace = []
-
-        return Traced
-
-    monkeypatch.setattr(simmod, "engine_for", traced)
-    stepped = numbers(run_point(PROFILE, "ar", 40.0, **kw))
+    fast, differences = coast_vs_stepping(lambda: run_point(PROFILE, "ar", 40.0, **kw))
     assert fast["preemptions"] > 10 and fast["prefill_tokens_saved"] > 0
-    assert [k for k in fast if not math.isclose(fast[k], stepped[k], rel_tol=1e-9, abs_tol=1e-12)
-            and not (math.isnan(fast[k]) and math.isnan(stepped[k]))] == []
+    assert differences == []
 
 
 def test_a_conversation_log_repeats_each_sessions_history(tmp_path):

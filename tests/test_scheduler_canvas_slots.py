@@ -64,35 +64,16 @@ def test_the_cap_is_max_num_seqs_where_the_budget_holds_more_canvases():
 
 
 @pytest.mark.parametrize("async_scheduling", [True, False])
-def test_coasting_with_waiting_canvases_matches_stepping_one_step_at_a_time(monkeypatch, async_scheduling):
+def test_coasting_with_waiting_canvases_matches_stepping_one_step_at_a_time(coast_vs_stepping, async_scheduling):
     """The closed-form coast and the lazy replicas give the step-by-step answer when requests wait
     for canvas slots (budget for 2 canvases, max_num_seqs 6), async scheduling on and off."""
-    import dataclasses
-    import math
-
-    import simulate.sim as simmod
     from simulate.api import run_point
 
-    def numbers(max_num_seqs=6):
-        s = dataclasses.asdict(run_point(PROFILE, "diffusion", 12.0, replicas=2, n_requests=300, seed=5,
-                                         engine=EngineSettings(max_num_seqs=max_num_seqs, max_num_batched_tokens=512,
-                                                               async_scheduling=async_scheduling)).summary)
-        return {k: v for k, v in s.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    def run(max_num_seqs=6):
+        return run_point(PROFILE, "diffusion", 12.0, replicas=2, n_requests=300, seed=5,
+                         engine=EngineSettings(max_num_seqs=max_num_seqs, max_num_batched_tokens=512, async_scheduling=async_scheduling))
 
-    fast = numbers()
-    assert numbers(max_num_seqs=2)["engine_steps"] != fast["engine_steps"]  # requests did wait for slots
-    engine_for = simmod.engine_for
-
-    def traced(mode):
-        class Traced(engine_for(mode)):
-            def __init__(self, *a, **kw):
-                super().__init__(*a, **kw)
-                self.trace = []
-
-        return Traced
-
-    monkeypatch.setattr(simmod, "engine_for", traced)
-    stepped = numbers()
-    bad = [(k, fast[k], stepped[k]) for k in fast if not (fast[k] == stepped[k] or (math.isnan(fast[k]) and math.isnan(stepped[k]))
-                                                         or math.isclose(fast[k], stepped[k], rel_tol=1e-9, abs_tol=1e-12))]
-    assert fast["engine_steps"] > 500 and bad == []
+    slots_steps = run(max_num_seqs=2).summary.engine_steps  # before coast_vs_stepping traces every step
+    fast, differences = coast_vs_stepping(run)
+    assert slots_steps != fast["engine_steps"]  # requests did wait for slots
+    assert fast["engine_steps"] > 500 and differences == []

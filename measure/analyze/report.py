@@ -217,27 +217,32 @@ def _auroc_blocks(a: Analysis) -> list[Block]:
 
 # -- rendering ----------------------------------------------------------------------------------------
 
+def _rendered(blocks: list[Block], render: dict) -> list[str]:
+    """Each block through its kind's renderer (`render`: kind -> Block -> text), in order: the one
+    walk both formats share, so they say the same thing; a kind a format lacks is left out."""
+    return [render[b.kind](b) for b in blocks if b.kind in render]
+
+
+def _markdown_table(b: Block) -> str:
+    esc = lambda s: s.replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(map(esc, b.header)) + " |", "|" + "---|" * len(b.header)]
+    lines += ["| " + " | ".join(map(esc, r)) + " |" for r in b.rows]
+    return "\n".join(lines)
+
+
+_MARKDOWN = {
+    "h1": lambda b: f"# {b.text}",
+    "h2": lambda b: f"## {b.text}",
+    "p": lambda b: b.text,
+    "warn": lambda b: f"> **WARNING.** {b.text}",
+    "list": lambda b: "\n".join(f"- {i}" for i in b.items),
+    "chart": lambda b: f"![bin sweep]({b.text})",
+    "table": _markdown_table,
+}
+
+
 def render_markdown(blocks: list[Block]) -> str:
-    out = []
-    for b in blocks:
-        if b.kind == "h1":
-            out.append(f"# {b.text}")
-        elif b.kind == "h2":
-            out.append(f"## {b.text}")
-        elif b.kind == "p":
-            out.append(b.text)
-        elif b.kind == "warn":
-            out.append(f"> **WARNING.** {b.text}")
-        elif b.kind == "list":
-            out.append("\n".join(f"- {i}" for i in b.items))
-        elif b.kind == "chart":
-            out.append(f"![bin sweep]({b.text})")
-        elif b.kind == "table":
-            esc = lambda s: s.replace("|", "\\|")  # noqa: E731
-            lines = ["| " + " | ".join(map(esc, b.header)) + " |", "|" + "---|" * len(b.header)]
-            lines += ["| " + " | ".join(map(esc, r)) + " |" for r in b.rows]
-            out.append("\n".join(lines))
-    return "\n\n".join(out) + "\n"
+    return "\n\n".join(_rendered(blocks, _MARKDOWN)) + "\n"
 
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;color:#222}
@@ -247,26 +252,30 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
 code{background:#f3f3f3;padding:0 0.2rem}"""
 
 
+def _html_table(b: Block) -> str:
+    e = html.escape
+    head = "".join(f"<th>{e(h)}</th>" for h in b.header)
+    rows = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in b.rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _html(svg: str) -> dict:
+    """The HTML renderers; the chart block is the inline `svg`."""
+    e = html.escape
+    return {
+        "h1": lambda b: f"<h1>{e(b.text)}</h1>",
+        "h2": lambda b: f"<h2>{e(b.text)}</h2>",
+        "p": lambda b: f"<p>{_code_spans(e(b.text))}</p>",
+        "warn": lambda b: f'<div class="warn"><strong>WARNING.</strong> {_code_spans(e(b.text))}</div>',
+        "list": lambda b: "<ul>" + "".join(f"<li>{_code_spans(e(i))}</li>" for i in b.items) + "</ul>",
+        "chart": lambda b: f"<figure>{svg}</figure>",
+        "table": _html_table,
+    }
+
+
 def render_html(blocks: list[Block], svg: str) -> str:
     e = html.escape
-    body = []
-    for b in blocks:
-        if b.kind == "h1":
-            body.append(f"<h1>{e(b.text)}</h1>")
-        elif b.kind == "h2":
-            body.append(f"<h2>{e(b.text)}</h2>")
-        elif b.kind == "p":
-            body.append(f"<p>{_code_spans(e(b.text))}</p>")
-        elif b.kind == "warn":
-            body.append(f'<div class="warn"><strong>WARNING.</strong> {_code_spans(e(b.text))}</div>')
-        elif b.kind == "list":
-            body.append("<ul>" + "".join(f"<li>{_code_spans(e(i))}</li>" for i in b.items) + "</ul>")
-        elif b.kind == "chart":
-            body.append(f"<figure>{svg}</figure>")
-        elif b.kind == "table":
-            head = "".join(f"<th>{e(h)}</th>" for h in b.header)
-            rows = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in b.rows)
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+    body = _rendered(blocks, _html(svg))
     title = e(blocks[0].text) if blocks else "commit-order analysis"
     return f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>{CSS}</style></head>\n<body>\n' + "\n".join(body) + "\n</body></html>\n"
 

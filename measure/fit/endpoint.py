@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -155,6 +157,21 @@ def _why_empty(run: Run, skipped: dict[str, str] | None = None) -> str:
     return "; ".join(reasons)
 
 
+def _step_loads(run: Run, summ: pd.DataFrame, canvases: bool) -> Iterator[tuple]:
+    """(step time, tokens per sequence, context tokens (a call: made only for a usable load), note)
+    per load of an endpoint run: a canvas step denoises each running canvas whole, a token step
+    decodes one token per sequence; both then become pass observations the same way."""
+    if canvases:
+        for st in fitdata.denoise_step_times(run):
+            row = summ.loc[st.unit]
+            canvas = int(row["dg_canvas_length"]) if pd.notna(row.get("dg_canvas_length")) else 256
+            yield st, canvas, partial(diffusion_context, run, st.unit, canvas), ""
+    else:
+        for dt in fitdata.decode_step_times(run):
+            note = "no per-event token counts; each output event counted as one step" if dt.tokens_source == "pieces" else ""
+            yield dt, 1, partial(decode_context, run, dt.unit), note
+
+
 def endpoint_frame(runs: list[Run], msgs: list[str]) -> pd.DataFrame:
     """Pass observations from endpoint runs: pass_kind, seqs, tokens_per_seq, context_tokens, ms,
     run_id, row_engine, unit. UserError for a diffusion/AR endpoint run with no usable load."""
@@ -174,34 +191,19 @@ def endpoint_frame(runs: list[Run], msgs: list[str]) -> pd.DataFrame:
             continue
         got, skipped = 0, {}
         kind = serving.group_kinds[0]  # a step's decode-phase pass: denoising canvases, or decoding tokens
-        if serving.decodes_canvases:
-            for st in fitdata.denoise_step_times(run):
-                row = summ.loc[st.unit]
-                canvas = int(row["dg_canvas_length"]) if pd.notna(row.get("dg_canvas_length")) else 256
-                b = _batch(run, st.unit, st.mean_running_requests, msgs)
-                why = _unusable(b, st.step_ms)
-                if why:
-                    skipped[st.unit] = why
-                    msgs.append(f"endpoint run {m.run_id} load {st.unit}: {why}; skipped")
-                    continue
-                rows.append({"pass_kind": kind, "seqs": max(1, int(round(b))), "tokens_per_seq": canvas,
-                             "context_tokens": int(round(diffusion_context(run, st.unit, canvas))), "ms": float(st.step_ms),
-                             "run_id": m.run_id, "row_engine": engine, "unit": st.unit, "n_gaps": st.n_gaps, "batch": b})
-                got += 1
-        else:  # one token per sequence per step
-            for dt in fitdata.decode_step_times(run):
-                b = _batch(run, dt.unit, dt.mean_running_requests, msgs)
-                why = _unusable(b, dt.step_ms)
-                if why:
-                    skipped[dt.unit] = why
-                    msgs.append(f"endpoint run {m.run_id} load {dt.unit}: {why}; skipped")
-                    continue
-                if dt.tokens_source == "pieces":
-                    msgs.append(f"endpoint run {m.run_id} load {dt.unit}: no per-event token counts; each output event counted as one step")
-                rows.append({"pass_kind": kind, "seqs": max(1, int(round(b))), "tokens_per_seq": 1,
-                             "context_tokens": int(round(decode_context(run, dt.unit))), "ms": float(dt.step_ms),
-                             "run_id": m.run_id, "row_engine": engine, "unit": dt.unit, "n_gaps": dt.n_gaps, "batch": b})
-                got += 1
+        for st, tokens_per_seq, context, note in _step_loads(run, summ, serving.decodes_canvases):
+            b = _batch(run, st.unit, st.mean_running_requests, msgs)
+            why = _unusable(b, st.step_ms)
+            if why:
+                skipped[st.unit] = why
+                msgs.append(f"endpoint run {m.run_id} load {st.unit}: {why}; skipped")
+                continue
+            if note:
+                msgs.append(f"endpoint run {m.run_id} load {st.unit}: {note}")
+            rows.append({"pass_kind": kind, "seqs": max(1, int(round(b))), "tokens_per_seq": tokens_per_seq,
+                         "context_tokens": int(round(context())), "ms": float(st.step_ms),
+                         "run_id": m.run_id, "row_engine": engine, "unit": st.unit, "n_gaps": st.n_gaps, "batch": b})
+            got += 1
         if not got:
             raise UserError(f"endpoint run {run.path} has no usable loads: {_why_empty(run, skipped)}",
                             "measure with /metrics reachable and requests long enough to stream several canvases/tokens")

@@ -12,6 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
+from measure.ops.triton_kernels.fused import _moe_block_rows, _moe_store_rows
 from measure.ops.triton_kernels.sampler_parts import _entropy_out, _load_scaled, _samp_step, _sampler_lanes
 
 
@@ -37,9 +38,7 @@ def _fused_moe_kernel(
     num_post = tl.load(num_post_pad_ptr)
     if pid_m * BLOCK_M >= num_post:
         return
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
-    rows = tl.load(sorted_ids_ptr + offs_m)
-    rmask = rows < num_valid_rows
+    rows, rmask = _moe_block_rows(sorted_ids_ptr, pid_m, num_valid_rows, BLOCK_M)
     e = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
     offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)) % N
     offs_k = tl.arange(0, BLOCK_K)
@@ -67,12 +66,7 @@ def _fused_moe_kernel(
         w = tl.load(topk_w_ptr + rows, mask=rmask, other=0.0)
         acc = acc * w[:, None]
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    if REDUCE_TOPK > 0:  # the top-k weighted sum in the epilogue: fp32 atomic adds into the token's row
-        c_ptrs = c_ptr + (rows // REDUCE_TOPK)[:, None] * stride_cm + offs_cn[None, :] * stride_cn
-        tl.atomic_add(c_ptrs, acc, mask=rmask[:, None] & (offs_cn[None, :] < N), sem="relaxed")
-    else:
-        c_ptrs = c_ptr + rows[:, None] * stride_cm + offs_cn[None, :] * stride_cn
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=rmask[:, None] & (offs_cn[None, :] < N))
+    _moe_store_rows(c_ptr, acc, rows, rmask, offs_cn, N, stride_cm, stride_cn, REDUCE_TOPK)
 
 
 def fused_moe_gemm(a, w, out, sorted_ids, expert_ids, num_post, *, a_div, cfg, topk_w=None, a_scale=None, w_scale=None, w8a16=False,

@@ -505,6 +505,27 @@ def flash_combine(Ms, Ls, Op, out, splits: int):
 
 # ---- fused-MoE GEMM with the weights streamed by the tensor memory accelerator (Hopper TMA) -------
 @triton.jit
+def _moe_block_rows(sorted_ids_ptr, pid_m, num_valid_rows, BLOCK_M: tl.constexpr):
+    """The sorted rows of row block pid_m and which of them are real (padding ids are >= num_valid_rows);
+    the fused-MoE GEMMs (triton_kernels._fused_moe_kernel and the TMA one below) gather and scatter by them."""
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+    rows = tl.load(sorted_ids_ptr + offs_m)
+    return rows, rows < num_valid_rows
+
+
+@triton.jit
+def _moe_store_rows(c_ptr, acc, rows, rmask, offs_cn, N, stride_cm, stride_cn, REDUCE_TOPK: tl.constexpr):
+    """A fused-MoE GEMM's epilogue: the block's real rows written to their sorted row of c, or with
+    REDUCE_TOPK = k the top-k weighted sum: fp32 atomic adds into the token's row (row // k)."""
+    if REDUCE_TOPK > 0:
+        c_ptrs = c_ptr + (rows // REDUCE_TOPK)[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+        tl.atomic_add(c_ptrs, acc, mask=rmask[:, None] & (offs_cn[None, :] < N), sem="relaxed")
+    else:
+        c_ptrs = c_ptr + rows[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=rmask[:, None] & (offs_cn[None, :] < N))
+
+
+@triton.jit
 def _fused_moe_tma_kernel(a_ptr, b_desc, c_ptr, a_scale_ptr, b_scale_ptr, topk_w_ptr, sorted_ids_ptr, expert_ids_ptr, num_post_pad_ptr,
                           N, K: tl.constexpr, EM, num_valid_rows, stride_am, stride_cm, A_DIV: tl.constexpr, MUL_W: tl.constexpr,
                           USE_FP8: tl.constexpr, REDUCE_TOPK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -520,9 +541,7 @@ def _fused_moe_tma_kernel(a_ptr, b_desc, c_ptr, a_scale_ptr, b_scale_ptr, topk_w
     num_post = tl.load(num_post_pad_ptr)
     if pid_m * BLOCK_M >= num_post:
         return
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
-    rows = tl.load(sorted_ids_ptr + offs_m)
-    rmask = rows < num_valid_rows
+    rows, rmask = _moe_block_rows(sorted_ids_ptr, pid_m, num_valid_rows, BLOCK_M)
     e = tl.load(expert_ids_ptr + pid_m).to(tl.int32)
     offs_k = tl.arange(0, BLOCK_K)
     a_rows = rows // A_DIV
@@ -542,12 +561,7 @@ def _fused_moe_tma_kernel(a_ptr, b_desc, c_ptr, a_scale_ptr, b_scale_ptr, topk_w
         acc = acc * a_s[:, None] * b_s[None, :]
     if MUL_W:
         acc = acc * tl.load(topk_w_ptr + rows, mask=rmask, other=0.0)[:, None]
-    if REDUCE_TOPK > 0:
-        c_ptrs = c_ptr + (rows // REDUCE_TOPK)[:, None] * stride_cm + offs_cn[None, :]
-        tl.atomic_add(c_ptrs, acc, mask=rmask[:, None] & (offs_cn[None, :] < N), sem="relaxed")
-    else:
-        c_ptrs = c_ptr + rows[:, None] * stride_cm + offs_cn[None, :]
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=rmask[:, None] & (offs_cn[None, :] < N))
+    _moe_store_rows(c_ptr, acc, rows, rmask, offs_cn, N, stride_cm, 1, REDUCE_TOPK)  # c is row-major: column stride 1
 
 
 def moe_weight_desc(w, block_n: int, block_k: int):

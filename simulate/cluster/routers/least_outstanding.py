@@ -3,14 +3,11 @@ router and most load balancers' "least connections" do."""
 
 from __future__ import annotations
 
+from simulate.router import fewest_outstanding
+
 
 def make(ready: list):
     def route(prompt: int, out: int):
-        best = ready[0]
-        bo = best.outstanding
-        for rep in ready:
-            if rep.outstanding < bo:
-                best, bo = rep, rep.outstanding
-        return best
+        return fewest_outstanding(ready)
 
     return route

@@ -871,10 +871,6 @@ def _row_key(r: dict):
 def _meta(a, argv, dev, gpu: str, precisions: list[str], planned: list) -> dict:
     """The run's provenance and the device facts measured before any op (copy rate, matmul rate,
     per-step overhead)."""
-    import torch  # heavy, optional: only the GPU campaign needs it
-
-    from measure.ops.timing import copy_bandwidth_tbps, matmul_tflops, step_overhead  # imports torch
-
     meta = {
         "gpu_name": gpu, "device": str(dev), "precisions": precisions, "grid": a.grid, "versions": versions(),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "command": " ".join(["python -m measure.ops.campaign", *(argv or sys.argv[1:])]),
@@ -886,17 +882,28 @@ def _meta(a, argv, dev, gpu: str, precisions: list[str], planned: list) -> dict:
             "overhead: device round trip per step (H2D inputs, graph launch, D2H tokens, sync); an engine's CPU scheduling is not in it",
         ],
     }
-    meta["copy_bandwidth_tbps"] = None
-    if dev.type == "cuda":
-        meta["sm_count"] = torch.cuda.get_device_properties(dev).multi_processor_count
-        meta["copy_bandwidth_tbps"] = copy_bandwidth_tbps(dev)
-        meta["matmul_tflops"] = {"bf16": matmul_tflops(dev, False)}
-        try:
-            meta["matmul_tflops"]["fp8"] = matmul_tflops(dev, True)
-        except Exception as e:
-            meta["matmul_tflops"]["fp8"] = f"{type(e).__name__}: {e}"
-    meta["overhead"] = step_overhead(dev)
+    meta.update(device_facts(dev))
     return meta
+
+
+def device_facts(dev) -> dict:
+    """The ceilings and the per-step device term, measured before any op: copy bandwidth, bf16/fp8
+    matmul rates (an fp8 failure recorded as such), SM count, the device round trip per step."""
+    import torch  # heavy, optional: only the GPU campaign needs it
+
+    from measure.ops.timing import copy_bandwidth_tbps, matmul_tflops, step_overhead  # imports torch
+
+    facts: dict = {"copy_bandwidth_tbps": None}
+    if dev.type == "cuda":
+        facts["sm_count"] = torch.cuda.get_device_properties(dev).multi_processor_count
+        facts["copy_bandwidth_tbps"] = copy_bandwidth_tbps(dev)
+        facts["matmul_tflops"] = {"bf16": matmul_tflops(dev, False)}
+        try:
+            facts["matmul_tflops"]["fp8"] = matmul_tflops(dev, True)
+        except Exception as e:
+            facts["matmul_tflops"]["fp8"] = f"{type(e).__name__}: {e}"
+    facts["overhead"] = step_overhead(dev)
+    return facts
 
 
 def _time_units(units, done: set, a, dev, disabled, gpu: str, csv_path: Path, t_start: float, write_meta) -> tuple[int, str | None]:

@@ -30,7 +30,7 @@ from costmodel.hardware import HardwareSpec, get_hardware, resolve_local
 from costmodel.models import get_model
 from costmodel.precision import get_precision
 from measure.ops import kernelset
-from measure.ops.campaign import plan_units, selfcheck, time_unit, versions
+from measure.ops.campaign import device_facts, plan_units, selfcheck, time_unit, versions
 from measure.ops.grids import GridPlan, plan_grid
 from measure.ops.spikes import spikes
 from measure.ops.table import COLUMNS, RowWriter, read_rows, unit_key
@@ -89,25 +89,6 @@ def _check_out(out: Path, opts: OpsOptions, hw: HardwareSpec) -> None:
     if old.get("hardware") != hw.id or old.get("precisions") != [opts.precision] or old.get("model") != opts.model:
         raise UserError(f"--resume: {out} was run on {old.get('hardware')} in {old.get('precisions')} for {old.get('model')}",
                         "resume it with the same GPU, --precision and model, or pass another -o")
-
-
-def _device_facts(dev) -> dict:
-    """Ceilings and the per-step device term, measured before any op."""
-    import torch
-
-    from measure.ops.timing import copy_bandwidth_tbps, matmul_tflops, step_overhead
-
-    facts: dict = {"copy_bandwidth_tbps": None}
-    if dev.type == "cuda":
-        facts["sm_count"] = torch.cuda.get_device_properties(dev).multi_processor_count
-        facts["copy_bandwidth_tbps"] = copy_bandwidth_tbps(dev)
-        facts["matmul_tflops"] = {"bf16": matmul_tflops(dev, False)}
-        try:
-            facts["matmul_tflops"]["fp8"] = matmul_tflops(dev, True)
-        except Exception as e:
-            facts["matmul_tflops"]["fp8"] = f"{type(e).__name__}: {e}"
-    facts["overhead"] = step_overhead(dev)
-    return facts
 
 
 def _meta(opts: OpsOptions, gpu: str, hw: HardwareSpec, ks: kernelset.KernelSet, plan: GridPlan, budget_s: float) -> dict:
@@ -223,7 +204,7 @@ def run_ops(opts: OpsOptions) -> int:
     meta = _meta(opts, gpu, hw, ks, plan, budget_s)
     if opts.resume:
         meta["resumed_from"] = json.loads((out / "meta.json").read_text()).get("date")
-    meta.update(_device_facts(dev))
+    meta.update(device_facts(dev))
     used = {k for u in plan.units for k in ks.choices(u[0], u[1].name, u[2], u[1].family)} if ks.name else None
     t_check = time.time()
     meta["selfcheck"], disabled = selfcheck(dev, None, used)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from costmodel.modes import get_mode
+from costmodel.stepcost import host_overhead
 from simulate.plan.costing import HOURS_PER_MONTH, HOURS_PER_YEAR, Analysis, best_per_cell, rank_options
 from reports.sources import Results
 
@@ -61,8 +62,7 @@ def rests_on(prov: dict, mode: str) -> str:
             parts.setdefault(part.title or part.label, set()).add(BASIS.get(kind, kind))
     term = ((prov.get("engine") or {}).get("host_overhead") or {}).get(mode)
     if isinstance(term, dict):  # the engine's step work beside the passes (costmodel/stepcost/host_overhead.py)
-        basis = "calibrated" if term.get("net_of_overlap") else "measured"
-        parts.setdefault("engine step term", set()).add(("carried " if str(term.get("source", "")).startswith("carried from") else "") + basis)
+        parts.setdefault("engine step term", set()).add(host_overhead.basis(term))
     if not parts:
         kind = prov.get("provenance", {}).get("kind", "unknown")
         return f"{BASIS.get(kind, kind)} inputs (profile details not available)"

@@ -53,6 +53,7 @@ import pandas as pd
 
 from costmodel.modes import ModeDraws, ServingMode
 from costmodel.schemas.results import PERCENTILES, REQUEST_COLUMNS, PointSummary
+from costmodel.stepcost import host_overhead
 
 TREND_BINS = 20
 TREND_MIN_GROWTH = 10.0
@@ -295,4 +296,6 @@ def provenance_text(profile, mode: ServingMode) -> str:
     """E.g. "pass: measured; commit: published" - where this point's numbers come from."""
     m = profile.mode(mode.name)
     parts = [f"pass: {'+'.join(sorted({pm.provenance.kind for pm in m.pass_models.values()}))}"]
-    return "; ".join(parts + mode.behaviour_provenance(profile))
+    term = host_overhead.mode_record(profile.engine, mode.name)
+    step = [f"engine step: {host_overhead.basis(term)}"] if isinstance(term, dict) else []
+    return "; ".join(parts + mode.behaviour_provenance(profile) + step)

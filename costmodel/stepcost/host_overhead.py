@@ -60,6 +60,14 @@ def mode_record(engine: dict, mode: str) -> dict | None:
     return sec.get(mode) if isinstance(sec, dict) else None
 
 
+def basis(rec: dict) -> str:
+    """Where a mode's step term comes from, for provenance lines: "calibrated" (fitted to an
+    end-to-end figure), "measured" (fitted to recorded steps), "carried ..." when taken from another
+    GPU or precision's profile (costmodel profile carry-term)."""
+    kind = "calibrated" if rec.get("net_of_overlap") else "measured"
+    return ("carried " if str(rec.get("source", "")).startswith("carried from") else "") + kind
+
+
 def async_on(engine: dict, rec: dict) -> bool:
     """Whether the term is hidden behind the forward: never for a net-of-overlap term, else by the
     engine's async setting (or the one the term was measured under)."""

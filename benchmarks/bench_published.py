@@ -17,11 +17,9 @@ Calibration, and what is a check: the shipped profiles carry one constant engine
 to the published AR figure alone (data/published/vllm-blog-2026-06-10/ar.json, `costmodel fit
 --calibrate ... --apply-to all` in scripts/build_ops_profiles.sh) and applied to every mode. The
 AR column on the H100 fp8 profile therefore matches by construction; the MTP and DiffusionGemma
-columns are held-out predictions of the same engine term. Profiles without a step term get the
-labelled what-if rows (`--host-ms`: a constant per AR/MTP step, async off), the issue's "AR decode
-and MTP verify steps + 2.4-2.6 ms".
+columns are held-out predictions of the same engine term.
 
-    .venv/bin/python benchmarks/bench_published.py [--requests 8] [--host-ms 2.4,2.5,2.6]
+    .venv/bin/python benchmarks/bench_published.py [--requests 8]
 """
 
 from __future__ import annotations
@@ -40,6 +38,7 @@ from costmodel.modes import get_mode, mode_names  # noqa: E402
 from costmodel.modes.mtp import MtpAcceptance  # noqa: E402
 from costmodel.records import Provenance  # noqa: E402
 from costmodel.schemas.profile import Profile, kernel_set  # noqa: E402
+from costmodel.stepcost.host_overhead import basis  # noqa: E402
 from costmodel.shipped import shipped_dir  # noqa: E402
 from simulate.api import run_point  # noqa: E402
 from simulate.workload import parse_workload  # noqa: E402
@@ -69,17 +68,7 @@ def with_setting(p: Profile) -> Profile:
     return q
 
 
-def with_host(p: Profile, ms: float) -> Profile:
-    """The what-if: a constant host overhead per engine step for the modes that are not diffusion."""
-    q = copy.deepcopy(p)
-    q.__dict__.pop("_resolved", None)
-    rec = {"coef": {"ms": ms}, "async_scheduling": False, "source": f"what-if: + {ms:g} ms per AR/MTP step (issue 34)"}
-    q.engine = {**q.engine, "host_overhead": {m: dict(rec) for m in q.modes if not get_mode(m).is_diffusion}}
-    q.profile_id += f"+host{ms:g}ms"
-    return q.validate()
-
-
-def tok_s(p: Profile, mode: str, n: int, async_scheduling: bool | None = None, regime: str | None = None) -> tuple[float, str]:
+def tok_s(p: Profile, mode: str, n: int, regime: str | None = None) -> tuple[float, str]:
     """(1024 / mean E2E, marks: * two requests overlapped, + max_num_seqs 4 does not fit this GPU's
     memory for the mode, so the memory model's largest is used: at concurrency 1 it changes nothing)."""
     given = {k: v for k, v in SETTINGS.items() if k != "max_denoising_steps" or get_mode(mode).decodes_canvases}
@@ -87,12 +76,12 @@ def tok_s(p: Profile, mode: str, n: int, async_scheduling: bool | None = None, r
                         "the published benchmark")
     mark = ""
     try:
-        engine = EngineSettings.given({**given, "async_scheduling": async_scheduling}, "published benchmark")
+        engine = EngineSettings.given(given, "published benchmark")
         res = run_point(p, mode, QPS, n_requests=n, seed=0, engine=engine, workload=wl, warmup_frac=0.0, abort_backlog_s=None)
     except UserError as e:
         if "does not fit" not in str(e):
             raise
-        engine = EngineSettings.given({**given, "max_num_seqs": None, "async_scheduling": async_scheduling}, "published benchmark")
+        engine = EngineSettings.given({**given, "max_num_seqs": None}, "published benchmark")
         res = run_point(p, mode, QPS, n_requests=n, seed=0, engine=engine, workload=wl, warmup_frac=0.0, abort_backlog_s=None)
         mark = "+"
     df = res.requests
@@ -116,63 +105,37 @@ def regimes(n: int, modes: list[str]) -> None:
             print(f"{label} {m} per commit regime: " + ", ".join(f"{r} {v:.0f} ({100 * (v / PUBLISHED[m] - 1):+.1f}%)" for r, v in vals.items()))
 
 
-def write_whatif(out: Path, ms: float) -> int:
-    """The shipped defaults with a constant host overhead per AR/MTP step (the issue's what-if), unchanged otherwise."""
-    out.mkdir(parents=True, exist_ok=True)
-    for path in sorted(shipped_dir().glob("*.json")):
-        q = with_host(Profile.load(path), ms)
-        # plan takes the profile's engine settings: the constant is added, not hidden (async off for those modes only)
-        per_mode = dict(q.engine.get("settings") or {})
-        for m in q.engine["host_overhead"]:
-            per_mode[m] = {**per_mode.get(m, {}), "async_scheduling": False}
-        q.engine["settings"] = per_mode
-        q.notes = list(q.notes) + [f"what-if (benchmarks/bench_published.py): + {ms:g} ms host overhead per AR/MTP engine step, not hidden "
-                                   "(async scheduling off); read off the published vLLM batch-1 figures"]
-        print(f"wrote {q.save(out / path.name)} ({q.profile_id})")
-    return 0
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=8, help="requests per point (fixed lengths: the mean converges fast)")
-    ap.add_argument("--host-ms", default="2.4,2.5,2.6", help="what-if constants (ms per AR/MTP step); '' for none")
-    ap.add_argument("--write-whatif", metavar="DIR", default=None,
-                    help="write each shipped default profile (costmodel/data/profiles/*.json) with the first --host-ms constant "
-                         "as DIR/<gpu>.json (async scheduling off for AR/MTP in its engine settings: the constant is added, not hidden), for `costmodel plan --profile DIR/<gpu>.json`")
     a = ap.parse_args(argv)
-    if a.write_whatif:
-        return write_whatif(Path(a.write_whatif), float(a.host_ms.split(",")[0]))
-    whatifs = [float(x) for x in a.host_ms.split(",") if x.strip()]
     modes = [m for m in mode_names() if m in PUBLISHED]
     print(f"batch-1 output tok/s, {PROMPT} in / {OUTPUT} out, concurrency 1 (Poisson {QPS:g} QPS, no overlap), max_num_seqs "
           f"{SETTINGS['max_num_seqs']}, DiffusionGemma max_denoising_steps {SETTINGS['max_denoising_steps']}, MTP k "
           f"{SETTINGS['num_speculative_tokens']} at {ACCEPT} per position; published (H100 SXM FP8): "
           + ", ".join(f"{m} {PUBLISHED[m]:g}" for m in modes))
-    head = f"{'profile':<26} {'gpu':<10} {'prec':<5} {'kernel set':<13} {'what-if':<14}" + "".join(f"{m:>18}" for m in modes)
+    head = f"{'profile':<26} {'gpu':<10} {'prec':<5} {'kernel set':<13} {'engine step':<20}" + "".join(f"{m:>18}" for m in modes)
     print(head)
     print("-" * len(head))
     for label, path in shipped():
-        base = with_setting(Profile.load(path))
-        rows = [("", base, None)]
-        if kernel_set(base) == "ops-fastest" and not base.engine.get("host_overhead"):  # the what-if: host work added to every AR/MTP step, not hidden (async off)
-            rows += [(f"+{ms:g} ms/step", with_host(base, ms), False) for ms in whatifs]
-        for what, p, async_scheduling in rows:
-            cells = []
-            for m in modes:
-                if m not in p.modes:
-                    cells.append(f"{'-':>18}")
-                    continue
-                v, mark = tok_s(p, m, a.requests, async_scheduling)
-                compare = p.hardware["id"] == PUBLISHED_GPU and p.precision == PUBLISHED_PRECISION
-                cells.append(f"{v:>8.0f}" + (f" ({100 * (v / PUBLISHED[m] - 1):+5.1f}%)" if compare else " " * 10) + f"{mark:<2}")
-            print(f"{label:<26} {p.hardware['id']:<10} {p.precision:<5} {kernel_set(p) or '?':<13} {what:<14}" + "".join(cells))
+        p = with_setting(Profile.load(path))
+        terms = {basis(r) for r in (p.engine.get("host_overhead") or {}).values()}
+        cells = []
+        for m in modes:
+            if m not in p.modes:
+                cells.append(f"{'-':>18}")
+                continue
+            v, mark = tok_s(p, m, a.requests)
+            compare = p.hardware["id"] == PUBLISHED_GPU and p.precision == PUBLISHED_PRECISION
+            cells.append(f"{v:>8.0f}" + (f" ({100 * (v / PUBLISHED[m] - 1):+5.1f}%)" if compare else " " * 10) + f"{mark:<2}")
+        print(f"{label:<26} {p.hardware['id']:<10} {p.precision:<5} {kernel_set(p) or '?':<13} {'/'.join(sorted(terms)) or 'none':<20}" + "".join(cells))
     print("(+x%: against the published H100 FP8 figure; only the H100 fp8 profile runs the published setting, the others are the same "
           "workload on their own GPU and precision. *: two requests overlapped. +: max_num_seqs 4 does not fit the mode on this GPU, the "
           "memory model's largest used: at concurrency 1 it changes nothing.)")
     regimes(a.requests, modes)
-    print("shipped rows: one engine step term fitted to the published AR figure only and applied to every mode, so the H100 fp8 AR "
-          "column matches by construction and its MTP and DiffusionGemma columns are the held-out check; the other GPUs carry the same term "
-          "(labelled in each profile). What-if rows (profiles without a term): read off the published figures, circular.")
+    print("the shipped defaults carry one engine step term fitted to the published AR figure only and applied to every mode, so the H100 "
+          "fp8 AR column matches by construction and its MTP and DiffusionGemma columns are the held-out check; the other GPUs carry the "
+          "same term (labelled in each profile); the transformers-engine profiles have none.")
     return 0
 
 

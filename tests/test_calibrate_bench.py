@@ -122,3 +122,19 @@ def test_bad_calibration_input_is_one_line(cli, tmp_path, published_ar):
                        "-o", str(tmp_path / "x.json"))
     assert code == 2 and "no mode nosuch" in err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_the_published_check_prints_every_shipped_profile(capsys):
+    """benchmarks/bench_published.py: the H100 fp8 default against the published figures (AR the
+    calibration's own, MTP and DiffusionGemma held out); the target (within 10%) is its printed figure."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_published
+
+    assert bench_published.main(["--requests", "2"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("ops/h100-sxm-fp8.json"))
+    pct = [float(x.split("%")[0]) for x in row.split("(")[1:]]
+    assert len(pct) == 3 and "calibrated" in row
+    assert "per commit regime" in out and "held-out check" in out

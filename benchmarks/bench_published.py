@@ -8,7 +8,7 @@ tokens with synthetic 0.8 acceptance per position (P(draft i accepted | drafts b
 Published: AR 197, MTP 389, DiffusionGemma 1008 (a re-run: 1003.8) output tok/s.
 
 How it is simulated: the simulator has no closed-loop client, so concurrency 1 is a Poisson
-stream at a rate so low (QPS below) that no two requests overlap (checked: a run where one did
+stream at a rate so low (simulate/calibrate.py QPS) that no two requests overlap (checked: a run where one did
 is reported), with fixed lengths 1024/1024; at concurrency 1 vllm bench's output throughput is
 the output tokens over the summed request latencies, i.e. 1024 / mean E2E, which is what is
 printed. Every shipped profile is run (each says which engine and kernel set it prices).
@@ -40,14 +40,12 @@ from costmodel.records import Provenance  # noqa: E402
 from costmodel.schemas.profile import Profile, kernel_set  # noqa: E402
 from costmodel.stepcost.host_overhead import basis  # noqa: E402
 from costmodel.shipped import shipped_dir  # noqa: E402
-from simulate.api import run_point  # noqa: E402
-from simulate.workload import parse_workload  # noqa: E402
+from simulate.calibrate import QPS, Batch1Figure, predicted_tok_s  # noqa: E402
 
 PUBLISHED_DIR = Path(__file__).resolve().parents[1] / "data" / "published" / "vllm-blog-2026-06-10"
 PUBLISHED = {f.stem: json.loads(f.read_text())["output_throughput"] for f in sorted(PUBLISHED_DIR.glob("*.json"))}  # output tok/s, H100 SXM FP8, batch 1
 PUBLISHED_GPU, PUBLISHED_PRECISION = "h100-sxm", "fp8"
 PROMPT, OUTPUT = 1024, 1024
-QPS = 1e-6  # one arrival per ~12 simulated days: requests never overlap (a closed loop of 1)
 SETTINGS = {"max_num_seqs": 4, "max_denoising_steps": 16, "num_speculative_tokens": 4}
 ACCEPT = 0.8
 MAX_MODEL_LEN = 8192
@@ -69,28 +67,20 @@ def with_setting(p: Profile) -> Profile:
 
 
 def tok_s(p: Profile, mode: str, n: int, regime: str | None = None) -> tuple[float, str]:
-    """(1024 / mean E2E, marks: * two requests overlapped, + max_num_seqs 4 does not fit this GPU's
-    memory for the mode, so the memory model's largest is used: at concurrency 1 it changes nothing)."""
+    """(1024 / mean E2E at concurrency 1, simulate/calibrate.py's simulation of it; marks: * two
+    requests overlapped, + max_num_seqs 4 does not fit this GPU's memory for the mode, so the memory
+    model's largest is used: at concurrency 1 it changes nothing)."""
     given = {k: v for k, v in SETTINGS.items() if k != "max_denoising_steps" or get_mode(mode).decodes_canvases}
-    wl = parse_workload({"prompt_tokens": PROMPT, "output_tokens": OUTPUT, **({"regime_mix": {regime: 1}} if regime else {})},
-                        "the published benchmark")
+    fig = Batch1Figure(mode, PROMPT, OUTPUT, PUBLISHED[mode], "the published benchmark")
     mark = ""
     try:
-        engine = EngineSettings.given(given, "published benchmark")
-        res = run_point(p, mode, QPS, n_requests=n, seed=0, engine=engine, workload=wl, warmup_frac=0.0, abort_backlog_s=None)
+        v, overlap = predicted_tok_s(p, fig, EngineSettings.given(given, "published benchmark"), n, regime)
     except UserError as e:
         if "does not fit" not in str(e):
             raise
-        engine = EngineSettings.given({**given, "max_num_seqs": None}, "published benchmark")
-        res = run_point(p, mode, QPS, n_requests=n, seed=0, engine=engine, workload=wl, warmup_frac=0.0, abort_backlog_s=None)
+        v, overlap = predicted_tok_s(p, fig, EngineSettings.given({**given, "max_num_seqs": None}, "published benchmark"), n, regime)
         mark = "+"
-    df = res.requests
-    e2e = df["e2e_ms"].to_numpy() / 1e3
-    starts, ends = df["arrival_s"].to_numpy(), df["finish_s"].to_numpy()
-    order = starts.argsort()
-    if (starts[order][1:] < ends[order][:-1]).any():
-        mark += "*"
-    return OUTPUT / e2e.mean(), mark
+    return v, mark + ("*" if overlap else "")
 
 
 def regimes(n: int, modes: list[str]) -> None:

@@ -42,6 +42,7 @@ class Batch1Figure:
     output_tokens: int
     output_tok_s: float
     where: str  # the run and unit it came from
+    label: str = ""  # the bench result's own label
 
     @property
     def e2e_s(self) -> float:
@@ -81,15 +82,18 @@ def batch1_figures(run: Run) -> list[Batch1Figure]:
         if done < 1 or not all(math.isfinite(v) and v > 0 for v in vals):
             raise UserError(f"{run.path} load {i} lacks completed requests, total_input_tokens, total_output_tokens or output_throughput",
                             "calibrate on a complete `vllm bench serve --save-result` file")
-        out.append(Batch1Figure(run.manifest.mode, round(vals[0] / done), round(vals[1] / done), vals[2], where))
+        out.append(Batch1Figure(run.manifest.mode, round(vals[0] / done), round(vals[1] / done), vals[2], where, str(getattr(r, "bench_label", ""))))
     if not out:
         raise UserError(f"calibration run {run.path} holds no load", "import a bench result with at least one load")
     return out
 
 
-def predicted_tok_s(profile: Profile, fig: Batch1Figure, engine: EngineSettings | None, n_requests: int = N_REQUESTS) -> tuple[float, bool]:
-    """(output tok/s at concurrency 1 on `profile`, whether two simulated requests overlapped)."""
-    wl = parse_workload({"prompt_tokens": fig.prompt_tokens, "output_tokens": fig.output_tokens}, f"the workload of {fig.where}")
+def predicted_tok_s(profile: Profile, fig: Batch1Figure, engine: EngineSettings | None, n_requests: int = N_REQUESTS,
+                    regime: str | None = None) -> tuple[float, bool]:
+    """(output tok/s at concurrency 1 on `profile`, whether two simulated requests overlapped);
+    `regime`: every request of one commit regime (default: the workload's mix)."""
+    wl = parse_workload({"prompt_tokens": fig.prompt_tokens, "output_tokens": fig.output_tokens, **({"regime_mix": {regime: 1}} if regime else {})},
+                        f"the workload of {fig.where}")
     res = run_point(profile, fig.mode, QPS, n_requests=n_requests, seed=0, engine=engine, workload=wl, warmup_frac=0.0, abort_backlog_s=None)
     df = res.requests
     starts, ends = df["arrival_s"].to_numpy(), df["finish_s"].to_numpy()

@@ -17,6 +17,7 @@ from costmodel.shipped import resolve_profile
 from costmodel.stepcost.host_overhead import with_step_constant
 from measure.fit.calibrate import calibrate_steps, check_same_setup
 from simulate.calibrate import BENCH_KIND, batch1_figures, fit_step_constant
+from simulate.engine_recorded import recorded_settings
 
 
 def print_fit_summary(con, result, show_summaries: bool = False) -> None:
@@ -176,12 +177,13 @@ def calibrate_bench(base: Profile, runs: list, hardware: str | None, apply_to: s
                         "import the one `vllm bench serve --max-concurrency 1` result to calibrate on")
     fig = figs[0]
     check_same_setup(base, runs[0], hardware)
-    fitted = fit_step_constant(base, fig)
+    _, recorded = recorded_settings(runs[0].path)  # the server's settings the import carries (a canvas from its counters)
+    fitted = fit_step_constant(base, fig, recorded)
     modes = list(base.modes) if apply_to == "all" else [m.strip() for m in (apply_to or fig.mode).split(",") if m.strip()]
     if fig.mode not in modes:
         modes.insert(0, fig.mode)
     src = (f"calibrated: constant engine step term fitted to {fig.where} ({fig.mode}, {fig.prompt_tokens}/{fig.output_tokens} tokens, "
-           f"concurrency 1, {fig.output_tok_s:g} output tok/s; bench label {runs[0].table('load_summary')['bench_label'].iloc[0]!r})"
+           f"concurrency 1, {fig.output_tok_s:g} output tok/s; bench label {fig.label!r})"
            + ("" if modes == [fig.mode] else f", applied to {', '.join(m for m in modes if m != fig.mode)} as the same engine's step work"))
     prof = with_step_constant(base, modes, round(fitted.ms, 4), src, [runs[0].manifest.run_id])
     prof.profile_id = f"{base.profile_id}-calibrated"

@@ -116,21 +116,26 @@ class HostOverheadTerm:
         return overlapped_ms(host, cost.serving.step_ms(cost, prefill, groups, draws), True)
 
 
-def with_step_constant(profile, modes: list[str], ms: float, source: str, calibrated_from: list[str] | None = None):
-    """A copy of `profile` whose engine step term for `modes` is a constant `ms` per step, net of
-    overlap (an end-to-end figure already holds what async scheduling hid); other modes keep theirs.
-    simulate/calibrate.py fits the constant to a batch-1 figure."""
-    unknown = [m for m in modes if m not in profile.modes]
+def with_terms(profile, records: dict[str, dict], calibrated_from=(), what: str = "profile"):
+    """A copy of `profile` with these modes' step-term records (others keep theirs) and the runs they
+    were calibrated on added to `engine.calibrated_from`; validated. The one way a term is written
+    into a profile (simulate/calibrate.py's fit, measure/fit/calibrate.py's carry)."""
+    unknown = [m for m in records if m not in profile.modes]
     if unknown:
         raise UserError(f"profile {profile.profile_id} has no mode {', '.join(unknown)}", f"apply the term to {', '.join(profile.modes)}")
     out = copy.deepcopy(profile)
     out.__dict__.pop("_resolved", None)
     eng = dict(out.engine)
-    host = dict(eng.get(HOST_OVERHEAD_KEY) or {})
-    for m in modes:
-        host[m] = {"coef": {"ms": float(ms)}, "source": source, "net_of_overlap": True}
-    eng[HOST_OVERHEAD_KEY] = host
+    eng[HOST_OVERHEAD_KEY] = {**(eng.get(HOST_OVERHEAD_KEY) or {}), **records}
     if calibrated_from:
         eng["calibrated_from"] = sorted(set(eng.get("calibrated_from") or []) | set(calibrated_from))
     out.engine = eng
-    return out.validate("calibrated profile")
+    return out.validate(what)
+
+
+def with_step_constant(profile, modes: list[str], ms: float, source: str, calibrated_from=()):
+    """A copy of `profile` whose engine step term for `modes` is a constant `ms` per step, net of
+    overlap (an end-to-end figure already holds what async scheduling hid); other modes keep theirs.
+    simulate/calibrate.py fits the constant to a batch-1 figure."""
+    return with_terms(profile, {m: {"coef": {"ms": float(ms)}, "source": source, "net_of_overlap": True} for m in modes},
+                      calibrated_from, "calibrated profile")

@@ -21,7 +21,7 @@ from costmodel.roofline import Segment
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import Run
 from costmodel.stepcost import pass_cost
-from costmodel.stepcost.host_overhead import COEFS, HOST_OVERHEAD_KEY, async_on, mode_record
+from costmodel.stepcost.host_overhead import COEFS, HOST_OVERHEAD_KEY, async_on, mode_record, with_terms
 from measure.fit.assemble import resolve_model
 from measure.fit.host_overhead import BLOCK_STEPS, blocks_of, busy_steps, composition_frame, fit_host, mape, nonneg_ols
 from measure.fit.steps import KIND, step_segments
@@ -160,18 +160,9 @@ def with_carried_term(source: Profile, target: Profile) -> Profile:
     if not modes:
         raise UserError(f"profile {source.profile_id} has no engine step term for a mode of {target.profile_id}",
                         "carry from a calibrated profile (costmodel fit --calibrate ...)")
-    out = copy.deepcopy(target)
-    out.__dict__.pop("_resolved", None)
-    eng = dict(out.engine)
-    host = dict(eng.get(HOST_OVERHEAD_KEY) or {})
     where = f"{source.profile_id} ({source.hardware.get('id')}, {source.precision})"
-    for m in modes:
-        rec = copy.deepcopy(terms[m])
-        rec["source"] = f"carried from {where}, not measured on {target.hardware.get('id')} {target.precision}: {rec.get('source', '')}"
-        host[m] = rec
-    eng[HOST_OVERHEAD_KEY] = host
-    if source.engine.get("calibrated_from"):
-        eng["calibrated_from"] = sorted(set(eng.get("calibrated_from") or []) | set(source.engine["calibrated_from"]))
-    out.engine = eng
+    carried = {m: {**copy.deepcopy(terms[m]), "source": f"carried from {where}, not measured on {target.hardware.get('id')} "
+                                                         f"{target.precision}: {terms[m].get('source', '')}"} for m in modes}
+    out = with_terms(target, carried, source.engine.get("calibrated_from") or (), "profile with a carried step term")
     out.notes = list(out.notes) + [f"engine step term for {', '.join(modes)} carried from {where} (costmodel profile carry-term)"]
-    return out.validate("profile with a carried step term")
+    return out

@@ -665,11 +665,13 @@ def _check_qk_1launch(dev, out: dict, disabled: dict) -> None:
 def _check_moe(dev, out: dict, disabled: dict) -> None:
     """Self-check of the fused-MoE variants (bf16 and fp8, sort-and-pad and GEMV) against the per-expert loop.
     Results into `out`, failures into `disabled`."""
+    from measure.ops.kernels import VLLM_MOE  # imports torch
+
     for m in (64, 8, 2):  # m = 2: vLLM's MoE on its naive expert assignment (tokens x top-k x 4 <= experts)
         p = {"m": m, "d": 2816, "experts": 128, "ffn": 704, "topk": 8}
         for prec in ("bf16", "fp8"):
             _check_moe_candidates(dev, out, disabled, p, prec,
-                                  lambda c, m=m: c.name.startswith("vllm_") if m == 2 else
+                                  lambda c, m=m: c.name.startswith(VLLM_MOE) if m == 2 else
                                   not ("loop" in c.name or "bf16 (fp8" in c.name or (m == 8) != ("gemv" in c.name)))
 
 

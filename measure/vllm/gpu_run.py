@@ -1,0 +1,284 @@
+"""Real vLLM on a GPU, in process, every engine step and every request recorded.
+
+`costmodel measure --engine vllm --model MODEL` on a machine with an NVIDIA GPU runs this: the
+catalog's full-size model with dummy weights (measure/vllm/model_dirs.py), vLLM's `AsyncLLM` with
+the defaults `vllm serve` gets (usage context OPENAI_API_SERVER: on Hopper a token budget of 8,192
+and max_num_seqs 1,024 unless the design sets them), the step recorder as its stat logger
+(measure/vllm/recorder.py), and the calibration design's loads (measure/vllm/gpu_design.py) sent
+by closed-loop or Poisson clients in the same process (token-id prompts, streamed deltas).
+
+Writes, per engine setup S of the mode's design, OUT/S/:
+    steps/ + manifest.json   the engine-steps run (one row per engine step)
+    requests.parquet         one row per request: load, arrival/first token/finish wall times, tokens
+    chunks.parquet           one row per streamed output event (TPOT and burst sizes)
+    loads.json               the loads as sent (kind, concurrency or rate, lengths, duration, refusals)
+and OUT/engine-S.json: the engine's resolved settings and GPU memory after start-up. A load the
+engine refuses (a request error) is recorded as refused with the engine's message; the run goes on.
+A deadline (`--deadline-s`) skips loads that would start after it, so a bounded device call still
+ends with everything written.
+
+    python -m measure.vllm.gpu_run --mode diffusion --precision fp8 -o runs/h200-fp8-diffusion [--deadline-s 520]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from costmodel.errors import UserError
+from costmodel.models import get_model
+from measure.vllm.gpu_design import DESIGNS, EngineSetup, Load
+from measure.vllm.model_dirs import PROMPT_ID_RANGE, write_model_dirs
+
+SUPPORTED_VLLM = ("0.26.0",)
+MODEL_FOR_MODE = {"diffusion": "diffusiongemma-26b-a4b", "ar": "gemma4-26b-a4b", "mtp": "gemma4-26b-a4b"}
+V2_RUNNER_MODES = ("diffusion", "mtp")  # Gemma-4 MTP crashes with the V1 runner on 0.26 (vllm #48848); diffusion needs V2
+
+
+def require_gpu_vllm() -> str:
+    """vLLM's version, or one line naming the staging kit."""
+    try:
+        import vllm
+    except ImportError as e:
+        raise UserError(f"vLLM is not importable here ({e})",
+                        "stage it with ../shared/gpu-vllm/stage.sh and export PYTHONPATH=$HOME/site (see its README)") from None
+    if vllm.__version__ not in SUPPORTED_VLLM:
+        print(f"note: vLLM {vllm.__version__} found; this driver was tried with {', '.join(SUPPORTED_VLLM)} (../shared/gpu-vllm)", file=sys.stderr)
+    return vllm.__version__
+
+
+def engine_args(mode: str, precision: str, dirs: dict, setup: EngineSetup, max_model_len: int = 8192, extra: dict | None = None):
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    s = dict(setup.settings)
+    shape = get_model(json.loads((Path(dirs["target"]) / "costmodel_full_size.json").read_text())["shape"])
+    kw = dict(model=str(dirs["target"]), load_format="dummy", max_model_len=max_model_len, seed=0, disable_log_stats=False,
+              enable_logging_iteration_details=True, cudagraph_metrics=True, gpu_memory_utilization=float(s.pop("gpu_memory_utilization", 0.9)))
+    if precision == "fp8":
+        kw["quantization"] = "fp8"
+    else:
+        kw["dtype"] = "bfloat16"
+    for key in ("max_num_seqs", "max_num_batched_tokens"):
+        if key in s:
+            kw[key] = int(s.pop(key))
+    if mode == "diffusion":
+        kw.update(tokenizer=str(dirs["target"]), attention_backend="TRITON_ATTN", limit_mm_per_prompt={"image": 0, "video": 0},
+                  diffusion_config={"canvas_length": shape.canvas_length, "max_denoising_steps": int(s.pop("max_denoising_steps"))})
+    else:
+        kw["skip_tokenizer_init"] = True
+    if mode == "mtp":
+        k, a = int(s.pop("num_speculative_tokens")), float(s.pop("acceptance"))
+        kw["attention_backend"] = "TRITON_ATTN"
+        kw["speculative_config"] = {"model": str(dirs["assistant"]), "num_speculative_tokens": k, "rejection_sample_method": "synthetic",
+                                    "synthetic_acceptance_rates": [round(a ** (i + 1), 6) for i in range(k)]}
+    if s:
+        raise UserError(f"engine setup {setup.label}: settings {sorted(s)} are not engine settings here", "fix measure/vllm/gpu_design.py")
+    kw.update(extra or {})
+    return AsyncEngineArgs(**kw), kw
+
+
+def request_specs(load: Load, rng: np.random.Generator) -> list[tuple[list[int], int]]:
+    lo, hi = load.prompt_tokens
+    plen = np.exp(rng.uniform(np.log(lo), np.log(hi), load.n)).round().astype(int)
+    olen = rng.integers(load.output_tokens[0], load.output_tokens[1] + 1, load.n)
+    return [(rng.integers(*PROMPT_ID_RANGE, int(p)).tolist(), int(o)) for p, o in zip(plen, olen)]
+
+
+class Client:
+    """Sends loads to one AsyncLLM and keeps every request's and every output event's wall times."""
+
+    def __init__(self, engine, mode: str):
+        self.engine, self.mode = engine, mode
+        self.requests: list[dict] = []
+        self.chunks: list[tuple] = []
+
+    def params(self, max_tokens: int):
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        extra = {} if self.mode == "diffusion" else {"temperature": 0.0}  # diffusion requests refuse temperature
+        return SamplingParams(max_tokens=max_tokens, ignore_eos=True, detokenize=False, output_kind=RequestOutputKind.DELTA, **extra)
+
+    async def one(self, load: Load, ids: list[int], max_tokens: int) -> None:
+        rid = f"{load.name}-{uuid.uuid4().hex[:10]}"
+        rec = {"request_id": rid, "load": load.name, "arrival_s": time.time(), "start_s": float("nan"), "first_token_s": float("nan"),
+               "finish_s": float("nan"), "prompt_tokens": len(ids), "output_tokens": 0, "max_tokens": max_tokens, "status": "ok", "error": ""}
+        i = 0
+        try:
+            async for out in self.engine.generate({"prompt_token_ids": ids}, self.params(max_tokens), rid):
+                t = time.time()
+                k = len(out.outputs[0].token_ids) if out.outputs else 0
+                if k:
+                    if i == 0:
+                        rec["first_token_s"] = t
+                    self.chunks.append((rid, i, t, k))
+                    i += 1
+                    rec["output_tokens"] += k
+                if out.finished:
+                    rec["finish_s"] = t
+        except Exception as e:  # the engine refused or failed this request: kept, marked
+            rec.update(status="refused", error=f"{type(e).__name__}: {e}"[:300], finish_s=time.time())
+        self.requests.append(rec)
+
+    async def run(self, load: Load, seed: int) -> dict:
+        specs = request_specs(load, np.random.default_rng(seed))
+        t0 = time.time()
+        if load.concurrency:
+            todo = list(reversed(specs))
+
+            async def worker():
+                while todo:
+                    ids, o = todo.pop()
+                    await self.one(load, ids, o)
+
+            await asyncio.gather(*(worker() for _ in range(min(load.concurrency, len(specs)))))
+        else:
+            gaps = np.random.default_rng(seed + 1).exponential(1.0 / load.rate_rps, len(specs))
+            tasks, t_next = [], time.monotonic()
+            for (ids, o), g in zip(specs, gaps):
+                t_next += float(g)
+                await asyncio.sleep(max(0.0, t_next - time.monotonic()))
+                tasks.append(asyncio.create_task(self.one(load, ids, o)))
+            await asyncio.gather(*tasks)
+        mine = [r for r in self.requests if r["load"] == load.name]
+        return {"name": load.name, "kind": load.kind, "n": load.n, "concurrency": load.concurrency, "rate_rps": load.rate_rps,
+                "prompt_tokens": list(load.prompt_tokens), "output_tokens": list(load.output_tokens), "seed": seed,
+                "start_s": t0, "duration_s": time.time() - t0, "completed": sum(r["status"] == "ok" for r in mine),
+                "refused": sum(r["status"] != "ok" for r in mine),
+                "refusal": next((r["error"] for r in mine if r["status"] != "ok"), "")}
+
+
+def scaled(setup: EngineSetup, n: int, prompt: int, output: int) -> EngineSetup:
+    """The setup with every load cut to at most n requests, prompts and outputs capped (a dry run on a small engine)."""
+    from dataclasses import replace
+
+    cap = lambda r, m: (min(r[0], m), min(r[1], m))  # noqa: E731
+    return replace(setup, loads=tuple(replace(ld, n=min(ld.n, n), concurrency=min(ld.concurrency, n) if ld.concurrency else None,
+                                              prompt_tokens=cap(ld.prompt_tokens, prompt), output_tokens=cap(ld.output_tokens, output))
+                                      for ld in setup.loads))
+
+
+def gpu_memory() -> dict:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        m = pynvml.nvmlDeviceGetMemoryInfo(h)
+        return {"gpu": pynvml.nvmlDeviceGetName(h), "used_gib": m.used / 2**30, "total_gib": m.total / 2**30}
+    except Exception as e:  # no NVML: said, not fatal
+        return {"error": str(e)}
+
+
+def resolved_settings(engine) -> dict:
+    """What the engine resolved (defaults included), for the manifest and the memory model's check."""
+    vc = engine.vllm_config
+    mc, sc, cc, comp = vc.model_config, vc.scheduler_config, vc.cache_config, vc.compilation_config
+    att = getattr(getattr(vc, "attention_config", None), "backend", None)
+    return {"max_num_seqs": sc.max_num_seqs, "max_num_batched_tokens": sc.max_num_batched_tokens, "max_model_len": mc.max_model_len,
+            "async_scheduling": bool(getattr(sc, "async_scheduling", False)), "quantization": mc.quantization, "dtype": str(mc.dtype),
+            "kv_cache_dtype": str(cc.cache_dtype), "block_size": cc.block_size, "num_gpu_blocks": cc.num_gpu_blocks,
+            "gpu_memory_utilization": cc.gpu_memory_utilization, "attention_backend": str(att) if att is not None else "auto",
+            "cudagraph_mode": str(getattr(comp, "cudagraph_mode", "")), "max_cudagraph_capture_size": getattr(comp, "max_cudagraph_capture_size", None),
+            "cudagraph_capture_sizes": list(getattr(comp, "cudagraph_capture_sizes", None) or []),
+            "compilation_mode": str(getattr(comp, "mode", "")), "enforce_eager": bool(mc.enforce_eager),
+            "diffusion_config": _plain(getattr(vc, "diffusion_config", None)), "speculative_config": _plain(vc.speculative_config)}
+
+
+def _plain(obj) -> dict | None:
+    if obj is None:
+        return None
+    keep = ("canvas_length", "max_denoising_steps", "method", "num_speculative_tokens", "rejection_sample_method", "synthetic_acceptance_rates")
+    return {k: (v if isinstance(v, (int, float, str, list, type(None))) else str(v)) for k in keep if (v := getattr(obj, k, None)) is not None}
+
+
+async def run_setup(mode: str, precision: str, dirs: dict, setup: EngineSetup, out: Path, deadline: float, seed: int, say,
+                    extra: dict | None = None) -> None:
+    from vllm.usage.usage_lib import UsageContext
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    from measure.vllm.recorder import StepRecorder
+
+    args, kw = engine_args(mode, precision, dirs, setup, extra=extra)
+    sdir = out / setup.label
+    sdir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    engine = AsyncLLM.from_engine_args(args, usage_context=UsageContext.OPENAI_API_SERVER,
+                                       stat_loggers=[StepRecorder.factory(sdir, flush_every=512)])
+    start_s = time.monotonic() - t0
+    info = {"mode": mode, "precision": precision, "setup": setup.label, "engine_args": {k: (v if isinstance(v, (int, float, str, dict, list, bool)) else str(v))
+                                                                                        for k, v in kw.items()},
+            "resolved": resolved_settings(engine), "start_up_s": round(start_s, 1), "memory_after_start": gpu_memory(),
+            "env": {k: os.environ[k] for k in ("VLLM_USE_V2_MODEL_RUNNER",) if k in os.environ}}
+    (out / f"engine-{setup.label}.json").write_text(json.dumps(info, indent=1, default=str))
+    say(f"{mode} {setup.label}: engine up in {start_s:.0f} s; {info['resolved']['num_gpu_blocks']} KV blocks; "
+        f"budget {info['resolved']['max_num_batched_tokens']}, max_num_seqs {info['resolved']['max_num_seqs']}")
+    client = Client(engine, mode)
+    done = []
+    try:
+        for i, load in enumerate(setup.loads):
+            if time.monotonic() > deadline:
+                say(f"{mode} {setup.label}: deadline reached, {len(setup.loads) - i} loads not run")
+                done.append({"name": load.name, "kind": load.kind, "skipped": "deadline"})
+                continue
+            summary = await client.run(load, seed + 17 * i)
+            done.append(summary)
+            say(f"{mode} {setup.label}: {load.name}: {summary['completed']} requests in {summary['duration_s']:.1f} s"
+                + (f", {summary['refused']} refused ({summary['refusal']})" if summary["refused"] else ""))
+    finally:
+        pd.DataFrame(client.requests).to_parquet(sdir / "requests.parquet")
+        pd.DataFrame(client.chunks, columns=["request_id", "chunk_index", "t_s", "tokens"]).to_parquet(sdir / "chunks.parquet")
+        (sdir / "loads.json").write_text(json.dumps(done, indent=1))
+        engine.shutdown()
+        for lg in getattr(getattr(engine, "logger_manager", None), "stat_loggers", []) or []:
+            close = getattr(lg, "close", None)
+            if close:
+                close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", required=True, choices=sorted(DESIGNS))
+    ap.add_argument("--precision", default="fp8", choices=["fp8", "bf16"])
+    ap.add_argument("-o", "--out", type=Path, required=True)
+    ap.add_argument("--setups", default=None, help="comma list of the design's engine setups [default: all]")
+    ap.add_argument("--deadline-s", type=float, default=540.0, help="start no load after this many seconds")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--model", default=None, help="catalog model to serve [default: the mode's 26B-A4B model]")
+    ap.add_argument("--engine-args", default="{}", help="JSON of further AsyncEngineArgs (e.g. a CPU dry run: enforce_eager, kv_cache_memory_bytes)")
+    ap.add_argument("--scale-loads", default=None, help="N,P,O: cap every load at N requests, prompts at P tokens, outputs at O (a dry run)")
+    a = ap.parse_args(argv)
+    t_start = time.monotonic()
+
+    def say(s: str) -> None:
+        print(f"[{time.monotonic() - t_start:6.1f} s] {s}", flush=True)
+
+    try:
+        version = require_gpu_vllm()
+        if a.mode in V2_RUNNER_MODES:
+            os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
+        shape = get_model(a.model or MODEL_FOR_MODE[a.mode])
+        dirs = write_model_dirs(a.out / "models", shape)
+        setups = [s for s in DESIGNS[a.mode] if not a.setups or s.label in a.setups.split(",")]
+        if a.scale_loads:
+            setups = [scaled(s, *(int(x) for x in a.scale_loads.split(","))) for s in setups]
+        say(f"vLLM {version}; {a.mode} {a.precision}; setups {[s.label for s in setups]}")
+        for s in setups:
+            asyncio.run(run_setup(a.mode, a.precision, dirs, s, a.out, t_start + a.deadline_s, a.seed, say, json.loads(a.engine_args)))
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -133,3 +133,47 @@ def check_rate(qps: float, what: str = "--qps") -> float:
     if qps > QPS_MAX:
         raise UserError(f"{what} {qps:g} is above {QPS_MAX:g} requests/s", f"give rates <= {QPS_MAX:g}")
     return float(qps)
+
+
+# Closed-loop clients (`--concurrency N`, vllm bench serve --max-concurrency): each has one request in
+# flight. The ceiling is far above any engine's running cap (vLLM's max_num_seqs is 1024 on Hopper):
+# a larger N is a typo, and would only queue the extra clients' requests at the server.
+CONCURRENCY_MAX = 100_000
+# vllm bench serve --burstiness B: gamma inter-arrival gaps of shape B (B = 1: Poisson); the range keeps
+# the gaps' coefficient of variation (1 / sqrt(B)) within [0.03, 32]
+BURSTINESS_MIN, BURSTINESS_MAX = 1e-3, 1e3
+
+
+def check_concurrency(n, what: str = "--concurrency") -> int:
+    """A number of closed-loop clients: a whole number in [1, CONCURRENCY_MAX]."""
+    ok = not isinstance(n, bool) and isinstance(n, (int, float)) and math.isfinite(n) and float(n).is_integer()
+    if not ok:
+        raise UserError(f"{what} {n!r} is not a whole number of clients", f"e.g. {what} 16")
+    if n < 1:
+        raise UserError(f"{what} {int(n)} is below 1: a closed loop needs at least one client", f"e.g. {what} 16")
+    if n > CONCURRENCY_MAX:
+        raise UserError(f"{what} {int(n):,} is above {CONCURRENCY_MAX:,} clients", f"give at most {CONCURRENCY_MAX:,} (more than any engine runs at once)")
+    return int(n)
+
+
+def parse_concurrency(value: str, what: str = "--concurrency") -> list[int]:
+    """Comma-separated numbers of closed-loop clients, each once: `--concurrency 1,4,16`."""
+    out = []
+    for v in parse_list(value, what.lstrip("-")):
+        try:
+            x = float(v)
+        except ValueError:
+            raise UserError(f"{what}: {v!r} is not a whole number of clients", f"e.g. {what} 1,4,16") from None
+        out.append(check_concurrency(x, what))
+    if len(set(out)) != len(out):
+        raise UserError(f"{what} lists a number twice ({value})", "give each once")
+    return out
+
+
+def check_burstiness(b, what: str = "--burstiness") -> float:
+    """vllm bench serve's burstiness: the shape of gamma inter-arrival gaps (1: Poisson)."""
+    if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b) or b <= 0:
+        raise UserError(f"{what} {b!r} must be a positive number (the gamma shape of the gaps; 1 is Poisson)", f"e.g. {what} 0.5")
+    if not BURSTINESS_MIN <= b <= BURSTINESS_MAX:
+        raise UserError(f"{what} {b:g} is outside [{BURSTINESS_MIN:g}, {BURSTINESS_MAX:g}]", f"give a shape in that range, e.g. {what} 0.5")
+    return float(b)

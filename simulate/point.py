@@ -10,6 +10,7 @@ process, and a grossly overloaded point stops early (abort_backlog_s).
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from costmodel.schemas.results import PointSummary
 from simulate.engine import EngineConfig
 from simulate.router import ROUTERS
 from simulate.sim import simulate_point
-from simulate.workload import Workload, build_requests, load_workload
+from simulate.workload import Workload, build_requests, load_workload, with_burstiness
 
 DEFAULT_WARMUP_FRAC = 0.1
 DEFAULT_ABORT_BACKLOG_S = 60.0
@@ -66,7 +67,8 @@ def check_mode(profile: Profile, mode: str) -> None:
 def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int = 1, workload=None, duration_s: float | None = None,
               n_requests: int | None = None, seed: int = 0, engine=None, router: str = "least-outstanding",
               warmup_frac: float = DEFAULT_WARMUP_FRAC, abort_backlog_s: float | None = DEFAULT_ABORT_BACKLOG_S,
-              drain_s: float | None = None, miss_bounds: tuple = ()) -> PointResult:
+              drain_s: float | None = None, miss_bounds: tuple = (), concurrency: int | None = None,
+              burstiness: float | None = None) -> PointResult:
     """Simulate `replicas` replicas of `mode` serving `qps` requests/s (total, routed by `router`).
 
     Length: `n_requests` arrivals or `duration_s` seconds of arrivals (not both); with neither,
@@ -76,7 +78,11 @@ def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int =
     replica's queue holds that many seconds of its arrivals (None: never). `drain_s`: how long to
     run on after the last arrival (default max(120 s, the arrival window)). `miss_bounds`
     (sim.MissBound, ...): stop as soon as one is certainly missed (reported unstable, the reason
-    starting sim.MISS_STOP); plan's replica search passes its SLO's percentile bounds."""
+    starting sim.MISS_STOP); plan's replica search passes its SLO's percentile bounds.
+    `concurrency` N: closed-loop clients, at most N requests in flight (vllm bench serve
+    --max-concurrency N; with `qps` None, no rate limit: each finish sends the next request);
+    latencies run from each request's send. `burstiness` B: gamma arrival gaps of shape B, as
+    vllm bench serve --burstiness (1: Poisson; workload.with_burstiness)."""
     if not isinstance(profile, Profile):
         raise UserError(f"profile {profile!r} is not a Profile", "load one with costmodel.schemas.profile.Profile.load or costmodel.shipped.resolve_profile")
     check_mode(profile, mode)
@@ -95,8 +101,11 @@ def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int =
     if drain_s is not None and drain_s < 0:
         raise UserError(f"drain_s {drain_s!r} must be >= 0", "e.g. 120")
     wl = resolve_workload(workload)
+    if burstiness is not None:
+        wl = with_burstiness(wl, burstiness)
     cfg = resolve_engine(profile, engine)
-    reqs = build_requests(profile, wl, qps, n_requests=n_requests, duration_s=duration_s, seed=seed)
+    reqs = build_requests(profile, wl, qps, n_requests=n_requests, duration_s=duration_s, seed=seed, concurrency=concurrency)
+    desc = wl.describe(reqs.concurrency, rate_limited=reqs.qps != math.inf)
     (summary, df), _ = simulate_point(profile, mode, reqs, replicas=replicas, cfg=cfg, router=router, seed=seed, warmup_frac=warmup_frac,
-                                      abort_backlog_s=abort_backlog_s, drain_s=drain_s, workload_desc=wl.describe(), miss_bounds=miss_bounds)
+                                      abort_backlog_s=abort_backlog_s, drain_s=drain_s, workload_desc=desc, miss_bounds=miss_bounds)
     return PointResult(summary, df)

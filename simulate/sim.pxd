@@ -6,7 +6,9 @@ from simulate.scheduler cimport Replica
 
 cdef class _Loop:
     cdef public object reqs, rec, route, abort_backlog_s, abort, miss, content
-    cdef public long block_size
+    cdef public long block_size, max_in_flight
+    cdef public bint drain_auto
+    cdef public list sent
     cdef public Tracker tracker
     cdef public list departures, reps, woken
     cdef public double wake_s, drain_s, limit, bound, prev
@@ -16,5 +18,7 @@ cdef class _Loop:
     cpdef _advance(self, double bound, double prev)
     @cython.locals(rep=Replica)
     cpdef bint _arrive(self, long i, double t, long prompt, long out) except? True
-    @cython.locals(i=long, t=double, now=double, t_next=double, deadline=double, nxt=double)
+    @cython.locals(i=long, t=double, now=double, t_next=double, deadline=double, nxt=double, cap=long, window=double)
     cpdef double run(self) except? -1.0
+    @cython.locals(rep=Replica, q=double)
+    cpdef double _free_slot(self, double now) except? -2.0

@@ -9,6 +9,14 @@ departures. A replica whose next visible change (`quiet_until`) is after the arr
 it is (its counts are already those at the arrival) unless the arrival is routed to it. Ties at one
 instant are ordered as a heap of (time, scheduling order) orders them, so the results are those of
 a one-event-at-a-time simulation (SimPy's, which this loop replaced).
+
+Closed-loop clients (`Requests.concurrency` N, vllm bench serve --max-concurrency N): a request
+whose arrival time has come is sent only while fewer than N are in the system, in arrival order
+(vllm bench's semaphore); otherwise the loop runs the replicas on, from one visible change
+(`quiet_until`) to the next, to the departure that frees a slot, and sends it then, after every
+step ending at that instant (the reply comes before the next request). Its send time becomes its
+arrival time. The arrival window (and so the warm-up, the steady window and the drain) is known
+only once the last request is sent: the requests-in-system record is rebuilt over it at the end.
 """
 
 from __future__ import annotations
@@ -16,10 +24,11 @@ from __future__ import annotations
 import gc
 import math
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from costmodel.errors import UserError
 from costmodel.modes import ModeDraws, ServingMode, get_mode
 from costmodel.schemas.profile import Profile
 from simulate.engine import EngineConfig, ReplicaLimits, engine_profile, mode_settings, replica_limits
@@ -153,11 +162,18 @@ def deploy(profile: Profile, mode: str, reqs: Requests, cfg: EngineConfig, seed:
 class _Loop:
     """One point's arrivals, replicas and clock."""
 
-    def __init__(self, dep: Deployment, reqs: Requests, replicas: int, router: str, abort_backlog_s: float | None, drain_s: float,
+    def __init__(self, dep: Deployment, reqs: Requests, replicas: int, router: str, abort_backlog_s: float | None, drain_s: float | None,
                  step_trace: list | None = None, miss_bounds: tuple = (), warmup_s: float = 0.0):
-        self.reqs = reqs
+        # closed-loop clients: at most this many requests in the system (0: open loop); the window is
+        # the span of the sends, known at the last one (until then every engine step counts as inside it)
+        self.max_in_flight = int(getattr(reqs, "concurrency", 0) or 0)
+        if self.max_in_flight and miss_bounds:
+            raise UserError("miss bounds (plan's early stop) need the arrival times up front; a closed loop makes them as it runs",
+                            "simulate a closed loop without miss_bounds")
+        self.sent: list = []  # closed loop: each request's send time, in arrival order
+        self.reqs = replace(reqs, arrival_s=reqs.arrival_s.copy()) if self.max_in_flight else reqs
         self.rec = Records(len(reqs))
-        self.tracker = Tracker(reqs.window_s)
+        self.tracker = Tracker(math.inf if self.max_in_flight else reqs.window_s)
         self.departures: list[float] = []
         cls = engine_for(dep.mode.name)
         self.reps = [cls(i, self.departures, dep.cfg, dep.kv_cap, dep.pricer, self.rec, self.tracker, plan=dep.draws,
@@ -170,9 +186,12 @@ class _Loop:
         self.wake_s = 0.0  # the instant the replicas in `woken` were woken
         for rep in self.reps:
             rep.woken_list = self.woken
-        self.drain_s = drain_s
+        self.drain_auto = drain_s is None  # max(DRAIN_MIN_S, the arrival window), once that is known
+        self.drain_s = max(DRAIN_MIN_S, reqs.window_s) if drain_s is None else drain_s
         self.abort_backlog_s = abort_backlog_s
-        self.limit = max(ABORT_MIN_WAITING, abort_backlog_s * reqs.qps / replicas) if abort_backlog_s else math.inf
+        # a closed loop cannot build a backlog: the requests waiting for a slot wait at the clients
+        self.limit = (max(ABORT_MIN_WAITING, abort_backlog_s * reqs.qps / replicas) if abort_backlog_s and not self.max_in_flight
+                      else math.inf)
         self.arrived, self.abort = 0, ""
         self.bound, self.prev = 0.0, 0.0  # the instant (and its scheduling time) the loop last ran replicas to
         self.miss = _MissWatch(miss_bounds, reqs, self.rec, warmup_s) if miss_bounds else None
@@ -220,6 +239,7 @@ class _Loop:
         reqs = self.reqs
         arr, prompt, out = reqs.arrival_s.tolist(), reqs.prompt_tokens.tolist(), reqs.output_tokens.tolist()
         miss = self.miss
+        cap = self.max_in_flight
         now = 0.0
         for i in range(len(arr)):
             t = arr[i]
@@ -229,10 +249,24 @@ class _Loop:
                 now = self.wake_s = t_next
                 if miss is not None and now > miss.next_s and self._missed(now):
                     return self._close(now)
+            if cap:
+                if self.tracker.n >= cap:
+                    t = self._free_slot(now)
+                    if t < 0:
+                        return self._close(now)
+                    now = t
+                elif t < now:
+                    t = now  # ready while earlier requests waited for a slot: sent in arrival order
+                self.sent.append(t)
             if self._arrive(i, t, prompt[i], out[i]):
                 # what was already due at this instant runs before the stop: wakes and steps ending now
                 self._advance(now, math.inf)
                 return self._close(now)
+        if cap:  # the arrival window ends at the last send (or the drawn window, if later)
+            window = now if now > reqs.window_s else reqs.window_s
+            self.tracker.window_end = window
+            if self.drain_auto:
+                self.drain_s = DRAIN_MIN_S if window < DRAIN_MIN_S else window
         deadline = now + self.drain_s
         if miss is not None:  # the drain in slices, so a certain miss stops it too
             while self.tracker.n and now + DRAIN_CHECK_S < deadline:
@@ -244,6 +278,26 @@ class _Loop:
         self._advance(deadline, now)
         t_end = deadline if self.tracker.n else self.tracker.t_last
         return self._close(t_end)
+
+    def _free_slot(self, now: float) -> float:
+        """Closed loop: run the replicas on from `now` to the first instant fewer than
+        max_in_flight requests are in the system (a departure), every step ending then included;
+        returns it (-1 when nothing runs that could free a slot, with the reason in `abort`)."""
+        self._advance(now, math.inf)  # replicas woken at this instant start; departures at it count
+        while self.tracker.n >= self.max_in_flight:
+            q = math.inf
+            for rep in self.reps:
+                if rep.quiet_until < q:
+                    q = rep.quiet_until
+            if q == math.inf:
+                self.abort = f"stopped at {now:.0f} s: {self.tracker.n} requests in the system and no engine step left to run"
+                return -1.0
+            if q < now:
+                q = now
+            self._advance(q, math.inf)
+            now = q
+        self.wake_s = now
+        return now
 
     def _missed(self, now: float) -> bool:
         why = self.miss.missed(now)
@@ -283,12 +337,37 @@ def simulate_point(profile: Profile, mode: str, reqs: Requests, *, replicas: int
 def _simulate_point(profile, mode, reqs, replicas, cfg, router, seed, warmup_frac, abort_backlog_s, drain_s, workload_desc, step_trace,
                     miss_bounds):
     dep = deploy(profile, mode, reqs, cfg, seed)
-    drain = drain_s if drain_s is not None else max(DRAIN_MIN_S, reqs.window_s)
-    loop = _Loop(dep, reqs, replicas, router, abort_backlog_s, drain, step_trace, tuple(miss_bounds), warmup_frac * reqs.window_s)
+    loop = _Loop(dep, reqs, replicas, router, abort_backlog_s, drain_s, step_trace, tuple(miss_bounds), warmup_frac * reqs.window_s)
     t_end = loop.run()
+    tracker = loop.tracker
+    if loop.max_in_flight:  # the sends are the arrivals; the window their span
+        reqs, tracker = _closed_loop_record(loop, t_end)
     warmup_s = warmup_frac * (min(t_end, reqs.window_s) if loop.abort else reqs.window_s)
     return summarise(FinishedRun(
-        mode=dep.mode, profile=profile, reqs=reqs, draws=dep.draws, cfg=dep.cfg, limits=dep.limits, replicas=loop.reps, rec=loop.rec, tracker=loop.tracker,
-        n_arrived=loop.arrived, t_end=t_end, warmup_s=warmup_s, abort=loop.abort, drain_s=drain, seed=seed,
+        mode=dep.mode, profile=profile, reqs=reqs, draws=dep.draws, cfg=dep.cfg, limits=dep.limits, replicas=loop.reps, rec=loop.rec, tracker=tracker,
+        n_arrived=loop.arrived, t_end=t_end, warmup_s=warmup_s, abort=loop.abort, drain_s=loop.drain_s, seed=seed,
         kv_cap=dep.kv_cap, router=router, workload_desc=workload_desc,
     )), dep.pricer
+
+
+def _closed_loop_record(loop: _Loop, t_end: float) -> tuple[Requests, Tracker]:
+    """A closed loop's requests with their send times as arrivals and its arrival window, and the
+    requests-in-system record over that window, rebuilt from the sends and departures."""
+    reqs = loop.reqs
+    n = len(loop.sent)
+    reqs.arrival_s[:n] = loop.sent
+    window = max(reqs.window_s, loop.sent[-1]) if n else reqs.window_s
+    reqs = replace(reqs, window_s=float(window))
+    tracker = Tracker(reqs.window_s)
+    fin = np.asarray(loop.rec.finish_s[:n])
+    fin = fin[np.isfinite(fin)]
+    times = np.concatenate([np.asarray(loop.sent, float), fin])
+    gone = np.concatenate([np.zeros(n, bool), np.ones(len(fin), bool)])
+    order = np.lexsort((gone, times))  # in time order; at one instant, arrivals first
+    for t, g in zip(times[order].tolist(), gone[order].tolist()):
+        if g:
+            tracker.depart(t)
+        else:
+            tracker.arrive(t)
+    tracker.close(t_end)
+    return reqs, tracker

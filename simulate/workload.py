@@ -22,7 +22,15 @@ the profile's commit statistics, so diffusion, AR and MTP produce the same token
 request (the seed fixes the workload independently of the mode and of the replica count).
 
 Arrivals at rate `qps`: poisson (exponential gaps), constant (gaps 1/qps), gamma (gaps gamma
-distributed with mean 1/qps and coefficient of variation `cv`: cv > 1 is burstier than Poisson).
+distributed with mean 1/qps and coefficient of variation `cv`: cv > 1 is burstier than Poisson;
+`vllm bench serve --burstiness B` is gamma of shape B, cv = 1 / sqrt(B): `with_burstiness`).
+
+Closed-loop clients (`concurrency` N, as `vllm bench serve --max-concurrency N`): at most N requests
+are in flight; a request whose arrival time has come waits, in arrival order, until one finishes
+and is sent then (sim.py runs the gate; `Requests.arrival_s` becomes the send times, what every
+latency is measured from, as vllm bench measures them). Any arrival process above composes with
+it; without a rate every request is ready at 0, so each finish sends the next request at once (N
+clients, each sending its next request when its previous one finishes).
 
 Trace replay: CSV with a header, or JSONL with one object per line. Columns: `arrival_s` (or
 `timestamp_s` / `timestamp`: seconds, any origin; sorted and shifted to start at 0) and
@@ -53,7 +61,7 @@ import json
 import math
 import numbers
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -61,12 +69,14 @@ import pandas as pd
 
 from costmodel.errors import UserError
 from costmodel.jsonfile import read_json
-from costmodel.options import check_rate
+from costmodel.options import check_burstiness, check_concurrency, check_rate
 from costmodel.schemas.profile import Profile
 from costmodel.seeding import rng_for
 from simulate import prefix as PX
 
 ARRIVALS = ("poisson", "constant", "gamma")
+# a closed loop with no rate and no --requests: at least this many requests per client (and DEFAULT_MIN_REQUESTS)
+DEFAULT_CLOSED_PER_CLIENT = 10
 DISTS = ("constant", "lognormal", "uniform", "empirical")
 TIME_SCALES = ("qps", "recorded")
 # Default prompt length (ASSUMED, stated in docs/simulator.md): chat prompts with a system prompt,
@@ -163,13 +173,17 @@ class Workload:
     def recorded_rate(self) -> bool:
         return self.trace is not None and self.trace_time_scale == "recorded"
 
-    def describe(self) -> str:
+    def describe(self, concurrency: int = 0, rate_limited: bool = True) -> str:
+        """What the workload is; `concurrency` > 0: the arrivals gated by that many closed-loop
+        clients (`rate_limited` False: with no rate, every request ready at once)."""
+        loop = "closed loop (at most `concurrency` requests in flight, the next sent when one finishes), " if concurrency else ""
         if self.trace is not None:
-            return f"trace {self.trace.path} ({len(self.trace.arrival_s)} requests, {self.trace_time_scale} time)"
-        arr = f"gamma(cv {self.cv:g})" if self.arrival == "gamma" else self.arrival
+            return f"{loop}trace {self.trace.path} ({len(self.trace.arrival_s)} requests, {self.trace_time_scale} time)"
+        arr = f"gamma(cv {self.cv:g}, burstiness {1 / self.cv ** 2:.3g})" if self.arrival == "gamma" else self.arrival
+        arr = f"{arr} arrivals" if rate_limited else "no rate limit"
         out = self.output.describe() if self.output else "per regime"
         pre = f"; {self.prefix.describe()}" if self.prefix else ""
-        return f"{arr} arrivals; prompt {self.prompt.describe()}; output {out}{pre}"
+        return f"{loop}{arr}; prompt {self.prompt.describe()}; output {out}{pre}"
 
 
 @dataclass(frozen=True)
@@ -206,6 +220,9 @@ class Requests:
     # per request its prompt content as segments ((id, tokens), ...: simulate/prefix.py), what its KV
     # blocks' hashes are made of for prefix caching; None: no two requests share content
     content: list | None = None
+    # closed-loop clients: at most this many requests in flight, each later one sent when one finishes
+    # (sim.py; arrival_s holds the times each becomes ready and, after the run, when it was sent); 0: open loop
+    concurrency: int = 0
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -533,17 +550,40 @@ def _gaps(workload: Workload, rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.standard_gamma(shape, n) / shape
 
 
+def with_burstiness(workload: Workload | None, burstiness: float, where: str = "--burstiness") -> Workload:
+    """The workload with `vllm bench serve --burstiness B` arrivals: gamma gaps of shape B, mean 1/qps
+    (cv = 1 / sqrt(B)); B = 1 is Poisson (drawn as the poisson process, so its arrivals are those of
+    the default workload). Refused over a workload that sets its own arrival process or replays a trace."""
+    wl = workload or Workload()
+    b = check_burstiness(burstiness, where)
+    if wl.trace is not None:
+        raise UserError(f"{where} shapes drawn arrival gaps, but {wl.source} replays a trace", f"drop {where} (the trace's times are its own)")
+    if wl.arrival != "poisson":
+        raise UserError(f"{where} {b:g} and {wl.source}'s arrival {wl.arrival!r} both set the arrival process", f"give one: drop {where} or the workload's \"arrival\"")
+    if b == 1.0:
+        return wl
+    return replace(wl, arrival="gamma", cv=1.0 / math.sqrt(b))
+
+
 def build_requests(profile: Profile, workload: Workload | None, qps: float | None, *, n_requests: int | None = None,
-                   duration_s: float | None = None, seed: int = 0) -> Requests:
+                   duration_s: float | None = None, seed: int = 0, concurrency: int | None = None) -> Requests:
     """Draw the run's requests. Exactly one of n_requests / duration_s may be given; with neither,
-    DEFAULT_DURATION_S of arrivals (at least DEFAULT_MIN_REQUESTS requests), or a trace once."""
+    DEFAULT_DURATION_S of arrivals (at least DEFAULT_MIN_REQUESTS requests), or a trace once.
+    `concurrency` N: closed-loop clients, at most N in flight (module docstring); with qps None every
+    request is ready at 0 (no rate limit) and the run is n_requests long (default: at least
+    DEFAULT_CLOSED_PER_CLIENT per client and DEFAULT_MIN_REQUESTS)."""
     wl = workload or Workload()
     _check_length(n_requests, duration_s)
-    check_run_size(expected_requests(wl, qps, n_requests, duration_s))
-    qps = _rate(wl, qps)
+    cap = check_concurrency(concurrency) if concurrency is not None else 0
+    unlimited = _unlimited(wl, qps, cap, duration_s)
+    check_run_size(expected_requests(wl, qps, n_requests, duration_s, concurrency))
+    qps = math.inf if unlimited else _rate(wl, qps)
     names, probs = _regime_names(profile, wl)
     tidx = sess = None
-    if wl.trace is not None:
+    if unlimited:
+        arr = np.zeros(int(n_requests) if n_requests is not None else closed_default_requests(cap))
+        prompt, out_tr, reg_tr = wl.prompt.sample(rng_for(seed, STREAM_PROMPT), len(arr)), None, None
+    elif wl.trace is not None:
         arr, prompt, out_tr, reg_tr, tidx = _trace_arrays(wl, qps, n_requests, duration_s, seed)
     else:
         if n_requests is None and duration_s is None:
@@ -562,7 +602,26 @@ def build_requests(profile: Profile, workload: Workload | None, qps: float | Non
     window = float(duration_s) if duration_s is not None else float(arr[-1]) if n else 0.0
     prompt = np.asarray(prompt, np.int64)
     content = _content(wl, prompt, output, tidx, sess, seed)
-    return Requests(np.asarray(arr, float), prompt, output, regime_idx, names, window, qps, content=content)
+    return Requests(np.asarray(arr, float), prompt, output, regime_idx, names, window, qps, content=content, concurrency=cap)
+
+
+def closed_default_requests(concurrency: int) -> int:
+    """Requests of a closed loop with no rate and no --requests."""
+    return max(DEFAULT_MIN_REQUESTS, DEFAULT_CLOSED_PER_CLIENT * int(concurrency))
+
+
+def _unlimited(wl: Workload, qps, cap: int, duration_s) -> bool:
+    """Whether this is a closed loop with no rate limit (every request ready at 0); its inputs checked."""
+    if not cap or qps is not None or wl.recorded_rate:
+        return False
+    if duration_s is not None:
+        raise UserError(f"a closed loop with no rate runs a number of requests, not a duration ({duration_s:g} s)",
+                        "give --requests N instead of --duration, or a rate with --qps")
+    if wl.trace is not None:
+        raise UserError(f"{wl.source} rescales its trace to a QPS, and none is given", "give --qps, or set \"trace_time_scale\": \"recorded\"")
+    if wl.prefix is not None and wl.prefix.turns > 1:
+        raise UserError(f"{wl.source}: sessions start at a rate (QPS / turns), and none is given", "give --qps with --concurrency")
+    return True
 
 
 def _session_arrivals(wl: Workload, qps: float, n_requests, duration_s, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -641,11 +700,14 @@ def memory_budget_bytes() -> float:
     return gib * 2**30
 
 
-def expected_requests(workload: Workload | None, qps: float | None, n_requests: int | None = None, duration_s: float | None = None) -> float:
+def expected_requests(workload: Workload | None, qps: float | None, n_requests: int | None = None, duration_s: float | None = None,
+                      concurrency: int | None = None) -> float:
     """How many requests a point will draw, computed before drawing any (a float: it may be huge)."""
     wl = workload or Workload()
     if n_requests is not None:
         return float(n_requests)
+    if concurrency and qps is None and not wl.recorded_rate:
+        return float(closed_default_requests(concurrency))
     rate = _rate(wl, qps)
     if wl.trace is not None:
         if duration_s is None:

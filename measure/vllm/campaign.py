@@ -24,7 +24,7 @@ from pathlib import Path
 from costmodel.errors import UserError
 from measure.vllm import require_vllm
 from measure.vllm.server import ServerSpec, VllmServer
-from measure.vllm.tiny_models import build_all
+from measure.vllm.tiny_models import build_all, diffusion_dir
 
 SERVED = {"diffusion": "tiny-diffusiongemma", "ar": "tiny-gemma4", "mtp": "tiny-gemma4"}
 
@@ -50,7 +50,7 @@ LOADS = {
 
 def spec_for(mode: str, dirs: dict[str, Path], canvas: int = 32, k: int = 2) -> ServerSpec:
     if mode == "diffusion":
-        return ServerSpec("diffusion", dirs[f"diffusion-c{canvas}"], served_name=SERVED[mode], canvas_length=canvas)
+        return ServerSpec("diffusion", dirs[diffusion_dir(canvas)], served_name=SERVED[mode], canvas_length=canvas)
     if mode == "mtp":
         return ServerSpec("mtp", dirs["ar"], served_name=SERVED[mode], assistant_dir=dirs["mtp-assistant"], num_speculative_tokens=k)
     return ServerSpec("ar", dirs["ar"], served_name=SERVED[mode])
@@ -127,12 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--out", type=Path, required=True)
     ap.add_argument("--modes", default="diffusion,ar,mtp")
     ap.add_argument("--models", type=Path, default=Path("models/tiny"), help="where the tiny model directories are (built if missing)")
-    ap.add_argument("--canvas-length", type=int, default=32, choices=[32, 256])
+    ap.add_argument("--canvas-length", type=int, default=32, help="any canvas length: its tiny model is built")
     ap.add_argument("--num-speculative-tokens", type=int, default=2)
     a = ap.parse_args(argv)
     try:
         require_vllm()  # `vllm bench serve` runs in this interpreter
-        dirs = build_all(a.models)
+        dirs = build_all(a.models, canvases=[a.canvas_length])
         for mode in [m.strip() for m in a.modes.split(",") if m.strip()]:
             if mode not in LOADS:
                 raise UserError(f"--modes: {mode!r} is unknown", "use diffusion, ar, mtp")

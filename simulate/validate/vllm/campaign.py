@@ -28,11 +28,13 @@ from costmodel import atomic
 from costmodel.engine_settings import from_scheduler_config
 from costmodel.errors import UserError
 from costmodel.jsonfile import read_json
+from costmodel.modes import get_mode
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id, software_versions
 from measure.endpoint.loadtest import LoadTestOptions, run_loadtest
 from measure.vllm.sched_log import read_trace
 from measure.vllm.server import ServerSpec, VllmServer
+from measure.vllm.tiny_models import diffusion_dir
 from simulate.validate.vllm import loads as L
 from simulate.validate.vllm.replay import capacity_rps
 
@@ -68,7 +70,7 @@ def server_spec(mode: str, dirs: dict, record: Path, settings: L.ValidationSetti
                   block_size=e.block_size, sched_record=record, max_model_len=L.MAX_MODEL_LEN, extra_args=[cache_flag],
                   **L.cpu_placement())
     if mode == "diffusion":
-        return ServerSpec("diffusion", dirs[f"diffusion-c{e.canvas_length}"], canvas_length=e.canvas_length,
+        return ServerSpec("diffusion", dirs[diffusion_dir(e.canvas_length)], canvas_length=e.canvas_length,
                           max_denoising_steps=e.max_denoising_steps, **common)
     if mode == "mtp":
         return ServerSpec("mtp", dirs["ar"], assistant_dir=dirs["mtp-assistant"], num_speculative_tokens=e.num_speculative_tokens or L.MTP_K, **common)
@@ -242,7 +244,9 @@ def run_campaign(opts: CampaignOptions) -> list[str]:
         os.sched_setaffinity(0, set(place["frontend_cpus"]))
 
     claim_settings(opts.out, opts.settings)
-    dirs = build_all(opts.models)
+    # the default tiny models and a DiffusionGemma at the settings' canvas (any length: tiny_models.diffusion_dir)
+    canvases = [opts.settings.engine_for(m).canvas_length for m in opts.modes if get_mode(m).canvas_sampler]
+    dirs = build_all(opts.models, canvases=[c for c in canvases if c])
     corpus = _corpus()
     failed = []
     for mode in opts.modes:

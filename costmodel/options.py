@@ -177,3 +177,12 @@ def check_burstiness(b, what: str = "--burstiness") -> float:
     if not BURSTINESS_MIN <= b <= BURSTINESS_MAX:
         raise UserError(f"{what} {b:g} is outside [{BURSTINESS_MIN:g}, {BURSTINESS_MAX:g}]", f"give a shape in that range, e.g. {what} 0.5")
     return float(b)
+
+
+def parse_burstiness(value: str, what: str = "--burstiness") -> float:
+    """`--burstiness 0.5` (a string, so that a typo is this module's one line, not click's usage text)."""
+    try:
+        b = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{what} {value!r} is not a number (the gamma shape of the arrival gaps; 1 is Poisson)", f"e.g. {what} 0.5") from None
+    return check_burstiness(b, what)

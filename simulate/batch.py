@@ -12,14 +12,14 @@ from costmodel.errors import UserError
 from costmodel.hardware import default_hardware
 from costmodel.memory import replica_memory, request_limit
 from costmodel.modes import mode_names
-from costmodel.options import check_rate
+from costmodel.options import check_burstiness, check_concurrency, check_rate
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.results import write_simulation
 from costmodel.shipped import resolve_profile
 from simulate.engine import EngineConfig, mode_settings
 from simulate.point import DEFAULT_WARMUP_FRAC, PointResult, check_mode, resolve_engine
 from simulate.parallel import simulate_grid
-from simulate.workload import Workload, check_fits, check_run_size, expected_requests, load_workload
+from simulate.workload import Workload, check_fits, check_run_size, expected_requests, load_workload, unlimited_closed_loop, with_burstiness
 
 DEFAULT_HARDWARE = default_hardware()  # the catalog's default GPU
 
@@ -39,6 +39,10 @@ class SimulateConfig:
     router: str = "least-outstanding"
     warmup_frac: float = DEFAULT_WARMUP_FRAC
     jobs: int | None = None
+    # closed-loop client counts (vllm bench serve --max-concurrency), crossed with qps; None: open loop.
+    # With qps None, no rate limit: each finish sends the next request
+    concurrency: list[int] | None = None
+    burstiness: float | None = None  # vllm bench serve --burstiness: gamma arrival gaps of this shape (1: Poisson)
 
 
 @dataclass
@@ -64,13 +68,22 @@ def _check(cfg: SimulateConfig) -> None:
         check_rate(q)  # a floor and a ceiling: finite arrival gaps, a bounded run
     if cfg.qps is not None and len(set(cfg.qps)) != len(cfg.qps):
         raise UserError(f"--qps lists a rate twice ({','.join(f'{q:g}' for q in cfg.qps)})", "give each rate once")
+    for c in cfg.concurrency or []:
+        check_concurrency(c)
+    if cfg.concurrency is not None and len(set(cfg.concurrency)) != len(cfg.concurrency):
+        raise UserError(f"--concurrency lists a number twice ({','.join(map(str, cfg.concurrency))})", "give each once")
+    if cfg.burstiness is not None:
+        check_burstiness(cfg.burstiness)
+        if cfg.qps is None:
+            raise UserError("--burstiness shapes the gaps between arrivals at a rate, and no --qps is given", "give --qps, or drop --burstiness")
 
 
 def _check_size(cfg: SimulateConfig, workload: Workload | None, qps_list: list) -> None:
     """Every point within the memory budget (simulate/workload.py), before any point runs."""
     for q in qps_list:
-        what = f"--qps {q:g}" if q is not None else "the trace at its recorded rate"
-        check_run_size(expected_requests(workload, q, cfg.n_requests, cfg.duration_s), cfg.replicas, what)
+        for c in cfg.concurrency or [None]:
+            what = (f"--qps {q:g}" if q is not None else f"--concurrency {c}" if c else "the trace at its recorded rate")
+            check_run_size(expected_requests(workload, q, cfg.n_requests, cfg.duration_s, c), cfg.replicas, what)
 
 
 def _profile(cfg: SimulateConfig) -> Profile:
@@ -100,18 +113,22 @@ def run_simulation(cfg: SimulateConfig, progress: Callable | None = None) -> Sim
     """Every (mode, QPS) point of `cfg`; `progress(done, total, result)` as points finish."""
     _check(cfg)
     workload: Workload | None = load_workload(cfg.workload_path) if cfg.workload_path else None
+    if cfg.burstiness is not None:
+        workload = with_burstiness(workload, cfg.burstiness)
     qps_list = cfg.qps
     if qps_list is None:
-        if not (workload is not None and workload.recorded_rate):
-            raise UserError("--qps is missing", "give arrival rates, e.g. --qps 1,2,4,8")
+        if not (workload is not None and workload.recorded_rate) and not cfg.concurrency:
+            raise UserError("--qps is missing", "give arrival rates, e.g. --qps 1,2,4,8, or closed-loop clients, e.g. --concurrency 16")
         qps_list = [None]
+    if cfg.concurrency and cfg.qps is None:  # a closed loop with no rate: its inputs checked before any point runs
+        unlimited_closed_loop(workload or Workload(), None, cfg.concurrency[0], cfg.duration_s)
     _check_size(cfg, workload, qps_list)
     profile = _profile(cfg)
     engine = resolve_engine(profile, cfg.engine)
     check_requests_fit(profile, cfg.modes, workload, engine)
     results = simulate_grid(profile, cfg.modes, qps_list, processes=cfg.jobs, progress=progress, replicas=cfg.replicas, workload=workload,
                     duration_s=cfg.duration_s, n_requests=cfg.n_requests, seed=cfg.seed, engine=engine, router=cfg.router,
-                    warmup_frac=cfg.warmup_frac)
+                    warmup_frac=cfg.warmup_frac, concurrency=cfg.concurrency)
     return SimulateOutcome(profile, results)
 
 

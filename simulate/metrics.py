@@ -29,6 +29,9 @@ Per point (PointSummary):
 - mean_in_system: time-average number of requests arrived and not finished over the arrival
   window (Little's L; L = lambda x mean E2E holds for a stable point).
 - requests_arrived = requests_finished + requests_unfinished, always.
+- Closed-loop clients (`concurrency`, sim.py): a request's arrival is its send (when a client's
+  slot freed), so every latency runs from the send, as vllm bench serve measures it; the arrival
+  window ends at the last send.
 
 Stability (stable=False means: the queue grows without bound; its latencies are not steady-state):
 1. abort: a replica's waiting queue held more than `abort_backlog_s` seconds of its arrivals; the
@@ -249,6 +252,7 @@ def summarise(run: FinishedRun) -> tuple[PointSummary, pd.DataFrame]:
     summary.running_limit = run.limits.running_binding
     summary.binding_limit = binding_limit(summary.mean_batch_seqs, run.limits.max_running, run.limits.running_binding)
     summary.engine_settings = run.cfg.tagged() if hasattr(run.cfg, "tagged") else ""
+    summary.concurrency = int(getattr(reqs, "concurrency", 0) or 0)
     _prefix_stats(summary, run, np.isfinite(start))
     return summary, _request_frame(run, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm)
 

@@ -207,9 +207,10 @@ def _one(mode, qps, kwargs, profile):
     return run_point(profile, mode, qps, **kwargs)
 
 
-def run_points(profile, points: list[tuple[str, float | None]], *, processes: int | None = None, progress=None,
+def run_points(profile, points: list[tuple], *, processes: int | None = None, progress=None,
                scheduler: str | None = None, **kwargs) -> list[PointResult]:
-    """[(mode, qps), ...] -> [PointResult, ...] in the same order; `progress(done, total, result)`."""
+    """[(mode, qps), ...] or [(mode, qps, concurrency), ...] (closed-loop clients, None: open loop)
+    -> [PointResult, ...] in the same order; `progress(done, total, result)`."""
     if processes is not None and processes < 1:
         raise UserError(f"processes {processes!r} must be >= 1", "e.g. --jobs 4")
     n, done = len(points), [0]
@@ -219,17 +220,18 @@ def run_points(profile, points: list[tuple[str, float | None]], *, processes: in
         if progress:
             progress(done[0], n, res)
 
-    return run_tasks(_one, [(m, q, kwargs) for m, q in points], cluster=Workers(scheduler, processes), on_done=on_done,
-                     shared={"profile": profile})
+    args = [(p[0], p[1], {**kwargs, "concurrency": p[2]} if len(p) > 2 and p[2] is not None else kwargs) for p in points]
+    return run_tasks(_one, args, cluster=Workers(scheduler, processes), on_done=on_done, shared={"profile": profile})
 
 
 def simulate_grid(profile, modes, qps_list, *, processes: int | None = None, progress=None, scheduler: str | None = None,
-          **kwargs) -> list[PointResult]:
-    """run_point for every (mode, qps) (mode-major order), in parallel (run_tasks).
+          concurrency: list | None = None, **kwargs) -> list[PointResult]:
+    """run_point for every (mode, qps[, concurrency]) (mode-major order), in parallel (run_tasks).
+    `concurrency`: closed-loop client counts, crossed with the rates (None: open loop).
     `progress(done, total, result)` is called as points finish; kwargs go to run_point."""
     modes = [modes] if isinstance(modes, str) else list(modes)
     qps_list = [qps_list] if qps_list is None or isinstance(qps_list, (int, float)) else list(qps_list)
     for m in modes:
         check_mode(profile, m)
-    points = [(m, q) for m in modes for q in qps_list]
+    points = [(m, q, c) for m in modes for q in qps_list for c in (concurrency or [None])]
     return run_points(profile, points, processes=processes, progress=progress, scheduler=scheduler, **kwargs)

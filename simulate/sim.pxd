@@ -18,7 +18,7 @@ cdef class _Loop:
     cpdef _advance(self, double bound, double prev)
     @cython.locals(rep=Replica)
     cpdef bint _arrive(self, long i, double t, long prompt, long out) except? True
-    @cython.locals(i=long, t=double, now=double, t_next=double, deadline=double, nxt=double, cap=long, window=double)
+    @cython.locals(i=long, t=double, now=double, t_next=double, deadline=double, nxt=double, cap=long, window=double, rep=Replica)
     cpdef double run(self) except? -1.0
     @cython.locals(rep=Replica, q=double)
     cpdef double _free_slot(self, double now) except? -2.0

@@ -265,6 +265,9 @@ class _Loop:
         if cap:  # the arrival window ends at the last send (or the drawn window, if later)
             window = now if now > reqs.window_s else reqs.window_s
             self.tracker.window_end = window
+            for rep in self.reps:  # a step in flight was booked in full, before the window's end was known
+                if rep.t_end is not None and rep.t_end > window:
+                    rep.busy_window_s -= rep.t_end - (rep.t_start if rep.t_start > window else window)
             if self.drain_auto:
                 self.drain_s = DRAIN_MIN_S if window < DRAIN_MIN_S else window
         deadline = now + self.drain_s

@@ -575,7 +575,7 @@ def build_requests(profile: Profile, workload: Workload | None, qps: float | Non
     wl = workload or Workload()
     _check_length(n_requests, duration_s)
     cap = check_concurrency(concurrency) if concurrency is not None else 0
-    unlimited = _unlimited(wl, qps, cap, duration_s)
+    unlimited = unlimited_closed_loop(wl, qps, cap, duration_s)
     check_run_size(expected_requests(wl, qps, n_requests, duration_s, concurrency))
     qps = math.inf if unlimited else _rate(wl, qps)
     names, probs = _regime_names(profile, wl)
@@ -610,7 +610,7 @@ def closed_default_requests(concurrency: int) -> int:
     return max(DEFAULT_MIN_REQUESTS, DEFAULT_CLOSED_PER_CLIENT * int(concurrency))
 
 
-def _unlimited(wl: Workload, qps, cap: int, duration_s) -> bool:
+def unlimited_closed_loop(wl: Workload, qps, cap: int, duration_s) -> bool:
     """Whether this is a closed loop with no rate limit (every request ready at 0); its inputs checked."""
     if not cap or qps is not None or wl.recorded_rate:
         return False

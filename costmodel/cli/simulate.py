@@ -16,7 +16,7 @@ from costmodel.console import make_console
 from costmodel.engine_settings import EngineSettings, layered
 from costmodel.errors import UserError
 from costmodel.modes import mode_names
-from costmodel.options import parse_floats, parse_modes
+from costmodel.options import parse_burstiness, parse_concurrency, parse_floats, parse_modes
 from simulate.api import SimulateConfig, run_simulation, write_outcome
 from simulate.plan.costing import pricing_config
 from simulate.batch import DEFAULT_HARDWARE
@@ -27,6 +27,11 @@ from simulate.point import resolve_engine
 
 @click.command()
 @click.option("--qps", default=None, help="Comma-separated arrival rates (requests/s, all replicas together), e.g. 1,2,4,8.")
+@click.option("--concurrency", default=None,
+              help="Closed-loop clients, comma-separated, e.g. 1,4,16: at most N requests in flight, the next sent when one finishes "
+                   "(vllm bench serve --max-concurrency N). Alone: no rate limit; with --qps: both, as vllm bench runs them.")
+@click.option("--burstiness", default=None,
+              help="Arrival gaps gamma-distributed with this shape, mean 1/QPS (vllm bench serve --burstiness; 1 is Poisson) [default: the workload's arrivals].")
 @click.option("--mode", "modes", default=None, show_default="every registered mode", help=f"Comma-separated modes: {', '.join(mode_names())}.")
 @click.option("--hardware", default=None, help=f"GPU of the shipped default profile [default: {DEFAULT_HARDWARE}].")
 @click.option("--profile", "profile_path", default=None, help="Profile JSON (from `costmodel fit`) instead of the shipped one.")
@@ -58,12 +63,13 @@ from simulate.point import resolve_engine
 @click.option("-o", "--out", "out_dir", default=None, help="Write requests_*.parquet per point, summary.csv and summary.json here.")
 @click.option("--jobs", type=int, default=None, help="Parallel processes for the points [default: one per core, at most one per point].")
 @pricing_options
-def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests, workload_path, seed, max_num_seqs,
+def simulate(qps, concurrency, burstiness, modes, hardware, profile_path, replicas, duration, n_requests, workload_path, seed, max_num_seqs,
              max_num_batched_tokens, gpu_memory_utilization, canvas_length, max_denoising_steps, num_speculative_tokens,
              async_scheduling, block_size, prefix_caching, engine_from, router, warmup, out_dir, jobs, pricing_options):
     """Simulate serving under load on a profile: per (mode, QPS) throughput, TTFT/E2E percentiles,
     GPU busy fraction, and whether the point is stable (an unstable point's queue grows without
-    bound: its latencies are not steady-state and are not shown). With pricing options, what each point costs."""
+    bound: its latencies are not steady-state and are not shown). With pricing options, what each point costs.
+    --concurrency N runs N closed-loop clients instead of (or, with --qps, as well as) a rate."""
     pricing = pricing_config(pricing_options)  # bad pricing fails before any point runs
     engine = engine_layers({"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                             "gpu_memory_utilization": gpu_memory_utilization, "canvas_length": canvas_length,
@@ -74,7 +80,8 @@ def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests,
     cfg = SimulateConfig(qps=None if qps is None else parse_floats(qps, "qps"), modes=parse_modes(modes), hardware=hardware,
                          profile_path=profile_path, replicas=replicas, duration_s=duration, n_requests=n_requests,
                          workload_path=workload_path, seed=seed, router=router, warmup_frac=warmup, jobs=jobs,
-                         engine=engine[1])
+                         engine=engine[1], concurrency=None if concurrency is None else parse_concurrency(concurrency),
+                         burstiness=None if burstiness is None else parse_burstiness(burstiness))
     if out_dir:
         outputset.claim(out_dir, "simulate")  # checked and locked before any point runs
     con = make_console()
@@ -88,7 +95,7 @@ def simulate(qps, modes, hardware, profile_path, replicas, duration, n_requests,
     for r in outcome.results:
         s = r.summary
         if not s.stable:
-            con.print(f"[yellow]{s.mode} @ {s.qps:g} QPS unstable:[/yellow] {s.stability_reason}")
+            con.print(f"[yellow]{s.mode} @ {load_label(s)} unstable:[/yellow] {s.stability_reason}")
     if out_dir:
         paths = write_outcome(outcome, out_dir)
         con.print(f"wrote {len(paths)} files to {out_dir}")
@@ -124,7 +131,7 @@ def progress_bar(err):
 
         def progress(done, n, res):
             s = res.summary
-            bar.update(task, total=n, completed=done, description=f"{s.mode} @ {s.qps:g} QPS done")
+            bar.update(task, total=n, completed=done, description=f"{s.mode} @ {load_label(s)} done")
 
         yield progress
 
@@ -139,26 +146,41 @@ def _no_rate(s) -> bool:
     return s.requests_finished > 0 and s.throughput_rps == 0
 
 
+def load_label(s) -> str:
+    """A point's load in words: '4 QPS', '16 clients', '2 QPS, 16 clients'."""
+    parts = [f"{s.qps:g} QPS"] if math.isfinite(s.qps) else []
+    if s.concurrency:
+        parts.append(f"{s.concurrency} clients")
+    return ", ".join(parts) or f"{s.qps:g} QPS"
+
+
 def render_table(results, profile) -> Table:
     first = results[0].summary
+    closed = any(r.summary.concurrency for r in results)
     t = Table(title=f"costmodel simulate: {profile.profile_id} ({first.hardware}), {first.replicas} replica(s), "
                     f"{first.workload}")
-    for c in ["mode", "QPS", "stable", "req/s", "out tok/s", "TTFT p50 ms", "TTFT p95 ms", "E2E p50 ms", "E2E p95 ms", "E2E p99 ms", "busy", "batch"]:
+    for c in ["mode", "QPS", *(["clients"] if closed else []), "stable", "req/s", "out tok/s", "TTFT p50 ms", "TTFT p95 ms", "E2E p50 ms",
+              "E2E p95 ms", "E2E p99 ms", "busy", "batch"]:
         t.add_column(c, justify="left" if c in ("mode", "stable") else "right")
     for r in results:
         s = r.summary
         lat = [s.ttft_ms["p50"], s.ttft_ms["p95"], s.e2e_ms["p50"], s.e2e_ms["p95"], s.e2e_ms["p99"]]
         shown = [_ms(x) for x in lat] if s.stable else ["-"] * len(lat)
         rate = ["n/a", "n/a"] if _no_rate(s) else [f"{s.throughput_rps:.2f}", f"{s.output_tokens_per_s:,.0f}"]
-        t.add_row(s.mode, f"{s.qps:g}", "yes" if s.stable else "[red]NO[/red]", *rate, *shown, f"{s.gpu_busy_frac:.2f}", f"{s.mean_batch_seqs:.1f}")
+        load = [f"{s.qps:g}", *([str(s.concurrency) if s.concurrency else "-"] if closed else [])]
+        t.add_row(s.mode, *load, "yes" if s.stable else "[red]NO[/red]", *rate, *shown, f"{s.gpu_busy_frac:.2f}", f"{s.mean_batch_seqs:.1f}")
     notes = [_warmup_caption([r.summary for r in results])]
+    if closed:
+        notes.append("closed loop: at most `clients` requests in flight, each further request sent when one finishes (vllm bench serve "
+                     "--max-concurrency)" + ("; QPS inf: no rate limit" if any(math.isinf(r.summary.qps) for r in results) else "")
+                     + "; latencies from each request's send")
     if any(_no_rate(r.summary) for r in results):
         notes.append("req/s n/a: no request finished inside the arrival window (a single request, or all arriving at one instant), "
                      "so there is no span to measure a rate over; give more requests or spread arrivals")
     notes.append("TPOT and per-request rows in -o; provenance: " + " | ".join(sorted({f'{r.summary.mode}: {r.summary.provenance}' for r in results})))
     hits = [r.summary for r in results if r.summary.prefill_tokens_saved]
     if hits:  # shared prefixes in the workload: what the prefix cache saved
-        notes.append("prefix cache hit rate " + ", ".join(f"{s.mode} {s.qps:g} QPS {100 * s.prefix_hit_rate_tokens:.0f}%" for s in hits)
+        notes.append("prefix cache hit rate " + ", ".join(f"{s.mode} {load_label(s)} {100 * s.prefix_hit_rate_tokens:.0f}%" for s in hits)
                      + " of prompt tokens (prefix_hit_rate_tokens, prefill_tokens_saved in -o)")
     t.caption = "; ".join(notes)
     return t
@@ -170,7 +192,7 @@ def _warmup_caption(summaries) -> str:
     pct = [round(100 * s.warmup_s / max(s.duration_s, 1e-9)) for s in summaries]
     aborted = [s.stability_reason.startswith("aborted") for s in summaries]
     base = next((p for p, a in zip(pct, aborted) if not a), pct[0])  # the share of every point that ran its whole window
-    parts = ", ".join(f"{s.mode} @ {s.qps:g} QPS {p:.0f}%" for s, p, a in zip(summaries, pct, aborted) if a and p != base)
+    parts = ", ".join(f"{s.mode} @ {load_label(s)} {p:.0f}%" for s, p, a in zip(summaries, pct, aborted) if a and p != base)
     if not parts:
         return f"percentiles over finished requests after the first {base:.0f}% of arrivals"
     return (f"percentiles over finished requests after each point's warm-up: the first {base:.0f}% of the arrival "

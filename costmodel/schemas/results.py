@@ -1,5 +1,5 @@
 """The simulation-results artefact (`costmodel simulate -o DIR`): per-request rows
-(requests_<mode>_qps<q>_r<n>.parquet), one PointSummary per (mode, hardware, QPS, replicas) point
+(requests_<mode>_qps<q>[_c<clients>]_r<n>.parquet), one PointSummary per (mode, hardware, QPS, replicas) point
 (summary.csv flat, summary.json nested), their writer and reader. `plan` and `report` read
 simulation results through this module; every field's meaning, unit and source is its metadata.
 """
@@ -65,7 +65,8 @@ class PointSummary:
     mode: str = _f("serving mode (costmodel/modes)")
     hardware: str = _f("GPU type (catalog id)", "-", "costmodel/data/hardware.json")
     profile_id: str = _f("the profile (pass costs, commit statistics) the simulator used")
-    qps: float = _f("offered load: Poisson request arrivals per second across all replicas", "requests/s", "plan --qps / simulate --qps")
+    qps: float = _f("offered load: request arrivals per second across all replicas (Poisson unless the workload says otherwise); inf: no rate "
+                    "limit (a closed loop whose clients send as fast as replies come, see concurrency)", "requests/s", "plan --qps / simulate --qps")
     replicas: int = _f("model replicas serving the load (for a plan: the fewest that meet the SLO)", "count", "costmodel plan / report (simulate/plan/costing/cheapest.py)")
     requests_arrived: int = _f("requests that arrived during the simulated window", "count")
     requests_finished: int = _f("requests that completed", "count")
@@ -117,6 +118,9 @@ class PointSummary:
                                        "the requests admitted", "fraction 0-1", "simulate/kvcache.py", default=0.0)
     prefill_tokens_saved: int = _f("prompt (and, after a preemption, context) tokens the engine did not compute because their KV blocks "
                                    "were cached, every admission counted, all replicas", "tokens", "simulate/kvcache.py", default=0)
+    concurrency: int = _f("closed-loop clients: at most this many requests in flight, a request ready while they are waits for one to "
+                          "finish and is sent then (vllm bench serve --max-concurrency); latencies run from the send; 0: open loop, "
+                          "arrivals never wait", "requests", "simulate --concurrency (simulate/sim.py)", default=0)
 
     def flat(self) -> dict:
         """One flat row (no nested dicts): `ttft_ms_p95`, `e2e_ms_p99`, `batch_denoise_step_seqs`."""
@@ -147,7 +151,8 @@ class SimulationResults:
 
 
 def point_stem(s: PointSummary) -> str:
-    return f"requests_{s.mode}_qps{s.qps:g}_r{s.replicas}"
+    loop = f"_c{s.concurrency}" if getattr(s, "concurrency", 0) else ""
+    return f"requests_{s.mode}_qps{s.qps:g}{loop}_r{s.replicas}"
 
 
 def write_simulation(out_dir: str | Path, points: list[tuple[PointSummary, pd.DataFrame]], profile) -> list[Path]:

@@ -7,7 +7,8 @@ A recording is one of:
 - a run directory: its manifest's engine section (an engine-steps run records the server's settings;
   a bench import its canvas length, read from the bench file's counters);
 - a `vllm bench serve --save-result` file: the canvas length its diffusion counters imply, MTP's k
-  (draft tokens / drafts).
+  (draft tokens / drafts), and the server settings a transcribed published figure names
+  (`costmodel_transcription.server`: data/published/).
 Each is one server of one mode: `recorded_settings` says which.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from costmodel.engine_settings import EngineSettings, from_run_engine, from_scheduler_config
+from costmodel.engine_settings import EngineSettings, from_run_engine, from_scheduler_config, layered, setting_names
 from costmodel.errors import UserError
 from costmodel.schemas.rundir import load_run
 from measure.endpoint.bench_import import canvas_from_counters, infer_mode, read_results
@@ -53,6 +54,21 @@ def _bench(p: Path) -> tuple[str, EngineSettings]:
     results = read_results(p)
     model = next((r["model_id"] for r in results if isinstance(r.get("model_id"), str)), "")
     mode = infer_mode(results, model)
+    s = bench_settings(results, mode, p.name)
+    if s is None:
+        raise UserError(f"--engine-from {p}: the bench file's counters give no engine setting", "give the server's scheduler record or run directory")
+    return mode, s
+
+
+# a published figure transcribed into a bench file (data/published/) names its server's settings here
+TRANSCRIPTION, TRANSCRIBED_SERVER = "costmodel_transcription", "server"
+
+
+def bench_settings(results: list[dict], mode: str, name: str) -> EngineSettings | None:
+    """The engine settings `vllm bench serve --save-result` results of one server imply (None: none):
+    the canvas length its diffusion counters imply, MTP's k (draft tokens / drafts), over the settings
+    a transcribed published figure names (`costmodel_transcription.server`, e.g. max_num_seqs,
+    max_denoising_steps; keys that are not engine settings, such as max_model_len, are skipped)."""
     vals: dict = {}
     if mode == "diffusion":
         seen = {c for c in map(canvas_from_counters, results) if c is not None}
@@ -63,6 +79,11 @@ def _bench(p: Path) -> tuple[str, EngineSettings]:
               if r.get("spec_decode_num_drafts") and r.get("spec_decode_draft_tokens")}
         if len(ks) == 1:
             vals["num_speculative_tokens"] = int(ks.pop())
-    if not vals:
-        raise UserError(f"--engine-from {p}: the bench file's counters give no engine setting", "give the server's scheduler record or run directory")
-    return mode, EngineSettings.given(vals, f"recorded run: bench file {p.name} counters")
+    counters = EngineSettings.given(vals, f"recorded run: bench file {name} counters") if vals else None
+    servers = [r[TRANSCRIPTION][TRANSCRIBED_SERVER] for r in results
+               if isinstance(r.get(TRANSCRIPTION), dict) and isinstance(r[TRANSCRIPTION].get(TRANSCRIBED_SERVER), dict)]
+    if not servers or any(s != servers[0] for s in servers):
+        return counters
+    names = set(setting_names()) - {"shape_bits"}
+    given = EngineSettings.given({k: v for k, v in servers[0].items() if k in names}, f"recorded run: bench file {name} {TRANSCRIPTION}.{TRANSCRIBED_SERVER}")
+    return given if counters is None else layered(counters, given)

@@ -605,6 +605,51 @@ def build_requests(profile: Profile, workload: Workload | None, qps: float | Non
     return Requests(np.asarray(arr, float), prompt, output, regime_idx, names, window, qps, content=content, concurrency=cap)
 
 
+def given_requests(profile: Profile, prompt_tokens, output_tokens, *, arrival_s=None, qps: float | None = None, burstiness: float = 1.0,
+                   concurrency: int = 0, seed: int = 0, where: str = "the load") -> Requests:
+    """Requests of given lengths, in send order (a benchmark's, simulate/compare.py), each of a regime
+    drawn as build_requests draws them (every regime of the profile equally). Their arrivals: given
+    (`arrival_s`, seconds, non-decreasing), or at `qps` as vllm bench serve draws them (gamma gaps of
+    shape `burstiness` and mean 1/qps, scaled so the last arrives at n / qps: get_request in
+    vllm/benchmarks/serve.py), or none (qps None: every request ready at 0, for closed-loop clients).
+    `concurrency` N > 0: at most N in flight (closed loop)."""
+    prompt = _lengths(prompt_tokens, "prompt_tokens", where)
+    output = _lengths(output_tokens, "output_tokens", where)
+    n = len(prompt)
+    if len(output) != n:
+        raise UserError(f"{where} gives {n} prompt lengths and {len(output)} output lengths", "give one of each per request")
+    cap = check_concurrency(concurrency, f"{where}: concurrency") if concurrency else 0
+    if arrival_s is not None:
+        arr = np.asarray(arrival_s, float)
+        if len(arr) != n or not np.isfinite(arr).all() or (arr < 0).any() or (np.diff(arr) < 0).any():
+            raise UserError(f"{where}: arrival_s must be {n} non-decreasing times >= 0 s, one per request", "give the send times in order")
+        span = arr[-1] - arr[0] if n > 1 else 0.0
+        rate = (n - 1) / span if span > 0 else math.inf
+    elif qps is not None:
+        rate = check_rate(qps, f"{where}: rate")
+        gaps = _gaps(with_burstiness(None, burstiness, f"{where}: burstiness"), rng_for(seed, STREAM_ARRIVAL), n)
+        arr = np.cumsum(gaps)
+        arr = arr * (n / rate / arr[-1]) if arr[-1] > 0 else arr
+    elif cap:
+        arr, rate = np.zeros(n), math.inf
+    else:
+        raise UserError(f"{where} has neither arrival times, a rate nor closed-loop clients", "give arrival_s, qps or concurrency")
+    wl = Workload(source=where)
+    names, probs = _regime_names(profile, wl)
+    regime_idx = rng_for(seed, STREAM_REGIME).choice(len(names), size=n, p=probs).astype(np.int64)
+    return Requests(arr, prompt, output, regime_idx, names, float(arr[-1]), rate, concurrency=cap)
+
+
+def _lengths(values, what: str, where: str) -> np.ndarray:
+    try:
+        x = np.asarray(values, float).ravel() if not isinstance(values, (str, bytes)) else np.array([np.nan])
+    except (TypeError, ValueError):
+        x = np.array([np.nan])
+    if len(x) == 0 or not np.isfinite(x).all() or (x < 1).any() or (x != np.round(x)).any():
+        raise UserError(f"{where}: {what} must be whole numbers >= 1, one per request (at least one)", "fix the lengths")
+    return x.astype(np.int64)
+
+
 def closed_default_requests(concurrency: int) -> int:
     """Requests of a closed loop with no rate and no --requests."""
     return max(DEFAULT_MIN_REQUESTS, DEFAULT_CLOSED_PER_CLIENT * int(concurrency))

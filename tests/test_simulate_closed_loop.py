@@ -111,3 +111,51 @@ def test_the_api_refuses_a_bad_client_count(h200):
     for bad in (0, 1.5, True, -3):
         with pytest.raises(UserError, match="concurrency"):
             run_point(h200, "ar", None, concurrency=bad, n_requests=10)
+
+
+# closed loops with no rate and with a rate and a cap, async scheduling on and off (tests/test_native.py runs the open-loop cases)
+NATIVE_CASES = [("diffusion", None, {}, 12), ("mtp", 30.0, {"async_scheduling": False}, 16), ("ar", None, {}, 48)]
+NATIVE_RUN = """
+import dataclasses, json, sys
+from costmodel.shipped import resolve_profile
+from simulate.api import run_point
+from simulate.engine import EngineConfig
+import simulate.native
+out = {"compiled": simulate.native.active(), "runs": []}
+for mode, qps, eng, clients in json.loads(sys.argv[1]):
+    s = run_point(resolve_profile(None, "h200"), mode, qps, replicas=2, n_requests=400, seed=5, engine=EngineConfig(**eng), concurrency=clients).summary
+    out["runs"].append({k: v for k, v in dataclasses.asdict(s).items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+print(json.dumps(out))
+"""
+
+
+def _native_run(pure: bool) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from simulate import native
+
+    env = {**os.environ, native.PURE_ENV: "1"} if pure else {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
+    res = subprocess.run([sys.executable, "-c", NATIVE_RUN, json.dumps(NATIVE_CASES)], env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def _compiled() -> tuple:
+    from simulate.native import compiled_modules
+
+    return compiled_modules()
+
+
+@pytest.mark.skipif(not _compiled()[0], reason="the simulator is not compiled here: python -m simulate.build_native")
+def test_compiled_and_pure_closed_loops_give_the_same_numbers():
+    import math
+
+    compiled, pure = _native_run(pure=False), _native_run(pure=True)
+    assert compiled["compiled"] and not pure["compiled"]
+    for case, c, p in zip(NATIVE_CASES, compiled["runs"], pure["runs"]):
+        assert c["concurrency"] == case[3] and c["engine_steps"] > 500, case
+        same = [k for k in c if c[k] == p[k] or (math.isnan(c[k]) and math.isnan(p[k])) or math.isclose(c[k], p[k], rel_tol=1e-9, abs_tol=1e-12)]
+        assert sorted(set(c) - set(same)) == [], case

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "sweep": "costmodel.cli.sweep:sweep",
     "report": "costmodel.cli.report:report",
     "validate": "costmodel.cli.validate:validate",
+    "compare-bench": "costmodel.cli.compare_bench:compare_bench_cmd",
 }
 HELP = {
     "roofline": "FLOPs, bytes and the physical time limit of every pass kind.",
@@ -49,6 +50,7 @@ HELP = {
     "sweep": "Run a declarative sweep (YAML/JSON) on Dask, resumably, into one results table.",
     "report": "Export simulation/plan results as finance CSV and HTML with charts.",
     "validate": "Run the real engine under load on the GPU and score the simulator.",
+    "compare-bench": "Simulate a `vllm bench serve` result's load: predicted vs measured tok/s, TTFT, TPOT.",
 }
 
 

@@ -13,6 +13,8 @@ cdef class StepPricer:
     cpdef tuple _two_groups(self, tuple ns, tuple ss)
     @cython.locals(k=long, x=long, pc=long, b=long, lo=long, hi=long, sh=long)
     cpdef double price(self, long m, long tp, long psum, tuple ns, tuple ss) except? -1.0
+    @cython.locals(k=long)
+    cpdef double price_part(self, tuple ns, tuple ss, long g, long tokens, double ctx) except? -1.0
     @cython.locals(bl=long, sh=long, q=long)
     cpdef tuple decode_price(self, long n, double ssum, long c)
     cpdef double _miss(self, tuple key, tuple full) except? -1.0

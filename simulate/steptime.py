@@ -155,6 +155,20 @@ class StepPricer:
             t2 = self._miss(key, key)
         return t + (t2 - t) * (x - lo) / (hi - lo)
 
+    def price_part(self, ns: tuple, ss: tuple, g: int, tokens: int, ctx) -> float:
+        """Seconds of a step without prefill chunks that runs, beside ns[i] sequences of group i
+        (context sums ss[i]), one sequence of group g cut to `tokens` query tokens at context ctx:
+        a diffusion canvas given the budget left (simulate/engines/diffusion.py). Its own segment
+        of the pass; cached under a key no other step kind has (a leading 'part')."""
+        k = len(ns)
+        rest = self._one_group(ns[0], ss[0]) if k == 1 else (self._two_groups(ns, ss) if k == 2 else self._group_key(ns, ss))
+        key = ("part", g, tokens, self.qc(int(ctx))) + rest
+        t = self.cache.get(key)
+        if t is None:
+            t = self.cache[key] = self._price((0, 0, 0) + rest + key[1:4])
+            self.misses += 1
+        return t
+
     def decode_price(self, n: int, ssum, c: int) -> tuple[float, int]:
         """Seconds of a step of n sequences of one decode-phase group, context sum ssum (mean
         rounded: c), no prefill - what price(0, 0, 0, (n,), (ssum,)) returns - and the mean
@@ -178,9 +192,15 @@ class StepPricer:
         return t
 
     def _price(self, key) -> float:
+        """key: (chunks, tokens per chunk, prefill context), then seqs and context per group, then
+        optionally (group, tokens, context) of one partial sequence (price_part)."""
         m, tp, pctx = key[:3]
         mode = self.mode
         prefill = Segment(mode.prefill_kind, m, max(1, tp), pctx) if m else None
+        n = len(self.draws.group_tokens)
         groups = tuple(Segment(kind, key[3 + 2 * i], tokens, key[4 + 2 * i])
                        for i, (kind, tokens) in enumerate(zip(mode.group_kinds, self.draws.group_tokens)))
+        j = 3 + 2 * n
+        if len(key) > j:
+            groups += (Segment(mode.group_kinds[key[j]], 1, key[j + 1], key[j + 2]),)
         return self.cost.step_ms(prefill, groups, self.draws) / 1e3

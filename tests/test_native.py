@@ -16,9 +16,11 @@ import simulate.scheduler
 from simulate import native
 from simulate.native import NATIVE_MODULES, compiled_modules, source_hash
 
-# every mode, async on and off, and a KV cache small enough to preempt
+# every mode, async on and off, and a KV cache small enough to preempt; diffusion with a budget of
+# two canvases and a partial one (600 = 2 x 256 + 88), preempting
 CASES = [("diffusion", 9.0, {}), ("ar", 30.0, {"async_scheduling": False}), ("mtp", 30.0, {}),
-         ("ar", 40.0, {"gpu_memory_utilization": 0.41})]
+         ("ar", 40.0, {"gpu_memory_utilization": 0.41}),
+         ("diffusion", 9.0, {"max_num_batched_tokens": 600, "max_num_seqs": 6, "kv_capacity_tokens": 3000})]
 RUN = """
 import dataclasses, json, sys
 from costmodel.shipped import resolve_profile
@@ -51,7 +53,7 @@ def test_compiled_and_pure_python_simulators_give_the_same_numbers():
     for (mode, _, _), c, p in zip(CASES, compiled["runs"], pure["runs"]):
         assert c["engine_steps"] > 500, mode
         assert [(k, c[k], p[k]) for k in c if not _close(c[k], p[k])] == [], mode
-    assert compiled["runs"][3]["preemptions"] > 0
+    assert compiled["runs"][3]["preemptions"] > 0 and compiled["runs"][4]["preemptions"] > 0
 
 
 def test_this_process_uses_the_build_exactly_when_it_is_current():

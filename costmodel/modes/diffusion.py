@@ -140,7 +140,9 @@ def replayed_steps(recorded, blocks: np.ndarray) -> list[int]:
 
 
 class DiffusionDraws(ModeDraws):
-    """k for every canvas of every request: `k[kofs[rid] + b]` for canvas b of request rid."""
+    """k for every canvas of every request: `k[kofs[rid] + b]` for canvas b of request rid;
+    `blocks_list[rid]` canvases drawn (output // canvas, or the engine's own count when replayed: a
+    request served partly in partial canvases runs more; simulate/engines/diffusion.py)."""
 
     def __init__(self, profile, reqs, seed: int):
         self.canvas = C = canvas_length(profile)
@@ -157,9 +159,13 @@ class DiffusionDraws(ModeDraws):
         content = np.where(last, np.repeat(out - C * (blocks - 1), blocks), C)
         recorded = (getattr(reqs, "recorded", None) or {}).get("steps_per_canvas")
         if recorded is not None:  # an engine's own steps per canvas, replayed (simulate/validate/vllm)
-            self.k = replayed_steps(recorded, blocks)
-            self.kofs = ofs[:-1].tolist()
-            self.blocks_list = blocks.tolist()
+            # every canvas the engine ran: more than output // canvas where some were partial (cut to the budget left)
+            drawn = np.maximum(blocks, [len(x) for x in recorded]) if len(recorded) == len(blocks) else blocks
+            self.k = replayed_steps(recorded, drawn)
+            kofs = np.zeros(len(out) + 1, dtype=np.int64)
+            np.cumsum(drawn, out=kofs[1:])
+            self.kofs = kofs[:-1].tolist()
+            self.blocks_list = drawn.tolist()
             return
         regime = np.repeat(reqs.regime_idx, blocks)
         v = rng_for(seed, STREAM_CANVAS_STEPS).random(total)

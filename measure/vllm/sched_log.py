@@ -9,7 +9,8 @@ runs on any CPU from the committed tables.
   fits from it, plus t0_s / t1_s): the batch by kind from each request's own schedule. A step's
   time `gap_ms` is the wall time from its schedule() to the next step's (the synchronous engine
   core's loop: schedule, execute, update, hand off outputs), or to its own update's end before an
-  idle gap;
+  idle gap (one after which the scheduler held no unfinished request: none scheduled in it left,
+  none waiting or running unscheduled; EngineCore blocks on its input queue only then);
 - `requests`: one row per request: arrival (vLLM's `Request.arrival_time`, set when the API server
   made the request; `engine_in_t`: when the engine loop took it in, at the next step boundary), prompt and output tokens, the steps at which it
   was admitted, first emitted and finished (and their end times), preemptions, and what the
@@ -178,8 +179,9 @@ def read_trace(path: str | Path, mode: str) -> EngineTrace:
         raise UserError(f"scheduler record {path} holds no engine steps", "the load sent no request, or the server died before its first step")
     w = _Walk(adds)
     rows = []
+    held = _held_after(adds, steps)
     for i, st in enumerate(steps):
-        nxt = steps[i + 1]["t0"] if i + 1 < len(steps) and _busy_after(st, steps[i + 1]) else None
+        nxt = steps[i + 1]["t0"] if i + 1 < len(steps) and _busy_after(st, steps[i + 1], int(held[i])) else None
         rows.append(_step_row(mode, st, w, nxt))
     sdf = pd.DataFrame(rows)
     reqs = pd.DataFrame([{k: q[k] for k in REQUEST_COLUMNS} for q in w.req.values()], columns=list(REQUEST_COLUMNS))
@@ -187,8 +189,31 @@ def read_trace(path: str | Path, mode: str) -> EngineTrace:
     return EngineTrace(mode, config, sdf, reqs)
 
 
-def _busy_after(st: dict, nxt: dict) -> bool:
-    """True when the engine went straight on to the next step (requests were left after this one):
-    the next step's start then ends this one."""
+def _held_after(adds: list[dict], steps: list[dict]) -> np.ndarray:
+    """Per step (in order), the requests the scheduler holds unfinished once it is done: added
+    before it ended (vLLM's engine core takes requests in between steps) and finishing in a later
+    step, scheduled in this one or not (waiting in the queue, or running without budget: a diffusion
+    request waiting for a canvas slot). A request whose finish is not recorded (aborted, cut off)
+    counts until the last step that scheduled it."""
+    pos = {a["req"]: n for n, a in enumerate(adds)}
+    add_t = np.array([float(a["t"]) for a in adds], float)
+    end = np.full(len(adds), -1, np.int64)
+    done = np.zeros(len(adds), bool)
+    for i, st in enumerate(steps):
+        for rid in st["tokens"]:
+            n = pos.get(rid)
+            if n is not None and not done[n]:
+                end[n] = i
+        for rid in st.get("done", []):
+            n = pos.get(rid)
+            if n is not None:
+                end[n], done[n] = i, True
+    return np.array([int(np.count_nonzero((add_t <= st["t1"]) & (end > i))) for i, st in enumerate(steps)], np.int64)
+
+
+def _busy_after(st: dict, nxt: dict, held: int = 0) -> bool:
+    """True when the engine went straight on to the next step: requests were left after this one
+    (`held`: unfinished requests the scheduler holds, scheduled in this step or not; EngineCore's
+    loop blocks on its input queue only when it holds none). The next step's start then ends this one."""
     left = set(st["tokens"]) - set(st.get("done", []))
-    return bool(left) or nxt["t0"] - st["t1"] < 1e-3
+    return bool(left) or held > 0 or nxt["t0"] - st["t1"] < 1e-3

@@ -133,6 +133,11 @@ class RecordedStepPricer(StepPricer):
         self.i = i + 1
         return self.durations_s[i] if i < len(self.durations_s) else self.base.price(m, tp, psum, ns, ss)
 
+    def price_part(self, ns, ss, g, tokens, ctx):
+        i = self.i
+        self.i = i + 1
+        return self.durations_s[i] if i < len(self.durations_s) else self.base.price_part(ns, ss, g, tokens, ctx)
+
 
 BOUNDARY_EPS_S = 5e-5  # far below any step (milliseconds), far above float error
 

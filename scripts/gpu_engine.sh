@@ -15,7 +15,7 @@ NAME=${GPU:-gpu}-$PREC-$MODE
 RUN=/tmp/engine-runs/$NAME
 rm -rf "$RUN"; mkdir -p /tmp/engine-runs
 nvidia-smi --query-gpu=name,memory.total,power.limit,driver_version,clocks.max.sm --format=csv > /tmp/engine-runs/$NAME.gpu.csv
-timeout $((DEADLINE + 110)) python3 -m measure.vllm.gpu_run --mode "$MODE" --precision "$PREC" -o "$RUN" --deadline-s "$DEADLINE" \
+timeout $((DEADLINE + 110)) python3 -m measure.vllm.gpu_run --mode "$MODE" --precision "$PREC" -o "$RUN" --deadline-s "$DEADLINE" --log /tmp/engine-runs/$NAME.log \
   ${SETUPS:+--setups "$SETUPS"} > /tmp/engine-runs/$NAME.log 2>&1
 echo "driver exit $?" >> /tmp/engine-runs/$NAME.log
 mkdir -p "$RUN"; cp /tmp/engine-runs/$NAME.log /tmp/engine-runs/$NAME.gpu.csv "$RUN/" 2>/dev/null

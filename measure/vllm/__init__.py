@@ -18,3 +18,11 @@ def require_vllm():
     except ImportError:
         raise VLLM_MISSING from None
     return vllm
+
+
+def run_precision(engine: dict) -> str:
+    """The precision the weights ran in: the quantization when there is one (fp8 weights compute in a bf16 model dtype)."""
+    q = engine.get("quantization")
+    if q:
+        return str(q)
+    return "bf16" if "bfloat16" in str(engine.get("dtype")) else str(engine.get("dtype"))

@@ -41,6 +41,9 @@ from measure.vllm.model_dirs import PROMPT_ID_RANGE, write_model_dirs
 
 SUPPORTED_VLLM = ("0.26.0",)
 MODEL_FOR_MODE = {"diffusion": "diffusiongemma-26b-a4b", "ar": "gemma4-26b-a4b", "mtp": "gemma4-26b-a4b"}
+# vLLM picks FlashAttention 4 (CuTe DSL) on Hopper, which needs nvidia-cutlass-dsl (not stageable: it wants
+# protobuf < 7); Triton attention is what 0.26 serves every mode with here, recorded in each run's manifest
+ATTENTION_BACKEND = "TRITON_ATTN"
 V2_RUNNER_MODES = ("diffusion", "mtp")  # Gemma-4 MTP crashes with the V1 runner on 0.26 (vllm #48848); diffusion needs V2
 
 
@@ -62,7 +65,7 @@ def engine_args(mode: str, precision: str, dirs: dict, setup: EngineSetup, max_m
     s = dict(setup.settings)
     shape = get_model(json.loads((Path(dirs["target"]) / "costmodel_full_size.json").read_text())["shape"])
     kw = dict(model=str(dirs["target"]), load_format="dummy", max_model_len=max_model_len, seed=0, disable_log_stats=False,
-              enable_logging_iteration_details=True, cudagraph_metrics=True, gpu_memory_utilization=float(s.pop("gpu_memory_utilization", 0.9)))
+              enable_logging_iteration_details=True, cudagraph_metrics=True, attention_backend=ATTENTION_BACKEND, gpu_memory_utilization=float(s.pop("gpu_memory_utilization", 0.9)))
     if precision == "fp8":
         kw["quantization"] = "fp8"
     else:
@@ -71,13 +74,12 @@ def engine_args(mode: str, precision: str, dirs: dict, setup: EngineSetup, max_m
         if key in s:
             kw[key] = int(s.pop(key))
     if mode == "diffusion":
-        kw.update(tokenizer=str(dirs["target"]), attention_backend="TRITON_ATTN", limit_mm_per_prompt={"image": 0, "video": 0},
+        kw.update(tokenizer=str(dirs["target"]), limit_mm_per_prompt={"image": 0, "video": 0},
                   diffusion_config={"canvas_length": shape.canvas_length, "max_denoising_steps": int(s.pop("max_denoising_steps"))})
     else:
         kw["skip_tokenizer_init"] = True
     if mode == "mtp":
         k, a = int(s.pop("num_speculative_tokens")), float(s.pop("acceptance"))
-        kw["attention_backend"] = "TRITON_ATTN"
         kw["speculative_config"] = {"model": str(dirs["assistant"]), "num_speculative_tokens": k, "rejection_sample_method": "synthetic",
                                     "synthetic_acceptance_rates": [round(a ** (i + 1), 6) for i in range(k)]}
     if s:
@@ -202,7 +204,7 @@ def _plain(obj) -> dict | None:
 
 
 async def run_setup(mode: str, precision: str, dirs: dict, setup: EngineSetup, out: Path, deadline: float, seed: int, say,
-                    extra: dict | None = None) -> None:
+                    extra: dict | None = None, log: Path | None = None) -> None:
     from vllm.usage.usage_lib import UsageContext
     from vllm.v1.engine.async_llm import AsyncLLM
 
@@ -243,13 +245,62 @@ async def run_setup(mode: str, precision: str, dirs: dict, setup: EngineSetup, o
             close = getattr(lg, "close", None)
             if close:
                 close()
+    if (sdir / "manifest.json").exists():
+        amend_manifest(sdir, out / f"engine-{setup.label}.json", log)
+
+
+def amend_manifest(setup_dir: Path, engine_json: Path, log: Path | None) -> dict:
+    """What only the driver knows, written into the recorder's manifest once the engine has stopped:
+    the catalog GPU, the model's catalog name, dummy weights, the precision, the engine's resolved
+    graph capture and backends (its JSON record) and the MoE backend vLLM chose (its log). Each
+    changed field is named in a manifest note. Idempotent."""
+    import re
+
+    from costmodel.hardware import match_nvml_name
+    from costmodel.schemas.rundir import load_run
+    from measure.vllm import run_precision
+
+    run = load_run(setup_dir)
+    m = run.manifest
+    info = json.loads(engine_json.read_text())
+    res = info["resolved"]
+    spec = match_nvml_name(m.gpu_name or "")
+    shape = Path(info["engine_args"]["model"]).name
+    text = log.read_text(errors="replace") if log and log.exists() else ""
+    moe = sorted(set(re.findall(r"Using (\w+) (?:Fp8 |unquantized )?MoE backend", text)))
+    eng = {**m.engine, "quantization": res.get("quantization"), "max_cudagraph_capture_size": res.get("max_cudagraph_capture_size"),
+           "cudagraph_mode": res.get("cudagraph_mode"), "attention_backend": res.get("attention_backend"),
+           "moe_backend": ",".join(moe) or m.engine.get("moe_backend", "unknown"), "gpu_memory_utilization": res.get("gpu_memory_utilization"),
+           "max_denoising_steps": (res.get("diffusion_config") or {}).get("max_denoising_steps"),
+           "speculative": res.get("speculative_config"), "setup": info["setup"], "start_up_s": info.get("start_up_s")}
+    new = {"hardware": spec.id if spec else m.hardware, "model": shape, "weights": "random", "precision": run_precision(eng), "engine": eng}
+    if m.mode == "diffusion":
+        new["commit_source"] = "random-weights"
+    changed = [k for k, v in new.items() if getattr(m, k) != v]
+    if changed:
+        note = (f"{', '.join(changed)} set from the GPU driver's record of the same engine ({engine_json.name}"
+                + (f", {log.name}" if log else "") + ") by measure/vllm/gpu_run.amend_manifest")
+        _write_manifest(setup_dir, m, new, note)
+    return new
+
+
+def _write_manifest(setup_dir: Path, m, new: dict, note: str) -> None:
+    from dataclasses import replace
+
+    from costmodel import atomic
+
+    m2 = replace(m, **new, notes=[*m.notes, note])
+    atomic.write_json(setup_dir / "manifest.json", m2.to_dict())
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", required=True, choices=sorted(DESIGNS))
+    ap.add_argument("--mode", choices=sorted(DESIGNS))
+    ap.add_argument("--log", type=Path, default=None, help="the engine's log (this process's output, as the caller saves it): its MoE backend line")
+    ap.add_argument("--amend", type=Path, default=None, metavar="SETUP_DIR",
+                    help="only amend a recorded setup's manifest from its engine JSON beside it (OUT/engine-<setup>.json) and --log")
     ap.add_argument("--precision", default="fp8", choices=["fp8", "bf16"])
-    ap.add_argument("-o", "--out", type=Path, required=True)
+    ap.add_argument("-o", "--out", type=Path, default=None)
     ap.add_argument("--setups", default=None, help="comma list of the design's engine setups [default: all]")
     ap.add_argument("--deadline-s", type=float, default=540.0, help="start no load after this many seconds")
     ap.add_argument("--seed", type=int, default=0)
@@ -258,6 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale-loads", default=None, help="N,P,O: cap every load at N requests, prompts at P tokens, outputs at O (a dry run)")
     a = ap.parse_args(argv)
     t_start = time.monotonic()
+    if a.amend:
+        d = a.amend.resolve()
+        print(json.dumps(amend_manifest(d, d.parent / f"engine-{d.name}.json", a.log), indent=1, default=str))
+        return 0
+    if not a.mode or not a.out:
+        ap.error("--mode and -o are required")
 
     def say(s: str) -> None:
         print(f"[{time.monotonic() - t_start:6.1f} s] {s}", flush=True)
@@ -276,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             if time.monotonic() > t_start + a.deadline_s - 90:  # an engine start (~35-60 s warm) and a load or two would not fit
                 say(f"{a.mode} {s.label}: not started (deadline)")
                 continue
-            asyncio.run(run_setup(a.mode, a.precision, dirs, s, a.out, t_start + a.deadline_s, a.seed, say, json.loads(a.engine_args)))
+            asyncio.run(run_setup(a.mode, a.precision, dirs, s, a.out, t_start + a.deadline_s, a.seed, say, json.loads(a.engine_args), a.log))
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -44,7 +44,20 @@ def text_config(shape: ModelShape) -> dict:
     tc.setdefault("max_position_embeddings", 262144)
     tc["enable_moe_block"] = shape.is_moe
     tc.update(pad_token_id=PAD, eos_token_id=[EOS, END_OF_TURN], bos_token_id=BOS)
-    return tc
+    return {**_gemma4_defaults(tc), **tc}
+
+
+def _gemma4_defaults(tc: dict) -> dict:
+    """Every field of the installed transformers' Gemma4TextConfig at its default: vLLM's
+    DiffusionGemmaTextConfig is a bare PretrainedConfig and has no defaults of its own."""
+    try:
+        from transformers.models.gemma4.configuration_gemma4 import Gemma4TextConfig
+    except ImportError:
+        return {}
+    d = Gemma4TextConfig(**tc).to_dict()
+    for k in ("model_type", "transformers_version", "architectures", "per_layer_config"):
+        d.pop(k, None)
+    return d
 
 
 def config_json(shape: ModelShape) -> dict:

@@ -47,7 +47,7 @@ import pandas as pd
 from costmodel import atomic
 from costmodel.schemas.rundir import STEP_COLUMNS, RunManifest, RunWriter, new_run_id, software_versions
 
-from measure.vllm import require_vllm
+from measure.vllm import require_vllm, run_precision
 
 require_vllm()  # vLLM is this module's reason to exist: without it, one line naming the extra
 from vllm.v1.metrics.loggers import StatLoggerBase  # noqa: E402
@@ -96,7 +96,10 @@ def engine_description(vllm_config) -> tuple[str, dict, str, str]:
     dcfg = getattr(vllm_config, "diffusion_config", None)
     names = getattr(mc, "served_model_name", None)
     model = names[0] if isinstance(names, (list, tuple)) and names else str(names or mc.model)
-    weights = "random" if (Path(str(mc.model)) / "costmodel_tiny.json").exists() else "served"
+    made = [Path(str(mc.model)) / f for f in ("costmodel_tiny.json", "costmodel_full_size.json")]  # this project's dummy-weight dirs
+    weights = "random" if any(f.exists() for f in made) else "served"
+    if made[1].exists():
+        model = json.loads(made[1].read_text())["shape"]  # the catalog model it is a full-size copy of
     engine = {
         "name": "vllm", "version": vllm.__version__, "device": str(current_platform.device_type),
         "device_name": _device_name(current_platform), "model_path": str(mc.model), "dtype": str(mc.dtype),
@@ -107,6 +110,10 @@ def engine_description(vllm_config) -> tuple[str, dict, str, str]:
         "speculative_model": str(getattr(spec, "model", "")) if spec is not None else None,
         "block_size": vllm_config.cache_config.block_size,
         "iteration_details": bool(vllm_config.observability_config.enable_logging_iteration_details),
+        "quantization": getattr(mc, "quantization", None),
+        "max_cudagraph_capture_size": getattr(vllm_config.compilation_config, "max_cudagraph_capture_size", None) if not mc.enforce_eager else 0,
+        "cudagraph_mode": str(getattr(vllm_config.compilation_config, "cudagraph_mode", "")),
+        "attention_backend": str(getattr(getattr(vllm_config, "attention_config", None), "backend", None) or "auto"),
     }
     return mode, engine, model, weights
 
@@ -203,7 +210,7 @@ class StepRecorder(StatLoggerBase):
             notes.append("--enable-logging-iteration-details was off: no elapsed_ms, and the prefill/decode split is inferred from the counters")
         manifest = RunManifest(run_id=new_run_id("steps"), kind="engine-steps", mode=self.mode, model=model, weights=weights,
                                commit_source=("random-weights" if weights == "random" else "model") if self.mode == "diffusion" else "none",
-                               hardware=None, gpu_name=engine["device_name"], precision="bf16" if "bfloat16" in engine["dtype"] else engine["dtype"],
+                               hardware=None, gpu_name=engine["device_name"], precision=run_precision(engine),
                                engine=engine, settings={"flush_every": self.flush_every}, software=software_versions(), notes=notes)
         self.writer = _Writer(path, manifest)
         self.run_dir = path

@@ -50,8 +50,9 @@ SRC_GROUPS = "vllm/v1/core/kv_cache_utils.py unify_kv_cache_spec_page_size + _ge
 SRC_NUM_BLOCKS = "vllm/v1/core/kv_cache_utils.py get_kv_cache_config_from_groups (available // bytes per block)"
 SRC_REQUESTED = "vllm/v1/worker/utils.py request_memory (ceil(total x gpu_memory_utilization))"
 SRC_KV_BUDGET = "vllm/v1/worker/gpu_worker.py determine_available_memory (requested - non-KV - CUDA graphs)"
-SRC_SAMPLER = ("vllm/model_executor/models/diffusion_gemma.py compute_logits/_softcap_logits (bf16 -> fp32 logits) and "
-               "the sampler's tile budget (three fp32 [W, vocab] copies per canvas)")
+SAMPLER_TILE_COPIES = 8  # fp32 [canvas, vocab] copies one canvas's sampling step peaks at (vLLM 0.26 diffusion_gemma.py, eager)
+SRC_SAMPLER = ("vllm/model_executor/models/diffusion_gemma.py (0.26): bf16 logits of every denoising canvas, and the sampler's "
+               "tiles sized to half the free memory at ~10 fp32 [canvas, vocab] copies per canvas, never below one canvas")
 
 
 
@@ -266,11 +267,40 @@ def _logits_rows_bytes(rows: int, vocab: int) -> int:
 
 
 def sampler_bytes_per_canvas(model: ModelShape, canvas_length: int) -> int:
-    """DiffusionGemma's denoise sampler per canvas: bf16 logits, the fp32 soft-capped copy
-    (_softcap_logits) and the sampler's three fp32 [canvas, vocab] copies (its own tile budget,
-    `W * vocab * 4 * 3`). The profile run never builds them (its dummy sampler has one row per
-    request), so they live in the memory gpu_memory_utilization leaves outside the engine budget."""
-    return canvas_length * model.vocab_size * (2 + 4 + 12)
+    """DiffusionGemma's denoise sampler, per denoising canvas: the bf16 [canvas, vocab] logits every
+    canvas of the step holds while the sampler works through them. The profile run never builds them
+    (its dummy sampler has one row per request), so they live in the memory gpu_memory_utilization
+    leaves outside the engine budget."""
+    return canvas_length * model.vocab_size * 2
+
+
+def sampler_tile_bytes(model: ModelShape, canvas_length: int) -> int:
+    """The sampler's fp32 transients for one tile of canvases: vLLM 0.26 sizes each tile to half the
+    free memory (budgeting ~10 fp32 [canvas, vocab] copies per canvas, diffusion_gemma.py) and never
+    below one canvas, whose eager step peaks at ~8 copies (its own comment): one canvas's 8 copies
+    must fit outside the budget whatever the concurrency. (Measured: 16 canvases ran at utilisation
+    0.9 on an H200 with vLLM 0.26, data/runs/engine/h200-fp8-diffusion, where an untiled sampler
+    would need 19.3 GB of the 14.1 GB outside the budget.)"""
+    return canvas_length * model.vocab_size * 4 * SAMPLER_TILE_COPIES
+
+
+@dataclass(frozen=True)
+class SamplerMemory:
+    """What DiffusionGemma's sampler needs outside the engine budget: per canvas, plus one tile."""
+
+    model: ModelShape
+
+    def per_canvas(self, canvas_length: int) -> int:
+        return sampler_bytes_per_canvas(self.model, canvas_length)
+
+    def tile(self, canvas_length: int) -> int:
+        return sampler_tile_bytes(self.model, canvas_length)
+
+    def need(self, canvases: int, canvas_length: int) -> int:
+        return canvases * self.per_canvas(canvas_length) + self.tile(canvas_length)
+
+    def max_canvases(self, headroom: int, canvas_length: int) -> int:
+        return (headroom - self.tile(canvas_length)) // self.per_canvas(canvas_length)
 
 
 def _graph_tokens(s: ResolvedSettings) -> int:
@@ -349,7 +379,7 @@ def _resolve(hw: HardwareSpec, mode: str, target: ModelShape, user: EngineSettin
     seqs = pick("max_num_seqs", seqs_default, _defaults_source(hw))
     canvases = None
     if serving.canvas_sampler:
-        canvases = (device_bytes - math.ceil(device_bytes * util)) // per_canvas(canvas)
+        canvases = per_canvas.max_canvases(device_bytes - math.ceil(device_bytes * util), canvas)
         if user.max_num_seqs is None and seqs >= DEFAULT_MAX_NUM_SEQS:
             seqs, src["max_num_seqs"] = DIFFUSION_MAX_NUM_SEQS, SRC_DG_RULE
         if user.max_num_seqs is None and 1 <= canvases < seqs:
@@ -377,17 +407,17 @@ def _fitting_precision(hw: HardwareSpec, target: ModelShape, assistant: ModelSha
 def _check_sampler(mode: str, target: ModelShape, s: ResolvedSettings, headroom: int, per_canvas) -> None:
     if not get_mode(mode).canvas_sampler:
         return
-    need = s.max_num_seqs * per_canvas(s.canvas_length)
+    need = per_canvas.need(s.max_num_seqs, s.canvas_length)
     if s.max_canvases_by_memory < 1 or s.canvas_length > s.max_num_batched_tokens:
-        largest = min(headroom // per_canvas(1), s.max_num_batched_tokens)
+        largest = min(headroom // per_canvas.need(1, 1), s.max_num_batched_tokens)
         raise UserError(f"canvas_length {s.canvas_length} does not fit: one canvas's sampler buffers need "
-                        f"{per_canvas(s.canvas_length) / 1e9:.2f} GB of the {headroom / 1e9:.2f} GB outside the engine "
+                        f"{per_canvas.need(1, s.canvas_length) / 1e9:.2f} GB of the {headroom / 1e9:.2f} GB outside the engine "
                         f"budget (and a canvas must fit max_num_batched_tokens {s.max_num_batched_tokens})",
                         f"the largest canvas_length that fits is {largest}")
     if need > headroom:
         raise UserError(f"max_num_seqs {s.max_num_seqs} does not fit: the diffusion sampler buffers need {need / 1e9:.1f} GB "
-                        f"({per_canvas(s.canvas_length) / 1e9:.2f} GB per canvas) but gpu_memory_utilization "
-                        f"{s.gpu_memory_utilization:g} leaves {headroom / 1e9:.1f} GB outside the engine budget",
+                        f"({per_canvas.per_canvas(s.canvas_length) / 1e9:.2f} GB per canvas + a {per_canvas.tile(s.canvas_length) / 1e9:.2f} GB "
+                        f"tile) but gpu_memory_utilization {s.gpu_memory_utilization:g} leaves {headroom / 1e9:.1f} GB outside the engine budget",
                         f"the largest max_num_seqs that fits is {s.max_canvases_by_memory}")
 
 
@@ -453,7 +483,7 @@ def replica_memory(hw: HardwareSpec, mode: str, prec: Precision, settings: Engin
     device = int(device_bytes if device_bytes is not None else hw.memory_gb * 1e9)
     if prec.compute not in hw.tflops:
         hw.peak_tflops(prec)  # raises the catalog's one-line error
-    per_canvas = lambda c: sampler_bytes_per_canvas(target, c)
+    per_canvas = SamplerMemory(target)
     s = _resolve(hw, mode, target, user, device, per_canvas)
     requested = math.ceil(device * s.gpu_memory_utilization)
     headroom = device - requested
@@ -480,9 +510,11 @@ def replica_memory(hw: HardwareSpec, mode: str, prec: Precision, settings: Engin
              MemoryTerm("KV remainder (less than a block)", kv_bytes - limits.num_gpu_blocks * layout.bytes_per_block, SRC_NUM_BLOCKS, "kv")]
     sampler = get_mode(mode).canvas_sampler
     if sampler:
-        terms.append(MemoryTerm(f"diffusion sampler: {s.max_num_seqs} canvas(es) x {per_canvas(s.canvas_length) / 1e9:.2f} GB",
-                                s.max_num_seqs * per_canvas(s.canvas_length), SRC_SAMPLER, "sampler",
-                                f"fp32 [canvases, {s.canvas_length}, {target.vocab_size}] transients, outside the engine budget"))
+        terms.append(MemoryTerm(f"diffusion sampler: {s.max_num_seqs} canvas(es) x {per_canvas.per_canvas(s.canvas_length) / 1e9:.2f} GB "
+                                f"+ one tile {per_canvas.tile(s.canvas_length) / 1e9:.2f} GB",
+                                per_canvas.need(s.max_num_seqs, s.canvas_length), SRC_SAMPLER, "sampler",
+                                f"bf16 [canvases, {s.canvas_length}, {target.vocab_size}] logits and one tile's fp32 transients, "
+                                "outside the engine budget"))
     used_outside = terms[-1].bytes if sampler else 0
     terms.append(MemoryTerm("headroom outside the engine budget", headroom - used_outside,
                             "device - engine budget (CUDA context, allocator fragmentation, unprofiled transients)", "headroom"))

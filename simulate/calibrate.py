@@ -17,8 +17,11 @@ check (`benchmarks/bench_published.py`).
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from costmodel.engine_settings import EngineSettings
 from costmodel.errors import UserError
@@ -123,3 +126,25 @@ def fit_step_constant(profile: Profile, fig: Batch1Figure, engine: EngineSetting
                         "calibrate a profile of the run's GPU and precision (or refit its pass costs first)")
     after, _ = predicted_tok_s(with_step_constant(profile, [fig.mode], ms, "check"), fig, engine)
     return StepConstantFit(fig, ms, steps, before, after)
+
+
+def frontend_latency_fit(profile: Profile, mode: str, loads: list, engine: EngineSettings | None = None) -> dict:
+    """The engine front-end's latency per request (what vLLM's input and output processing add to
+    every first token and finish, as the client sees them) fitted by simulation: the median of each
+    low-load load's measured TTFT p50 less its simulated one (no front-end term), floored at 0.
+    `loads`: simulate.compare.MeasuredLoad of the engine at low load (queueing would otherwise be
+    taken for front-end time). Returns the profile-engine record {"ms", "loads", "residuals_ms"}."""
+    from costmodel.schemas.profile import FRONTEND_LATENCY_KEY
+    from simulate.compare import compare_loads
+
+    bare = copy.deepcopy(profile)
+    eng = bare.engine if isinstance(bare.engine, dict) else {}
+    (eng.get(FRONTEND_LATENCY_KEY) or {}).pop(mode, None)
+    bare.__dict__.pop("_resolved", None)
+    res = [c.measured("ttft_p50_ms") - c.predicted("ttft_p50_ms") for c in compare_loads(bare, mode, loads, engine)]
+    res = [r for r in res if r == r]
+    if not res:
+        raise UserError(f"{mode}: no low-load load with a measured TTFT to fit the front-end latency on", "record a low-rate Poisson load")
+    ms = max(0.0, float(np.median(res)))
+    return {"ms": round(ms, 2), "loads": [ld.label for ld in loads], "residuals_ms": [round(r, 2) for r in res],
+            "method": "median over low-load loads of measured TTFT p50 - simulated TTFT p50 (simulate/calibrate.py frontend_latency_fit)"}

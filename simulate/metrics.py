@@ -6,6 +6,9 @@ Per request (all times on the simulation clock, seconds; latencies in ms):
   pass (prefill + k denoising steps + the commit: the whole first 256-token burst arrives then).
   AR/MTP: the end of the engine step that ran its prompt's last prefill chunk.
 - e2e_ms: arrival -> its last output token is emitted.
+- Where the profile carries a front-end latency for the mode (engine["frontend_latency_ms"],
+  costmodel/schemas/profile.py), the first token and the finish are seen that much later by the
+  client (vLLM's input and output processing); it does not hold the engine.
 - tpot_ms: (e2e_ms - ttft_ms) / (output_tokens - 1): time per output token EXCLUDING the first;
   NaN for one-token outputs. Diffusion emits 256-token bursts, so a one-canvas output has TPOT 0.
 - steps: engine steps the request took part in (prefill chunks, decode/verify steps, denoising
@@ -55,6 +58,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel.modes import ModeDraws, ServingMode
+from costmodel.schemas.profile import frontend_latency_ms
 from costmodel.schemas.results import PERCENTILES, REQUEST_COLUMNS, PointSummary
 from costmodel.stepcost import host_overhead
 
@@ -220,7 +224,8 @@ def summarise(run: FinishedRun) -> tuple[PointSummary, pd.DataFrame]:
     per-request records."""
     reqs, rec, n = run.reqs, run.rec, run.n_arrived
     arr, prompt, out = reqs.arrival_s[:n], reqs.prompt_tokens[:n], reqs.output_tokens[:n]
-    start, first, fin = rec.start_s[:n], rec.first_s[:n], rec.finish_s[:n]
+    fe = frontend_latency_ms(run.profile, run.mode.name) / 1e3  # the client sees its first token and finish this much later
+    start, first, fin = rec.start_s[:n], rec.first_s[:n] + fe, rec.finish_s[:n] + fe
     finished = np.isfinite(fin)
     warm = arr < run.warmup_s
     queue_ms, ttft_ms, e2e_ms = (start - arr) * 1e3, (first - arr) * 1e3, (fin - arr) * 1e3
@@ -254,7 +259,7 @@ def summarise(run: FinishedRun) -> tuple[PointSummary, pd.DataFrame]:
     summary.engine_settings = run.cfg.tagged() if hasattr(run.cfg, "tagged") else ""
     summary.concurrency = int(getattr(reqs, "concurrency", 0) or 0)
     _prefix_stats(summary, run, np.isfinite(start))
-    return summary, _request_frame(run, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm)
+    return summary, _request_frame(run, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm, fe)
 
 
 def _prefix_stats(summary: PointSummary, run: FinishedRun, admitted: np.ndarray) -> None:
@@ -272,14 +277,14 @@ def _prefix_stats(summary: PointSummary, run: FinishedRun, admitted: np.ndarray)
     summary.prefill_tokens_saved = int(sum(c.hit_tokens for c in caches))
 
 
-def _request_frame(run: FinishedRun, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm) -> pd.DataFrame:
+def _request_frame(run: FinishedRun, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm, fe: float = 0.0) -> pd.DataFrame:
     reqs, rec, n = run.reqs, run.rec, run.n_arrived
     names = np.asarray(reqs.regimes, dtype=object)
     blocks = run.draws.blocks
     return pd.DataFrame({
         "request_id": np.arange(n, dtype=np.int64), "mode": run.mode.name, "regime": names[reqs.regime_idx[:n]],
-        "replica": rec.replica[:n], "arrival_s": reqs.arrival_s[:n], "start_s": rec.start_s[:n], "first_token_s": rec.first_s[:n],
-        "finish_s": rec.finish_s[:n], "prompt_tokens": reqs.prompt_tokens[:n], "output_tokens": reqs.output_tokens[:n],
+        "replica": rec.replica[:n], "arrival_s": reqs.arrival_s[:n], "start_s": rec.start_s[:n], "first_token_s": rec.first_s[:n] + fe,
+        "finish_s": rec.finish_s[:n] + fe, "prompt_tokens": reqs.prompt_tokens[:n], "output_tokens": reqs.output_tokens[:n],
         "blocks": blocks[:n] if blocks is not None else np.zeros(n, dtype=np.int64),
         "steps": rec.steps[:n], "queue_ms": queue_ms, "ttft_ms": ttft_ms, "e2e_ms": e2e_ms, "tpot_ms": tpot_ms,
         "preemptions": rec.preemptions[:n], "cached_tokens": rec.cached_tokens[:n], "finished": finished, "warmup": warm,

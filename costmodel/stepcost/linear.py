@@ -6,18 +6,27 @@
 carry the engine's efficiency and survive projection to another GPU). A pass that mixes kinds
 (prefills beside denoising canvases, as vLLM batches them) is priced on its joint roofline (one
 weight read) with the coefficients of each kind weighted by its share of the pass's query tokens;
-a pure pass reduces to its own model. Every other predictor falls back to this one."""
+a pure pass reduces to its own model. Every other predictor falls back to this one.
+
+An engine that replays CUDA graphs up to a captured size runs a larger step without them: every
+kernel launched from the host, a cost that depends on the step's size, not on the roofline. The
+`graph_off` features (1, and the pass's tokens, when its tokens exceed the engine's largest captured
+size; 0 otherwise) let a fit on that engine's own steps price the two regimes apart (vLLM 0.26 on
+Hopper: a step of 3 DiffusionGemma canvases, 768 tokens, costs 2.5x one of 2)."""
 
 from __future__ import annotations
 
 from costmodel.errors import UserError
 from costmodel.roofline import Segment
 
-FEATURES = ("const", "roofline_ms", "memory_ms", "compute_ms", "kv_ms", "seqs", "tokens", "context_ktokens")
+FEATURES = ("const", "roofline_ms", "memory_ms", "compute_ms", "kv_ms", "seqs", "tokens", "context_ktokens", "graph_off", "graph_off_tokens")
 
 
-def features(roof_pass, segments) -> dict[str, float]:
-    """Feature values of one pass (see FEATURES) from its roofline and shape."""
+def features(roof_pass, segments, graph_max_tokens: int = 0) -> dict[str, float]:
+    """Feature values of one pass (see FEATURES) from its roofline and shape; `graph_max_tokens`: the
+    engine's largest CUDA-graph capture size (0: not known, no regime)."""
+    tokens = float(sum(s.seqs * s.tokens for s in segments))
+    off = 1.0 if graph_max_tokens and tokens > graph_max_tokens else 0.0
     return {
         "const": 1.0,
         "roofline_ms": roof_pass.roofline_ms,
@@ -26,8 +35,10 @@ def features(roof_pass, segments) -> dict[str, float]:
         # the KV-cache share of memory_ms: lets a fit price KV reads at another efficiency than weights
         "kv_ms": roof_pass.memory_ms * (roof_pass.kv_read_bytes + roof_pass.kv_write_bytes) / roof_pass.bytes if roof_pass.bytes else 0.0,
         "seqs": float(sum(s.seqs for s in segments)),
-        "tokens": float(sum(s.seqs * s.tokens for s in segments)),
+        "tokens": tokens,
         "context_ktokens": sum(s.seqs * s.context for s in segments) / 1000.0,
+        "graph_off": off,
+        "graph_off_tokens": off * tokens,
     }
 
 

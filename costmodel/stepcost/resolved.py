@@ -15,6 +15,7 @@ from costmodel.precision import Precision, get_precision
 from costmodel.roofline import Roofline, Segment
 from costmodel.stepcost.base import get_predictor, step_terms
 
+CUDA_GRAPHS_KEY = "cuda_graph_max_tokens"  # profile engine section: mode -> the largest step (tokens) the engine ran as a CUDA graph
 PASS_MEMO_MAX = 262_144  # priced passes kept per mode (the simulator's steps reuse a few thousand)
 
 
@@ -22,7 +23,7 @@ class ModeCost:
     """The price of one mode's passes and engine steps on one profile (the `StepCost` a
     simulator's step pricer, the static-batch server and the fits ask)."""
 
-    __slots__ = ("profile", "mode", "serving", "roofline", "pass_models", "hardware_id", "precision", "memo")
+    __slots__ = ("profile", "mode", "serving", "roofline", "pass_models", "hardware_id", "precision", "memo", "graph_max_tokens")
 
     def __init__(self, resolved: "ResolvedProfile", mode: str):
         p = resolved.profile
@@ -34,6 +35,8 @@ class ModeCost:
         self.hardware_id = p.hardware.get("id")
         self.precision = p.precision
         self.memo: dict = {}
+        graphs = p.engine.get(CUDA_GRAPHS_KEY) if isinstance(p.engine, dict) else None
+        self.graph_max_tokens = int((graphs or {}).get(mode) or 0)  # the engine's largest CUDA graph (0: no regime priced)
 
     def pass_ms(self, segments) -> float:
         """Predicted milliseconds of ONE forward pass over `segments` (roofline.Segment)."""

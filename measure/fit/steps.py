@@ -17,7 +17,8 @@ every kind of the mode.
   is busy), or the gaps themselves when no model time was recorded; `elapsed_ms`: model time alone.
   Empty steps are dropped;
 - shapes: prefill = prefill requests x (prefill tokens / requests) at context 0; decode-phase groups
-  at the mean cached context of the running requests (kv_tokens / running);
+  at the mean cached context of the running requests (their recorded prompts and emitted tokens
+  where the run holds its requests, else kv_tokens / running);
 - feature sets: FEATURE_SETS in order, the first whose block k-fold MAPE is within the selection
   tolerance of the best; every coefficient is kept >= 0 by an active-set fit (a negative one's column
   is dropped, i.e. that kind's feature priced at 0, and the rest refitted); a kind left with no
@@ -54,6 +55,7 @@ from costmodel.schemas.profile import (CommitStats, Distribution, FitDiagnostics
                                        features)
 from costmodel.schemas.rundir import STEP_COLUMNS, Run, load_run
 from costmodel.stepcost.host_overhead import HOST_OVERHEAD_KEY
+from costmodel.stepcost.resolved import CUDA_GRAPHS_KEY
 from costmodel.timestamps import now_iso
 from measure.fit.assemble import FitOptions, FitResult, resolve_target
 from measure.fit.host_overhead import BLOCK_STEPS as BLOCK_STEPS_HOST
@@ -64,8 +66,8 @@ from measure.fit.passes import SELECT_TOL_POINTS, SELECT_TOL_REL, PassFit, mape_
 
 KIND = "engine-steps"
 TIME_COLUMNS = ("gap_ms", "elapsed_ms")
-TRIED_VERSIONS = ("0.32.0",)  # vLLM versions whose step records this fit was checked on
-FEATURE_SETS: tuple[tuple[str, ...], ...] = (
+TRIED_VERSIONS = ("0.32.0", "0.26.0")  # vLLM versions whose step records this fit was checked on (CPU 0.32, GPU 0.26)
+_BASE_SETS: tuple[tuple[str, ...], ...] = (
     ("const", "tokens"),
     ("const", "tokens", "seqs"),
     ("const", "tokens", "context_ktokens"),
@@ -73,6 +75,9 @@ FEATURE_SETS: tuple[tuple[str, ...], ...] = (
     ("const", "memory_ms", "compute_ms"),
     ("const", "tokens", "seqs", "context_ktokens"),
 )
+# each set again with the CUDA-graph regime (costmodel/stepcost/linear.py): only where the runs hold
+# steps on both sides of the engine's largest captured size (else the columns are rank-deficient and skipped)
+FEATURE_SETS: tuple[tuple[str, ...], ...] = _BASE_SETS + tuple(f + ("graph_off", "graph_off_tokens") for f in _BASE_SETS)
 BLOCK_STEPS = 32
 HOLDOUT_EVERY = 5
 CV_FOLDS = 5
@@ -113,7 +118,11 @@ def load_steps(run: Run, time_column: str, msgs: list[str]) -> pd.DataFrame:
     gap = pd.to_numeric(df["gap_ms"], errors="coerce")
     busy = (tokens > 0) & busy_before & gap.notna()
     how = ""
-    if el[tokens > 0].notna().mean() > 0.9:
+    model_time = el[tokens > 0].notna().mean() > 0.9 and not m.engine.get("async_scheduling")
+    if el[tokens > 0].notna().mean() > 0.9 and m.engine.get("async_scheduling"):
+        msgs.append(f"run {m.run_id}: async scheduling was on: elapsed_ms times the step's launch, not its model time "
+                    "(the forward runs behind it); the step time is the front-end gap")
+    if model_time:
         # per-step model time from the engine; the wall step adds the run's mean per-step overhead
         # (scheduling, output processing): busy wall time minus model time, over the busy steps
         over = max(0.0, float((gap[busy] - el[busy]).sum() / max(int(busy.sum()), 1)))
@@ -123,16 +132,56 @@ def load_steps(run: Run, time_column: str, msgs: list[str]) -> pd.DataFrame:
                f"{int(busy.sum())} steps, model time {el[busy].sum():.0f} ms)") if time_column == "gap_ms" else "model time per step (elapsed_ms)"
     elif time_column == "gap_ms":
         ms, keep = gap, busy & (gap > 0)
-        how = "front-end gaps between busy steps (no model time recorded: --enable-logging-iteration-details was off)"
+        how = "front-end gaps between busy steps (no model time recorded: --enable-logging-iteration-details off, or async scheduling)"
     else:
         raise UserError(f"engine-steps run {run.path}: field elapsed_ms is empty", "record with --enable-logging-iteration-details, or fit --time gap_ms")
     out = df[keep].copy()
     out["ms"] = ms[keep]
+    ctx = _request_context(run, df)
+    if ctx is not None:
+        out["context_tokens"] = ctx[keep.to_numpy()]
+        msgs.append(f"run {m.run_id}: decode context from the requests' records (prompt + tokens emitted by each step), not from KV usage")
     out["run_id"] = m.run_id
     msgs.append(f"run {m.run_id} ({m.mode}, vLLM {m.engine['version']} on {m.engine.get('device')}/{m.gpu_name}, model {m.model}): "
                 f"{len(df)} steps recorded, {len(out)} used; step time = {how}"
                 + ("" if m.status == "complete" else f" (run {m.status}: fitting the flushed steps)"))
     return out
+
+
+def _patterns(holdout: tuple[str, ...] | dict, run: Run) -> tuple[str, ...]:
+    """The held-out load patterns of one run: the same for every run, or per run directory."""
+    return tuple(holdout.get(str(Path(run.path).resolve()), ())) if isinstance(holdout, dict) else tuple(holdout)
+
+
+def without_loads(run: Run, steps: pd.DataFrame, names: tuple[str, ...], msgs: list[str]) -> pd.DataFrame:
+    """The steps outside the named loads' windows (fnmatch patterns on the load names of the run's
+    loads.json, written by the GPU driver measure/vllm/gpu_run.py): loads kept out of a fit to check
+    it, and the design's warm-up."""
+    import fnmatch
+
+    from measure.vllm.gpu_design import WARMUP
+    from measure.vllm.gpu_loads import read_load_windows
+
+    names = (*names, WARMUP.name)  # a design's warm-up pays first-use compilations: never a steady state
+    windows = [w for w in read_load_windows(run.path) if any(fnmatch.fnmatchcase(w.name, p) for p in names)]
+    if not windows:
+        return steps
+    t = steps["wall_time"].to_numpy(float)
+    out = np.zeros(len(steps), bool)
+    for w in windows:
+        out |= (t >= w.start_s) & (t <= w.end_s)
+    msgs.append(f"run {run.manifest.run_id}: {int(out.sum())} steps of held-out loads left out of the fit ({', '.join(w.name for w in windows)})")
+    return steps[~out]
+
+
+def _request_context(run: Run, df: pd.DataFrame) -> np.ndarray | None:
+    """Per step, the summed context of the requests in flight, where the run recorded its requests
+    (the GPU driver): KV usage overstates it for a hybrid (sliding + full attention) cache."""
+    if "wall_time" not in df:
+        return None
+    from measure.vllm.gpu_loads import step_context_tokens
+
+    return step_context_tokens(run.path, df["wall_time"].to_numpy(float))
 
 
 # ---- shapes and design ------------------------------------------------------------------------
@@ -141,7 +190,9 @@ def step_segments(row, mode: str, engine: dict) -> tuple[tuple[Segment, ...], li
     step, in the shapes the simulator prices (the mode's `side_passes`: MTP's draft passes)."""
     sm = get_mode(mode)
     running = max(int(row.running), 1)
-    ctx = int(round(float(row.kv_tokens) / running)) if float(row.kv_tokens) > 0 else 0
+    known = getattr(row, "context_tokens", None)  # from the requests' records where the run has them
+    total = float(known) if known is not None and known == known else float(row.kv_tokens)
+    ctx = int(round(total / running)) if total > 0 else 0
     segs = []
     if row.prefill_reqs > 0 and row.prefill_tokens > 0:
         m = int(row.prefill_reqs)
@@ -175,8 +226,17 @@ class Design:
                 "context_tokens": [a[:, 2].min(), a[:, 2].max()], "tokens": [tokens.min(), tokens.max()]}
 
 
+def graph_max_tokens(engine: dict) -> int:
+    """The largest step the recorded engine ran as a CUDA graph (0: eager, or not recorded)."""
+    if engine.get("enforce_eager"):
+        return 0
+    v = engine.get("max_cudagraph_capture_size")
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else 0
+
+
 def build_design(steps: pd.DataFrame, mode: str, target, engine: dict) -> Design:
     sm = get_mode(mode)
+    graph_max = graph_max_tokens(engine)
     kinds = sm.pass_kinds
     roof = target.roof_for(sm.prefill_kind)
     shares, fj, fs, floor = [], [], [], []
@@ -190,14 +250,14 @@ def build_design(steps: pd.DataFrame, mode: str, target, engine: dict) -> Design
         for s in segs:
             sh[s.kind] += s.seqs * s.tokens / total
         rj = roof.pass_cost(segs)
-        fj.append(features(rj, segs))
+        fj.append(features(rj, segs, graph_max))
         fl = rj.roofline_ms
         if side:
             # the side passes' features summed (each pass priced alone, `count` times), share 1
             acc: dict[str, float] = {}
             for ps, count in side:
                 rs = target.roof_for(ps[0].kind).pass_cost(ps)
-                for f, v in features(rs, ps).items():
+                for f, v in features(rs, ps, graph_max).items():
                     acc[f] = acc.get(f, 0.0) + count * v
                 fl += count * rs.roofline_ms
             fs.append(acc)
@@ -222,7 +282,12 @@ def _matrix(d: Design, feats: tuple[str, ...], mode: str) -> tuple[pd.DataFrame,
                 # side passes that run in every step: their fixed cost is collinear with the joint
                 # pass's, whose constant carries it
                 continue
-            cols[f"{kind}:{f}"] = d.share[kind].to_numpy() * src[f].to_numpy()
+            col = d.share[kind].to_numpy() * src[f].to_numpy()
+            if f.startswith("graph_off") and (kind in side or not col.any()):
+                # a kind that never ran past the engine's largest CUDA graph has no regime to price; side passes
+                # (MTP's drafts) run past it exactly when their step's joint pass does, whose columns carry it
+                continue
+            cols[f"{kind}:{f}"] = col
             names.append((kind, f))
     return pd.DataFrame(cols, index=d.share.index), names
 
@@ -313,7 +378,11 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int, objecti
     blocks = _blocks(steps)
     cands: dict[str, float | None] = {}
     ok = []
-    for feats in FEATURE_SETS:
+    crosses = bool((d.feats["graph_off"] > 0).any() and (d.feats["graph_off"] == 0).any())
+    # an engine whose steps ran on both sides of its largest CUDA graph: a model without the regime is
+    # misspecified there, so the regime-aware sets come first (the simplest within tolerance wins)
+    order = FEATURE_SETS[len(_BASE_SETS):] + FEATURE_SETS[:len(_BASE_SETS)] if crosses else FEATURE_SETS
+    for feats in order:
         X, _ = _matrix(d, feats, mode)
         name = " + ".join(feats)
         cands[name] = None
@@ -410,7 +479,15 @@ def steps_per_canvas(df: pd.DataFrame) -> tuple[Distribution, str]:
 
 
 def commit_stats_from_steps(df: pd.DataFrame, runs: list[Run]) -> tuple[dict[str, CommitStats], str]:
-    dist, how = steps_per_canvas(df)
+    budgets = {r.manifest.engine.get("max_denoising_steps") for r in runs}
+    if all(r.manifest.commit_source == "random-weights" for r in runs) and None not in budgets:
+        # random weights commit one token per denoising step: every canvas runs the sampler's whole
+        # budget, so k is the largest budget recorded and each run's engine setting clips it (16 of 48)
+        dist = Distribution.constant(float(max(budgets)))
+        how = (f"random weights run every canvas to max_denoising_steps ({', '.join(str(b) for b in sorted(budgets))}): "
+               f"k = {max(budgets)}, clipped by each engine's setting")
+    else:
+        dist, how = steps_per_canvas(df)
     prov = Provenance("measured", f"engine steps of runs {', '.join(r.manifest.run_id for r in runs)}: denoise steps per canvas ({how})",
                       date=min(r.manifest.started_at for r in runs),
                       notes=("the recorder sees no regimes: this k distribution is applied to every regime; content length, re-noise and "
@@ -459,7 +536,7 @@ def _pass_models(fit: StepFit, runs: list[Run], target, steps: pd.DataFrame, tim
             continue
         ho = fit.heldout_mape_pct.get(kind)
         n = int((steps[f"_share_{kind}"] > 0).sum())
-        pm = PassCostModel(kind=kind, coef=fit.coef[kind], support=d.support(kind), provenance=prov,
+        pm = PassCostModel(kind=kind, coef=fit.coef[kind], support=d.support(kind), provenance=prov, model_type="engine-step",
                            diagnostics=FitDiagnostics(n_obs=n, mape_pct=fit.mape_pct, cv_mape_pct=fit.cv_mape_pct, heldout_mape_pct=ho,
                                                       summary=fit.summary + f"\nheld-out MAPE, all steps: {fit.heldout_mape_pct.get('all', float('nan')):.2f}%"),
                            median_x_roofline=float(np.median(steps["ms"] / steps["_floor"])))
@@ -468,6 +545,9 @@ def _pass_models(fit: StepFit, runs: list[Run], target, steps: pd.DataFrame, tim
 
 
 def _check_runs(runs: list[Run], opts: FitOptions) -> None:
+    recorded = {r.manifest.hardware for r in runs}
+    if not opts.hardware and len(recorded) == 1 and None not in recorded:
+        opts.hardware = recorded.pop()  # runs on a catalog GPU say which (the GPU driver, measure/vllm/gpu_run.py)
     if not opts.hardware:
         raise UserError("engine-steps runs do not record a catalog GPU", "pass --hardware ID (e.g. h200; for the CPU examples: "
                         "--hardware cpu-2core --hardware-file data/runs/vllm-cpu/hardware.json)")
@@ -478,15 +558,18 @@ def _check_runs(runs: list[Run], opts: FitOptions) -> None:
                             "fit recorded engine steps in one `costmodel fit`, other runs in another")
         modes.setdefault(r.manifest.mode, []).append(r)
     for mode, rs in modes.items():
+        graphs = {graph_max_tokens(r.manifest.engine) for r in rs}
+        if len(graphs) > 1:
+            raise UserError(f"the {mode} engine-steps runs differ in their largest CUDA graph ({sorted(graphs)} tokens)", "fit one engine set-up per mode")
         keys = {(r.manifest.engine.get("canvas_length"), r.manifest.engine.get("num_speculative_tokens")) for r in rs}
         if len(keys) > 1:
             raise UserError(f"the {mode} engine-steps runs differ in canvas length / speculative tokens ({sorted(keys, key=str)})", "fit one engine set-up per mode")
 
 
 def fit_mode(mode: str, runs: list[Run], target, time_column: str, seed: int, msgs: list[str],
-             objective: str = "relative") -> tuple[dict[str, PassFit], StepFit]:
-    """One mode's pass cost models from its runs' recorded steps."""
-    steps = pd.concat([load_steps(r, time_column, msgs) for r in runs], ignore_index=True)
+             objective: str = "relative", holdout_loads: tuple[str, ...] | dict = ()) -> tuple[dict[str, PassFit], StepFit]:
+    """One mode's pass cost models from its runs' recorded steps (less the steps of held-out loads)."""
+    steps = pd.concat([without_loads(r, load_steps(r, time_column, msgs), _patterns(holdout_loads, r), msgs) for r in runs], ignore_index=True)
     if len(steps) < MIN_STEPS:
         raise UserError(f"{mode}: only {len(steps)} busy engine steps recorded", f"record at least {MIN_STEPS} (serve some load while recording)")
     d = build_design(steps, mode, target, runs[0].manifest.engine)
@@ -527,7 +610,10 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
         mruns = [r for r in runs if r.manifest.mode == mode]
         # with the host term the passes carry model time and the wall time is their sum with it: fitted for unbiased sums
         own = host and host_fit_possible(mode, mruns, msgs)
-        mfits, fit = fit_mode(mode, mruns, target, "elapsed_ms" if own else time_column, opts.seed, msgs, "mean" if own else opts.step_objective)
+        # async scheduling: per-step front-end gaps are noisy (steps reach the front-end in bursts) but
+        # their sums are the wall time latencies add up: fitted unbiased in sums ("mean")
+        objective = "mean" if own or any(r.manifest.engine.get("async_scheduling") for r in mruns) else opts.step_objective
+        mfits, fit = fit_mode(mode, mruns, target, "elapsed_ms" if own else time_column, opts.seed, msgs, objective, opts.holdout_loads)
         if own:
             hosts[mode] = host_fit(mode, mruns, msgs)
         fits.update({(k if k not in fits else f"{k} [{mode}]"): f for k, f in mfits.items()})
@@ -548,6 +634,9 @@ def host_fit_possible(mode: str, runs: list[Run], msgs: list[str]) -> bool:
     run's mean overhead is folded into the passes."""
     df = pd.concat([busy_steps(r.table("steps")) for r in runs if r.has("steps")], ignore_index=True) if any(r.has("steps") for r in runs) else None
     n = int(pd.to_numeric(df["elapsed_ms"], errors="coerce").notna().sum()) if df is not None and "elapsed_ms" in df else 0
+    if any(r.manifest.engine.get("async_scheduling") for r in runs):
+        msgs.append(f"{mode}: async scheduling: no model time per step to split the host work from, so the pass models carry the whole wall step")
+        return False
     if n >= MIN_HOST_STEPS:
         return True
     msgs.append(f"{mode}: {n} busy steps with model time, fewer than the {MIN_HOST_STEPS} a host-overhead term needs: the run's mean "
@@ -575,6 +664,20 @@ def _run_settings(runs: list[Run]) -> dict:
     return out
 
 
+def _engine_facts(runs: list[Run]) -> dict:
+    """What the priced engine was, beyond its settings: per mode its largest CUDA graph (the pass models'
+    regime boundary) and its attention and MoE backends, as the recorded manifests name them."""
+    out: dict = {}
+    graphs = {r.manifest.mode: graph_max_tokens(r.manifest.engine) for r in runs}
+    if any(graphs.values()):
+        out[CUDA_GRAPHS_KEY] = graphs
+    for key in ("attention_backend", "moe_backend", "quantization"):
+        vals = sorted({str(r.manifest.engine[key]) for r in runs if r.manifest.engine.get(key)})
+        if vals:
+            out[key] = ", ".join(vals)
+    return out
+
+
 def _profile(runs: list[Run], opts: FitOptions, target, modes: dict, parts: dict, time_column: str, msgs: list[str]) -> Profile:
     date = min(r.manifest.started_at for r in runs)
     eng = runs[0].manifest.engine
@@ -582,7 +685,8 @@ def _profile(runs: list[Run], opts: FitOptions, target, modes: dict, parts: dict
     return Profile(
         profile_id=pid, hardware=target.hw.to_dict(), precision=target.precision,
         engine={"name": "vllm", "version": eng.get("version"), "device": eng.get("device"), "device_name": runs[0].manifest.gpu_name,
-                "source": "engine-steps", "time": time_column, "settings": _run_settings(runs)},
+                "source": "engine-steps", "time": time_column, "settings": _run_settings(runs),
+                **_engine_facts(runs)},
         modes=modes, parts=parts,
         provenance=Provenance("measured", f"costmodel fit of recorded vLLM engine steps: runs {', '.join(r.manifest.run_id for r in runs)}",
                               hardware=target.hw.id, date=date,

@@ -35,11 +35,18 @@ class Load:
 
 @dataclass(frozen=True)
 class EngineSetup:
-    """One engine start: its label, the engine settings beside the mode's defaults, its loads."""
+    """One engine start: its label, the engine settings beside the mode's defaults, its loads, and
+    which of them check a profile instead of fitting it (`holdout`: load names; the warm-up is in
+    neither, its first-use compilations are no steady state)."""
 
     label: str
     loads: tuple[Load, ...]
     settings: dict = field(default_factory=dict)
+    holdout: tuple[str, ...] = ()
+
+    def role(self, load_name: str) -> str:
+        """'warmup', 'check' or 'fit'."""
+        return "warmup" if load_name == WARMUP.name else "check" if load_name in self.holdout else "fit"
 
 
 def _closed(levels, prompt=(128, 4096), output=(128, 1024), waves=2, tag="") -> tuple[Load, ...]:
@@ -60,9 +67,24 @@ DIFFUSION_LOADS = (WARMUP, *_closed((1, 2, 3, 4, 6, 8, 12, 16), output=(128, 512
 DIFFUSION_LOADS_16 = (WARMUP, *_closed((1, 4, 8, 16), output=(256, 1024)),
                       Load("poisson-r1", n=30, rate_rps=1.0, output_tokens=(256, 1024)))
 
-DESIGNS: dict[str, tuple[EngineSetup, ...]] = {
-    "ar": (EngineSetup("default", AR_LOADS),),
-    "mtp": (EngineSetup("k4-a0.8", AR_LOADS, {"num_speculative_tokens": 4, "acceptance": 0.8}),),
-    "diffusion": (EngineSetup("steps48", DIFFUSION_LOADS, {"max_denoising_steps": 48, "max_num_seqs": 16}),
-                  EngineSetup("steps16", DIFFUSION_LOADS_16, {"max_denoising_steps": 16, "max_num_seqs": 16})),
-}
+# checks: other concurrencies, Poisson rates and prompt lengths than the fitted loads; the fitted
+# loads reach each CUDA-graph regime (AR/MTP at 128 in flight run 640-token verify steps past the 512-token graphs)
+CAUSAL_HOLDOUT = ("closed-c2", "closed-c8", "closed-c32", "closed-c64", "poisson-r4", "closed-c16-long-prompt")
+CAUSAL = (EngineSetup("default", AR_LOADS, holdout=CAUSAL_HOLDOUT),)
+ASSISTED = (EngineSetup("k4-a0.8", AR_LOADS, {"num_speculative_tokens": 4, "acceptance": 0.8}, CAUSAL_HOLDOUT),)
+CANVAS = (EngineSetup("steps48", DIFFUSION_LOADS, {"max_denoising_steps": 48, "max_num_seqs": 16},
+                      ("closed-c2", "closed-c8", "closed-c12", "poisson-r2", "closed-c4-long")),
+          EngineSetup("steps16", DIFFUSION_LOADS_16, {"max_denoising_steps": 16, "max_num_seqs": 16}, ("closed-c8", "poisson-r1")))
+
+
+def design_for(mode) -> tuple[EngineSetup, ...]:
+    """The engine setups of a serving mode (costmodel.modes.ServingMode), chosen by what it runs:
+    canvases (DiffusionGemma), an assistant drafting (MTP), or plain decoding."""
+    return CANVAS if mode.decodes_canvases else ASSISTED if mode.assistant else CAUSAL
+
+
+def setup_of(mode, label: str) -> EngineSetup:
+    for s in design_for(mode):
+        if s.label == label:
+            return s
+    raise KeyError(label)

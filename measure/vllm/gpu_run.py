@@ -36,15 +36,19 @@ import pandas as pd
 
 from costmodel.errors import UserError
 from costmodel.models import get_model
-from measure.vllm.gpu_design import DESIGNS, EngineSetup, Load
+from costmodel.modes import get_mode, mode_names
+from measure.vllm.gpu_design import EngineSetup, Load, design_for
 from measure.vllm.model_dirs import PROMPT_ID_RANGE, write_model_dirs
 
 SUPPORTED_VLLM = ("0.26.0",)
-MODEL_FOR_MODE = {"diffusion": "diffusiongemma-26b-a4b", "ar": "gemma4-26b-a4b", "mtp": "gemma4-26b-a4b"}
 # vLLM picks FlashAttention 4 (CuTe DSL) on Hopper, which needs nvidia-cutlass-dsl (not stageable: it wants
 # protobuf < 7); Triton attention is what 0.26 serves every mode with here, recorded in each run's manifest
 ATTENTION_BACKEND = "TRITON_ATTN"
-V2_RUNNER_MODES = ("diffusion", "mtp")  # Gemma-4 MTP crashes with the V1 runner on 0.26 (vllm #48848); diffusion needs V2
+
+
+def needs_v2_runner(sm) -> bool:
+    """vLLM 0.26 serves DiffusionGemma only on Model Runner V2, and Gemma-4 MTP crashes at start-up with V1 (vllm #48848)."""
+    return sm.decodes_canvases or sm.assistant
 
 
 def require_gpu_vllm() -> str:
@@ -73,12 +77,13 @@ def engine_args(mode: str, precision: str, dirs: dict, setup: EngineSetup, max_m
     for key in ("max_num_seqs", "max_num_batched_tokens"):
         if key in s:
             kw[key] = int(s.pop(key))
-    if mode == "diffusion":
+    sm = get_mode(mode)
+    if sm.decodes_canvases:
         kw.update(tokenizer=str(dirs["target"]), limit_mm_per_prompt={"image": 0, "video": 0},
                   diffusion_config={"canvas_length": shape.canvas_length, "max_denoising_steps": int(s.pop("max_denoising_steps"))})
     else:
         kw["skip_tokenizer_init"] = True
-    if mode == "mtp":
+    if sm.assistant:
         k, a = int(s.pop("num_speculative_tokens")), float(s.pop("acceptance"))
         kw["speculative_config"] = {"model": str(dirs["assistant"]), "num_speculative_tokens": k, "rejection_sample_method": "synthetic",
                                     "synthetic_acceptance_rates": [round(a ** (i + 1), 6) for i in range(k)]}
@@ -107,7 +112,7 @@ class Client:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        extra = {} if self.mode == "diffusion" else {"temperature": 0.0}  # diffusion requests refuse temperature
+        extra = {} if get_mode(self.mode).decodes_canvases else {"temperature": 0.0}  # diffusion requests refuse temperature
         return SamplingParams(max_tokens=max_tokens, ignore_eos=True, detokenize=False, output_kind=RequestOutputKind.DELTA, **extra)
 
     async def one(self, load: Load, ids: list[int], max_tokens: int) -> None:
@@ -274,7 +279,7 @@ def amend_manifest(setup_dir: Path, engine_json: Path, log: Path | None) -> dict
            "max_denoising_steps": (res.get("diffusion_config") or {}).get("max_denoising_steps"),
            "speculative": res.get("speculative_config"), "setup": info["setup"], "start_up_s": info.get("start_up_s")}
     new = {"hardware": spec.id if spec else m.hardware, "model": shape, "weights": "random", "precision": run_precision(eng), "engine": eng}
-    if m.mode == "diffusion":
+    if get_mode(m.mode).decodes_canvases:
         new["commit_source"] = "random-weights"
     changed = [k for k, v in new.items() if getattr(m, k) != v]
     if changed:
@@ -295,7 +300,7 @@ def _write_manifest(setup_dir: Path, m, new: dict, note: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=sorted(DESIGNS))
+    ap.add_argument("--mode", choices=mode_names())
     ap.add_argument("--log", type=Path, default=None, help="the engine's log (this process's output, as the caller saves it): its MoE backend line")
     ap.add_argument("--amend", type=Path, default=None, metavar="SETUP_DIR",
                     help="only amend a recorded setup's manifest from its engine JSON beside it (OUT/engine-<setup>.json) and --log")
@@ -320,24 +325,39 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.monotonic() - t_start:6.1f} s] {s}", flush=True)
 
     try:
-        version = require_gpu_vllm()
-        if a.mode in V2_RUNNER_MODES:
-            os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
-        shape = get_model(a.model or MODEL_FOR_MODE[a.mode])
-        dirs = write_model_dirs(a.out / "models", shape)
-        setups = [s for s in DESIGNS[a.mode] if not a.setups or s.label in a.setups.split(",")]
-        if a.scale_loads:
-            setups = [scaled(s, *(int(x) for x in a.scale_loads.split(","))) for s in setups]
-        say(f"vLLM {version}; {a.mode} {a.precision}; setups {[s.label for s in setups]}")
-        for s in setups:
-            if time.monotonic() > t_start + a.deadline_s - 90:  # an engine start (~35-60 s warm) and a load or two would not fit
-                say(f"{a.mode} {s.label}: not started (deadline)")
-                continue
-            asyncio.run(run_setup(a.mode, a.precision, dirs, s, a.out, t_start + a.deadline_s, a.seed, say, json.loads(a.engine_args), a.log))
+        record(get_mode(a.mode), a.precision, a.out, a.deadline_s, model=a.model, setups=a.setups, seed=a.seed, say=say,
+               engine_args=json.loads(a.engine_args), scale_loads=a.scale_loads, log=a.log, t_start=t_start)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def record(sm, precision: str, out: Path, deadline_s: float, *, model: str | None = None, setups: str | None = None, seed: int = 0,
+           say=print, engine_args: dict | None = None, scale_loads: str | None = None, log: Path | None = None,
+           t_start: float | None = None) -> Path:
+    """Every engine setup of mode `sm`'s calibration design, recorded into `out` (the layout in the
+    module docstring); a setup that would start within 90 s of the deadline is skipped, said."""
+    t_start = time.monotonic() if t_start is None else t_start
+    if out.exists() and any(p for p in out.iterdir() if p.name != "models"):
+        raise UserError(f"{out} already exists and is not empty", "choose another -o (an engine run is recorded in one go)")
+    version = require_gpu_vllm()
+    if needs_v2_runner(sm):
+        os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
+    shape = get_model(model or sm.default_model)
+    dirs = write_model_dirs(out / "models", shape)
+    chosen = [s for s in design_for(sm) if not setups or s.label in setups.split(",")]
+    if not chosen:
+        raise UserError(f"--setups {setups!r} names none of {sm.name}'s engine setups", f"use {', '.join(s.label for s in design_for(sm))}")
+    if scale_loads:
+        chosen = [scaled(s, *(int(x) for x in scale_loads.split(","))) for s in chosen]
+    say(f"vLLM {version}; {sm.name} {precision}; setups {[s.label for s in chosen]}")
+    for s in chosen:
+        if time.monotonic() > t_start + deadline_s - 90:  # an engine start (~35-60 s warm) and a load or two would not fit
+            say(f"{sm.name} {s.label}: not started (deadline)")
+            continue
+        asyncio.run(run_setup(sm.name, precision, dirs, s, out, t_start + deadline_s, seed, say, engine_args, log))
+    return out
 
 
 if __name__ == "__main__":

@@ -1,0 +1,83 @@
+"""Predicted vs measured for real vLLM at load (issue 37), from the committed GPU runs.
+
+One profile is fitted on the recorded engine steps of every mode (data/runs/engine/<gpu>-<precision>-*,
+measure/vllm/gpu_run.py) less the held-out loads' steps (the checks the calibration design names,
+measure/vllm/gpu_design.py: other concurrencies, Poisson rates and prompt lengths than the fitted ones), then every load is
+simulated in its own terms (its requests' lengths; closed-loop clients or its recorded send times;
+the engine settings it ran with) and set beside what the engine delivered: output tok/s, TTFT p50
+and p95, TPOT p50 (as vllm bench computes them), and the engine's mean running requests (its step
+records) beside the clients' mean requests in flight: where the clients hold more than the engine
+runs, requests sat in vLLM's front-end (input and output processing), which the simulator does not
+model. Targets: tok/s and TPOT within 10%, TTFT p50 within 15%.
+
+    .venv/bin/python benchmarks/bench_engine.py [--gpu h200] [--precision fp8] [--all-loads] [--csv out.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pandas as pd  # noqa: E402
+
+from costmodel.errors import UserError  # noqa: E402
+from simulate.validate.engine_loads import TARGETS, check_loads, fit_campaign  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1] / "data" / "runs" / "engine"
+
+
+def fmt(v: float, nd: int = 0) -> str:
+    return "-" if not math.isfinite(v) else f"{v:,.{nd}f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu", default="h200")
+    ap.add_argument("--precision", default="fp8")
+    ap.add_argument("--root", type=Path, default=ROOT)
+    ap.add_argument("--all-loads", action="store_true", help="also the fitted loads (marked 'fit')")
+    ap.add_argument("--csv", type=Path, default=None)
+    a = ap.parse_args(argv)
+    try:
+        prof, msgs = fit_campaign(a.root, a.gpu, a.precision)
+        rows = check_loads(prof, a.root, a.gpu, a.precision, include_fit=a.all_loads)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"profile fitted on {a.root.name}/{a.gpu}-{a.precision}-*: " + "; ".join(m for m in msgs if "features" in m).replace("\n", " ")[:600])
+    out = []
+    for r in rows:
+        c = r.comparison
+        rec = {"mode": r.mode, "setup": r.setup, "load": r.load.name, "role": "fit" if r.in_fit else "held-out", "requests": len(r.load.prompt_tokens),
+               "engine_running": r.engine_running, "client_in_flight": r.client_in_flight}
+        for m in ("tok_s", "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms"):
+            rec[f"{m}_measured"], rec[f"{m}_predicted"], rec[f"{m}_error_pct"] = c.measured(m), c.predicted(m), r.error_pct(m)
+        rec["within_targets"] = all(not math.isfinite(rec[f"{m}_error_pct"]) or abs(rec[f"{m}_error_pct"]) <= t for m, t in TARGETS.items())
+        out.append(rec)
+    df = pd.DataFrame(out)
+    hdr = (f"{'mode':9} {'setup':8} {'load':23} {'role':8} | {'tok/s meas':>10} {'pred':>7} {'err':>7} | {'TTFT50 meas':>11} {'pred':>6} {'err':>7} | "
+           f"{'TTFT95 err':>10} | {'TPOT50 meas':>11} {'pred':>6} {'err':>7} | {'engine running':>14} {'client in flight':>16}")
+    print(hdr)
+    for x in out:
+        print(f"{x['mode']:9} {x['setup']:8} {x['load']:23} {x['role']:8} | {fmt(x['tok_s_measured']):>10} {fmt(x['tok_s_predicted']):>7} "
+              f"{fmt(x['tok_s_error_pct'], 1):>6}% | {fmt(x['ttft_p50_ms_measured']):>11} {fmt(x['ttft_p50_ms_predicted']):>6} "
+              f"{fmt(x['ttft_p50_ms_error_pct'], 1):>6}% | {fmt(x['ttft_p95_ms_error_pct'], 1):>9}% | {fmt(x['tpot_p50_ms_measured'], 2):>11} "
+              f"{fmt(x['tpot_p50_ms_predicted'], 2):>6} {fmt(x['tpot_p50_ms_error_pct'], 1):>6}% | {fmt(x['engine_running'], 1):>14} "
+              f"{fmt(x['client_in_flight'], 1):>16}")
+    held = df[df["role"] == "held-out"]
+    for mode, g in held.groupby("mode"):
+        print(f"{mode}: {int(g['within_targets'].sum())}/{len(g)} held-out loads within every target; median |error| tok/s "
+              f"{g['tok_s_error_pct'].abs().median():.1f}%, TTFT p50 {g['ttft_p50_ms_error_pct'].abs().median():.1f}%, "
+              f"TPOT p50 {g['tpot_p50_ms_error_pct'].abs().median():.1f}%")
+    if a.csv:
+        df.to_csv(a.csv, index=False)
+        print(f"wrote {a.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

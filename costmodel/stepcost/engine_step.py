@@ -1,0 +1,34 @@
+"""The engine-step pass model: pass costs fitted on a serving engine's own recorded steps
+(measure/fit/steps.py), priced the way they were fitted.
+
+vLLM runs one forward pass per engine step over everything scheduled (prefill chunks beside
+decoding, denoising or verifying groups). A fit on those steps learns each kind's coefficients as
+its token share of the joint step, on the joint step's features, so a kind alone (a 42-token
+prefill) is not a measured shape: the price is the share-weighted sum on the joint pass's features,
+floored at the joint roofline, exactly as in the fit. The features include the engine's CUDA-graph
+regime (`graph_off`, costmodel/stepcost/linear.py): the largest captured step size comes from the
+profile's engine section (`cuda_graph_max_tokens`, per mode), so a step just past it is priced as
+the engine ran it, without graphs."""
+
+from __future__ import annotations
+
+from costmodel.roofline import Segment
+from costmodel.stepcost.linear import features, linear_ms
+
+
+class EngineStepPredictor:
+    name = "engine-step"
+    fallback = None
+
+    def check(self, pm, where: str) -> None:
+        """Linear coefficients only (checked with every model's features by the profile's validation)."""
+
+    def prices(self, pm, hardware_id: str, precision: str) -> bool:
+        return True
+
+    def pass_ms(self, cost, models: list, segments: tuple[Segment, ...]) -> float:
+        roof = cost.roofline.pass_cost(segments)
+        feats = features(roof, segments, cost.graph_max_tokens)
+        total = feats["tokens"]
+        ms = sum((seg.seqs * seg.tokens / total) * linear_ms(pm.coef, feats) for seg, pm in zip(segments, models))
+        return max(roof.roofline_ms, ms)

@@ -1,0 +1,153 @@
+"""A profile fitted on a real engine's recorded steps, checked on loads that took no part in the fit
+(issue 37): per load, predicted vs measured output tok/s, TTFT p50 and p95, TPOT p50.
+
+A campaign folder (measure/vllm/gpu_run.py: data/runs/engine/<gpu>-<precision>-<mode>/<setup>/) holds
+the engine's steps and the loads it served. `fit_campaign` fits one profile on every mode's steps
+less the check loads' (the calibration design says which, measure/vllm/gpu_design.py: other
+concurrencies, Poisson rates and prompt lengths than the fitted ones) and the warm-up's; `check_loads`
+simulates each check load in its own terms (its requests' lengths, closed-loop clients or its
+recorded send times, the engine settings it ran with) and sets the figures side by side.
+
+    prof, notes = fit_campaign(Path("data/runs/engine"), "h200", "fp8")
+    rows = check_loads(prof, Path("data/runs/engine"), "h200", "fp8")
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from costmodel.engine_settings import from_run_engine
+from costmodel.modes import get_mode
+from costmodel.errors import UserError
+from costmodel.schemas.profile import FRONTEND_LATENCY_KEY, Profile
+from costmodel.schemas.rundir import load_run
+from measure.fit.assemble import FitOptions
+from measure.fit.steps import build_step_profile
+from measure.vllm.gpu_design import EngineSetup, setup_of
+from measure.vllm.gpu_loads import RecordedLoad, read_load_windows, recorded_loads
+from simulate.calibrate import frontend_latency_fit
+from simulate.compare import LoadComparison, MeasuredLoad, compare_loads
+
+TARGETS = {"tok_s": 10.0, "tpot_p50_ms": 10.0, "ttft_p50_ms": 15.0}  # % (issue 37): TTFT p50 below saturation
+
+
+@dataclass(frozen=True)
+class LoadCheck:
+    mode: str
+    setup: str
+    load: RecordedLoad
+    comparison: LoadComparison
+    in_fit: bool
+    engine_running: float = math.nan  # mean running requests over the load's engine steps
+    client_in_flight: float = math.nan  # mean requests the clients had sent and not yet seen finish
+
+    def error_pct(self, metric: str) -> float:
+        e = self.comparison.error(metric)
+        return 100 * e if math.isfinite(e) else math.nan
+
+
+def setup_dirs(root: Path, gpu: str, precision: str) -> list[tuple[str, Path]]:
+    """(mode, setup directory) of every recorded setup of one GPU and precision."""
+    out = []
+    for d in sorted(Path(root).glob(f"{gpu}-{precision}-*")):
+        for s in sorted(p for p in d.iterdir() if (p / "manifest.json").exists()):
+            out.append((load_run(s).manifest.mode, s))
+    if not out:
+        raise UserError(f"no recorded engine setups for {gpu} {precision} under {root}", "record them with scripts/gpu_engine.sh")
+    return out
+
+
+def design_setup(sdir: Path) -> EngineSetup:
+    """The calibration design's setup a recorded setup directory ran (its roles: fit, check, warm-up)."""
+    run = load_run(sdir)
+    try:
+        return setup_of(get_mode(run.manifest.mode), str(run.manifest.engine.get("setup") or sdir.name))
+    except KeyError:
+        raise UserError(f"{sdir}: engine setup {sdir.name!r} is not in the calibration design (measure/vllm/gpu_design.py)",
+                        "record it with scripts/gpu_engine.sh, or add the setup to the design") from None
+
+
+def fit_campaign(root: Path, gpu: str, precision: str, seed: int = 0) -> tuple[Profile, list[str]]:
+    """One profile of every recorded mode, fitted without the check and warm-up loads' steps; then each
+    mode's front-end latency (simulate/calibrate.py) on its lowest-rate fitted Poisson load."""
+    runs = setup_dirs(root, gpu, precision)
+    pats = {str(s.resolve()): design_setup(s).holdout for _, s in runs}
+    res = build_step_profile([s for _, s in runs], FitOptions(holdout_loads=pats, seed=seed))
+    prof, msgs = res.profile, list(res.messages)
+    msgs += with_frontend_latency(prof, [s for _, s in runs])
+    return prof, msgs
+
+
+def with_frontend_latency(prof: Profile, setup_dirs: list[Path]) -> list[str]:
+    """Each mode's front-end latency (simulate/calibrate.py) fitted on its lowest-rate Poisson load
+    that the fit used, written into `prof`'s engine section; the lines that say so. Setup directories
+    without recorded loads are passed over."""
+    fronts, msgs = {}, []
+    for sdir in setup_dirs:
+        sdir = Path(sdir)
+        if not (sdir / "loads.json").exists():
+            continue
+        mode = load_run(sdir).manifest.mode
+        if mode in fronts or mode not in prof.modes:
+            continue
+        setup = design_setup(sdir)
+        fit_loads = [ld for ld in recorded_loads(sdir) if ld.kind == "poisson" and setup.role(ld.name) == "fit"]
+        if not fit_loads:
+            continue
+        low = min(fit_loads, key=lambda ld: ld.rate_rps)
+        settings = from_run_engine(load_run(sdir).manifest.engine, mode, f"run {sdir}")
+        fronts[mode] = frontend_latency_fit(prof, mode, [measured(low)], settings)
+        msgs.append(f"{mode}: front-end latency {fronts[mode]['ms']:.1f} ms per request (TTFT p50 of {low.name} in {sdir.name}, "
+                    "measured less simulated)")
+    if fronts:
+        prof.engine[FRONTEND_LATENCY_KEY] = fronts
+        prof.__dict__.pop("_resolved", None)
+    return msgs
+
+
+def measured(load: RecordedLoad) -> MeasuredLoad:
+    if load.kind == "closed":
+        return MeasuredLoad("closed", load.prompt_tokens, load.output_tokens, load.tok_s, load.ttft_p50_ms, load.ttft_p95_ms, load.tpot_p50_ms,
+                            concurrency=int(load.concurrency), label=load.name)
+    return MeasuredLoad("poisson", load.prompt_tokens, load.output_tokens, load.tok_s, load.ttft_p50_ms, load.ttft_p95_ms, load.tpot_p50_ms,
+                        arrival_s=load.send_s, label=load.name)
+
+
+def check_loads(profile: Profile, root: Path, gpu: str, precision: str, include_fit: bool = False, seed: int = 0) -> list[LoadCheck]:
+    """Every check load (and, with include_fit, the fitted ones too) simulated in its own terms."""
+    out = []
+    for mode, sdir in setup_dirs(root, gpu, precision):
+        if mode not in profile.modes:
+            continue
+        run = load_run(sdir)
+        settings = from_run_engine(run.manifest.engine, mode, f"run {sdir}")
+        setup = design_setup(sdir)
+        loads = [ld for ld in recorded_loads(sdir) if setup.role(ld.name) != "warmup"]
+        occupancy = load_occupancy(sdir)
+        for ld in loads:
+            held = setup.role(ld.name) == "check"
+            if not held and not include_fit:
+                continue
+            cmp = compare_loads(profile, mode, [measured(ld)], settings, seed=seed)[0]
+            out.append(LoadCheck(mode, sdir.name, ld, cmp, not held, *occupancy.get(ld.name, (math.nan, math.nan))))
+    return out
+
+
+def load_occupancy(setup_dir: Path) -> dict[str, tuple[float, float]]:
+    """Per load: (the engine's mean running requests over its steps, the clients' mean requests in
+    flight). Where the second exceeds the first, requests sat in the engine's front-end (input and
+    output processing), not in its batch."""
+    import pandas as pd
+
+    run = load_run(setup_dir)
+    steps = run.table("steps")
+    req = pd.read_parquet(Path(setup_dir) / "requests.parquet")
+    out = {}
+    for w in read_load_windows(setup_dir):
+        s = steps[(steps["wall_time"] >= w.start_s) & (steps["wall_time"] <= w.end_s)]
+        q = req[req["load"] == w.name]
+        dur = w.end_s - w.start_s
+        out[w.name] = (float(s["running"].mean()) if len(s) else math.nan, float((q["finish_s"] - q["arrival_s"]).sum() / dur) if dur > 0 else math.nan)
+    return out

@@ -128,3 +128,14 @@ def test_memory_model_against_the_engines_start_up():
         assert weights == pytest.approx(seen["weights_gib"], rel=0.05)
         assert kv == pytest.approx(seen["kv_gib"], rel=0.03)  # measured: AR +2.0%, MTP -2.7%, diffusion +0.3%
         assert not math.isnan(seen["activations_gib"])
+
+
+def test_an_engine_that_refuses_to_start_says_why(tmp_path):
+    """The engine core fails in its own process: the reason recorded is its log's, not 'initialization failed'."""
+    from measure.vllm.gpu_run import refusal_cause
+
+    log = tmp_path / "engine.log"
+    log.write_text("(EngineCore pid=1) ERROR 11-27 [core.py:1330] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.15 GiB\n"
+                   "RuntimeError: Engine core initialization failed. See root cause above.\n")
+    assert refusal_cause(RuntimeError("Engine core initialization failed"), log).startswith("torch.OutOfMemoryError: CUDA out of memory")
+    assert refusal_cause(ValueError("max_num_batched_tokens 1 < canvas 256"), None) == "ValueError: max_num_batched_tokens 1 < canvas 256"

@@ -93,6 +93,9 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
 @click.option("--host-overhead/--no-host-overhead", default=True, show_default=True,
               help="Recorded engine steps, --time gap_ms: model time in the pass models and the engine's host work per step as its own "
                    "step term (hidden behind the forward under async scheduling); off: the run's mean overhead folded into the passes.")
+@click.option("--behaviour", type=click.Choice(["runs", "prior"]), default="runs", show_default=True,
+              help="Recorded engine steps: where the modes' behaviour (DiffusionGemma's commit statistics, MTP acceptance) comes from - "
+                   "the runs, or the published prior and stated defaults (runs with dummy weights time the engine, not the model's behaviour).")
 @click.option("--calibrate", "calibrate_runs", multiple=True, type=click.Path(),
               help="Calibrate --profile to your own vLLM: recorded engine-steps run(s) of the profile's model on its GPU "
                    "(costmodel measure --engine vllm, or a server run with COSTMODEL_STEP_RECORD); fits a per-pass efficiency and the host overhead.")
@@ -101,8 +104,8 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
               help="With --calibrate on a bench import: the modes (comma-separated, or 'all') that get the constant step term fitted on the "
                    "run's mode - one engine's step work, whose other modes' figures then stay a held-out check (default: the run's mode).")
 def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, prefer, mtp_metrics, heldout, time_column, repeats, modes,
-        model_overrides, engine, fill_roofline, profile_id, notes, seed, show_summaries, compare, compare_csv, host_overhead, calibrate_runs,
-        base_profile, apply_to):
+        model_overrides, engine, fill_roofline, profile_id, notes, seed, show_summaries, compare, compare_csv, host_overhead, behaviour,
+        calibrate_runs, base_profile, apply_to):
     """Fit a profile from run directories: one pass cost model per pass kind (statsmodels WLS on
     roofline features), commit statistics (runs with the model's weights, else the published prior),
     MTP acceptance (vLLM counters, else the stated default).
@@ -136,10 +139,14 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
         runs=list(runs), campaign=campaign, hardware=hardware, hardware_file=hardware_file, precision=precision, commit_runs=list(commit_runs),
         mtp_metrics=list(mtp_metrics), prefer=prefer, heldout=heldout, time_column=time_column, repeats=repeats, modes=modes,
         model_overrides=list(model_overrides), engine=engine, fill_roofline=fill_roofline, profile_id=profile_id, notes=list(notes), seed=seed,
-        host_overhead=host_overhead))
+        host_overhead=host_overhead, behaviour=behaviour))
     from simulate.validate.engine_loads import with_frontend_latency  # engine runs that recorded their loads (GPU vLLM)
 
-    result.messages.extend(with_frontend_latency(result.profile, [Path(r) for r in runs]))
+    as_run = None
+    if behaviour != "runs" and any((Path(r) / "loads.json").exists() for r in runs):  # simulate the recorded loads as they ran
+        as_run = fit_profile(FitRequest(runs=list(runs), hardware=hardware, hardware_file=hardware_file, precision=precision, seed=seed,
+                                        host_overhead=host_overhead, model_overrides=list(model_overrides))).profile
+    result.messages.extend(with_frontend_latency(result.profile, [Path(r) for r in runs], as_run))
     print_fit_summary(con, result, show_summaries)
     result.profile.save(out)
     con.print(f"wrote {out} ({result.profile.profile_id}: modes {', '.join(result.profile.modes)})")

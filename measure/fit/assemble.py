@@ -69,7 +69,8 @@ class FitOptions:
     prefer: str | None = None  # gpu | endpoint: the origin kept for a pass kind both observe (else refused)
     # engine-steps runs of the GPU driver: loads (fnmatch patterns) kept out of the fit, for every run or per run directory (resolved path)
     holdout_loads: tuple[str, ...] | dict = ()
-    step_objective: str = "relative"  # engine-steps fits: "relative" (WLS 1/ms^2) or "mean" (OLS: unbiased summed time)
+    step_objective: str = "relative"
+    behaviour: str = "runs"  # engine-steps fits: the modes' behaviour parts from the runs or their published prior ("prior")  # engine-steps fits: "relative" (WLS 1/ms^2) or "mean" (OLS: unbiased summed time)
     # engine-steps fits of the wall time: model time in the pass models and the engine's host work as its own step
     # term (measure/fit/calibrate.py), instead of the run's mean overhead folded into the passes
     host_overhead: bool = False

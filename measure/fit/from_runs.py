@@ -41,6 +41,7 @@ class FitRequest:
     notes: list[str] = field(default_factory=list)
     seed: int = 0
     host_overhead: bool = True  # engine-steps runs: the host work as its own step term (measure/fit/host_overhead.py)
+    behaviour: str = "runs"  # engine-steps runs: the modes' behaviour parts from the runs, or the published prior ("prior")
 
 
 def _model_overrides(items: list[str]) -> dict[str, str]:
@@ -72,7 +73,7 @@ def fit_options(req: FitRequest) -> FitOptions:
                       mtp_metrics=split_list(req.mtp_metrics), heldout=req.heldout, time_column=req.time_column, repeats=req.repeats,
                       modes=split_list((req.modes,)) if req.modes else None, models=_model_overrides(req.model_overrides), engine=req.engine,
                       fill_roofline=req.fill_roofline, profile_id=req.profile_id, notes=list(req.notes), seed=req.seed, prefer=req.prefer,
-                      host_overhead=req.host_overhead)
+                      host_overhead=req.host_overhead, behaviour=req.behaviour)
 
 
 def fit_profile(req: FitRequest) -> FitResult:

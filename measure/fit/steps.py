@@ -621,6 +621,10 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
                                   pass_models={k: f.model for k, f in mfits.items()},
                                   notes=f"fitted jointly from {fit.n_steps} recorded vLLM engine steps ({time_column}); features {' + '.join(fit.features)}")
         for part in get_mode(mode).parts:  # the mode's profile parts, from the same steps
+            if opts.behaviour == "prior":
+                parts[part.key] = part.prior()
+                msgs.append(f"{mode}: {part.title or part.label} from its published prior (--behaviour prior), not from the runs")
+                continue
             parts[part.key], pmsg = PARTS_FROM_STEPS[part.key](pd.concat([r.table("steps") for r in mruns]), mruns)
             msgs.append(pmsg)
     prof = _profile(runs, opts, target, modes, parts, time_column, msgs)

@@ -174,6 +174,16 @@ def scaled(setup: EngineSetup, n: int, prompt: int, output: int) -> EngineSetup:
                                       for ld in setup.loads))
 
 
+def refusal_cause(e: Exception, log: Path | None) -> str:
+    """The engine's own reason for failing to start: the last error line of its log (the engine core
+    runs in another process, so the exception here only says that it failed), else the exception."""
+    lines = log.read_text(errors="replace").splitlines() if log and log.exists() else []
+    for ln in reversed(lines):
+        if any(w in ln for w in ("Error:", "OutOfMemory", "ValueError", "AttributeError", "KeyError")) and "Engine core initialization failed" not in ln:
+            return ln.split("] ", 1)[-1].strip()[-300:]
+    return f"{type(e).__name__}: {e}"[-300:]
+
+
 def gpu_memory() -> dict:
     try:
         import pynvml
@@ -219,8 +229,17 @@ async def run_setup(mode: str, precision: str, dirs: dict, setup: EngineSetup, o
     sdir = out / setup.label
     sdir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    engine = AsyncLLM.from_engine_args(args, usage_context=UsageContext.OPENAI_API_SERVER,
-                                       stat_loggers=[StepRecorder.factory(sdir, flush_every=512)])
+    try:
+        engine = AsyncLLM.from_engine_args(args, usage_context=UsageContext.OPENAI_API_SERVER,
+                                           stat_loggers=[StepRecorder.factory(sdir, flush_every=512)])
+    except Exception as e:  # the engine refused the setting (out of memory at a max_num_seqs, a budget below a canvas, a config field)
+        cause = refusal_cause(e, log)
+        (out / f"engine-{setup.label}.json").write_text(json.dumps(
+            {"mode": mode, "precision": precision, "setup": setup.label, "refused": cause, "start_up_s": round(time.monotonic() - t0, 1),
+             "engine_args": {k: (v if isinstance(v, (int, float, str, dict, list, bool)) else str(v)) for k, v in kw.items()},
+             "memory_after_start": gpu_memory()}, indent=1, default=str))
+        say(f"{mode} {setup.label}: the engine refused to start: {cause} (recorded in engine-{setup.label}.json; the next setup goes on)")
+        return
     start_s = time.monotonic() - t0
     info = {"mode": mode, "precision": precision, "setup": setup.label, "engine_args": {k: (v if isinstance(v, (int, float, str, dict, list, bool)) else str(v))
                                                                                         for k, v in kw.items()},

@@ -80,10 +80,13 @@ def fit_campaign(root: Path, gpu: str, precision: str, seed: int = 0) -> tuple[P
     return prof, msgs
 
 
-def with_frontend_latency(prof: Profile, setup_dirs: list[Path]) -> list[str]:
+def with_frontend_latency(prof: Profile, setup_dirs: list[Path], as_run: Profile | None = None) -> list[str]:
     """Each mode's front-end latency (simulate/calibrate.py) fitted on its lowest-rate Poisson load
-    that the fit used, written into `prof`'s engine section; the lines that say so. Setup directories
+    that the fit used, written into `prof`'s engine section; the lines that say so. `as_run`: the same
+    engine with the behaviour the runs had (dummy weights: every canvas to its step budget), when
+    `prof` carries another (the published prior); the loads are simulated on it. Setup directories
     without recorded loads are passed over."""
+    as_run = prof if as_run is None else as_run
     fronts, msgs = {}, []
     for sdir in setup_dirs:
         sdir = Path(sdir)
@@ -98,7 +101,7 @@ def with_frontend_latency(prof: Profile, setup_dirs: list[Path]) -> list[str]:
             continue
         low = min(fit_loads, key=lambda ld: ld.rate_rps)
         settings = from_run_engine(load_run(sdir).manifest.engine, mode, f"run {sdir}")
-        fronts[mode] = frontend_latency_fit(prof, mode, [measured(low)], settings)
+        fronts[mode] = frontend_latency_fit(as_run, mode, [measured(low)], settings)
         msgs.append(f"{mode}: front-end latency {fronts[mode]['ms']:.1f} ms per request (TTFT p50 of {low.name} in {sdir.name}, "
                     "measured less simulated)")
     if fronts:

@@ -7,12 +7,23 @@ from costmodel.errors import UserError
 from costmodel.hardware import default_hardware, get_hardware
 from costmodel.models import AR_SIBLING, ASSISTANT_FOR, get_model
 from costmodel.modes import all_modes, profile_parts
+from costmodel.modes.diffusion import COMMIT_STATS
+from costmodel.modes.mtp import MTP_ACCEPTANCE
+from costmodel.prior import published_commit_prior, vllm_synthetic_mtp_acceptance
 from costmodel.schemas.profile import ModeProfile, PassCostModel, Profile, Provenance
 from costmodel.timestamps import now_iso
 
 # Compiled transformers path on one H200 (shared/examples/README.md): denoise step 33.6 ms vs an
 # ~11 ms roofline, AR decode 9.9 ms vs ~1.6 ms: engines run at a fraction of the roofline.
 DEFAULT_EFFICIENCY = 0.33
+
+
+def published_parts() -> dict:
+    """Every registered mode's profile part at its published value: a part's prior(), the commit
+    statistics and MTP acceptance from costmodel/prior.py (what a profile carries where no run
+    measured the modes' behaviour)."""
+    return {**{p.key: p.prior() for p in profile_parts()}, COMMIT_STATS.key: published_commit_prior(),
+            MTP_ACCEPTANCE.key: vllm_synthetic_mtp_acceptance()}
 
 
 def roofline_profile(hardware: str | None = None, precision: str = "bf16", efficiency: float = DEFAULT_EFFICIENCY,
@@ -36,9 +47,7 @@ def roofline_profile(hardware: str | None = None, precision: str = "bf16", effic
         engine={"name": "roofline", "efficiency": efficiency},
         modes={m.name: ModeProfile(m.name, model_of[m.model_family], assistant=ASSISTANT_FOR[model_of[m.model_family]] if m.assistant else None,
                                    pass_models=pms(m)) for m in all_modes() if m.model_family in model_of},
-        # every registered mode's profile part at its published value (a part's prior(): the commit
-        # statistics and MTP acceptance from costmodel/prior.py)
-        parts={p.key: p.prior() for p in profile_parts()},
+        parts=published_parts(),
         provenance=prov,
         created_at=now_iso(),
     ).validate()

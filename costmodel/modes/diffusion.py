@@ -53,12 +53,6 @@ class CommitStatsPart(ProfilePart):
     def empty(self) -> dict:
         return {}
 
-    def prior(self) -> dict[str, CommitStats]:
-        """The commit-order study's per-regime statistics (costmodel/prior.py)."""
-        from costmodel.prior import published_commit_prior
-
-        return published_commit_prior()
-
     def load(self, value) -> dict[str, CommitStats]:
         return {r: CommitStats(
             regime=c["regime"],

@@ -56,12 +56,6 @@ class MtpAcceptancePart(ProfilePart):
     title = "MTP acceptance"
     fix = "add per-position acceptance with its provenance"
 
-    def prior(self) -> MtpAcceptance:
-        """vLLM benchmarks' synthetic acceptance, the stated default (costmodel/prior.py)."""
-        from costmodel.prior import vllm_synthetic_mtp_acceptance
-
-        return vllm_synthetic_mtp_acceptance()
-
     def load(self, value) -> MtpAcceptance | None:
         if not value:
             return None

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from costmodel.baseline_profile import published_parts
 from costmodel.engine_settings import from_run_engine
 from costmodel.errors import UserError
 from costmodel.modes import get_mode, mode_names
@@ -622,7 +623,7 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
                                   notes=f"fitted jointly from {fit.n_steps} recorded vLLM engine steps ({time_column}); features {' + '.join(fit.features)}")
         for part in get_mode(mode).parts:  # the mode's profile parts, from the same steps
             if opts.behaviour == "prior":
-                parts[part.key] = part.prior()
+                parts[part.key] = published_parts()[part.key]
                 msgs.append(f"{mode}: {part.title or part.label} from its published prior (--behaviour prior), not from the runs")
                 continue
             parts[part.key], pmsg = PARTS_FROM_STEPS[part.key](pd.concat([r.table("steps") for r in mruns]), mruns)

@@ -139,3 +139,14 @@ def test_an_engine_that_refuses_to_start_says_why(tmp_path):
                    "RuntimeError: Engine core initialization failed. See root cause above.\n")
     assert refusal_cause(RuntimeError("Engine core initialization failed"), log).startswith("torch.OutOfMemoryError: CUDA out of memory")
     assert refusal_cause(ValueError("max_num_batched_tokens 1 < canvas 256"), None) == "ValueError: max_num_batched_tokens 1 < canvas 256"
+
+
+def test_measure_engine_vllm_on_a_gpu_machine_refuses_bad_input(cli, monkeypatch, tmp_path):
+    """On an NVIDIA machine `costmodel measure --engine vllm` records GPU vLLM; bad input is one line."""
+    import costmodel.cli.measure_vllm as mv
+
+    monkeypatch.setattr(mv, "gpu_present", lambda: True)
+    code, out, err = cli("measure", "--engine", "vllm", "--mode", "ar", "--precision", "int4", "-o", str(tmp_path / "r"))
+    assert code == 2 and "--precision int4" in err and "fp8 or bf16" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli("measure", "--engine", "vllm", "--mode", "ar", "-o", str(tmp_path / "r2"))  # no vLLM in this environment
+    assert code == 2 and "../shared/gpu-vllm" in err and "Traceback" not in err

@@ -57,7 +57,7 @@ def require_gpu_vllm() -> str:
         import vllm
     except ImportError as e:
         raise UserError(f"vLLM is not importable here ({e})",
-                        "stage it with ../shared/gpu-vllm/stage.sh and export PYTHONPATH=$HOME/site (see its README)") from None
+                        "stage GPU vLLM 0.26 with ../shared/gpu-vllm/stage.sh and export PYTHONPATH=$HOME/site (see its README)") from None
     if vllm.__version__ not in SUPPORTED_VLLM:
         print(f"note: vLLM {vllm.__version__} found; this driver was tried with {', '.join(SUPPORTED_VLLM)} (../shared/gpu-vllm)", file=sys.stderr)
     return vllm.__version__
@@ -376,6 +376,10 @@ def record(sm, precision: str, out: Path, deadline_s: float, *, model: str | Non
             say(f"{sm.name} {s.label}: not started (deadline)")
             continue
         asyncio.run(run_setup(sm.name, precision, dirs, s, out, t_start + deadline_s, seed, say, engine_args, log))
+    refused = [json.loads(p.read_text()).get("refused") for p in sorted(out.glob("engine-*.json"))]
+    if refused and all(refused):
+        raise UserError(f"the engine refused every setup of {sm.name}: {refused[0]}",
+                        f"see {out}/engine-*.json and the engine's log; lower max_num_seqs or raise gpu_memory_utilization where memory ran out")
     return out
 
 

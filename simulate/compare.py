@@ -267,17 +267,45 @@ def _bench_load(r: dict, name: str) -> MeasuredLoad:
                         burstiness=burst, label=str(r.get("label") or name), notes=tuple(notes))
 
 
+def from_recorded(load) -> MeasuredLoad:
+    """A load a recorded engine served (measure.vllm.gpu_loads.RecordedLoad) as a MeasuredLoad:
+    closed loops at their concurrency, Poisson loads at their recorded send times."""
+    figs = dict(tok_s=load.tok_s, ttft_p50_ms=load.ttft_p50_ms, ttft_p95_ms=load.ttft_p95_ms, tpot_p50_ms=load.tpot_p50_ms, label=load.name)
+    if load.kind == "closed":
+        return MeasuredLoad("closed", load.prompt_tokens, load.output_tokens, concurrency=int(load.concurrency), **figs)
+    return MeasuredLoad("poisson", load.prompt_tokens, load.output_tokens, arrival_s=load.send_s, **figs)
+
+
+def run_loads(path: str | Path) -> tuple[list[MeasuredLoad], str, EngineSettings]:
+    """The loads of a recorded engine run (a setup directory of measure/vllm/gpu_run.py: its
+    requests, loads.json and manifest), less the warm-up; its mode and engine settings."""
+    from costmodel.engine_settings import from_run_engine
+    from costmodel.schemas.rundir import load_run
+    from measure.vllm.gpu_design import WARMUP
+    from measure.vllm.gpu_loads import recorded_loads
+
+    run = load_run(path)
+    loads = [from_recorded(ld) for ld in recorded_loads(Path(path)) if ld.name != WARMUP.name]
+    if not loads:
+        raise UserError(f"{path} records no load", "pass a setup directory written by costmodel measure --engine vllm on a GPU")
+    return loads, run.manifest.mode, from_run_engine(run.manifest.engine, run.manifest.mode, f"run {path}")
+
+
 def compare_bench(cfg: CompareBenchConfig) -> CompareBenchOutcome:
     """Every load of every file simulated on the profile (--profile, else the shipped default for the
     GPU) under the file's recorded engine settings (its counters; a transcribed figure's server)
     below cfg.engine, against what the file measured."""
     if not cfg.files:
-        raise UserError("no bench file given", "pass one or more `vllm bench serve --save-result` JSON files")
+        raise UserError("no bench file given", "pass one or more `vllm bench serve --save-result` JSON files (or recorded engine runs)")
     if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or cfg.seed < 0:
         raise UserError(f"--seed {cfg.seed!r} must be an integer >= 0", "e.g. --seed 1")
-    read = [(f, *bench_loads(f)) for f in cfg.files]
+    runs = {f: run_loads(f) for f in cfg.files if Path(f).is_dir()}  # recorded engine runs: loads, mode, settings
+    read = [(f, runs[f][0], None) if f in runs else (f, *bench_loads(f)) for f in cfg.files]
     modes = {}
     for f, _, results in read:
+        if f in runs:
+            modes[f] = (cfg.mode or runs[f][1], "--mode" if cfg.mode else "the run's manifest")
+            continue
         model = next((r["model_id"] for r in results if isinstance(r.get("model_id"), str)), "")
         modes[f] = (cfg.mode, "--mode") if cfg.mode else (infer_mode(results, model), "inferred from the file (its counters, else the model name)")
     if len({m for m, _ in modes.values()}) > 1:
@@ -291,7 +319,7 @@ def compare_bench(cfg: CompareBenchConfig) -> CompareBenchOutcome:
     check_mode(profile, mode)
     out = []
     for f, loads, results in read:
-        engine = layered(cfg.engine, bench_settings(results, mode, Path(f).name))
+        engine = layered(cfg.engine, runs[f][2] if f in runs else bench_settings(results, mode, Path(f).name))
         out.append(FileComparison(str(f), modes[f][1], compare_loads(profile, mode, loads, engine, seed=cfg.seed)))
     return CompareBenchOutcome(profile, mode, out)
 

@@ -150,3 +150,14 @@ def test_measure_engine_vllm_on_a_gpu_machine_refuses_bad_input(cli, monkeypatch
     assert code == 2 and "--precision int4" in err and "fp8 or bf16" in err and len(err.strip().splitlines()) == 1
     code, out, err = cli("measure", "--engine", "vllm", "--mode", "ar", "-o", str(tmp_path / "r2"))  # no vLLM in this environment
     assert code == 2 and "../shared/gpu-vllm" in err and "Traceback" not in err
+
+
+def test_compare_bench_takes_a_recorded_run(cli):
+    """`costmodel compare-bench` reads a recorded engine run as it reads a bench file: each load, its
+    mode and engine settings from the run, predicted beside measured."""
+    code, out, err = cli("compare-bench", str(ROOT / "h200-fp8-mtp" / "k4-a0.8"), "--profile",
+                         str(Path(__file__).resolve().parents[1] / "costmodel" / "data" / "profiles" / "engine" / "h200-fp8.json"))
+    assert code == 0, err
+    text = " ".join(out.split())  # rich wraps long lines between any two words
+    assert "closed-c32: closed loop, 32 clients" in text and "poisson-r4" in text and "mode mtp (the run's manifest)" in text
+    assert "num_speculative_tokens=4 [run" in text

@@ -37,10 +37,13 @@ def compare_bench_cmd(files, hardware, profile_path, mode, max_num_seqs, max_num
                       num_speculative_tokens, seed, csv_path):
     """Simulate the loads of `vllm bench serve --save-result` FILES (requests, lengths, request rate,
     burstiness, --max-concurrency) on a profile and print predicted vs measured output tok/s, TTFT
-    p50/p95 and TPOT p50, each computed as vllm bench computes it.
+    p50/p95 and TPOT p50, each computed as vllm bench computes it. A FILE may also be a recorded
+    engine run (a setup directory of `costmodel measure --engine vllm` on a GPU): its loads, mode and
+    engine settings.
 
     \b
     costmodel compare-bench results/diffusion-c16.json --hardware h200
+    costmodel compare-bench data/runs/engine/h200-fp8-ar/default --profile costmodel/data/profiles/engine/h200-fp8.json
     costmodel compare-bench run.json --profile my.json --mode mtp --max-num-seqs 64 --csv cmp.csv
     """
     given = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens, "max_denoising_steps": max_denoising_steps,

@@ -28,7 +28,7 @@ from measure.fit.steps import build_step_profile
 from measure.vllm.gpu_design import EngineSetup, setup_of
 from measure.vllm.gpu_loads import RecordedLoad, read_load_windows, recorded_loads
 from simulate.calibrate import frontend_latency_fit
-from simulate.compare import LoadComparison, MeasuredLoad, compare_loads
+from simulate.compare import LoadComparison, compare_loads, from_recorded
 
 TARGETS = {"tok_s": 10.0, "tpot_p50_ms": 10.0, "ttft_p50_ms": 15.0}  # % (issue 37): TTFT p50 below saturation
 
@@ -101,21 +101,13 @@ def with_frontend_latency(prof: Profile, setup_dirs: list[Path], as_run: Profile
             continue
         low = min(fit_loads, key=lambda ld: ld.rate_rps)
         settings = from_run_engine(load_run(sdir).manifest.engine, mode, f"run {sdir}")
-        fronts[mode] = frontend_latency_fit(as_run, mode, [measured(low)], settings)
+        fronts[mode] = frontend_latency_fit(as_run, mode, [from_recorded(low)], settings)
         msgs.append(f"{mode}: front-end latency {fronts[mode]['ms']:.1f} ms per request (TTFT p50 of {low.name} in {sdir.name}, "
                     "measured less simulated)")
     if fronts:
         prof.engine[FRONTEND_LATENCY_KEY] = fronts
         prof.__dict__.pop("_resolved", None)
     return msgs
-
-
-def measured(load: RecordedLoad) -> MeasuredLoad:
-    if load.kind == "closed":
-        return MeasuredLoad("closed", load.prompt_tokens, load.output_tokens, load.tok_s, load.ttft_p50_ms, load.ttft_p95_ms, load.tpot_p50_ms,
-                            concurrency=int(load.concurrency), label=load.name)
-    return MeasuredLoad("poisson", load.prompt_tokens, load.output_tokens, load.tok_s, load.ttft_p50_ms, load.ttft_p95_ms, load.tpot_p50_ms,
-                        arrival_s=load.send_s, label=load.name)
 
 
 def check_loads(profile: Profile, root: Path, gpu: str, precision: str, include_fit: bool = False, seed: int = 0) -> list[LoadCheck]:
@@ -133,7 +125,7 @@ def check_loads(profile: Profile, root: Path, gpu: str, precision: str, include_
             held = setup.role(ld.name) == "check"
             if not held and not include_fit:
                 continue
-            cmp = compare_loads(profile, mode, [measured(ld)], settings, seed=seed)[0]
+            cmp = compare_loads(profile, mode, [from_recorded(ld)], settings, seed=seed)[0]
             out.append(LoadCheck(mode, sdir.name, ld, cmp, not held, *occupancy.get(ld.name, (math.nan, math.nan))))
     return out
 

@@ -228,17 +228,17 @@ def test_spreadsheet_values():
 
 
 def test_the_crossover_text_and_the_cheapest_table_share_one_tie_rule():
-    """A monthly-cost tie at 8 QPS that AR wins on USD per 1M output tokens: the headline may not
-    call diffusion the cheapest there while the table names AR."""
+    """A monthly-cost tie at 8 QPS (2 x h200 each) that USD per 1M output tokens would break: both
+    the cheapest table and the crossover call it a tie and name both; neither wins on the noise."""
     rows = [point("diffusion", "h200", 4.0, 1), point("ar", "h200", 4.0, 2),
             point("diffusion", "h200", 8.0, 2, out_tok_s=1000.0), point("ar", "h200", 8.0, 2, out_tok_s=1600.0)]
     from costmodel.hardware import get_hardware
 
     a = analyse(pd.DataFrame(rows), STABLE_ONLY, PricingConfig(), {"h200": get_hardware("h200")})
     at8 = a.cheapest[a.cheapest["qps"] == 8.0].iloc[0]
-    assert at8["mode"] == "ar"
-    assert a.crossover.status == "bracketed" and (a.crossover.qps_low, a.crossover.qps_high) == (4.0, 8.0)
-    assert "the tie goes to ar on h200" in a.crossover.text
+    assert bool(at8["tie"]) and {f"{at8['hardware']} / {at8['mode']}", at8["tied_with"]} == {"h200 / diffusion", "h200 / ar"}
+    assert a.cells[a.cells["qps"] == 8.0]["cheapest_at_qps"].all()  # both marked cheapest
+    assert a.crossover.status == "above-range" and "cheaper or tied (tied at 8 QPS)" in a.crossover.text
 
 
 # ---- 6. smaller -------------------------------------------------------------------------------------

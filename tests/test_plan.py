@@ -109,10 +109,10 @@ def test_crossover_constructed_case():
     assert a.cheapest[["qps", "mode", "replicas"]].values.tolist() == [[5.0, "diffusion", 1], [20.0, "diffusion", 3], [50.0, "ar", 6]]
     c = a.crossover
     assert c.status == "bracketed" and (c.qps_low, c.qps_high) == (20.0, 50.0)
-    # gap (cheapest rival - diffusion) in replica-months: +1 at 20 QPS, -4 at 50 QPS -> zero at 20 + 30 x 1/5 = 26
-    assert c.qps_estimate == pytest.approx(26.0)
+    # evaluated points only (no bisection here): the bracket's midpoint, the bracket stated
+    assert c.qps_estimate == pytest.approx(35.0)
     assert c.cheapest_above == "ar on h200"
-    assert "~26 QPS" in c.text and "bracket 20-50 QPS" in c.text
+    assert "~35 QPS (between 20 and 50 QPS)" in c.text and "below it DiffusionGemma is cheaper" in c.text
 
 
 def test_crossover_edge_cases():
@@ -126,10 +126,10 @@ def test_crossover_edge_cases():
     assert never.status == "diffusion-never-meets"  # only diffusion points that miss the SLO
     alone = analyse(pts[pts["mode"] != "diffusion"], parse_slo(SLO), PricingConfig(), {"h200": get_hardware("h200")}).crossover
     assert alone.status == "not-compared" and "no DiffusionGemma" in alone.text
-    # diffusion does not meet the SLO at 50 QPS at all: bracketed, but not interpolated
+    # diffusion does not meet the SLO at 50 QPS at all: bracketed, and the text says so
     nodiff = pts[~((pts["mode"] == "diffusion") & (pts["qps"] == 50))]
     c = analyse(nodiff, parse_slo(SLO), PricingConfig(), {"h200": get_hardware("h200")}).crossover
-    assert c.status == "bracketed" and c.qps_estimate is None and "no diffusion option meets the SLO" in c.text
+    assert c.status == "bracketed" and "only ar on h200 $17,520/month meets the SLO; no DiffusionGemma option does" in c.text
 
 
 def test_repricing_changes_the_winner_not_the_replicas():

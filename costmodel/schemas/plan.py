@@ -46,7 +46,7 @@ PLAN_DOCS = (
     ColumnDoc("breakeven_usd_per_mtok_output", "price per 1M output tokens of that split = breakeven_usd_per_mtok_input x output_input_price_ratio (catalog pricing term, default 4)", "USD per 1M output tokens", COST),
     ColumnDoc("price_source", "where the GPU rate comes from (catalog citation or user override)", "text", "costmodel/data/hardware.json sources / command line"),
     ColumnDoc("power_source", "where the GPU's active power comes from (catalog board power or measured telemetry)", "text", "costmodel/data/hardware.json sources / --telemetry run"),
-    ColumnDoc("cheapest_at_qps", "true for the cheapest SLO-meeting (hardware, mode) at this QPS", "boolean", PLAN),
+    ColumnDoc("cheapest_at_qps", "true for the cheapest SLO-meeting (hardware, mode) at this QPS, and for every option tied with it (monthly cost within 1%: a tie, never broken by USD per 1M output tokens)", "boolean", PLAN),
     ColumnDoc("slo", "the service-level objective checked (bounds on latency percentiles); 'stable' when only steady state is required", "text", "plan --slo / report --slo"),
     ColumnDoc("slo_failures", "why the point (or, for a plan row, the largest replica count tried) misses the SLO; empty when it meets it", "text", PLAN),
     ColumnDoc("flag", "why a row does not meet the SLO: UNSTABLE (not steady state: its latencies and per-token costs are left blank in the finance view) or the SLO bound it misses; empty when it meets the SLO", "text", "costmodel report (reports/finance.py)"),

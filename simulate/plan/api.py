@@ -24,7 +24,7 @@ from costmodel.schemas.profile import Profile
 from costmodel.schemas.provenance import profile_provenance
 from costmodel.shipped import resolve_profile, shipped_hardware
 from simulate.plan import planner
-from simulate.plan.costing import Analysis, PricingConfig, analyse, gpu_price
+from simulate.plan.costing import CROSSOVER_TOLERANCE_FRAC, Analysis, PricingConfig, analyse, gpu_price
 from simulate.plan.slo import Slo, parse_slo
 from simulate.api import resolve_engine, resolve_workload
 from simulate.batch import check_requests_fit
@@ -35,6 +35,7 @@ DEFAULT_SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
 DEFAULT_HARDWARE = shipped_hardware()  # every GPU a profile ships for
 DEFAULT_QPS = (5.0, 20.0, 50.0)
 DEFAULT_MAX_REPLICAS = 64
+DEFAULT_CROSSOVER_STEPS = 8  # bisection steps at most (each simulates one QPS for every GPU and mode); they stop at the tolerance
 
 
 @dataclass
@@ -51,7 +52,7 @@ class PlanConfig:
     duration_s: float = DEFAULT_DURATION_S
     seed: int = 0
     max_replicas: int = DEFAULT_MAX_REPLICAS
-    refine_crossover: int = 0
+    refine_crossover: int = DEFAULT_CROSSOVER_STEPS  # bisection steps of the crossover at most (0: the QPS grid only)
     jobs: int | None = None  # None: one local worker process per available core (1: serially, no Dask)
     scheduler: str | None = None  # a Dask scheduler address (tcp://HOST:8786); None: DASK_SCHEDULER_ADDRESS, else a local cluster
     prefix_caching: bool | None = None  # vLLM's prefix caching for every point (None: its default, on)
@@ -88,7 +89,7 @@ def _resolve(cfg: PlanConfig) -> _Resolved:
     if cfg.jobs is not None and cfg.jobs < 1:
         raise UserError(f"--jobs {cfg.jobs} is below 1", "give an integer >= 1")
     if cfg.refine_crossover < 0:
-        raise UserError(f"--refine-crossover {cfg.refine_crossover} is negative", "give the number of extra midpoints to simulate, e.g. 2")
+        raise UserError(f"--refine-crossover {cfg.refine_crossover} is negative", "give the most bisection steps of the crossover, e.g. 8 (0: the grid only)")
     for q in cfg.qps:
         check_rate(q)  # a floor and a ceiling: finite arrival gaps, a bounded run
     slo = parse_slo(cfg.slo)
@@ -127,7 +128,8 @@ def _resolve(cfg: PlanConfig) -> _Resolved:
 
 
 def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> PlanOutcome:
-    """Search, price, and (cfg.refine_crossover times) narrow the crossover bracket."""
+    """Search, price, and bisect the crossover bracket (at most cfg.refine_crossover steps, until it
+    is narrower than CROSSOVER_TOLERANCE_FRAC of its upper end): the crossover does not depend on the grid."""
     t0 = time.perf_counter()
     r = _resolve(cfg)
     qps_values = sorted(set(cfg.qps))
@@ -144,16 +146,18 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
         return analyse(planner.points_frame(cells), r.slo, cfg.pricing, specs, qps_values, planner.cell_notes(cells))
 
     a = analysis()
-    for _ in range(cfg.refine_crossover):
+    for _ in range(cfg.refine_crossover):  # bisect the crossover bracket (simulate/plan/costing/crossover.py)
         c = a.crossover
         if c.status != "bracketed":
-            say(f"crossover refinement stops: the crossover is {c.status}, not bracketed")
+            say(f"crossover search stops: the crossover is {c.status}, not bracketed")
+            break
+        if c.qps_high - c.qps_low <= CROSSOVER_TOLERANCE_FRAC * c.qps_high:
             break
         q = planner.refine_point(c.qps_low, c.qps_high)
         if q in qps_values:
-            say(f"crossover refinement stops: the bracket {c.qps_low:g}-{c.qps_high:g} QPS has no new midpoint at 3 significant digits")
+            say(f"crossover search stops: the bracket {c.qps_low:g}-{c.qps_high:g} QPS has no new midpoint at 3 significant digits")
             break
-        say(f"refining the crossover: simulating {q:g} QPS inside the bracket {c.qps_low:g}-{c.qps_high:g}")
+        say(f"crossover search: simulating {q:g} QPS inside the bracket {c.qps_low:g}-{c.qps_high:g}")
         starts, skip = planner.bracket_starts(cells, c.qps_low, c.qps_high, cfg.max_replicas)
         cells += planner.run_searches(settings, progress=progress, qps=[q], starts=starts, skip=skip, scheduler=cfg.scheduler)
         qps_values = sorted(qps_values + [q])

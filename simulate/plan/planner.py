@@ -40,7 +40,7 @@ class PlanSettings:
     max_replicas: int = 64
     jobs: int = 1
     workload: str | None = None  # workload JSON path (None: the simulator's default workload)
-    refine_crossover: int = 0  # midpoints simulated inside the crossover bracket (their QPS are appended to qps)
+    refine_crossover: int = 0  # bisection steps of the crossover at most (the QPS they simulate are appended to qps)
     engine: dict | None = None  # engine settings given for every point (e.g. enable_prefix_caching); None: the defaults
 
     def to_dict(self) -> dict:

@@ -29,7 +29,7 @@ import pandas as pd
 from costmodel.errors import UserError
 from simulate.plan import planner
 from simulate.plan.api import PlanConfig, PlanOutcome, run_plan
-from simulate.plan.costing import analyse, get_model, resolve_terms
+from simulate.plan.costing import analyse, get_model, resolve_terms, with_seeds
 from simulate.workload import DEFAULT_PROMPT
 
 # The pass-cost error where a profile records no fit error (projected or composed tables): the profile
@@ -266,6 +266,7 @@ class Replicates:
     cells: pd.DataFrame  # hardware, mode, qps, replicas per seed, min/median/max
     decision: pd.DataFrame  # qps, winner per seed, monthly cost mean and 95% interval
     seeds: list[int]
+    crossover_qps: list[float | None] = field(default_factory=list)  # each seed's crossover estimate (None: not bracketed)
 
 
 def replicates(cfg: PlanConfig, outcome: PlanOutcome, n: int, progress: Callable[[str], None] | None = None) -> Replicates:
@@ -277,14 +278,15 @@ def replicates(cfg: PlanConfig, outcome: PlanOutcome, n: int, progress: Callable
     runs = [outcome]
     for s in seeds[1:]:
         say(f"replicate: seed {s}")
-        runs.append(run_plan(replace(cfg, seed=s, refine_crossover=0)))
+        runs.append(run_plan(replace(cfg, seed=s)))  # each seed bisects its own crossover
     keys = ["hardware", "mode", "qps"]
-    per = [r.analysis.cells.set_index(keys)["replicas"].rename(f"replicas_seed_{s}") for r, s in zip(runs, seeds)]
+    grid = sorted(set(float(q) for q in cfg.qps))  # the loads every seed planned (each bisects its own crossover QPS besides)
+    per = [r.analysis.cells[r.analysis.cells["qps"].isin(grid)].set_index(keys)["replicas"].rename(f"replicas_seed_{s}") for r, s in zip(runs, seeds)]
     cells = pd.concat(per, axis=1).reset_index()
     vals = cells[[c for c in cells.columns if c.startswith("replicas_seed_")]].astype(float)
     cells["replicas_min"], cells["replicas_median"], cells["replicas_max"] = vals.min(axis=1), vals.median(axis=1), vals.max(axis=1)
     rows = []
-    for q in outcome.analysis.qps:
+    for q in grid:
         costs, wins = [], []
         for r in runs:
             c = r.analysis.cheapest[r.analysis.cheapest["qps"] == q]
@@ -296,7 +298,7 @@ def replicates(cfg: PlanConfig, outcome: PlanOutcome, n: int, progress: Callable
         rows.append({"qps": q, "seeds": len(runs), "winners": "; ".join(f"{w} ({wins.count(w)})" for w in dict.fromkeys(wins)),
                      "cost_usd_per_month_mean": mean, "cost_usd_per_month_ci95_low": mean - half, "cost_usd_per_month_ci95_high": mean + half,
                      "cost_usd_per_month_min": min(costs) if costs else math.nan, "cost_usd_per_month_max": max(costs) if costs else math.nan})
-    return Replicates(cells, pd.DataFrame(rows), seeds)
+    return Replicates(cells, pd.DataFrame(rows), seeds, [r.analysis.crossover.qps_estimate for r in runs])
 
 
 def plan_extras(cfg: PlanConfig, outcome: PlanOutcome, seeds: int, with_sensitivity: bool,
@@ -305,7 +307,9 @@ def plan_extras(cfg: PlanConfig, outcome: PlanOutcome, seeds: int, with_sensitiv
     out = {}
     if seeds > 1:
         rep = replicates(cfg, outcome, seeds, progress)
-        out["replicates"] = (rep.cells, {"seeds": rep.seeds, "cells": rep.cells.to_dict("records"), "decision": rep.decision.to_dict("records")})
+        out["replicates"] = (rep.cells, {"seeds": rep.seeds, "cells": rep.cells.to_dict("records"), "decision": rep.decision.to_dict("records"),
+                                         "crossover_qps": rep.crossover_qps})
+        outcome.analysis.crossover = with_seeds(outcome.analysis.crossover, rep.crossover_qps)
         out["replicates_decision"] = (rep.decision, rep.decision.to_dict("records"))
     if with_sensitivity:
         sens = sensitivity(cfg, outcome, progress)

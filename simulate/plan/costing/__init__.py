@@ -9,7 +9,9 @@ crossover (cheapest.py, crossover.py). `plan`, `sweep` and `reports` import this
 
 from simulate.plan.costing.cheapest import LEAD_COLUMNS, Analysis, analyse
 from simulate.plan.costing.costs import COST_COLUMNS, GPUS_PER_REPLICA, PointCost, add_costs, cost_of_row, point_cost
-from simulate.plan.costing.crossover import RANK_COLUMNS, Crossover, best_per_cell, cheapest_per_qps, find_crossover, rank_options
+from simulate.plan.costing.crossover import (
+    CROSSOVER_TOLERANCE_FRAC, RANK_COLUMNS, TIE_FRAC, Crossover, best_per_cell, cheapest_per_qps, find_crossover, rank_options, ties, with_seeds,
+)
 from simulate.plan.costing.models import DEFAULT_MODEL, PricingModel, Rate, get_model, model_names, register
 from simulate.plan.costing.pricing import (
     DEFAULT_AMORTISATION_YEARS, DEFAULT_ELECTRICITY_USD_PER_KWH, DEFAULT_PUE, HOURS_PER_MONTH, SOURCES, GpuPrice, PricingConfig,
@@ -19,7 +21,8 @@ from simulate.plan.costing.terms import HOURS_PER_YEAR, TERMS, resolve_terms
 
 __all__ = [
     "LEAD_COLUMNS", "Analysis", "analyse", "COST_COLUMNS", "GPUS_PER_REPLICA", "PointCost", "add_costs", "cost_of_row", "point_cost",
-    "RANK_COLUMNS", "Crossover", "best_per_cell", "cheapest_per_qps", "find_crossover", "rank_options", "DEFAULT_MODEL", "PricingModel",
+    "CROSSOVER_TOLERANCE_FRAC", "RANK_COLUMNS", "TIE_FRAC", "Crossover", "best_per_cell", "cheapest_per_qps", "find_crossover", "rank_options",
+    "ties", "with_seeds", "DEFAULT_MODEL", "PricingModel",
     "Rate", "get_model", "model_names", "register", "DEFAULT_AMORTISATION_YEARS", "DEFAULT_ELECTRICITY_USD_PER_KWH", "DEFAULT_PUE",
     "HOURS_PER_MONTH", "SOURCES", "GpuPrice", "PricingConfig", "PricingOptions", "gpu_price", "pricing_config", "read_price_file",
     "telemetry_power", "HOURS_PER_YEAR", "TERMS", "resolve_terms",

@@ -13,7 +13,7 @@ import pandas as pd
 from costmodel.hardware import HardwareSpec
 from costmodel.modes import mode_order
 from simulate.plan.costing.costs import add_costs
-from simulate.plan.costing.crossover import Crossover, best_per_cell, cheapest_per_qps, find_crossover
+from simulate.plan.costing.crossover import Crossover, best_per_cell, cheapest_per_qps, find_crossover, ties
 from simulate.plan.costing.pricing import GpuPrice, PricingConfig, gpu_price
 from simulate.plan.slo import Slo
 
@@ -34,6 +34,19 @@ class Analysis:
     crossover: Crossover
     crossover_by_hardware: dict[str, Crossover] = field(default_factory=dict)
     qps: list[float] = field(default_factory=list)
+
+
+def _winners(best: pd.DataFrame, cheapest: pd.DataFrame) -> dict[tuple, float]:
+    """(qps, hardware, mode) -> monthly cost of every cheapest option per QPS, the options tied with it included."""
+    out = {}
+    for r in cheapest.to_dict("records"):
+        if r["none_meets"]:
+            continue
+        at = best[best["qps"] == r["qps"]]
+        for x in at.to_dict("records"):
+            if ties(float(x["cost_usd_per_month"]), float(r["cost_usd_per_month"])):
+                out[(r["qps"], x["hardware"], x["mode"])] = float(x["cost_usd_per_month"])
+    return out
 
 
 def _order(df: pd.DataFrame) -> pd.DataFrame:
@@ -83,21 +96,18 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
     columns = list(LEAD_COLUMNS) + [c for c in pts.columns if c not in LEAD_COLUMNS]
     cells_df = pd.DataFrame(cells, columns=columns)
     cheapest = cheapest_per_qps(pts, qps_values)
+    win = _winners(best, cheapest)
     if not cells_df.empty:
-        win = {(r["qps"], r["hardware"], r["mode"]) for r in cheapest.to_dict("records") if not r["none_meets"]}
         cells_df["cheapest_at_qps"] = [(r["qps"], r["hardware"], r["mode"]) in win for r in cells_df.to_dict("records")]
         for c in ("replicas", "gpus", "evaluations"):
             if c in cells_df:
                 cells_df[c] = cells_df[c].astype("Int64")
         cells_df["meets_slo"] = cells_df["meets_slo"].astype(bool)
     pts["cheapest_at_qps"] = False
-    if not pts.empty and not best.empty:
-        for r in cheapest.to_dict("records"):
-            if r["none_meets"]:
-                continue
-            idx = pts[(pts["qps"] == r["qps"]) & (pts["hardware"] == r["hardware"]) & (pts["mode"] == r["mode"]) & pts["meets_slo"]
-                      & np.isclose(pts["cost_usd_per_month"], r["cost_usd_per_month"])].index[:1]
-            pts.loc[idx, "cheapest_at_qps"] = True
+    for (q, h, m), usd in win.items():
+        idx = pts[(pts["qps"] == q) & (pts["hardware"] == h) & (pts["mode"] == m) & pts["meets_slo"]
+                  & np.isclose(pts["cost_usd_per_month"], usd)].index[:1]
+        pts.loc[idx, "cheapest_at_qps"] = True
     lead = [c for c in LEAD_COLUMNS if c in pts.columns]
     pts = pts[lead + [c for c in pts.columns if c not in lead]]
     cross = find_crossover(pts, qps_values)

@@ -1,36 +1,47 @@
 """The cheapest SLO-meeting option per QPS, and the crossover: the QPS above which DiffusionGemma
-(mode diffusion) is no longer the cheapest SLO-meeting option against Gemma-4 AR and MTP.
+(the mode whose trait is_diffusion) costs more than the cheapest Gemma-4 AR or MTP option.
 
-Options are compared by monthly cost at the same QPS (serving the same requests). DiffusionGemma
-"is the cheapest" at a QPS when its cheapest SLO-meeting option costs no more than the cheapest
-SLO-meeting AR or MTP option, under the one tie rule every "cheapest" statement uses (RANK_COLUMNS:
-monthly cost, then USD per 1M output tokens, then fewer GPUs), so the crossover text and the
-cheapest-option table never disagree. How the crossover is determined:
+Options are compared by monthly cost at the same QPS (serving the same requests). Fleets are whole
+GPUs, so two options often cost exactly the same (e.g. one GPU each): costs within TIE_FRAC of each
+other are a tie, and every statement names all the tied options. USD per 1M output tokens, which
+differs between tied fleets only by how many requests finished inside the simulated window, orders
+the rows of a table (RANK_COLUMNS) but never decides a winner.
 
-1. bracket: walking up the evaluated QPS points, the last point where diffusion is the cheapest
-   and the first point after it where it is not bound the crossover, q_low < q* <= q_high;
-2. estimate: between the two, both monthly costs are interpolated linearly in QPS and q* is where
-   they meet; when diffusion meets the SLO at neither end or not at q_high, only the bracket is given.
-Evaluated points are the only evidence: add QPS points inside the bracket to narrow it.
+The crossover is a measured quantity, not a property of the QPS grid: at each QPS the verdict is
+"diffusion" (cheaper), "tie" or "rival" (an AR/MTP option is cheaper); walking up the evaluated
+QPS, the crossover lies between the last QPS of the first run of diffusion-or-tie verdicts and the
+first "rival" QPS above it. `costmodel plan` bisects that bracket with the simulator
+(simulate/plan/api.py) until it is narrower than CROSSOVER_TOLERANCE_FRAC of its upper end, and
+`plan --seeds` adds the spread of the crossover over seeds. Everything that prints the crossover
+prints `Crossover.text`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+import statistics
+from dataclasses import asdict, dataclass, field, replace
 
 import pandas as pd
 
-from costmodel.modes import all_modes
+from costmodel.modes import all_modes, mode_order
 
 
-# The tie rule: options are ranked by these columns, in order (a stable sort keeps input order last).
+# The display order of options (a stable sort keeps input order last); winners are decided by cost alone.
 RANK_COLUMNS = ("cost_usd_per_month", "cost_usd_per_mtok_output", "gpus")
+TIE_FRAC = 0.01  # monthly costs within 1% of each other are a tie (whole GPUs: equal fleets cost exactly the same)
+CROSSOVER_TOLERANCE_FRAC = 0.05  # plan bisects until the bracket is narrower than 5% of its upper end
+DIFFUSION, TIE, RIVAL, NONE = "diffusion", "tie", "rival", "none"  # the verdicts at one QPS
 
 
 def rank_options(options: pd.DataFrame) -> pd.DataFrame:
-    """Cheapest first under the shared tie rule."""
+    """Cheapest first (ties ordered by USD per 1M output tokens, then fewer GPUs, for display only)."""
     return options.sort_values([c for c in RANK_COLUMNS if c in options.columns], kind="mergesort")
+
+
+def ties(a_usd: float, b_usd: float) -> bool:
+    """Two monthly costs that are the same within TIE_FRAC (both finite)."""
+    return math.isfinite(a_usd) and math.isfinite(b_usd) and abs(a_usd - b_usd) <= TIE_FRAC * min(a_usd, b_usd)
 
 
 def _sides() -> tuple[str, tuple[str, ...], str]:
@@ -42,9 +53,10 @@ def _sides() -> tuple[str, tuple[str, ...], str]:
 
 
 def method_text() -> str:
-    return (f"bracket = (last evaluated QPS where DiffusionGemma's cheapest SLO-meeting option costs <= the cheapest {_sides()[2]} one, "
-            "first evaluated QPS above it where it does not]; estimate = where the two monthly costs, interpolated linearly in QPS "
-            "between the bracket ends, are equal")
+    return (f"at each QPS the cheapest SLO-meeting fleet of DiffusionGemma and of {_sides()[2]} are compared by monthly cost "
+            f"(within {TIE_FRAC:.0%}: a tie); the crossover lies between the last QPS where DiffusionGemma is cheaper or tied and the "
+            f"first above it where it costs more; `costmodel plan` bisects that bracket with the simulator to {CROSSOVER_TOLERANCE_FRAC:.0%} "
+            "of its upper end; the estimate is the bracket's midpoint; --seeds gives its spread over seeds")
 
 
 def best_per_cell(options: pd.DataFrame) -> pd.DataFrame:
@@ -57,21 +69,31 @@ def best_per_cell(options: pd.DataFrame) -> pd.DataFrame:
     return ok.groupby(["hardware", "mode", "qps"], sort=True, as_index=False).head(1).reset_index(drop=True)
 
 
+def option_name(r) -> str:
+    return f"{r['hardware']} / {r['mode']}"
+
+
 def cheapest_per_qps(options: pd.DataFrame, qps_values) -> pd.DataFrame:
-    """One row per QPS: the cheapest SLO-meeting (hardware, mode), or none_meets=True."""
+    """One row per QPS: the cheapest SLO-meeting (hardware, mode), every option tied with it
+    (`tied_with`), the first option that costs more (runner-up), or none_meets=True."""
     best = best_per_cell(options)
     rows = []
     for q in sorted(set(float(x) for x in qps_values)):
         cand = rank_options(best[best["qps"] == q]) if not best.empty else best
         if cand is None or cand.empty:
-            rows.append({"qps": q, "none_meets": True})
+            rows.append({"qps": q, "none_meets": True, "tie": False, "tied_with": ""})
             continue
-        r = cand.iloc[0]
-        runner = cand.iloc[1] if len(cand) > 1 else None
+        low = float(cand.iloc[0]["cost_usd_per_month"])
+        group = [x for _, x in cand.iterrows() if ties(float(x["cost_usd_per_month"]), low)]
+        group.sort(key=lambda x: (int(x["gpus"]), mode_order(x["mode"])))  # a tie is listed in registry order, not by a noise tie-break
+        r, tied = group[0], group[1:]
+        rest = cand.iloc[len(group):]
+        runner = rest.iloc[0] if len(rest) else None
         rows.append({
             "qps": q, "none_meets": False, "hardware": r["hardware"], "mode": r["mode"], "replicas": int(r["replicas"]), "gpus": int(r["gpus"]),
             "cost_usd_per_month": float(r["cost_usd_per_month"]), "cost_usd_per_mtok_output": float(r["cost_usd_per_mtok_output"]),
-            "runner_up": f"{runner['hardware']} / {runner['mode']}" if runner is not None else "",
+            "tie": bool(tied), "tied_with": ", ".join(option_name(x) for x in tied),
+            "runner_up": option_name(runner) if runner is not None else "",
             "runner_up_cost_usd_per_month": float(runner["cost_usd_per_month"]) if runner is not None else math.nan,
         })
     return pd.DataFrame(rows)
@@ -81,26 +103,50 @@ def cheapest_per_qps(options: pd.DataFrame, qps_values) -> pd.DataFrame:
 class Crossover:
     scope: str  # "all hardware" or one hardware id
     status: str  # "bracketed" | "below-range" | "above-range" | "diffusion-never-meets" | "not-compared"
-    qps_low: float | None  # last evaluated QPS where diffusion is the cheapest
-    qps_high: float | None  # first evaluated QPS above it where it is not
-    qps_estimate: float | None
+    qps_low: float | None  # the last QPS (of the first run from the bottom) where diffusion is cheaper or tied
+    qps_high: float | None  # the first QPS above it where an AR/MTP option is cheaper
+    qps_estimate: float | None  # the bracket's midpoint
     cheapest_above: str | None  # the option that beats diffusion at qps_high
     text: str
     method: str = field(default_factory=method_text)
     per_qps: list[dict] = field(default_factory=list)
+    tied_below: bool = False  # below the crossover diffusion only ties (is never strictly cheaper) at the evaluated QPS
+    seeds_qps: list[float] = field(default_factory=list)  # the crossover's estimate per seed (plan --seeds)
+    qps_ci95_low: float | None = None  # 95% interval of the estimate over the seeds
+    qps_ci95_high: float | None = None
+    detail: str = ""  # what holds below and above the bracket (the text after the interval)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def interval_text(self) -> str:
+        """'8.8 QPS (bracket 8.59-9.06)' plus the seeds' interval, or '' where there is no estimate."""
+        if self.status != "bracketed":
+            return ""
+        head = f"~{self.qps_estimate:.3g} QPS (between {self.qps_low:g} and {self.qps_high:g} QPS)"
+        if self.qps_ci95_low is not None and len(self.seeds_qps) > 1:
+            head += f"; over {len(self.seeds_qps)} seeds {self.qps_ci95_low:.3g}-{self.qps_ci95_high:.3g} QPS (95% interval)"
+        return head
 
-def _best(best: pd.DataFrame, q: float, modes) -> tuple[float, str | None, tuple]:
-    """(monthly cost, "mode on hardware", rank key) of the cheapest option of `modes` at `q`."""
+
+def _best(best: pd.DataFrame, q: float, modes) -> tuple[float, list[str]]:
+    """(monthly cost, every "mode on hardware" at that cost within TIE_FRAC) of the cheapest option of `modes` at `q`."""
     sel = best[(best["qps"] == q) & best["mode"].isin(modes)] if not best.empty else best
     if sel.empty:
-        return math.inf, None, (math.inf,)
-    r = rank_options(sel).iloc[0]
-    key = tuple(float(r[c]) if c in r and pd.notna(r[c]) else math.inf for c in RANK_COLUMNS)
-    return float(r["cost_usd_per_month"]), f"{r['mode']} on {r['hardware']}", key
+        return math.inf, []
+    sel = rank_options(sel)
+    low = float(sel.iloc[0]["cost_usd_per_month"])
+    return low, [f"{r['mode']} on {r['hardware']}" for _, r in sel.iterrows() if ties(float(r["cost_usd_per_month"]), low)]
+
+
+def verdict(d_usd: float, o_usd: float) -> str:
+    """Who is cheaper at one QPS: diffusion, rival, a tie, or none (no option of either side meets the SLO)."""
+    if not math.isfinite(d_usd) and not math.isfinite(o_usd):
+        return NONE
+    if ties(d_usd, o_usd):
+        return TIE
+    return DIFFUSION if d_usd < o_usd else RIVAL
 
 
 def _money(x: float) -> str:
@@ -108,28 +154,39 @@ def _money(x: float) -> str:
 
 
 def _side(p: dict) -> str:
-    """'diffusion on h200 $X/month vs ar on h200 $Y/month', naming what does not meet the SLO."""
-    d = f"{p['diffusion_option']} {_money(p['diffusion_cost_usd_per_month'])}" if p["diffusion_option"] else "no diffusion option meets the SLO"
-    o = f"{p['rival_option']} {_money(p['rival_cost_usd_per_month'])}" if p["rival_option"] else f"no {_sides()[2]} option meets the SLO"
-    if p["rival_cost_usd_per_month"] == p["diffusion_cost_usd_per_month"]:
-        win = "DiffusionGemma" if p["diffusion_cheapest"] else p["rival_option"]
-        return f"{d} ties {o} on monthly cost; the tie goes to {win} (lower USD per 1M output tokens, then fewer GPUs)"
-    return f"{d} vs {o}" if p["diffusion_cheapest"] else f"{o} vs {d}"
+    """'diffusion on h200 $X/month vs ar on h200 $Y/month', or the tie naming every tied option."""
+    rival_label = _sides()[2]
+    d_opts, o_opts = p["diffusion_options"], p["rival_options"]
+    if p["verdict"] == TIE:
+        return f"a tie at {_money(p['diffusion_cost_usd_per_month'])}: {' = '.join(d_opts + o_opts)}"
+    if not d_opts or not o_opts:
+        only = f"{d_opts[0]} {_money(p['diffusion_cost_usd_per_month'])}" if d_opts else f"{o_opts[0]} {_money(p['rival_cost_usd_per_month'])}"
+        return f"only {only} meets the SLO; no {'DiffusionGemma' if not d_opts else rival_label} option does"
+    d, o = f"{d_opts[0]} {_money(p['diffusion_cost_usd_per_month'])}", f"{o_opts[0]} {_money(p['rival_cost_usd_per_month'])}"
+    return f"{d} is cheaper than {o}" if p["verdict"] == DIFFUSION else f"{o} is cheaper than {d}"
+
+
+def per_qps(options: pd.DataFrame, qps_values, hardware: str | None = None) -> list[dict]:
+    """Per evaluated QPS: each side's cheapest monthly cost and options, and the verdict."""
+    opts = options if hardware is None else options[options["hardware"] == hardware]
+    best = best_per_cell(opts)
+    subject, rivals, _ = _sides()
+    out = []
+    for q in sorted(set(float(x) for x in qps_values)):
+        d, d_opts = _best(best, q, (subject,))
+        o, o_opts = _best(best, q, rivals)
+        out.append({"qps": q, "diffusion_cost_usd_per_month": d, "diffusion_options": d_opts, "rival_cost_usd_per_month": o,
+                    "rival_options": o_opts, "verdict": verdict(d, o)})
+    return out
 
 
 def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = None) -> Crossover:
     """The crossover over all hardware (`hardware=None`: each side takes its cheapest GPU) or on one GPU."""
     scope = hardware or "all hardware"
     opts = options if hardware is None else options[options["hardware"] == hardware]
-    best = best_per_cell(opts)
     subject, rivals, rival_label = _sides()
-    qs = sorted(set(float(x) for x in qps_values))
-    per = []
-    for q in qs:
-        d, d_opt, d_key = _best(best, q, (subject,))
-        o, o_opt, o_key = _best(best, q, rivals)
-        per.append({"qps": q, "diffusion_cost_usd_per_month": d, "diffusion_option": d_opt, "rival_cost_usd_per_month": o,
-                    "rival_option": o_opt, "diffusion_cheapest": math.isfinite(d) and d_key <= o_key})
+    per = per_qps(options, qps_values, hardware)
+    qs = [p["qps"] for p in per]
     where = "" if hardware is None else f" on {hardware}"
     present = set(opts["mode"]) if not opts.empty else set()
     if subject not in present or not present & set(rivals):
@@ -138,35 +195,64 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
     if not any(math.isfinite(p["diffusion_cost_usd_per_month"]) for p in per):
         return Crossover(scope, "diffusion-never-meets", None, qs[0] if qs else None, None, None,
                          f"DiffusionGemma meets the SLO{where} at none of the evaluated QPS ({_qlist(qs)})", per_qps=per)
-    if not per[0]["diffusion_cheapest"]:
+    nobody = [p["qps"] for p in per if p["verdict"] == NONE]
+    gap = f"; no option meets the SLO at {_qlist(nobody)} QPS" if nobody else ""
+    every, per = per, [p for p in per if p["verdict"] != NONE]
+    pays = [p["verdict"] in (DIFFUSION, TIE) for p in per]
+    if not pays[0]:
         p = per[0]
-        later = [x["qps"] for x in per[1:] if x["diffusion_cheapest"]]
-        note = f"; note: DiffusionGemma is the cheapest (or tied) at {_qlist(later)} QPS" if later else ""
-        return Crossover(scope, "below-range", None, p["qps"], None, p["rival_option"],
-                         f"DiffusionGemma is not the cheapest SLO-meeting option{where} even at the lowest evaluated QPS {p['qps']:g} "
-                         f"({_side(p)}); the crossover, if any, lies below {p['qps']:g} QPS{note}", per_qps=per)
+        later = [x["qps"] for x, ok in zip(per[1:], pays[1:]) if ok]
+        note = f"; note: DiffusionGemma is cheaper or tied at {_qlist(later)} QPS" if later else ""
+        return Crossover(scope, "below-range", None, p["qps"], None, p["rival_options"][0] if p["rival_options"] else None,
+                         f"DiffusionGemma costs more than {rival_label}{where} even at the lowest evaluated QPS {p['qps']:g} ({_side(p)}); "
+                         f"the crossover, if any, lies below {p['qps']:g} QPS{note}{gap}", per_qps=every)
     k = 0
-    while k + 1 < len(per) and per[k + 1]["diffusion_cheapest"]:
+    while k + 1 < len(per) and pays[k + 1]:
         k += 1
-    again = [p["qps"] for p in per[k + 1:] if p["diffusion_cheapest"]]
-    tail = f"; note: diffusion is the cheapest again at {_qlist(again)} QPS (costs are not monotone in QPS)" if again else ""
-    ties = [p["qps"] for p in per[: k + 1] if p["diffusion_cost_usd_per_month"] == p["rival_cost_usd_per_month"]]
-    tie_txt = f" (tied on monthly cost with {rival_label} at {_qlist(ties)} QPS, won on the tie rule: lower USD per 1M output tokens, then fewer GPUs)" if ties else ""
+    tied_below = all(p["verdict"] == TIE for p in per[: k + 1])
+    again = [p["qps"] for p, ok in zip(per[k + 1:], pays[k + 1:]) if ok]
+    tail = (f"; note: DiffusionGemma is cheaper or tied again at {_qlist(again)} QPS (costs are not monotone in QPS)" if again else "") + gap
+    below = _below_text(per[: k + 1], rival_label)
     if k == len(per) - 1:
         return Crossover(scope, "above-range", per[k]["qps"], None, None, None,
-                         f"DiffusionGemma is the cheapest SLO-meeting option{where} at every evaluated QPS up to {per[k]['qps']:g}{tie_txt}; "
-                         f"the crossover, if any, lies above {per[k]['qps']:g} QPS", per_qps=per)
+                         f"no crossover{where} up to {per[k]['qps']:g} QPS: {below} at every evaluated QPS "
+                         f"({_qlist(p['qps'] for p in per)}); the crossover, if any, lies above {per[k]['qps']:g} QPS{gap}", per_qps=every, tied_below=tied_below)
     lo, hi = per[k], per[k + 1]
-    est = None
-    d0, d1, o0, o1 = lo["diffusion_cost_usd_per_month"], hi["diffusion_cost_usd_per_month"], lo["rival_cost_usd_per_month"], hi["rival_cost_usd_per_month"]
-    if all(math.isfinite(x) for x in (d0, d1, o0, o1)):
-        g0, g1 = o0 - d0, o1 - d1  # >= 0 at lo, <= 0 at hi (a cost tie broken by the rank rule)
-        est = lo["qps"] + (hi["qps"] - lo["qps"]) * g0 / (g0 - g1) if g0 != g1 else hi["qps"]
-    head = (f"at ~{est:.3g} QPS (linear interpolation of monthly costs)" if est is not None
-            else f"somewhere in ({lo['qps']:g}, {hi['qps']:g}] QPS (not interpolated: a side meets the SLO at only one end)")
-    text = (f"crossover{where}: DiffusionGemma stops being the cheapest SLO-meeting option {head}; bracket {lo['qps']:g}-{hi['qps']:g} QPS: "
-            f"at {lo['qps']:g} QPS {_side(lo)}; at {hi['qps']:g} QPS {_side(hi)}{tie_txt if ties != [lo['qps']] else ''}{tail}")
-    return Crossover(scope, "bracketed", lo["qps"], hi["qps"], est, hi["rival_option"], text, per_qps=per)
+    est = (lo["qps"] + hi["qps"]) / 2
+    c = Crossover(scope, "bracketed", lo["qps"], hi["qps"], est, hi["rival_options"][0] if hi["rival_options"] else None, "",
+                  per_qps=every, tied_below=tied_below, detail=f"below it {below}; above it {_side(hi)} at {hi['qps']:g} QPS{tail}")
+    return _compose(c)
+
+
+def _below_text(per: list[dict], rival_label: str) -> str:
+    """What holds below the crossover: 'DiffusionGemma ties with AR/MTP' or 'is cheaper (or tied)'."""
+    if all(p["verdict"] == TIE for p in per):
+        return f"DiffusionGemma only ties with {rival_label} (same monthly cost{_fleets(per[-1])})"
+    if all(p["verdict"] == DIFFUSION for p in per):
+        return "DiffusionGemma is cheaper"
+    tied = [p["qps"] for p in per if p["verdict"] == TIE]
+    return f"DiffusionGemma is cheaper or tied (tied at {_qlist(tied)} QPS)"
+
+
+def _fleets(p: dict) -> str:
+    return f": {' = '.join(p['diffusion_options'] + p['rival_options'])} at {p['qps']:g} QPS" if p["verdict"] == TIE else ""
+
+
+def _compose(c: Crossover) -> Crossover:
+    where = "" if c.scope == "all hardware" else f" on {c.scope}"
+    c.text = f"crossover{where}: DiffusionGemma costs more above {c.interval_text}: {c.detail}"
+    return c
+
+
+def with_seeds(c: Crossover, seeds_qps: list[float]) -> Crossover:
+    """The crossover with its estimate per seed (plan --seeds): a 95% interval of their mean (normal
+    approximation), widened to this seed's bracket where that is wider, written into the text."""
+    vals = [float(q) for q in seeds_qps if q is not None and math.isfinite(q)]
+    if c.status != "bracketed" or len(vals) < 2:
+        return replace(c, seeds_qps=vals)
+    mean, half = statistics.fmean(vals), 1.96 * statistics.stdev(vals) / math.sqrt(len(vals))
+    # the interval covers both the seeds' spread and the bisection's resolution (this seed's bracket)
+    return _compose(replace(c, seeds_qps=vals, qps_ci95_low=min(mean - half, c.qps_low), qps_ci95_high=max(mean + half, c.qps_high)))
 
 
 def _qlist(qs) -> str:

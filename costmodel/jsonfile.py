@@ -27,6 +27,11 @@ def read_json(path: str | Path, what: str = "file") -> Any:
         raise UserError(f"{what} {p} gives the key {e.key!r} twice in one object", "keep one (JSON readers silently keep the last)") from None
     except UnicodeDecodeError:
         raise UserError(f"{what} {p} is not a UTF-8 text file", "pass a JSON file") from None
+    except RecursionError:
+        raise UserError(f"{what} {p} nests brackets deeper than a JSON reader follows", NESTING_FIX) from None
+
+
+NESTING_FIX = "write it flat: no costmodel input nests more than a few levels"
 
 
 class DuplicateKey(ValueError):

@@ -403,8 +403,8 @@ def read_set(d: str | os.PathLike, read: Callable[[Path], T], rerun: str = "re-r
             except Exception as e:  # noqa: BLE001 - whatever a reader makes of files removed under it
                 if _replaced(d, fd):
                     continue
-                if isinstance(e, UserError):
-                    raise type(e)(str(e.what).replace(str(root), str(d)), e.fix) from None
+                if isinstance(e, UserError):  # the handle is ours: the user named d, in the line and in its fix
+                    raise type(e)(str(e.what).replace(str(root), str(d)), e.fix and str(e.fix).replace(str(root), str(d))) from None
                 raise
             if not _replaced(d, fd):
                 return result

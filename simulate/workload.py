@@ -68,6 +68,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
+from costmodel.fields import APPS, GAMMA_CV, LENGTH_MEDIAN, LOGNORMAL_SIGMA, THINK_S, TOKENS, TRACE_SPAN_S, TURNS, WEIGHT, Field
 from costmodel.jsonfile import read_json
 from costmodel.options import check_burstiness, check_concurrency, check_rate
 from costmodel.schemas.profile import Profile
@@ -230,18 +231,20 @@ class Requests:
 
 # ---- parsing -----------------------------------------------------------------------------------
 
-def _num(v, what: str, where: str, minimum: float | None = None, strict: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise UserError(f"{where}: {what} must be a number, got {v!r}", "fix the workload file")
-    if minimum is not None and (v <= minimum if strict else v < minimum):
-        raise UserError(f"{where}: {what} must be {'>' if strict else '>='} {minimum:g}, got {v!r}", "fix the workload file")
-    return float(v)
+PROB = Field("probs[]", 0, 1, example="0.5")
+
+
+def _num(v, field: Field, what: str, where: str) -> float:
+    """A workload number checked as its declared field (costmodel/fields.py), named as written."""
+    if isinstance(v, str):  # "512" in a JSON file is a string, not a number
+        raise UserError(f"{where}: {what} must be a number, got {v!r}", field.named(what)._fix())
+    return float(field.named(what).check(v, where))
 
 
 def parse_length(spec, what: str, where: str) -> LengthSpec:
     """A number or a distribution object -> LengthSpec (one-line errors naming the field)."""
     if isinstance(spec, (int, float)) and not isinstance(spec, bool):
-        return LengthSpec("constant", (("value", _num(spec, what, where, 1)),))
+        return LengthSpec("constant", (("value", _num(spec, TOKENS, what, where)),))
     if not isinstance(spec, dict):
         raise UserError(f"{where}: {what} must be a number or an object with \"dist\", got {spec!r}", f"e.g. \"{what}\": {json.dumps(DEFAULT_PROMPT)}")
     dist = spec.get("dist")
@@ -256,14 +259,15 @@ def parse_length(spec, what: str, where: str) -> LengthSpec:
     if dist == "constant":
         if "value" not in spec:
             raise UserError(f"{where}: {w} needs \"value\"", "e.g. {\"dist\": \"constant\", \"value\": 256}")
-        return LengthSpec(dist, (("value", _num(spec["value"], f"{what}.value", where, 1)),))
+        return LengthSpec(dist, (("value", _num(spec["value"], TOKENS, f"{what}.value", where)),))
     if dist == "lognormal":
         for k in ("median", "sigma"):
             if k not in spec:
                 raise UserError(f"{where}: {w} needs \"{k}\"", "e.g. {\"dist\": \"lognormal\", \"median\": 512, \"sigma\": 0.6}")
-        p = {"median": _num(spec["median"], f"{what}.median", where, 1), "sigma": _num(spec["sigma"], f"{what}.sigma", where, 0)}
-        p["min"] = _num(spec.get("min", 1), f"{what}.min", where, 1)
-        p["max"] = _num(spec.get("max", 1e9), f"{what}.max", where, 1)
+        p = {"median": _num(spec["median"], LENGTH_MEDIAN, f"{what}.median", where),
+             "sigma": _num(spec["sigma"], LOGNORMAL_SIGMA, f"{what}.sigma", where)}
+        p["min"] = _num(spec.get("min", 1), TOKENS, f"{what}.min", where)
+        p["max"] = _num(spec.get("max", TOKENS.hi), TOKENS, f"{what}.max", where)
         if p["min"] > p["max"]:
             raise UserError(f"{where}: {what}.min {p['min']:g} exceeds max {p['max']:g}", "swap them")
         return LengthSpec(dist, tuple(sorted(p.items())))
@@ -271,15 +275,15 @@ def parse_length(spec, what: str, where: str) -> LengthSpec:
         for k in ("min", "max"):
             if k not in spec:
                 raise UserError(f"{where}: {w} needs \"{k}\"", "e.g. {\"dist\": \"uniform\", \"min\": 64, \"max\": 512}")
-        lo, hi = _num(spec["min"], f"{what}.min", where, 1), _num(spec["max"], f"{what}.max", where, 1)
+        lo, hi = _num(spec["min"], TOKENS, f"{what}.min", where), _num(spec["max"], TOKENS, f"{what}.max", where)
         if lo > hi:
             raise UserError(f"{where}: {what}.min {lo:g} exceeds max {hi:g}", "swap them")
         return LengthSpec(dist, (("max", hi), ("min", lo)))
     vals, probs = spec.get("values"), spec.get("probs")
     if not isinstance(vals, list) or not isinstance(probs, list) or not vals or len(vals) != len(probs):
         raise UserError(f"{where}: {w} needs equal-length, non-empty \"values\" and \"probs\" lists", "e.g. {\"dist\": \"empirical\", \"values\": [64, 512], \"probs\": [0.5, 0.5]}")
-    v = tuple(_num(x, f"{what}.values[]", where, 1) for x in vals)
-    pr = tuple(_num(x, f"{what}.probs[]", where, 0) for x in probs)
+    v = tuple(_num(x, TOKENS, f"{what}.values[{i}]", where) for i, x in enumerate(vals))
+    pr = tuple(_num(x, PROB, f"{what}.probs[{i}]", where) for i, x in enumerate(probs))
     if not math.isclose(sum(pr), 1.0, rel_tol=1e-6, abs_tol=1e-6):
         raise UserError(f"{where}: {what}.probs sum to {sum(pr):g}, not 1", "normalise them")
     return LengthSpec(dist, (("probs", pr), ("values", v)))
@@ -303,7 +307,7 @@ def parse_workload(d, where: str = "workload", base_dir: Path | None = None) -> 
         if proc == "gamma":
             if "cv" not in arrival:
                 raise UserError(f"{where}: gamma arrivals need \"cv\" (coefficient of variation of the gaps)", "e.g. {\"process\": \"gamma\", \"cv\": 3}")
-            cv = _num(arrival["cv"], "arrival.cv", where, 0, strict=True)
+            cv = _num(arrival["cv"], GAMMA_CV, "arrival.cv", where)
         elif "cv" in arrival:
             raise UserError(f"{where}: arrival.cv applies to gamma arrivals only, not {proc!r}", "drop cv or use \"process\": \"gamma\"")
         arrival = proc
@@ -314,7 +318,7 @@ def parse_workload(d, where: str = "workload", base_dir: Path | None = None) -> 
     mix = d.get("regime_mix", {})
     if not isinstance(mix, dict):
         raise UserError(f"{where}: regime_mix must be an object of regime -> weight", "e.g. {\"R1\": 1, \"R4\": 2}")
-    mix_t = tuple((str(k), _num(v, f"regime_mix.{k}", where, 0)) for k, v in mix.items())
+    mix_t = tuple((str(k), _num(v, WEIGHT, f"regime_mix.{k}", where)) for k, v in mix.items())
     if mix_t and sum(w for _, w in mix_t) <= 0:
         raise UserError(f"{where}: regime_mix weights sum to 0", "give at least one positive weight")
     prompt = parse_length(d.get("prompt_tokens", DEFAULT_PROMPT), "prompt_tokens", where)
@@ -352,18 +356,17 @@ def _parse_prefix(d: dict, where: str, has_trace: bool) -> SharedPrefix | None:
         raise UserError(f"{where}: system_prompt and sessions describe synthetic requests, not a trace",
                         "give the trace hash_ids or session_id columns instead")
     vals = {}
+    fields = {"tokens": TOKENS, "apps": APPS, "turns": TURNS, "think_s": THINK_S}
     for name, obj, keys in (("system_prompt", sp, {"tokens": 1, "apps": 1}), ("sessions", ss, {"turns": 1, "think_s": 0})):
         if obj is None:
             continue
         if not isinstance(obj, dict) or set(obj) - set(keys):
             raise UserError(f"{where}: {name} must be an object with {' and '.join(keys)}", f"e.g. \"{name}\": {json.dumps({k: 4 for k in keys})}")
-        for k, lo in keys.items():
+        for k in keys:
             v = obj.get(k, 1 if k in ("apps", "turns") else None)
             if v is None:
                 raise UserError(f"{where}: {name}.{k} is missing", f"e.g. \"{name}\": {json.dumps({k: 4 for k in keys})}")
-            vals[k] = _num(v, f"{name}.{k}", where, lo)
-            if k != "think_s" and not float(vals[k]).is_integer():
-                raise UserError(f"{where}: {name}.{k} must be a whole number, got {v!r}", "fix the workload file")
+            vals[k] = _num(v, fields[k], f"{name}.{k}", where)
     return SharedPrefix(system_tokens=int(vals.get("tokens", 0)), apps=int(vals.get("apps", 1)), turns=int(vals.get("turns", 1)),
                         think_s=float(vals.get("think_s", 0.0)))
 
@@ -431,6 +434,7 @@ def load_trace(path: Path) -> Trace:
     if not np.isfinite(t).all():
         i = int(np.argmax(~np.isfinite(t)))
         raise UserError(f"{where}: row {i + 1} has {tcol} {_plain(df[tcol].iloc[i])!r}, not a number of seconds", "fix the trace")
+    _check_span(t, tcol, where)
     order = np.argsort(t, kind="stable")
     take = lambda tup: tuple(tup[i] for i in order)  # noqa: E731
     prompt = take(ints("prompt_tokens"))
@@ -442,6 +446,16 @@ def load_trace(path: Path) -> Trace:
     if session is not None and "turn" in df.columns:
         _check_turn_order(session, take(ints("turn")), where)
     return Trace(str(path), tuple(float(v) for v in ts), prompt, out, reg, hashes, session)
+
+
+def _check_span(t: np.ndarray, col: str, where: str) -> None:
+    """A trace's first to last timestamp within TRACE_SPAN_S (a typo of exponents, not a trace)."""
+    span = float(t.max() - t.min()) if len(t) else 0.0
+    if not span <= TRACE_SPAN_S.hi:
+        med = float(np.median(t))
+        i = int(np.argmax(t)) if t.max() - med >= med - t.min() else int(np.argmin(t))
+        raise UserError(f"{where}: {col} spans {span:.3g} s (row {i + 1}: {_plain(t[i]):g}), above {TRACE_SPAN_S.hi / 86400:g} days "
+                        f"({TRACE_SPAN_S.why})", f"fix row {i + 1}'s {col} (seconds; a Mooncake timestamp is in ms)")
 
 
 def _hash_lists(df: pd.DataFrame, where: str) -> tuple:

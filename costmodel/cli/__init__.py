@@ -54,6 +54,19 @@ HELP = {
 }
 
 
+# optional heavy packages a command imports when it runs (the `measure` extra); missing: one line, not a traceback
+EXTRAS = {"torch": "measure", "transformers": "measure", "pynvml": "measure"}
+
+
+def missing_extra(e: ImportError, command: str) -> UserError | None:
+    """The one line for an optional package missing at import or at run time (None: another import error)."""
+    missing = getattr(e, "name", "") or ""
+    extra = EXTRAS.get(missing.split(".")[0])
+    if extra is None:
+        return None
+    return UserError(f"`costmodel {command}` needs {missing}, which is not installed", f"pip install 'costmodel[{extra}]'")
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
         return list(COMMANDS)
@@ -66,10 +79,7 @@ class LazyGroup(click.Group):
         try:
             return getattr(importlib.import_module(module), attr)
         except ImportError as e:
-            missing = getattr(e, "name", "") or ""
-            if missing.split(".")[0] in ("torch", "transformers", "pynvml"):
-                raise UserError(f"`costmodel {name}` needs {missing}", "pip install 'costmodel[measure]'") from None
-            raise
+            raise missing_extra(e, name) or e from None
 
     def format_commands(self, ctx, formatter):
         with formatter.section("Commands"):
@@ -145,6 +155,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except click.ClickException as e:
         e.show()
+        return 2
+    except ImportError as e:
+        args = list(sys.argv[1:] if argv is None else argv)
+        err = missing_extra(e, next((a for a in args if a in COMMANDS), "this command"))
+        if err is None:
+            raise
+        click.echo(f"error: {err}", err=True)
         return 2
     except OSError as e:
         if e.filename is None and atomic.disk_full_errno(e) is None:

@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
+from costmodel.fields import CURVE_HOURS
+from costmodel.options import QPS_MAX, check_rate
 from costmodel.schemas.profile import Profile
 from simulate.workload import Requests, Workload, build_requests
 
@@ -103,6 +105,13 @@ def _check(t: np.ndarray, q: np.ndarray, where: str) -> None:
         raise UserError(f"{where}: time_s is not sorted (row {i + 2}: {t[i + 1]:g} after {t[i]:g})", "sort the rows by time_s")
     if not (q > 0).any():
         raise UserError(f"{where}: every rate is 0", "give a positive rate somewhere")
+    if q.max() > QPS_MAX:
+        i = int(np.argmax(q))
+        raise UserError(f"{where}: row {i + 1} has a rate of {q[i]:g} qps, above {QPS_MAX:g}", f"give rates <= {QPS_MAX:g} requests/s")
+    span_h = (t[-1] - t[0]) / 3600
+    if span_h > CURVE_HOURS.hi:
+        raise UserError(f"{where}: time_s spans {span_h:,.4g} hours (row {len(t)}: {t[-1]:g} s), above {CURVE_HOURS.hi:g} ({CURVE_HOURS.why})",
+                        "give time_s in seconds from the start of the day; split a longer curve into months")
 
 
 def curve(t, q, source: str) -> LoadCurve:
@@ -146,8 +155,12 @@ def _diurnal(text: str, body: str) -> LoadCurve:
         raise UserError(f"load curve {text!r} needs peak= and trough=", "e.g. diurnal:peak=30,trough=10,peak_hour=14")
     if not 0 <= p["trough"] <= p["peak"] or p["peak"] <= 0:
         raise UserError(f"load curve {text!r}: need 0 <= trough <= peak and peak > 0", "e.g. diurnal:peak=30,trough=10")
-    if not (0 <= p["peak_hour"] < 24 and p["hours"] > 0):
-        raise UserError(f"load curve {text!r}: peak_hour must be in [0, 24) and hours > 0", "e.g. peak_hour=14")
+    if not 0 <= p["peak_hour"] < 24:
+        raise UserError(f"load curve {text!r}: peak_hour must be in [0, 24)", "e.g. peak_hour=14")
+    for k in ("peak", "trough"):
+        if p[k] > 0:
+            check_rate(p[k], f"load curve {text!r}: {k}")
+    CURVE_HOURS.check(p["hours"], f"load curve {text!r}")
     t = np.arange(0.0, p["hours"] * 3600 + 1e-9, DIURNAL_STEP_S)
     if t[-1] < p["hours"] * 3600:
         t = np.append(t, p["hours"] * 3600)
@@ -169,6 +182,8 @@ def parse_curve(text: str | Path) -> LoadCurve:
         hours = _params(s, rest, {"hours": 24.0})["hours"]
         if not (qps > 0 and hours > 0):
             raise UserError(f"load curve {s!r}: the rate and hours must be positive", "e.g. flat:30,hours=1")
+        check_rate(qps, f"load curve {s!r}: the rate")
+        CURVE_HOURS.check(hours, f"load curve {s!r}")
         return curve([0.0, hours * 3600], [qps, qps], f"flat {qps:g} QPS")
     if sep and kind == "diurnal":
         return _diurnal(s, body)

@@ -26,7 +26,7 @@ from pathlib import Path
 from costmodel.engine_settings import USER_SETTINGS
 from costmodel.errors import UserError
 from costmodel.hardware import default_hardware
-from costmodel.jsonfile import DuplicateKey, loads_unique
+from costmodel.jsonfile import NESTING_FIX, DuplicateKey, loads_unique
 
 KINDS = ("simulate", "plan")
 # parameter -> (type check, what it is); engine settings are flat (max_num_seqs, ...)
@@ -82,6 +82,16 @@ def _read(path: Path):
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise UserError(f"sweep spec {path} cannot be read ({e.strerror})", "give the path of a YAML or JSON sweep spec") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"sweep spec {path} is not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})",
+                        "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+    try:
+        return _parse(path, text)
+    except RecursionError:
+        raise UserError(f"sweep spec {path} nests deeper than a reader follows", NESTING_FIX) from None
+
+
+def _parse(path: Path, text: str):
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml  # the `sweep` extra; only YAML specs need it
 

@@ -18,6 +18,8 @@ cdef class _Loop:
     cpdef _advance(self, double bound, double prev)
     @cython.locals(rep=Replica)
     cpdef bint _arrive(self, long i, double t, long prompt, long out) except? True
+    @cython.locals(r=Request)
+    cpdef Request enqueue(self, Replica rep, long i, double t, long prompt, long out)
     @cython.locals(i=long, t=double, now=double, t_next=double, deadline=double, nxt=double, cap=long, window=double, rep=Replica)
     cpdef double run(self) except? -1.0
     @cython.locals(rep=Replica, q=double)

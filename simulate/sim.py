@@ -149,13 +149,17 @@ def _limits(profile: Profile, mode: str, cfg: EngineConfig, sample: np.ndarray) 
     return lim
 
 
-def deploy(profile: Profile, mode: str, reqs: Requests, cfg: EngineConfig, seed: int) -> Deployment:
+def deploy(profile: Profile, mode: str, reqs: Requests, cfg: EngineConfig, seed: int, members: np.ndarray | None = None) -> Deployment:
+    """The one way a replica type is resolved, for a point and for a fleet's pool alike. `members`
+    (a boolean mask): the requests these replicas serve, what the KV blocks are sized for and
+    checked against (a pool of a fleet serves only the requests its class takes; None: all)."""
     native.warn_if_stale()
     serving = get_mode(mode)
     profile = engine_profile(profile, mode, mode_settings(profile, mode, cfg)[0])  # the engine's canvas, denoising budget, k
     draws = serving.draw(profile, reqs, seed)
-    limits = _limits(profile, mode, cfg, np.asarray(_context_sample(draws.kv_need_tokens)))
-    check_fits(draws.kv_need_tokens, limits.kv_capacity_tokens, mode)
+    need = draws.kv_need_tokens if members is None else draws.kv_need_tokens[members] if members.any() else draws.kv_need_tokens[:1]
+    limits = _limits(profile, mode, cfg, np.asarray(_context_sample(need)))
+    check_fits(need, limits.kv_capacity_tokens, mode)
     return Deployment(profile, serving, limits.cfg, limits, draws, StepPricer(profile, serving, draws, cfg.shape_bits))
 
 
@@ -222,17 +226,23 @@ class _Loop:
         self.tracker.arrive(t)
         rep = self.route()
         rep.advance(self.bound, self.prev)  # it joins this replica's queue at this instant
-        r = Request(i, t, prompt, out)
-        if self.content is not None:
-            r.hashes = block_hashes(self.content[i], self.block_size)
-        rep.enqueue(r)
-        self.rec.replica[i] = rep.idx
+        self.enqueue(rep, i, t, prompt, out)
         self.arrived = i + 1
         if len(rep.waiting) > self.limit:
             self.abort = (f"aborted at {t:.0f} s: {len(rep.waiting)} requests waiting on replica {rep.idx} "
                           f"(more than {self.abort_backlog_s:g} s of its arrivals); arrivals outpace service")
             return True
         return False
+
+    def enqueue(self, rep, i: int, t: float, prompt: int, out: int) -> Request:
+        """Request i as the engine sees it (its prompt content's block hashes, for prefix caching)
+        joins `rep`'s queue: the one way an arrival reaches a replica, a point's and a fleet's."""
+        r = Request(i, t, prompt, out)
+        if self.content is not None:
+            r.hashes = block_hashes(self.content[i], self.block_size)
+        rep.enqueue(r)
+        self.rec.replica[i] = rep.idx
+        return r
 
     def run(self) -> float:
         """Run to the end; returns the end time, with unfinished requests' progress recorded."""

@@ -33,7 +33,6 @@ from costmodel.errors import UserError
 from simulate.cluster.classes import assign
 from simulate.cluster.pool import Life, Pool, PoolSpec
 from simulate.metrics import Records
-from simulate.request import Request
 from simulate.workload import Requests, check_run_size
 
 REJECT_FULL, REJECT_TIMEOUT = 1, 2
@@ -168,7 +167,7 @@ class Fleet:
         """The arrivals before `horizon` on a one-pool fleet without admission control (the common
         case: _arrivals' loop and _arrive inlined, about 10% faster); returns the next arrival."""
         loop = self.pools[0].loop
-        adv, route, arrive, rec_rep = loop._advance, self.pools[0].route, loop.tracker.arrive, self.rec.replica
+        adv, route, arrive, enqueue = loop._advance, self.pools[0].route, loop.tracker.arrive, loop.enqueue
         now = self.now
         while i < n:
             t = arr[i]
@@ -182,8 +181,7 @@ class Fleet:
             rep = route(p, o)
             rep.advance(loop.bound, loop.prev)
             arrive(t)
-            rep.enqueue(Request(i, t, p, o))
-            rec_rep[i] = rep.idx
+            enqueue(rep, i, t, p, o)
             i += 1
         self.now = now
         return i
@@ -198,9 +196,7 @@ class Fleet:
             pool.rejected += 1
             return
         loop.tracker.arrive(t)
-        r = Request(i, t, prompt, out)
-        rep.enqueue(r)
-        self.rec.replica[i] = rep.idx
+        r = loop.enqueue(rep, i, t, prompt, out)  # as a point's arrival: its prompt content for prefix caching
         to = pool.spec.queue_timeout_s
         if to is not None:
             heapq.heappush(self.timeouts, (t + to, i, r, rep, pool))

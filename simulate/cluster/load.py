@@ -202,5 +202,6 @@ def curve_requests(profile: Profile, workload: Workload | None, lc: LoadCurve, s
     if keep == 0:
         raise UserError(f"{lc.source}: no request arrives in {lc.span_s:g} s", "give a higher rate or a longer curve")
     arr = lc.invert(s[:keep])
+    # the prompt content goes with the lengths (a shared system prompt's blocks hit the prefix cache, as in a point)
     return Requests(arr, reqs.prompt_tokens[:keep], reqs.output_tokens[:keep], reqs.regime_idx[:keep], reqs.regimes,
-                    lc.span_s, want / lc.span_s)
+                    lc.span_s, want / lc.span_s, content=None if reqs.content is None else reqs.content[:keep])

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from costmodel.errors import UserError
-from costmodel.modes import get_mode
 from costmodel.schemas.profile import Profile
 from simulate.cluster.autoscalers import make_autoscaler
 from simulate.cluster.classes import RequestClass
@@ -26,9 +25,8 @@ from simulate.cluster.routers import make_router
 from simulate.cluster.scaling import Scaling, provision_s
 from simulate.engine import EngineConfig
 from simulate.engines import engine_for
-from simulate.request import check_fits
-from simulate.sim import Deployment, _context_sample, _limits, _Loop
-from simulate.steptime import StepPricer
+from simulate.point import resolve_engine
+from simulate.sim import Deployment, _Loop, deploy
 
 
 @dataclass(eq=False)
@@ -45,7 +43,7 @@ class PoolSpec:
     autoscaler: object = None  # an autoscalers policy; None: static at scaling.initial_replicas (or min)
     scaling: Scaling = field(default_factory=Scaling)
     router: str = "least-outstanding"
-    engine: EngineConfig | None = None
+    engine: EngineConfig | dict | None = None  # settings over the profile's, as run_point's `engine` (None: the defaults)
     price_usd_per_gpu_hour: float | None = None
     takes: RequestClass | None = None
     max_waiting: int | None = None
@@ -90,16 +88,10 @@ class Life:
 
 
 def deploy_for(spec: PoolSpec, reqs, members: np.ndarray, seed: int) -> Deployment:
-    """sim.deploy for a pool: the mode's draws for every request (indexed by request id), the KV
-    capacity sized on and checked against only the requests the pool takes."""
-    cfg = spec.engine.validate() if spec.engine is not None else EngineConfig.for_profile(spec.profile)
-    serving = get_mode(spec.mode)
-    spec.profile.mode(spec.mode)
-    draws = serving.draw(spec.profile, reqs, seed)
-    need = draws.kv_need_tokens[members] if members.any() else draws.kv_need_tokens[:1]
-    limits = _limits(spec.profile, spec.mode, cfg, np.asarray(_context_sample(need)))
-    check_fits(need, limits.kv_capacity_tokens, spec.mode)
-    return Deployment(spec.profile, serving, limits.cfg, limits, draws, StepPricer(spec.profile, serving, draws, cfg.shape_bits))
+    """A pool's replicas resolved exactly as a point's (sim.deploy, engine settings through
+    point.resolve_engine: the engine's canvas, k, async scheduling, batch limits, prefix caching),
+    the KV capacity sized on and checked against only the requests the pool takes."""
+    return deploy(spec.profile, spec.mode, reqs, resolve_engine(spec.profile, spec.engine), seed, members=members)
 
 
 class Pool:

@@ -134,5 +134,9 @@ ELECTRICITY_USD_PER_KWH = Field("--electricity-usd-per-kwh", 0, 10, unit="USD pe
 PUE = Field("--pue", 1, 5, example="1.2")
 AMORTISATION_YEARS = Field("--amortisation-years", 0.25, 30, unit="years", example="4")
 TERM_USD = Field("term", 0, 1e7, example="5000")  # a pricing term in USD or W per GPU (host cost, host power)
-# Run sizes: `plan --seeds` re-plans every cell once per seed.
-SEEDS = Field("--seeds", 1, 100, whole=True, example="5", override="--max-seeds N")
+# Run sizes: `plan --seeds` re-plans every cell once per seed (100 seeds of the default plan: about two hours on 2 cores).
+SEEDS = Field("--seeds", 1, 100, whole=True, example="5", why="each seed re-plans every GPU, mode and QPS", override="--max-seeds N")
+MAX_SEEDS = Field("--max-seeds", 1, 1e6, whole=True, example="1000")
+# plan's search: replicas per (GPU, mode, QPS) and the crossover's bisection steps.
+MAX_REPLICAS = Field("--max-replicas", 1, 100_000, whole=True, example="64")
+REFINE_CROSSOVER = Field("--refine-crossover", 0, 64, whole=True, example="8", why="each step halves the bracket; 64 is below a float's resolution")

@@ -12,13 +12,17 @@ from costmodel.modes import mode_names
 SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
 
 
-def parse_list(value: str | None, what: str) -> list[str]:
-    """Comma-separated items; an empty list or an empty item (`1,,2`) is refused, not dropped."""
+def parse_list(value: str | None, what: str, unique: bool = True) -> list[str]:
+    """Comma-separated items; an empty list or an empty item (`1,,2`) is refused, not dropped, and
+    (`unique`) an item given twice (`h200,h200`) is refused, not merged."""
     items = [v.strip() for v in (value or "").split(",")]
     if not any(items):
         raise UserError(f"--{what} is empty", f"give a comma-separated list, e.g. --{what} a,b")
     if not all(items):
         raise UserError(f"--{what} {value!r} has an empty item", f"separate items by single commas, e.g. --{what} a,b")
+    twice = next((v for i, v in enumerate(items) if v in items[:i]), None) if unique else None
+    if twice is not None:
+        raise UserError(f"--{what} {value!r} lists {twice} twice", f"give each once, e.g. --{what} {','.join(dict.fromkeys(items))}")
     return items
 
 
@@ -36,9 +40,19 @@ def parse_modes(value: str | None, allowed: tuple[str, ...] | None = None) -> li
     return modes
 
 
+def _once(out: list, value: str, what: str) -> list:
+    """A list option names each value once: a repeated one is a typo, never silently merged."""
+    seen = set()
+    for x in out:
+        if x in seen:
+            raise UserError(f"--{what} {value!r} lists {x:g} twice", f"give each value once, e.g. --{what} {','.join(f'{v:g}' for v in dict.fromkeys(out))}")
+        seen.add(x)
+    return out
+
+
 def parse_ints(value: str, what: str, minimum: int = 1) -> list[int]:
     out = []
-    for v in parse_list(value, what):
+    for v in parse_list(value, what, unique=False):
         try:
             n = int(v)
         except ValueError:
@@ -46,12 +60,13 @@ def parse_ints(value: str, what: str, minimum: int = 1) -> list[int]:
         if n < minimum:
             raise UserError(f"--{what}: {n} is below {minimum}", f"give integers >= {minimum}")
         out.append(n)
-    return out
+    return _once(out, value, what)
 
 
-def parse_floats(value: str, what: str, minimum: float = 0.0, strict: bool = True) -> list[float]:
+def parse_floats(value: str, what: str, minimum: float = 0.0, strict: bool = True, unique: bool = True) -> list[float]:
+    """Comma-separated numbers above `minimum`; `unique`: each once (a grid: `--qps 1,1` is refused, not merged)."""
     out = []
-    for v in parse_list(value, what):
+    for v in parse_list(value, what, unique=False):
         try:
             x = float(v)
         except ValueError:
@@ -59,7 +74,7 @@ def parse_floats(value: str, what: str, minimum: float = 0.0, strict: bool = Tru
         if x != x or (x <= minimum if strict else x < minimum):
             raise UserError(f"--{what}: {v} must be {'>' if strict else '>='} {minimum}", f"give positive numbers, e.g. --{what} 1,2,4")
         out.append(x)
-    return out
+    return _once(out, value, what) if unique else out
 
 
 def parse_key_values(values: tuple[str, ...] | list[str], what: str) -> dict[str, float]:

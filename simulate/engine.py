@@ -140,6 +140,8 @@ def replica_limits(profile: Profile, mode: str, cfg: EngineSettings, context_tok
     for name in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"):
         if getattr(s, name) is None:
             filled = filled.with_values(memory_src + lim.source.get(name, "engine limits"), **{name: getattr(lim, name)})
+    if s.max_num_batched_tokens is not None and s.max_num_seqs is None:  # a given budget meets the defaulted max_num_seqs: vLLM's rule still holds
+        check_vllm_rules(filled, mode, "gpu" if _on_gpu(profile) else "cpu")
     cap = kv_capacity(mem, [int(c) for c in context_tokens] or [1])
     if cfg.kv_capacity_tokens is not None:
         return ReplicaLimits(filled, int(cfg.kv_capacity_tokens), lim.max_num_seqs, "kv_capacity_tokens (given)")

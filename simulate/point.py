@@ -59,6 +59,21 @@ def resolve_engine(profile: Profile, engine) -> EngineConfig:
     raise UserError(f"engine {engine!r} is neither an EngineConfig nor a dict", "pass EngineConfig(max_num_seqs=..., ...)")
 
 
+# The warm-up may leave out a share of the requests, never so many that the percentiles rest on a
+# handful: at least this many (or half the run, for a run shorter than twice it) stay measured.
+MIN_MEASURED = 10
+
+
+def check_warmup_leaves(reqs, warmup_frac: float) -> None:
+    """Refuse a warm-up share that leaves too few requests to measure (a p95 of one request)."""
+    n = len(reqs.arrival_s)
+    measured = int((reqs.arrival_s >= warmup_frac * reqs.window_s).sum())
+    need = min(MIN_MEASURED, -(-n // 2))
+    if measured < need:
+        raise UserError(f"a warm-up share of {warmup_frac:g} leaves {measured} of the {n} requests measured, fewer than {need}",
+                        "give a smaller --warmup (warmup_frac) or a longer run (--requests, --duration)")
+
+
 def check_mode(profile: Profile, mode: str) -> None:
     get_mode(mode)
     profile.mode(mode)
@@ -105,6 +120,7 @@ def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int =
         wl = with_burstiness(wl, burstiness)
     cfg = resolve_engine(profile, engine)
     reqs = build_requests(profile, wl, qps, n_requests=n_requests, duration_s=duration_s, seed=seed, concurrency=concurrency)
+    check_warmup_leaves(reqs, warmup_frac)
     desc = wl.describe(reqs.concurrency, rate_limited=reqs.qps != math.inf)
     (summary, df), _ = simulate_point(profile, mode, reqs, replicas=replicas, cfg=cfg, router=router, seed=seed, warmup_frac=warmup_frac,
                                       abort_backlog_s=abort_backlog_s, drain_s=drain_s, workload_desc=desc, miss_bounds=miss_bounds)

@@ -11,10 +11,12 @@ from rich.table import Table
 
 from costmodel import outputset
 from costmodel.cli.plan_day import day_options
+from costmodel.cli.checked import checked
 from costmodel.cli.plan_extras import check_seeds, extras_options, print_extras
 from costmodel.cli.pricing_options import pricing_options
 from costmodel.console import make_console
 from costmodel.errors import UserError
+from costmodel.fields import MAX_REPLICAS, REFINE_CROSSOVER
 from costmodel.options import parse_floats, parse_list, parse_modes
 from simulate.plan.prefix_compare import compare, parse_choice
 from simulate.plan.api import DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, run_plan, write_plan
@@ -69,8 +71,8 @@ def print_analysis(con, a) -> None:
 @click.option("--duration", "duration_s", type=float, default=DEFAULT_DURATION_S, show_default=True, help="Simulated seconds of arrivals per point (the simulator's own default is 300 s; 60 s keeps plan + report under a minute on 2 CPU cores).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @extras_options
-@click.option("--max-replicas", type=int, default=DEFAULT_MAX_REPLICAS, show_default=True, help="Give up on a (GPU, mode, QPS) above this many replicas.")
-@click.option("--refine-crossover", type=int, default=0, show_default=True,
+@click.option("--max-replicas", type=int, default=DEFAULT_MAX_REPLICAS, show_default=True, callback=checked(MAX_REPLICAS), help="Give up on a (GPU, mode, QPS) above this many replicas.")
+@click.option("--refine-crossover", type=int, default=0, show_default=True, callback=checked(REFINE_CROSSOVER),
               help="Narrow the crossover bracket: this many times, simulate its midpoint QPS for every GPU and mode.")
 @click.option("--jobs", type=int, default=None, help="Local worker processes, forked, no Dask (default: the CPUs available; 1 runs serially).")
 @click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://HOST:8786 (default: $DASK_SCHEDULER_ADDRESS, else a local cluster).")
@@ -78,8 +80,8 @@ def print_analysis(con, a) -> None:
               help="vLLM's prefix caching: on (vLLM's default), off, or on,off to plan both and compare fleet, cost and TTFT (written to "
                    "OUT/prefix-caching-on and OUT/prefix-caching-off).")
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Directory for plan.csv, its dictionary and plan.json.")
-def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duration_s, seed, seeds, sensitivity, max_replicas, refine_crossover, jobs, scheduler,
-         prefix_caching, out):
+def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duration_s, seed, seeds, max_seeds, sensitivity, max_replicas, refine_crossover,
+         jobs, scheduler, prefix_caching, out):
     """Fewest replicas meeting an SLO per (GPU, mode, QPS), their monthly cost, the cheapest option
     per QPS and the crossover QPS above which DiffusionGemma stops being the cheapest.
 
@@ -93,7 +95,7 @@ def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duratio
         return _compare_prefix_caching(locals())
     outputset.claim(out, "plan")  # checked and locked before any search runs
     pricing = pricing_config(pricing_options)
-    check_seeds(seeds)
+    check_seeds(seeds, max_seeds)
     cfg = PlanConfig(qps=parse_floats(qps, "qps"), slo=slo, hardware=parse_list(hardware, "hardware"), modes=parse_modes(modes),
                      profiles=list(profiles), pricing=pricing or PricingConfig(), workload=workload, duration_s=duration_s, seed=seed,
                      max_replicas=max_replicas, refine_crossover=refine_crossover, jobs=jobs, scheduler=scheduler,

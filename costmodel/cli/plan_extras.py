@@ -4,26 +4,31 @@ simulate.plan.sensitivity's)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import click
 import pandas as pd
 from rich.table import Table
 
-from costmodel.errors import UserError
+from costmodel.cli.checked import checked
+from costmodel.fields import MAX_SEEDS, SEEDS
 
 
 def extras_options(f):
     f = click.option("--sensitivity", is_flag=True,
                      help="Re-plan with each input at the low and the high end of its range (GPU prices, MTP acceptance, steps per canvas, "
                           "prompt and output length, pass-cost error): sensitivity.csv, the report's tornado chart and verdict.")(f)
+    f = click.option("--max-seeds", type=int, default=None, callback=checked(MAX_SEEDS),
+                     help=f"Allow --seeds above {SEEDS.hi:g} (each seed re-plans every GPU, mode and QPS).")(f)
     return click.option("--seeds", type=int, default=1, show_default=True,
                         help="Re-plan under this many seeds (--seed, --seed+1, ...): replica-count spread and a 95% interval of the "
                              "winner's monthly cost (replicates.csv, replicates_decision.csv).")(f)
 
 
-def check_seeds(seeds: int) -> None:
-    if seeds < 1:
-        raise UserError(f"--seeds {seeds} is below 1", "give the number of seeds to plan with, e.g. --seeds 5")
+def check_seeds(seeds: int, max_seeds: int | None = None) -> None:
+    """--seeds within its bound, or within --max-seeds when given (the run size, before any search)."""
+    bound = SEEDS if max_seeds is None else replace(SEEDS, hi=max_seeds, override="")
+    bound.check(seeds)
 
 
 def _usd(x) -> str:

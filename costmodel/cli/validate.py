@@ -10,6 +10,7 @@ from rich.table import Table
 
 from costmodel.console import make_console
 from costmodel.errors import UserError
+from costmodel.fields import TOKENS
 from costmodel.options import parse_floats, parse_modes
 from costmodel.schemas.profile import Profile
 from measure.harness.config import HARNESS_MODES
@@ -75,7 +76,7 @@ def validate(engine, models_dir, settings_path, profile_path, modes, rates, n_re
         profile.mode(m)
     out_dir = Path(out)
     if not score_only:
-        lo_hi = [int(x) for x in parse_floats(prompt_tokens, "prompt-tokens", minimum=1, strict=False)]
+        lo_hi = [TOKENS.named("--prompt-tokens").check(x) for x in parse_floats(prompt_tokens, "prompt-tokens", minimum=1, strict=False, unique=False)]
         if len(lo_hi) != 2 or lo_hi[0] > lo_hi[1]:
             raise UserError(f"--prompt-tokens {prompt_tokens!r} is not MIN,MAX", "e.g. --prompt-tokens 128,1024")
 

@@ -19,7 +19,6 @@ shape of the load over time stays the trace's at any scale coarser than a gap.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,11 +26,15 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
+from costmodel.fields import TOKENS, TRACE_SPAN_S, Field
 from costmodel.schemas.profile import Profile
 from costmodel.seeding import rng_for
 from simulate.workload import STREAM_REGIME, Requests
 
 STREAM_TRACE_SCALE = 11
+# the day's options that reach a trace (costmodel/cli/plan_day.py): compress divides its time axis, load-scale thins or replicates
+COMPRESS = Field("--compress", 0, 1e6, above=True, example="24")
+LOAD_SCALE = Field("--load-scale", 0, 1e4, above=True, example="2", why="a trace replicated more often than this is a typo")
 # format -> (time column, prompt column, output column, time unit in seconds; None: a date-time)
 FORMATS = {
     "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens", None),
@@ -94,6 +97,10 @@ def _times(df: pd.DataFrame, col: str, unit: float | None, where: str) -> np.nda
     if bad.any():
         i = int(np.argmax(bad))
         raise UserError(f"{where}: row {i + 1} has {col} {df[col].iloc[i]!r}, not a time", "fix the trace")
+    if t.max() - t.min() > TRACE_SPAN_S.hi:
+        i = int(np.argmax(t))
+        raise UserError(f"{where}: {col} spans {(t.max() - t.min()):.3g} s (row {i + 1}: {df[col].iloc[i]}), above {TRACE_SPAN_S.hi / 86400:g} days "
+                        f"({TRACE_SPAN_S.why})", f"fix row {i + 1}'s {col}")
     d = np.diff(t)
     if (d < 0).any():
         i = int(np.argmax(d < 0))
@@ -105,9 +112,8 @@ def load_trace(path: str | Path, *, compress: float = 1.0, rate_scale: float = 1
     """Read a public trace (FORMATS) and apply compress and rate_scale (module docstring)."""
     path = Path(path)
     where = f"trace {path}"
-    for name, v in (("compress", compress), ("rate_scale", rate_scale)):
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise UserError(f"trace {name} {v!r} must be a positive number", "e.g. 1 (as recorded) or 2")
+    for opt, v in ((COMPRESS, compress), (LOAD_SCALE, rate_scale)):  # named as the user gives them: plan's options
+        opt.check(v, where)
     df = _frame(path)
     if len(df) == 0:
         raise UserError(f"{where} holds no requests", "give at least one row")
@@ -120,7 +126,12 @@ def load_trace(path: str | Path, *, compress: float = 1.0, rate_scale: float = 1
         i = int(np.argmax(~(np.isfinite(p) & np.isfinite(o))))
         raise UserError(f"{where}: row {i + 1} has a missing token count", "fix the trace")
     keep = (o >= 1) & (p >= 1)
-    t, p, o = t[keep] / compress, np.rint(p[keep]).astype(np.int64), np.rint(o[keep]).astype(np.int64)
+    for col, x in ((pcol, p), (ocol, o)):  # a fraction or an absurd count is refused, never rounded
+        bad = keep & ((x != np.round(x)) | (x > TOKENS.hi))
+        if bad.any():
+            i = int(np.argmax(bad))
+            TOKENS.named(col).check(float(x[i]), f"{where} row {i + 1}")
+    t, p, o = t[keep] / compress, p[keep].astype(np.int64), o[keep].astype(np.int64)
     if len(t) == 0:
         raise UserError(f"{where} has no request with both prompt and output tokens", "give a trace of completed requests")
     t, p, o = _rate_scale(t, p, o, rate_scale, seed)
@@ -134,7 +145,7 @@ def _rate_scale(t, p, o, factor: float, seed: int):
     copies = np.floor(factor) + (rng.random(len(t)) < factor - np.floor(factor))
     idx = np.repeat(np.arange(len(t)), copies.astype(np.int64))
     if len(idx) == 0:
-        raise UserError(f"trace rate_scale {factor:g} leaves no request", "give a larger rate_scale")
+        raise UserError(f"{LOAD_SCALE.name} {factor:g} leaves no request of the trace", f"give a larger {LOAD_SCALE.name}")
     gap = t[-1] / max(len(t) - 1, 1)
     first = np.r_[True, idx[1:] != idx[:-1]]  # the first copy keeps the recorded time
     shift = np.where(first, 0.0, rng.random(len(idx)) * gap)

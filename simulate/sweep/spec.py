@@ -157,8 +157,11 @@ def _grid(where: str, d, max_points: int) -> list[dict]:
         raise UserError(f"{where} has {size:,} points ({shape}), above the bound of {max_points:,} points per sweep",
                         "narrow the grid or split it into several specs; or pass --max-points N to run it")
     for k, vs in d.items():
-        for v in vs:
+        for i, v in enumerate(vs):
             _check_value(f"{where}.{k}", str(k), v)
+            key = json.dumps(v, sort_keys=True, default=str)
+            if any(json.dumps(w, sort_keys=True, default=str) == key or (_num(w) is not None and _num(w) == _num(v)) for w in vs[:i]):
+                raise UserError(f"{where}.{k} lists {v!r} twice", "give each value once (a sweep never merges points silently)")
     keys = list(d)
     return [dict(zip(keys, combo)) for combo in itertools.product(*(d[k] for k in keys))]
 
@@ -189,7 +192,7 @@ def _resolve(where: str, base: dict, over: dict, kind: str) -> dict:
 
 
 def parse_spec(d, source: str = "sweep spec", max_points: int = MAX_POINTS) -> SweepSpec:
-    """A spec mapping -> SweepSpec (every point resolved; duplicates dropped, the first kept)."""
+    """A spec mapping -> SweepSpec (every point resolved; two points with the same parameters refused)."""
     if not isinstance(d, dict):
         raise UserError(f"{source} is not a mapping", "write kind/base/grid/points at the top level")
     extra = set(d) - {"kind", "base", "grid", "points", "description"}
@@ -210,11 +213,23 @@ def parse_spec(d, source: str = "sweep spec", max_points: int = MAX_POINTS) -> S
     if not overs:
         overs = [{}]
     out: dict[str, SweepPoint] = {}
+    first: dict[str, int] = {}
     for i, o in enumerate(overs):
         p = _resolve(f"{source}: point {i + 1}", base, o, kind)
         pid = point_id(p)
-        out.setdefault(pid, SweepPoint(pid, p))
+        if pid in out:
+            raise UserError(f"{source}: point {i + 1} ({_label(o)}) is point {first[pid] + 1} again: the same parameters",
+                            "drop one (a sweep never merges points silently)")
+        out[pid], first[pid] = SweepPoint(pid, p), i
     return SweepSpec(kind, list(out.values()), source)
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _label(over: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in over.items()) or "base only"
 
 
 def load_spec(path: str | Path, max_points: int = MAX_POINTS) -> SweepSpec:

@@ -77,10 +77,15 @@ def test_nothing_served_gives_empty_per_token_costs():
 
 
 @pytest.mark.parametrize("cfg, needle", [
-    (PricingConfig(price_usd_per_gpu_hour={"h200": -1.0}), "negative"),
-    (PricingConfig(pue=0.9), "below 1"),
-    (PricingConfig(electricity_usd_per_kwh=-0.1), "negative"),
-    (PricingConfig(amortisation_years=0), "not positive"),
+    (PricingConfig(price_usd_per_gpu_hour={"h200": -1.0}), "--price h200 -1 .* below its bound of 0"),
+    (PricingConfig(price_usd_per_gpu_hour={"h200": 1e300}), "--price h200 1e\\+300 .* above its bound of 10,000"),
+    (PricingConfig(price_usd_per_gpu_hour={"h200": math.inf}), "not a finite number"),
+    (PricingConfig(pue=0.9), "--pue 0.9 is below its bound of 1"),
+    (PricingConfig(electricity_usd_per_kwh=-0.1), "below its bound of 0"),
+    (PricingConfig(amortisation_years=0), "--amortisation-years 0 years is below its bound of 0.25"),
+    (PricingConfig(amortisation_years=1e-300), "below its bound of 0.25"),
+    (PricingConfig(terms={"spot_discount": 0.5}), "--term spot_discount applies to --pricing spot, not on-demand"),
+    (PricingConfig(model="onprem", terms={"host_usd_per_gpu": 1e300}), "out of range"),
 ])
 def test_pricing_validation(cfg, needle):
     with pytest.raises(UserError, match=needle):

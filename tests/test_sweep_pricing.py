@@ -41,7 +41,7 @@ def test_sweep_pricing_options(tmp_path, capsys):
     assert row["pricing_basis"] == "spot" and row["cost_usd_per_hour"] == pytest.approx(0.9 * 1.5 + 0.1 * 3)
     capsys.readouterr()
     for args, needle in ((["--pricing", "hourly"], "not a pricing model"), (["--price", "rtx-5090=1"], "not among the GPUs"),
-                         (["--term", "spot_discount=0.7"], "--pricing and --price")):
+                         (["--pricing", "spot", "--term", "spot_discount=0.7"], "--pricing and --price")):
         assert main(["sweep", str(spec), "-o", str(tmp_path / "bad"), "--jobs", "1", *args]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and needle in err[0]

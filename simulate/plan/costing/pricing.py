@@ -17,17 +17,19 @@ from pathlib import Path
 import pandas as pd
 
 from costmodel.errors import UserError
+from costmodel.fields import AMORTISATION_YEARS, ELECTRICITY_USD_PER_KWH, PRICE_USD_PER_GPU_HOUR, PUE, PURCHASE_USD, Field
 from costmodel.hardware import HardwareSpec, source_text
 from costmodel.options import parse_key_values
 from costmodel.schemas.plan import HOURS_PER_MONTH  # 8,760 h / 12: the convention cloud price sheets use
 from costmodel.schemas.rundir import load_run
-from simulate.plan.costing.models import DEFAULT_MODEL, Terms, get_model
+from simulate.plan.costing.models import DEFAULT_MODEL, Terms, get_model, model_names
 from simulate.plan.costing.terms import check_term, resolve_terms
 
 DEFAULT_ELECTRICITY_USD_PER_KWH = 0.08
 DEFAULT_PUE = 1.2
 INDUSTRY_AVERAGE_PUE = 1.58
 DEFAULT_AMORTISATION_YEARS = 4.0
+TELEMETRY_POWER_W = Field("--telemetry power", 0, 1e5, unit="W")  # a board's measured busy power: below 100 kW
 BUSY_UTIL_PCT = 50.0  # telemetry samples at or above this gpu_util_pct count as "busy"
 
 SOURCES = {
@@ -59,19 +61,20 @@ class PricingConfig:
         return get_model(self.model).owned
 
     def validate(self) -> "PricingConfig":
-        get_model(self.model)
+        model = get_model(self.model)
         for k, v in self.terms.items():
             check_term(k, v, "--term")
-        for what, d in (("price", self.price_usd_per_gpu_hour), ("purchase-usd", self.purchase_usd), ("telemetry power", self.active_power_w)):
+            readers = [m for m in model_names() if k in get_model(m).terms]
+            if readers and k not in model.terms:  # a term no part of this pricing reads would be accepted and ignored
+                raise UserError(f"--term {k} applies to --pricing {' or '.join(readers)}, not {model.name}",
+                                f"drop --term {k}, or add --pricing {readers[0]}")
+        for fld, d in ((PRICE_USD_PER_GPU_HOUR.named("--price"), self.price_usd_per_gpu_hour), (PURCHASE_USD.named("--purchase-usd"), self.purchase_usd),
+                       (TELEMETRY_POWER_W, self.active_power_w)):
             for k, v in d.items():
-                if not (v == v) or v < 0:
-                    raise UserError(f"--{what} {k}={v} is negative or not a number", "give a value >= 0")
-        if not self.electricity_usd_per_kwh >= 0:
-            raise UserError(f"--electricity-usd-per-kwh {self.electricity_usd_per_kwh} is negative", "give a price >= 0, e.g. 0.08")
-        if not self.pue >= 1.0:
-            raise UserError(f"--pue {self.pue} is below 1", "PUE is facility power / IT power, >= 1 (e.g. 1.2; industry average 1.58)")
-        if not self.amortisation_years > 0:
-            raise UserError(f"--amortisation-years {self.amortisation_years} is not positive", "give the years over which a GPU is written off, e.g. 4")
+                fld.named(f"{fld.name} {k}").check(v)
+        ELECTRICITY_USD_PER_KWH.check(self.electricity_usd_per_kwh)
+        PUE.check(self.pue)
+        AMORTISATION_YEARS.check(self.amortisation_years)
         return self
 
     def check_hardware(self, hardware_ids) -> None:
@@ -217,7 +220,8 @@ def read_price_file(path: str) -> tuple[dict, dict]:
             if pd.isna(v) or v < 0:
                 raise UserError(f"--price-file {path} row {i + 2} ({r['hardware']}): {col} {r[col]!r} is missing, negative or not a number",
                                 "give every GPU a price >= 0")
-            out[str(r["hardware"])] = float(v)
+            fld = PRICE_USD_PER_GPU_HOUR if col == "price_usd_per_gpu_hour" else PURCHASE_USD
+            out[str(r["hardware"])] = fld.named(col).check(float(v), f"--price-file {path} row {i + 2} ({r['hardware']})")
     return prices, buys
 
 

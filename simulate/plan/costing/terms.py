@@ -15,6 +15,7 @@ from costmodel.errors import UserError
 from costmodel.hardware import source_text
 
 HOURS_PER_YEAR = 8760.0
+TERM_MAX = 1e7  # a host's USD or W per GPU, a price ratio: above ten million is a typo of zeros (costmodel/fields.py)
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,8 @@ def check_term(name: str, value: float, where: str) -> float:
     if name not in TERMS:
         raise UserError(f"{where}: {name!r} is not a pricing term", f"terms are {', '.join(TERMS)}")
     v = float(value)
-    if not math.isfinite(v) or v < 0 or (TERMS[name].fraction and v > 1) or (name == "output_input_price_ratio" and v <= 0):
-        rng = "between 0 and 1" if TERMS[name].fraction else "> 0" if name == "output_input_price_ratio" else ">= 0"
+    if not math.isfinite(v) or v < 0 or (TERMS[name].fraction and v > 1) or (name == "output_input_price_ratio" and v <= 0) or v > TERM_MAX:
+        rng = "between 0 and 1" if TERMS[name].fraction else f"in (0, {TERM_MAX:,g}]" if name == "output_input_price_ratio" else f"in [0, {TERM_MAX:,g}]"
         raise UserError(f"{where}: {name}={value} is out of range", f"give a value {rng} ({TERMS[name].unit})")
     return v
 

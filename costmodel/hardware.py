@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -217,10 +217,22 @@ def load_user_hardware(path: str | Path) -> dict[str, HardwareSpec]:
     or a single entry {"id": "my-gpu", ...}."""
     doc = read_json(path, "hardware file")
     if isinstance(doc, dict) and "gpus" in doc and isinstance(doc["gpus"], dict):
-        return {hid: validate_spec(hid, d, str(path)) for hid, d in doc["gpus"].items()}
+        return _not_redefining({hid: validate_spec(hid, d, str(path)) for hid, d in doc["gpus"].items()}, path)
     if isinstance(doc, dict) and "id" in doc:
-        return {doc["id"]: validate_spec(doc["id"], doc, str(path))}
+        return _not_redefining({doc["id"]: validate_spec(doc["id"], doc, str(path))}, path)
     raise UserError(f"hardware file {path} has neither a 'gpus' object nor an 'id'", 'write {"gpus": {"my-gpu": {...}}} with the catalog\'s fields')
+
+
+def _not_redefining(specs: dict[str, HardwareSpec], path) -> dict[str, HardwareSpec]:
+    """A user file may repeat a catalog GPU as it is, never redefine it silently: every result
+    naming that id would then describe another GPU than the catalog's."""
+    known = catalog()
+    for hid, spec in specs.items():
+        if hid in known and spec != known[hid]:
+            diff = [f.name for f in fields(spec) if getattr(spec, f.name) != getattr(known[hid], f.name)]
+            raise UserError(f"hardware file {path} redefines the catalog GPU {hid!r} ({', '.join(diff[:4]) or 'other numbers'} differ)",
+                            f"give it an id of its own (e.g. \"{hid}-custom\") and pass --hardware {hid}-custom")
+    return specs
 
 
 def get_hardware(name: str, user_file: str | Path | None = None) -> HardwareSpec:

@@ -860,8 +860,20 @@ def _outputs(profile: Profile, wl: Workload, out_tr, names: tuple, regime_idx: n
     for i, r in enumerate(names):
         sel = regime_idx == i
         if sel.any():
+            _check_content_lengths(profile, r)
             output[sel] = _quantile(profile.commit_stats[r].content_length, u[sel])
-    return np.maximum(output, 1)
+    return output
+
+
+def _check_content_lengths(profile: Profile, regime: str) -> None:
+    """Output lengths drawn from a regime's content_length must be whole counts >= 1: a generation
+    of 0 content tokens (or 2.5) would be simulated as another length, silently."""
+    vals = np.asarray(profile.commit_stats[regime].content_length.values, float)
+    bad = (vals < 1) | (vals != np.round(vals))
+    if bad.any():
+        raise UserError(f"profile {profile.profile_id}: commit_stats.{regime}.content_length has the value {vals[bad][0]:g}, not a whole number of "
+                        "output tokens >= 1 (a request cannot be that long)", "drop those generations from the regime, or give \"output_tokens\" "
+                        "in a workload file")
 
 
 def _quantile(dist, u: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from costmodel.errors import UserError
+from costmodel.fields import MAX_REPLICAS, PRICE_USD_PER_GPU_HOUR
 from costmodel.jsonfile import read_json
 from simulate.cluster.autoscalers import parse_autoscaler
 from simulate.cluster.classes import RequestClass
@@ -52,7 +53,7 @@ def _count(d: dict, key: str, where: str, default):
     v = d.get(key, default)
     if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
         raise UserError(f"{where}: {key} {v!r} must be an integer >= 1", f'e.g. "{key}": 2')
-    return v
+    return v if v is None else MAX_REPLICAS.named(key).check(v, where)
 
 
 def parse_pool(d, k: int, profile_of: Callable[[str], object], base: Scaling, where: str) -> PoolSpec:
@@ -72,8 +73,10 @@ def parse_pool(d, k: int, profile_of: Callable[[str], object], base: Scaling, wh
     profile = profile_of(d["hardware"])
     profile.mode(d["mode"])
     price = d.get("price_usd_per_gpu_hour")
-    if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float))):
-        raise UserError(f"{w}: price_usd_per_gpu_hour {price!r} is not a number", "e.g. 2.95")
+    if price is not None:  # NaN or Infinity (JSON readers take both) is refused here, not billed as a missing price
+        if isinstance(price, bool) or not isinstance(price, (int, float)):
+            raise UserError(f"{w}: price_usd_per_gpu_hour {price!r} is not a number", "e.g. 2.95")
+        price = PRICE_USD_PER_GPU_HOUR.named("price_usd_per_gpu_hour").check(price, w)
     return PoolSpec(name, profile, d["mode"], autoscaler=auto, scaling=scaling, router=str(d.get("router", "least-outstanding")),
                     price_usd_per_gpu_hour=price, takes=_takes(d.get("takes"), w), max_waiting=d.get("max_waiting"),
                     queue_timeout_s=d.get("queue_timeout_s")).check()

@@ -359,6 +359,12 @@ def _read_manifest(d: Path):
 
 
 def verify(d: str | os.PathLike, rerun: str = "re-run the command that wrote it") -> bool:
+def written_by(d: str | os.PathLike) -> str | None:
+    """The command whose output set `d` holds, as its manifest says (None: no readable manifest)."""
+    doc = _read_manifest(Path(d))
+    return doc.get("command") if isinstance(doc, dict) and doc.get("kind") == MANIFEST_KIND else None
+
+
     """Refuse a directory whose manifest does not match its files (a mixed or damaged set).
     False when it has no manifest (written before output sets had one); True when it matches."""
     d = Path(d)

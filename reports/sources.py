@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from costmodel import outputset
 from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec, get_hardware, validate_spec
 from costmodel.schemas.plan import PLAN_JSON, is_plan_dir, read_plan
@@ -53,8 +54,8 @@ def load_results(path: str | Path) -> Results:
         return _load_plan(p / PLAN_JSON)
     if is_simulation_dir(p):
         return _load_simulate(p)
-    if (p / SWEEP_TABLE).exists():
-        return _load_sweep(p)
+    if (p / SWEEP_TABLE).exists() or outputset.written_by(p) == "sweep":  # every file checked against the sweep's manifest first
+        return outputset.read_set(p, lambda root: _load_sweep(root, p), "re-run `costmodel sweep` into a new directory")
     raise UserError(f"{p} holds neither plan.json nor summary.csv (nor a sweep's {SWEEP_TABLE})",
                     "pass the -o directory of `costmodel plan`, `costmodel simulate` or `costmodel sweep`")
 
@@ -77,11 +78,12 @@ def _load_simulate(d: Path) -> Results:
     return Results("simulate", d, sim.points, specs, profiles=_profiles_for(sim.points, sim.meta), settings=settings)
 
 
-def _load_sweep(d: Path) -> Results:
-    """A `costmodel sweep -o` directory: every point with a replica count is one row (kind plan: its
-    fewest SLO-meeting replicas); the SLO is the sweep's when all its points share one."""
+def _load_sweep(root: Path, d: Path) -> Results:
+    """A `costmodel sweep -o` directory `d` (read through `root`, outputset.read_set): every point with a
+    replica count is one row (kind plan: its fewest SLO-meeting replicas); the SLO is the sweep's when
+    all its points share one."""
     try:
-        table = pd.read_parquet(d / SWEEP_TABLE)
+        table = pd.read_parquet(root / SWEEP_TABLE)
     except (OSError, ValueError) as e:
         raise UserError(f"sweep results {d / SWEEP_TABLE} cannot be read ({e.__class__.__name__})", "re-run `costmodel sweep` into a new directory") from None
     if "replicas" not in table or "hardware" not in table:

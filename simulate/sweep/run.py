@@ -13,6 +13,7 @@ fewest SLO-meeting replica count and that probe's summary.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ import pandas as pd
 from costmodel import atomic, outputset
 from costmodel.engine_settings import USER_SETTINGS
 from costmodel.errors import UserError
+from costmodel.jsonfile import jsonable
 from costmodel.schemas.dictionary import write_table
 from costmodel.shipped import resolve_profile
 from simulate.plan.planner import ChainStart, search_chain, simulator_point
@@ -138,17 +140,36 @@ def _point_path(out: Path, pid: str) -> Path:
     return out / "points" / f"{pid}.json"
 
 
+POINT_SUM = "point_sha256"  # each point file carries the checksum of its row: a hand-edited point is refused, not reused
+
+
+def _row_sum(row: dict) -> str:
+    return hashlib.sha256(json.dumps(row, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _write_point(out: Path, row: dict) -> None:
+    clean = jsonable(row)  # as JSON holds it (NaN -> null), so the checksum is of what is read back
+    atomic.write_json(_point_path(out, row["point_id"]), {**clean, POINT_SUM: _row_sum(clean)})
+
+
 def _load_done(out: Path, spec: SweepSpec) -> dict[str, dict]:
+    """Finished points to reuse: each file's row must match its checksum (an edited one is refused);
+    an unreadable file, another point's row or one written without a checksum is run again."""
     done = {}
     for p in spec.points:
         f = _point_path(out, p.point_id)
         if f.exists():
             try:
                 row = json.loads(f.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):
                 continue  # unreadable: run the point again
-            if isinstance(row, dict) and row.get("point_id") == p.point_id:
-                done[p.point_id] = row  # else another point's row or damaged: run it again
+            if not (isinstance(row, dict) and row.get("point_id") == p.point_id and POINT_SUM in row):
+                continue  # another point's row, damaged, or from before checksums: run it again
+            want = row.pop(POINT_SUM)
+            if want != _row_sum(row):
+                raise UserError(f"{f} does not match its checksum: it changed since the sweep wrote it (point {_describe(p.params)})",
+                                f"delete {f} to run the point again (a finished point is never silently replaced or reused)")
+            done[p.point_id] = row
     return done
 
 
@@ -177,7 +198,7 @@ def _run_locked(spec: SweepSpec, out: Path, cluster: Workers, progress: Progress
 
     def finished(i, rows):
         for r in fan_out(rows, siblings):  # points differing only in price take the same result
-            atomic.write_json(_point_path(out, r["point_id"]), r)
+            _write_point(out, r)
             done[r["point_id"]] = r
         if progress:
             progress(len(done), total)

@@ -16,6 +16,7 @@ import importlib.util
 import logging
 import multiprocessing as mp
 import os
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -168,6 +169,7 @@ def dask_client(address: str | None, workers: int) -> Iterator:
     else:
         # fork: workers start in ~0.5 s instead of ~3.5 s (spawn) and inherit registered modes
         method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+        _quiet_resource_tracker()
         with dask.config.set({"distributed.worker.multiprocessing-method": method}):
             local = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                                  silence_logs=logging.ERROR)
@@ -179,6 +181,17 @@ def dask_client(address: str | None, workers: int) -> Iterator:
         raise
     finally:
         _close(client, local)
+
+
+# multiprocessing's resource tracker starts with the first worker and takes this process's -W flags:
+# after Ctrl-C kills the workers it unlinks their semaphores without a "leaked semaphore" warning
+# line (the interrupted run's one line stays the only one, as without Dask)
+TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
+def _quiet_resource_tracker() -> None:
+    if TRACKER_QUIET not in sys.warnoptions:
+        sys.warnoptions.append(TRACKER_QUIET)
 
 
 def _stop_local(local) -> None:

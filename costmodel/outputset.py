@@ -52,6 +52,7 @@ OLD_MARK = ".costmodel-old-"
 OWNED = {
     "simulate": ("requests_*.parquet", "summary.csv", "summary.json"),
     "plan": ("plan.csv", "plan.dictionary.csv", "plan.dictionary.md", "plan.json"),
+    "day": ("day.csv", "day.dictionary.csv", "day.dictionary.md", "month.csv", "month.dictionary.csv", "month.dictionary.md", "day.json"),
     "sweep": ("results.parquet", "results.csv", "results.dictionary.csv", "results.dictionary.md"),
     "analyze": tuple(f"{t}.{ext}" for t in ("regimes", "bin_sweep", "auroc", "canvases", "generations", "hook_checks") for ext in ("csv", "parquet"))
     + ("bin_sweep.svg", "summary.md", "summary.html"),

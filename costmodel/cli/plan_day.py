@@ -11,14 +11,25 @@ import click
 from click.core import ParameterSource
 from rich.table import Table
 
+from costmodel import outputset
 from costmodel.console import make_console
 from costmodel.errors import UserError
 from costmodel.options import parse_list, parse_modes
+from costmodel.schemas.day import DAY_COMMAND, bill_order
+from costmodel.schemas.provenance import profile_provenance
+from reports.day import day_basis
 from simulate.cluster.scaling import DEFAULT_LOAD_GB_PER_S, DEFAULT_STARTUP_S, Scaling
+from simulate.plan.costing import PricingConfig, pricing_config
 from simulate.plan.day import DEFAULT_COMPRESS, DayConfig, run_day, run_fleet_day, write_day
+from simulate.plan.prefix_compare import parse_choice
 
-# plan's options that mean nothing for a day: the curve sets the rate; prices are the catalog's
-NOT_WITH_DAY = ("qps", "profiles", "refine_crossover", "scheduler")
+# plan's options that mean nothing for a day: the curve sets the rate; the day runs on local processes
+NOT_WITH_DAY = ("qps", "refine_crossover", "scheduler")
+# plan's options a day refuses, with why (never silently ignored)
+REFUSED_WITH_DAY = {
+    "seeds": "a day is one long run under --seed (its hours are its replicates): run it again with another --seed to compare",
+    "sensitivity": "the day's sensitivity is its price table (costmodel report DAYDIR -o day.xlsx); for the model inputs' run plan --qps PEAK --sensitivity",
+}
 
 
 def day_options(f):
@@ -53,15 +64,18 @@ def day_options(f):
             return f(*args, **kwargs)
         for name in NOT_WITH_DAY:
             if given(name):
-                raise UserError(f"--{name.replace('_', '-').rstrip('s') if name == 'profiles' else name.replace('_', '-')} does not apply with --load-curve",
-                                "the curve sets the rate and the day uses the shipped profiles: drop it")
+                raise UserError(f"--{name.replace('_', '-')} does not apply with --load-curve", "the curve sets the rate: drop it")
+        for name, why in REFUSED_WITH_DAY.items():
+            if given(name):
+                raise UserError(f"--{name} does not apply with --load-curve", why)
         if day["fleet"] is not None:
-            for name in ("hardware", "modes"):
+            for name in ("hardware", "modes", "profiles"):
                 if given(name):
                     raise UserError(f"--{name.rstrip('s')} does not apply with --fleet", "the fleet file names each pool's GPU and mode")
-        po = kwargs.get("pricing_options")
-        if po is not None and getattr(po, "given", lambda: False)():
-            raise UserError("pricing options do not apply with --load-curve yet (the day bills the catalog's on-demand price)", "drop them")
+            po = kwargs.get("pricing_options")
+            if po is not None and getattr(po, "given", lambda: False)():
+                raise UserError("pricing options do not apply with --fleet (each pool bills its price_usd_per_gpu_hour, or the catalog's)",
+                                "set price_usd_per_gpu_hour in the fleet file's pools")
         return _plan_day(day, kwargs)
 
     for o in reversed(opts):
@@ -71,14 +85,17 @@ def day_options(f):
 
 def _plan_day(day: dict, kw: dict) -> None:
     t0 = time.perf_counter()
-    from costmodel import atomic
-
-    atomic.check_output(kw["out"], directory=True)
+    caching = parse_choice(kw["prefix_caching"])
+    if caching is not None and len(caching) > 1:
+        raise UserError("--prefix-caching on,off compares two plans; a day runs one engine", "give --prefix-caching on or off, one day each")
+    outputset.claim(kw["out"], DAY_COMMAND)  # checked and locked before the day runs
+    pricing = pricing_config(kw["pricing_options"]) if kw.get("pricing_options") is not None else None
     scaling = Scaling(startup_s=day["startup_s"], load_gb_per_s=day["load_gb_per_s"])
     cfg = DayConfig(load=day["load_curve"], slo=kw["slo"], hardware=parse_list(kw["hardware"], "hardware"), modes=parse_modes(kw["modes"]),
                     workload=kw["workload"], seed=kw["seed"], compress=day["compress"], duration_s=kw["duration_s"],
                     max_replicas=kw["max_replicas"], scaling=scaling, jobs=kw["jobs"], load_scale=day["load_scale"],
-                    autoscale_headroom=day["autoscale_headroom"])
+                    autoscale_headroom=day["autoscale_headroom"], profiles=list(kw["profiles"]), pricing=pricing or PricingConfig(),
+                    prefix_caching=None if caching is None else caching[0])
     err = make_console(stderr=True)
     say = lambda s: err.print(f"[dim]{s}[/dim]")  # noqa: E731
     out = run_fleet_day(cfg, day["fleet"], progress=say) if day["fleet"] else run_day(cfg, progress=say)
@@ -122,19 +139,23 @@ def print_hours(con, out) -> None:
 
 
 def print_bills(con, out) -> None:
-    t = Table(title=f"The month ({out.curve.source}; SLO {out.config.slo}; catalog on-demand prices)")
+    priced = f"{out.config.pricing.model} pricing" if out.prices else "each pool's price"
+    t = Table(title=f"The month ({out.curve.source}; SLO {out.config.slo}; {priced}; those missing the SLO in any hour last, marked *)")
     for c in ("GPU", "mode", "fleet", "replicas", "SLO attain %", "hours OK", "GPU-h/day", "kWh/month", "$/month", "vs static"):
         t.add_column(c, justify="left" if c in ("GPU", "mode", "fleet") else "right")
-    bills = sorted(out.bills, key=lambda b: (b.cost_usd_per_month if math.isfinite(b.cost_usd_per_month) else math.inf, -b.slo_attainment))
+    bills = sorted(out.bills, key=bill_order)
     for b in bills:
         if b.note:
             t.add_row(b.hardware, b.mode, b.policy, "", "", "", "", "", "", b.note[:40], style="dim")
             continue
+        miss = "" if b.meets_slo_every_hour else "*"
         fleet = {"autoscaled": b.autoscaler, "static": "static (peak)"}.get(b.policy, f"{b.policy}: {b.autoscaler}" if b.policy != "fleet" else "whole fleet")
         t.add_row(b.hardware, b.mode, fleet, f"{b.replicas_min}-{b.replicas_max}",
-                  f"{100 * b.slo_attainment:.2f}" if math.isfinite(b.slo_attainment) else "n/a (no requests)", f"{b.hours_meeting_slo}/{b.hours}", f"{b.gpu_hours_per_day:,.1f}",
+                  f"{100 * b.slo_attainment:.2f}" if math.isfinite(b.slo_attainment) else "n/a (no requests)", f"{b.hours_meeting_slo}/{b.hours}{miss}",
+                  f"{b.gpu_hours_per_day:,.1f}",
                   f"{b.energy_kwh_per_month:,.0f}", _money(b.cost_usd_per_month),
-                  "" if b.policy == "static" or not math.isfinite(b.saving_vs_static_frac) else f"{round(-100 * b.saving_vs_static_frac) + 0:+d}%")
+                  "" if b.policy == "static" or not math.isfinite(b.saving_vs_static_frac) else f"{round(-100 * b.saving_vs_static_frac) + 0:+d}%",
+                  style=None if miss == "" else "dim")
     con.print(t)
     whole = [b for b in bills if b.policy == "fleet"] or bills
     if any(b.policy not in ("autoscaled", "static") for b in bills):  # a fleet file: its own total
@@ -142,11 +163,14 @@ def print_bills(con, out) -> None:
         con.print(f"[bold]the fleet: ${b.cost_usd_per_month:,.0f} per month, SLO attainment {100 * b.slo_attainment:.2f}%, "
                   f"{b.hours_meeting_slo}/{b.hours} hours meeting the SLO[/bold]")
         return
-    ok = [b for b in bills if not b.note and b.hours_meeting_slo == b.hours]
+    ok = [b for b in bills if b.meets_slo_every_hour]
     if ok:
         b = ok[0]
+        prof = out.profiles.get(b.hardware)
+        basis = day_basis(profile_provenance(prof, modes={b.mode}) if prof is not None else None, b.mode)
         con.print(f"[bold]cheapest fleet meeting the SLO every hour: {b.hardware} / {b.mode}, {b.policy} "
-                  f"({b.replicas_min}-{b.replicas_max} replicas): ${b.cost_usd_per_month:,.0f} per month[/bold]")
+                  f"({b.replicas_min}-{b.replicas_max} replicas): ${b.cost_usd_per_month:,.0f} per month[/bold]"
+                  + (f"\n[yellow]it rests on {basis}[/yellow]" if basis else ""))
     else:
         con.print("[bold]no fleet meets the SLO in every hour[/bold]")
 

@@ -5,11 +5,13 @@ reports read one definition (costmodel/schemas/dictionary.py)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import pandas as pd
 
+from costmodel import outputset
 from costmodel.errors import UserError
 from costmodel.schemas.columns import ColumnDoc, docs_of, meta
 
@@ -72,12 +74,30 @@ class MonthBill:
     saving_vs_static_frac: float = field(default=float("nan"), metadata=meta("1 - this fleet's monthly cost / the static peak fleet's", "fraction", DAY))
     note: str = field(default="", metadata=meta("why a fleet has no figures (no fleet meets the SLO at the peak)", "-", DAY))
 
+    @property
+    def meets_slo_every_hour(self) -> bool:
+        """Every interval of the day meets the SLO (and the fleet has figures)."""
+        return not self.note and self.hours > 0 and self.hours_meeting_slo == self.hours
+
+
+DAY_COMMAND = "day"  # the output set's command (costmodel/outputset.py OWNED)
+DAY_JSON = "day.json"
+DAY_FILES = ("day.csv", "day.dictionary.csv", "day.dictionary.md", "month.csv", "month.dictionary.csv", "month.dictionary.md", DAY_JSON)
+
+
+def bill_order(bill: MonthBill) -> tuple:
+    """Fleets meeting the SLO every hour first, then those missing it, then those with no figures;
+    cheapest first within each (the order month.csv, the console and the reports list them in)."""
+    cost = bill.cost_usd_per_month if bill.cost_usd_per_month == bill.cost_usd_per_month else float("inf")
+    return (bool(bill.note), not bill.meets_slo_every_hour, cost, -(bill.slo_attainment if bill.slo_attainment == bill.slo_attainment else 0.0))
+
 
 def day_docs() -> dict:
     """Column docs of day.csv and month.csv (plus the columns plan's day adds to the rows)."""
     docs = docs_of(IntervalRow, CLUSTER)
     docs.update(docs_of(MonthBill, DAY))
-    extra = {"policy": ("autoscaled | static (peak) | fleet (a fleet file's run)", "-"), "hour": ("hour of the day the interval starts", "h")}
+    extra = {"policy": ("autoscaled | static (peak) | fleet (a fleet file's run)", "-"), "hour": ("hour of the day the interval starts", "h"),
+             "meets_slo_every_hour": ("every interval of the day meets the SLO (month.csv: fleets missing it are listed after those meeting it)", "bool")}
     docs.update({k: ColumnDoc(k, m, u, DAY) for k, (m, u) in extra.items()})
     return docs
 
@@ -97,3 +117,48 @@ def read_bills(folder) -> list[MonthBill]:
         r["note"] = r["note"] if isinstance(r["note"], str) else ""
         out.append(MonthBill(**r))
     return out
+
+
+@dataclass
+class DayRecord:
+    """A `plan --load-curve -o DIR` output set as the reports read it (verified against its manifest)."""
+
+    path: Path
+    bills: list[MonthBill]  # in bill_order
+    hours: pd.DataFrame  # day.csv
+    doc: dict  # day.json: load, slo, settings, pricing, prices, hardware_specs, profiles (provenance), peak_replicas
+
+    @property
+    def slo(self) -> str:
+        return str(self.doc.get("slo", ""))
+
+    @property
+    def load(self) -> str:
+        return str(self.doc.get("load", ""))
+
+    @property
+    def span_h(self) -> float:
+        return float(self.doc.get("span_s", 86400.0)) / 3600.0
+
+
+def is_day_dir(folder) -> bool:
+    p = Path(folder)
+    return p.is_dir() and (p / DAY_JSON).is_file() and (p / "month.csv").is_file()
+
+
+def read_day(folder) -> DayRecord:
+    """The day's output set, read once through its manifest (costmodel/outputset.py read_set)."""
+
+    def read(root: Path) -> DayRecord:
+        try:
+            doc = json.loads((root / DAY_JSON).read_text(encoding="utf-8"))
+            hours = pd.read_csv(root / "day.csv") if (root / "day.csv").stat().st_size else pd.DataFrame()
+        except (OSError, ValueError) as e:
+            raise UserError(f"{folder}/{DAY_JSON} or day.csv cannot be read ({e.__class__.__name__})",
+                            "re-run `costmodel plan --load-curve -o DIR`") from None
+        if "profiles" not in doc or "prices" not in doc:
+            raise UserError(f"{folder} was written by a costmodel before day reports (its day.json has no profiles or prices)",
+                            "re-run `costmodel plan --load-curve -o DIR`")
+        return DayRecord(Path(folder), sorted(read_bills(root), key=bill_order), hours, doc)
+
+    return outputset.read_set(folder, read, rerun="re-run `costmodel plan --load-curve -o DIR`")

@@ -32,11 +32,13 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from costmodel import atomic
+from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.modes import mode_names
-from costmodel.schemas.day import MonthBill, day_docs
+from costmodel.schemas.day import DAY_COMMAND, DAY_JSON, MonthBill, bill_order, day_docs
 from costmodel.schemas.dictionary import write_table
+from costmodel.schemas.profile import Profile
+from costmodel.schemas.provenance import profile_provenance
 from costmodel.shipped import resolve_profile, shipped_hardware
 from simulate.api import resolve_workload
 from simulate.cluster.autoscalers import make_autoscaler
@@ -49,6 +51,8 @@ from simulate.cluster.pool import PoolSpec
 from simulate.cluster.scaling import Scaling
 from simulate.parallel import Workers, run_tasks
 from simulate.plan import planner
+from simulate.plan.costing import GpuPrice, PricingConfig, gpu_price
+from simulate.plan.day_pricing import price_bill, price_hours
 from simulate.plan.slo import parse_slo
 from simulate.workload import build_requests
 
@@ -73,6 +77,18 @@ class DayConfig:
     jobs: int | None = None
     load_scale: float = 1.0  # a curve's rates, or a trace's request rate (thinned or replicated), times this
     autoscale_headroom: float = 1.0  # the autoscaled fleet keeps each replica at most this share of the peak fleet's load per replica
+    profiles: list[str] = field(default_factory=list)  # profile JSONs replacing the shipped default of their GPU (plan --profile)
+    pricing: PricingConfig = field(default_factory=PricingConfig)  # how the bills are priced (simulate/plan/day_pricing.py)
+    prefix_caching: bool | None = None  # vLLM's prefix caching, for the peak search and the day alike (None: its default, on)
+    profile_paths: dict = field(default_factory=dict)  # hardware -> profile path (None: shipped); filled by run_day
+
+    def engine(self) -> dict | None:
+        """The engine settings given for every replica: the plan's points' (PlanSettings.engine) and
+        the day's pools' (PoolSpec.engine) are this one value, so both run the same engine."""
+        return None if self.prefix_caching is None else {"enable_prefix_caching": self.prefix_caching}
+
+    def profile(self, hardware: str) -> Profile:
+        return resolve_profile(self.profile_paths.get(hardware), hardware)
 
 
 @dataclass(frozen=True)
@@ -181,8 +197,10 @@ class DayOutcome:
     slo: SloSplit
     peak_replicas: dict  # (hardware, mode) -> replicas at the peak (None: none <= max_replicas)
     hours: pd.DataFrame  # IntervalRow columns + policy, per hour of the (uncompressed) day
-    bills: list[MonthBill]
+    bills: list[MonthBill]  # those meeting the SLO every hour first, each group cheapest first (schemas/day.py bill_order)
     wall_s: float
+    profiles: dict = field(default_factory=dict)  # hardware -> Profile the fleets ran on
+    prices: dict = field(default_factory=dict)  # hardware -> GpuPrice the bills are priced at
 
 
 def _check(cfg: DayConfig) -> None:
@@ -200,15 +218,19 @@ def _check_workload(cfg: DayConfig, lc: DayLoad) -> None:
         return
     if lc.trace is not None:
         raise UserError("--workload sets lengths, but a trace brings its own", "drop --workload with a trace")
-    if resolve_workload(cfg.workload).trace is not None:
+    wl = resolve_workload(cfg.workload)
+    if wl.trace is not None:
         raise UserError(f"workload {cfg.workload} replays a trace, but --load-curve sets the arrivals",
                         "give the trace itself as --load-curve TRACE (its own times and lengths)")
+    if wl.prefix is not None and wl.prefix.turns > 1:
+        raise UserError(f"workload {cfg.workload} has multi-turn sessions, whose think times a load curve would stretch with its rate",
+                        "plan sessions with --qps, or give a workload of single requests (a shared system prompt is fine)")
 
 
 def _peak_search(cfg: DayConfig, lc: DayLoad, slo: SloSplit, workload: str | None, say) -> dict:
     """(hardware, mode) -> (replicas at the peak or None, requests/s per replica there)."""
-    settings = planner.PlanSettings([lc.peak_qps], slo.text, cfg.hardware, cfg.modes, {h: None for h in cfg.hardware}, cfg.duration_s, cfg.seed,
-                                    cfg.max_replicas, cfg.jobs or planner.default_jobs(), workload)
+    settings = planner.PlanSettings([lc.peak_qps], slo.text, cfg.hardware, cfg.modes, {h: cfg.profile_paths.get(h) for h in cfg.hardware},
+                                    cfg.duration_s, cfg.seed, cfg.max_replicas, cfg.jobs or planner.default_jobs(), workload, engine=cfg.engine())
     out = {}
     for c in planner.run_searches(settings, progress=say):
         row = next((p for p in c.points if p.get("replicas") == c.replicas), None)
@@ -220,12 +242,13 @@ HEADROOM_PROBE_S = 300.0  # simulated seconds at the peak rate per utilisation p
 HEADROOM_TRIES = 4
 
 
-def _utilisation_at(hardware: str, mode: str, replicas: int, qps: float, workload: str | None, seed: int) -> float:
+def _utilisation_at(cfg: DayConfig, hardware: str, mode: str, replicas: int, qps: float, workload: str | None) -> float:
     """The step-capacity utilisation (simulate/cluster/pool.py) of `replicas` serving `qps`."""
-    profile = resolve_profile(None, hardware)
-    reqs = build_requests(profile, resolve_workload(workload), qps, duration_s=HEADROOM_PROBE_S, seed=seed)
-    pool = PoolSpec("probe", profile, mode, scaling=Scaling(min_replicas=replicas, max_replicas=replicas, initial_replicas=replicas))
-    run = simulate_fleet([pool], reqs, seed=seed, drain_s=0.0, sample_s=HEADROOM_PROBE_S)
+    profile = cfg.profile(hardware)
+    reqs = build_requests(profile, resolve_workload(workload), qps, duration_s=HEADROOM_PROBE_S, seed=cfg.seed)
+    pool = PoolSpec("probe", profile, mode, engine=cfg.engine(),
+                    scaling=Scaling(min_replicas=replicas, max_replicas=replicas, initial_replicas=replicas))
+    run = simulate_fleet([pool], reqs, seed=cfg.seed, drain_s=0.0, sample_s=HEADROOM_PROBE_S)
     return interval_rows(run, [], reqs.window_s, reqs.window_s)[0].utilisation
 
 
@@ -237,12 +260,12 @@ def _headroom(cfg: DayConfig, lc: DayLoad, peaks: dict, limit: float, workload: 
         if n is None:
             out[(h, m)] = (n, None)
             continue
-        n0, u = n, _utilisation_at(h, m, n, lc.peak_qps, workload, cfg.seed)
+        n0, u = n, _utilisation_at(cfg, h, m, n, lc.peak_qps, workload)
         for _ in range(HEADROOM_TRIES):
             if u <= limit or n >= cfg.max_replicas:
                 break
             n = min(cfg.max_replicas, max(n + 1, math.ceil(n * u / limit)))
-            u = _utilisation_at(h, m, n, lc.peak_qps, workload, cfg.seed)
+            u = _utilisation_at(cfg, h, m, n, lc.peak_qps, workload)
         if n != n0:
             say(f"{h}/{m}: {n} replicas for utilisation {u:.2f} <= {limit:g} at the peak ({n0} met the latency bounds)")
         out[(h, m)] = (n, lc.peak_qps / n)
@@ -252,7 +275,7 @@ def _headroom(cfg: DayConfig, lc: DayLoad, peaks: dict, limit: float, workload: 
 def _day_job(hardware: str, mode: str, policy: str, n_peak: int, target: float | None, cfg: DayConfig, lc: DayLoad, slo: SloSplit) -> dict:
     """One fleet over the (compressed) day, in a worker: its interval rows and span summary."""
     t0 = time.perf_counter()
-    profile = resolve_profile(None, hardware)
+    profile = cfg.profile(hardware)
     c = float(cfg.compress)
     reqs = lc.requests(profile, cfg, c)
     span_s = lc.span_s / c
@@ -265,8 +288,8 @@ def _day_job(hardware: str, mode: str, policy: str, n_peak: int, target: float |
         scaling = replace(scaling, initial_replicas=first, max_replicas=max(scaling.max_replicas, n_peak))
         target *= cfg.autoscale_headroom
         auto = make_autoscaler("request-rate", target=target)
-    run = simulate_fleet([PoolSpec(f"{hardware}/{mode}", profile, mode, autoscaler=auto, scaling=scaling)], reqs, seed=cfg.seed,
-                         sample_s=cfg.interval_s / c)
+    pool = PoolSpec(f"{hardware}/{mode}", profile, mode, autoscaler=auto, scaling=scaling, engine=cfg.engine())  # the plan's engine
+    run = simulate_fleet([pool], reqs, seed=cfg.seed, sample_s=cfg.interval_s / c)
     rows = interval_rows(run, slo.bounds, span_s, cfg.interval_s / c, max_utilisation=slo.max_utilisation)
     summ = summarise_span(rows, span_s)[0]
     name = "static" if policy == "static" else f"request-rate:target={target:.3g}"
@@ -275,38 +298,66 @@ def _day_job(hardware: str, mode: str, policy: str, n_peak: int, target: float |
     return {"rows": flat, "bill": bill, "wall_s": time.perf_counter() - t0, "requests": len(reqs)}
 
 
+COUNTS = ("requests_arrived", "requests_rejected", "requests_timed_out", "requests_unfinished")
+
+
 def _flat(rows: list, policy: str, c: float, interval_s: float) -> list[dict]:
-    """Interval rows of a compressed day as rows of the real day (hours, GPU-hours, energy, dollars)."""
+    """Interval rows of a compressed day as rows of the real day (hours, request counts, GPU-hours,
+    energy, dollars: a compressed day holds 1/c of the real day's requests at the same rates)."""
     out = []
     for r in rows:
         d = r.flat()
         d.update(policy=policy, hour=r.interval * interval_s / 3600, start_s=r.start_s * c, end_s=r.end_s * c,
-                 gpu_hours=r.gpu_hours * c, energy_kwh=r.energy_kwh * c, cost_usd=r.cost_usd * c)
+                 gpu_hours=r.gpu_hours * c, energy_kwh=r.energy_kwh * c, cost_usd=r.cost_usd * c, **{k: round(d[k] * c) for k in COUNTS})
         out.append(d)
     return out
 
 
 def _bill(summ, rows: list, policy: str, name: str, c: float) -> MonthBill:
     mine = [r for r in rows if r.pool == summ.pool]
-    return MonthBill(summ.hardware, summ.mode, policy, name, int(min(r.replicas_max for r in mine)), summ.replicas_max, summ.requests_arrived,
-                     summ.requests_rejected, summ.slo_attainment, summ.intervals_meeting_slo, summ.intervals, summ.gpu_hours * c,
+    return MonthBill(summ.hardware, summ.mode, policy, name, int(min(r.replicas_max for r in mine)), summ.replicas_max,
+                     round(summ.requests_arrived * c), round(summ.requests_rejected * c), summ.slo_attainment, summ.intervals_meeting_slo, summ.intervals, summ.gpu_hours * c,
                      summ.energy_kwh * c, summ.cost_usd * c, summ.cost_usd_per_month, summ.energy_kwh_per_month)
+
+
+def _resolve_profiles(cfg: DayConfig) -> dict[str, Profile]:
+    """--profile files (each replacing its GPU's shipped default, its GPU added) and the shipped
+    defaults: hardware -> Profile, checked before anything runs (as plan's _resolve)."""
+    cfg.hardware = list(dict.fromkeys(cfg.hardware))
+    for path in cfg.profiles:
+        prof = resolve_profile(path, "")
+        hid = prof.hardware.get("id")
+        if hid in cfg.profile_paths:
+            raise UserError(f"two --profile files are for {hid}", "pass one profile per GPU")
+        cfg.profile_paths[hid] = str(Path(path).resolve())
+        if hid not in cfg.hardware:
+            cfg.hardware.append(hid)
+    return {h: cfg.profile(h) for h in cfg.hardware}
+
+
+def _prices(cfg: DayConfig, profiles: dict[str, Profile]) -> dict[str, GpuPrice]:
+    specs = {h: p.hardware_spec() for h, p in profiles.items()}
+    pricing = cfg.pricing.validate()
+    pricing.check_hardware(specs)
+    return {h: gpu_price(s, pricing) for h, s in specs.items()}  # a GPU without a price under the model fails here, before any simulation
 
 
 def run_fleet_day(cfg: DayConfig, fleet: str, progress: Callable[[str], None] | None = None) -> DayOutcome:
     """A fleet file's pools (simulate/cluster/fleetfile.py: mixed modes and GPUs, requests by class)
-    over the day: one bill per pool and one for the fleet."""
+    over the day: one bill per pool and one for the fleet (each pool at its own price)."""
     t0 = time.perf_counter()
     say = progress or (lambda s: None)
     _check(cfg)
     slo = split_slo(cfg.slo)
     lc = load_day(cfg.load, cfg.load_scale, cfg.seed)
     _check_workload(cfg, lc)
+    _resolve_profiles(cfg)
     profiles: dict = {}
-    pools = load_fleet(fleet, lambda h: profiles.setdefault(h, resolve_profile(None, h)), cfg.scaling)
+    pools = load_fleet(fleet, lambda h: profiles.setdefault(h, cfg.profile(h)), cfg.scaling)
     c = float(cfg.compress)
     for p in pools:
         p.scaling = compressed_scaling(p.scaling, c)
+        p.engine = cfg.engine()
     reqs = lc.requests(pools[0].profile, cfg, c)
     say(f"fleet {fleet}: {len(pools)} pools, {lc.source}, {len(reqs):,} requests simulated ({c:g}x time compression)")
     run = simulate_fleet(pools, reqs, seed=cfg.seed, sample_s=cfg.interval_s / c)
@@ -314,7 +365,7 @@ def run_fleet_day(cfg: DayConfig, fleet: str, progress: Callable[[str], None] | 
     rows = interval_rows(run, slo.bounds, span_s, cfg.interval_s / c, max_utilisation=slo.max_utilisation)
     bills = [_bill(s, rows, s.pool, next((p.policy().name for p in pools if p.name == s.pool), "fleet"), c) for s in summarise_span(rows, span_s)]
     hours = pd.DataFrame(_flat(rows, "fleet", c, cfg.interval_s))
-    return DayOutcome(cfg, lc, slo, {}, hours, bills, time.perf_counter() - t0)
+    return DayOutcome(cfg, lc, slo, {}, hours, bills, time.perf_counter() - t0, profiles=profiles)
 
 
 def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> DayOutcome:
@@ -322,12 +373,11 @@ def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> Da
     say = progress or (lambda s: None)
     _check(cfg)
     cfg.modes = list(mode_names()) if cfg.modes is None else cfg.modes
-    cfg.hardware = list(dict.fromkeys(cfg.hardware))
-    for h in cfg.hardware:
-        p = resolve_profile(None, h)
+    profiles = _resolve_profiles(cfg)
+    for h, p in profiles.items():
         for m in cfg.modes:
             p.mode(m)
-        PoolSpec("check", p, cfg.modes[0]).price()
+    prices = _prices(cfg, profiles)
     slo = split_slo(cfg.slo)
     lc = load_day(cfg.load, cfg.load_scale, cfg.seed)
     _check_workload(cfg, lc)
@@ -343,16 +393,18 @@ def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> Da
 
     def done(i, res):
         b = res["bill"]
-        say(f"{b.hardware}/{b.mode} {b.policy}: {res['requests']:,} requests in {res['wall_s']:.1f} s, ${b.cost_usd_per_month:,.0f}/month")
+        say(f"{b.hardware}/{b.mode} {b.policy}: {res['requests']:,} requests in {res['wall_s']:.1f} s, ${b.cost_usd_per_month:,.0f}/month at catalog prices")
 
     results = run_tasks(_day_job, jobs, cluster=Workers(None, cfg.jobs or planner.default_jobs(), local="processes"), on_done=done)
-    bills = _with_savings([r["bill"] for r in results])
+    span_h = lc.span_s / 3600
+    bills = _with_savings([price_bill(r["bill"], prices[r["bill"].hardware], span_h) for r in results])
     for (h, m), (n, _) in peaks.items():
         if n is None:
             bills.append(MonthBill(h, m, "static", "static", 0, 0, 0, 0, float("nan"), 0, 0, float("nan"), float("nan"), float("nan"),
                                    float("nan"), float("nan"), note=f"no fleet of <= {cfg.max_replicas} replicas meets the SLO at the peak"))
-    hours = pd.DataFrame([row for r in results for row in r["rows"]])
-    return DayOutcome(cfg, lc, slo, {k: v[0] for k, v in peaks.items()}, hours, bills, time.perf_counter() - t0)
+    hours = price_hours(pd.DataFrame([row for r in results for row in r["rows"]]), prices)
+    return DayOutcome(cfg, lc, slo, {k: v[0] for k, v in peaks.items()}, hours, sorted(bills, key=bill_order), time.perf_counter() - t0,
+                      profiles=profiles, prices=prices)
 
 
 def _with_savings(bills: list[MonthBill]) -> list[MonthBill]:
@@ -364,23 +416,37 @@ def _with_savings(bills: list[MonthBill]) -> list[MonthBill]:
     return bills
 
 
-HOUR_COLUMNS = ["pool", "hardware", "mode", "policy", "hour", "offered_qps", "replicas_mean", "replicas_max", "utilisation", "slo_attainment", "meets_slo",
+HOUR_COLUMNS = ["pool", "hardware", "mode", "policy", "hour", "start_s", "end_s", "offered_qps", "replicas_mean", "replicas_max", "utilisation", "slo_attainment", "meets_slo",
                 "goodput_rps", "requests_arrived", "requests_rejected", "requests_timed_out", "requests_unfinished", "gpu_hours", "energy_kwh",
                 "cost_usd"]
 
 
 def write_day(out: DayOutcome, out_dir: str | Path) -> list[Path]:
-    """day.csv (per hour, GPU, mode, policy), month.csv (the bills), each with its data dictionary
-(costmodel/schemas/day.py), and day.json (settings + both)."""
-    d = Path(out_dir)
-    d.mkdir(parents=True, exist_ok=True)
+    """The day's output set (costmodel/outputset.py: staged, manifested, published whole): day.csv
+    (per hour, GPU, mode, policy), month.csv (the bills), each with its data dictionary
+    (costmodel/schemas/day.py), and day.json (settings, profiles' provenance, prices, both tables)."""
+    with outputset.publishing(out_dir, DAY_COMMAND) as stage:
+        written = _write_day_files(out, stage)
+    return outputset.published(written, stage, out_dir) + [Path(out_dir) / outputset.MANIFEST]
+
+
+def _write_day_files(out: DayOutcome, d: Path) -> list[Path]:
     hours = out.hours
     lat = [b.column for b in out.slo.bounds]
     cols = [c for c in HOUR_COLUMNS + lat if c in hours.columns]
-    bills = pd.DataFrame([asdict(b) for b in out.bills])
-    doc = {"load": out.curve.source, "slo": out.config.slo, "compress": out.config.compress, "scaling": asdict(out.config.scaling),
+    bills = pd.DataFrame([{**asdict(b), "meets_slo_every_hour": b.meets_slo_every_hour} for b in out.bills])
+    cfg = out.config
+    modes = set(cfg.modes or ())
+    doc = {"load": out.curve.source, "slo": cfg.slo, "compress": cfg.compress, "scaling": asdict(cfg.scaling),
+           "settings": {"seed": cfg.seed, "workload": cfg.workload, "duration_s": cfg.duration_s, "max_replicas": cfg.max_replicas,
+                        "load_scale": cfg.load_scale, "autoscale_headroom": cfg.autoscale_headroom, "engine": cfg.engine(),
+                        "profiles": dict(cfg.profile_paths), "interval_s": cfg.interval_s},
+           "pricing": cfg.pricing.to_dict(), "prices": {h: asdict(p) for h, p in out.prices.items()},
+           "hardware_specs": {h: p.hardware_spec().to_dict() for h, p in out.profiles.items()},
+           "profiles": {h: profile_provenance(p, modes=modes or None) for h, p in out.profiles.items()},
+           "span_s": out.curve.span_s, "expected_requests": out.curve.expected_requests,
            "peak_qps": out.curve.peak_qps, "peak_replicas": [{"hardware": h, "mode": m, "replicas": n} for (h, m), n in out.peak_replicas.items()],
            "bills": bills.to_dict("records"), "hours": hours[cols].to_dict("records") if len(hours) else [], "wall_s": out.wall_s}
     docs = day_docs()
     return [*write_table(hours[cols] if len(hours) else hours, d / "day.csv", docs), *write_table(bills, d / "month.csv", docs),
-            atomic.write_json(d / "day.json", doc)]
+            atomic.write_json(d / DAY_JSON, doc)]

@@ -1,0 +1,161 @@
+"""The day's answer (`costmodel plan --load-curve -o DAYDIR`, then `costmodel report DAYDIR`): the
+cheapest fleet meeting the SLO every hour, its month and year, the runner-up, and what it rests on
+(a projected GPU profile said so, from the profile's provenance); the same fleets under every
+pricing model; and the price-sensitivity table (each GPU's price at the low and the high end of
+the range its catalog source quotes, one at a time). The HTML page (reports/day_html.py), the
+workbook (reports/day_workbook.py) and the console print these records."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from costmodel.errors import UserError
+from costmodel.hardware import validate_spec
+from costmodel.schemas.day import DayRecord, MonthBill, bill_order
+from costmodel.schemas.provenance import provenance_kinds
+from simulate.plan.costing import HOURS_PER_MONTH, HOURS_PER_YEAR, GpuPrice, PricingConfig, get_model, gpu_price, model_names, resolve_terms
+from simulate.plan.day_pricing import committed, price_bill
+from reports.decision import rests_on
+
+POLICY_LABEL = {"autoscaled": "autoscaled", "static": "static for the peak"}
+
+
+def day_basis(prov: dict | None, mode: str) -> str:
+    """What one fleet's figures rest on, a projected GPU profile named first (its source quoted)."""
+    if not prov:
+        return ""
+    basis = rests_on(prov, mode)
+    whole = prov.get("provenance") or {}
+    if whole.get("kind") == "projected" or "projected" in provenance_kinds(prov):
+        return f"a projected {prov.get('hardware') or '?'} profile, not measured on that GPU: {basis}"
+    return basis
+
+
+def fleet_label(b: MonthBill, prov: dict | None = None) -> str:
+    precision = (prov or {}).get("precision")
+    gpus = f"{b.replicas_min}-{b.replicas_max}" if b.replicas_min != b.replicas_max else f"{b.replicas_max}"
+    return f"{gpus} x {b.hardware}" + (f" ({precision})" if precision else "") + f", {b.mode}, {POLICY_LABEL.get(b.policy, b.policy)}"
+
+
+@dataclass(frozen=True)
+class DayAnswer:
+    """The cheapest fleet meeting the SLO every hour (None: none does), and its runner-up."""
+
+    winner: MonthBill | None
+    fleet: str
+    rests_on: str
+    projected: bool
+    runner_up: MonthBill | None
+    runner_up_fleet: str
+
+    @property
+    def cost_usd_per_year(self) -> float:
+        return self.winner.cost_usd_per_month / HOURS_PER_MONTH * HOURS_PER_YEAR if self.winner else math.nan
+
+    @property
+    def text(self) -> str:
+        if self.winner is None:
+            return "No fleet meets the SLO in every hour of the day."
+        w = self.winner
+        runner = "no other fleet meets the SLO every hour"
+        if self.runner_up is not None:
+            more = self.runner_up.cost_usd_per_month - w.cost_usd_per_month
+            runner = f"runner-up {self.runner_up_fleet} " + ("ties on monthly cost" if abs(more) < 0.5 else f"costs ${more:,.0f}/month more")
+        return (f"Cheapest fleet meeting the SLO every hour: {self.fleet}, ${w.cost_usd_per_month:,.0f}/month "
+                f"(${self.cost_usd_per_year:,.0f}/year); {runner}. Rests on {self.rests_on}.")
+
+
+def answer(day: DayRecord, bills: list[MonthBill] | None = None) -> DayAnswer:
+    ok = [b for b in sorted(bills if bills is not None else day.bills, key=bill_order) if b.meets_slo_every_hour]
+    prov = day.doc.get("profiles", {})
+    if not ok:
+        return DayAnswer(None, "", "", False, None, "")
+    w = ok[0]
+    p = prov.get(w.hardware)
+    basis = day_basis(p, w.mode)
+    r = ok[1] if len(ok) > 1 else None
+    return DayAnswer(w, fleet_label(w, p), basis, basis.startswith("a projected"), r, fleet_label(r, prov.get(r.hardware)) if r else "")
+
+
+def specs(day: DayRecord) -> dict:
+    return {h: validate_spec(h, d, str(day.path)) for h, d in day.doc.get("hardware_specs", {}).items()}
+
+
+def pricing(day: DayRecord) -> PricingConfig:
+    return PricingConfig.from_dict(day.doc.get("pricing") or {})
+
+
+def prices(day: DayRecord, cfg: PricingConfig | None = None) -> dict[str, GpuPrice]:
+    cfg = cfg or pricing(day)
+    return {h: gpu_price(s, cfg) for h, s in specs(day).items()}
+
+
+def repriced(day: DayRecord, cfg: PricingConfig) -> list[MonthBill]:
+    """Every bill under `cfg` (the GPU-hours, energy and fleet sizes are the day's: price does not change them)."""
+    ps = prices(day, cfg)
+    return sorted((price_bill(b, ps[b.hardware], day.span_h) if b.hardware in ps else b for b in day.bills), key=bill_order)
+
+
+def pricing_models_table(day: DayRecord) -> tuple[pd.DataFrame, dict[str, str]]:
+    """USD per month of each fleet meeting the SLO under every registered pricing model, and each
+    model's cheapest fleet ("" where a GPU cannot be priced under it)."""
+    base = pricing(day)
+    rows = {}
+    for m in model_names():
+        cfg = PricingConfig(**{**base.to_dict(), "model": m})
+        try:
+            bills = repriced(day, cfg)
+        except UserError:  # a model a GPU cannot be priced under (no purchase price): a blank column
+            rows[m] = {}
+            continue
+        rows[m] = {fleet_key(b): b.cost_usd_per_month for b in bills if b.meets_slo_every_hour}
+    fleets = [fleet_key(b) for b in day.bills if b.meets_slo_every_hour]
+    out = pd.DataFrame({"fleet": fleets})
+    for m, vals in rows.items():
+        out[f"{m} USD/month"] = [vals.get(f, math.nan) for f in fleets]
+    winners = {m: (min(vals, key=vals.get) if vals else "") for m, vals in rows.items()}
+    return out, winners
+
+
+def fleet_key(b: MonthBill) -> str:
+    return f"{b.hardware} / {b.mode} / {b.policy}"
+
+
+def price_sensitivity(day: DayRecord) -> pd.DataFrame:
+    """Each GPU's hourly price at the low and the high end of its catalog range (the others as
+    priced), one at a time: the winner and its monthly cost there, and whether the winner changes."""
+    base = pricing(day)
+    base_win = answer(day).winner
+    rows = []
+    for h, s in specs(day).items():
+        values, sources = resolve_terms(h, base.terms)
+        if "price_low_usd_per_gpu_hour" not in values:
+            continue
+        ends = {}
+        for end in ("low", "high"):
+            v = values[f"price_{end}_usd_per_gpu_hour"]
+            cfg = PricingConfig(**{**base.to_dict(), "price_usd_per_gpu_hour": {**base.price_usd_per_gpu_hour, h: v}})
+            w = answer(day, repriced(day, cfg)).winner
+            ends[end] = (v, w)
+        flips = [end for end, (_, w) in ends.items() if base_win is not None and w is not None and fleet_key(w) != fleet_key(base_win)]
+        rows.append({"input": f"{h} USD per GPU-hour", "low_value": ends["low"][0], "high_value": ends["high"][0],
+                     "winner_at_low": fleet_key(ends["low"][1]) if ends["low"][1] else "none", "usd_per_month_at_low": _cost(ends["low"][1]),
+                     "winner_at_high": fleet_key(ends["high"][1]) if ends["high"][1] else "none", "usd_per_month_at_high": _cost(ends["high"][1]),
+                     "winner_changes_at": ", ".join(flips) or "no", "range_source": sources["price_low_usd_per_gpu_hour"]})
+    return pd.DataFrame(rows)
+
+
+def _cost(b: MonthBill | None) -> float:
+    return b.cost_usd_per_month if b is not None else math.nan
+
+
+def billed_gpu_hours(b: MonthBill, price: GpuPrice, span_h: float) -> float:
+    """The GPU-hours a day is billed for under `price` (simulate/plan/day_pricing.py)."""
+    return b.replicas_max * span_h if committed(price) else b.gpu_hours_per_day
+
+
+def owned(price: GpuPrice) -> bool:
+    return get_model(price.basis).owned

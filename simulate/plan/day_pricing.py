@@ -1,0 +1,57 @@
+"""The day's bills under a pricing model (`plan --load-curve --pricing ...`): the cluster layer bills
+GPU time at the catalog's on-demand rate; here each fleet's hours and month are re-priced with the
+plan's costing (simulate/plan/costing: the same `gpu_price` as a plan's points).
+
+What is paid for depends on the model, not only on the GPU-hours used:
+- a rental by the hour (on-demand, spot): the GPU-hours the fleet held (autoscaling saves);
+- a commitment or a purchase (reserved, on-prem: `term_years` > 0 or an owned model): the most GPUs
+  the fleet ever held, all day (GPUs committed for the peak are paid for at the trough too), plus,
+  when owned, the electricity of the energy used (x PUE) and the hosts' draw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from costmodel.schemas.day import MonthBill
+from simulate.cluster.outcome import DAYS_PER_MONTH
+from simulate.plan.costing import GpuPrice, get_model
+
+
+def committed(price: GpuPrice) -> bool:
+    """Whether the model pays for GPUs held whether used or not (a commitment or a purchase)."""
+    return price.term_years > 0 or get_model(price.basis).owned
+
+
+def _cost(price: GpuPrice, billed_gpu_hours: float, energy_kwh: float) -> float:
+    usd = billed_gpu_hours * price.rate_usd_per_gpu_hour
+    if get_model(price.basis).owned:  # electricity is billed apart from an owned GPU's rate
+        usd += (energy_kwh + billed_gpu_hours * price.host_power_w_per_gpu / 1000.0) * price.pue * price.electricity_usd_per_kwh
+    return usd
+
+
+def price_bill(bill: MonthBill, price: GpuPrice, span_h: float) -> MonthBill:
+    """One fleet's day and month under `price` (a bill with a note has no figures to price)."""
+    if bill.note:
+        return bill
+    per_month = DAYS_PER_MONTH * 24.0 / span_h  # the span (a day) repeated for a month
+    billed = bill.replicas_max * span_h if committed(price) else bill.gpu_hours_per_day
+    day = _cost(price, billed, bill.energy_kwh_per_day)
+    return replace(bill, cost_usd_per_day=day, cost_usd_per_month=day * per_month)
+
+
+def price_hours(hours: pd.DataFrame, prices: dict[str, GpuPrice]) -> pd.DataFrame:
+    """Each hour's cost_usd under its GPU's price (committed models: the fleet's most GPUs all hour)."""
+    if hours.empty:
+        return hours
+    out = hours.copy()
+    peak = out.groupby(["hardware", "mode", "policy"]).replicas_max.transform("max")
+    for i, r in out.iterrows():
+        p = prices.get(r["hardware"])
+        if p is None:
+            continue
+        held = peak[i] * (r["end_s"] - r["start_s"]) / 3600 if committed(p) else r["gpu_hours"]
+        out.at[i, "cost_usd"] = _cost(p, held, r["energy_kwh"])
+    return out

@@ -1,0 +1,81 @@
+"""The day as a finance artefact (issue 38 item 3): `plan --load-curve -o DAYDIR` is an output set;
+`costmodel report DAYDIR` writes the answer-first HTML and the budget workbook; plan's options work
+with the day or are refused with one line; request counts are the real day's; fleets missing the SLO
+come last, marked; a winner resting on a projected GPU profile says so."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from openpyxl import load_workbook
+
+from costmodel.errors import UserError
+from costmodel.schemas.day import read_day
+from costmodel.shipped import shipped_profiles
+
+DAY = ["plan", "--load-curve", "flat:6,hours=0.1", "--slo", "p95_ttft_ms<=1000,p95_e2e_ms<=8000", "--mode", "mtp",
+       "--hardware", "h100-sxm,rtx-5090", "--jobs", "1", "--duration", "30"]
+
+
+def test_the_day_is_an_output_set_and_reports_answer_first(cli, tmp_path):
+    out = tmp_path / "day"
+    code, text, err = cli(*DAY, "-o", str(out))
+    assert code == 0, err
+    assert (out / "outputs.manifest.json").is_file()  # manifested, published whole
+    assert "projected rtx-5090 profile" in text  # the console's answer names the projection it rests on
+    month = pd.read_csv(out / "month.csv")
+    assert month.requests_per_day.iloc[0] == pytest.approx(6 * 360, rel=0.1)  # the real day's requests, not 1/compress of them
+    assert list(month.meets_slo_every_hour) == sorted(month.meets_slo_every_hour, reverse=True)  # those missing the SLO last
+
+    code, text, err = cli("report", str(out), "-o", str(tmp_path / "day.html"))
+    assert code == 0, err
+    page = (tmp_path / "day.html").read_text()
+    answer = page.index('id="decision"')
+    assert answer < page.index("The fleet hour by hour") and answer < page.index("The month's bills")  # the answer first
+    assert "rests on a projection" in page and "Price sensitivity" in page and "Pricing models" in page
+
+    code, text, err = cli("report", str(out), "-o", str(tmp_path / "day.xlsx"), "--pricing", "reserved-1y")
+    assert code == 0, err
+    wb = load_workbook(tmp_path / "day.xlsx")
+    assert wb.sheetnames[:4] == ["Summary", "Month", "Hours", "Prices"]
+    assert wb["Summary"]["A1"].value.startswith("The answer") and "Cheapest fleet" in wb["Summary"]["B1"].value
+    assert wb["Prices"]["B3"].value == "reserved-1y" and str(wb["Month"]["P2"].value).startswith("=")
+    assert wb["Month"]["E2"].value is True  # a real boolean
+
+
+def test_a_changed_file_is_refused_by_the_report(cli, tmp_path):
+    out = tmp_path / "day"
+    code, _, err = cli(*DAY[:-6], "--hardware", "h100-sxm", "--jobs", "1", "--duration", "30", "-o", str(out))
+    assert code == 0, err
+    assert read_day(out).bills
+    doc = json.loads((out / "day.json").read_text())
+    doc["slo"] = "p95_ttft_ms<=1"
+    (out / "day.json").write_text(json.dumps(doc))
+    with pytest.raises(UserError, match="does not match its manifest"):
+        read_day(out)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--seeds", "3"], "--seeds does not apply with --load-curve"),
+    (["--sensitivity"], "--sensitivity does not apply with --load-curve"),
+    (["--prefix-caching", "on,off"], "a day runs one engine"),
+    (["--pricing", "onprem", "--purchase-usd", "h200=1"], "not among the GPUs"),
+])
+def test_plan_options_with_a_day_work_or_are_refused_in_one_line(cli, tmp_path, args, needle):
+    code, out, err = cli(*DAY, *args, "-o", str(tmp_path / "x"))
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_pricing_and_profile_apply_to_the_day(cli, tmp_path):
+    base = ["plan", "--load-curve", "flat:4,hours=0.05", "--mode", "mtp", "--jobs", "1", "--duration", "30"]
+    code, _, err = cli(*base, "--hardware", "h100-sxm", "-o", str(tmp_path / "od"))
+    assert code == 0, err
+    code, _, err = cli(*base, "--profile", str(shipped_profiles()["h100-sxm"]), "--pricing", "reserved-1y", "--prefix-caching", "off",
+                       "-o", str(tmp_path / "r1"))
+    assert code == 0, err
+    od, r1 = (json.loads((tmp_path / d / "day.json").read_text()) for d in ("od", "r1"))
+    assert r1["pricing"]["model"] == "reserved-1y" and r1["settings"]["engine"] == {"enable_prefix_caching": False}
+    assert r1["settings"]["profiles"]["h100-sxm"].endswith(".json")
+    assert r1["bills"][0]["cost_usd_per_month"] < od["bills"][0]["cost_usd_per_month"]  # the 1-year discount

@@ -42,7 +42,8 @@ def fleet_label(b: MonthBill, prov: dict | None = None) -> str:
 
 @dataclass(frozen=True)
 class DayAnswer:
-    """The cheapest fleet meeting the SLO every hour (None: none does), and its runner-up."""
+    """The cheapest fleet meeting the SLO every hour (None: none does), and the runner-up: the
+    cheapest fleet of another (GPU, mode) meeting it."""
 
     winner: MonthBill | None
     fleet: str
@@ -76,7 +77,7 @@ def answer(day: DayRecord, bills: list[MonthBill] | None = None) -> DayAnswer:
     w = ok[0]
     p = prov.get(w.hardware)
     basis = day_basis(p, w.mode)
-    r = ok[1] if len(ok) > 1 else None
+    r = next((b for b in ok[1:] if (b.hardware, b.mode) != (w.hardware, w.mode)), None)  # the best other (GPU, mode), not the same fleet's other policy
     return DayAnswer(w, fleet_label(w, p), basis, basis.startswith("a projected"), r, fleet_label(r, prov.get(r.hardware)) if r else "")
 
 

@@ -54,7 +54,7 @@ def _table(df: pd.DataFrame, row_class=None) -> str:
     body = []
     for r in df.to_dict("records"):
         cls = row_class(r) if row_class else ""
-        cells = "".join(f'<td class="t">{e(v)}</td>' if isinstance(v, str) else f"<td>{_money(v) if 'USD' in c else e(v)}</td>"
+        cells = "".join(f'<td class="t">{e(v)}</td>' if isinstance(v, str) else f"<td>{_money(v) if 'usd' in c.lower() else e(v)}</td>"
                         for c, v in r.items())
         body.append(f'<tr class="{cls}">{cells}</tr>')
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -79,6 +79,7 @@ def _pricing_block(day: DayRecord) -> str:
     table, winners = pricing_models_table(day)
     lines = "".join(f"<li>{e(m)}: {e(w or 'not priced (a GPU has no price under it)')}</li>" for m, w in winners.items())
     sens = price_sensitivity(day)
+    sens = sens.rename(columns=lambda c: c.replace("_", " ").replace("usd per month", "USD/month"))
     sens_html = _table(sens) if not sens.empty else "<p class=\"muted\">No GPU of this day quotes a price range.</p>"
     return ("<h2>Pricing models</h2><p class=\"muted\">The same fleets billed under each model: hourly rentals pay the GPU-hours held; "
             "commitments and purchases the fleet's most GPUs all day (plus electricity when owned).</p>" + _table(table)

@@ -6,14 +6,17 @@ come last, marked; a winner resting on a projected GPU profile says so."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from openpyxl import load_workbook
 
 from costmodel.errors import UserError
-from costmodel.schemas.day import read_day
+from costmodel.schemas.day import DayRecord, MonthBill, bill_order, read_day
 from costmodel.shipped import shipped_profiles
+from reports.day import answer
+from reports.day_html import render_day
 
 DAY = ["plan", "--load-curve", "flat:6,hours=0.1", "--slo", "p95_ttft_ms<=1000,p95_e2e_ms<=8000", "--mode", "mtp",
        "--hardware", "h100-sxm,rtx-5090", "--jobs", "1", "--duration", "30"]
@@ -27,7 +30,6 @@ def test_the_day_is_an_output_set_and_reports_answer_first(cli, tmp_path):
     assert "projected rtx-5090 profile" in text  # the console's answer names the projection it rests on
     month = pd.read_csv(out / "month.csv")
     assert month.requests_per_day.iloc[0] == pytest.approx(6 * 360, rel=0.1)  # the real day's requests, not 1/compress of them
-    assert list(month.meets_slo_every_hour) == sorted(month.meets_slo_every_hour, reverse=True)  # those missing the SLO last
 
     code, text, err = cli("report", str(out), "-o", str(tmp_path / "day.html"))
     assert code == 0, err
@@ -79,3 +81,18 @@ def test_pricing_and_profile_apply_to_the_day(cli, tmp_path):
     assert r1["pricing"]["model"] == "reserved-1y" and r1["settings"]["engine"] == {"enable_prefix_caching": False}
     assert r1["settings"]["profiles"]["h100-sxm"].endswith(".json")
     assert r1["bills"][0]["cost_usd_per_month"] < od["bills"][0]["cost_usd_per_month"]  # the 1-year discount
+
+
+def _bill(hw, cost, hours_ok, note=""):
+    return MonthBill(hw, "mtp", "autoscaled", "request-rate", 1, 2, 1000, 0, hours_ok / 24, hours_ok, 24, 30.0, 10.0, cost / 30, cost, 300.0,
+                     note=note)
+
+
+def test_fleets_missing_the_slo_come_after_those_meeting_it_and_are_marked():
+    cheap_miss, dear_ok, none = _bill("rtx-5090", 100.0, 20), _bill("h100-sxm", 500.0, 24), _bill("h200", float("nan"), 0, note="no fleet")
+    assert sorted([none, cheap_miss, dear_ok], key=bill_order) == [dear_ok, cheap_miss, none]
+    day = DayRecord(Path("day"), sorted([none, cheap_miss, dear_ok], key=bill_order), pd.DataFrame(),
+                    {"profiles": {}, "prices": {}, "hardware_specs": {}, "pricing": {}, "load": "flat 3 QPS", "slo": "p95_ttft_ms<=500"})
+    assert answer(day).winner is dear_ok  # never the cheaper fleet that misses the SLO
+    page = render_day(day)
+    assert page.index("h100-sxm / mtp") < page.index("rtx-5090 / mtp") and "NO: 20/24 hours" in page

@@ -36,8 +36,24 @@ def _layout(fig: go.Figure, key: str, ytitle: str, log: bool = False, money: boo
                       hovermode="closest", template="plotly_white", meta={"chart": key})
     fig.update_xaxes(title_text=QPS_AXIS, rangemode="tozero")
     fig.update_yaxes(title_text=ytitle, type="log" if log else "linear", tickprefix="$" if money else "", separatethousands=True,
-                     rangemode="normal" if log else "tozero", **({"dtick": "D2"} if log else {}))
+                     rangemode="normal" if log else "tozero")
     return fig
+
+
+def log_ticks(values) -> tuple[list[float], list[str]]:
+    """Ticks for a log axis at 1, 2, 5 x 10^k covering `values`, each labelled in full ("500",
+    "1,000", "2,000"): plotly's own minor labels read "1,000 / 5 / 2" where 5 means 500."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
+    if not vals:
+        return [], []
+    lo, hi = min(vals), max(vals)
+    ticks = [m * 10.0 ** k for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1) for m in (1, 2, 5)]
+    below = [t for t in ticks if t <= lo]
+    above = [t for t in ticks if t >= hi]
+    ticks = [t for t in ticks if (below[-1] if below else lo) <= t <= (above[0] if above else hi)]
+    if len(ticks) > 9:  # a wide range: decades only
+        ticks = [t for t in ticks if f"{t:g}".lstrip("0.").startswith("1")]
+    return ticks, [f"{t:,.0f}" if t >= 1 else f"{t:g}" for t in ticks]
 
 
 def _style(hardware_list, hw: str, mode: str) -> tuple[str, str, str]:
@@ -118,8 +134,10 @@ def latency_chart(df: pd.DataFrame, hardware_list, per_replicas: bool, slo_limit
         if y in slo_limits:
             fig.add_hline(y=slo_limits[y], line_dash="dash", line_color="black", row=1, col=col,
                           annotation_text=f"SLO {y} <= {slo_limits[y]:g} ms", annotation_position="top left")
-        fig.update_yaxes(title_text="ms", row=1, col=col)
     _layout(fig, "latency", "ms", log=True, height=440)
+    for col, (y, _) in enumerate(panels, start=1):
+        vals, text = log_ticks(list(_points(df, y).get(y, [])) + ([slo_limits[y]] if y in slo_limits else []))
+        fig.update_yaxes(title_text="ms", tickvals=vals or None, ticktext=text or None, row=1, col=col)
     return fig
 
 

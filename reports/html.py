@@ -192,17 +192,19 @@ def _decision_block(res: Results, a: Analysis, sensitivity=None) -> str:
         if not d.meets:
             rows.append(f'<tr class="miss"><td>{d.qps:g}</td><td class="t" colspan="6">no option meets the SLO</td></tr>')
             continue
-        more = ("tie (won on USD per 1M output tokens)" if d.runner_up_more_usd_per_month == 0
-                else f"+${d.runner_up_more_usd_per_month:,.0f} (+{d.runner_up_more_pct:.0f}%)")
+        more = f"+${d.runner_up_more_usd_per_month:,.0f} (+{d.runner_up_more_pct:.0f}%)"
         runner = f"{e(d.runner_up)}</td><td>{more}" if d.runner_up else "none meets the SLO</td><td>"
         seeds = (f'<br><span class="muted" title="{e(intervals[d.qps][1])}">{e(intervals[d.qps][0])}</span>' if d.qps in intervals else "")
-        rows.append(f"<tr><td>{d.qps:g}</td><td class=\"t\"><b>{e(d.fleet)}</b></td><td><b>${d.cost_usd_per_month:,.0f}</b>{seeds}</td>"
+        fleet = f"tie (same cost, no winner): {e(d.fleet)}" if d.tie else e(d.fleet)
+        rows.append(f"<tr><td>{d.qps:g}</td><td class=\"t\"><b>{fleet}</b></td><td><b>${d.cost_usd_per_month:,.0f}</b>{seeds}</td>"
                     f"<td>${d.cost_usd_per_year:,.0f}</td><td class=\"t\">{runner}</td><td class=\"t\">{e(d.rests_on)}</td></tr>")
     what = "cheapest SLO-meeting fleet" if a.slo.text else "cheapest stable fleet (no SLO given)"
     head = (f"<tr><th>QPS</th><th class=\"t\">{what}</th><th>USD/month</th><th>USD/year</th>"
             "<th class=\"t\">runner-up</th><th>runner-up costs more by (per month)</th><th class=\"t\">winner rests on</th></tr>")
     first = next((d for d in ds if d.meets), None)
     lead = e(first.text) if first else "No option meets the SLO at any evaluated load."
+    if a.crossover.status != "not-compared":
+        lead += f'</p><p class="lead" id="crossover-answer">{e(a.crossover.text)}'
     upfront = [d for d in ds if d.meets and d.upfront_usd > 0]
     extra = (f"<p>Upfront payment ({e(a.pricing.model)}): " + ", ".join(f"{d.qps:g} QPS ${d.upfront_usd:,.0f}" for d in upfront)
              + " (already spread over the monthly figures).</p>") if upfront else ""
@@ -226,17 +228,24 @@ def _figures(res: Results, a: Analysis, sensitivity=None) -> list[str]:
     slo_limits = {b.column: b.limit_ms for b in a.slo.bounds}
     what = "the fewest SLO-meeting replicas of each (GPU, mode)" if is_plan else "every simulated configuration (GPU / mode x replicas)"
     miss = "; an open grey x marks a point that is unstable or misses the SLO (hover says why)"
+    # one chart per question; a plan's fleets all serve the offered load, so its throughput lines would only overlap
     figs = [
-        _chart(charts.cost_chart(chart_df, hardware, per_replicas, basis), "cost", f"Monthly cost of {what}; whole GPUs, so steps{miss}."),
-        _chart(charts.cost_per_mtok_chart(chart_df, hardware, per_replicas, basis), "cost_per_mtok", f"USD per 1M output tokens served, {what}{miss}."),
-        _chart(charts.latency_chart(chart_df, hardware, per_replicas, slo_limits), "latency", f"p95 latency of {what}; dashed: the SLO{miss}."),
-        _chart(charts.throughput_chart(chart_df, hardware, per_replicas), "throughput", f"Output tokens served per second, all replicas{miss}."),
+        _chart(charts.cost_chart(chart_df, hardware, per_replicas, basis), "cost",
+               f"What does each option cost per month? {what}; whole GPUs, so steps{miss}."),
+        _chart(charts.cost_per_mtok_chart(chart_df, hardware, per_replicas, basis), "cost_per_mtok",
+               f"What does a token cost? USD per 1M output tokens served, {what}{miss}."),
+        _chart(charts.latency_chart(chart_df, hardware, per_replicas, slo_limits), "latency",
+               f"How far from the SLO? p95 latency of {what}; dashed: the SLO{miss}."),
     ]
+    if not is_plan:
+        figs.append(_chart(charts.throughput_chart(chart_df, hardware, per_replicas), "throughput",
+                           f"How much does each configuration serve? Output tokens per second, all replicas{miss}."))
     if a.crossover.status != "not-compared" and not best.empty:
         by_mode = (best.sort_values("cost_usd_per_month").groupby(["mode", "qps"], as_index=False).head(1)
                    .assign(_m=lambda d: d["mode"].map(mode_order)).sort_values(["_m", "qps"]).drop(columns="_m"))
+        per_gpu = [c for c in a.crossover_by_hardware.values() if c.status != "not-compared"] if len(a.crossover_by_hardware) > 1 else []
         figs.append("<h3>Crossover</h3>" + '<div class="callout">' + f"<p><b>{e(a.crossover.text)}</b></p>"
-                    + "".join(f"<p>{e(c.text)}</p>" for c in a.crossover_by_hardware.values())
+                    + "".join(f"<p>{e(c.text)}</p>" for c in per_gpu)
                     + f'<p class="muted">How: {e(a.crossover.method)}.</p></div>'
                     + _chart(charts.crossover_chart(a.crossover, by_mode), "crossover", "Monthly cost of the cheapest SLO-meeting option of each mode (any GPU)."))
     if sensitivity is not None and not sensitivity.table.empty:

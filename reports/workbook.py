@@ -7,7 +7,11 @@ reviewer can edit and recompute in any spreadsheet program.
   output tokens are formulas of the Prices sheet; unstable or SLO-missing rows are flagged, their
   costs blank.
 - Summary: per QPS the cheapest fleet at the workbook's current prices (MIN / INDEX-MATCH over the
-  Fleet rows, so a price change can change the winner), next to the answer as planned.
+  Fleet rows, so a price change can change the winner) and how many options tie with it, next to
+  the answer as planned (its words are plan's: simulate/plan/costing/answer.py) and the crossover.
+
+Every formula carries its computed value (reports/xlsx_values.py), so pandas and previewers read
+numbers without a spreadsheet program; booleans are booleans.
 - Assumptions: every input with its basis (measured / prior / projected) and source.
 - Sensitivity (when the plan ran --sensitivity): the decision at both ends of each input's range.
 """
@@ -24,10 +28,12 @@ from openpyxl.styles import Font, PatternFill
 from openpyxl.utils import get_column_letter
 
 from costmodel import atomic
-from simulate.plan.costing import HOURS_PER_MONTH, HOURS_PER_YEAR, Analysis, GpuPrice, get_model
+from costmodel.modes import mode_order
+from simulate.plan.costing import HOURS_PER_MONTH, HOURS_PER_YEAR, TIE_FRAC, Analysis, GpuPrice, fleet_name, get_model
 from reports.decision import decisions, seed_intervals, sensitivity_view
 from reports.finance import assumptions
 from reports.sources import Results
+from reports.xlsx_values import FormulaValues
 
 INPUT = PatternFill("solid", fgColor="FFF2CC")  # editable cells
 BOLD = Font(bold=True)
@@ -46,18 +52,31 @@ def _rate_formula(model: str, r: int) -> str:
     return f"=C{r}"
 
 
-def _prices_sheet(ws, a: Analysis) -> dict[str, str]:
-    """Writes Prices; returns hardware -> the absolute reference of its effective rate cell."""
+def _rate_value(model: str, c: float, d: float, e: float, f: float, g: float, h: float) -> float:
+    """What _rate_formula evaluates to on the same cells (its cached value)."""
+    if get_model(model).owned:
+        return (d + e) / (f * HOURS_PER_YEAR) if f else math.nan
+    if model.startswith("reserved"):
+        return c * (1 - g)
+    if model == "spot":
+        return c * (h * (1 - g) + (1 - h))
+    return c
+
+
+def _prices_sheet(ws, a: Analysis, cache: FormulaValues) -> dict[str, tuple[str, float]]:
+    """Writes Prices; returns hardware -> (the absolute reference of its effective rate cell, its value)."""
     ws.append(PRICE_COLUMNS)
     refs = {}
     for i, (hw, p) in enumerate(a.prices.items(), start=2):
         t = p.terms
         discount = t.get(f"reserved_{int(p.term_years)}y_discount", t.get("spot_discount", 0.0)) if not get_model(p.basis).owned else 0.0
-        ws.append([hw, p.basis, p.on_demand_usd_per_gpu_hour, p.purchase_usd or 0.0, t.get("host_usd_per_gpu", 0.0), p.amortisation_years or 0.0,
-                   discount, t.get("spot_availability", 1.0), _rate_formula(p.basis, i), get_model(p.basis).description, p.rate_source])
+        inputs = [p.on_demand_usd_per_gpu_hour, p.purchase_usd or 0.0, t.get("host_usd_per_gpu", 0.0), p.amortisation_years or 0.0,
+                  discount, t.get("spot_availability", 1.0)]
+        ws.append([hw, p.basis, *inputs, None, get_model(p.basis).description, p.rate_source])
+        cache.put(ws, f"I{i}", _rate_formula(p.basis, i), _rate_value(p.basis, *(float(x) for x in inputs)))
         for col in "CDEFGH":
             ws[f"{col}{i}"].fill = INPUT
-        refs[hw] = f"Prices!$I${i}"
+        refs[hw] = (f"Prices!$I${i}", cache.values[(ws.title, f"I{i}")])
     n = len(a.prices) + 3
     ws.cell(n, 1, "hours per month").font = BOLD
     ws.cell(n, 3, HOURS_PER_MONTH)
@@ -68,44 +87,74 @@ def _prices_sheet(ws, a: Analysis) -> dict[str, str]:
 
 
 def _fleet_rows(res: Results, a: Analysis) -> pd.DataFrame:
+    """The Fleet rows: by QPS, then cheapest first with a tie in the plan's order (fewer GPUs, then the
+    mode registry), so the Summary's MATCH finds the option the plan names first."""
     df = a.cells if res.kind == "plan" and not a.cells.empty else a.points
-    return df[df["replicas"].notna()].sort_values("qps", kind="mergesort").reset_index(drop=True)
+    df = df[df["replicas"].notna()]
+    key = df.assign(_usd=df["cost_usd_per_month"].where(df["meets_slo"].astype(bool) if "meets_slo" in df else True).fillna(math.inf),
+                    _m=df["mode"].map(mode_order))
+    return key.sort_values(["qps", "_usd", "gpus", "_m"], kind="mergesort").drop(columns=["_usd", "_m"]).reset_index(drop=True)
 
 
 FLEET_COLUMNS = ("QPS", "GPU", "mode", "replicas", "GPUs", "meets SLO", "flag", "electricity USD per GPU-hour", "USD per hour", "USD per month",
                  "USD per year", "output tokens per s", "USD per 1M output tokens", "p95 TTFT ms", "p95 E2E ms", "option")
 
 
-def _fleet_sheet(ws, rows: pd.DataFrame, prices: dict[str, GpuPrice], refs: dict[str, str]) -> None:
+def _fleet_sheet(ws, res: Results, rows: pd.DataFrame, prices: dict[str, GpuPrice], refs: dict[str, tuple[str, float]],
+                 cache: FormulaValues) -> list[float]:
+    """Writes Fleet (costs as formulas of Prices, each with its cached value); returns each row's USD per month (NaN: misses)."""
     ws.append(FLEET_COLUMNS)
+    months = []
     for i, r in enumerate(rows.to_dict("records"), start=2):
         ok = bool(r.get("meets_slo", r.get("stable", True)))
         flag = "" if ok else ("UNSTABLE" if not r.get("stable", True) else f"misses SLO: {str(r.get('slo_failures', ''))[:60]}")
-        elec = prices[r["hardware"]].electricity_usd_per_gpu_hour(float(r.get("gpu_busy_frac") or 0.0))
-        out_tps = float(r.get("output_tokens_per_s") or 0.0)
-        cost = [f"=E{i}*({refs[r['hardware']]}+H{i})", f"=I{i}*{HOURS_PER_MONTH:g}", f"=I{i}*{HOURS_PER_YEAR:g}"] if ok else ["", "", ""]
-        per_mtok = f"=IF(L{i}>0,I{i}/(L{i}*3600)*1000000,\"\")" if ok else ""
+        elec = round(prices[r["hardware"]].electricity_usd_per_gpu_hour(float(r.get("gpu_busy_frac") or 0.0)), 6)
+        out_tps = round(float(r.get("output_tokens_per_s") or 0.0), 1)
         lat = [round(float(r[c]), 1) if ok and pd.notna(r.get(c)) else "" for c in ("ttft_ms_p95", "e2e_ms_p95")]
-        ws.append([float(r["qps"]), r["hardware"], r["mode"], int(r["replicas"]), int(r["gpus"]), "TRUE" if ok else "FALSE", flag, round(elec, 6),
-                   *cost, round(out_tps, 1), per_mtok, *lat, f"{int(r['gpus'])} x {r['hardware']}, {r['mode']}"])
+        ws.append([float(r["qps"]), r["hardware"], r["mode"], int(r["replicas"]), int(r["gpus"]), ok, flag, elec,
+                   None, None, None, out_tps, None, *lat, fleet_name(r, res.profiles.get(str(r["hardware"]), {}))])
+        ref, rate = refs[r["hardware"]]
+        hour = int(r["gpus"]) * (rate + elec)
+        months.append(hour * HOURS_PER_MONTH if ok else math.nan)
+        if not ok:
+            continue
+        cache.put(ws, f"I{i}", f"=E{i}*({ref}+H{i})", hour)
+        cache.put(ws, f"J{i}", f"=I{i}*{HOURS_PER_MONTH:g}", hour * HOURS_PER_MONTH)
+        cache.put(ws, f"K{i}", f"=I{i}*{HOURS_PER_YEAR:g}", hour * HOURS_PER_YEAR)
+        cache.put(ws, f"M{i}", f"=IF(L{i}>0,I{i}/(L{i}*3600)*1000000,\"\")", hour / (out_tps * 3600) * 1e6 if out_tps > 0 else "")
+    return months
 
 
-def _summary_sheet(ws, res: Results, a: Analysis, rows: pd.DataFrame) -> None:
-    ws.append(("QPS", "cheapest fleet at these prices", "USD per month", "USD per year", "as planned", "runner-up as planned",
-               "runner-up costs more (USD/month, as planned)", "winner rests on"))
+SUMMARY_COLUMNS = ("QPS", "cheapest fleet at these prices", "USD per month", "USD per year", f"options tied with it (within {TIE_FRAC:.0%})",
+                   "as planned", "tie as planned", "runner-up as planned", "runner-up costs more (USD/month, as planned)", "winner rests on")
+
+
+def _summary_sheet(ws, res: Results, a: Analysis, rows: pd.DataFrame, months: list[float], cache: FormulaValues) -> None:
+    ws.append(SUMMARY_COLUMNS)
     qps = rows["qps"].astype(float).tolist()
     for i, d in enumerate(decisions(res, a), start=2):
         block = [k + 2 for k, q in enumerate(qps) if q == d.qps]  # Fleet rows of this load (contiguous: sorted by QPS)
         meets = d.meets and bool(block)
-        month = f"Fleet!$J${block[0]}:$J${block[-1]}" if meets else ""
-        ws.append([d.qps, f"=INDEX(Fleet!$P${block[0]}:$P${block[-1]},MATCH(C{i},{month},0))" if meets else "no option meets the SLO",
-                   f"=MIN({month})" if meets else "", f"=C{i}*{HOURS_PER_YEAR / HOURS_PER_MONTH:g}" if meets else "",
-                   d.fleet if d.meets else "", d.runner_up, "" if math.isnan(d.runner_up_more_usd_per_month) else round(d.runner_up_more_usd_per_month, 2),
-                   d.rests_on])
+        ws.append([d.qps, None if meets else "no option meets the SLO", None, None, None, d.fleet if d.meets else "", d.tie, d.runner_up,
+                   "" if math.isnan(d.runner_up_more_usd_per_month) else round(d.runner_up_more_usd_per_month, 2), d.rests_on])
+        if not meets:
+            continue
+        month = f"Fleet!$J${block[0]}:$J${block[-1]}"
+        usd = [months[k - 2] for k in block]
+        low = min((x for x in usd if not math.isnan(x)), default=math.nan)
+        first = next((k for k, x in zip(block, usd) if x == low), block[0])
+        cache.put(ws, f"B{i}", f"=INDEX(Fleet!$P${block[0]}:$P${block[-1]},MATCH(C{i},{month},0))", ws.parent["Fleet"][f"P{first}"].value)
+        cache.put(ws, f"C{i}", f"=MIN({month})", low)
+        cache.put(ws, f"D{i}", f"=C{i}*{HOURS_PER_YEAR / HOURS_PER_MONTH:g}", low * HOURS_PER_YEAR / HOURS_PER_MONTH)
+        tied = sum(1 for x in usd if not math.isnan(x) and x <= low * (1 + TIE_FRAC)) - 1
+        cache.put(ws, f"E{i}", f'=COUNTIF({month},"<="&C{i}*{1 + TIE_FRAC:g})-1', tied)
     k = ws.max_row + 2
     ws.cell(k, 1, f"SLO: {a.slo.text or 'stable only'}; pricing: {a.pricing.model}; month = {HOURS_PER_MONTH:g} h. "
-                  "Costs recompute from the Prices sheet; 'as planned' columns are the report's answer at the prices it was made with.")
+                  "Costs recompute from the Prices sheet; 'as planned' columns are the report's answer at the prices it was made with. "
+                  f"Options within {TIE_FRAC:.0%} of each other's monthly cost are a tie: the first is listed, none wins.")
     notes = [f"{q:g} QPS over {text}; {more}" for q, (text, more) in seed_intervals(res).items()]
+    if a.crossover.status != "not-compared":
+        notes.append(a.crossover.text)
     sens = sensitivity_view(res)
     if sens is not None:
         notes.append(f"Sensitivity (plan --sensitivity, at the plan's prices): {sens.verdict} (sheet Sensitivity)")
@@ -137,15 +186,17 @@ def _widths(ws) -> None:
 
 
 def write_workbook(res: Results, a: Analysis, path: str | Path) -> list[Path]:
-    """Summary, Fleet, Assumptions and Prices sheets, formulas linking them; written atomically."""
+    """Summary, Fleet, Assumptions and Prices sheets, formulas linking them, each formula with its
+    value cached (readers that do not calculate see the numbers); written atomically."""
     wb = Workbook()
     summary = wb.active
     summary.title = "Summary"
     fleet, assume, prices = wb.create_sheet("Fleet"), wb.create_sheet("Assumptions"), wb.create_sheet("Prices")
-    refs = _prices_sheet(prices, a)
+    cache = FormulaValues()
+    refs = _prices_sheet(prices, a, cache)
     rows = _fleet_rows(res, a)
-    _fleet_sheet(fleet, rows, a.prices, refs)
-    _summary_sheet(summary, res, a, rows)
+    months = _fleet_sheet(fleet, res, rows, a.prices, refs, cache)
+    _summary_sheet(summary, res, a, rows, months, cache)
     _assumptions_sheet(assume, res, a)
     sheets = [summary, fleet, assume, prices]
     sens = sensitivity_view(res)
@@ -159,4 +210,4 @@ def write_workbook(res: Results, a: Analysis, path: str | Path) -> list[Path]:
         _widths(ws)
     buf = io.BytesIO()
     wb.save(buf)
-    return [atomic.write_bytes(path, buf.getvalue())]
+    return [atomic.write_bytes(path, cache.fill(buf.getvalue(), wb.sheetnames))]

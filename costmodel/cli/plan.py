@@ -19,8 +19,11 @@ from costmodel.errors import UserError
 from costmodel.fields import MAX_REPLICAS, REFINE_CROSSOVER
 from costmodel.options import parse_floats, parse_list, parse_modes
 from simulate.plan.prefix_compare import compare, parse_choice
-from simulate.plan.api import DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, run_plan, write_plan
-from simulate.plan.costing import PricingConfig, pricing_config
+from costmodel.schemas.provenance import profile_provenance
+from simulate.plan.api import (
+    DEFAULT_CROSSOVER_STEPS, DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, run_plan, write_plan,
+)
+from simulate.plan.costing import PricingConfig, answer_lines, pricing_config
 from simulate.plan.sensitivity import plan_extras
 
 
@@ -28,8 +31,13 @@ def _money(x) -> str:
     return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else (f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}")
 
 
+def _text(v) -> str:
+    """A table cell: empty for a missing value (None, NaN), never "nan"."""
+    return "" if v is None or (isinstance(v, float) and not math.isfinite(v)) or v is pd.NA else str(v)
+
+
 def print_analysis(con, a) -> None:
-    """The rich tables: every (GPU, mode, QPS), the cheapest per QPS, and the crossover lines."""
+    """The rich tables: every (GPU, mode, QPS) and the cheapest per QPS (ties named as ties)."""
     t = Table(title=f"Fewest replicas meeting {a.slo.text or 'stability'} ({a.pricing.model} pricing)")
     for c in ("hardware", "mode", "qps", "replicas", "$/month", "$/1M out tok", "meets SLO", "binding limit", "why not"):
         t.add_column(c, justify="left" if c in ("hardware", "mode", "why not") else "right")
@@ -41,7 +49,7 @@ def print_analysis(con, a) -> None:
         t.add_row(str(r["hardware"]), str(r["mode"]), f"{r['qps']:g}", "" if rep is None or pd.isna(rep) else str(int(rep)),
                   _money(r.get("cost_usd_per_month")) if ok else "",
                   f"{mtok:.3f}" if ok and isinstance(mtok, float) and math.isfinite(mtok) else "",
-                  "yes" if ok else "no", str(r.get("binding_limit") or ""), "" if ok else str(r.get("slo_failures", ""))[:70], style=style)
+                  "yes" if ok else "no", _text(r.get("binding_limit")) if ok else "", "" if ok else _text(r.get("slo_failures")), style=style)
     con.print(t)
     c = Table(title="Cheapest SLO-meeting option per QPS")
     for col in ("qps", "hardware / mode", "replicas", "$/month", "$/1M out tok", "runner-up", "runner-up $/month"):
@@ -50,13 +58,21 @@ def print_analysis(con, a) -> None:
         if r["none_meets"]:
             c.add_row(f"{r['qps']:g}", "no option meets the SLO", "", "", "", "", "")
         else:
-            c.add_row(f"{r['qps']:g}", f"{r['hardware']} / {r['mode']}", str(r["replicas"]), _money(r["cost_usd_per_month"]),
+            who = f"{r['hardware']} / {r['mode']}" + (f" = {r['tied_with']} (tie)" if r.get("tie") else "")
+            c.add_row(f"{r['qps']:g}", who, str(r["replicas"]), _money(r["cost_usd_per_month"]),
                       f"{r['cost_usd_per_mtok_output']:.3f}", r.get("runner_up", ""), _money(r.get("runner_up_cost_usd_per_month")))
     con.print(c)
-    con.print(f"[bold]{a.crossover.text}[/bold]")
-    for x in a.crossover_by_hardware.values():
-        con.print(f"  {x.text}")
-    con.print(f"[dim]how: {a.crossover.method}[/dim]")
+    con.print(f"[dim]crossover, how: {a.crossover.method}[/dim]")
+
+
+def print_answer(con, a, profiles: dict, modes) -> None:
+    """The answer, last (simulate/plan/costing/answer.py: the words the HTML, the workbook and the CSV print)."""
+    prov = {h: profile_provenance(p, modes=set(modes)) for h, p in profiles.items()}
+    lines = answer_lines(a, prov)
+    for line in lines[:-1]:
+        con.print(line, soft_wrap=True)
+    if lines:
+        con.print(f"[bold]{lines[-1]}[/bold]", soft_wrap=True)
 
 
 @click.command()
@@ -109,6 +125,7 @@ def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duratio
     print_extras(con, outcome.extras)
     con.print(f"{sum(len(c.probes) for c in outcome.cells)} simulations; wrote " + ", ".join(str(p) for p in written))
     con.print(f"wall time: {time.perf_counter() - t0:.1f} s")
+    print_answer(con, outcome.analysis, outcome.profiles, cfg.modes)
 
 
 def _compare_prefix_caching(a: dict) -> None:

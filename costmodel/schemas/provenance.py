@@ -3,8 +3,9 @@ published / roofline / endpoint per pass model, commit statistics and MTP accept
 
 from __future__ import annotations
 
-from costmodel.modes import all_modes, profile_parts
+from costmodel.modes import all_modes, get_mode, profile_parts
 from costmodel.schemas.profile import Profile, Provenance
+from costmodel.stepcost import host_overhead
 
 
 def _prov(p: Provenance) -> dict:
@@ -52,3 +53,39 @@ def provenance_kinds(prov: dict) -> dict[str, list[str]]:
         for kind, what in part.provenance_items(prov[part.key]) if part.key in prov else ():
             out.setdefault(kind, []).append(what)
     return out
+
+
+# How each provenance kind reads where an answer is printed ("rests on ..."); the kinds are the profile schema's.
+BASIS = {"measured": "measured", "projected": "projected", "published": "prior", "roofline": "roofline-only", "endpoint": "measured (endpoint)"}
+
+
+def _origin(prov_part: dict) -> str:
+    """The first clause of a provenance source, e.g. 'per-op projection of the H100 bf16 operator
+    table (data/runs/ops/h100) to the RTX 5090's int4 roofline' or 'roofline time / efficiency 0.33'."""
+    return str(prov_part.get("source") or "").split(", ")[0].strip()
+
+
+def rests_on(prov: dict, mode: str) -> str:
+    """The bases of the inputs one mode's figures rest on, read from a profile_provenance() record,
+    e.g. 'projected pass timings (per-op projection of ... to the RTX 5090's int4 roofline); prior MTP
+    acceptance': what is not measured on this GPU says where it comes from."""
+    return "; ".join(rests_on_items(prov, mode))
+
+
+def rests_on_items(prov: dict, mode: str) -> list[str]:
+    parts: dict[str, set] = {}
+    origins: dict[str, str] = {}
+    for d in prov.get("pass_models", {}).get(mode, {}).values():
+        parts.setdefault("pass timings", set()).add(BASIS.get(d["kind"], d["kind"]))
+        if d["kind"] in ("projected", "roofline") and _origin(d):
+            origins["pass timings"] = _origin(d)
+    for part in get_mode(mode).parts:  # the profile parts the mode draws from, as the provenance account records them
+        for kind in sorted(part.bases(prov[part.key])) if prov.get(part.key) else ():
+            parts.setdefault(part.title or part.label, set()).add(BASIS.get(kind, kind))
+    term = ((prov.get("engine") or {}).get("host_overhead") or {}).get(mode)
+    if isinstance(term, dict):  # the engine's step work beside the passes (costmodel/stepcost/host_overhead.py)
+        parts.setdefault("engine step term", set()).add(host_overhead.basis(term))
+    if not parts:
+        kind = prov.get("provenance", {}).get("kind", "unknown")
+        return [f"{BASIS.get(kind, kind)} inputs (profile details not available)"]
+    return [f"{'/'.join(sorted(k))} {part}" + (f" ({origins[part]})" if part in origins else "") for part, k in parts.items()]

@@ -109,7 +109,7 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
     for i, q in enumerate(sorted(qps_values)):
         seen = _Loads()  # this QPS's misses guide the next QPS's first guess
         if lower is None:
-            out.append(CellSearch(hardware, mode, q, None, note=f"not searched: a lower QPS already needs more than {max_replicas} replicas"))
+            out.append(CellSearch(hardware, mode, q, None, note=none_fits(max_replicas, prev_q)))
             continue
         cell = CellSearch(hardware, mode, q, None)
 
@@ -133,6 +133,13 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
         out.append(cell)
         lower, prev_q, loads = res.replicas, q, seen
     return out
+
+
+def none_fits(max_replicas: int, at_qps: float | None) -> str:
+    """Why a cell was not searched: no fleet fits at a lower load, so none fits at this one."""
+    where = f" at {at_qps:g} QPS" if at_qps is not None else ""
+    return (f"no fleet of up to {max_replicas} replicas meets the SLO: none does{where} already, and more load never needs fewer "
+            "(raise --max-replicas to search further)")
 
 
 def simulator_point(profile, duration_s: float, seed: int, workload: str | None = None, miss_bounds: tuple = (), engine: dict | None = None) -> PointFn:
@@ -203,7 +210,7 @@ def bracket_starts(cells: list[CellSearch], lo_q: float, hi_q: float, max_replic
         if q != lo_q:
             continue
         if c.replicas is None:
-            skip[(h, m)] = f"not searched: {lo_q:g} QPS already needs more than {max_replicas} replicas"
+            skip[(h, m)] = none_fits(max_replicas, lo_q)
             continue
         hi = at.get((h, m, hi_q))
         starts[(h, m)] = ChainStart(lower=c.replicas, upper=hi.replicas if hi is not None and hi.replicas is not None else None, prev_qps=lo_q)

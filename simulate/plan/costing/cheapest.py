@@ -83,8 +83,9 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
                 if not b.empty:
                     row = b.iloc[0].to_dict()
                 elif not tried.empty:
+                    top = int(tried["replicas"].max())
                     row = {"hardware": h, "mode": m, "qps": q, "meets_slo": False, "slo": pts["slo"].iloc[0],
-                           "slo_failures": f"not met by any evaluated replica count (largest {int(tried['replicas'].max())}): "
+                           "slo_failures": f"no fleet of up to {top} replicas meets the SLO (of the counts tried); at {top}: "
                                            f"{tried.sort_values('replicas').iloc[-1]['slo_failures']}"}
                 elif cell_notes and (h, m, q) in cell_notes:
                     row = {"hardware": h, "mode": m, "qps": q, "meets_slo": False, "slo": slo.text or "stable", "slo_failures": cell_notes[(h, m, q)]}

@@ -8,9 +8,9 @@ differs between tied fleets only by how many requests finished inside the simula
 the rows of a table (RANK_COLUMNS) but never decides a winner.
 
 The crossover is a measured quantity, not a property of the QPS grid: at each QPS the verdict is
-"diffusion" (cheaper), "tie" or "rival" (an AR/MTP option is cheaper); walking up the evaluated
-QPS, the crossover lies between the last QPS of the first run of diffusion-or-tie verdicts and the
-first "rival" QPS above it. `costmodel plan` bisects that bracket with the simulator
+"cheaper", "tie" or "costs-more" (an AR/MTP option is cheaper); walking up the evaluated
+QPS, the crossover lies between the last QPS of the first run of "cheaper" or "tie" verdicts and the
+first "costs-more" QPS above it. `costmodel plan` bisects that bracket with the simulator
 (simulate/plan/api.py) until it is narrower than CROSSOVER_TOLERANCE_FRAC of its upper end, and
 `plan --seeds` adds the spread of the crossover over seeds. Everything that prints the crossover
 prints `Crossover.text`.
@@ -31,7 +31,7 @@ from costmodel.modes import all_modes, mode_order
 RANK_COLUMNS = ("cost_usd_per_month", "cost_usd_per_mtok_output", "gpus")
 TIE_FRAC = 0.01  # monthly costs within 1% of each other are a tie (whole GPUs: equal fleets cost exactly the same)
 CROSSOVER_TOLERANCE_FRAC = 0.05  # plan bisects until the bracket is narrower than 5% of its upper end
-DIFFUSION, TIE, RIVAL, NONE = "diffusion", "tie", "rival", "none"  # the verdicts at one QPS
+CHEAPER, TIE, COSTLIER, NONE = "cheaper", "tie", "costs-more", "none"  # DiffusionGemma against AR/MTP at one QPS
 
 
 def rank_options(options: pd.DataFrame) -> pd.DataFrame:
@@ -141,12 +141,12 @@ def _best(best: pd.DataFrame, q: float, modes) -> tuple[float, list[str]]:
 
 
 def verdict(d_usd: float, o_usd: float) -> str:
-    """Who is cheaper at one QPS: diffusion, rival, a tie, or none (no option of either side meets the SLO)."""
+    """DiffusionGemma at one QPS: cheaper, a tie, costs more than AR/MTP, or none (no option of either side meets the SLO)."""
     if not math.isfinite(d_usd) and not math.isfinite(o_usd):
         return NONE
     if ties(d_usd, o_usd):
         return TIE
-    return DIFFUSION if d_usd < o_usd else RIVAL
+    return CHEAPER if d_usd < o_usd else COSTLIER
 
 
 def _money(x: float) -> str:
@@ -163,7 +163,7 @@ def _side(p: dict) -> str:
         only = f"{d_opts[0]} {_money(p['diffusion_cost_usd_per_month'])}" if d_opts else f"{o_opts[0]} {_money(p['rival_cost_usd_per_month'])}"
         return f"only {only} meets the SLO; no {'DiffusionGemma' if not d_opts else rival_label} option does"
     d, o = f"{d_opts[0]} {_money(p['diffusion_cost_usd_per_month'])}", f"{o_opts[0]} {_money(p['rival_cost_usd_per_month'])}"
-    return f"{d} is cheaper than {o}" if p["verdict"] == DIFFUSION else f"{o} is cheaper than {d}"
+    return f"{d} is cheaper than {o}" if p["verdict"] == CHEAPER else f"{o} is cheaper than {d}"
 
 
 def per_qps(options: pd.DataFrame, qps_values, hardware: str | None = None) -> list[dict]:
@@ -198,7 +198,7 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
     nobody = [p["qps"] for p in per if p["verdict"] == NONE]
     gap = f"; no option meets the SLO at {_qlist(nobody)} QPS" if nobody else ""
     every, per = per, [p for p in per if p["verdict"] != NONE]
-    pays = [p["verdict"] in (DIFFUSION, TIE) for p in per]
+    pays = [p["verdict"] in (CHEAPER, TIE) for p in per]
     if not pays[0]:
         p = per[0]
         later = [x["qps"] for x, ok in zip(per[1:], pays[1:]) if ok]
@@ -228,7 +228,7 @@ def _below_text(per: list[dict], rival_label: str) -> str:
     """What holds below the crossover: 'DiffusionGemma ties with AR/MTP' or 'is cheaper (or tied)'."""
     if all(p["verdict"] == TIE for p in per):
         return f"DiffusionGemma only ties with {rival_label} (same monthly cost{_fleets(per[-1])})"
-    if all(p["verdict"] == DIFFUSION for p in per):
+    if all(p["verdict"] == CHEAPER for p in per):
         return "DiffusionGemma is cheaper"
     tied = [p["qps"] for p in per if p["verdict"] == TIE]
     return f"DiffusionGemma is cheaper or tied (tied at {_qlist(tied)} QPS)"

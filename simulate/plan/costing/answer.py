@@ -1,0 +1,118 @@
+"""The answer a plan prints, once, for every place that prints it (plan's console, the HTML answer
+box, the workbook's Summary, the CSVs): per load the cheapest SLO-meeting fleet, or the tie and
+every option in it; its monthly and annual cost; the runner-up and by how much; and what the
+winner rests on (measured, projected, roofline-only or prior inputs, read from the winning GPU's
+profile provenance). The crossover's words are `Analysis.crossover.text` (crossover.py).
+
+    ds = decisions(analysis, {h: profile_provenance(p) for h, p in profiles.items()})
+    [d.text for d in ds] + [analysis.crossover.text]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from costmodel.schemas.provenance import rests_on_items
+from simulate.plan.costing.cheapest import Analysis
+from simulate.plan.costing.crossover import best_per_cell, rank_options, ties
+from simulate.plan.costing.pricing import HOURS_PER_MONTH
+from simulate.plan.costing.terms import HOURS_PER_YEAR
+
+
+@dataclass(frozen=True)
+class Decision:
+    qps: float
+    meets: bool  # False: no evaluated option meets the SLO at this load
+    fleet: str  # e.g. "3 x rtx-5090 (int4), mtp"; a tie: "1 x h100-sxm (bf16): diffusion = mtp = ar"
+    hardware: str  # the first option (of a tie: in registry order)
+    mode: str
+    gpus: int
+    cost_usd_per_month: float
+    cost_usd_per_year: float
+    upfront_usd: float
+    runner_up: str  # the cheapest option that costs more than the winner (or the tie)
+    runner_up_more_usd_per_month: float  # how much more the runner-up costs (NaN: no runner-up)
+    runner_up_more_pct: float
+    rests_on: str  # e.g. "projected pass timings (...); prior MTP acceptance"; of a tie: every tied option's
+    tied: tuple[str, ...] = ()  # every option of a tie ("1 x h100-sxm (bf16), diffusion", ...); empty: one winner
+
+    @property
+    def tie(self) -> bool:
+        return len(self.tied) > 1
+
+    @property
+    def margin(self) -> str:
+        """How much more the runner-up costs."""
+        if not self.runner_up:
+            return ""
+        return f"costs ${self.runner_up_more_usd_per_month:,.0f}/month more (+{self.runner_up_more_pct:.0f}%)"
+
+    @property
+    def text(self) -> str:
+        if not self.meets:
+            return f"At {self.qps:g} QPS no option meets the SLO."
+        runner = f"; runner-up {self.runner_up} {self.margin}" if self.runner_up else "; no other option meets the SLO"
+        cost = f"${self.cost_usd_per_month:,.0f}/month (${self.cost_usd_per_year:,.0f}/year)"
+        head = (f"a tie at {cost} each: {self.fleet} (the same fleet cost: no winner)" if self.tie else f"{self.fleet}, {cost}")
+        return f"At {self.qps:g} QPS: {head}{runner}. Rests on {self.rests_on}."
+
+
+def fleet_name(r: dict, prov: dict) -> str:
+    precision = prov.get("precision")
+    return f"{int(r['gpus'])} x {r['hardware']}" + (f" ({precision})" if precision else "") + f", {r['mode']}"
+
+
+def _group_name(rows: list[dict], profiles: dict[str, dict]) -> str:
+    """One fleet, or a tie: '1 x h100-sxm (bf16): diffusion = mtp' when the tied options share the GPUs."""
+    names = [fleet_name(r, profiles.get(str(r["hardware"]), {})) for r in rows]
+    gpus = {n.rsplit(", ", 1)[0] for n in names}
+    if len(rows) > 1 and len(gpus) == 1:
+        return f"{gpus.pop()}: " + " = ".join(str(r["mode"]) for r in rows)
+    return " = ".join(names)
+
+
+def _rests_on(rows: list[dict], profiles: dict[str, dict]) -> str:
+    items = [i for r in rows for i in rests_on_items(profiles.get(str(r["hardware"]), {}), str(r["mode"]))]
+    return "; ".join(dict.fromkeys(items))
+
+
+def decisions(a: Analysis, profiles: dict[str, dict]) -> list[Decision]:
+    """One Decision per evaluated QPS; `profiles` maps hardware -> costmodel.schemas.provenance.profile_provenance()."""
+    best = best_per_cell(a.points)
+    cheapest = {float(r["qps"]): r for r in a.cheapest.to_dict("records")}
+    out = []
+    for q in a.qps:
+        cand = rank_options(best[best["qps"] == q]) if not best.empty else best
+        c = cheapest.get(float(q))
+        if cand.empty or c is None or c["none_meets"]:
+            out.append(Decision(q, False, "", "", "", 0, math.nan, math.nan, math.nan, "", math.nan, math.nan, ""))
+            continue
+        rows = cand.to_dict("records")
+        low = float(rows[0]["cost_usd_per_month"])
+        # the winner and its tie in the order cheapest_per_qps lists them (first: its hardware / mode columns)
+        group = [r for r in rows if ties(float(r["cost_usd_per_month"]), low)]
+        first = next(r for r in group if r["hardware"] == c["hardware"] and r["mode"] == c["mode"])
+        group = [first] + [r for r in group if r is not first]
+        names = tuple(fleet_name(r, profiles.get(str(r["hardware"]), {})) for r in group) if len(group) > 1 else ()
+        rest = [r for r in rows if not ties(float(r["cost_usd_per_month"]), low)]
+        runner = rest[0] if rest else None
+        usd = float(first["cost_usd_per_month"])
+        more = float(runner["cost_usd_per_month"]) - usd if runner else math.nan
+        pct = 100.0 * more / usd if runner and usd > 0 else math.nan
+        out.append(Decision(q, True, _group_name(group, profiles), str(first["hardware"]), str(first["mode"]), int(first["gpus"]), usd,
+                            usd / HOURS_PER_MONTH * HOURS_PER_YEAR, float(first.get("upfront_usd", 0.0) or 0.0),
+                            fleet_name(runner, profiles.get(str(runner["hardware"]), {})) if runner else "", more, pct,
+                            _rests_on(group, profiles), names))
+    return out
+
+
+def answer_lines(a: Analysis, profiles: dict[str, dict]) -> list[str]:
+    """What plan prints last: one line per load, then the crossover (per GPU where there are several,
+    then over all GPUs: the last line)."""
+    lines = [d.text for d in decisions(a, profiles)]
+    if a.crossover.status != "not-compared":
+        if len(a.crossover_by_hardware) > 1:
+            lines += [c.text for c in a.crossover_by_hardware.values() if c.status != "not-compared"]
+        lines.append(a.crossover.text)
+    return lines

@@ -380,7 +380,8 @@ def written_by(d: str | os.PathLike) -> str | None:
         problem = _mismatch(p, want)
         if problem:
             raise UserError(f"{d} does not match its manifest: {name} {problem} (a mixed or damaged output set)", rerun)
-    command = doc.get("command")
+    # a file named like any command's output that the manifest does not list (a summary.csv beside a
+    # sweep's table would make the directory read as another kind of set): publishing never carries one
     extra = [p.name for p in d.iterdir() if p.is_file() and p.name not in files and p.name != MANIFEST
              and any(fnmatch.fnmatch(p.name, pat) for pat in OWNED.get(command, ()))]
     if extra:

@@ -13,6 +13,7 @@ import copy
 import hashlib
 import io
 import json
+import math
 import os
 from collections import Counter
 from contextlib import redirect_stderr, redirect_stdout
@@ -280,3 +281,173 @@ def test_fuzz_sweep_specs(ws, data):
     run_fuzzed(ws, ["sweep", data.draw(st.sampled_from(ws["pools"]["spec"])), "--jobs", "1",
                     "-o", data.draw(st.sampled_from([_fresh(ws, "sw")] + ws["pools"]["path"]))])
 
+
+
+# ---- issue 39: every number a user gives has a declared kind and range (costmodel/fields.py) ---------
+# Each generator below draws a field and a value from across its edges (fractions where a count is
+# meant, values just inside and far outside the range, NaN, infinities, huge integers, strings); the
+# run must exit 0 or 2, never trace back, and an accepted value must be one the field accepts as it
+# is: a fraction for a count, a value out of range or a repeated list item accepted is a silent change.
+
+EXTREME = st.one_of(st.sampled_from([0, -1, 0.5, 1, 2, 10.5, 12.5, 1e-300, 1e300, 10**30, float("nan"), float("inf"), -float("inf"), 1e9, 1e9 + 1,
+                                     86400, 86401, 31.6, 32, 0.03, 5e-324]),
+                    st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 10**12))
+# (workload field path as JSON keys, the declared field, a valid rest of the object)
+WORKLOAD_FIELDS = [
+    (("arrival", "cv"), "GAMMA_CV", {"arrival": {"process": "gamma", "cv": 2}}),
+    (("prompt_tokens", "sigma"), "LOGNORMAL_SIGMA", {"prompt_tokens": {"dist": "lognormal", "median": 100, "sigma": 0.5}}),
+    (("prompt_tokens", "median"), "LENGTH_MEDIAN", {"prompt_tokens": {"dist": "lognormal", "median": 100, "sigma": 0.5}}),
+    (("prompt_tokens", "max"), "TOKENS", {"prompt_tokens": {"dist": "lognormal", "median": 100, "sigma": 0.5, "max": 4000}}),
+    (("output_tokens", "min"), "TOKENS", {"output_tokens": {"dist": "uniform", "min": 10, "max": 12}}),
+    (("output_tokens", "value"), "TOKENS", {"output_tokens": {"dist": "constant", "value": 10}}),
+    (("prompt_tokens",), "TOKENS", {"prompt_tokens": 100}),
+    (("sessions", "think_s"), "THINK_S", {"sessions": {"turns": 2, "think_s": 1}}),
+    (("sessions", "turns"), "TURNS", {"sessions": {"turns": 2, "think_s": 1}}),
+    (("system_prompt", "apps"), "APPS", {"system_prompt": {"tokens": 10, "apps": 2}}),
+]
+
+
+def _accepts(field, value) -> bool:
+    """Whether the declared field takes `value` as it is (no rounding, no clipping)."""
+    from costmodel.errors import UserError as _UE
+    try:
+        field.check(value)
+        return True
+    except _UE:
+        return False
+
+
+CLASSES: Counter = Counter()  # (input class, exit code or "silent change") over the session
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_classes():
+    yield
+    if CLASSES:
+        print("\ninput classes: " + ", ".join(f"{c} exit {o}: {n}" for (c, o), n in sorted(CLASSES.items(), key=str))
+              + f"; {sum(CLASSES.values())} inputs, {sum(n for (_, o), n in CLASSES.items() if o == 'silent change')} silent changes")
+
+
+def _silent(cls: str, code: int, accepted: bool, args) -> None:
+    """A value the field refuses must not run (exit 0); one it takes must not be refused by its bound."""
+    CLASSES[(cls, "silent change" if code == 0 and not accepted else code)] += 1
+    assert not (code == 0 and not accepted), f"{cls}: costmodel {' '.join(map(str, args))} accepted a value outside its declared field"
+
+
+@FUZZ
+@given(which=st.sampled_from(range(len(WORKLOAD_FIELDS))), value=EXTREME)
+def test_fuzz_workload_numbers_are_refused_or_taken_as_given(ws, which, value):
+    from costmodel import fields
+    path, name, doc = WORKLOAD_FIELDS[which]
+    doc = copy.deepcopy(doc)
+    d = doc
+    for k in path[:-1]:
+        d = d[k]
+    d[path[-1]] = value
+    f = _write(Path(_fresh(ws, "wl.json")), json.dumps(doc))
+    args = ["simulate", "--qps", "2", "--mode", "ar", "--requests", "12", "--jobs", "1", "--warmup", "0", "--workload", str(f)]
+    code = run_fuzzed(ws, args)
+    _silent("workload field", code, _accepts(getattr(fields, name), value), args)
+
+
+CELLS = st.one_of(st.sampled_from(["10.5", "1e300", "-1", "0", "nan", "inf", "", "x", "1e9", "99999999999", "7", "3600"]), st.integers(0, 10**6).map(str))
+
+
+@FUZZ
+@given(col=st.sampled_from(["arrival_s", "prompt_tokens", "output_tokens"]), cell=CELLS, row=st.integers(0, 3),
+       day=st.booleans())
+def test_fuzz_trace_cells_are_refused_or_taken_as_given(ws, col, cell, row, day):
+    """A workload trace (simulate) or a public-format trace (plan --load-curve's reader): a cell out of
+    its field is refused naming the row; no token count is rounded."""
+    from costmodel.errors import UserError as _UE
+    from costmodel.fields import TOKENS
+    from simulate.cluster.traces import load_trace as load_public
+    rows = [{"arrival_s": str(i), "prompt_tokens": "10", "output_tokens": "10"} for i in range(4)]
+    rows[row][col] = cell
+    text = "arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{r['arrival_s']},{r['prompt_tokens']},{r['output_tokens']}\n" for r in rows)
+    tr = _write(Path(_fresh(ws, "t.csv")), text)
+    token_ok = col == "arrival_s" or (_accepts(TOKENS, cell) if cell not in ("", "x") else False)
+    if day:
+        try:
+            load = load_public(tr)
+        except _UE as e:
+            CLASSES[("trace (day)", 2)] += 1
+            assert "\n" not in str(e)
+            return
+        CLASSES[("trace (day)", 0)] += 1
+        assert (col == "arrival_s" or token_ok or float(cell) < 1) and load.prompt_tokens.dtype.kind == "i", (col, cell)
+        return
+    wl = _write(tr.with_suffix(".json"), json.dumps({"trace": tr.name}))
+    args = ["simulate", "--qps", "2", "--mode", "ar", "--requests", "8", "--jobs", "1", "--warmup", "0", "--workload", str(wl)]
+    _silent("trace cell", run_fuzzed(ws, args), token_ok, args)
+
+
+@FUZZ
+@given(kind=st.sampled_from(["flat", "diurnal"]), key=st.sampled_from(["hours", "peak", "trough", "peak_hour", "rate"]), value=EXTREME)
+def test_fuzz_load_curve_presets_are_bounded(kind, key, value):
+    from costmodel.errors import UserError as _UE
+    from simulate.cluster.load import parse_curve
+    p = {"peak": 10, "trough": 2, "peak_hour": 14, "hours": 2, "rate": 5}
+    p[key] = value
+    text = (f"flat:{p['rate']},hours={p['hours']}" if kind == "flat"
+            else f"diurnal:peak={p['peak']},trough={p['trough']},peak_hour={p['peak_hour']},hours={p['hours']}")
+    try:
+        lc = parse_curve(text)
+    except _UE as e:
+        CLASSES[("load curve", 2)] += 1
+        assert "\n" not in str(e)
+        return
+    CLASSES[("load curve", 0)] += 1
+    assert 0 < lc.span_s <= 744 * 3600 and math.isfinite(lc.expected_requests) and lc.peak_qps <= 1e9, text
+
+
+PRICE_OPTS = [("--price", "h200={}", "PRICE_USD_PER_GPU_HOUR", ()), ("--pue", "{}", "PUE", ()),
+              ("--electricity-usd-per-kwh", "{}", "ELECTRICITY_USD_PER_KWH", ("--onprem",)),
+              ("--amortisation-years", "{}", "AMORTISATION_YEARS", ("--onprem",)), ("--purchase-usd", "h200={}", "PURCHASE_USD", ("--onprem",))]
+
+
+@FUZZ
+@given(which=st.sampled_from(range(len(PRICE_OPTS))), value=EXTREME, term=st.sampled_from([None, "spot_discount=0.5", "host_usd_per_gpu=1e300",
+                                                                                           "upfront_share=2", "reserved_1y_discount=0.3"]))
+def test_fuzz_prices_and_terms_are_bounded(ws, which, value, term):
+    """Prices, terms and facility numbers re-price a written simulation (`report`, no simulation):
+    a value outside its field, or a term the pricing model does not read, is refused."""
+    from costmodel import fields
+    opt, fmt, name, extra = PRICE_OPTS[which]
+    args = ["report", str(ws["done"] / "sim"), "-o", _fresh(ws, "r.csv"), *extra, opt, fmt.format(value)]
+    if term:
+        args += ["--term", term]
+    code = run_fuzzed(ws, args)
+    # every drawn term is out of range or read by a model neither on-demand nor onprem is
+    _silent("price or term", code, _accepts(getattr(fields, name), value) and term is None, args)
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_lists_and_run_sizes(ws, data):
+    """Repeated list items and run sizes above their bound are refused before any simulation, the
+    refusal naming the option that passes the bound."""
+    qps = data.draw(st.lists(st.sampled_from(["1", "2", "1.0", "2"]), min_size=2, max_size=3))
+    seeds = data.draw(st.sampled_from(["1", "100", "101", "1000000", "0"]))
+    args = ["plan", "--qps", ",".join(qps), "--seeds", seeds, "--hardware", "h200", "--mode", "ar", "--duration", "3",
+            "--max-replicas", data.draw(st.sampled_from(["0", "2", "100001"])), "-o", _fresh(ws, "p")]
+    repeated = len({float(q) for q in qps}) < len(qps)
+    big = int(seeds) > 100 or int(seeds) < 1 or args[args.index("--max-replicas") + 1] != "2"
+    if not repeated and not big:
+        return  # a valid plan runs minutes under --seeds 100: not this test's subject
+    _silent("list or run size", run_fuzzed(ws, args), False, args)
+
+
+@settings(FUZZ, max_examples=max(4, EXAMPLES // 3))
+@given(kind=st.sampled_from(["latin1", "nested", "dup_grid", "dup_point", "nan_qps", "fraction_replicas"]))
+def test_fuzz_sweep_specs_encodings_nesting_duplicates(ws, kind):
+    base = "kind: simulate\nbase: {mode: ar, n_requests: 8, hardware: h200}\n"
+    text = {"latin1": (base + "grid: {qps: [1]}\n# caf\xe9\n").encode("latin-1"),
+            "nested": "a: " + "[" * 50_000 + "]" * 50_000 + "\n",
+            "dup_grid": base + "grid: {qps: [1, 1.0]}\n",
+            "dup_point": base + "grid: {qps: [1, 2]}\npoints: [{qps: 2}]\n",
+            "nan_qps": base + "grid: {qps: [.nan]}\n",
+            "fraction_replicas": base + "grid: {qps: [1], replicas: [1.5]}\n"}[kind]
+    spec = _write(Path(_fresh(ws, f"{kind}.yaml")), text)
+    args = ["sweep", str(spec), "--jobs", "1", "-o", _fresh(ws, "sw")]
+    _silent("sweep spec", run_fuzzed(ws, args), False, args)

@@ -390,3 +390,60 @@ def test_fuzz_run_directories_whose_parts_disagree(tmp_path_factory, synthetic_r
     if table == "passes" and how == "copy-part":
         return  # passes have no key: the same timings twice is more data, not a conflict
     assert code == 2 and "part" in msg and str(run_dir) in msg, msg
+
+
+# ---- issue 39: a sweep directory and its point cache, damaged after they were written --------------
+
+@pytest.fixture(scope="module")
+def plan_sweep(tmp_path_factory):
+    """A finished kind-plan sweep (two points) and its spec: the set every damage below starts from."""
+    d = tmp_path_factory.mktemp("sweep-set")
+    spec = d / "spec.json"
+    spec.write_text(json.dumps({"kind": "plan", "base": {"mode": "ar", "hardware": "h200", "duration_s": 5, "max_replicas": 3},
+                                "grid": {"qps": [1, 2]}}))
+    code, msg = run("sweep set", ["sweep", str(spec), "--jobs", "1", "-o", str(d / "out")])
+    assert code == 0, msg
+    return spec, d / "out"
+
+
+def _damage(out: Path, how: str, which: int) -> None:
+    points = sorted((out / "points").glob("*.json"))
+    if how == "delete":
+        (out / ["results.csv", "results.parquet", "results.dictionary.csv"][which % 3]).unlink()
+    elif how == "edit_parquet":
+        t = pd.read_parquet(out / "results.parquet")
+        t["replicas"] = t["replicas"] * 7
+        t.to_parquet(out / "results.parquet")
+    elif how == "edit_csv":
+        p = out / "results.csv"
+        p.write_text(p.read_text().replace(",1,", ",9,", 1) + " ")
+    elif how == "manifest":
+        (out / outputset.MANIFEST).write_text(["{", "[]", "{\"kind\": 3}", "\x00\xff"][which % 4])
+    elif how == "stray":
+        (out / "results.dictionary.md").write_text("# not this sweep's\n") if which % 2 else shutil.copy(out / "results.csv", out / "summary.csv")
+    elif how == "point":
+        row = json.loads(points[which % len(points)].read_text())
+        row["replicas"] = (row.get("replicas") or 0) + 5
+        points[which % len(points)].write_text(json.dumps(row))
+
+
+@FEW
+@given(how=st.sampled_from(["delete", "edit_parquet", "edit_csv", "manifest", "stray", "point"]), which=st.integers(0, 7))
+@example(how="point", which=1)  # the point cache at least once, whatever the draws
+@example(how="stray", which=0)  # a summary.csv beside the table: the set must not read as a simulation
+def test_fuzz_damaged_sweep_sets_are_refused_not_read(tmp_path_factory, plan_sweep, how, which):
+    """`report` reads a sweep directory only when every file matches its manifest, and a re-run
+    reuses a finished point only when it matches its checksum: 0 damaged sets read."""
+    spec, good = plan_sweep
+    out = tmp_path_factory.mktemp("damaged") / "out"
+    shutil.copytree(good, out)
+    _damage(out, how, which)
+    code, msg = run("damaged sweep", ["report", str(out), "-o", str(out.parent / "r.csv")])
+    if how != "point":  # the table and its manifest: report refuses
+        OUTCOMES[("damaged sweep", "damaged set read" if code == 0 else "refused")] += 1
+        assert code == 2 and str(out) in msg and "/proc/self" not in msg, (how, msg)
+        return
+    assert code == 0, msg  # the table is intact; the point cache is the re-run's to check
+    code, msg = run("damaged sweep", ["sweep", str(spec), "--jobs", "1", "-o", str(out)])
+    OUTCOMES[("damaged sweep", "edited point reused" if code == 0 else "refused")] += 1
+    assert code == 2 and "does not match its checksum" in msg, msg

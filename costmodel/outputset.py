@@ -359,13 +359,13 @@ def _read_manifest(d: Path):
         return {}
 
 
-def verify(d: str | os.PathLike, rerun: str = "re-run the command that wrote it") -> bool:
 def written_by(d: str | os.PathLike) -> str | None:
     """The command whose output set `d` holds, as its manifest says (None: no readable manifest)."""
     doc = _read_manifest(Path(d))
     return doc.get("command") if isinstance(doc, dict) and doc.get("kind") == MANIFEST_KIND else None
 
 
+def verify(d: str | os.PathLike, rerun: str = "re-run the command that wrote it") -> bool:
     """Refuse a directory whose manifest does not match its files (a mixed or damaged set).
     False when it has no manifest (written before output sets had one); True when it matches."""
     d = Path(d)
@@ -383,7 +383,7 @@ def written_by(d: str | os.PathLike) -> str | None:
     # a file named like any command's output that the manifest does not list (a summary.csv beside a
     # sweep's table would make the directory read as another kind of set): publishing never carries one
     extra = [p.name for p in d.iterdir() if p.is_file() and p.name not in files and p.name != MANIFEST
-             and any(fnmatch.fnmatch(p.name, pat) for pat in OWNED.get(command, ()))]
+             and any(fnmatch.fnmatch(p.name, pat) for pats in OWNED.values() for pat in pats)]
     if extra:
         raise UserError(f"{d} holds {', '.join(sorted(extra)[:3])} beside its output set, not in its manifest", rerun)
     return True

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from costmodel import atomic, outputset
 from costmodel.errors import UserError
-from simulate.plan.costing import Analysis, PricingConfig, analyse
+from simulate.plan.costing import Analysis, PricingConfig, analyse, with_seeds
 from simulate.plan.slo import STABLE_ONLY, parse_slo
 from reports.finance import write_finance_csv
 from reports.html import render
@@ -46,6 +46,10 @@ def make_report(cfg: ReportConfig) -> ReportOutcome:
                      f"replica counts that search evaluated, which need not be the fewest: re-run `costmodel plan --slo` for those")
     pricing = cfg.pricing or res.pricing or PricingConfig()
     a = analyse(res.points, slo, pricing, res.specs, res.qps, res.cell_notes)
+    as_planned = res.kind == "plan" and pricing == res.pricing and slo.text == parse_slo(res.slo).text
+    seeds = (res.extras.get("replicates") or {}).get("crossover_qps") or []
+    if as_planned and seeds:  # plan --seeds: the crossover's interval over seeds, valid at the plan's prices and SLO only
+        a.crossover = with_seeds(a.crossover, seeds)
     with outputset.publishing_files(cfg.out, "report") as stage:  # the CSV and its dictionaries land together (costmodel/outputset.py)
         staged = stage / Path(cfg.out).name
         if suffix == ".csv":

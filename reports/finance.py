@@ -13,7 +13,8 @@ import pandas as pd
 
 from costmodel import atomic
 from costmodel.schemas.dictionary import dictionary, dictionary_markdown, dictionary_paths, flat_frame
-from simulate.plan.costing import Analysis
+from costmodel.schemas.plan import ANSWER_DOCS
+from simulate.plan.costing import Analysis, answer_frame, answer_lines
 from reports.decision import rests_on
 from reports.sources import Results
 
@@ -39,8 +40,9 @@ TERMS = {
     "p95 / p99": "the latency 95% / 99% of requests stay under",
     "replica": "one copy of the model on one GPU; a configuration is N replicas behind a router",
     "stable": "the queue stays bounded at this load; an unstable point's latencies are not steady-state and never meet an SLO",
-    "bracket": "the two evaluated QPS values the crossover lies between: DiffusionGemma is the cheapest at the lower one, not at the upper",
-    "crossover": "the QPS above which DiffusionGemma stops being the cheapest SLO-meeting option",
+    "bracket": "the two evaluated QPS values the crossover lies between: DiffusionGemma is cheaper or tied at the lower one and costs more at the upper; plan bisects it with the simulator",
+    "crossover": "the QPS above which DiffusionGemma costs more than the cheapest Gemma-4 AR/MTP SLO-meeting option (found by bisection along QPS)",
+    "tie": "options whose monthly costs are within 1% of each other (whole GPUs: the same fleet costs the same); a tie names every option and has no winner",
 }
 
 
@@ -181,7 +183,8 @@ def budget_view(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_finance_csv(df: pd.DataFrame, res: Results, a: Analysis, path: str | Path) -> list[Path]:
-    """out.csv (finance view), out.full.csv (every column), out.assumptions.csv and the dictionary."""
+    """out.csv (finance view), out.full.csv (every column), out.assumptions.csv, out.answer.csv (the answer in
+    plan's words and numbers) and the dictionary (its markdown ends with the answer and what it rests on)."""
     path = Path(path)
     stem = path.name[:-4] if path.name.lower().endswith(".csv") else path.name
     df = df.assign(precision=df["hardware"].map(lambda h: res.profiles.get(str(h), {}).get("precision", "")),
@@ -194,8 +197,13 @@ def write_finance_csv(df: pd.DataFrame, res: Results, a: Analysis, path: str | P
     full_path, assume_path = path.with_name(f"{stem}.full.csv"), path.with_name(f"{stem}.assumptions.csv")
     written = [atomic.write_csv(path, view[lead]), atomic.write_csv(full_path, full)]
     written.append(atomic.write_csv(assume_path, pd.DataFrame([asdict(r) for r in assumptions(res, a)], columns=list(Assumption.__dataclass_fields__))))
-    d = dictionary(full.columns)
+    answer_path = path.with_name(f"{stem}.answer.csv")
+    answer = answer_frame(a, res.profiles)
+    written.append(atomic.write_csv(answer_path, spreadsheet_frame(answer)))
+    d = pd.concat([dictionary(full.columns), dictionary([c for c in answer.columns if c not in full.columns], ANSWER_DOCS)], ignore_index=True)
     dcsv, dmd = dictionary_paths(path)
-    written += [atomic.write_csv(dcsv, d), atomic.write_text(dmd, dictionary_markdown(d, f"{path.name} and {full_path.name}"))]
+    lines = "\n".join(f"- {x}" for x in answer_lines(a, res.profiles))
+    md = dictionary_markdown(d, f"{path.name}, {full_path.name} and {answer_path.name}") + f"\n## The answer and what it rests on\n\n{lines}\n"
+    written += [atomic.write_csv(dcsv, d), atomic.write_text(dmd, md)]
     return written
 

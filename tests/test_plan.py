@@ -169,12 +169,12 @@ def test_plan_and_report_end_to_end(cli, tmp_path, toy_sim):
     for name in ("plan.csv", "plan.dictionary.csv", "plan.dictionary.md", "plan.json"):
         assert (out / name).exists(), name
     df = pd.read_csv(out / "plan.csv")
-    assert len(df) == 18
+    assert {5.0, 20.0, 50.0} <= set(df["qps"]) and len(df) == 6 * df["qps"].nunique()  # the grid, and the crossover's bisection points
     for r in df.to_dict("records"):  # the search agrees with brute force on every cell
         want = toy_min_replicas(r["hardware"], r["mode"], r["qps"], 1000, 5000, max_r=64)
         got = None if pd.isna(r["replicas"]) else int(r["replicas"])
         assert got == want, r
-    assert len(toy_sim) < 90  # brute force up to the answers would take several hundred simulations
+    assert len(toy_sim) < 5 * len(df)  # under 5 simulations a cell; brute force up to the answers would take several hundred simulations
     assert "Cheapest SLO-meeting option per QPS" in stdout and "crossover" in stdout and "wall time:" in stdout
     doc = json.loads((out / "plan.json").read_text())
     assert doc["results"]["crossover"]["status"] in ("bracketed", "below-range", "above-range", "diffusion-never-meets")

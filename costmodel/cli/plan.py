@@ -88,8 +88,9 @@ def print_answer(con, a, profiles: dict, modes) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @extras_options
 @click.option("--max-replicas", type=int, default=DEFAULT_MAX_REPLICAS, show_default=True, callback=checked(MAX_REPLICAS), help="Give up on a (GPU, mode, QPS) above this many replicas.")
-@click.option("--refine-crossover", type=int, default=0, show_default=True, callback=checked(REFINE_CROSSOVER),
-              help="Narrow the crossover bracket: this many times, simulate its midpoint QPS for every GPU and mode.")
+@click.option("--refine-crossover", type=int, default=DEFAULT_CROSSOVER_STEPS, show_default=True, callback=checked(REFINE_CROSSOVER),
+              help="Bisect the crossover bracket at most this many times (each simulates its midpoint QPS for every GPU and mode; it stops "
+                   "once the bracket is within 5% of its upper end); 0: the --qps grid only.")
 @click.option("--jobs", type=int, default=None, help="Local worker processes, forked, no Dask (default: the CPUs available; 1 runs serially).")
 @click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://HOST:8786 (default: $DASK_SCHEDULER_ADDRESS, else a local cluster).")
 @click.option("--prefix-caching", "prefix_caching", default=None,

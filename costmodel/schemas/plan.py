@@ -51,7 +51,8 @@ PLAN_DOCS = (
     ColumnDoc("slo_failures", "why the point (or, for a plan row, the largest replica count tried) misses the SLO; empty when it meets it", "text", PLAN),
     ColumnDoc("flag", "why a row does not meet the SLO: UNSTABLE (not steady state: its latencies and per-token costs are left blank in the finance view) or the SLO bound it misses; empty when it meets the SLO", "text", "costmodel report (reports/finance.py)"),
     ColumnDoc("precision", "weight precision of the GPU's profile (e.g. bf16, fp8, int4)", "-", "the profile (costmodel/schemas/profile.py)"),
-    ColumnDoc("rests_on", "what the row's figures rest on: the basis (measured / projected / prior) of each input of its GPU's profile for its mode", "text", "costmodel report (reports/decision.py) from the profile provenance"),
+    ColumnDoc("rests_on", "what the row's figures rest on: the basis (measured / projected (from where) / roofline-only / prior) of each input of its GPU's "
+                          "profile for its mode", "text", "costmodel/schemas/provenance.py rests_on, from the profile provenance"),
     ColumnDoc("replicas_min", "fewest SLO-meeting replicas, the smallest over the seeds of plan --seeds", "count", SENS),
     ColumnDoc("replicas_median", "fewest SLO-meeting replicas, the median over the seeds", "count", SENS),
     ColumnDoc("replicas_max", "fewest SLO-meeting replicas, the largest over the seeds", "count", SENS),
@@ -73,6 +74,27 @@ PLAN_DOCS = (
     ColumnDoc("flips_at", "the loads where the winner differs from the plan's, and what it becomes; empty: the decision holds", "text", SENS),
     ColumnDoc("evaluations", "simulated points the replica search evaluated for this (hardware, mode, QPS)", "count", "simulate/plan/search.py"),
 )
+
+ANSWER = "the answer plan prints (simulate/plan/costing/answer.py; crossover: simulate/plan/costing/crossover.py)"
+# answer.csv: plan's answer, one row per load and one per crossover, in the words every output prints
+ANSWER_DOCS = {d.column: d for d in (
+    ColumnDoc("question", "what the row answers: the cheapest SLO-meeting fleet at a load, or the crossover (over all GPUs or on one)", "text", ANSWER),
+    ColumnDoc("answer", "the answer in words, as plan's console, the HTML answer box and the workbook print it", "text", ANSWER),
+    ColumnDoc("tie", "a load's row: true when several options cost the same within 1% (all named in fleet; none wins); a crossover row: true when "
+                     "below the crossover DiffusionGemma only ties (is never cheaper)", "boolean", ANSWER),
+    ColumnDoc("fleet", "the cheapest SLO-meeting fleet (GPUs x GPU (precision), mode), or every fleet of a tie joined by =", "text", ANSWER),
+    ColumnDoc("runner_up", "the cheapest option that costs more than the winner (or the tie)", "text", ANSWER),
+    ColumnDoc("runner_up_more_usd_per_month", "how much more the runner-up costs per month", "USD/month", ANSWER),
+    ColumnDoc("rests_on", "what the answer rests on, from the profile provenance of its GPU and mode: measured, projected (from which measured GPU or "
+                          "precision), roofline-only or prior (published) inputs: pass timings, MTP acceptance, commit statistics, the engine step term; "
+                          "anything not measured on the winning GPU is named here", "text", ANSWER),
+    ColumnDoc("crossover_status", "bracketed (found between two QPS), below-range, above-range (not within the evaluated loads), diffusion-never-meets", "text", ANSWER),
+    ColumnDoc("crossover_qps", "the QPS above which DiffusionGemma costs more than the cheapest AR/MTP option: the midpoint of the bisected bracket", "requests/s", ANSWER),
+    ColumnDoc("crossover_qps_low", "the bracket's lower end: the highest evaluated QPS where DiffusionGemma is cheaper or tied", "requests/s", ANSWER),
+    ColumnDoc("crossover_qps_high", "the bracket's upper end: the lowest evaluated QPS above it where DiffusionGemma costs more", "requests/s", ANSWER),
+    ColumnDoc("crossover_qps_ci95_low", "the crossover's 95% interval over seeds (plan --seeds), lower end, widened to this seed's bracket", "requests/s", ANSWER),
+    ColumnDoc("crossover_qps_ci95_high", "the same interval's upper end", "requests/s", ANSWER),
+)}
 
 
 @dataclass

@@ -3,7 +3,7 @@ on the simulator, price them, refine the crossover, and write the plan artefact.
 
     outcome = run_plan(PlanConfig(qps=[5, 20, 50], slo="p95_ttft_ms<=1000", hardware=["h200"], modes=["diffusion", "ar"]))
     outcome.analysis.cheapest, outcome.analysis.crossover.text
-    write_plan(outcome, "out/plan")  # plan.csv (+ data dictionary) and plan.json
+    write_plan(outcome, "out/plan")  # plan.csv, answer.csv (+ data dictionaries) and plan.json
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from costmodel.options import check_rate
 from costmodel.jsonfile import records
 from costmodel.modes import mode_names
 from costmodel.schemas.dictionary import write_table
-from costmodel.schemas.plan import write_plan_json
+from costmodel.schemas.plan import ANSWER_DOCS, write_plan_json
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.provenance import profile_provenance
 from costmodel.shipped import resolve_profile, shipped_hardware
 from simulate.plan import planner
-from simulate.plan.costing import CROSSOVER_TOLERANCE_FRAC, Analysis, PricingConfig, analyse, gpu_price
+from simulate.plan.costing import CROSSOVER_TOLERANCE_FRAC, Analysis, PricingConfig, analyse, answer_frame, answer_lines, gpu_price
 from simulate.plan.slo import Slo, parse_slo
 from simulate.api import resolve_engine, resolve_workload
 from simulate.batch import check_requests_fit
@@ -167,7 +167,7 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
 
 
 def write_plan(outcome: PlanOutcome, out_dir: str | Path) -> list[Path]:
-    """plan.csv with its data dictionary, and plan.json (the plan artefact, costmodel/schemas/plan.py)."""
+    """plan.csv and answer.csv with their data dictionaries, and plan.json (the plan artefact, costmodel/schemas/plan.py)."""
     with outputset.publishing(out_dir, "plan") as stage:  # one output set, published whole (costmodel/outputset.py)
         written = _write_plan_files(outcome, stage)
     return outputset.published(written, stage, out_dir) + [Path(out_dir) / outputset.MANIFEST]
@@ -175,17 +175,19 @@ def write_plan(outcome: PlanOutcome, out_dir: str | Path) -> list[Path]:
 
 def _write_plan_files(outcome: PlanOutcome, out: Path) -> list[Path]:
     a, cells, modes = outcome.analysis, outcome.cells, set(outcome.settings.modes)
+    provenance = {h: profile_provenance(p, modes=modes) for h, p in outcome.profiles.items()}
     written = write_table(a.cells, out / "plan.csv")
+    written += write_table(answer_frame(a, provenance), out / "answer.csv", ANSWER_DOCS)  # the answer's words and numbers
     for name, (table, _) in outcome.extras.items():  # plan --seeds / --sensitivity (simulate/plan/sensitivity.py)
         written += write_table(table, out / f"{name}.csv")
     doc = {
         "settings": outcome.settings.to_dict(), "slo": outcome.slo.text, "pricing": outcome.pricing.to_dict(),
         "hardware_specs": {h: p.hardware_spec().to_dict() for h, p in outcome.profiles.items()},
-        "profiles": {h: profile_provenance(p, modes=modes) for h, p in outcome.profiles.items()},
+        "profiles": provenance,
         "searches": planner.probes_record(cells),
         "points": records(planner.points_frame(cells)),
         "cell_notes": [{"hardware": h, "mode": m, "qps": q, "note": n} for (h, m, q), n in planner.cell_notes(cells).items()],
-        "results": {"cells": records(a.cells), "cheapest": records(a.cheapest), "crossover": a.crossover.to_dict(),
+        "results": {"answer": answer_lines(a, provenance), "cells": records(a.cells), "cheapest": records(a.cheapest), "crossover": a.crossover.to_dict(),
                     "crossover_by_hardware": {h: c.to_dict() for h, c in a.crossover_by_hardware.items()},
                     "prices": {h: p.__dict__ for h, p in a.prices.items()}},
         **{name: record for name, (_, record) in outcome.extras.items()},

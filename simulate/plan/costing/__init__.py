@@ -7,7 +7,7 @@ crossover (cheapest.py, crossover.py), and the answer every output prints (answe
     a.cheapest, a.crossover.text
 """
 
-from simulate.plan.costing.answer import Decision, answer_lines, decisions, fleet_name
+from simulate.plan.costing.answer import Decision, answer_frame, answer_lines, decisions, fleet_name
 from simulate.plan.costing.cheapest import LEAD_COLUMNS, Analysis, analyse
 from simulate.plan.costing.costs import COST_COLUMNS, GPUS_PER_REPLICA, PointCost, add_costs, cost_of_row, point_cost
 from simulate.plan.costing.crossover import (
@@ -21,7 +21,7 @@ from simulate.plan.costing.pricing import (
 from simulate.plan.costing.terms import HOURS_PER_YEAR, TERMS, resolve_terms
 
 __all__ = [
-    "Decision", "answer_lines", "decisions", "fleet_name",
+    "Decision", "answer_frame", "answer_lines", "decisions", "fleet_name",
     "LEAD_COLUMNS", "Analysis", "analyse", "COST_COLUMNS", "GPUS_PER_REPLICA", "PointCost", "add_costs", "cost_of_row", "point_cost",
     "CROSSOVER_TOLERANCE_FRAC", "RANK_COLUMNS", "TIE_FRAC", "Crossover", "best_per_cell", "cheapest_per_qps", "find_crossover", "rank_options",
     "ties", "with_seeds", "DEFAULT_MODEL", "PricingModel",

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import pandas as pd
+
 from costmodel.schemas.provenance import rests_on_items
 from simulate.plan.costing.cheapest import Analysis
 from simulate.plan.costing.crossover import best_per_cell, rank_options, ties
@@ -116,3 +118,19 @@ def answer_lines(a: Analysis, profiles: dict[str, dict]) -> list[str]:
             lines += [c.text for c in a.crossover_by_hardware.values() if c.status != "not-compared"]
         lines.append(a.crossover.text)
     return lines
+
+
+def answer_frame(a: Analysis, profiles: dict[str, dict]) -> pd.DataFrame:
+    """The answer as a CSV table (answer.csv; columns documented in costmodel/schemas/plan.py ANSWER_DOCS):
+    one row per load, then the crossover rows, each with the words plan prints in `answer`."""
+    rows = [{"question": f"cheapest at {d.qps:g} QPS", "qps": d.qps, "answer": d.text, "meets_slo": d.meets, "tie": d.tie, "fleet": d.fleet,
+             "cost_usd_per_month": d.cost_usd_per_month, "cost_usd_per_year": d.cost_usd_per_year, "runner_up": d.runner_up,
+             "runner_up_more_usd_per_month": d.runner_up_more_usd_per_month, "rests_on": d.rests_on} for d in decisions(a, profiles)]
+    crossovers = list(a.crossover_by_hardware.values()) if len(a.crossover_by_hardware) > 1 else []
+    for c in crossovers + [a.crossover]:
+        if c.status == "not-compared":
+            continue
+        rows.append({"question": f"crossover ({c.scope})", "answer": c.text, "crossover_status": c.status, "crossover_qps": c.qps_estimate,
+                     "crossover_qps_low": c.qps_low, "crossover_qps_high": c.qps_high, "crossover_qps_ci95_low": c.qps_ci95_low,
+                     "crossover_qps_ci95_high": c.qps_ci95_high, "tie": c.tied_below})
+    return pd.DataFrame(rows)

@@ -45,7 +45,8 @@ def make_report(cfg: ReportConfig) -> ReportOutcome:
         notes.append(f"note: the plan searched replicas for {res.slo}; judged by {slo.text}, each cell shows the cheapest of the "
                      f"replica counts that search evaluated, which need not be the fewest: re-run `costmodel plan --slo` for those")
     pricing = cfg.pricing or res.pricing or PricingConfig()
-    a = analyse(res.points, slo, pricing, res.specs, res.qps, res.cell_notes)
+    search = set(res.settings.get("crossover_search_qps") or [])  # a plan's crossover bisection points: evidence, not loads asked about
+    a = analyse(res.points, slo, pricing, res.specs, res.qps, res.cell_notes, loads=[q for q in res.qps or [] if q not in search] or None)
     as_planned = res.kind == "plan" and pricing == res.pricing and slo.text == parse_slo(res.slo).text
     seeds = (res.extras.get("replicates") or {}).get("crossover_qps") or []
     if as_planned and seeds:  # plan --seeds: the crossover's interval over seeds, valid at the plan's prices and SLO only

@@ -58,7 +58,7 @@ def print_analysis(con, a) -> None:
         if r["none_meets"]:
             c.add_row(f"{r['qps']:g}", "no option meets the SLO", "", "", "", "", "")
         else:
-            who = f"{r['hardware']} / {r['mode']}" + (f" = {r['tied_with']} (tie)" if r.get("tie") else "")
+            who = " = ".join([f"{r['hardware']} / {r['mode']}"] + (r["tied_with"].split(", ") if r.get("tie") else [])) + (" (tie)" if r.get("tie") else "")
             c.add_row(f"{r['qps']:g}", who, str(r["replicas"]), _money(r["cost_usd_per_month"]),
                       f"{r['cost_usd_per_mtok_output']:.3f}", r.get("runner_up", ""), _money(r.get("runner_up_cost_usd_per_month")))
     con.print(c)

@@ -143,7 +143,7 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
     cells = planner.run_searches(settings, progress=progress, scheduler=cfg.scheduler)
 
     def analysis():
-        return analyse(planner.points_frame(cells), r.slo, cfg.pricing, specs, qps_values, planner.cell_notes(cells))
+        return analyse(planner.points_frame(cells), r.slo, cfg.pricing, specs, qps_values, planner.cell_notes(cells), loads=cfg.qps)
 
     a = analysis()
     for _ in range(cfg.refine_crossover):  # bisect the crossover bracket (simulate/plan/costing/crossover.py)
@@ -162,7 +162,7 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
         cells += planner.run_searches(settings, progress=progress, qps=[q], starts=starts, skip=skip, scheduler=cfg.scheduler)
         qps_values = sorted(qps_values + [q])
         a = analysis()
-    settings.qps = qps_values
+    settings.qps, settings.crossover_search_qps = qps_values, sorted(set(qps_values) - set(cfg.qps))
     return PlanOutcome(settings, r.slo, cfg.pricing, {h: r.profiles[h] for h in r.hardware}, cells, a, time.perf_counter() - t0)
 
 

@@ -42,6 +42,7 @@ class PlanSettings:
     workload: str | None = None  # workload JSON path (None: the simulator's default workload)
     refine_crossover: int = 0  # bisection steps of the crossover at most (the QPS they simulate are appended to qps)
     engine: dict | None = None  # engine settings given for every point (e.g. enable_prefix_caching); None: the defaults
+    crossover_search_qps: list[float] = field(default_factory=list)  # the QPS of qps the crossover's bisection added (not asked about)
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -153,7 +153,7 @@ def _repriced(outcome: PlanOutcome, prices: dict[str, float]) -> dict:
     a = outcome.analysis
     cfg = replace(a.pricing, price_usd_per_gpu_hour={**a.pricing.price_usd_per_gpu_hour, **prices})
     specs = {h: p.hardware_spec() for h, p in outcome.profiles.items()}
-    return _end(analyse(planner.points_frame(outcome.cells), a.slo, cfg, specs, a.qps, planner.cell_notes(outcome.cells)))
+    return _end(analyse(planner.points_frame(outcome.cells), a.slo, cfg, specs, a.qps, planner.cell_notes(outcome.cells), loads=a.loads))
 
 
 def _price_rows(outcome: PlanOutcome) -> list[_Row]:
@@ -187,7 +187,7 @@ def _price_rows(outcome: PlanOutcome) -> list[_Row]:
 def sensitivity(cfg: PlanConfig, outcome: PlanOutcome, progress: Callable[[str], None] | None = None) -> Sensitivity:
     """The decision of `outcome` (planned with `cfg`) against each input at both ends of its range."""
     say = progress or (lambda s: None)
-    base = outcome.analysis.cheapest
+    base = _end(outcome.analysis)["cheapest"]  # the loads asked about (not the crossover search's QPS)
     rows = _price_rows(outcome)
     err, err_src = pass_error(outcome)
     edits = [("pass-cost error", 1 - err, 1 + err, err_src, lambda c, f, d: _with_profiles(c, outcome, lambda doc: _scale_passes(doc, f), d))]
@@ -212,7 +212,8 @@ TIE = "a tie on monthly cost"
 def _end(a) -> dict:
     """What the table needs of one end's analysis: the cheapest per QPS and every SLO-meeting option's monthly cost."""
     ok = a.cells[a.cells["meets_slo"].astype(bool)] if not a.cells.empty else a.cells
-    return {"cheapest": a.cheapest, "costs": {(float(r["qps"]), f"{r['hardware']} / {r['mode']}"): float(r["cost_usd_per_month"])
+    cheapest = a.cheapest[a.cheapest["qps"].isin(a.loads)] if a.loads and not a.cheapest.empty else a.cheapest
+    return {"cheapest": cheapest, "costs": {(float(r["qps"]), f"{r['hardware']} / {r['mode']}"): float(r["cost_usd_per_month"])
                                               for r in ok.to_dict("records")}}
 
 

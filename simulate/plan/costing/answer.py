@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from costmodel.modes import mode_order
 from costmodel.schemas.provenance import rests_on_items
 from simulate.plan.costing.cheapest import Analysis
 from simulate.plan.costing.crossover import best_per_cell, rank_options, ties
@@ -80,11 +81,11 @@ def _rests_on(rows: list[dict], profiles: dict[str, dict]) -> str:
 
 
 def decisions(a: Analysis, profiles: dict[str, dict]) -> list[Decision]:
-    """One Decision per evaluated QPS; `profiles` maps hardware -> costmodel.schemas.provenance.profile_provenance()."""
+    """One Decision per load asked about (Analysis.loads); `profiles` maps hardware -> costmodel.schemas.provenance.profile_provenance()."""
     best = best_per_cell(a.points)
     cheapest = {float(r["qps"]): r for r in a.cheapest.to_dict("records")}
     out = []
-    for q in a.qps:
+    for q in a.loads or a.qps:
         cand = rank_options(best[best["qps"] == q]) if not best.empty else best
         c = cheapest.get(float(q))
         if cand.empty or c is None or c["none_meets"]:
@@ -92,8 +93,8 @@ def decisions(a: Analysis, profiles: dict[str, dict]) -> list[Decision]:
             continue
         rows = cand.to_dict("records")
         low = float(rows[0]["cost_usd_per_month"])
-        # the winner and its tie in the order cheapest_per_qps lists them (first: its hardware / mode columns)
-        group = [r for r in rows if ties(float(r["cost_usd_per_month"]), low)]
+        # the winner and its tie in the order cheapest_per_qps lists them (fewer GPUs, then the mode registry; never USD per 1M tokens)
+        group = sorted((r for r in rows if ties(float(r["cost_usd_per_month"]), low)), key=lambda r: (int(r["gpus"]), mode_order(r["mode"])))
         first = next(r for r in group if r["hardware"] == c["hardware"] and r["mode"] == c["mode"])
         group = [first] + [r for r in group if r is not first]
         names = tuple(fleet_name(r, profiles.get(str(r["hardware"]), {})) for r in group) if len(group) > 1 else ()

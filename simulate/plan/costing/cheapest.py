@@ -33,7 +33,8 @@ class Analysis:
     cheapest: pd.DataFrame  # one row per QPS
     crossover: Crossover
     crossover_by_hardware: dict[str, Crossover] = field(default_factory=dict)
-    qps: list[float] = field(default_factory=list)
+    qps: list[float] = field(default_factory=list)  # every evaluated QPS (the crossover's bisection points included)
+    loads: list[float] = field(default_factory=list)  # the loads asked about, the ones the answer is given for (default: qps)
 
 
 def _winners(best: pd.DataFrame, cheapest: pd.DataFrame) -> dict[tuple, float]:
@@ -57,9 +58,10 @@ def _order(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[str, HardwareSpec], qps=None,
-            cell_notes: dict | None = None) -> Analysis:
+            cell_notes: dict | None = None, loads=None) -> Analysis:
     """Price and judge `points`; `specs` maps every hardware id in them to its catalog entry;
-    `cell_notes[(hardware, mode, qps)]` explains cells with no point (e.g. skipped by the search)."""
+    `cell_notes[(hardware, mode, qps)]` explains cells with no point (e.g. skipped by the search);
+    `loads`: the QPS the answer is given for (default: every QPS; a plan's crossover search adds its own)."""
     pricing.check_hardware(specs)
     prices = {h: gpu_price(s, pricing) for h, s in specs.items()}
     pts = add_costs(points.reset_index(drop=True), prices)
@@ -113,4 +115,5 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
     pts = pts[lead + [c for c in pts.columns if c not in lead]]
     cross = find_crossover(pts, qps_values)
     by_hw = {h: find_crossover(pts, qps_values, hardware=h) for h in hardware}
-    return Analysis(slo, pricing, prices, pts, cells_df, cheapest, cross, by_hw, qps_values)
+    asked = sorted(set(float(q) for q in loads)) if loads is not None else qps_values
+    return Analysis(slo, pricing, prices, pts, cells_df, cheapest, cross, by_hw, qps_values, asked)

@@ -161,3 +161,41 @@ def test_compare_bench_takes_a_recorded_run(cli):
     text = " ".join(out.split())  # rich wraps long lines between any two words
     assert "closed-c32: closed loop, 32 clients" in text and "poisson-r4" in text and "mode mtp (the run's manifest)" in text
     assert "num_speculative_tokens=4 [run" in text
+
+
+def test_first_use_stalls_are_found_and_left_out_of_the_fit():
+    """The H100's first 2,394-token prefill took 1.5 s where its like take ~10 ms: a kernel compiled for a
+    new shape, paid once. The fit leaves such steps out and says so; a load that spent more than 2% of its
+    time in them is reported as cold, not scored as a steady state."""
+    from measure.fit.stalls import first_use_stalls
+    from simulate.validate.engine_loads import load_stalls
+
+    run = ROOT / "h100-fp8-ar" / "default"
+    steps = pd.read_parquet(run / "steps")
+    steps = steps[(steps["prefill_tokens"] + steps["decode_tokens"] > 0) & steps["gap_ms"].notna()]
+    stalls = first_use_stalls(steps)
+    assert 3 <= stalls.count <= 10 and stalls.excess_ms.min() > 150
+    assert stalls.count / len(steps) < 0.001
+    per_load = load_stalls(run)
+    n, stall_s, duration_s = per_load["closed-c1"]
+    assert n == 2 and stall_s > 0.02 * duration_s
+    assert per_load["closed-c16"][0] == 0
+
+
+def test_a_run_cut_short_keeps_its_saturation_in_the_fit():
+    """The H100 AR call's deadline stopped it after 64 clients: the design held 64 out to check a fit that
+    reached 128; scored as recorded, the largest load that ran is fitted instead."""
+    from simulate.validate.engine_loads import design_setup
+
+    setup = design_setup(ROOT / "h100-fp8-ar" / "default")
+    assert setup.role("closed-c64") == "fit" and setup.role("closed-c32") == "check"
+    assert design_setup(AR_RUN).role("closed-c64") == "check"  # the H200 reached 128
+
+
+def test_an_engine_that_failed_a_load_is_recorded_and_not_scored():
+    """DiffusionGemma at 16 canvases ran out of memory on the H100 (steps16): the loads it failed stay in
+    the run, marked, and the check reports them as refused instead of scoring them."""
+    loads = {ld.name: ld for ld in recorded_loads(ROOT / "h100-fp8-diffusion" / "steps16")}
+    assert loads["closed-c16"].refused == 32 and loads["closed-c8"].refused == 0
+    log = (ROOT / "h100-fp8-diffusion" / "h100-fp8-diffusion-steps16.log").read_text()
+    assert "torch.OutOfMemoryError" in log

@@ -45,7 +45,7 @@ class RecordedLoad:
     refused: int
 
 
-def _loads_json(setup_dir: Path) -> list[dict]:
+def loads_json(setup_dir: Path) -> list[dict]:
     p = Path(setup_dir) / "loads.json"
     if not p.exists():
         return []
@@ -58,7 +58,7 @@ def _loads_json(setup_dir: Path) -> list[dict]:
 def read_load_windows(setup_dir: Path) -> list[LoadWindow]:
     """Each load's wall-clock window; empty for a run directory the GPU driver did not write."""
     return [LoadWindow(d["name"], float(d["start_s"]), float(d["start_s"]) + float(d["duration_s"]))
-            for d in _loads_json(setup_dir) if "start_s" in d]
+            for d in loads_json(setup_dir) if "start_s" in d]
 
 
 def figures(req: pd.DataFrame) -> dict:
@@ -82,7 +82,7 @@ def recorded_loads(setup_dir: Path) -> list[RecordedLoad]:
         raise UserError(f"{setup_dir} holds no requests.parquet", "pass a setup directory written by measure/vllm/gpu_run.py")
     req = pd.read_parquet(path)
     out = []
-    for d in _loads_json(setup_dir):
+    for d in loads_json(setup_dir):
         if d.get("skipped"):
             continue
         r = req[req["load"] == d["name"]].sort_values("arrival_s")

@@ -24,12 +24,15 @@ from costmodel.errors import UserError
 from costmodel.schemas.profile import FRONTEND_LATENCY_KEY, Profile
 from costmodel.schemas.rundir import load_run
 from measure.fit.assemble import FitOptions
+from measure.fit.stalls import first_use_stalls
 from measure.fit.steps import build_step_profile
 from measure.vllm.gpu_design import EngineSetup, setup_of
-from measure.vllm.gpu_loads import RecordedLoad, read_load_windows, recorded_loads
+from measure.vllm.gpu_loads import RecordedLoad, loads_json, read_load_windows, recorded_loads
 from simulate.calibrate import frontend_latency_fit
 from simulate.compare import LoadComparison, compare_loads, from_recorded
 
+COLD_SHARE = 0.02  # a load that spent more of its time in first-use stalls is not scored as a steady state
+POISSON_STALL_SHARE = 0.10
 TARGETS = {"tok_s": 10.0, "tpot_p50_ms": 10.0, "ttft_p50_ms": 15.0}  # % (issue 37): TTFT p50 below saturation
 
 
@@ -42,6 +45,16 @@ class LoadCheck:
     in_fit: bool
     engine_running: float = math.nan  # mean running requests over the load's engine steps
     client_in_flight: float = math.nan  # mean requests the clients had sent and not yet seen finish
+    stalls: int = 0  # first-use stalls among its steps (measure/fit/stalls.py): a one-time compilation, not a steady state
+    stall_s: float = 0.0  # their summed time above their like
+    duration_s: float = math.nan  # the load's window
+
+    @property
+    def status(self) -> str:
+        """What the load can be scored as: "refused" (the engine failed its requests), "cold" (more than
+        COLD_SHARE of its time went to first-use compilations, which the simulator does not model: a
+        server pays each once) or "steady"."""
+        return "refused" if self.load.refused else "cold" if self.stall_s > COLD_SHARE * self.duration_s else "steady"
 
     def error_pct(self, metric: str) -> float:
         e = self.comparison.error(metric)
@@ -60,13 +73,15 @@ def setup_dirs(root: Path, gpu: str, precision: str) -> list[tuple[str, Path]]:
 
 
 def design_setup(sdir: Path) -> EngineSetup:
-    """The calibration design's setup a recorded setup directory ran (its roles: fit, check, warm-up)."""
+    """The calibration design's setup a recorded setup directory ran (its roles: fit, check, warm-up),
+    as a run cut short is scored (EngineSetup.as_recorded)."""
     run = load_run(sdir)
     try:
-        return setup_of(get_mode(run.manifest.mode), str(run.manifest.engine.get("setup") or sdir.name))
+        setup = setup_of(get_mode(run.manifest.mode), str(run.manifest.engine.get("setup") or sdir.name))
     except KeyError:
         raise UserError(f"{sdir}: engine setup {sdir.name!r} is not in the calibration design (measure/vllm/gpu_design.py)",
                         "record it with scripts/gpu_engine.sh, or add the setup to the design") from None
+    return setup.as_recorded({ld["name"] for ld in loads_json(sdir) if not ld.get("skipped")})
 
 
 def fit_campaign(root: Path, gpu: str, precision: str, seed: int = 0) -> tuple[Profile, list[str]]:
@@ -81,8 +96,8 @@ def fit_campaign(root: Path, gpu: str, precision: str, seed: int = 0) -> tuple[P
 
 
 def with_frontend_latency(prof: Profile, setup_dirs: list[Path], as_run: Profile | None = None) -> list[str]:
-    """Each mode's front-end latency (simulate/calibrate.py) fitted on its lowest-rate Poisson load
-    that the fit used, written into `prof`'s engine section; the lines that say so. `as_run`: the same
+    """Each mode's front-end latency (simulate/calibrate.py) fitted on one load the fit used
+    (`frontend_load`), written into `prof`'s engine section; the lines that say so. `as_run`: the same
     engine with the behaviour the runs had (dummy weights: every canvas to its step budget), when
     `prof` carries another (the published prior); the loads are simulated on it. Setup directories
     without recorded loads are passed over."""
@@ -95,11 +110,9 @@ def with_frontend_latency(prof: Profile, setup_dirs: list[Path], as_run: Profile
         mode = load_run(sdir).manifest.mode
         if mode in fronts or mode not in prof.modes:
             continue
-        setup = design_setup(sdir)
-        fit_loads = [ld for ld in recorded_loads(sdir) if ld.kind == "poisson" and setup.role(ld.name) == "fit"]
-        if not fit_loads:
+        low = frontend_load(sdir)
+        if low is None:
             continue
-        low = min(fit_loads, key=lambda ld: ld.rate_rps)
         settings = from_run_engine(load_run(sdir).manifest.engine, mode, f"run {sdir}")
         fronts[mode] = frontend_latency_fit(as_run, mode, [from_recorded(low)], settings)
         msgs.append(f"{mode}: front-end latency {fronts[mode]['ms']:.1f} ms per request (TTFT p50 of {low.name} in {sdir.name}, "
@@ -108,6 +121,22 @@ def with_frontend_latency(prof: Profile, setup_dirs: list[Path], as_run: Profile
         prof.engine[FRONTEND_LATENCY_KEY] = fronts
         prof.__dict__.pop("_resolved", None)
     return msgs
+
+
+def frontend_load(setup_dir: Path) -> RecordedLoad | None:
+    """The load a front-end latency is fitted on, among the fitted loads the engine served: the
+    lowest-rate Poisson one (the least queueing; its TTFT p50 over tens of requests shrugs off a few
+    first-use stalls, up to POISSON_STALL_SHARE of its time), else the steady closed loop with the fewest
+    clients (a handful of requests: one stall moves its p50), else the closed loop with the fewest."""
+    setup = design_setup(setup_dir)
+    fitted = [ld for ld in recorded_loads(setup_dir) if setup.role(ld.name) == "fit" and not ld.refused]
+    stall_share = {n: s / d if d > 0 else math.inf for n, (_, s, d) in load_stalls(setup_dir).items()}
+    poisson = [ld for ld in fitted if ld.kind == "poisson" and stall_share.get(ld.name, 0.0) <= POISSON_STALL_SHARE]
+    if poisson:
+        return min(poisson, key=lambda ld: ld.rate_rps)
+    closed = sorted((ld for ld in fitted if ld.kind != "poisson"), key=lambda ld: ld.concurrency or 0)
+    steady = [ld for ld in closed if stall_share.get(ld.name, 0.0) <= COLD_SHARE]
+    return (steady or closed or [None])[0]
 
 
 def check_loads(profile: Profile, root: Path, gpu: str, precision: str, include_fit: bool = False, seed: int = 0) -> list[LoadCheck]:
@@ -121,12 +150,14 @@ def check_loads(profile: Profile, root: Path, gpu: str, precision: str, include_
         setup = design_setup(sdir)
         loads = [ld for ld in recorded_loads(sdir) if setup.role(ld.name) != "warmup"]
         occupancy = load_occupancy(sdir)
+        stalls = load_stalls(sdir)
         for ld in loads:
             held = setup.role(ld.name) == "check"
             if not held and not include_fit:
                 continue
             cmp = compare_loads(profile, mode, [from_recorded(ld)], settings, seed=seed)[0]
-            out.append(LoadCheck(mode, sdir.name, ld, cmp, not held, *occupancy.get(ld.name, (math.nan, math.nan))))
+            out.append(LoadCheck(mode, sdir.name, ld, cmp, not held, *occupancy.get(ld.name, (math.nan, math.nan)),
+                                 *stalls.get(ld.name, (0, 0.0, math.nan))))
     return out
 
 
@@ -146,3 +177,12 @@ def load_occupancy(setup_dir: Path) -> dict[str, tuple[float, float]]:
         dur = w.end_s - w.start_s
         out[w.name] = (float(s["running"].mean()) if len(s) else math.nan, float((q["finish_s"] - q["arrival_s"]).sum() / dur) if dur > 0 else math.nan)
     return out
+
+
+def load_stalls(setup_dir: Path) -> dict[str, tuple[int, float, float]]:
+    """Per load: (first-use stalls among its busy steps, their summed excess in s, the load's duration in s)."""
+    run = load_run(setup_dir)
+    steps = run.table("steps")
+    tokens = sum(steps[c] for c in ("prefill_tokens", "decode_tokens", "denoise_tokens", "commit_tokens", "verify_tokens"))
+    stalls = first_use_stalls(steps[(tokens > 0) & steps["gap_ms"].notna()])
+    return {w.name: (*stalls.within(w.start_s, w.end_s), w.end_s - w.start_s) for w in read_load_windows(setup_dir)}

@@ -4,7 +4,7 @@ registered serving mode (costmodel/modes) and its engine (engines/).
 api.py (the facade: run_point, simulate_grid, run_simulation), batch.py (a simulate command's points), point.py (one point's
 inputs), sim.py (the event loop and the resolved Deployment), scheduler.py (continuous batching, KV admission,
 preemption), engines/ (each mode's progression on a replica), engine.py (engine settings, KV capacity), steptime.py
-(step durations: costmodel/stepcost prices them), request.py, router.py, workload.py (arrivals, lengths, regimes,
+(step durations: costmodel/stepcost prices them), request.py, routers/ (the router registry), workload.py (arrivals, lengths, regimes,
 traces), metrics.py (what each metric means; stability), parallel.py (points in parallel: the one Dask/process runner),
 plan/, sweep/ (the grid command), validate/, static_batch.py (static FCFS batches, what `validate` compares with),
 native.py (the hot modules compiled with Cython, used when current)."""

@@ -19,6 +19,7 @@ from costmodel.shipped import resolve_profile
 from simulate.engine import EngineConfig, mode_settings
 from simulate.point import DEFAULT_WARMUP_FRAC, PointResult, check_mode, resolve_engine
 from simulate.parallel import simulate_grid
+from simulate.routers import DEFAULT_ROUTER
 from simulate.workload import Workload, check_fits, check_run_size, expected_requests, load_workload, unlimited_closed_loop, with_burstiness
 
 DEFAULT_HARDWARE = default_hardware()  # the catalog's default GPU
@@ -36,7 +37,7 @@ class SimulateConfig:
     workload_path: str | None = None
     seed: int = 0
     engine: dict = field(default_factory=dict)  # max_num_seqs, max_num_batched_tokens, gpu_memory_utilization overrides
-    router: str = "least-outstanding"
+    router: str = DEFAULT_ROUTER
     warmup_frac: float = DEFAULT_WARMUP_FRAC
     jobs: int | None = None
     # closed-loop client counts (vllm bench serve --max-concurrency), crossed with qps; None: open loop.

@@ -33,7 +33,6 @@ NATIVE_MODULES = (
     "simulate.engines.mtp",
     "simulate.engines.diffusion",
     "simulate.steptime",
-    "simulate.router",
     "simulate.metrics",
     "simulate.sim",
 )

@@ -22,7 +22,7 @@ from costmodel.modes import get_mode
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.results import PointSummary
 from simulate.engine import EngineConfig
-from simulate.router import ROUTERS
+from simulate.routers import DEFAULT_ROUTER, check_router
 from simulate.sim import simulate_point
 from simulate.workload import Workload, build_requests, load_workload, with_burstiness
 
@@ -80,7 +80,7 @@ def check_mode(profile: Profile, mode: str) -> None:
 
 
 def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int = 1, workload=None, duration_s: float | None = None,
-              n_requests: int | None = None, seed: int = 0, engine=None, router: str = "least-outstanding",
+              n_requests: int | None = None, seed: int = 0, engine=None, router: str = DEFAULT_ROUTER,
               warmup_frac: float = DEFAULT_WARMUP_FRAC, abort_backlog_s: float | None = DEFAULT_ABORT_BACKLOG_S,
               drain_s: float | None = None, miss_bounds: tuple = (), concurrency: int | None = None,
               burstiness: float | None = None) -> PointResult:
@@ -107,8 +107,7 @@ def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int =
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise UserError(f"seed {seed!r} must be an integer >= 0", "e.g. --seed 1")
     seed = int(seed)
-    if router not in ROUTERS:
-        raise UserError(f"unknown router {router!r}", f"use one of {', '.join(ROUTERS)}")
+    check_router(router)
     if not 0 <= warmup_frac < 1:
         raise UserError(f"warm-up fraction {warmup_frac!r} must be in [0, 1)", "e.g. 0.1")
     if abort_backlog_s is not None and abort_backlog_s <= 0:

@@ -2,7 +2,7 @@
 the run ends when every arrived request has finished, when the drain limit after the last arrival
 passes, or when the backlog aborts it (metrics.py: stability).
 
-Replicas interact only at arrivals (the router reads their outstanding counts) and through the
+Replicas interact only at arrivals (the router, simulate/routers/, reads their counts) and through the
 requests-in-system record (departures in time order), so between two arrivals each replica runs
 its own steps ahead to the next arrival (scheduler.Replica.advance) and the loop then merges the
 departures. A replica whose next visible change (`quiet_until`) is after the arrival is left where
@@ -37,7 +37,7 @@ from simulate.engines import engine_for
 from simulate.metrics import FinishedRun, Records, Tracker, summarise
 from simulate.prefix import block_hashes
 from simulate.request import Request, check_fits
-from simulate.router import make_router
+from simulate.routers import make_router
 from simulate.steptime import StepPricer
 from simulate.workload import Requests
 
@@ -163,6 +163,15 @@ def deploy(profile: Profile, mode: str, reqs: Requests, cfg: EngineConfig, seed:
     return Deployment(profile, serving, limits.cfg, limits, draws, StepPricer(profile, serving, draws, cfg.shape_bits))
 
 
+def _only(rep):
+    """The route of one replica: every arrival joins it, whatever the router."""
+
+    def route(prompt_tokens: int, output_tokens: int):
+        return rep
+
+    return route
+
+
 class _Loop:
     """One point's arrivals, replicas and clock."""
 
@@ -182,7 +191,8 @@ class _Loop:
         cls = engine_for(dep.mode.name)
         self.reps = [cls(i, self.departures, dep.cfg, dep.kv_cap, dep.pricer, self.rec, self.tracker, plan=dep.draws,
                          n_groups=len(dep.mode.group_kinds)) for i in range(replicas)]
-        self.route = make_router(router, self.reps)
+        route = make_router(router, self.reps)  # simulate/routers: the registry pools route with too
+        self.route = route if replicas > 1 else _only(self.reps[0])
         if step_trace is not None:  # every engine step recorded (scheduler.Replica.trace; simulate/validate/vllm)
             for rep in self.reps:
                 rep.trace = step_trace
@@ -224,7 +234,7 @@ class _Loop:
     def _arrive(self, i: int, t: float, prompt: int, out: int) -> bool:
         """Route arrival i; True when it aborts the run."""
         self.tracker.arrive(t)
-        rep = self.route()
+        rep = self.route(prompt, out)
         rep.advance(self.bound, self.prev)  # it joins this replica's queue at this instant
         self.enqueue(rep, i, t, prompt, out)
         self.arrived = i + 1

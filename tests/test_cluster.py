@@ -16,9 +16,9 @@ from simulate.cluster.fleet import REJECT_FULL, REJECT_TIMEOUT, simulate_fleet
 from simulate.cluster.load import curve_requests, parse_curve
 from simulate.cluster.outcome import RequestBound, interval_rows, summarise_span
 from simulate.cluster.pool import PoolSpec
-from simulate.cluster.routers import make_router, router_names
 from simulate.cluster.scaling import Scaling, provision_s
 from simulate.engine import EngineConfig
+from simulate.routers import make_router, router_names
 from simulate.sim import simulate_point
 from simulate.workload import build_requests
 
@@ -374,7 +374,8 @@ class _EveryOther:
 
 
 def test_a_new_router_or_autoscaler_is_one_class_and_one_register_line(h100):
-    from simulate.cluster import autoscalers, routers
+    from simulate import routers
+    from simulate.cluster import autoscalers
 
     routers.register("last-ready", lambda ready: (lambda prompt, out: ready[-1]))
     autoscalers.register(_EveryOther)

@@ -23,6 +23,7 @@ from simulate.batch import DEFAULT_HARDWARE
 from simulate.engine import mode_settings
 from simulate.engine_recorded import recorded_settings
 from simulate.point import resolve_engine
+from simulate.routers import DEFAULT_ROUTER, router_names
 
 
 @click.command()
@@ -58,7 +59,8 @@ from simulate.point import resolve_engine
 @click.option("--engine-from", "engine_from", default=None, type=click.Path(),
               help="Engine settings of a recorded server (scheduler record .jsonl.gz, run directory or `vllm bench` JSON) below the "
                    "options above and above the profile's; its mode is the default --mode.")
-@click.option("--router", default="least-outstanding", show_default=True, type=click.Choice(["least-outstanding", "round-robin"]))
+@click.option("--router", default=DEFAULT_ROUTER, show_default=True, type=click.Choice(router_names()),
+              help="Which replica an arrival joins (simulate/routers/: the routers the day's pools use too).")
 @click.option("--warmup", type=float, default=0.1, show_default=True, help="Share of the arrival window left out of percentiles.")
 @click.option("-o", "--out", "out_dir", default=None, help="Write requests_*.parquet per point, summary.csv and summary.json here.")
 @click.option("--jobs", type=int, default=None, help="Parallel processes for the points [default: one per core, at most one per point].")

@@ -28,6 +28,7 @@ from simulate.cluster.autoscalers import parse_autoscaler
 from simulate.cluster.classes import RequestClass
 from simulate.cluster.pool import PoolSpec
 from simulate.cluster.scaling import Scaling
+from simulate.routers import DEFAULT_ROUTER
 
 POOL_FIELDS = ("name", "hardware", "mode", "autoscaler", "min", "max", "initial", "router", "price_usd_per_gpu_hour", "takes",
                "max_waiting", "queue_timeout_s")
@@ -77,7 +78,7 @@ def parse_pool(d, k: int, profile_of: Callable[[str], object], base: Scaling, wh
         if isinstance(price, bool) or not isinstance(price, (int, float)):
             raise UserError(f"{w}: price_usd_per_gpu_hour {price!r} is not a number", "e.g. 2.95")
         price = PRICE_USD_PER_GPU_HOUR.named("price_usd_per_gpu_hour").check(price, w)
-    return PoolSpec(name, profile, d["mode"], autoscaler=auto, scaling=scaling, router=str(d.get("router", "least-outstanding")),
+    return PoolSpec(name, profile, d["mode"], autoscaler=auto, scaling=scaling, router=str(d.get("router", DEFAULT_ROUTER)),
                     price_usd_per_gpu_hour=price, takes=_takes(d.get("takes"), w), max_waiting=d.get("max_waiting"),
                     queue_timeout_s=d.get("queue_timeout_s")).check()
 

@@ -21,11 +21,11 @@ from costmodel.errors import UserError
 from costmodel.schemas.profile import Profile
 from simulate.cluster.autoscalers import make_autoscaler
 from simulate.cluster.classes import RequestClass
-from simulate.cluster.routers import make_router
 from simulate.cluster.scaling import Scaling, provision_s
 from simulate.engine import EngineConfig
 from simulate.engines import engine_for
 from simulate.point import resolve_engine
+from simulate.routers import DEFAULT_ROUTER, check_router, make_router
 from simulate.sim import Deployment, _Loop, deploy
 
 
@@ -42,7 +42,7 @@ class PoolSpec:
     mode: str
     autoscaler: object = None  # an autoscalers policy; None: static at scaling.initial_replicas (or min)
     scaling: Scaling = field(default_factory=Scaling)
-    router: str = "least-outstanding"
+    router: str = DEFAULT_ROUTER
     engine: EngineConfig | dict | None = None  # settings over the profile's, as run_point's `engine` (None: the defaults)
     price_usd_per_gpu_hour: float | None = None
     takes: RequestClass | None = None
@@ -72,7 +72,7 @@ class PoolSpec:
             raise UserError(f"{where}: max_waiting {self.max_waiting!r} must be an integer >= 0", "e.g. 64")
         if self.queue_timeout_s is not None and not self.queue_timeout_s > 0:
             raise UserError(f"{where}: queue_timeout_s {self.queue_timeout_s!r} must be > 0", "e.g. 30")
-        make_router(self.router, [])
+        check_router(self.router)
         return self
 
 

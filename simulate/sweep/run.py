@@ -34,6 +34,7 @@ from simulate.plan.slo import parse_slo
 from simulate.api import check_mode, resolve_engine, run_point
 from simulate.batch import check_requests_fit
 from simulate.parallel import Workers, run_tasks
+from simulate.routers import DEFAULT_ROUTER
 from simulate.workload import Workload, load_workload, parse_workload
 from simulate.sweep.pricing import by_simulation, fan_out, with_costs
 from simulate.sweep.spec import SweepPoint, SweepSpec
@@ -106,7 +107,7 @@ def _simulate_row(point: SweepPoint) -> dict:
 def plan_job(points: list[SweepPoint]) -> list[dict]:
     """Points differing only in QPS -> one replica-search chain -> one row per point."""
     p = points[0].params
-    if p.get("n_requests") is not None or any(p.get(k) is not None for k in ENGINE_KEYS) or p.get("router") != "least-outstanding":
+    if p.get("n_requests") is not None or any(p.get(k) is not None for k in ENGINE_KEYS) or p.get("router") != DEFAULT_ROUTER:
         raise UserError("kind plan searches with the simulator's defaults for n_requests, router and engine settings",
                         "drop n_requests, router and engine parameters from a plan sweep (or use kind simulate)")
     prof = _profile(p.get("profile"), p["hardware"])

@@ -27,6 +27,7 @@ from costmodel.engine_settings import USER_SETTINGS
 from costmodel.errors import UserError
 from costmodel.hardware import default_hardware
 from costmodel.jsonfile import NESTING_FIX, DuplicateKey, loads_unique
+from simulate.routers import DEFAULT_ROUTER, router_names
 
 KINDS = ("simulate", "plan")
 # parameter -> (type check, what it is); engine settings are flat (max_num_seqs, ...)
@@ -39,7 +40,7 @@ PARAMS = {
     "duration_s": ((int, float), "seconds of arrivals per point"),
     "n_requests": (int, "arrivals per point (instead of duration_s)"),
     "seed": (int, "seed of the workload and every draw"),
-    "router": (str, "least-outstanding or round-robin"),
+    "router": (str, f"one of {', '.join(router_names())} (simulate/routers/)"),
     "warmup_frac": ((int, float), "share of the arrival window left out of percentiles"),
     **USER_SETTINGS,  # engine settings (costmodel/engine_settings.py)
     "workload": ((str, dict), "workload JSON path, or an inline workload object"),
@@ -48,7 +49,7 @@ PARAMS = {
     "price": ((int, float), "on-demand USD per GPU-hour of the point's GPU (its cost columns; reserved and spot discount from it)"),
     "pricing": (str, "pricing model of the cost columns: on-demand, reserved-1y, reserved-3y, spot, onprem"),
 }
-DEFAULTS = {"hardware": default_hardware(), "duration_s": 60.0, "seed": 0, "replicas": 1, "router": "least-outstanding", "warmup_frac": 0.1,
+DEFAULTS = {"hardware": default_hardware(), "duration_s": 60.0, "seed": 0, "replicas": 1, "router": DEFAULT_ROUTER, "warmup_frac": 0.1,
             "max_replicas": 64}
 REQUIRED = ("mode", "qps")
 

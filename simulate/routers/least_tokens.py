@@ -13,10 +13,10 @@ def load(rep) -> float:
     return (rep.kv_used + rep.kv_reserved + queued) / rep.kv_cap
 
 
-def make(ready: list):
-    def route(prompt: int, out: int):
-        best, bl = ready[0], load(ready[0])
-        for rep in ready:
+def make(replicas: list):
+    def route(prompt_tokens: int, output_tokens: int):
+        best, bl = replicas[0], load(replicas[0])
+        for rep in replicas:
             x = load(rep)
             if x < bl:
                 best, bl = rep, x

@@ -78,6 +78,8 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
                    "(wall step time, the default for them) or elapsed_ms (model time).")
 @click.option("--repeats", type=click.Choice(["median", "all"]), default="median", show_default=True,
               help="Fit the median per shape, or every repeat.")
+@click.option("--pass-model", "pass_model", default="linear", show_default=True,
+              help="The pass-model type timed passes are fitted as: a registered fitter (measure/fit/fitters.py) whose predictor prices it.")
 @click.option("--modes", default=None, help="Modes to include (comma list of diffusion, ar, mtp; default: the runs' modes). "
                                             "Pass kinds no run timed are filled from a stated source or refused.")
 @click.option("--model", "model_overrides", multiple=True, help="MODE=NAME: catalog model of a mode when a run's model id is not a catalog name.")
@@ -103,7 +105,7 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
 @click.option("--apply-to", "apply_to", default=None,
               help="With --calibrate on a bench import: the modes (comma-separated, or 'all') that get the constant step term fitted on the "
                    "run's mode - one engine's step work, whose other modes' figures then stay a held-out check (default: the run's mode).")
-def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, prefer, mtp_metrics, heldout, time_column, repeats, modes,
+def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, prefer, mtp_metrics, heldout, time_column, repeats, pass_model, modes,
         model_overrides, engine, fill_roofline, profile_id, notes, seed, show_summaries, compare, compare_csv, host_overhead, behaviour,
         calibrate_runs, base_profile, apply_to):
     """Fit a profile from run directories: one pass cost model per pass kind (statsmodels WLS on
@@ -139,7 +141,7 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
         runs=list(runs), campaign=campaign, hardware=hardware, hardware_file=hardware_file, precision=precision, commit_runs=list(commit_runs),
         mtp_metrics=list(mtp_metrics), prefer=prefer, heldout=heldout, time_column=time_column, repeats=repeats, modes=modes,
         model_overrides=list(model_overrides), engine=engine, fill_roofline=fill_roofline, profile_id=profile_id, notes=list(notes), seed=seed,
-        host_overhead=host_overhead, behaviour=behaviour))
+        host_overhead=host_overhead, behaviour=behaviour, pass_model=pass_model))
     from simulate.validate.engine_loads import with_frontend_latency  # engine runs that recorded their loads (GPU vLLM)
 
     as_run = None

@@ -24,6 +24,9 @@ class PassPredictor(Protocol):
 
     name: str  # the model_type it prices
     fallback: str | None  # the predictor of a model this one cannot price here (None: it prices every model)
+    # whether a model's coef are a linear model on roofline features, which profile validation holds above
+    # the roofline on the model's support (False: the model is no such sum, or is floored as it was fitted)
+    linear_above_roofline: bool
 
     def check(self, pm, where: str) -> None:
         """Refuse (UserError) a pass model this predictor could not price."""

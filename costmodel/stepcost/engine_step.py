@@ -19,6 +19,7 @@ from costmodel.stepcost.linear import features, linear_ms
 class EngineStepPredictor:
     name = "engine-step"
     fallback = None
+    linear_above_roofline = False
 
     def check(self, pm, where: str) -> None:
         """Linear coefficients only (checked with every model's features by the profile's validation)."""

@@ -49,6 +49,7 @@ def linear_ms(coef: dict[str, float], feats: dict[str, float]) -> float:
 class LinearPredictor:
     name = "linear"
     fallback = None
+    linear_above_roofline = True
 
     def check(self, pm, where: str) -> None:
         """Its features are checked for every model type (each keeps linear coefficients): the profile's validation."""

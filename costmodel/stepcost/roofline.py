@@ -12,6 +12,7 @@ from costmodel.roofline import Segment
 class RooflinePredictor:
     name = "roofline"
     fallback = None
+    linear_above_roofline = True
 
     def check(self, pm, where: str) -> None:
         if pm.table is not None or set(pm.coef) != {"roofline_ms"} or not pm.coef["roofline_ms"] >= 1.0:

@@ -126,6 +126,7 @@ def table_pass_ms(tables: list[TableModel], segments) -> float:
 class TablePredictor:
     name = "table"
     fallback = "linear"  # off the table's GPU or precision: the model's linear coefficients
+    linear_above_roofline = True
 
     def check(self, pm, where: str) -> None:
         if pm.table is None:

@@ -40,7 +40,8 @@ from measure.fit.commits import choose_commit_stats, commits
 from measure.fit.endpoint import (endpoint_commit_stats, endpoint_frame, endpoint_mtp_acceptance, is_endpoint, mapping_note,
                                   require_endpoint_commits, resolve_mixing)
 from measure.fit.mtp import choose_mtp_acceptance
-from measure.fit.passes import HeldoutSpec, PassFit, fit_pass_kind, grid_median_x_roofline
+from measure.fit.fitters import get_fitter
+from measure.fit.passes import HeldoutSpec, PassFit, grid_median_x_roofline
 
 TIME_COLUMNS = ("gpu_ms", "wall_ms")
 # manifest.engine fields that identify how passes run; runs pooled for one pass kind must agree on
@@ -67,6 +68,7 @@ class FitOptions:
     notes: list[str] = field(default_factory=list)  # added to the profile's notes as given
     seed: int = 0
     prefer: str | None = None  # gpu | endpoint: the origin kept for a pass kind both observe (else refused)
+    pass_model: str = "linear"  # the model_type timed passes are fitted as: a registered fitter (measure/fit/fitters.py)
     # engine-steps runs of the GPU driver: loads (fnmatch patterns) kept out of the fit, for every run or per run directory (resolved path)
     holdout_loads: tuple[str, ...] | dict = ()
     step_objective: str = "relative"
@@ -456,6 +458,7 @@ def fit_passes(obs: PassObservations, runs: list[Run], pass_runs: list[Run], tar
                msgs: list[str]) -> dict[str, PassFit]:
     """One cost model per pass kind observed, from GPU rows or from endpoint rows (never both)."""
     heldout = HeldoutSpec.parse(opts.heldout)
+    fitter = get_fitter(opts.pass_model)
     df = obs.rows
     by_id = {r.manifest.run_id: r for r in runs}
     synthetic = any(is_synthetic(r) for r in pass_runs if not is_endpoint(r))
@@ -467,12 +470,12 @@ def fit_passes(obs: PassObservations, runs: list[Run], pass_runs: list[Run], tar
         rows = df[df.pass_kind == kind]
         kruns = [by_id[i] for i in sorted(rows.run_id.unique())]
         if set(rows.origin) == {"endpoint"}:
-            fits[kind] = fit_pass_kind(rows, kind, target.roof_for(kind), _endpoint_provenance(kind, rows, kruns, target.hw), repeats=opts.repeats,
-                                       heldout=heldout, seed=opts.seed, time_column="endpoint engine-step ms")
+            fits[kind] = fitter.fit(rows, kind, target.roof_for(kind), _endpoint_provenance(kind, rows, kruns, target.hw), repeats=opts.repeats,
+                                    heldout=heldout, seed=opts.seed, time_column="endpoint engine-step ms")
             _warn_below_roofline(kind, rows, target, msgs)
             continue
-        fits[kind] = fit_pass_kind(rows, kind, target.roof_for(kind), _gpu_provenance(kruns, target.hw, opts, synthetic), repeats=opts.repeats,
-                                   heldout=heldout, seed=opts.seed, time_column=opts.time_column)
+        fits[kind] = fitter.fit(rows, kind, target.roof_for(kind), _gpu_provenance(kruns, target.hw, opts, synthetic), repeats=opts.repeats,
+                                heldout=heldout, seed=opts.seed, time_column=opts.time_column)
     return fits
 
 
@@ -559,6 +562,16 @@ def _mtp_acceptance(modes: dict[str, ModeProfile], runs: list[Run], opts: FitOpt
     return None
 
 
+def _prior_parts(modes: dict[str, ModeProfile], msgs: list[str]) -> dict:
+    """The fitted modes' other profile parts (all but the commit statistics and MTP acceptance, which
+    runs measure above) at their published prior: a new mode's part needs no fitter of its own here."""
+    measured = {COMMIT_STATS.key, MTP_ACCEPTANCE.key}
+    parts = {p.key: p for m in modes for p in get_mode(m).parts if p.key not in measured}
+    if parts:
+        msgs.append(f"{', '.join(p.label for p in parts.values())}: the published prior (no run measures it)")
+    return {k: p.prior() for k, p in parts.items()}
+
+
 def _profile_id(opts: FitOptions, target: FitTarget, kind_word: str, date: str) -> str:
     engine_word = "".join(c if c.isalnum() else "-" for c in opts.engine) + "-" if opts.engine else ""
     return opts.profile_id or f"{target.hw.id}-{target.precision}-{engine_word}{kind_word}-{date[:10].replace('-', '')}"
@@ -600,6 +613,7 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     elif commit_runs:
         raise UserError("--commit-runs was given but the profile has no diffusion mode", "add diffusion runs or drop --commit-runs")
     mtp = _mtp_acceptance(modes, runs, opts, msgs)
+    parts = _prior_parts(modes, msgs)
 
     engine = profile_engine(pass_runs)
     if opts.engine:
@@ -611,7 +625,7 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     hw = target.hw
     profile = Profile(
         profile_id=_profile_id(opts, target, kind_word, date), hardware=hw.to_dict(), precision=target.precision, engine=engine, modes=modes,
-        commit_stats=commit_stats, mtp_acceptance=mtp,
+        commit_stats=commit_stats, mtp_acceptance=mtp, parts=parts,
         provenance=Provenance("endpoint" if all_endpoint else "measured", ("SYNTHETIC " if synthetic else "") + f"costmodel fit of runs {', '.join(r.manifest.run_id for r in pass_runs)}",
                               hardware=hw.id, date=date, notes=f"GPU {', '.join(sorted({r.manifest.gpu_name or '?' for r in pass_runs}))}; "
                               f"run directories {', '.join(r.path.name for r in pass_runs)}"),

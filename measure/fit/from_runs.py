@@ -11,6 +11,7 @@ from costmodel.errors import UserError
 from costmodel.schemas.rundir import load_run
 from measure.fit.assemble import FitOptions, FitResult, build_profile, campaign_runs
 from measure.fit.calibrate import wall_check
+from measure.fit.fitters import LinearFitter
 from measure.fit.ops_runs import build_ops_profile, is_ops_run
 from measure.fit.steps import build_step_profile, is_step_run
 
@@ -42,6 +43,7 @@ class FitRequest:
     seed: int = 0
     host_overhead: bool = True  # engine-steps runs: the host work as its own step term (measure/fit/host_overhead.py)
     behaviour: str = "runs"  # engine-steps runs: the modes' behaviour parts from the runs, or the published prior ("prior")
+    pass_model: str = "linear"  # timed passes: the model_type they are fitted as (measure/fit/fitters.py)
 
 
 def _model_overrides(items: list[str]) -> dict[str, str]:
@@ -73,13 +75,16 @@ def fit_options(req: FitRequest) -> FitOptions:
                       mtp_metrics=split_list(req.mtp_metrics), heldout=req.heldout, time_column=req.time_column, repeats=req.repeats,
                       modes=split_list((req.modes,)) if req.modes else None, models=_model_overrides(req.model_overrides), engine=req.engine,
                       fill_roofline=req.fill_roofline, profile_id=req.profile_id, notes=list(req.notes), seed=req.seed, prefer=req.prefer,
-                      host_overhead=req.host_overhead, behaviour=req.behaviour)
+                      host_overhead=req.host_overhead, behaviour=req.behaviour, pass_model=req.pass_model)
 
 
 def fit_profile(req: FitRequest) -> FitResult:
     """The profile `costmodel fit` writes, with its fits, filled kinds and messages."""
     paths = run_paths(req)
     opts = fit_options(req)
+    if opts.pass_model != LinearFitter.name and any(is_ops_run(p) or is_step_run(p) for p in paths):
+        raise UserError(f"--pass-model {opts.pass_model} fits timed passes; operator runs and recorded engine steps have their own models",
+                        "drop --pass-model, or fit only runs of timed passes")
     if any(is_ops_run(p) for p in paths):
         return build_ops_profile(paths, opts)
     if any(is_step_run(p) for p in paths):

@@ -11,7 +11,7 @@ How it is simulated: the simulator has no closed-loop client, so concurrency 1 i
 stream at a rate so low (simulate/calibrate.py QPS) that no two requests overlap (checked: a run where one did
 is reported), with fixed lengths 1024/1024; at concurrency 1 vllm bench's output throughput is
 the output tokens over the summed request latencies, i.e. 1024 / mean E2E, which is what is
-printed. Every shipped profile is run (each says which engine and kernel set it prices).
+printed. Every shipped profile is run (each says which engine and kernel origin it prices).
 
 Calibration, and what is a check: the shipped profiles carry one constant engine step term, fitted
 to the published AR figure alone (data/published/vllm-blog-2026-06-10/ar.json, `costmodel fit
@@ -37,7 +37,7 @@ from costmodel.errors import UserError  # noqa: E402
 from costmodel.modes import get_mode, mode_names  # noqa: E402
 from costmodel.modes.mtp import MtpAcceptance  # noqa: E402
 from costmodel.records import Provenance  # noqa: E402
-from costmodel.schemas.profile import Profile, kernel_set  # noqa: E402
+from costmodel.schemas.profile import Profile, kernel_origin  # noqa: E402
 from costmodel.stepcost.host_overhead import basis  # noqa: E402
 from costmodel.shipped import shipped_dir  # noqa: E402
 from simulate.calibrate import QPS, Batch1Figure, predicted_tok_s  # noqa: E402
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
           f"{SETTINGS['max_num_seqs']}, DiffusionGemma max_denoising_steps {SETTINGS['max_denoising_steps']}, MTP k "
           f"{SETTINGS['num_speculative_tokens']} at {ACCEPT} per position; published (H100 SXM FP8): "
           + ", ".join(f"{m} {PUBLISHED[m]:g}" for m in modes))
-    head = f"{'profile':<26} {'gpu':<10} {'prec':<5} {'kernel set':<13} {'engine step':<20}" + "".join(f"{m:>18}" for m in modes)
+    head = f"{'profile':<26} {'gpu':<10} {'prec':<5} {'kernels':<13} {'engine step':<20}" + "".join(f"{m:>18}" for m in modes)
     print(head)
     print("-" * len(head))
     for label, path in shipped():
@@ -118,7 +118,7 @@ def main(argv=None) -> int:
             v, mark = tok_s(p, m, a.requests)
             compare = p.hardware["id"] == PUBLISHED_GPU and p.precision == PUBLISHED_PRECISION
             cells.append(f"{v:>8.0f}" + (f" ({100 * (v / PUBLISHED[m] - 1):+5.1f}%)" if compare else " " * 10) + f"{mark:<2}")
-        print(f"{label:<26} {p.hardware['id']:<10} {p.precision:<5} {kernel_set(p) or '?':<13} {'/'.join(sorted(terms)) or 'none':<20}" + "".join(cells))
+        print(f"{label:<26} {p.hardware['id']:<10} {p.precision:<5} {kernel_origin(p) or '?':<13} {'/'.join(sorted(terms)) or 'none':<20}" + "".join(cells))
     print("(+x%: against the published H100 FP8 figure; only the H100 fp8 profile runs the published setting, the others are the same "
           "workload on their own GPU and precision. *: two requests overlapped. +: max_num_seqs 4 does not fit the mode on this GPU, the "
           "memory model's largest used: at concurrency 1 it changes nothing.)")

@@ -19,7 +19,7 @@ from costmodel.engine_settings import EngineSettings
 from costmodel.errors import UserError
 from costmodel.modes import get_mode
 from costmodel.roofline import Segment
-from costmodel.schemas.profile import Profile, kernel_set, prices
+from costmodel.schemas.profile import Profile, kernel_origin, prices
 from costmodel.schemas.rundir import load_run
 from costmodel.shipped import default_profile
 from measure.fit.calibrate import calibrate_steps
@@ -89,9 +89,9 @@ def test_a_negative_or_unknown_overhead_coefficient_is_refused():
         with_host(roofline_profile("h200", "bf16", 0.5), "ar", False, ms_per_byte=1.0)
 
 
-def test_every_profile_says_which_engine_and_kernel_set_it_prices():
+def test_every_profile_says_which_engine_and_kernel_origin_it_prices():
     p = default_profile("h100-sxm")
-    assert kernel_set(p) == "ops-fastest" and "the fastest kernels this project times per op" in prices(p)
+    assert kernel_origin(p) == "ops-fastest" and "the fastest kernels this project times per op" in prices(p)
     assert "engine step term calibrated to end-to-end vLLM figures for ar, diffusion, mtp" in prices(p)
     assert "no engine host overhead term" in prices(roofline_profile("h200", "bf16", 0.5))
 
@@ -104,7 +104,7 @@ def test_fit_of_recorded_steps_carries_the_host_term_and_prints_held_out_mape(cl
     assert "the profile's step price" in text and "recorded wall time" in text
     p = Profile.load(out)
     rec = p.engine["host_overhead"]["ar"]
-    assert rec["coef"]["ms"] > 0 and rec["async_scheduling"] is False and kernel_set(p) == "vllm"
+    assert rec["coef"]["ms"] > 0 and rec["async_scheduling"] is False and kernel_origin(p) == "vllm"
     # the profile reproduces the recorded wall time in sum (model time + host term)
     total = [line for line in text.replace("\n", " ").split("- ") if "the profile's step price" in line][0]
     assert abs(float(total.split("total ")[1].split("%")[0])) < 5
@@ -134,7 +134,7 @@ def test_calibrate_prices_the_profile_as_the_recorded_engine(cli, cpu_ar_profile
     assert code == 0, err
     assert "priced forward x" in text and "host overhead per step" in text
     p = Profile.load(out)
-    assert p.profile_id.endswith("-calibrated") and kernel_set(p) == "vllm" and p.engine["host_overhead"]["ar"]["coef"]["ms"] > 0
+    assert p.profile_id.endswith("-calibrated") and kernel_origin(p) == "vllm" and p.engine["host_overhead"]["ar"]["coef"]["ms"] > 0
     eff = float(text.split("priced forward x ")[1].split()[0])
     assert 0.5 < eff < 2.0  # the same engine's run: its model time is near what its own fit prices
 

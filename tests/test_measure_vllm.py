@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from costmodel.schemas.profile import Profile, kernel_set
+from costmodel.schemas.profile import Profile, kernel_origin
 from costmodel.schemas.rundir import load_run
 from servers.vllm_real import needs_vllm
 from simulate.validate.vllm import loads as L
@@ -76,7 +76,7 @@ def test_measure_engine_vllm_then_fit(mode, small_settings, tmp_path):
     text = " ".join(text.split())  # rich wraps long lines at the console's width, anywhere between words
     assert "held-out MAPE" in text and "the profile's step price" in text
     p = Profile.load(prof)
-    assert kernel_set(p) == "vllm" and mode in p.modes
+    assert kernel_origin(p) == "vllm" and mode in p.modes
     if mode in p.engine.get("host_overhead", {}):
         assert "wall-time MAPE" in text and p.engine["host_overhead"][mode]["coef"]["ms"] >= 0
     else:  # a run with too few busy steps for the term says so and folds the mean overhead into the passes

@@ -266,22 +266,24 @@ class Profile:
             raise UserError(f"profile {self.profile_id} has no mode {mode!r}", f"it has {', '.join(self.modes)}") from None
 
 
-# ---- the engine section: which engine and kernel set the profile prices ------------------------
-# engine["kernel_set"]: the kernels its pass costs are of. Today's shipped ops profiles time the
+# ---- the engine section: which engine and kernel origin the profile prices ---------------------
+# engine["kernel_origin"]: whose kernels its pass costs are of. Today's shipped ops profiles time the
 # fastest serving-grade kernel per op (measure/ops) with no engine around them: a labelled what-if.
-# A profile fitted from recorded engine steps prices that engine's own kernels.
-KERNEL_SETS = {
+# A profile fitted from recorded engine steps prices that engine's own kernels. (Not a kernel set:
+# that is the operator campaign's choice of kernels per op, measure/ops/kernelsets/.)
+KERNEL_ORIGIN_KEY = "kernel_origin"
+KERNEL_ORIGINS = {
     "ops-fastest": "the fastest kernels this project times per op (measure/ops); alone, with no engine step term, a what-if engine",
     "vllm": "vLLM's own kernels, as its engine dispatched them (recorded engine steps or a calibration run)",
     "transformers": "transformers' own model modules (eager or torch.compile), no serving engine",
 }
-KERNEL_SET_OF_ENGINE = {"ops": "ops-fastest", "vllm": "vllm", "transformers": "transformers"}  # the set an engine section without kernel_set implies
+KERNEL_ORIGIN_OF_ENGINE = {"ops": "ops-fastest", "vllm": "vllm", "transformers": "transformers"}  # implied by an engine section without one
 
 
-def kernel_set(p: "Profile") -> str:
-    """The kernel set the profile's pass costs price (its engine section's, else implied by its engine name; '' unknown)."""
+def kernel_origin(p: "Profile") -> str:
+    """Whose kernels the profile's pass costs price (its engine section's, else implied by its engine name; '' unknown)."""
     eng = p.engine if isinstance(p.engine, dict) else {}
-    return str(eng.get("kernel_set") or KERNEL_SET_OF_ENGINE.get(str(eng.get("name", "")), ""))
+    return str(eng.get(KERNEL_ORIGIN_KEY) or KERNEL_ORIGIN_OF_ENGINE.get(str(eng.get("name", "")), ""))
 
 
 # engine["frontend_latency_ms"][mode]: what the engine's front-end adds to every request's first
@@ -298,12 +300,12 @@ def frontend_latency_ms(p: "Profile", mode: str) -> float:
 
 
 def prices(p: "Profile") -> str:
-    """One line: which engine and kernel set the profile prices, and whether engine host work is in it."""
+    """One line: which engine and kernel origin the profile prices, and whether engine host work is in it."""
     eng = p.engine if isinstance(p.engine, dict) else {}
-    ks = kernel_set(p)
+    ko = kernel_origin(p)
     host = eng.get(host_overhead.HOST_OVERHEAD_KEY) or {}
-    head = f"engine {eng.get('name', '?')}{' ' + str(eng['version']) if eng.get('version') else ''}, kernel set {ks or 'unknown'}"
-    head += f" ({KERNEL_SETS[ks]})" if ks in KERNEL_SETS else ""
+    head = f"engine {eng.get('name', '?')}{' ' + str(eng['version']) if eng.get('version') else ''}, kernels {ko or 'unknown'}"
+    head += f" ({KERNEL_ORIGINS[ko]})" if ko in KERNEL_ORIGINS else ""
     if not host:
         return head + "; no engine host overhead term"
     net = sorted(m for m, r in host.items() if isinstance(r, dict) and r.get("net_of_overlap"))
@@ -315,9 +317,9 @@ def prices(p: "Profile") -> str:
 
 def _check_engine(p: "Profile", where: str) -> None:
     eng = p.engine if isinstance(p.engine, dict) else {}
-    ks = eng.get("kernel_set")
-    if ks is not None and ks not in KERNEL_SETS:
-        raise UserError(f"{where}: engine.kernel_set {ks!r} is unknown", f"kernel sets are {', '.join(KERNEL_SETS)}")
+    ko = eng.get(KERNEL_ORIGIN_KEY)
+    if ko is not None and ko not in KERNEL_ORIGINS:
+        raise UserError(f"{where}: engine.{KERNEL_ORIGIN_KEY} {ko!r} is unknown", f"kernel origins are {', '.join(KERNEL_ORIGINS)}")
     host_overhead.check(eng, p.modes, where)
 
 

@@ -18,7 +18,7 @@ from costmodel.errors import UserError
 from costmodel.hardware import match_nvml_name
 from costmodel.modes import ModeDraws
 from costmodel.roofline import Segment
-from costmodel.schemas.profile import Profile
+from costmodel.schemas.profile import KERNEL_ORIGIN_KEY, Profile
 from costmodel.schemas.rundir import Run
 from costmodel.stepcost import pass_cost
 from costmodel.stepcost.host_overhead import COEFS, HOST_OVERHEAD_KEY, async_on, mode_record, with_terms
@@ -106,7 +106,7 @@ def calibrate_steps(profile: Profile, runs: list[Run], hardware: str | None = No
                     + ("" if has_el else "; no model time recorded: fitted jointly with the host term from wall time") + ")")
         msgs.append(fit.describe())
     eng[HOST_OVERHEAD_KEY] = host
-    eng["kernel_set"] = "vllm"
+    eng[KERNEL_ORIGIN_KEY] = "vllm"
     eng["calibrated_from"] = sorted(r.manifest.run_id for r in runs)
     out.engine = eng
     out.profile_id = f"{profile.profile_id}-calibrated"

@@ -52,7 +52,7 @@ from costmodel.modes.diffusion import COMMIT_STATS
 from costmodel.modes.mtp import MTP_ACCEPTANCE
 from costmodel.prior import CITATION, published_commit_prior
 from costmodel.roofline import Segment, get_pass_kind
-from costmodel.schemas.profile import (CommitStats, Distribution, FitDiagnostics, ModeProfile, PassCostModel, Profile, Provenance,
+from costmodel.schemas.profile import (KERNEL_ORIGIN_KEY, CommitStats, Distribution, FitDiagnostics, ModeProfile, PassCostModel, Profile, Provenance,
                                        features)
 from costmodel.schemas.rundir import STEP_COLUMNS, Run, load_run
 from costmodel.stepcost.host_overhead import HOST_OVERHEAD_KEY
@@ -636,7 +636,7 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
             msgs.append(pmsg)
     prof = _profile(runs, opts, target, modes, parts, time_column, msgs)
     if hosts:
-        prof.engine.update({HOST_OVERHEAD_KEY: hosts, "kernel_set": "vllm", "time": "elapsed_ms + host overhead term"})
+        prof.engine.update({HOST_OVERHEAD_KEY: hosts, KERNEL_ORIGIN_KEY: "vllm", "time": "elapsed_ms + host overhead term"})
     return FitResult(prof.validate("fitted profile"), fits, [], msgs)
 
 

@@ -15,9 +15,8 @@ from typing import Callable
 
 from costmodel import outputset
 from costmodel.errors import UserError
-from costmodel.options import check_rate
+from costmodel.options import QPS_MIN, check_rate
 from costmodel.jsonfile import records
-from costmodel.modes import mode_names
 from costmodel.schemas.dictionary import write_table
 from costmodel.schemas.plan import ANSWER_DOCS, write_plan_json
 from costmodel.schemas.profile import Profile
@@ -45,7 +44,7 @@ class PlanConfig:
     qps: list[float] = field(default_factory=lambda: list(DEFAULT_QPS))
     slo: str = DEFAULT_SLO
     hardware: list[str] = field(default_factory=lambda: list(DEFAULT_HARDWARE))
-    modes: list[str] | None = None  # None: every registered mode
+    modes: list[str] | None = None  # None: the modes every planned GPU's profile carries (Profile.mode_names)
     profiles: list[str] = field(default_factory=list)  # profile JSONs replacing the shipped default of their GPU
     pricing: PricingConfig = field(default_factory=PricingConfig)
     workload: str | None = None
@@ -81,7 +80,6 @@ class _Resolved:
 
 def _resolve(cfg: PlanConfig) -> _Resolved:
     """Every input checked before any simulation runs (one-line errors)."""
-    modes = list(mode_names()) if cfg.modes is None else cfg.modes
     if not cfg.duration_s > 0:
         raise UserError(f"--duration {cfg.duration_s} is not positive", "give simulated seconds per point, e.g. 60")
     if cfg.max_replicas < 1:
@@ -108,6 +106,8 @@ def _resolve(cfg: PlanConfig) -> _Resolved:
     for h in hw_list:
         if h not in loaded:
             loaded[h], paths[h] = resolve_profile(None, h), None
+    modes = carried_modes([loaded[h] for h in hw_list]) if cfg.modes is None else cfg.modes
+    for h in hw_list:
         for m in modes:
             loaded[h].mode(m)  # a profile lacking a requested mode fails here, before any simulation
     specs = {h: loaded[h].hardware_spec() for h in hw_list}
@@ -127,9 +127,20 @@ def _resolve(cfg: PlanConfig) -> _Resolved:
     return _Resolved(slo, hw_list, loaded, paths, workload)
 
 
+def carried_modes(profiles: list[Profile]) -> list[str]:
+    """The modes every profile carries, in display order: plan's modes when no --mode is given (a
+    GPU's cell for a mode its profile lacks could not be simulated)."""
+    modes = [m for m in profiles[0].mode_names() if all(m in p.modes for p in profiles[1:])]
+    if not modes:
+        raise UserError(f"the profiles of {', '.join(p.hardware.get('id', '?') for p in profiles)} carry no mode in common",
+                        "give --mode and --hardware for the GPUs whose profiles carry it")
+    return modes
+
+
 def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> PlanOutcome:
-    """Search, price, and bisect the crossover bracket (at most cfg.refine_crossover steps, until it
-    is narrower than CROSSOVER_TOLERANCE_FRAC of its upper end): the crossover does not depend on the grid."""
+    """Search, price, and search the crossover along QPS (_next_probe: bisect each bracket until it is
+    narrower than CROSSOVER_TOLERANCE_FRAC of its upper end, at most cfg.refine_crossover steps each):
+    the crossover does not depend on the grid."""
     t0 = time.perf_counter()
     r = _resolve(cfg)
     qps_values = sorted(set(cfg.qps))
@@ -146,24 +157,42 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
         return analyse(planner.points_frame(cells), r.slo, cfg.pricing, specs, qps_values, planner.cell_notes(cells), loads=cfg.qps)
 
     a = analysis()
-    for _ in range(cfg.refine_crossover):  # bisect the crossover bracket (simulate/plan/costing/crossover.py)
-        c = a.crossover
-        if c.status != "bracketed":
-            say(f"crossover search stops: the crossover is {c.status}, not bracketed")
-            break
-        if c.qps_high - c.qps_low <= CROSSOVER_TOLERANCE_FRAC * c.qps_high:
-            break
-        q = planner.refine_point(c.qps_low, c.qps_high)
-        if q in qps_values:
-            say(f"crossover search stops: the bracket {c.qps_low:g}-{c.qps_high:g} QPS has no new midpoint at 3 significant digits")
-            break
-        say(f"crossover search: simulating {q:g} QPS inside the bracket {c.qps_low:g}-{c.qps_high:g}")
-        starts, skip = planner.bracket_starts(cells, c.qps_low, c.qps_high, cfg.max_replicas)
+    used: dict[str, int] = {}  # bisection steps per crossover (over all GPUs, and each GPU's where there are several)
+    while (probe := _next_probe(a, qps_values, used, cfg)) is not None:
+        scope, q, lo, hi = probe
+        used[scope] = used.get(scope, 0) + 1
+        if lo is None:
+            say(f"crossover search ({scope}): DiffusionGemma costs more already at {hi:g} QPS; simulating {q:g} QPS below it")
+            starts, skip = planner.below_starts(cells, hi), {}
+        else:
+            say(f"crossover search ({scope}): simulating {q:g} QPS inside the bracket {lo:g}-{hi:g}")
+            starts, skip = planner.bracket_starts(cells, lo, hi, cfg.max_replicas)
         cells += planner.run_searches(settings, progress=progress, qps=[q], starts=starts, skip=skip, scheduler=cfg.scheduler)
         qps_values = sorted(qps_values + [q])
         a = analysis()
     settings.qps, settings.crossover_search_qps = qps_values, sorted(set(qps_values) - set(cfg.qps))
     return PlanOutcome(settings, r.slo, cfg.pricing, {h: r.profiles[h] for h in r.hardware}, cells, a, time.perf_counter() - t0)
+
+
+def _next_probe(a: Analysis, qps_values: list[float], used: dict[str, int], cfg: PlanConfig) -> tuple[str, float, float | None, float] | None:
+    """The next QPS the crossover search simulates: the midpoint of a bracket wider than
+    CROSSOVER_TOLERANCE_FRAC of its upper end, or half the lowest QPS where DiffusionGemma already
+    costs more (down to an eighth of the lowest QPS asked); each crossover at most cfg.refine_crossover
+    steps. (scope, qps, bracket low or None below the range, bracket high), or None when done."""
+    crossovers = [a.crossover] + (list(a.crossover_by_hardware.values()) if len(a.crossover_by_hardware) > 1 else [])
+    floor = max(min(cfg.qps) / 8, QPS_MIN)
+    for c in crossovers:
+        if used.get(c.scope, 0) >= cfg.refine_crossover:
+            continue
+        if c.status == "bracketed" and c.qps_high - c.qps_low > CROSSOVER_TOLERANCE_FRAC * c.qps_high:
+            q = planner.refine_point(c.qps_low, c.qps_high)
+            if q not in qps_values:
+                return c.scope, q, c.qps_low, c.qps_high
+        if c.status == "below-range" and c.qps_high / 2 >= floor:
+            q = float(f"{c.qps_high / 2:.3g}")
+            if q not in qps_values:
+                return c.scope, q, None, c.qps_high
+    return None
 
 
 def write_plan(outcome: PlanOutcome, out_dir: str | Path) -> list[Path]:

@@ -218,6 +218,11 @@ def bracket_starts(cells: list[CellSearch], lo_q: float, hi_q: float, max_replic
     return starts, skip
 
 
+def below_starts(cells: list[CellSearch], hi_q: float) -> dict:
+    """Per (hardware, mode): ChainStart bounds for a QPS below hi_q, the lowest searched (its answer is an upper bound)."""
+    return {(c.hardware, c.mode): ChainStart(lower=1, upper=c.replicas) for c in cells if c.qps == hi_q and c.replicas is not None}
+
+
 def default_jobs() -> int:
     return cores()
 

@@ -194,7 +194,7 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
         return Crossover(scope, "not-compared", None, None, None, None, f"no crossover{where}: the results hold no {missing} points", per_qps=per)
     if not any(math.isfinite(p["diffusion_cost_usd_per_month"]) for p in per):
         return Crossover(scope, "diffusion-never-meets", None, qs[0] if qs else None, None, None,
-                         f"DiffusionGemma meets the SLO{where} at none of the evaluated QPS ({_qlist(qs)})", per_qps=per)
+                         f"DiffusionGemma meets the SLO{where} at none of the evaluated QPS ({_qspan(qs)})", per_qps=per)
     nobody = [p["qps"] for p in per if p["verdict"] == NONE]
     gap = f"; no option meets the SLO at {_qlist(nobody)} QPS" if nobody else ""
     every, per = per, [p for p in per if p["verdict"] != NONE]
@@ -257,3 +257,8 @@ def with_seeds(c: Crossover, seeds_qps: list[float]) -> Crossover:
 
 def _qlist(qs) -> str:
     return ", ".join(f"{q:g}" for q in qs)
+
+
+def _qspan(qs) -> str:
+    """The evaluated QPS, listed when few, else as their range."""
+    return _qlist(qs) if len(qs) <= 6 else f"{len(qs)} loads, {min(qs):g}-{max(qs):g}"

@@ -40,6 +40,12 @@ def parse_modes(value: str | None, allowed: tuple[str, ...] | None = None) -> li
     return modes
 
 
+def parse_profile_modes(value: str | None) -> list[str] | None:
+    """--mode of a command that reads profiles (simulate, plan): None when not given, which means the
+    modes the profile carries (Profile.mode_names), decided once the profile is read."""
+    return None if value is None else parse_modes(value)
+
+
 def _once(out: list, value: str, what: str) -> list:
     """A list option names each value once: a repeated one is a typo, never silently merged."""
     seen = set()

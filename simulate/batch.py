@@ -11,7 +11,6 @@ from typing import Callable
 from costmodel.errors import UserError
 from costmodel.hardware import default_hardware
 from costmodel.memory import replica_memory, request_limit
-from costmodel.modes import mode_names
 from costmodel.options import check_burstiness, check_concurrency, check_rate
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.results import write_simulation
@@ -28,7 +27,7 @@ DEFAULT_HARDWARE = default_hardware()  # the catalog's default GPU
 @dataclass
 class SimulateConfig:
     qps: list[float] | None  # None: replay the workload's trace at its recorded rate
-    modes: list[str] = field(default_factory=lambda: list(mode_names()))
+    modes: list[str] | None = None  # None: the modes the profile carries (Profile.mode_names)
     hardware: str | None = None  # the shipped profile's GPU (default: the catalog's), or the --profile's
     profile_path: str | None = None
     replicas: int = 1
@@ -92,6 +91,8 @@ def _profile(cfg: SimulateConfig) -> Profile:
     if cfg.profile_path and cfg.hardware and profile.hardware.get("id") != cfg.hardware:
         raise UserError(f"--profile {cfg.profile_path} is for {profile.hardware.get('id')}, not --hardware {cfg.hardware}",
                         "drop --hardware (the profile fixes the GPU) or pass a profile for that GPU")
+    if cfg.modes is None:
+        cfg.modes = profile.mode_names()
     for m in cfg.modes:
         check_mode(profile, m)
     return profile

@@ -1,77 +1,79 @@
-"""Recipe: a fourth serving mode with its own pass kind, profile part and per-request state
-(tests/toy/burst/), added by exactly the files docs/architecture.md names: the mode's module and
-its registration line, its engine's module and its registration line, its pass kind's entry."""
+"""Recipe, followed by editing files: a fourth serving mode with its own pass kind, profile part and
+per-request state ("burst", tests/toy/burst/) is the files and lines docs/architecture.md names: the
+mode's module and its registration, its engine's module and its registration, its pass kind's
+entry. On a copy of the tree so edited, `fit`, `simulate` and `plan` run it, and a profile without
+it (the shipped ones) still runs as before: the default modes are the ones a profile carries."""
 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
-from costmodel import roofline
-from costmodel.baseline_profile import roofline_profile
-from costmodel.modes import ServingMode, mode_names, register, unregister
-from costmodel.schemas.profile import Profile
-from costmodel.schemas.provenance import profile_provenance, provenance_kinds
-from simulate import engines
-from simulate.scheduler import Replica
 from tests.toy import recipes
 from tests.toy.burst import engine as burst_engine
-from tests.toy.burst import mode as burst_mode
+from tests.toy.burst.mode import BurstMode
 
-REGISTRATIONS = (register, engines.register, roofline.register_pass_kind)
-
-
-@pytest.fixture
-def burst():
-    roofline.register_pass_kind(burst_mode.BURST_STEP)  # its pass kind's entry
-    register(burst_mode.BurstMode())  # the mode's registration line
-    engines.register(burst_mode.BurstMode.name, burst_engine.BurstReplica)  # its engine's
-    yield
-    unregister("burst")
-    engines.unregister("burst")
-    roofline.unregister_pass_kind(burst_mode.BURST_STEP.name)
-
-
-def touched() -> set[str]:
-    """The files this recipe touched: one line in each registry it called, and a new module where
-    each of its modules belongs."""
-    homes = {f"costmodel/modes/{burst_mode.BurstMode.name}.py": issubclass(burst_mode.BurstMode, ServingMode),
-             f"simulate/engines/{burst_mode.BurstMode.name}.py": issubclass(burst_engine.BurstReplica, Replica)}
-    return {f for f, ok in homes.items() if ok} | {recipes.registry_file(f) for f in REGISTRATIONS}
+MODE = BurstMode.name
+KIND = BurstMode.group_kinds[0]
+EDITS = (
+    recipes.new_file(f"costmodel/modes/{MODE}.py", recipes.TOY / "burst" / "mode.py"),
+    recipes.Edit("costmodel/modes/__init__.py", (f"from costmodel.modes.{MODE} import BurstMode  # noqa: E402",),
+                 after=r"^from costmodel\.modes\.\w+ import \w+  # noqa"),
+    recipes.Edit("costmodel/modes/__init__.py", ("register(BurstMode())",), after=r"^register\("),
+    recipes.new_file(f"simulate/engines/{MODE}.py", recipes.TOY / "burst" / "engine.py"),
+    recipes.Edit("simulate/engines/__init__.py", (f"from costmodel.modes.{MODE} import BurstMode  # noqa: E402",
+                                                  f"from simulate.engines.{MODE} import BurstReplica  # noqa: E402"),
+                 after=r"^from simulate\.engines\.\w+ import"),
+    recipes.Edit("simulate/engines/__init__.py", ("register(BurstMode.name, BurstReplica)",), after=r"^register\("),
+    recipes.Edit("costmodel/roofline.py", (f'    PassKind("{KIND}", "target", True, "all", "causal", doc="two query tokens per sequence; the second kept while bursting",',
+                                           '             sampler="token", query_tokens="one"),'), before=r"^\]\)$"),
+)
+# a workload with its own output lengths: a profile without DiffusionGemma's commit statistics has no regimes to draw them from
+WORKLOAD = {"prompt_tokens": {"dist": "constant", "value": 256}, "output_tokens": {"dist": "constant", "value": 128}}
+TRUTH_MS = {"prefill": {"const": 5.0, "roofline_ms": 1.5}, KIND: {"const": 8.0, "roofline_ms": 1.5}}  # the synthetic run's pass costs
 
 
-def test_the_mode_recipe_touches_exactly_the_files_the_doc_names():
-    assert touched() == recipes.recipe_files("A serving mode", mode="burst")
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    t = recipes.Tree(tmp_path_factory.mktemp("recipe-mode") / "tree")
+    t.changed = t.edit(EDITS)
+    return t
+
+
+def test_the_mode_recipe_is_the_files_and_lines_the_doc_names(tree):
+    assert tree.changed == recipes.recipe_edits("A serving mode", mode=MODE)
     # the mode module is vocabulary: it imports no stage (its engine is the simulator's)
-    assert not recipes.imported_packages(burst_mode) & {"measure", "simulate", "reports"}
+    assert not recipes.imported_packages(recipes.TOY / "burst" / "mode.py") & {"measure", "simulate", "reports"}
 
 
-def test_a_fourth_mode_with_its_own_pass_kind_part_and_request_state_runs(burst, cli, tmp_path):
-    assert mode_names()[-1] == "burst"
-    profile = roofline_profile("h200", "bf16", 0.33)  # its part at its published prior
-    path = tmp_path / "p.json"
-    profile.save(path)
-    doc = json.loads(path.read_text())
-    assert list(doc)[list(doc).index("modes") + 1:][:3] == ["commit_stats", "mtp_acceptance", "burst_steps"]
-    assert Profile.load(path).burst_steps["dist"].values == [0.0, 100.0]
-    prov = profile_provenance(profile, modes={"burst"})  # what plan.json and the reports say of it
-    assert prov["burst_steps"]["mean_steps"] == 50.0 and provenance_kinds(prov)["published"] == ["burst steps"]
+def test_fit_simulate_and_plan_run_it_and_the_shipped_profiles_keep_their_modes(tree):
+    w = tree.work
+    (w / "wl.json").write_text(json.dumps(WORKLOAD))
+    out = tree.session(
+        ("fit", "burst-run", "-o", "burst.json"),  # a synthetic run of the new mode's passes
+        ("simulate", "--profile", "burst.json", "--workload", "wl.json", "--qps", "1", "--duration", "20", "--jobs", "1", "-o", "sim"),
+        ("profile", "roofline", "--hardware", "h200", "-o", "roof.json"),  # every mode; the new part at its prior
+        ("plan", "--profile", "roof.json", "--hardware", "h200", "--qps", "1", "--duration", "20", "--jobs", "1", "--refine-crossover", "0",
+         "-o", "plan"),
+        ("simulate", "--hardware", "h200", "--qps", "1", "--duration", "10", "--jobs", "1", "-o", "shipped"),
+        setup=f"from measure.fit.synthetic_runs import write_synthetic_run; write_synthetic_run('burst-run', {MODE!r}, {TRUTH_MS!r})")
+    assert "burst: the published prior" in out  # fit: its part where no run measures it
+    prof = json.loads((w / "burst.json").read_text())
+    assert list(prof["modes"]) == [MODE] and prof["burst_steps"]["dist"]["values"] == [0.0, 100.0]
+    assert prof["modes"][MODE]["pass_models"][KIND]["coef"]["const"] == pytest.approx(8.0, rel=0.1)
+    # simulate without --mode runs the modes the profile carries: the new mode alone
+    s = pd.read_csv(w / "sim" / "summary.csv")
+    assert list(s["mode"]) == [MODE] and s["stable"].all() and f"batch_{KIND}_seqs" in s.columns
+    rows = pd.read_csv(w / "plan" / "plan.csv")
+    assert MODE in set(rows["mode"]) and rows["replicas"].notna().all()
+    # a profile written before the mode existed (the shipped H200's) runs its own modes
+    assert MODE not in set(pd.read_csv(w / "shipped" / "summary.csv")["mode"])
 
-    sim = tmp_path / "sim"
-    code, _, err = cli("simulate", "--profile", str(path), "--mode", "ar,burst", "--qps", "2", "--duration", "60", "--jobs", "1", "-o", str(sim))
-    assert code == 0, err
-    s = pd.read_csv(sim / "summary.csv").set_index("mode")
-    assert s.loc["burst", "stable"] and "batch_burst_step_seqs" in s.columns
-    assert s.loc["burst", "engine_steps"] < 0.9 * s.loc["ar", "engine_steps"]  # half the requests keep 2 tokens for 100 steps
-    assert "burst: published" in s.loc["burst", "provenance"]
-    assert cli("report", str(sim), "-o", str(tmp_path / "sim.csv"))[0] == 0
 
-
-def test_its_engine_keeps_each_requests_burst_in_request_state(burst):
-    from types import SimpleNamespace
-
+def test_its_engine_keeps_each_requests_burst_in_request_state():
     from simulate.request import Request
 
     rep = burst_engine.BurstReplica.__new__(burst_engine.BurstReplica)

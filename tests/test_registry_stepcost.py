@@ -5,7 +5,6 @@ linear and table predictors are its members. Every cache belongs to the profile'
 from __future__ import annotations
 
 import pickle
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -17,7 +16,6 @@ from costmodel.errors import UserError
 from costmodel.modes import get_mode
 from costmodel.roofline import Segment
 from simulate.steptime import StepPricer
-from tests.toy import recipes
 from tests.toy.flat_predictor import FlatPredictor
 from tests.toy.host_term import HostTerm
 
@@ -91,13 +89,3 @@ def test_the_caches_belong_to_the_profile_object_and_are_not_pickled():
     q = pickle.loads(pickle.dumps(p))
     assert "_resolved" not in q.__dict__ and q == p
     assert stepcost.resolve(q) is not stepcost.resolve(p)
-
-
-
-def test_the_predictor_recipe_is_the_files_the_doc_names():
-    """The toy predictor is one module (what would be costmodel/stepcost/flat.py) and one
-    registration line where the predictors are registered: the stepcost package's __init__.py."""
-    init = Path(stepcost.__file__).resolve().relative_to(recipes.ROOT).as_posix()
-    assert "register(LinearPredictor())" in Path(stepcost.__file__).read_text()
-    touched = {f"costmodel/stepcost/{FlatPredictor.name}.py", init}
-    assert touched == recipes.recipe_files("A step-cost predictor or step term", predictor=FlatPredictor.name)

@@ -17,7 +17,7 @@ from costmodel.cli.pricing_options import pricing_options
 from costmodel.console import make_console
 from costmodel.errors import UserError
 from costmodel.fields import MAX_REPLICAS, REFINE_CROSSOVER
-from costmodel.options import parse_floats, parse_list, parse_modes
+from costmodel.options import parse_floats, parse_list, parse_profile_modes
 from simulate.plan.prefix_compare import compare, parse_choice
 from costmodel.schemas.provenance import profile_provenance
 from simulate.plan.api import (
@@ -79,7 +79,7 @@ def print_answer(con, a, profiles: dict, modes) -> None:
 @click.option("--qps", default="5,20,50", show_default=True, help="Offered loads (requests/s), comma-separated.")
 @click.option("--slo", default=DEFAULT_SLO, show_default=True, help="Latency bounds: STAT_METRIC_ms<=LIMIT, comma-separated.")
 @click.option("--hardware", default=",".join(DEFAULT_HARDWARE), show_default=True, help="GPU catalog ids, comma-separated.")
-@click.option("--mode", "modes", default=None, show_default="every registered mode", help="Serving modes, comma-separated.")
+@click.option("--mode", "modes", default=None, show_default="the modes every planned GPU's profile carries", help="Serving modes, comma-separated.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(), help="A profile JSON (repeatable); it replaces the shipped default for its GPU (added to --hardware if absent).")
 @pricing_options
 @day_options
@@ -113,7 +113,7 @@ def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duratio
     outputset.claim(out, "plan")  # checked and locked before any search runs
     pricing = pricing_config(pricing_options)
     check_seeds(seeds, max_seeds)
-    cfg = PlanConfig(qps=parse_floats(qps, "qps"), slo=slo, hardware=parse_list(hardware, "hardware"), modes=parse_modes(modes),
+    cfg = PlanConfig(qps=parse_floats(qps, "qps"), slo=slo, hardware=parse_list(hardware, "hardware"), modes=parse_profile_modes(modes),
                      profiles=list(profiles), pricing=pricing or PricingConfig(), workload=workload, duration_s=duration_s, seed=seed,
                      max_replicas=max_replicas, refine_crossover=refine_crossover, jobs=jobs, scheduler=scheduler,
                      prefix_caching=None if caching is None else caching[0])
@@ -143,7 +143,7 @@ def _compare_prefix_caching(a: dict) -> None:
         outputset.claim(d, "plan")
     cells = {}
     for v, d in dirs.items():
-        cfg = PlanConfig(qps=parse_floats(a["qps"], "qps"), slo=a["slo"], hardware=parse_list(a["hardware"], "hardware"), modes=parse_modes(a["modes"]),
+        cfg = PlanConfig(qps=parse_floats(a["qps"], "qps"), slo=a["slo"], hardware=parse_list(a["hardware"], "hardware"), modes=parse_profile_modes(a["modes"]),
                          profiles=list(a["profiles"]), pricing=pricing or PricingConfig(), workload=a["workload"], duration_s=a["duration_s"],
                          seed=a["seed"], max_replicas=a["max_replicas"], refine_crossover=a["refine_crossover"], jobs=a["jobs"],
                          scheduler=a["scheduler"], prefix_caching=v)

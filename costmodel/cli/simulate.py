@@ -16,7 +16,7 @@ from costmodel.console import make_console
 from costmodel.engine_settings import EngineSettings, layered
 from costmodel.errors import UserError
 from costmodel.modes import mode_names
-from costmodel.options import parse_burstiness, parse_concurrency, parse_floats, parse_modes
+from costmodel.options import parse_burstiness, parse_concurrency, parse_floats, parse_modes, parse_profile_modes
 from simulate.api import SimulateConfig, run_simulation, write_outcome
 from simulate.plan.costing import pricing_config
 from simulate.batch import DEFAULT_HARDWARE
@@ -33,7 +33,7 @@ from simulate.routers import DEFAULT_ROUTER, router_names
                    "(vllm bench serve --max-concurrency N). Alone: no rate limit; with --qps: both, as vllm bench runs them.")
 @click.option("--burstiness", default=None,
               help="Arrival gaps gamma-distributed with this shape, mean 1/QPS (vllm bench serve --burstiness; 1 is Poisson) [default: the workload's arrivals].")
-@click.option("--mode", "modes", default=None, show_default="every registered mode", help=f"Comma-separated modes: {', '.join(mode_names())}.")
+@click.option("--mode", "modes", default=None, show_default="the modes the profile carries", help=f"Comma-separated modes: {', '.join(mode_names())}.")
 @click.option("--hardware", default=None, help=f"GPU of the shipped default profile [default: {DEFAULT_HARDWARE}].")
 @click.option("--profile", "profile_path", default=None, help="Profile JSON (from `costmodel fit`) instead of the shipped one.")
 @click.option("--replicas", type=int, default=1, show_default=True, help="Replicas (one GPU each) behind the router.")
@@ -79,7 +79,7 @@ def simulate(qps, concurrency, burstiness, modes, hardware, profile_path, replic
                             "async_scheduling": async_scheduling, "enable_prefix_caching": prefix_caching, "block_size": block_size}, engine_from, modes)
     if engine_from and modes is None:
         modes = engine[0]
-    cfg = SimulateConfig(qps=None if qps is None else parse_floats(qps, "qps"), modes=parse_modes(modes), hardware=hardware,
+    cfg = SimulateConfig(qps=None if qps is None else parse_floats(qps, "qps"), modes=parse_profile_modes(modes), hardware=hardware,
                          profile_path=profile_path, replicas=replicas, duration_s=duration, n_requests=n_requests,
                          workload_path=workload_path, seed=seed, router=router, warmup_frac=warmup, jobs=jobs,
                          engine=engine[1], concurrency=None if concurrency is None else parse_concurrency(concurrency),

@@ -24,7 +24,7 @@ from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec, validate_spec
 from costmodel.jsonfile import read_json
 from costmodel.models import ModelShape, get_model
-from costmodel.modes import find_part, get_mode, mode_names, profile_parts
+from costmodel.modes import find_part, get_mode, mode_names, mode_order, profile_parts
 from costmodel.modes.diffusion import CommitStats
 from costmodel.modes.mtp import MtpAcceptance
 from costmodel.precision import Precision, get_precision
@@ -259,6 +259,11 @@ class Profile:
     def __getstate__(self):
         return _data_only(self)
 
+    def mode_names(self) -> list[str]:
+        """The modes this profile carries, in the registry's display order: what simulate and plan run
+        when no --mode is given (a mode registered since the profile was written is not asked of it)."""
+        return sorted(self.modes, key=mode_order)
+
     def mode(self, mode: str) -> ModeProfile:
         try:
             return self.modes[mode]
@@ -383,15 +388,15 @@ def _check_above_roofline(p: Profile, mode: str, where: str) -> None:
     """A pass model may not predict less than the physical limit anywhere on its support: the
     simulator floors predictions at the roofline, which would hide such a model's error. Models
     of kind "endpoint" are exempt: they are inferred from end-to-end latencies (measure/fit/endpoint.py),
-    not from pass timings, and stand only where the floor holds them; so are models of type
-    "engine-step" (costmodel/stepcost/engine_step.py): shares of recorded engine steps, priced floored
-    on the joint step as they were fitted, not lone passes."""
+    not from pass timings, and stand only where the floor holds them; so are models whose predictor is
+    not `linear_above_roofline` (engine-step, costmodel/stepcost/engine_step.py: shares of recorded
+    engine steps, priced floored on the joint step as they were fitted, not lone passes)."""
     m = p.modes[mode]
     model = get_model(m.model)
     roof = Roofline(model, validate_spec(p.hardware.get("id", "?"), p.hardware, where), get_precision(p.precision),
                     get_model(m.assistant) if m.assistant else None)
     for kind, pm in m.pass_models.items():
-        if pm.provenance.kind == "endpoint" or pm.model_type == "engine-step":
+        if pm.provenance.kind == "endpoint" or not get_predictor(pm.model_type).linear_above_roofline:
             continue
         for seqs, tokens, context in support_corners(pm, model):
             seg = (Segment(kind, seqs, tokens, context),)

@@ -1,10 +1,7 @@
-"""Burst decoding, a toy: a Gemma-4 decoder whose every step runs one `burst_step` pass of two query
-tokens per sequence; the second token is kept for the first `burst` steps of a request (drawn per
-request from the profile part `burst_steps`), so a request emits 2 tokens per step, then 1.
-
-It is a whole mode: its pass kind (BURST_STEP, registered with costmodel.roofline.register_pass_kind
-as an entry of PASS_KINDS would be), its profile part (BurstPart: the JSON key `burst_steps`),
-its draws, and the mode; its engine is engine.py."""
+"""Burst decoding (a toy, tests/test_recipe_mode.py): a Gemma-4 decoder whose every step runs one
+`burst_step` pass of two query tokens per sequence; the second token is kept for the first `burst`
+steps of a request (drawn per request from the profile part `burst_steps`), so a request emits 2
+tokens per step, then 1. Its pass kind is an entry of PASS_KINDS; its engine simulate/engines/burst.py."""
 
 from __future__ import annotations
 
@@ -15,11 +12,8 @@ import numpy as np
 from costmodel.errors import UserError
 from costmodel.modes.base import ModeDraws, ProfilePart, ServingMode
 from costmodel.records import Distribution, Provenance
-from costmodel.roofline import PassKind
 from costmodel.seeding import rng_for
 
-BURST_STEP = PassKind("burst_step", "target", True, "all", "causal", doc="two query tokens per sequence; the second kept while bursting",
-                      sampler="token", query_tokens="one")
 STREAM_BURST = 91
 
 
@@ -28,7 +22,7 @@ class BurstPart(ProfilePart):
 
     key = "burst_steps"
     label = "burst"
-    fix = "add burst_steps: {values, probs, provenance}"
+    fix = "add burst_steps: {dist: {values, probs}, provenance}"
 
     def load(self, value):
         if not value:
@@ -76,9 +70,9 @@ class BurstMode(ServingMode):
     line_style = (":", "v")
     model_family = "gemma4"
     default_model = "gemma4-26b-a4b"
-    pass_kinds = ("prefill", BURST_STEP.name)
+    pass_kinds = ("prefill", "burst_step")
     prefill_kind = "prefill"
-    group_kinds = (BURST_STEP.name,)
+    group_kinds = ("burst_step",)
     parts = (BURST,)
 
     def kv_step_slots(self, k: int, canvas: int) -> int:

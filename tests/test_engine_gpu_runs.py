@@ -96,7 +96,9 @@ def test_the_fit_prices_the_cuda_graph_regime(campaign):
     two, three = (cost.pass_ms((Segment("denoise_step", n, 256, 1024),)) for n in (2, 3))
     assert three > 1.8 * two  # measured medians: 21 ms at 2 canvases, 53 ms at 3
     assert any("steps of held-out loads left out of the fit" in m for m in msgs)
-    assert all(frontend_latency_ms(prof, m) > 0 for m in ("ar", "mtp", "diffusion"))
+    # AR and MTP fitted on a Poisson load; DiffusionGemma's both cold (first-use stalls), so on its fewest-client
+    # steady closed loop, where the simulated TTFT already reaches the measured one
+    assert all(frontend_latency_ms(prof, m) > 0 for m in ("ar", "mtp")) and frontend_latency_ms(prof, "diffusion") >= 0
 
 
 def test_checked_on_loads_outside_the_fit(campaign):

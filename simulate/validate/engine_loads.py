@@ -97,22 +97,23 @@ def fit_campaign(root: Path, gpu: str, precision: str, seed: int = 0) -> tuple[P
 
 def with_frontend_latency(prof: Profile, setup_dirs: list[Path], as_run: Profile | None = None) -> list[str]:
     """Each mode's front-end latency (simulate/calibrate.py) fitted on one load the fit used
-    (`frontend_load`), written into `prof`'s engine section; the lines that say so. `as_run`: the same
-    engine with the behaviour the runs had (dummy weights: every canvas to its step budget), when
-    `prof` carries another (the published prior); the loads are simulated on it. Setup directories
-    without recorded loads are passed over."""
+    (`frontend_load`, over all the mode's setups), written into `prof`'s engine section; the lines that
+    say so. `as_run`: the same engine with the behaviour the runs had (dummy weights: every canvas to its
+    step budget), when `prof` carries another (the published prior); the loads are simulated on it.
+    Setup directories without recorded loads are passed over."""
     as_run = prof if as_run is None else as_run
+    by_mode: dict[str, list[Path]] = {}
+    for sdir in map(Path, setup_dirs):
+        if (sdir / "loads.json").exists():
+            by_mode.setdefault(load_run(sdir).manifest.mode, []).append(sdir)
     fronts, msgs = {}, []
-    for sdir in setup_dirs:
-        sdir = Path(sdir)
-        if not (sdir / "loads.json").exists():
+    for mode, dirs in by_mode.items():
+        if mode not in prof.modes:
             continue
-        mode = load_run(sdir).manifest.mode
-        if mode in fronts or mode not in prof.modes:
+        pick = frontend_load(dirs)
+        if pick is None:
             continue
-        low = frontend_load(sdir)
-        if low is None:
-            continue
+        sdir, low = pick
         settings = from_run_engine(load_run(sdir).manifest.engine, mode, f"run {sdir}")
         fronts[mode] = frontend_latency_fit(as_run, mode, [from_recorded(low)], settings)
         msgs.append(f"{mode}: front-end latency {fronts[mode]['ms']:.1f} ms per request (TTFT p50 of {low.name} in {sdir.name}, "
@@ -123,20 +124,26 @@ def with_frontend_latency(prof: Profile, setup_dirs: list[Path], as_run: Profile
     return msgs
 
 
-def frontend_load(setup_dir: Path) -> RecordedLoad | None:
-    """The load a front-end latency is fitted on, among the fitted loads the engine served: the
-    lowest-rate Poisson one (the least queueing; its TTFT p50 over tens of requests shrugs off a few
-    first-use stalls, up to POISSON_STALL_SHARE of its time), else the steady closed loop with the fewest
-    clients (a handful of requests: one stall moves its p50), else the closed loop with the fewest."""
-    setup = design_setup(setup_dir)
-    fitted = [ld for ld in recorded_loads(setup_dir) if setup.role(ld.name) == "fit" and not ld.refused]
-    stall_share = {n: s / d if d > 0 else math.inf for n, (_, s, d) in load_stalls(setup_dir).items()}
-    poisson = [ld for ld in fitted if ld.kind == "poisson" and stall_share.get(ld.name, 0.0) <= POISSON_STALL_SHARE]
+def frontend_load(setup_dirs: list[Path]) -> tuple[Path, RecordedLoad] | None:
+    """The (setup, load) a mode's front-end latency is fitted on, among the fitted loads the engine
+    served: the lowest-rate Poisson one (the least queueing; its TTFT p50 over tens of requests shrugs
+    off a few that met a first-use stall, up to POISSON_STALL_SHARE of its time), else the steady closed
+    loop with the fewest clients (a handful of requests, where one stall moves the p50), else the closed
+    loop with the fewest. (Leaving the stalled requests out instead biases the p50: at low load the
+    requests that meet a stall are those whose own new prompt length compiled.)"""
+    poisson, closed = [], []
+    for sdir in setup_dirs:
+        setup = design_setup(sdir)
+        share = {n: s / d if d > 0 else math.inf for n, (_, s, d) in load_stalls(sdir).items()}
+        for ld in recorded_loads(sdir):
+            if setup.role(ld.name) == "fit" and not ld.refused:
+                (poisson if ld.kind == "poisson" else closed).append((sdir, ld, share.get(ld.name, 0.0)))
+    poisson = [c for c in poisson if c[2] <= POISSON_STALL_SHARE]
     if poisson:
-        return min(poisson, key=lambda ld: ld.rate_rps)
-    closed = sorted((ld for ld in fitted if ld.kind != "poisson"), key=lambda ld: ld.concurrency or 0)
-    steady = [ld for ld in closed if stall_share.get(ld.name, 0.0) <= COLD_SHARE]
-    return (steady or closed or [None])[0]
+        return min(poisson, key=lambda c: c[1].rate_rps)[:2]
+    closed.sort(key=lambda c: c[1].concurrency or 0)
+    pick = [c for c in closed if c[2] <= COLD_SHARE] or closed
+    return pick[0][:2] if pick else None
 
 
 def check_loads(profile: Profile, root: Path, gpu: str, precision: str, include_fit: bool = False, seed: int = 0) -> list[LoadCheck]:

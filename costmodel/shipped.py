@@ -37,7 +37,8 @@ def default_profile(hardware: str) -> Profile:
     # every command on a shipped profile would otherwise pay
     from costmodel.baseline_profile import roofline_profile
 
-    return roofline_profile(hardware, "int4" if hardware == "rtx-5090" else "bf16")
+    hw = get_hardware(hardware)
+    return roofline_profile(hardware, "fp8" if "fp8" in hw.tflops else "bf16")  # the shipped profiles' precision where the GPU has it
 
 
 def resolve_profile(profile: str | None, hardware: str) -> Profile:

@@ -5,7 +5,10 @@
 # behaviour from the published prior (--behaviour prior: the runs have dummy weights, so they time the engine,
 # not the model's commit statistics or acceptance).
 #   OUT/<gpu>-<precision>.json   e.g. OUT/h200-fp8.json
-# usage: bash scripts/build_engine_profiles.sh OUT_DIR   (SHIP=1 also installs them in costmodel/data/profiles/engine/)
+#   OUT/rtx-5090-nvfp4.json   the RTX 5090 projected from the H100's (no RTX 5090 was lent): NVFP4, the precision
+#                             vLLM's recipe serves Gemma-4 in on a 32 GB card; labelled projected in its provenance
+# usage: bash scripts/build_engine_profiles.sh OUT_DIR   (SHIP=1 installs them as the shipped defaults,
+#        costmodel/data/profiles/<gpu>.json; the per-operator profiles they replace stay in ops/ as what-ifs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: scripts/build_engine_profiles.sh OUT_DIR}
@@ -16,8 +19,9 @@ for key in $(ls "$RUNS" | grep -o '^[a-z0-9-]*-\(fp8\|bf16\)' | sort -u); do
   setups=$(ls -d "$RUNS/$key"-*/*/ | while read -r d; do [ -f "$d/manifest.json" ] && echo "${d%/}"; done)
   "$CM" fit $setups --behaviour prior --id "$key-vllm-engine" -o "$OUT/$key.json" | tee "$OUT/fit-$key.log"
 done
+"$CM" profile project "$OUT/h100-fp8.json" --hardware rtx-5090 --precision nvfp4 -o "$OUT/rtx-5090-nvfp4.json"
 if [ "${SHIP:-0}" = 1 ]; then
-  mkdir -p costmodel/data/profiles/engine
-  cp "$OUT"/*.json costmodel/data/profiles/engine/
-  echo "shipped: costmodel/data/profiles/engine/$(cd "$OUT" && ls *.json | tr '\n' ' ')"
+  D=costmodel/data/profiles
+  cp "$OUT/h100-fp8.json" "$D/h100-sxm.json"; cp "$OUT/h200-fp8.json" "$D/h200.json"; cp "$OUT/rtx-5090-nvfp4.json" "$D/rtx-5090.json"
+  echo "shipped: $D/h100-sxm.json, h200.json (measured vLLM 0.26 fp8), rtx-5090.json (projected, nvfp4)"
 fi

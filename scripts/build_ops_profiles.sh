@@ -5,8 +5,8 @@
 #   OUT/rtx-5090-int4.json  per-op projection of the H100 bf16 table to the RTX 5090 in int4 (weight-only; the
 #                           precision the project ships for 32 GB), composed and fitted the same way (provenance "projected")
 # each with the engine step term calibrated to the published vLLM AR figure (below)
-# usage: bash scripts/build_ops_profiles.sh OUT_DIR   (SHIP=1 also installs them as the shipped defaults:
-#        bf16 on Hopper and int4 on the 5090 in costmodel/data/profiles/, the fp8 variants in costmodel/data/profiles/ops/)
+# usage: bash scripts/build_ops_profiles.sh OUT_DIR   (SHIP=1 installs them as labelled what-ifs,
+#        all in costmodel/data/profiles/ops/: the defaults are the measured engine, scripts/build_engine_profiles.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: scripts/build_ops_profiles.sh OUT_DIR}
@@ -36,7 +36,7 @@ for p in h100-sxm-bf16 h200-bf16 h200-fp8 rtx-5090-int4; do
 done
 if [ "${SHIP:-0}" = 1 ]; then
   D=costmodel/data/profiles
-  cp "$OUT/h100-sxm-bf16.json" "$D/h100-sxm.json"; cp "$OUT/h200-bf16.json" "$D/h200.json"; cp "$OUT/rtx-5090-int4.json" "$D/rtx-5090.json"
+  cp "$OUT/h100-sxm-bf16.json" "$OUT/h200-bf16.json" "$OUT/rtx-5090-int4.json" "$D/ops/"
   cp "$OUT/h100-sxm-fp8.json" "$OUT/h200-fp8.json" "$D/ops/"
-  echo "shipped: $D/{h100-sxm,h200,rtx-5090}.json and $D/ops/{h100-sxm,h200}-fp8.json"
+  echo "shipped: $D/ops/{h100-sxm-bf16,h200-bf16,rtx-5090-int4,h100-sxm-fp8,h200-fp8}.json"
 fi

@@ -43,7 +43,7 @@ def compare_bench_cmd(files, hardware, profile_path, mode, max_num_seqs, max_num
 
     \b
     costmodel compare-bench results/diffusion-c16.json --hardware h200
-    costmodel compare-bench data/runs/engine/h200-fp8-ar/default --profile costmodel/data/profiles/engine/h200-fp8.json
+    costmodel compare-bench data/runs/engine/h200-fp8-ar/default --profile costmodel/data/profiles/h200.json
     costmodel compare-bench run.json --profile my.json --mode mtp --max-num-seqs 64 --csv cmp.csv
     """
     given = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens, "max_denoising_steps": max_denoising_steps,

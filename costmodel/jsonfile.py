@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from costmodel.errors import UserError
 
@@ -60,7 +63,7 @@ def jsonable(x):
         return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [jsonable(v) for v in x]
-    if x is pd.NA or x is None:
+    if x is None or x is _pandas_na():
         return None
     if isinstance(x, np.generic):
         x = x.item()
@@ -69,6 +72,13 @@ def jsonable(x):
     return x
 
 
-def records(df: pd.DataFrame) -> list[dict]:
+def _pandas_na():
+    """pandas' missing-value marker, where pandas is loaded (no value is one where it is not): JSON
+    writing does not load the table library."""
+    pd = sys.modules.get("pandas")
+    return pd.NA if pd is not None else None
+
+
+def records(df: "pd.DataFrame") -> list[dict]:
     """A DataFrame as JSON-able row dicts."""
     return [jsonable(r) for r in df.astype(object).to_dict("records")] if not df.empty else []

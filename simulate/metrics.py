@@ -53,14 +53,17 @@ Stability (stable=False means: the queue grows without bound; its latencies are 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from costmodel.modes import ModeDraws, ServingMode
 from costmodel.schemas.profile import frontend_latency_ms
 from costmodel.schemas.results import PERCENTILES, REQUEST_COLUMNS, PointSummary
 from costmodel.stepcost import host_overhead
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TREND_BINS = 20
 TREND_MIN_GROWTH = 10.0
@@ -219,7 +222,21 @@ def _batch_stats(run: FinishedRun) -> dict:
                 batch_composition=run.mode.batch_composition(per(acc_pre), tuple(per(a) for a in acc_groups)))
 
 
-def summarise(run: FinishedRun) -> tuple[PointSummary, pd.DataFrame]:
+@dataclass(frozen=True)
+class RequestRecords:
+    """One point's per-request records, column by column (REQUEST_COLUMNS: arrays, `mode` one
+    value): a table only where one is written or read (`frame`), so a command that prints the
+    summary alone never imports the table library."""
+
+    columns: dict
+
+    def frame(self) -> "pd.DataFrame":
+        import pandas as pd  # the table library, where the table is built: `costmodel simulate` without -o never loads it
+
+        return pd.DataFrame(self.columns, columns=list(REQUEST_COLUMNS))
+
+
+def summarise(run: FinishedRun) -> tuple[PointSummary, RequestRecords]:
     """The point's summary (PointSummary: metric meanings in the module docstring) and its
     per-request records."""
     reqs, rec, n = run.reqs, run.rec, run.n_arrived
@@ -259,7 +276,7 @@ def summarise(run: FinishedRun) -> tuple[PointSummary, pd.DataFrame]:
     summary.engine_settings = run.cfg.tagged() if hasattr(run.cfg, "tagged") else ""
     summary.concurrency = int(getattr(reqs, "concurrency", 0) or 0)
     _prefix_stats(summary, run, np.isfinite(start))
-    return summary, _request_frame(run, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm, fe)
+    return summary, _request_records(run, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm, fe)
 
 
 def _prefix_stats(summary: PointSummary, run: FinishedRun, admitted: np.ndarray) -> None:
@@ -277,18 +294,18 @@ def _prefix_stats(summary: PointSummary, run: FinishedRun, admitted: np.ndarray)
     summary.prefill_tokens_saved = int(sum(c.hit_tokens for c in caches))
 
 
-def _request_frame(run: FinishedRun, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm, fe: float = 0.0) -> pd.DataFrame:
+def _request_records(run: FinishedRun, queue_ms, ttft_ms, e2e_ms, tpot_ms, finished, warm, fe: float = 0.0) -> RequestRecords:
     reqs, rec, n = run.reqs, run.rec, run.n_arrived
     names = np.asarray(reqs.regimes, dtype=object)
     blocks = run.draws.blocks
-    return pd.DataFrame({
+    return RequestRecords({
         "request_id": np.arange(n, dtype=np.int64), "mode": run.mode.name, "regime": names[reqs.regime_idx[:n]],
         "replica": rec.replica[:n], "arrival_s": reqs.arrival_s[:n], "start_s": rec.start_s[:n], "first_token_s": rec.first_s[:n] + fe,
         "finish_s": rec.finish_s[:n] + fe, "prompt_tokens": reqs.prompt_tokens[:n], "output_tokens": reqs.output_tokens[:n],
         "blocks": blocks[:n] if blocks is not None else np.zeros(n, dtype=np.int64),
         "steps": rec.steps[:n], "queue_ms": queue_ms, "ttft_ms": ttft_ms, "e2e_ms": e2e_ms, "tpot_ms": tpot_ms,
         "preemptions": rec.preemptions[:n], "cached_tokens": rec.cached_tokens[:n], "finished": finished, "warmup": warm,
-    }, columns=list(REQUEST_COLUMNS))
+    })
 
 
 BINDING_FILL = 0.9  # steps this full of the running cap mean the cap, not step time, limits service

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from costmodel.errors import UserError
 from costmodel.modes import get_mode
@@ -23,17 +23,27 @@ from costmodel.schemas.profile import Profile
 from costmodel.schemas.results import PointSummary
 from simulate.engine import EngineConfig
 from simulate.routers import DEFAULT_ROUTER, check_router
-from simulate.sim import simulate_point
+from simulate.metrics import RequestRecords
+from simulate.sim import simulate_records
 from simulate.workload import Workload, build_requests, load_workload, with_burstiness
 
 DEFAULT_WARMUP_FRAC = 0.1
 DEFAULT_ABORT_BACKLOG_S = 60.0
 
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+
 @dataclass
 class PointResult:
     summary: PointSummary
-    requests: pd.DataFrame  # costmodel.schemas.results.REQUEST_COLUMNS, one row per arrived request
+    records: RequestRecords  # costmodel.schemas.results.REQUEST_COLUMNS, per arrived request
+
+    @cached_property
+    def requests(self) -> "pd.DataFrame":
+        """The per-request table, one row per arrived request (built on first use)."""
+        return self.records.frame()
 
 
 def resolve_workload(workload) -> Workload:
@@ -121,6 +131,6 @@ def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int =
     reqs = build_requests(profile, wl, qps, n_requests=n_requests, duration_s=duration_s, seed=seed, concurrency=concurrency)
     check_warmup_leaves(reqs, warmup_frac)
     desc = wl.describe(reqs.concurrency, rate_limited=reqs.qps != math.inf)
-    (summary, df), _ = simulate_point(profile, mode, reqs, replicas=replicas, cfg=cfg, router=router, seed=seed, warmup_frac=warmup_frac,
-                                      abort_backlog_s=abort_backlog_s, drain_s=drain_s, workload_desc=desc, miss_bounds=miss_bounds)
-    return PointResult(summary, df)
+    (summary, records), _ = simulate_records(profile, mode, reqs, replicas=replicas, cfg=cfg, router=router, seed=seed, warmup_frac=warmup_frac,
+                                             abort_backlog_s=abort_backlog_s, drain_s=drain_s, workload_desc=desc, miss_bounds=miss_bounds)
+    return PointResult(summary, records)

@@ -344,6 +344,16 @@ def simulate_point(profile: Profile, mode: str, reqs: Requests, *, replicas: int
                    step_trace: list | None = None, miss_bounds: tuple = ()):
     """One point: (PointSummary, per-request DataFrame), and the step pricer it used. `miss_bounds`
     (MissBound, ...): stop as soon as one is certainly missed (the point is reported unstable)."""
+    (summary, records), pricer = simulate_records(profile, mode, reqs, replicas=replicas, cfg=cfg, router=router, seed=seed,
+                                                  warmup_frac=warmup_frac, abort_backlog_s=abort_backlog_s, drain_s=drain_s,
+                                                  workload_desc=workload_desc, step_trace=step_trace, miss_bounds=miss_bounds)
+    return (summary, records.frame()), pricer
+
+
+def simulate_records(profile: Profile, mode: str, reqs: Requests, *, replicas: int, cfg: EngineConfig, router: str, seed: int,
+                     warmup_frac: float, abort_backlog_s: float | None, drain_s: float | None, workload_desc: str,
+                     step_trace: list | None = None, miss_bounds: tuple = ()):
+    """simulate_point with the per-request records as metrics.RequestRecords (no table built)."""
     # a point allocates many short-lived objects but makes few reference cycles: the cyclic
     # collector's passes over them would take time and free next to nothing (what they would free
     # waits for the next collection after the point)

@@ -63,9 +63,9 @@ import numbers
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from costmodel.errors import UserError
 from costmodel.fields import APPS, GAMMA_CV, LENGTH_MEDIAN, LOGNORMAL_SIGMA, THINK_S, TOKENS, TRACE_SPAN_S, TURNS, WEIGHT, Field
@@ -74,6 +74,9 @@ from costmodel.options import check_burstiness, check_concurrency, check_rate
 from costmodel.schemas.profile import Profile
 from costmodel.seeding import rng_for
 from simulate import prefix as PX
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ARRIVALS = ("poisson", "constant", "gamma")
 # a closed loop with no rate and no --requests: at least this many requests per client (and DEFAULT_MIN_REQUESTS)
@@ -391,6 +394,8 @@ def _plain(v):
 
 def load_trace(path: Path) -> Trace:
     """Read a CSV/JSONL request trace (columns in the module docstring) with one-line errors."""
+    import pandas as pd  # the table library, where a trace table is read (issue 40: a command imports what it runs)
+
     where = f"trace {path}"
     if not path.exists():
         raise UserError(f"{where} does not exist", "check the path (relative paths are relative to the workload file)")
@@ -458,7 +463,7 @@ def _check_span(t: np.ndarray, col: str, where: str) -> None:
                         f"({TRACE_SPAN_S.why})", f"fix row {i + 1}'s {col} (seconds; a Mooncake timestamp is in ms)")
 
 
-def _hash_lists(df: pd.DataFrame, where: str) -> tuple:
+def _hash_lists(df: "pd.DataFrame", where: str) -> tuple:
     """The hash_ids column: per row a list of integers >= 0 (or empty / missing)."""
     out = []
     for i, v in enumerate(df["hash_ids"]):

@@ -21,7 +21,6 @@ from simulate.api import SimulateConfig, run_simulation, write_outcome
 from simulate.plan.costing import pricing_config
 from simulate.batch import DEFAULT_HARDWARE
 from simulate.engine import mode_settings
-from simulate.engine_recorded import recorded_settings
 from simulate.point import resolve_engine
 from simulate.routers import DEFAULT_ROUTER, router_names
 
@@ -108,6 +107,9 @@ def engine_layers(given: dict, engine_from: str | None, modes: str | None) -> tu
     settings); the profile's engine section and vLLM's defaults are layered below per mode (simulate/engine.py)."""
     if not engine_from:
         return None, EngineSettings.given(given, "CLI")
+    # the recording's readers (run directory tables, bench files) load pandas and measure's endpoint client: only with --engine-from
+    from simulate.engine_recorded import recorded_settings
+
     mode, rec = recorded_settings(engine_from)
     if modes is not None and parse_modes(modes) != [mode]:
         raise UserError(f"--engine-from {engine_from} records a {mode} server; its settings do not apply to --mode {modes}",

@@ -8,13 +8,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.jsonfile import jsonable, read_json
 from costmodel.schemas.columns import ColumnDoc
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PLAN_KIND = "costmodel-plan"
 PLAN_SCHEMA_VERSION = 1
@@ -102,7 +104,7 @@ class PlanDoc:
     """plan.json as read back (the fields `report` uses; the rest stays in `raw`)."""
 
     path: Path
-    points: pd.DataFrame  # flat PointSummary rows of every simulation the searches ran
+    points: "pd.DataFrame"  # flat PointSummary rows of every simulation the searches ran
     hardware_specs: dict[str, dict]
     slo: str
     pricing: dict  # simulate.plan.costing.PricingConfig.to_dict()
@@ -123,6 +125,8 @@ def is_plan_dir(p: Path) -> bool:
 
 def read_plan(p: str | Path) -> PlanDoc:
     """A plan.json file (its directory's output manifest checked first: costmodel/outputset.py)."""
+    import pandas as pd  # the table library, where the plan's table is read (issue 40: a command imports what it runs)
+
     p = Path(p)
     doc = outputset.read_set(p.parent, lambda root: read_json(root / p.name, "plan"), "re-run `costmodel plan`")
     if not isinstance(doc, dict) or doc.get("kind") != PLAN_KIND:

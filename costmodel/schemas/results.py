@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.jsonfile import read_json
 from costmodel.schemas.columns import ColumnDoc, meta
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SIM = "simulator (costmodel/schemas/results.py PointSummary; simulate/metrics.py computes it)"
 REQ = "simulator (costmodel/schemas/results.py REQUEST_DOCS; simulate/metrics.py records it)"
@@ -146,7 +148,7 @@ class SimulationResults:
     """A simulate directory as read back: flat summary rows plus summary.json's other fields."""
 
     path: Path
-    points: pd.DataFrame  # PointSummary.flat() rows
+    points: "pd.DataFrame"  # PointSummary.flat() rows
     meta: dict  # summary.json minus its points (profile id, hardware, precision, embedded profiles)
 
 
@@ -155,9 +157,11 @@ def point_stem(s: PointSummary) -> str:
     return f"requests_{s.mode}_qps{s.qps:g}{loop}_r{s.replicas}"
 
 
-def write_simulation(out_dir: str | Path, points: list[tuple[PointSummary, pd.DataFrame]], profile) -> list[Path]:
+def write_simulation(out_dir: str | Path, points: list[tuple[PointSummary, "pd.DataFrame"]], profile) -> list[Path]:
     """requests_<mode>_qps<q>_r<n>.parquet per point, summary.csv (flat rows), summary.json, and
     outputs.manifest.json: one output set, published whole (costmodel/outputset.py)."""
+    import pandas as pd  # the table library, where the tables are written (issue 40: a command imports what it runs)
+
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"-o {out} exists and is not a directory", "give a directory path")
@@ -187,6 +191,8 @@ def read_simulation(d: str | Path) -> SimulationResults:
 
 
 def _read_simulation(d: Path) -> SimulationResults:
+    import pandas as pd  # the table library, where the tables are read (issue 40: a command imports what it runs)
+
     doc = read_json(d / SUMMARY_JSON, "simulate summary") if (d / SUMMARY_JSON).exists() else {}
     if (d / SUMMARY_CSV).exists():
         try:

@@ -5,27 +5,70 @@ crossover (cheapest.py, crossover.py), and the answer every output prints (answe
     pricing = PricingConfig(model="reserved-1y")
     a = analyse(points, parse_slo("p95_ttft_ms<=1000"), pricing, specs)
     a.cheapest, a.crossover.text
+
+The surface loads lazily (PEP 562): a name is imported from its module on first use, so a command
+that only declares the pricing options (pricing.py, models/: no table library) does not load what
+`plan` and `report` need (answer.py, cheapest.py, crossover.py: pandas), issue 40's start-up.
 """
 
-from simulate.plan.costing.answer import Decision, answer_frame, answer_lines, decisions, fleet_name
-from simulate.plan.costing.cheapest import LEAD_COLUMNS, Analysis, analyse
-from simulate.plan.costing.costs import COST_COLUMNS, GPUS_PER_REPLICA, PointCost, add_costs, cost_of_row, point_cost
-from simulate.plan.costing.crossover import (
-    CROSSOVER_TOLERANCE_FRAC, RANK_COLUMNS, TIE_FRAC, Crossover, best_per_cell, cheapest_per_qps, find_crossover, rank_options, ties, with_seeds,
-)
-from simulate.plan.costing.models import DEFAULT_MODEL, PricingModel, Rate, get_model, model_names, register
-from simulate.plan.costing.pricing import (
-    DEFAULT_AMORTISATION_YEARS, DEFAULT_ELECTRICITY_USD_PER_KWH, DEFAULT_PUE, HOURS_PER_MONTH, SOURCES, GpuPrice, PricingConfig,
-    PricingOptions, gpu_price, pricing_config, read_price_file, telemetry_power,
-)
-from simulate.plan.costing.terms import HOURS_PER_YEAR, TERMS, resolve_terms
+from importlib import import_module
 
-__all__ = [
-    "Decision", "answer_frame", "answer_lines", "decisions", "fleet_name",
-    "LEAD_COLUMNS", "Analysis", "analyse", "COST_COLUMNS", "GPUS_PER_REPLICA", "PointCost", "add_costs", "cost_of_row", "point_cost",
-    "CROSSOVER_TOLERANCE_FRAC", "RANK_COLUMNS", "TIE_FRAC", "Crossover", "best_per_cell", "cheapest_per_qps", "find_crossover", "rank_options",
-    "ties", "with_seeds", "DEFAULT_MODEL", "PricingModel",
-    "Rate", "get_model", "model_names", "register", "DEFAULT_AMORTISATION_YEARS", "DEFAULT_ELECTRICITY_USD_PER_KWH", "DEFAULT_PUE",
-    "HOURS_PER_MONTH", "SOURCES", "GpuPrice", "PricingConfig", "PricingOptions", "gpu_price", "pricing_config", "read_price_file",
-    "telemetry_power", "HOURS_PER_YEAR", "TERMS", "resolve_terms",
-]
+# name -> the module of this package that defines it
+_HOME = {
+    "Decision": "answer",
+    "answer_frame": "answer",
+    "answer_lines": "answer",
+    "decisions": "answer",
+    "fleet_name": "answer",
+    "LEAD_COLUMNS": "cheapest",
+    "Analysis": "cheapest",
+    "analyse": "cheapest",
+    "COST_COLUMNS": "costs",
+    "GPUS_PER_REPLICA": "costs",
+    "PointCost": "costs",
+    "add_costs": "costs",
+    "cost_of_row": "costs",
+    "point_cost": "costs",
+    "CROSSOVER_TOLERANCE_FRAC": "crossover",
+    "RANK_COLUMNS": "crossover",
+    "TIE_FRAC": "crossover",
+    "Crossover": "crossover",
+    "best_per_cell": "crossover",
+    "cheapest_per_qps": "crossover",
+    "find_crossover": "crossover",
+    "rank_options": "crossover",
+    "ties": "crossover",
+    "with_seeds": "crossover",
+    "DEFAULT_MODEL": "models",
+    "PricingModel": "models",
+    "Rate": "models",
+    "get_model": "models",
+    "model_names": "models",
+    "register": "models",
+    "DEFAULT_AMORTISATION_YEARS": "pricing",
+    "DEFAULT_ELECTRICITY_USD_PER_KWH": "pricing",
+    "DEFAULT_PUE": "pricing",
+    "HOURS_PER_MONTH": "pricing",
+    "SOURCES": "pricing",
+    "GpuPrice": "pricing",
+    "PricingConfig": "pricing",
+    "PricingOptions": "pricing",
+    "gpu_price": "pricing",
+    "pricing_config": "pricing",
+    "read_price_file": "pricing",
+    "telemetry_power": "pricing",
+    "HOURS_PER_YEAR": "terms",
+    "TERMS": "terms",
+    "resolve_terms": "terms",
+}
+__all__ = list(_HOME)
+
+
+def __getattr__(name: str):
+    try:
+        module = _HOME[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

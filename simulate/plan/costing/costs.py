@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from simulate.plan.costing.pricing import HOURS_PER_MONTH, GpuPrice
 from simulate.plan.costing.terms import HOURS_PER_YEAR
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 GPUS_PER_REPLICA = 1  # every shipped configuration serves one model replica per GPU (int4 on the 32 GB RTX 5090)
 
@@ -103,8 +105,10 @@ def cost_of_row(row: dict, price: GpuPrice) -> PointCost:
                       row.get("output_tokens_per_s", 0.0), row.get("total_tokens_per_s", 0.0), price)
 
 
-def add_costs(points: pd.DataFrame, prices: dict[str, GpuPrice]) -> pd.DataFrame:
+def add_costs(points: "pd.DataFrame", prices: dict[str, GpuPrice]) -> "pd.DataFrame":
     """`points` (flat PointSummary rows) with the COST_COLUMNS appended; `prices` by hardware id."""
+    import pandas as pd  # the table library, where the table is built: one point's cost (cost_of_row) loads without it (issue 40)
+
     rows = [cost_of_row(r, prices[r["hardware"]]).to_dict() for r in points.to_dict("records")]
     costs = pd.DataFrame(rows, columns=list(COST_COLUMNS), index=points.index)
     return pd.concat([points.drop(columns=[c for c in COST_COLUMNS if c in points.columns]), costs], axis=1)

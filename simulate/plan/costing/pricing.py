@@ -14,14 +14,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import pandas as pd
-
 from costmodel.errors import UserError
 from costmodel.fields import AMORTISATION_YEARS, ELECTRICITY_USD_PER_KWH, PRICE_USD_PER_GPU_HOUR, PUE, PURCHASE_USD, Field
 from costmodel.hardware import HardwareSpec, source_text
 from costmodel.options import parse_key_values
 from costmodel.schemas.plan import HOURS_PER_MONTH  # 8,760 h / 12: the convention cloud price sheets use
-from costmodel.schemas.rundir import load_run
 from simulate.plan.costing.models import DEFAULT_MODEL, Terms, get_model, model_names
 from simulate.plan.costing.terms import check_term, resolve_terms
 
@@ -164,6 +161,8 @@ def gpu_price(spec: HardwareSpec, cfg: PricingConfig) -> GpuPrice:
 def telemetry_power(run_dir: str | Path) -> tuple[str, float, str]:
     """(hardware id, mean busy power W, source text) from a measured run's telemetry table: the mean
     `power_w` over samples with gpu_util_pct >= 50 (all samples when utilisation was not recorded)."""
+    from costmodel.schemas.rundir import load_run  # run directories are tables (pandas): read only with --telemetry (issue 40)
+
     run = load_run(run_dir)
     hw = run.manifest.hardware
     if not hw:
@@ -204,6 +203,8 @@ class PricingOptions:
 def read_price_file(path: str) -> tuple[dict, dict]:
     """(on-demand USD per GPU-hour, purchase USD) by hardware from a CSV with columns hardware,
     price_usd_per_gpu_hour and optionally purchase_usd; every row needs a price >= 0."""
+    import pandas as pd  # the table library, where the price table is read: the pricing options load without it (issue 40)
+
     try:
         df = pd.read_csv(path, dtype={"hardware": str})
     except (OSError, ValueError) as e:

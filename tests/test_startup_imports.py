@@ -1,0 +1,44 @@
+"""A command imports what it runs (issue 40, start-up): `costmodel simulate` declares its options and
+simulates without the table, fitting, workbook, plotting, SimPy, GPU or HTTP libraries; they load
+where a table is written or read (-o, --price-file, --engine-from, plan, report). Each case runs in
+a fresh interpreter, as the console entry does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("pandas", "pyarrow", "statsmodels", "scipy", "openpyxl", "matplotlib", "plotly", "simpy", "torch", "transformers", "vllm",
+         "httpx", "dask", "distributed")
+
+
+def heavy_loaded(argv: list[str]) -> list[str]:
+    """The HEAVY packages loaded once `costmodel ARGV` has run in a fresh interpreter."""
+    code = ("import json, sys\nfrom costmodel.cli import console_main\nsys.argv = ['costmodel', *json.loads(sys.argv[1])]\n"
+            "try:\n    console_main()\nexcept SystemExit:\n    pass\n"
+            f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({list(HEAVY)!r}))))")
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(argv)], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env={**os.environ, "COSTMODEL_NO_PROGRESS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("argv", [["simulate", "--help"], ["--help"]], ids=" ".join)
+def test_declaring_options_loads_no_heavy_library(argv):
+    assert heavy_loaded(argv) == []
+
+
+def test_a_simulation_printed_not_written_loads_no_table_library():
+    assert heavy_loaded(["simulate", "--mode", "ar", "--qps", "4", "--requests", "200"]) == []
+
+
+def test_writing_the_tables_loads_them(tmp_path):
+    """The other side of the rule: -o writes parquet and CSV, so pandas comes in where they are written."""
+    assert "pandas" in heavy_loaded(["simulate", "--mode", "ar", "--qps", "4", "--requests", "200", "-o", str(tmp_path / "out")])
+    assert (tmp_path / "out" / "summary.csv").exists()

@@ -51,7 +51,7 @@ SRC_NUM_BLOCKS = "vllm/v1/core/kv_cache_utils.py get_kv_cache_config_from_groups
 SRC_REQUESTED = "vllm/v1/worker/utils.py request_memory (ceil(total x gpu_memory_utilization))"
 SRC_KV_BUDGET = "vllm/v1/worker/gpu_worker.py determine_available_memory (requested - non-KV - CUDA graphs)"
 SAMPLER_TILE_COPIES = 8  # fp32 [canvas, vocab] copies one canvas's sampling step peaks at (vLLM 0.26 diffusion_gemma.py, eager)
-SRC_SAMPLER = ("vllm/model_executor/models/diffusion_gemma.py (0.26): fp32 and bf16 logits of every denoising canvas (the fp32 buffer measured: out of memory at 16 canvases on an H100), and the sampler's "
+SRC_SAMPLER = ("vllm/model_executor/models/diffusion_gemma.py (0.26): bf16 logits of every denoising canvas, and the sampler's "
                "tiles sized to half the free memory at ~10 fp32 [canvas, vocab] copies per canvas, never below one canvas")
 
 
@@ -267,13 +267,11 @@ def _logits_rows_bytes(rows: int, vocab: int) -> int:
 
 
 def sampler_bytes_per_canvas(model: ModelShape, canvas_length: int) -> int:
-    """DiffusionGemma's logits, per denoising canvas: the compiled forward's fp32 [tokens, vocab]
-    logits of every canvas of the step (the final soft-capping runs in fp32) and the bf16 copy the
-    sampler works through. The profile run never builds them (its dummy sampler has one row per
-    request), so they live in the memory gpu_memory_utilization leaves outside the engine budget.
-    (Measured: at 16 canvases on an H100, vLLM 0.26 died allocating that fp32 buffer, 4.00 GiB for
-    4,096 x 262,144, data/runs/engine/h100-fp8-diffusion/h100-fp8-diffusion-steps16.log.)"""
-    return canvas_length * model.vocab_size * (2 + 4)
+    """DiffusionGemma's denoise sampler, per denoising canvas: the bf16 [canvas, vocab] logits every
+    canvas of the step holds while the sampler works through them. The profile run never builds them
+    (its dummy sampler has one row per request), so they live in the memory gpu_memory_utilization
+    leaves outside the engine budget."""
+    return canvas_length * model.vocab_size * 2
 
 
 def sampler_tile_bytes(model: ModelShape, canvas_length: int) -> int:

@@ -666,12 +666,21 @@ def host_fit(mode: str, runs: list[Run], msgs: list[str]) -> dict:
     return fit.record()
 
 
+DEVICE_BOUND_SETTINGS = ("max_num_seqs",)  # what a run chose for its GPU's memory: a plan's memory model resolves it per GPU
+
+
 def _run_settings(runs: list[Run]) -> dict:
-    """Per mode, the engine settings its runs were recorded with (costmodel/engine_settings.py reads
-    them back as the profile's engine section: canvas, k, max_num_seqs, budget, ...)."""
+    """Per mode, the engine settings all its runs were recorded with (costmodel/engine_settings.py reads
+    them back as the profile's engine section: canvas, k, budget, ...). A setting the runs differ in
+    (DiffusionGemma at 48 and at 16 denoising steps) is left to the engine's default, and the
+    device-bound ones to the memory model of the GPU a plan puts the profile on."""
     out: dict = {}
     for r in runs:
-        out.setdefault(r.manifest.mode, from_run_engine(r.manifest.engine, r.manifest.mode, f"run {r.manifest.run_id}").values())
+        vals = from_run_engine(r.manifest.engine, r.manifest.mode, f"run {r.manifest.run_id}").values()
+        vals = {k: v for k, v in vals.items() if k not in DEVICE_BOUND_SETTINGS}
+        seen = out.setdefault(r.manifest.mode, vals)
+        for k in [k for k in seen if seen[k] != vals.get(k)]:
+            del seen[k]
     return out
 
 

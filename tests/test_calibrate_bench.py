@@ -70,10 +70,16 @@ def test_the_term_is_added_in_full_whatever_the_async_setting():
         assert HostOverheadTerm().step_ms(pass_cost(eng, "ar"), None, (seg,), draws) == pytest.approx(rec["coef"]["ms"])
 
 
-def test_the_shipped_defaults_carry_the_calibrated_term_labelled():
+def test_the_per_operator_what_ifs_carry_the_calibrated_term_labelled_and_the_defaults_none():
+    """The defaults price the engine's own recorded steps (data/runs/engine): no constant term on top.
+    The per-operator profiles they replaced (ops/, what-ifs) carry the term fitted to one published figure."""
     src = Profile.load(H100_FP8)
     assert src.engine["calibrated_from"] and "fitted to" in src.engine["host_overhead"]["ar"]["source"]
     for path in sorted(shipped_dir().glob("*.json")):
+        assert not Profile.load(path).engine.get("host_overhead"), path.name
+    for path in sorted((shipped_dir() / "ops").glob("*.json")):
+        if path == H100_FP8 or path.name.endswith("h200-fp8.json"):
+            continue
         p = Profile.load(path)
         terms = p.engine["host_overhead"]
         assert set(terms) == set(p.modes), path.name
@@ -84,7 +90,7 @@ def test_the_shipped_defaults_carry_the_calibrated_term_labelled():
 def test_carry_term_labels_what_it_carries(cli, tmp_path):
     out = tmp_path / "h200.json"
     target = tmp_path / "bare-h200.json"
-    bare(shipped_dir() / "h200.json").save(target)
+    bare(shipped_dir() / "ops" / "h200-bf16.json").save(target)
     code, text, err = cli("profile", "carry-term", str(target), "--from", str(H100_FP8), "-o", str(out))
     assert code == 0, err
     p = Profile.load(out)

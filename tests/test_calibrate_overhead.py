@@ -21,7 +21,7 @@ from costmodel.modes import get_mode
 from costmodel.roofline import Segment
 from costmodel.schemas.profile import Profile, kernel_origin, prices
 from costmodel.schemas.rundir import load_run
-from costmodel.shipped import default_profile
+from costmodel.shipped import default_profile, shipped_dir
 from measure.fit.calibrate import calibrate_steps
 from measure.fit.host_overhead import busy_steps, fit_host
 from simulate.engine import engine_profile
@@ -90,9 +90,11 @@ def test_a_negative_or_unknown_overhead_coefficient_is_refused():
 
 
 def test_every_profile_says_which_engine_and_kernel_origin_it_prices():
-    p = default_profile("h100-sxm")
-    assert kernel_origin(p) == "ops-fastest" and "the fastest kernels this project times per op" in prices(p)
-    assert "engine step term calibrated to end-to-end vLLM figures for ar, diffusion, mtp" in prices(p)
+    p = default_profile("h100-sxm")  # the measured engine: vLLM's own kernels, its steps recorded at load
+    assert kernel_origin(p) == "vllm" and "vllm" in prices(p)
+    ops = Profile.load(shipped_dir() / "ops" / "h100-sxm-bf16.json")  # the per-operator what-if it replaced
+    assert kernel_origin(ops) == "ops-fastest" and "the fastest kernels this project times per op" in prices(ops)
+    assert "engine step term calibrated to end-to-end vLLM figures for ar, diffusion, mtp" in prices(ops)
     assert "no engine host overhead term" in prices(roofline_profile("h200", "bf16", 0.5))
 
 

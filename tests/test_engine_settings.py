@@ -53,7 +53,7 @@ def test_defaults_come_from_the_profile_then_vllm_and_the_memory_model():
     assert s.source("num_speculative_tokens").startswith(f"profile {PROFILE.profile_id}")
     lim = replica_limits(PROFILE, "diffusion", EngineSettings(), [1024])
     assert lim.cfg.max_num_seqs == 8 and lim.cfg.source("max_num_seqs").startswith("default: costmodel/memory.py")
-    assert lim.cfg.canvas_length == 256 and "config.py" in lim.cfg.source("canvas_length")
+    assert lim.cfg.canvas_length == 256 and lim.cfg.source("canvas_length").startswith(f"profile {PROFILE.profile_id}")  # the engine it measured
 
 
 def test_the_simulator_runs_the_engines_canvas_denoising_budget_and_k():

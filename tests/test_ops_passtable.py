@@ -112,7 +112,7 @@ def test_malformed_table_models_are_user_errors(edit, words):
 
 
 def test_shipped_ops_profiles_price_from_tables():
-    for rel in ("h200.json", "h100-sxm.json", "ops/h200-fp8.json", "ops/h100-sxm-fp8.json"):
+    for rel in ("ops/h200-bf16.json", "ops/h100-sxm-bf16.json", "ops/h200-fp8.json", "ops/h100-sxm-fp8.json"):
         p = Profile.load(ROOT / "costmodel/data/profiles" / rel)
         for m in p.modes.values():
             for kind, pm in m.pass_models.items():

@@ -121,9 +121,9 @@ def test_bad_profiles_are_one_line_errors(h200, tmp_path, cli):
 
 
 def test_shipped_profiles_are_consistent():
-    """The shipped defaults (scripts/build_ops_profiles.sh, engine "ops"): H100 and H200 measured per
-    operator in bf16 (fp8 beside them), the RTX 5090 projected per operator from the H100 in int4; the
-    transformers-engine profiles stay available under profiles/transformers and profiles/eager."""
+    """The shipped defaults (scripts/build_engine_profiles.sh): H100 and H200 are real vLLM 0.26 in fp8,
+    fitted on its recorded steps at load (data/runs/engine); the RTX 5090 is their projection in NVFP4.
+    The per-operator profiles (ops/), transformers-engine and eager ones stay available as what-ifs."""
     from pathlib import Path
 
     from costmodel.schemas.profile import Profile
@@ -133,13 +133,14 @@ def test_shipped_profiles_are_consistent():
     assert set(shipped) == {"h200", "h100-sxm", "rtx-5090"}
     for hw in ("h200", "h100-sxm"):
         p = default_profile(hw)
-        assert p.precision == "bf16" and p.engine.get("name") == "ops" and p.provenance.kind == "measured"
+        assert p.precision == "fp8" and p.engine.get("name") == "vllm" and p.provenance.kind == "measured"
         assert set(p.modes) == {"diffusion", "ar", "mtp"} and p.commit_stats and p.mtp_acceptance
     r = default_profile("rtx-5090")
-    assert r.precision == "int4" and r.provenance.kind == "projected"
+    assert r.precision == "nvfp4" and r.provenance.kind == "projected"
     assert all(pm.provenance.kind == "projected" for m in r.modes.values() for pm in m.pass_models.values())
     root = Path(shipped["h200"]).parent
-    for other in ("ops/h200-fp8.json", "ops/h100-sxm-fp8.json", "transformers/h200.json", "eager/h200.json"):
+    for other in ("ops/h200-fp8.json", "ops/h100-sxm-fp8.json", "ops/h200-bf16.json", "ops/h100-sxm-bf16.json", "ops/rtx-5090-int4.json",
+                  "transformers/h200.json", "eager/h200.json"):
         Profile.load(root / other).validate()
 
 
@@ -147,10 +148,10 @@ def test_shipped_ops_profiles_project_point_by_point():
     # table pass models (composed per operator) move to another GPU grid point by grid point: each
     # value's time less the per-step overhead x the roofline ratio of its shape; their linear
     # fallbacks (an intercept under a steep slope) would have predicted below the roofline there
-    from costmodel.shipped import shipped_profiles
+    from costmodel.shipped import shipped_dir, shipped_profiles
 
     shipped = shipped_profiles()
-    src = Profile.load(shipped["h200"])
+    src = Profile.load(shipped_dir() / "ops" / "h200-bf16.json")  # the per-operator what-if
     dst = project_profile(src, "h100-sxm", "bf16")
     pm_src, pm_dst = src.modes["diffusion"].pass_models["denoise_step"], dst.modes["diffusion"].pass_models["denoise_step"]
     t_src, t_dst = pm_src.table, pm_dst.table
@@ -175,12 +176,12 @@ def test_project_compare_prints_the_projections_error(cli, tmp_path):
 
     shipped = shipped_profiles()
     out = tmp_path / "p.json"
-    code, o, err = cli("profile", "project", str(shipped["h200"]), "--hardware", "h100-sxm", "--precision", "bf16",
+    code, o, err = cli("profile", "project", str(shipped["h200"]), "--hardware", "h100-sxm", "--precision", "fp8",
                        "-o", str(out), "--compare", str(shipped["h100-sxm"]))
     assert code == 0, err
     assert "projection vs" in o and "denoise_step" in o and "decode_step" in o and out.exists()
     # a profile of another GPU is refused in one line, and nothing is written
     out2 = tmp_path / "q.json"
-    code, o, err = cli("profile", "project", str(shipped["h200"]), "--hardware", "h100-sxm", "--precision", "bf16",
+    code, o, err = cli("profile", "project", str(shipped["h200"]), "--hardware", "h100-sxm", "--precision", "fp8",
                        "-o", str(out2), "--compare", str(shipped["h200"]))
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "is for h200/bf16" in err and not out2.exists()
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "is for h200/fp8" in err and not out2.exists()

@@ -63,7 +63,6 @@ ALLOWED = {
     "simulate/validate/vllm/replay.py": (2, "vLLM validation replay: recorded draws per mode"),
     "simulate/engine_recorded.py": (6, "engine settings read from a recorded engine: its mode from the scheduler config (engine-settings owner)"),
     # defaults naming a catalog GPU where the catalog's default (costmodel.hardware.default_hardware) is not meant
-    "costmodel/shipped.py": (1, "shipped profiles: the roofline fallback's precision for the 32 GB RTX 5090 (int4)"),
     "costmodel/cli/memory.py": (1, "memory CLI: its default GPU, the 80 GB H100 (not the catalog's default: the tighter budget, docs/memory.md)"),
 }
 

@@ -8,7 +8,8 @@ cdef class _Loop:
     cdef public object reqs, rec, route, abort_backlog_s, abort, miss, content
     cdef public long block_size, max_in_flight
     cdef public bint drain_auto
-    cdef public list sent
+    cdef public list sent, returns
+    cdef public double fe_s
     cdef public Tracker tracker
     cdef public list departures, reps, woken
     cdef public double wake_s, drain_s, limit, bound, prev
@@ -20,7 +21,7 @@ cdef class _Loop:
     cpdef bint _arrive(self, long i, double t, long prompt, long out) except? True
     @cython.locals(r=Request)
     cpdef Request enqueue(self, Replica rep, long i, double t, long prompt, long out)
-    @cython.locals(i=long, t=double, now=double, t_next=double, deadline=double, nxt=double, cap=long, window=double, rep=Replica)
+    @cython.locals(i=long, t=double, now=double, t_next=double, deadline=double, nxt=double, cap=long, k=long, window=double, rep=Replica)
     cpdef double run(self) except? -1.0
-    @cython.locals(rep=Replica, q=double)
-    cpdef double _free_slot(self, double now) except? -2.0
+    @cython.locals(rep=Replica, q=double, seen=double)
+    cpdef double _free_slot(self, double now, long k) except? -2.0

@@ -30,7 +30,7 @@ import numpy as np
 
 from costmodel.errors import UserError
 from costmodel.modes import ModeDraws, ServingMode, get_mode
-from costmodel.schemas.profile import Profile
+from costmodel.schemas.profile import Profile, frontend_latency_ms
 from simulate.engine import EngineConfig, ReplicaLimits, engine_profile, mode_settings, replica_limits
 from simulate import native
 from simulate.engines import engine_for
@@ -184,6 +184,10 @@ class _Loop:
             raise UserError("miss bounds (plan's early stop) need the arrival times up front; a closed loop makes them as it runs",
                             "simulate a closed loop without miss_bounds")
         self.sent: list = []  # closed loop: each request's send time, in arrival order
+        # closed loop: every engine departure so far, in time order; a client sees its reply (and
+        # frees its slot) the profile's front-end latency later (metrics.py: what the client sees)
+        self.returns: list = []
+        self.fe_s = frontend_latency_ms(dep.profile, dep.mode.name) / 1e3 if self.max_in_flight else 0.0
         self.reqs = replace(reqs, arrival_s=reqs.arrival_s.copy()) if self.max_in_flight else reqs
         self.rec = Records(len(reqs))
         self.tracker = Tracker(math.inf if self.max_in_flight else reqs.window_s)
@@ -229,6 +233,10 @@ class _Loop:
             deps.sort()
             for t in deps:
                 self.tracker.depart(t)
+            if self.max_in_flight:
+                self.returns.extend(deps)
+                if len(self.returns) > len(deps) and self.returns[-len(deps) - 1] > deps[0]:
+                    self.returns.sort()
             deps.clear()
 
     def _arrive(self, i: int, t: float, prompt: int, out: int) -> bool:
@@ -270,8 +278,9 @@ class _Loop:
                 if miss is not None and now > miss.next_s and self._missed(now):
                     return self._close(now)
             if cap:
-                if self.tracker.n >= cap:
-                    t = self._free_slot(now)
+                k = len(self.sent) - cap  # this send needs the client's (k+1)-th reply (none while k < 0)
+                if k >= 0 and (len(self.returns) <= k or self.returns[k] + self.fe_s > now):
+                    t = self._free_slot(now, k)
                     if t < 0:
                         return self._close(now)
                     now = t
@@ -302,12 +311,13 @@ class _Loop:
         t_end = deadline if self.tracker.n else self.tracker.t_last
         return self._close(t_end)
 
-    def _free_slot(self, now: float) -> float:
+    def _free_slot(self, now: float, k: int) -> float:
         """Closed loop: run the replicas on from `now` to the first instant fewer than
-        max_in_flight requests are in the system (a departure), every step ending then included;
-        returns it (-1 when nothing runs that could free a slot, with the reason in `abort`)."""
+        max_in_flight requests are in flight at the clients (their (k+1)-th reply seen: a departure
+        plus the front-end latency), every step ending then included; returns it (-1 when nothing
+        runs that could free a slot, with the reason in `abort`)."""
         self._advance(now, math.inf)  # replicas woken at this instant start; departures at it count
-        while self.tracker.n >= self.max_in_flight:
+        while len(self.returns) <= k:
             q = math.inf
             for rep in self.reps:
                 if rep.quiet_until < q:
@@ -319,6 +329,10 @@ class _Loop:
                 q = now
             self._advance(q, math.inf)
             now = q
+        seen = self.returns[k] + self.fe_s
+        if seen > now:  # the engine runs on while the reply reaches the client
+            self._advance(seen, math.inf)
+            now = seen
         self.wake_s = now
         return now
 
@@ -392,7 +406,7 @@ def _closed_loop_record(loop: _Loop, t_end: float) -> tuple[Requests, Tracker]:
     window = max(reqs.window_s, loop.sent[-1]) if n else reqs.window_s
     reqs = replace(reqs, window_s=float(window))
     tracker = Tracker(reqs.window_s)
-    fin = np.asarray(loop.rec.finish_s[:n])
+    fin = np.asarray(loop.rec.finish_s[:n]) + loop.fe_s  # the replies as the clients see them (metrics.py)
     fin = fin[np.isfinite(fin)]
     times = np.concatenate([np.asarray(loop.sent, float), fin])
     gone = np.concatenate([np.zeros(n, bool), np.ones(len(fin), bool)])
@@ -402,5 +416,5 @@ def _closed_loop_record(loop: _Loop, t_end: float) -> tuple[Requests, Tracker]:
             tracker.depart(t)
         else:
             tracker.arrive(t)
-    tracker.close(t_end)
+    tracker.close(max(t_end, tracker.t_last))
     return reqs, tracker

@@ -54,11 +54,14 @@ def test_throughput_grows_with_clients_then_saturates(h200):
     tok_s = {n: run_point(h200, "ar", None, concurrency=n, n_requests=max(200, 12 * n), seed=0).summary.output_tokens_per_s
              for n in (1, 4, 16, 64)}
     assert tok_s[1] < tok_s[4] < tok_s[16] < tok_s[64]
-    # DiffusionGemma runs at most max_num_seqs canvases (vLLM's cap of 8): clients beyond it only queue
-    dg = {n: run_point(h200, "diffusion", None, concurrency=n, n_requests=400, seed=0).summary for n in (2, 8, 32)}
-    assert dg[2].output_tokens_per_s < dg[8].output_tokens_per_s
-    assert dg[32].output_tokens_per_s == pytest.approx(dg[8].output_tokens_per_s, rel=0.05)
-    assert dg[32].ttft_ms["p50"] > 3 * dg[8].ttft_ms["p50"]  # the extra clients wait in the engine's queue
+    # DiffusionGemma runs at most max_num_seqs canvases (vLLM's cap of 8): clients beyond it only queue.
+    # Each reply spends the profile's front-end latency outside the engine, so 8 clients leave the
+    # engine short of 8 canvases part of the time; twice the cap keeps it full
+    dg = {n: run_point(h200, "diffusion", None, concurrency=n, n_requests=400, seed=0).summary for n in (2, 8, 16, 64)}
+    assert dg[16].max_num_seqs == 8 and dg[16].binding_limit == "max_num_seqs"
+    assert dg[2].output_tokens_per_s < dg[8].output_tokens_per_s <= dg[16].output_tokens_per_s
+    assert dg[64].output_tokens_per_s == pytest.approx(dg[16].output_tokens_per_s, rel=0.05)
+    assert dg[64].ttft_ms["p50"] > 3 * dg[16].ttft_ms["p50"]  # the extra clients wait in the engine's queue
 
 
 def test_a_rate_and_a_cap_together_are_vllm_bench_semantics(h200):

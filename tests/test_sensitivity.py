@@ -62,4 +62,4 @@ def test_seeds_and_sensitivity_on_the_command_line(cli, tmp_path, toy):
 
 def test_seeds_below_one_is_one_line(cli, tmp_path):
     code, _, err = cli("plan", "--seeds", "0", "-o", str(tmp_path / "p"))
-    assert code == 2 and "--seeds 0 is below 1" in err and not (tmp_path / "p").exists()
+    assert code == 2 and "--seeds 0 is below its bound of 1" in err and not (tmp_path / "p").exists()

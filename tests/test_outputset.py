@@ -171,7 +171,10 @@ def test_a_full_filesystem_keeps_the_old_simulation_and_every_reader_sees_one_se
     """simulate over an earlier run on a filesystem too small for both: exit 2, the old set intact
     (a real tmpfs where the test may mount one, else ENOSPC injected into every write)."""
     fs = tmp_path / "small"
-    mounted = _small_tmpfs(fs, 900)  # the first set (~0.5 MiB: summary.json embeds the profile) fits, a second beside it does not
+    probe = tmp_path / "probe"  # a set's size as the shipped default profile writes it (summary.json embeds the profile)
+    assert cli(*SIM, "--qps", "1", "-o", str(probe))[0] == 0
+    one_set = sum(p.stat().st_size + 4096 for p in probe.iterdir())  # a page of slack per file
+    mounted = _small_tmpfs(fs, one_set * 3 // 2 // 1024)  # the first set fits, a second beside it does not
     try:
         out = fs / "sim"
         assert cli(*SIM, "--qps", "1", "-o", str(out))[0] == 0

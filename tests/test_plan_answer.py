@@ -3,6 +3,7 @@ crossover found by bisection along QPS (the same whatever the grid), and what th
 derived from the profile's provenance."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -14,6 +15,8 @@ from simulate.plan.slo import parse_slo
 from test_reports_fakes import point, toy_point
 
 SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
+# the fleet names the precision of the shipped h200 profile plan prices (fp8 since the measured engine defaults)
+H200_PRECISION = json.loads((Path(__file__).resolve().parents[1] / "costmodel" / "data" / "profiles" / "h200.json").read_text())["precision"]
 
 
 @pytest.fixture
@@ -48,7 +51,7 @@ def test_the_crossover_does_not_move_with_the_grid_and_a_tie_prints_as_a_tie(cli
         assert c["crossover_qps_low"] <= 2.8 < c["crossover_qps_high"] and c["crossover_qps_high"] - c["crossover_qps_low"] <= 0.05 * c["crossover_qps_high"]
         assert stdout.strip().splitlines()[-1].startswith("crossover: DiffusionGemma costs more above ~")  # the answer is the last line
         at1 = ans[ans["qps"] == 1.0].iloc[0]
-        assert bool(at1["tie"]) and at1["answer"].startswith("At 1 QPS: a tie at $") and at1["fleet"] == "1 x h200 (bf16): diffusion = ar = mtp"
+        assert bool(at1["tie"]) and at1["answer"].startswith("At 1 QPS: a tie at $") and at1["fleet"] == f"1 x h200 ({H200_PRECISION}): diffusion = ar = mtp"
         assert at1["answer"] in stdout.replace("\n", "")
     assert "only ties with AR/MTP" in doc["results"]["crossover"]["text"]  # never strictly cheaper: the text says so
     assert doc["results"]["answer"][-1] == doc["results"]["crossover"]["text"]

@@ -157,8 +157,8 @@ def test_measure_engine_vllm_on_a_gpu_machine_refuses_bad_input(cli, monkeypatch
 def test_compare_bench_takes_a_recorded_run(cli):
     """`costmodel compare-bench` reads a recorded engine run as it reads a bench file: each load, its
     mode and engine settings from the run, predicted beside measured."""
-    code, out, err = cli("compare-bench", str(ROOT / "h200-fp8-mtp" / "k4-a0.8"), "--profile",
-                         str(Path(__file__).resolve().parents[1] / "costmodel" / "data" / "profiles" / "engine" / "h200-fp8.json"))
+    code, out, err = cli("compare-bench", str(ROOT / "h200-fp8-mtp" / "k4-a0.8"), "--profile",  # the H200's fp8 engine profile: the shipped default
+                         str(Path(__file__).resolve().parents[1] / "costmodel" / "data" / "profiles" / "h200.json"))
     assert code == 0, err
     text = " ".join(out.split())  # rich wraps long lines between any two words
     assert "closed-c32: closed loop, 32 clients" in text and "poisson-r4" in text and "mode mtp (the run's manifest)" in text

@@ -132,6 +132,11 @@ class EngineSettings:
         """Where `name`'s value came from ('' when unset)."""
         return dict(self.sources).get(name, "")
 
+    def recorded(self, name: str) -> bool:
+        """Whether `name` is what a recorded engine ran with (a run's manifest, `from_run_engine`): a
+        fact to price, not a wish to check."""
+        return self.source(name).startswith(RECORDED_SOURCES)
+
     def values(self) -> dict:
         """The set values (shape_bits, a simulator setting, left out)."""
         return {k: getattr(self, k) for k in setting_names() if k != "shape_bits" and getattr(self, k) is not None}
@@ -186,6 +191,7 @@ class EngineSettings:
         return MemorySettings(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                               gpu_memory_utilization=self.gpu_memory_utilization, block_size=self.block_size,
                               num_speculative_tokens=self.num_speculative_tokens, canvas_length=self.canvas_length,
+                              recorded=self.recorded("max_num_seqs"),
                               **({} if self.async_scheduling is None else {"async_scheduling": self.async_scheduling}))
 
 
@@ -225,6 +231,9 @@ def from_scheduler_config(config: dict, mode: str, what: str = "scheduler record
         vals["num_speculative_tokens"] = spec
     return EngineSettings.given({k: _count(v) if k not in ("async_scheduling", "enable_prefix_caching") else v for k, v in vals.items()},
                                 f"recorded run: {what} config").for_mode(mode)
+
+
+RECORDED_SOURCES = ("run ", "recorded run")  # how from_run_engine's callers name a recorded run's settings
 
 
 def from_run_engine(engine: dict, mode: str | None, what: str = "run manifest") -> EngineSettings:

@@ -90,8 +90,14 @@ class HardwareSpec:
     sms: int | None = None
     measured_memory_bandwidth_tbps: float | None = None
     measured_tflops: dict = field(default_factory=dict)
+    measured_memory_gib: float | None = None  # the device memory torch (and so vLLM's utilisation) sees, where measured
     sources: dict = field(default_factory=dict)
     architecture: Architecture | None = None
+
+    @property
+    def device_bytes(self) -> int:
+        """The memory gpu_memory_utilization is a share of: measured where it was, else the vendor figure in GB."""
+        return int(self.measured_memory_gib * 2**30) if self.measured_memory_gib else int(self.memory_gb * 1e9)
 
     @property
     def arch(self) -> Architecture:
@@ -151,6 +157,7 @@ def validate_spec(hid: str, d: dict, where: str) -> HardwareSpec:
             sms=d.get("sms"),
             measured_memory_bandwidth_tbps=d.get("measured_memory_bandwidth_tbps"),
             measured_tflops=dict(d.get("measured_tflops", {})),
+            measured_memory_gib=float(d["measured_memory_gib"]) if d.get("measured_memory_gib") is not None else None,
             sources=dict(d.get("sources", {})),
             architecture=_architecture_of(d.get("architecture"), hid, where),
         )

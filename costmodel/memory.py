@@ -51,7 +51,7 @@ SRC_NUM_BLOCKS = "vllm/v1/core/kv_cache_utils.py get_kv_cache_config_from_groups
 SRC_REQUESTED = "vllm/v1/worker/utils.py request_memory (ceil(total x gpu_memory_utilization))"
 SRC_KV_BUDGET = "vllm/v1/worker/gpu_worker.py determine_available_memory (requested - non-KV - CUDA graphs)"
 SAMPLER_TILE_COPIES = 8  # fp32 [canvas, vocab] copies one canvas's sampling step peaks at (vLLM 0.26 diffusion_gemma.py, eager)
-SRC_SAMPLER = ("vllm/model_executor/models/diffusion_gemma.py (0.26): bf16 logits of every denoising canvas, and the sampler's "
+SRC_SAMPLER = ("vllm/model_executor/models/diffusion_gemma.py (0.26): fp32 and bf16 logits of every denoising canvas (the fp32 buffer measured: out of memory at 16 canvases on an H100), and the sampler's "
                "tiles sized to half the free memory at ~10 fp32 [canvas, vocab] copies per canvas, never below one canvas")
 
 
@@ -167,6 +167,7 @@ class EngineSettings:
     num_speculative_tokens: int | None = None  # MTP k
     canvas_length: int | None = None  # diffusion
     async_scheduling: bool = True  # GPU default; 2 batches in flight (VllmConfig.max_concurrent_batches)
+    recorded: bool = False  # what a recorded engine ran with: its canvases are priced, never refused for not fitting
 
     def validate(self) -> EngineSettings:
         for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "block_size", "num_speculative_tokens", "canvas_length"):
@@ -267,11 +268,13 @@ def _logits_rows_bytes(rows: int, vocab: int) -> int:
 
 
 def sampler_bytes_per_canvas(model: ModelShape, canvas_length: int) -> int:
-    """DiffusionGemma's denoise sampler, per denoising canvas: the bf16 [canvas, vocab] logits every
-    canvas of the step holds while the sampler works through them. The profile run never builds them
-    (its dummy sampler has one row per request), so they live in the memory gpu_memory_utilization
-    leaves outside the engine budget."""
-    return canvas_length * model.vocab_size * 2
+    """DiffusionGemma's logits, per denoising canvas: the compiled forward's fp32 [tokens, vocab]
+    logits of every canvas of the step (the final soft-capping runs in fp32) and the bf16 copy the
+    sampler works through. The profile run never builds them (its dummy sampler has one row per
+    request), so they live in the memory gpu_memory_utilization leaves outside the engine budget.
+    (Measured: at 16 canvases on an H100, vLLM 0.26 died allocating that fp32 buffer, 4.00 GiB for
+    4,096 x 262,144, data/runs/engine/h100-fp8-diffusion/h100-fp8-diffusion-steps16.log.)"""
+    return canvas_length * model.vocab_size * (2 + 4)
 
 
 def sampler_tile_bytes(model: ModelShape, canvas_length: int) -> int:
@@ -404,9 +407,12 @@ def _fitting_precision(hw: HardwareSpec, target: ModelShape, assistant: ModelSha
     return None
 
 
-def _check_sampler(mode: str, target: ModelShape, s: ResolvedSettings, headroom: int, per_canvas) -> None:
+def _check_sampler(mode: str, target: ModelShape, s: ResolvedSettings, headroom: int, per_canvas, recorded: bool = False) -> int:
+    """Refuse canvases whose buffers cannot fit outside the budget; where a recorded engine ran them
+    (`recorded`), return by how many bytes the model's need exceeds the headroom instead: the engine
+    admitted them, so the model is what is checked."""
     if not get_mode(mode).canvas_sampler:
-        return
+        return 0
     need = per_canvas.need(s.max_num_seqs, s.canvas_length)
     if s.max_canvases_by_memory < 1 or s.canvas_length > s.max_num_batched_tokens:
         largest = min(headroom // per_canvas.need(1, 1), s.max_num_batched_tokens)
@@ -414,11 +420,14 @@ def _check_sampler(mode: str, target: ModelShape, s: ResolvedSettings, headroom:
                         f"{per_canvas.need(1, s.canvas_length) / 1e9:.2f} GB of the {headroom / 1e9:.2f} GB outside the engine "
                         f"budget (and a canvas must fit max_num_batched_tokens {s.max_num_batched_tokens})",
                         f"the largest canvas_length that fits is {largest}")
+    if need > headroom and recorded:
+        return need - headroom
     if need > headroom:
         raise UserError(f"max_num_seqs {s.max_num_seqs} does not fit: the diffusion sampler buffers need {need / 1e9:.1f} GB "
                         f"({per_canvas.per_canvas(s.canvas_length) / 1e9:.2f} GB per canvas + a {per_canvas.tile(s.canvas_length) / 1e9:.2f} GB "
                         f"tile) but gpu_memory_utilization {s.gpu_memory_utilization:g} leaves {headroom / 1e9:.1f} GB outside the engine budget",
                         f"the largest max_num_seqs that fits is {s.max_canvases_by_memory}")
+    return 0
 
 
 def _check_kv(layout: KVLayout, s: ResolvedSettings, kv_bytes: int, mode: str) -> None:
@@ -477,17 +486,17 @@ def replica_memory(hw: HardwareSpec, mode: str, prec: Precision, settings: Engin
     """Budget one replica as vLLM 0.32 does: requested = ceil(device x utilisation); KV = requested -
     weights - profiled activations - CUDA graphs, in whole blocks of the hybrid layout; the diffusion
     sampler's per-canvas buffers in what utilisation leaves outside. `device_bytes` defaults to the
-    catalog's memory_gb x 1e9. Raises UserError for a GPU, a precision or a setting that cannot fit."""
+    catalog's device memory (HardwareSpec.device_bytes: measured where it was). Raises UserError for a GPU, a precision or a setting that cannot fit."""
     user = (settings or EngineSettings()).validate()
     target, asst = mode_models(mode, model, assistant)
-    device = int(device_bytes if device_bytes is not None else hw.memory_gb * 1e9)
+    device = int(device_bytes if device_bytes is not None else hw.device_bytes)
     if prec.compute not in hw.tflops:
         hw.peak_tflops(prec)  # raises the catalog's one-line error
     per_canvas = SamplerMemory(target)
     s = _resolve(hw, mode, target, user, device, per_canvas)
     requested = math.ceil(device * s.gpu_memory_utilization)
     headroom = device - requested
-    _check_sampler(mode, target, s, headroom, per_canvas)
+    over = _check_sampler(mode, target, s, headroom, per_canvas, recorded=user.recorded)
     if asst is not None:
         _check_k(s)
     engine = _engine_terms(target, asst, prec, s)
@@ -502,7 +511,7 @@ def replica_memory(hw: HardwareSpec, mode: str, prec: Precision, settings: Engin
     s = _fit_max_model_len(layout, s, kv_bytes)
     _check_kv(layout, s, kv_bytes, mode)
     limits = _limits(layout, s, kv_bytes, requested)
-    terms = [MemoryTerm("device memory", device, f"catalog {hw.id}.memory_gb x 1e9" if device_bytes is None else "given", "device"),
+    terms = [MemoryTerm("device memory", device, (f"catalog {hw.id}.measured_memory_gib" if hw.measured_memory_gib else f"catalog {hw.id}.memory_gb x 1e9") if device_bytes is None else "given", "device"),
              MemoryTerm(f"engine budget (x {s.gpu_memory_utilization:g})", requested, SRC_REQUESTED, "budget"),
              *engine,
              MemoryTerm(f"KV cache: {limits.num_gpu_blocks:,} blocks x {layout.bytes_per_block:,} B", limits.num_gpu_blocks * layout.bytes_per_block,
@@ -513,8 +522,9 @@ def replica_memory(hw: HardwareSpec, mode: str, prec: Precision, settings: Engin
         terms.append(MemoryTerm(f"diffusion sampler: {s.max_num_seqs} canvas(es) x {per_canvas.per_canvas(s.canvas_length) / 1e9:.2f} GB "
                                 f"+ one tile {per_canvas.tile(s.canvas_length) / 1e9:.2f} GB",
                                 per_canvas.need(s.max_num_seqs, s.canvas_length), SRC_SAMPLER, "sampler",
-                                f"bf16 [canvases, {s.canvas_length}, {target.vocab_size}] logits and one tile's fp32 transients, "
-                                "outside the engine budget"))
+                                f"fp32 and bf16 [canvases, {s.canvas_length}, {target.vocab_size}] logits and one tile's fp32 transients, "
+                                "outside the engine budget" + (f"; {over / 1e9:.2f} GB more than the headroom, yet the recorded engine "
+                                                               "ran this many (it fits only while that memory is not fragmented)" if over else "")))
     used_outside = terms[-1].bytes if sampler else 0
     terms.append(MemoryTerm("headroom outside the engine budget", headroom - used_outside,
                             "device - engine budget (CUDA context, allocator fragmentation, unprofiled transients)", "headroom"))

@@ -201,3 +201,19 @@ def test_an_engine_that_failed_a_load_is_recorded_and_not_scored():
     assert loads["closed-c16"].refused == 32 and loads["closed-c8"].refused == 0
     log = (ROOT / "h100-fp8-diffusion" / "h100-fp8-diffusion-steps16.log").read_text()
     assert "torch.OutOfMemoryError" in log
+
+
+def test_memory_model_refuses_what_ran_out_of_memory():
+    """16 canvases: out of memory on the H100 (steps16), run on the H200; the memory model, given each
+    device's memory as the engine logged it, says the same."""
+    from costmodel.errors import UserError
+
+    def canvases(gpu: str, log: str, n: int):
+        seen = startup_memory((ROOT / log).read_text())
+        return replica_memory(get_hardware(gpu), "diffusion", get_precision("fp8"), EngineSettings(max_num_seqs=n, gpu_memory_utilization=0.9),
+                              device_bytes=int(seen["device_gib"] * 2**30))
+
+    assert canvases("h200", "h200-fp8-diffusion/h200-fp8-diffusion.log", 16).limits.max_num_seqs == 16
+    with pytest.raises(UserError, match="does not fit"):
+        canvases("h100-sxm", "h100-fp8-diffusion/h100-fp8-diffusion-steps16.log", 16)
+    assert canvases("h100-sxm", "h100-fp8-diffusion/h100-fp8-diffusion-steps16.log", 12).limits.max_num_seqs == 12

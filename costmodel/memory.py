@@ -51,7 +51,7 @@ SRC_NUM_BLOCKS = "vllm/v1/core/kv_cache_utils.py get_kv_cache_config_from_groups
 SRC_REQUESTED = "vllm/v1/worker/utils.py request_memory (ceil(total x gpu_memory_utilization))"
 SRC_KV_BUDGET = "vllm/v1/worker/gpu_worker.py determine_available_memory (requested - non-KV - CUDA graphs)"
 SAMPLER_TILE_COPIES = 8  # fp32 [canvas, vocab] copies one canvas's sampling step peaks at (vLLM 0.26 diffusion_gemma.py, eager)
-SRC_SAMPLER = ("vllm/model_executor/models/diffusion_gemma.py (0.26): fp32 and bf16 logits of every denoising canvas (the fp32 buffer measured: out of memory at 16 canvases on an H100), and the sampler's "
+SRC_SAMPLER = ("vllm/model_executor/models/diffusion_gemma.py (0.26): fp32 and bf16 logits of every denoising canvas (the fp32 buffer measured: out of memory at 16 canvases on an 80 GB GPU, data/runs/engine), and the sampler's "
                "tiles sized to half the free memory at ~10 fp32 [canvas, vocab] copies per canvas, never below one canvas")
 
 

@@ -15,9 +15,8 @@ from costmodel import outputset
 from costmodel.console import make_console
 from costmodel.errors import UserError
 from costmodel.options import parse_list, parse_modes
-from costmodel.schemas.day import DAY_COMMAND, bill_order
-from costmodel.schemas.provenance import profile_provenance
-from reports.day import day_basis
+from costmodel.schemas.day import DAY_COMMAND, bill_order, read_day
+from reports.day import answer
 from simulate.cluster.scaling import DEFAULT_LOAD_GB_PER_S, DEFAULT_STARTUP_S, Scaling
 from simulate.plan.costing import PricingConfig, pricing_config
 from simulate.plan.day import DEFAULT_COMPRESS, DayConfig, run_day, run_fleet_day, write_day
@@ -102,9 +101,12 @@ def _plan_day(day: dict, kw: dict) -> None:
     written = write_day(out, kw["out"])
     con = make_console()
     print_hours(con, out)
-    print_bills(con, out)
+    last = print_bills(con, out)
     con.print("wrote " + ", ".join(str(p) for p in written))
     con.print(f"wall time: {time.perf_counter() - t0:.1f} s")
+    if last is None:  # the answer last, as plan's (the words the report's answer box prints: reports/day.py)
+        last = f"[bold]{answer(read_day(kw['out'])).text}[/bold]"
+    con.print(last, soft_wrap=True)
 
 
 def _money(x) -> str:
@@ -138,7 +140,9 @@ def print_hours(con, out) -> None:
     con.print(t)
 
 
-def print_bills(con, out) -> None:
+def print_bills(con, out) -> str | None:
+    """The month's table; returns a fleet file's total line to print last (None: the caller prints the
+    day's answer, reports.day.answer, from the written output set)."""
     priced = f"{out.config.pricing.model} pricing" if out.prices else "each pool's price"
     t = Table(title=f"The month ({out.curve.source}; SLO {out.config.slo}; {priced}; those missing the SLO in any hour last, marked *)")
     for c in ("GPU", "mode", "fleet", "replicas", "SLO attain %", "hours OK", "GPU-h/day", "kWh/month", "$/month", "vs static"):
@@ -160,17 +164,7 @@ def print_bills(con, out) -> None:
     whole = [b for b in bills if b.policy == "fleet"] or bills
     if any(b.policy not in ("autoscaled", "static") for b in bills):  # a fleet file: its own total
         b = whole[0]
-        con.print(f"[bold]the fleet: ${b.cost_usd_per_month:,.0f} per month, SLO attainment {100 * b.slo_attainment:.2f}%, "
-                  f"{b.hours_meeting_slo}/{b.hours} hours meeting the SLO[/bold]")
-        return
-    ok = [b for b in bills if b.meets_slo_every_hour]
-    if ok:
-        b = ok[0]
-        prof = out.profiles.get(b.hardware)
-        basis = day_basis(profile_provenance(prof, modes={b.mode}) if prof is not None else None, b.mode)
-        con.print(f"[bold]cheapest fleet meeting the SLO every hour: {b.hardware} / {b.mode}, {b.policy} "
-                  f"({b.replicas_min}-{b.replicas_max} replicas): ${b.cost_usd_per_month:,.0f} per month[/bold]"
-                  + (f"\n[yellow]it rests on {basis}[/yellow]" if basis else ""))
-    else:
-        con.print("[bold]no fleet meets the SLO in every hour[/bold]")
+        return (f"[bold]the fleet: ${b.cost_usd_per_month:,.0f} per month, SLO attainment {100 * b.slo_attainment:.2f}%, "
+                f"{b.hours_meeting_slo}/{b.hours} hours meeting the SLO[/bold]")
+    return None
 

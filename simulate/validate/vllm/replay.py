@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel.engine_settings import EngineSettings, from_scheduler_config
-from costmodel.schemas.profile import Profile
+from costmodel.schemas.profile import Profile, frontend_latency_ms
 from measure.vllm.sched_log import EngineTrace
 from simulate.metrics import FinishedRun, summarise
 from simulate.sim import _Loop, deploy, simulate_point
@@ -115,10 +115,20 @@ def replay(profile: Profile, trace: EngineTrace, **engine_over) -> Replayed:
                                 step_trace=steps)
     rq = trace.requests.sort_values("arrival_t").reset_index(drop=True)
     sim = pd.DataFrame({"client_id": rq["client_id"], "arrival_s": reqs.arrival_s})
+    _engine_columns(sim, df, profile, trace.mode)
+    return Replayed(sim, pd.DataFrame(steps, columns=list(TRACE_COLUMNS)), t0)
+
+
+def _engine_columns(sim: pd.DataFrame, df: pd.DataFrame, profile: Profile, mode: str) -> None:
+    """The simulator's per-request columns on the engine's clock: the recorder's times are the
+    engine's (measure/vllm/sched_log.py), so the front-end latency the profile may carry (which the
+    records add to the first token and the finish, as the client sees them) is taken off again; the
+    client's rows add the fitted front-end latency themselves (score.load_scores)."""
+    fe = frontend_latency_ms(profile, mode) / 1e3
     for col in ("start_s", "first_token_s", "finish_s", "steps", "cached_tokens"):
         if col in df:
-            sim[col] = df[col].to_numpy()
-    return Replayed(sim, pd.DataFrame(steps, columns=list(TRACE_COLUMNS)), t0)
+            v = df[col].to_numpy()
+            sim[col] = v - fe if fe and col in ("first_token_s", "finish_s") else v
 
 
 class RecordedStepPricer(StepPricer):
@@ -172,15 +182,14 @@ def replay_recorded(profile: Profile, trace: EngineTrace, **engine_over) -> Repl
     steps: list = []
     loop = _Loop(dep, reqs, 1, "least-outstanding", None, 1e6, steps)
     t_end = loop.run()
-    _, df = summarise(FinishedRun(mode=dep.mode, profile=profile, reqs=reqs, draws=dep.draws, cfg=dep.cfg, limits=dep.limits,
+    _, records = summarise(FinishedRun(mode=dep.mode, profile=profile, reqs=reqs, draws=dep.draws, cfg=dep.cfg, limits=dep.limits,
                                   replicas=loop.reps, rec=loop.rec, tracker=loop.tracker, n_arrived=loop.arrived, t_end=t_end, warmup_s=0.0,
                                   abort=loop.abort, drain_s=1e6, seed=0, kv_cap=dep.kv_cap, router="least-outstanding",
                                   workload_desc="vLLM recorded load, engine step times"))
+    df = records.frame()  # summarise gives metrics.RequestRecords, column by column
     rq = trace.requests.sort_values("arrival_t").reset_index(drop=True)
     sim = pd.DataFrame({"client_id": rq["client_id"].to_numpy()[order], "arrival_s": reqs.arrival_s})
-    for col in ("start_s", "first_token_s", "finish_s", "steps", "cached_tokens"):
-        if col in df:
-            sim[col] = df[col].to_numpy()
+    _engine_columns(sim, df, profile, trace.mode)
     inv = np.argsort(order)  # back to the trace's arrival order
     return Replayed(sim.iloc[inv].reset_index(drop=True), pd.DataFrame(steps, columns=list(TRACE_COLUMNS)), t0)
 

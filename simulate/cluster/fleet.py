@@ -30,6 +30,7 @@ import numpy as np
 import simpy
 
 from costmodel.errors import UserError
+from costmodel.schemas.profile import frontend_latency_ms
 from simulate.cluster.classes import assign
 from simulate.cluster.pool import Life, Pool, PoolSpec
 from simulate.metrics import Records
@@ -60,7 +61,7 @@ class FleetRun:
     """What a fleet simulation hands over (simulate/cluster/outcome.py reads it)."""
 
     reqs: Requests
-    rec: Records
+    rec: Records  # first token and finish as the client sees them (Fleet._as_seen)
     rejected: np.ndarray  # 0 accepted, REJECT_FULL, REJECT_TIMEOUT
     pool_of: np.ndarray
     pools: list
@@ -128,6 +129,7 @@ class Fleet:
                 env.process(self._sweeper(min(timeouts)))
             env.run(until=main)
             t_end = self._close()
+            self._as_seen()
         finally:
             if gc_on:
                 gc.enable()
@@ -232,6 +234,17 @@ class Fleet:
                 if life.end_s is None:
                     life.end_s = max(t_end, self.reqs.window_s, life.requested_s)
         return t_end
+
+    def _as_seen(self) -> None:
+        """The first token and the finish as the client sees them: each pool's profile front-end
+        latency later (vLLM's input and output processing, which does not hold the engine), as
+        simulate/metrics.py records a point's, so a day's latencies are the plan's."""
+        for p in self.pools:
+            fe = frontend_latency_ms(p.dep.profile, p.dep.mode.name) / 1e3
+            if fe:
+                mine = self.pool_of == p.index
+                self.rec.first_s[mine] += fe
+                self.rec.finish_s[mine] += fe
 
     # ---- other processes ------------------------------------------------------------------------
     def _sampler(self):

@@ -17,6 +17,7 @@ from costmodel.hardware import validate_spec
 from costmodel.schemas.day import DayRecord, MonthBill, bill_order
 from costmodel.schemas.provenance import provenance_kinds
 from simulate.plan.costing import HOURS_PER_MONTH, HOURS_PER_YEAR, GpuPrice, PricingConfig, get_model, gpu_price, model_names, resolve_terms
+from simulate.plan.costing.crossover import TIE_FRAC
 from simulate.plan.day_pricing import committed, price_bill
 from reports.decision import rests_on
 
@@ -61,12 +62,21 @@ class DayAnswer:
         if self.winner is None:
             return "No fleet meets the SLO in every hour of the day."
         w = self.winner
+        if self.tie:  # the plan's rule (simulate/plan/costing/crossover.py TIE_FRAC): never a winner by a cent
+            return (f"A tie among the fleets meeting the SLO every hour, at ${w.cost_usd_per_month:,.0f}/month "
+                    f"(${self.cost_usd_per_year:,.0f}/year) each: {self.fleet} = {self.runner_up_fleet} (the same monthly cost within "
+                    f"{TIE_FRAC:.0%}: no winner). Rests on {self.rests_on}.")
         runner = "no other fleet meets the SLO every hour"
         if self.runner_up is not None:
-            more = self.runner_up.cost_usd_per_month - w.cost_usd_per_month
-            runner = f"runner-up {self.runner_up_fleet} " + ("ties on monthly cost" if abs(more) < 0.5 else f"costs ${more:,.0f}/month more")
+            runner = f"runner-up {self.runner_up_fleet} costs ${self.runner_up.cost_usd_per_month - w.cost_usd_per_month:,.0f}/month more"
         return (f"Cheapest fleet meeting the SLO every hour: {self.fleet}, ${w.cost_usd_per_month:,.0f}/month "
                 f"(${self.cost_usd_per_year:,.0f}/year); {runner}. Rests on {self.rests_on}.")
+
+    @property
+    def tie(self) -> bool:
+        """The runner-up costs the same as the winner within the plan's tie fraction."""
+        return (self.winner is not None and self.runner_up is not None
+                and self.runner_up.cost_usd_per_month - self.winner.cost_usd_per_month <= TIE_FRAC * self.winner.cost_usd_per_month)
 
 
 def answer(day: DayRecord, bills: list[MonthBill] | None = None) -> DayAnswer:

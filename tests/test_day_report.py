@@ -96,3 +96,18 @@ def test_fleets_missing_the_slo_come_after_those_meeting_it_and_are_marked():
     assert answer(day).winner is dear_ok  # never the cheaper fleet that misses the SLO
     page = render_day(day)
     assert page.index("h100-sxm / mtp") < page.index("rtx-5090 / mtp") and "NO: 20/24 hours" in page
+
+
+def test_a_day_whose_two_best_fleets_cost_the_same_is_a_tie():
+    """Two (GPU, mode) fleets within the plan's 1% cost the same: the answer says tie and names both."""
+    from costmodel.schemas.day import MonthBill
+    from reports.day import DayAnswer
+
+    def bill(mode: str, usd: float) -> MonthBill:
+        return MonthBill("gpu-a", mode, "autoscaled", "target", 1, 2, 100, 0, 1.0, 24, 24, 30.0, 10.0, 70.0, usd, 300.0)
+
+    a, b = bill("m1", 1102.0), bill("m2", 1105.0)
+    tie = DayAnswer(a, "1-2 x gpu-a, m1", "measured pass timings", False, b, "1-2 x gpu-a, m2")
+    assert tie.tie and tie.text.startswith("A tie") and "1-2 x gpu-a, m1 = 1-2 x gpu-a, m2" in tie.text and "no winner" in tie.text
+    won = DayAnswer(a, "1-2 x gpu-a, m1", "measured pass timings", False, bill("m2", 1300.0), "1-2 x gpu-a, m2")
+    assert not won.tie and "runner-up 1-2 x gpu-a, m2 costs $198/month more" in won.text

@@ -15,7 +15,7 @@ from costmodel.jsonfile import read_json
 from costmodel.precision import Precision
 
 REQUIRED = ("name", "memory_gb", "memory_bandwidth_tbps", "tflops", "board_power_w", "price_usd_per_gpu_hour")
-ARCH_FIELDS = ("compute_capability", "precisions", "cudagraph_max_tokens", "large_batch_defaults_min_gib", "kernel_set")
+ARCH_FIELDS = ("compute_capability", "precisions", "cudagraph_max_tokens", "large_batch_defaults_min_gib")
 # A GPU described without an architecture (older user files, profiles written before the field)
 # gets this one's engine defaults, and the settings say so (costmodel/memory.py).
 ASSUMED_ARCHITECTURE = "hopper"
@@ -23,7 +23,7 @@ ASSUMED_ARCHITECTURE = "hopper"
 
 @dataclass(frozen=True)
 class Architecture:
-    """What the memory model, engine defaults and the operator campaign need of a GPU architecture:
+    """What the memory model and the engine defaults need of a GPU architecture:
     data, so a new GPU is one catalog entry and never a name test in code."""
 
     name: str
@@ -31,7 +31,6 @@ class Architecture:
     precisions: tuple[str, ...]  # weight formats its kernels run (costmodel/precision.py)
     cudagraph_max_tokens: int  # vLLM's largest CUDA-graph capture size
     large_batch_defaults_min_gib: float | None  # vLLM's large batch defaults from this device memory (None: never)
-    kernel_set: str | None  # shipped operator kernel choices (measure/ops/kernelsets/NAME.json); None: autotune
     sources: dict = field(default_factory=dict)
 
     def check_precision(self, precision: str, gpu: str) -> None:
@@ -51,7 +50,7 @@ def validate_architecture(name: str, d: dict, where: str) -> Architecture:
     try:
         lb = d["large_batch_defaults_min_gib"]
         return Architecture(name, str(d["compute_capability"]), tuple(str(p) for p in d["precisions"]), int(d["cudagraph_max_tokens"]),
-                            None if lb is None else float(lb), d["kernel_set"], dict(d.get("sources", {})))
+                            None if lb is None else float(lb), dict(d.get("sources", {})))
     except (TypeError, ValueError) as e:
         raise UserError(f"architecture {name!r} in {where} has a bad value ({e})", "see `costmodel hardware --template`") from None
 
@@ -295,7 +294,7 @@ def template() -> dict:
     field the catalog reads, its architecture written out as an object (a catalog architecture's
     name, e.g. "hopper", also works)."""
     arch = architectures()["ada"].to_dict()
-    arch.update(name="ada", kernel_set=None)
+    arch.update(name="ada")
     doc = json.loads(json.dumps(TEMPLATE))
     doc["gpus"]["my-gpu"]["architecture"] = arch
     return doc

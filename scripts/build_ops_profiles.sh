@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The shipped "ops" profiles from the committed op tables (a thin wrapper of the CLI: `costmodel fit` of an
-# ops run composes its passes, fits them and makes every pass model a table; measure/fit/ops_runs.py):
+# The shipped "ops" what-if profiles from the committed op tables, data/runs/ops/ (their README: how they were
+# timed, by a kernel lab since removed from the product) - a thin wrapper of the CLI: `costmodel fit` of an
+# op table composes its passes, fits them and makes every pass model a table (measure/fit/ops_runs.py). No GPU:
 #   OUT/h100-sxm-bf16.json  OUT/h100-sxm-fp8.json  OUT/h200-bf16.json  OUT/h200-fp8.json   (measured ops)
 #   OUT/rtx-5090-int4.json  per-op projection of the H100 bf16 table to the RTX 5090 in int4 (weight-only; the
 #                           precision the project ships for 32 GB), composed and fitted the same way (provenance "projected")
@@ -18,8 +19,8 @@ for run in "$OPS/h100:h100-sxm" "$OPS/h200:h200"; do
     "$CM" fit "${run%%:*}" --precision "$p" --id "${run##*:}-$p" -o "$OUT/${run##*:}-$p.json" | tee "$OUT/fit-${run##*:}-$p.log"
   done
 done
-${PYTHON:-.venv/bin/python} -m measure.ops.project "$OPS/h100" --from h100-sxm --to rtx-5090 --precisions bf16 --to-precision int4 -o "$OUT/ops-rtx-5090-projected"
-"$CM" fit "$OUT/ops-rtx-5090-projected" --precision int4 --id rtx-5090-int4 -o "$OUT/rtx-5090-int4.json" \
+# --hardware names another GPU than the table's: `costmodel fit` projects the table per op first (measure/ops/project.py)
+"$CM" fit "$OPS/h100" --hardware rtx-5090 --precision int4 --id rtx-5090-int4 -o "$OUT/rtx-5090-int4.json" \
   --note "PROJECTED, not measured: every op of the H100 bf16 table carried to the RTX 5090's int4 (weight-only) roofline (floor + roofline-scaled rest, measure/ops/project.py), then composed and fitted; int4 kernels were not timed anywhere" \
   | tee "$OUT/fit-rtx-5090-int4.log"
 # The engine users run: one constant step term (vLLM's per-step work beyond these kernels: host work, its own

@@ -1,6 +1,6 @@
 """The GPU's architecture is data (hardware.json "architectures"): a GPU of another architecture is
-one catalog entry, and the memory model's engine defaults, the campaign's precisions and its kernel
-choice follow it; no GPU name decides anything in code."""
+one catalog entry, and the memory model's engine defaults and the precisions it runs follow it; no
+GPU name decides anything in code."""
 
 import json
 
@@ -10,14 +10,13 @@ from costmodel.errors import UserError
 from costmodel.hardware import architectures, catalog, get_hardware, resolve_local, template
 from costmodel.memory import batch_defaults, replica_memory
 from costmodel.precision import get_precision
-from measure.ops import kernelset
 
 # An A100-like GPU of another architecture, in one user catalog entry with its own architecture object.
 AMPERE_80G = {"gpus": {"a100-sxm": {
     "name": "NVIDIA A100-SXM4-80GB", "nvml_names": ["NVIDIA A100-SXM4-80GB"], "memory_gb": 80, "memory_bandwidth_tbps": 2.04,
     "tflops": {"bf16": 312}, "board_power_w": 400, "price_usd_per_gpu_hour": 1.5,
     "architecture": {"name": "ampere-test", "compute_capability": "8.0", "precisions": ["bf16", "int4"], "cudagraph_max_tokens": 256,
-                     "large_batch_defaults_min_gib": None, "kernel_set": None}}}}
+                     "large_batch_defaults_min_gib": None}}}}
 
 
 @pytest.fixture
@@ -30,10 +29,10 @@ def ampere(tmp_path):
 def test_every_catalog_gpu_names_a_catalog_architecture():
     archs = architectures()
     assert {g.arch.name for g in catalog().values()} <= set(archs) and not any(g.arch_assumed for g in catalog().values())
-    assert catalog()["h100-sxm"].arch.kernel_set == "hopper" and catalog()["rtx-5090"].arch.name == "blackwell"
+    assert catalog()["h100-sxm"].arch.name == "hopper" and catalog()["rtx-5090"].arch.name == "blackwell"
 
 
-def test_memory_engine_defaults_and_campaign_follow_the_architecture(ampere):
+def test_memory_engine_defaults_and_precisions_follow_the_architecture(ampere):
     a100, h100 = get_hardware("a100-sxm", ampere), get_hardware("h100-sxm")
     assert a100.memory_gb == h100.memory_gb  # same memory: only the architecture differs
     assert batch_defaults(h100) == (8192, 1024) and batch_defaults(a100) == (2048, 256)  # vLLM keeps the small defaults
@@ -44,8 +43,6 @@ def test_memory_engine_defaults_and_campaign_follow_the_architecture(ampere):
     assert graphs_a100 < graphs_h100  # 256-token capture (its architecture) vs 512
     with pytest.raises(UserError, match="cannot run precision 'fp8'"):
         a100.arch.check_precision("fp8", a100.id)
-    assert kernelset.load(a100.arch.kernel_set).choices("bf16", "moe", {"m": 1}) == []  # no set: autotune every candidate
-    assert kernelset.load(h100.arch.kernel_set).choices("fp8", "moe", {"m": 1})  # Hopper: the shipped choice
 
 
 def test_a_user_gpu_keeps_its_architecture_through_a_profile_dict(ampere):
@@ -83,14 +80,13 @@ def test_an_entry_without_architecture_is_assumed_and_says_so(tmp_path):
 
 
 def test_no_gpu_name_decides_anything_in_the_code():
-    """GPU names live in the catalog: the memory model and the ops campaign's code carry none (docstrings may)."""
+    """GPU names live in the catalog: the memory model and the op-table code carry none (docstrings may)."""
     import ast
     import pathlib
     import re
 
     root = pathlib.Path(__file__).parent.parent
-    files = [root / "costmodel" / "memory.py", root / "measure" / "ops" / "run.py", root / "measure" / "ops" / "grids.py",
-             root / "measure" / "ops" / "kernelset.py", root / "measure" / "ops" / "campaign.py", root / "measure" / "fit" / "ops_runs.py"]
+    files = [root / "costmodel" / "memory.py", *sorted((root / "measure" / "ops").glob("*.py")), root / "measure" / "fit" / "ops_runs.py"]
     for p in files:
         tree = ast.parse(p.read_text())
         docs = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body

@@ -35,10 +35,10 @@ HOMES = {
 
 # file -> (most literals, why they remain). Shrinks as modes, pass kinds and the GPU catalog take over.
 ALLOWED = {
-    # measure/ops is being rewritten by the operator-measurement work at the same time (GPU names leave
-    # it there): one ceiling for the folder; its shapes and compositions should read PassKind (role,
-    # logits, attention, sampler, query_tokens) instead of kind names
-    "measure/ops/": (89, "ops: per-pass targets, compositions, chains and table grids keyed by pass kind and GPU (ops owner)"),
+    # measure/ops (the committed op tables read back: shapes, composition, table grids): one ceiling for the
+    # folder; its shapes and compositions should read PassKind (role, logits, attention, sampler,
+    # query_tokens) instead of kind names
+    "measure/ops/": (35, "ops: per-pass shapes, compositions and table grids keyed by pass kind"),
     # measure/fit
     "measure/fit/projection.py": (20, "fit: COMPARE_SHAPES, the curated (mode, kind, shape) list `profile project --compare` prints"),
     # measurement backends: each serves the three modes with mode-specific engine flags and recorders
@@ -46,9 +46,8 @@ ALLOWED = {
     "measure/vllm/recorder.py": (10, "vLLM step recorder: the engine's mode from its config"),
     "measure/vllm/server.py": (5, "vLLM server: per-mode engine flags (ServerSpec.args/env)"),
     "measure/vllm/tiny_models.py": (6, "vLLM tiny models per mode"),
-    "measure/vllm/sched_log.py": (6, "vLLM scheduler log: per-mode request phases"),
     "measure/endpoint/loadtest.py": (8, "endpoint load test: per-mode counters"),
-    "measure/endpoint/bench_import.py": (7, "vllm bench import: mode from the bench JSON"),
+    "measure/endpoint/bench_import.py": (2, "vllm bench import: a diffusion run's commit source and MTP counters"),
     "measure/endpoint/prometheus.py": (2, "endpoint: diffusion counters"),
     "measure/harness/baseline.py": (11, "harness: baseline pass set per mode"),
     "measure/harness/campaign.py": (8, "harness: per-mode programs (diffusion.py, causal.py)"),
@@ -57,10 +56,13 @@ ALLOWED = {
     "measure/harness/replay.py": (1, "harness: commit replay is diffusion's"),
     "measure/analyze/synthetic_commits.py": (1, "analyze: synthetic commit runs are diffusion's"),
     # validation: the same three modes on a real engine
-    "simulate/validate/vllm/loads.py": (20, "vLLM validation: loads per mode (engine-settings owner)"),
-    "simulate/validate/vllm/campaign.py": (12, "vLLM validation campaign per mode (engine-settings owner)"),
+    "measure/validate/vllm_loads.py": (19, "vLLM validation: loads per mode (engine-settings owner)"),
+    "measure/validate/vllm_campaign.py": (12, "vLLM validation campaign per mode (engine-settings owner)"),
     "simulate/validate/vllm/score.py": (7, "vLLM validation scores per mode and kind"),
     "simulate/validate/vllm/replay.py": (2, "vLLM validation replay: recorded draws per mode"),
+    # artefact readers (costmodel/schemas): a recorded engine's account of itself, per mode
+    "costmodel/schemas/engine_trace.py": (6, "vLLM scheduler log: per-mode request phases"),
+    "costmodel/schemas/bench_result.py": (5, "vllm bench result: the mode its counters imply"),
     "simulate/engine_recorded.py": (6, "engine settings read from a recorded engine: its mode from the scheduler config (engine-settings owner)"),
     # defaults naming a catalog GPU where the catalog's default (costmodel.hardware.default_hardware) is not meant
     "costmodel/cli/memory.py": (1, "memory CLI: its default GPU, the 80 GB H100 (not the catalog's default: the tighter budget, docs/memory.md)"),

@@ -1,5 +1,6 @@
-"""`costmodel measure`: one command, two backends. Without --endpoint it drives the model
-in-process on the local GPU (measure/harness); with --endpoint URL it load-tests a live
+"""`costmodel measure`: one command, three backends. With --engine vllm it records a real vLLM
+engine on this machine (measure/vllm); otherwise, without --endpoint, it drives transformers' own
+models in-process on the local GPU (measure/harness); with --endpoint URL it load-tests a live
 OpenAI-compatible deployment (measure/endpoint). Each backend contributes its own options; the
 command parses them into `MeasureOptions` and calls `measure.backends.run_measure`, which checks them."""
 
@@ -10,11 +11,10 @@ from click.core import ParameterSource
 
 from costmodel.cli.measure_endpoint import OPTIONS as ENDPOINT_OPTIONS
 from costmodel.cli.measure_harness import OPTIONS as HARNESS_OPTIONS
-from costmodel.cli.measure_ops import OPTIONS as OPS_OPTIONS
-from costmodel.cli.measure_ops import engine_of, reject_ops_options
-from costmodel.cli.measure_ops import run as run_ops_cli
+from costmodel.cli.measure_vllm import GPU_PARAMS as VLLM_GPU_PARAMS
 from costmodel.cli.measure_vllm import OPTIONS as VLLM_OPTIONS
 from costmodel.cli.measure_vllm import reject_vllm_options
+from costmodel.errors import UserError
 from costmodel.cli.measure_vllm import run as run_vllm_cli
 from costmodel.modes import mode_names
 from measure.backends import MeasureOptions, run_measure
@@ -28,6 +28,12 @@ COMMON = [
     click.option("--resume", is_flag=True, help="Continue an interrupted run in --out, skipping finished units."),
     click.option("--seed", type=int, default=0, show_default=True),
     click.option("--endpoint", default=None, help="Base URL of an OpenAI-compatible server; switches to the endpoint backend."),
+]
+
+# --engine vllm on a GPU (costmodel/cli/measure_vllm.py run_gpu reads them)
+VLLM_GPU_OPTIONS = [
+    click.option("--precision", default=None, help="--engine vllm on a GPU: the weights' precision, fp8 | bf16 [default fp8]."),
+    click.option("--budget-s", type=float, default=None, help="--engine vllm on a GPU: seconds the calibration design may take [default 540]."),
 ]
 
 
@@ -46,23 +52,22 @@ def given_options(ctx: click.Context | None) -> dict[str, str]:
 
 
 def _measure(**opts):
-    """Time every operator of the three models' passes on the local GPU (--engine ops, the GPU
-    default), run transformers' own models (--engine eager|compiled), or load-test a live endpoint.
+    """Record a real vLLM engine (--engine vllm), run transformers' own models (--engine
+    eager|compiled, the default), or load-test a live endpoint.
 
     \b
-    GPU ops:  costmodel measure --precision fp8 -o runs/h100-fp8      then: costmodel fit runs/h100-fp8 -o h100-fp8.json
     vLLM:     costmodel measure --engine vllm --mode ar -o runs/vllm-ar   then: costmodel fit runs/vllm-ar --hardware ID -o vllm.json
     GPU:      costmodel measure --model diffusiongemma-26b-a4b --random-weights -o runs/h200-dg
     Endpoint: costmodel measure --endpoint http://localhost:8000 --model google/diffusiongemma-26B-A4B-it --qps 2 -o runs/live
     """
     given = given_options(click.get_current_context(silent=True))
-    if not opts.get("endpoint") and engine_of(opts, given) == "ops":
-        return run_ops_cli(opts, given)
     if not opts.get("endpoint") and opts.get("engine") == "vllm":
         return run_vllm_cli(opts, given)
-    reject_ops_options(given)
     reject_vllm_options(given)
+    for name, flag in given.items():
+        if name in VLLM_GPU_PARAMS:
+            raise UserError(f"{flag} is an option of --engine vllm on a GPU", f"drop {flag}, or use --engine vllm")
     return run_measure(MeasureOptions(HarnessOptions.from_values(opts), LoadTestOptions.from_values(opts), given))
 
 
-measure = click.command(name="measure")(_apply(COMMON + HARNESS_OPTIONS + OPS_OPTIONS + VLLM_OPTIONS + ENDPOINT_OPTIONS, _measure))
+measure = click.command(name="measure")(_apply(COMMON + HARNESS_OPTIONS + VLLM_OPTIONS + VLLM_GPU_OPTIONS + ENDPOINT_OPTIONS, _measure))

@@ -12,10 +12,9 @@ OPTIONS = [
     click.option("--random-weights", is_flag=True, help="Build the --model shape at full size with random bf16 weights on the GPU (timings only: no commit statistic is the model's)."),
     click.option("--checkpoint", default=None, help="Real weights: a checkpoint directory or hub id, loaded with from_pretrained (with its tokenizer)."),
     click.option("--assistant-checkpoint", default=None, help="MTP drafter weights (Gemma4AssistantForCausalLM) for --mode mtp with --checkpoint."),
-    click.option("--engine", type=click.Choice(["ops", "eager", "compiled", "vllm"]), default=None,
-                 help="ops: every operator of the three models' passes with serving kernels (the GPU default); vllm: a real vLLM engine on "
-                      "this machine, every engine step recorded (random weights; the tiny models on a CPU); transformers' own models: "
-                      "eager (dynamic cache; the default once a --model or harness option is given) or compiled (static cache + torch.compile "
+    click.option("--engine", type=click.Choice(["eager", "compiled", "vllm"]), default=None,
+                 help="vllm: a real vLLM engine on this machine, every engine step recorded (random weights; the tiny models on a CPU); "
+                      "transformers' own models: eager (dynamic cache; the default) or compiled (static cache + torch.compile "
                       "reduce-overhead, CUDA graphs; ~2 min compile per shape at full size)."),
     click.option("--experts-implementation", default="grouped_mm", show_default=True, help="transformers MoE experts kernel: grouped_mm, batched_mm, eager, ..."),
     click.option("--device", default=None, help="torch device (default: cuda if available, else cpu)."),

@@ -1,12 +1,15 @@
-"""`costmodel fit` of an operator run (`costmodel measure --engine ops`, measure/ops): the op table
-composed into pass times over the default grid (measure/ops/compose.py), fitted like any GPU run,
-then every pass model made a table of composed passes interpolated in log space
-(measure/ops/passtable.py; the linear fit kept as the fallback for other GPUs). measure/ops only
-writes the run directory; the profile is built here.
+"""`costmodel fit` of an operator table (data/runs/ops/<gpu>: ops.csv + meta.json, timed by the
+project's former operator campaign; the what-if profiles costmodel/data/profiles/ops/ are built
+from them by scripts/build_ops_profiles.sh): the op table composed into pass times over the default
+grid (measure/ops/compose.py), fitted like any GPU run, then every pass model made a table of
+composed passes interpolated in log space (measure/ops/passtable.py; the linear fit kept as the
+fallback for other GPUs).
 
-A run's GPU is its meta.json `hardware` (older op tables: matched by `gpu_name`); a run of several
-precisions needs --precision. A projected op table (measure/ops/project.py) gives a profile whose
-every pass model says "projected".
+A table's GPU is its meta.json `hardware` (older op tables: matched by `gpu_name`); a table of
+several precisions needs --precision. With --hardware naming another GPU, the table is first
+projected per op to that GPU's roofline (measure/ops/project.py), and --precision may then name a
+precision the table lacks whose matmuls run at one it has (int4 weight-only from bf16 ops): the
+profile's every pass model says "projected".
 """
 
 from __future__ import annotations
@@ -18,14 +21,16 @@ from pathlib import Path
 
 from costmodel.errors import UserError
 from costmodel.hardware import match_nvml_name
+from costmodel.precision import get_precision
 from costmodel.schemas.profile import Profile, Provenance
 from costmodel.roofline import Segment
 from measure.fit.assemble import FitOptions, FitResult, build_profile
 from measure.ops.compose import write_runs
 from measure.ops.passtable import attach
+from measure.ops.project import projected_table
 from measure.ops.table import OpTable
 
-ENGINE_NOTE = ("engine: ops - pass times composed from operator timings (measure/ops: fastest serving-grade kernel per op and shape, "
+ENGINE_NOTE = ("engine: ops - pass times composed from operator timings (data/runs/ops: fastest serving-grade kernel per op and shape, "
                "CUDA-graph timed, + a per-step device round-trip term; an engine's CPU scheduler is not in it); kernels per op in engine.kernels")
 
 
@@ -35,21 +40,31 @@ def is_ops_run(path: str | Path) -> bool:
     return (p / "ops.csv").is_file() and (p / "meta.json").is_file()
 
 
-def _target(path: Path, meta: dict, opts: FitOptions) -> tuple[str, str]:
-    """(hardware id, precision) of the profile: the options', else the run's."""
-    hw = opts.hardware or meta.get("hardware")
-    if hw is None and meta.get("gpu_name"):
-        spec = match_nvml_name(meta["gpu_name"])
-        hw = spec.id if spec else None
+def _run_hardware(meta: dict) -> str | None:
+    """The catalog GPU the table was timed on: meta.json `hardware`, else its NVML `gpu_name` matched."""
+    if meta.get("hardware"):
+        return meta["hardware"]
+    spec = match_nvml_name(meta["gpu_name"]) if meta.get("gpu_name") else None
+    return spec.id if spec else None
+
+
+def _target(path: Path, meta: dict, opts: FitOptions) -> tuple[str, str, str | None]:
+    """(hardware id, precision, source precision to project from or None) of the profile: the options', else the run's."""
+    own = _run_hardware(meta)
+    hw = opts.hardware or own
     if hw is None:
         raise UserError(f"ops run {path} names no catalog GPU (meta.json hardware / gpu_name)", "pass --hardware ID (and --hardware-file for your own GPU)")
+    project = own is not None and hw != own and not meta.get("projected_from")
     precs = [p for p in meta.get("precisions", []) if p != "*"]
     prec = opts.precision or (precs[0] if len(precs) == 1 else None)
     if prec is None:
         raise UserError(f"ops run {path} holds precisions {', '.join(precs) or 'none'}", "pass --precision to pick the profile's")
+    src = prec
     if precs and prec not in precs:
-        raise UserError(f"ops run {path} has no {prec} ops (it holds {', '.join(precs)})", f"pass --precision {precs[0]}, or measure {prec}")
-    return hw, prec
+        src = get_precision(prec).compute if project else None
+        if src not in precs:
+            raise UserError(f"ops run {path} has no {prec} ops (it holds {', '.join(precs)})", f"pass --precision {precs[0]}")
+    return hw, prec, (src if project else None)
 
 
 def _mark_projected(result: FitResult, meta: dict, path: Path) -> None:
@@ -70,11 +85,15 @@ def build_ops_profile(paths: list[str | Path], opts: FitOptions) -> FitResult:
         raise UserError(f"an ops run is fitted alone ({len(paths)} runs given)", "pass one ops run directory per `costmodel fit`")
     path = Path(paths[0])
     meta = json.loads((path / "meta.json").read_text())
-    hw, prec = _target(path, meta, opts)
-    table = OpTable.load(path)
+    hw, prec, src = _target(path, meta, opts)
+    if src is None:
+        table = OpTable.load(path)
+    else:  # another GPU: every op carried to its roofline first
+        table = projected_table(path, _run_hardware(meta), hw, src, prec if prec != src else None)
+        meta = table.meta
     if not table.has("moe", prec):
         raise UserError(f"ops run {path} has no {prec} MoE timings (status {meta.get('status')}, {meta.get('missing_count', '?')} units missing)",
-                        f"complete it: costmodel measure --engine ops --resume -o {path}")
+                        "fit a precision the table holds completely")
     notes = list(opts.notes) if ENGINE_NOTE in opts.notes else [ENGINE_NOTE, *opts.notes]
     with tempfile.TemporaryDirectory(prefix="ops-composed-") as tmp:
         runs = write_runs(table, prec, hw, tmp, ops_dir=str(path))

@@ -3,16 +3,13 @@ overhead term, from a measured op table (measure/ops/table.py), for every pass k
 A step of mixed segments is priced as one forward (token ops over all tokens, attention per
 segment, logits where the segments make them).
 
-    python -m measure.ops.compose OPS_DIR --precision bf16 --hardware h200 -o RUN_PARENT [--grid default|small]
-
-writes one run directory per mode (diffusion, ar, mtp) under RUN_PARENT, in the format
+`write_runs` (called by `costmodel fit` of an op table, measure/fit/ops_runs.py) writes one run directory per mode (diffusion, ar, mtp) under RUN_PARENT, in the format
 `costmodel fit` reads (manifest.json + passes/part-*.parquet; engine name "ops" with the kernel
 per op in its identity), holding the composed pass times over the grid as observations.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import uuid
@@ -183,24 +180,3 @@ def write_runs(table: OpTable, precision: str, hardware: str, out_parent: str | 
                                                               "small" if small else "default", ops_dir), indent=1))
         paths.append(d)
     return paths
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("ops_dir")
-    ap.add_argument("--precision", required=True)
-    ap.add_argument("--hardware", required=True, help="catalog id of the GPU the ops were timed on (h100-sxm, h200)")
-    ap.add_argument("-o", "--out", required=True, help="parent folder of the run directories")
-    ap.add_argument("--grid", choices=("default", "small"), default="default")
-    a = ap.parse_args(argv)
-    t = OpTable.load(a.ops_dir)
-    paths = write_runs(t, a.precision, a.hardware, a.out, small=a.grid == "small", ops_dir=str(a.ops_dir))
-    for p in paths:
-        print(p)
-    if t.extrapolated:
-        print(f"note: {len(t.extrapolated)} op lookups beyond the timed grid (linear extrapolation), e.g. {sorted(t.extrapolated)[:3]}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,10 +1,8 @@
 """Table pass models (profile `model_type: "table"`, costmodel/schemas/profile.py) from the operator
 tables: every pass kind composed (measure/ops/compose.py) on a full grid of (sequences, tokens per
 sequence, context), which the profile interpolates in log space, and the held-out error of that
-interpolation on shapes that are not grid points.
-
-    python -m measure.ops.passtable heldout data/runs/ops            # held-out MAPE per GPU, precision, pass kind
-    python -m measure.ops.passtable attach PROFILE OPS_DIR --hardware h200 --precision bf16   # in place
+interpolation on shapes that are not grid points (`costmodel fit` of an op table prints it per
+pass kind: measure/fit/ops_runs.py).
 
 Held-out shapes: per kind, every combination of grid values and geometric midpoints between
 neighbouring grid values (rounded to integers) that is not itself a grid point, at most
@@ -14,14 +12,11 @@ with the table's interpolation.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import math
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 
-from costmodel.hardware import match_nvml_name
 from costmodel.models import ASSISTANT_FOR, get_model
 from costmodel.schemas.profile import FitDiagnostics, PassTable, Profile
 from measure.ops.compose import MODE_KINDS, MODEL_OF, Seg, compose, resolve
@@ -124,55 +119,3 @@ def attach(profile: Profile, table: OpTable, hardware: str, precision: str, sour
         "pass models: tables of composed operator times over (seqs, tokens per seq, context), interpolated in log space "
         "(model_type table; held-out MAPE in each model's diagnostics); the linear fits are kept for other GPUs"]
     return out
-
-
-def _op_tables(ops_root: str) -> list[tuple[str, OpTable]]:
-    """(catalog GPU, table) of every op table directly under `ops_root` (its meta's hardware or GPU name)."""
-    out = []
-    for d in sorted(Path(ops_root).iterdir()):
-        if (d / "ops.csv").is_file() and (d / "meta.json").is_file():
-            t = OpTable.load(d)
-            spec = match_nvml_name(t.meta.get("gpu_name", "")) if not t.meta.get("hardware") else None
-            out.append((t.meta.get("hardware") or (spec.id if spec else d.name), t))
-    return out
-
-
-def print_heldout(ops_root: str) -> int:
-    rows = []
-    for hw, t in _op_tables(ops_root):
-        for prec in [p for p in t.meta.get("precisions", ["bf16"]) if p != "*"]:
-            res = [heldout(t, build_table(t, k, prec, hw), k, prec) for k in GRIDS]
-            rows.append((f"{hw} {prec}", res))
-    kinds = list(GRIDS)
-    print("held-out MAPE (max) of the table pass models, off-grid shapes composed from the op tables:")
-    print("| profile | " + " | ".join(kinds) + " |")
-    print("|---|" + "---|" * len(kinds))
-    for name, res in rows:
-        print(f"| {name} | " + " | ".join(f"{h.mape_pct:.2f}% ({h.max_pct:.1f}%)" for h in res) + " |")
-    print("held-out shapes per kind: " + ", ".join(f"{h.kind} {h.n}" for h in rows[0][1]))
-    return 0
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    h = sub.add_parser("heldout", help="held-out MAPE per GPU, precision and pass kind")
-    h.add_argument("ops_root", help="folder whose subfolders are op tables (data/runs/ops)")
-    a = sub.add_parser("attach", help="turn a profile's pass models into table models, in place")
-    a.add_argument("profile")
-    a.add_argument("ops_dir")
-    a.add_argument("--hardware", required=True)
-    a.add_argument("--precision", required=True)
-    args = ap.parse_args(argv)
-    if args.cmd == "heldout":
-        return print_heldout(args.ops_root)
-    prof = Profile.load(args.profile)
-    res = attach(prof, OpTable.load(args.ops_dir), args.hardware, args.precision,
-                 f"measure/ops/passtable.py from the op table {args.ops_dir} ({args.precision})")
-    prof.save(args.profile)
-    print(f"{args.profile}: table pass models; held-out MAPE " + ", ".join(f"{k} {h.mape_pct:.2f}% (max {h.max_pct:.1f}%)" for k, h in res.items()))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -3,25 +3,39 @@ GPU over its measured time) carried to the target GPU's roofline of the same op:
 t_target = t_source x roofline_target / roofline_source, roofline = max(flops / dense peak of the
 precision, bytes / memory bandwidth), catalog figures (costmodel/data/hardware.json) on both sides.
 
-    python -m measure.ops.project data/runs/ops/h100 --from h100-sxm --to rtx-5090 --precisions fp8 -o data/runs/ops/rtx-5090-projected
-
-writes a projected op table (kernel column "projected:<source kernel>") with its meta.json. The
-projection's own error: `python -m measure.ops.targets` projects the H200 table to the H100 and
-compares with the measured H100 table.
+`costmodel fit OPS_RUN --hardware OTHER_GPU [--precision P]` projects the run's op table here
+(measure/fit/ops_runs.py) before composing it: a projected table keeps each row's kernel as
+"projected:<source kernel>" and its meta says where it came from (`projected_from`).
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
-import json
 from pathlib import Path
 
 from costmodel.hardware import get_hardware
 from costmodel.precision import get_precision
-from measure.ops.kernels import attn_plan
 from measure.ops.shapes import all_ops
-from measure.ops.table import ANY, COLUMNS, OpTable, read_rows
+from measure.ops.table import ANY, OpTable, read_rows
+
+
+def attn_plan(q: int, ctx: int, mask: str, window: int | None):
+    """(list of (query_count, key_count, lower_right_causal) blocks) that cover the op's visible keys (the
+    blocks the attention timings ran: a sliding window longer than the queries splits them)."""
+    if mask == "bidirectional":
+        L = ctx + q if not window else min(ctx + q, window)
+        return [(q, L, False)]
+    if not window or ctx + q <= window:
+        return [(q, ctx + q, q > 1)]  # one query sees every cached key: no mask
+    if q <= window:
+        return [(q, min(ctx, window) + q, q > 1)]
+    blocks = []
+    done = 0
+    while done < q:
+        b = min(window, q - done)
+        seen = min(ctx + done, window)
+        blocks.append((b, seen + b, True))
+        done += b
+    return blocks
 
 
 def _op_defs() -> dict:
@@ -130,45 +144,16 @@ def project_rows(rows: list[dict], src_hw: str, dst_hw: str, precisions: list[st
     return out
 
 
-def projected_table(ops_dir: str | Path, src_hw: str, dst_hw: str, precisions: list[str] | None = None, method: str = "floor") -> OpTable:
+def projected_table(ops_dir: str | Path, src_hw: str, dst_hw: str, precision: str, to_precision: str | None = None) -> OpTable:
+    """The op table of `ops_dir` (timed on `src_hw`) at `precision`, projected per op to `dst_hw`
+    (floor method; `to_precision`: the target roofline's precision, e.g. bf16 ops -> int4 weight-only)."""
     src = OpTable.load(ops_dir)
-    rows = project_rows(read_rows(Path(ops_dir) / "ops.csv"), src_hw, dst_hw, precisions, method)
-    meta = {**src.meta, "projected_from": {"ops_dir": str(ops_dir), "hardware": src_hw, "gpu_name": src.meta.get("gpu_name")},
-            "gpu_name": get_hardware(dst_hw).name + " (projected)", "copy_bandwidth_tbps": None}
-    return OpTable(rows, meta)
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("ops_dir")
-    ap.add_argument("--from", dest="src", required=True, help="catalog id of the GPU the table was measured on")
-    ap.add_argument("--to", dest="dst", required=True, help="catalog id of the target GPU")
-    ap.add_argument("--precisions", default=None, help="comma list to keep (default all)")
-    ap.add_argument("--method", choices=("floor", "efficiency"), default="floor")
-    ap.add_argument("--to-precision", default=None, help="target precision of the roofline the efficiencies are carried to (default: the row's)")
-    ap.add_argument("-o", "--out", required=True)
-    a = ap.parse_args(argv)
-    precs = a.precisions.split(",") if a.precisions else None
-    rows = project_rows(read_rows(Path(a.ops_dir) / "ops.csv"), a.src, a.dst, precs, a.method, a.to_precision)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / "ops.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: r.get(k, "") for k in COLUMNS})
-    src_meta = json.loads((Path(a.ops_dir) / "meta.json").read_text())
-    meta = {"gpu_name": get_hardware(a.dst).name + " (projected)", "hardware": a.dst, "projected_from": {"ops_dir": a.ops_dir, "hardware": a.src,
-            "gpu_name": src_meta.get("gpu_name"), "date": src_meta.get("date")},
+    rows = project_rows(read_rows(Path(ops_dir) / "ops.csv"), src_hw, dst_hw, [precision], "floor", to_precision)
+    m = src.meta
+    meta = {"gpu_name": get_hardware(dst_hw).name + " (projected)", "hardware": dst_hw,
+            "projected_from": {"ops_dir": str(ops_dir), "hardware": src_hw, "gpu_name": m.get("gpu_name"), "date": m.get("date")},
             "method": ("t_target = floor + (t_source - floor) x roofline_target / roofline_source per op, floor = the op's smallest measured time "
-                       "(catalog peaks and bandwidths)") if a.method == "floor" else "t_target = t_source x roofline_target / roofline_source per op",
-            "precisions": [a.to_precision] if a.to_precision else (precs or src_meta.get("precisions")), "source_precisions": precs, "overhead": src_meta.get("overhead"),
-            "sliding_window": src_meta.get("sliding_window", 1024), "status": "projected",
-            "command": "python -m measure.ops.project " + " ".join(argv or []), "versions": src_meta.get("versions")}
-    (out / "meta.json").write_text(json.dumps(meta, indent=1))
-    print(f"wrote {out / 'ops.csv'} ({len(rows)} rows projected from {a.src} to {a.dst})")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+                       "(catalog peaks and bandwidths)"),
+            "precisions": [to_precision or precision], "source_precisions": [precision], "overhead": m.get("overhead"),
+            "sliding_window": m.get("sliding_window", 1024), "status": "projected", "versions": m.get("versions")}
+    return OpTable(rows, meta)

@@ -4,8 +4,8 @@
 how many times a layer runs each; `pass_ops(...)` expands a forward pass over segments into
 `OpCall`s (op name, varying axes, count) that `compose.py` prices from the measured op tables.
 
-Every op has a name that keys the op table (e.g. `gemm.qkv_sliding`), a family (the kernel
-registry's key, measure/ops/kernels.py) and fixed params; the campaign times it over its axes:
+Every op has a name that keys the op table (e.g. `gemm.qkv_sliding`), a family (the kind of kernel
+that ran it) and fixed params; the committed op tables (data/runs/ops/) timed it over its axes:
 token ops over `m` (tokens in the op), attention over (`seqs`, `q` queries per sequence, `ctx`
 cached keys). Ops whose fp8 form is the same kernel (attention: bf16 KV cache; samplers, norms)
 are timed once per GPU and marked `precision_independent`.
@@ -124,7 +124,7 @@ def top_ops(m: ModelShape, prefix: str = "") -> dict[str, OpDef]:
 
 
 def all_ops(target: ModelShape, assistant: ModelShape | None = None) -> ModelOps:
-    """Every op the three models' passes use (what the campaign times)."""
+    """Every op the three models' passes use (what the op tables hold)."""
     mo = ModelOps()
     for mask in ("causal", "bidirectional"):
         for lt in sorted(set(target.layer_types)):

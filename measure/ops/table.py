@@ -25,36 +25,12 @@ CHUNKED_OPS = ("lm_head", "asst.lm_head", "dg_sampler", "ar_sampler", "gemm.sc_e
 ANY = "*"  # precision of ops timed once per GPU (bf16 KV attention, samplers, norms)
 
 
-def unit_key(precision: str, op: str, at: dict) -> str:
-    return f"{precision}|{op}|" + ",".join(f"{k}={int(at[k])}" for k in sorted(at))
-
-
 def read_rows(path: str | Path) -> list[dict]:
     p = Path(path)
     if not p.exists():
         return []
     with p.open(newline="") as f:
         return list(csv.DictReader(f))
-
-
-class RowWriter:
-    """Appends rows and flushes each: an interrupted campaign keeps every finished op."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        new = not self.path.exists() or self.path.stat().st_size == 0
-        self.f = self.path.open("a", newline="")
-        self.w = csv.DictWriter(self.f, fieldnames=COLUMNS)
-        if new:
-            self.w.writeheader()
-            self.f.flush()
-
-    def add(self, row: dict) -> None:
-        self.w.writerow({k: row.get(k, "") for k in COLUMNS})
-        self.f.flush()
-
-    def close(self) -> None:
-        self.f.close()
 
 
 def _interp1(xs: list[float], ys: list[float], x: float) -> tuple[float, bool]:

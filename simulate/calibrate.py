@@ -1,6 +1,6 @@
 """A profile's engine step term calibrated to an observed batch-1 throughput, by simulation.
 
-Why: a profile composed from kernel timings (measure/ops) prices the GPU alone; vLLM spends more on
+Why: a profile composed from kernel timings (the ops what-ifs) prices the GPU alone; vLLM spends more on
 every engine step (host work, its own kernels and launches). Where only an end-to-end figure of the
 engine is known - a `vllm bench serve` result at `--max-concurrency 1`, imported with `costmodel
 import-bench` - the missing time per step is identifiable: at concurrency 1 a request's latency is

@@ -78,18 +78,18 @@ class PassTable:
         for name, (xs, lo) in axes.items():
             if not isinstance(xs, list) or not xs or not all(_finite(x) and x >= lo for x in xs) or any(b <= a for a, b in zip(xs, xs[1:])):
                 raise UserError(f"{where}: table axis {name} must be a non-empty, strictly increasing list of finite numbers >= {lo:g}",
-                                "rebuild the table (measure/ops/passtable.py)")
+                                "rebuild the profile (costmodel fit of its op table, measure/ops/passtable.py)")
         dims = (len(self.seqs), len(self.tokens_per_seq), len(self.context_tokens))
         ok = isinstance(self.ms, list) and len(self.ms) == dims[0] and all(
             isinstance(r, list) and len(r) == dims[1] and all(isinstance(c, list) and len(c) == dims[2] and all(_finite(v) and v > 0 for v in c)
                                                              for c in r) for r in self.ms)
         if not ok:
             raise UserError(f"{where}: table ms must be {dims[0]} x {dims[1]} x {dims[2]} (seqs x tokens_per_seq x context_tokens) "
-                            "finite times > 0", "rebuild the table (measure/ops/passtable.py)")
+                            "finite times > 0", "rebuild the profile (costmodel fit of its op table, measure/ops/passtable.py)")
         if not isinstance(self.token_ms, list) or len(self.token_ms) != len(self.token_m) or not all(_finite(v) and v > 0 for v in self.token_ms):
-            raise UserError(f"{where}: table token_ms must hold one finite time > 0 per token_m value", "rebuild the table (measure/ops/passtable.py)")
+            raise UserError(f"{where}: table token_ms must hold one finite time > 0 per token_m value", "rebuild the profile (costmodel fit of its op table, measure/ops/passtable.py)")
         if not (_finite(self.overhead_ms) and self.overhead_ms >= 0):
-            raise UserError(f"{where}: table overhead_ms must be a finite time >= 0", "rebuild the table (measure/ops/passtable.py)")
+            raise UserError(f"{where}: table overhead_ms must be a finite time >= 0", "rebuild the profile (costmodel fit of its op table, measure/ops/passtable.py)")
 
     def pass_ms(self, seqs: float, tokens: float, context: float) -> float:
         """Interpolated time of one pass of this kind (a single segment): costmodel/stepcost/table.py."""
@@ -273,12 +273,12 @@ class Profile:
 
 # ---- the engine section: which engine and kernel origin the profile prices ---------------------
 # engine["kernel_origin"]: whose kernels its pass costs are of. Today's shipped ops profiles time the
-# fastest serving-grade kernel per op (measure/ops) with no engine around them: a labelled what-if.
-# A profile fitted from recorded engine steps prices that engine's own kernels. (Not a kernel set:
-# that is the operator campaign's choice of kernels per op, measure/ops/kernelsets/.)
+# fastest serving-grade kernel per op (the committed op tables, data/runs/ops, composed by measure/ops)
+# with no engine around them: a labelled what-if. A profile fitted from recorded engine steps prices
+# that engine's own kernels.
 KERNEL_ORIGIN_KEY = "kernel_origin"
 KERNEL_ORIGINS = {
-    "ops-fastest": "the fastest kernels this project times per op (measure/ops); alone, with no engine step term, a what-if engine",
+    "ops-fastest": "the fastest kernels this project times per op (its op tables, data/runs/ops); alone, with no engine step term, a what-if engine",
     "vllm": "vLLM's own kernels, as its engine dispatched them (recorded engine steps or a calibration run)",
     "transformers": "transformers' own model modules (eager or torch.compile), no serving engine",
 }

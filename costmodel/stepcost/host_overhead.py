@@ -1,7 +1,7 @@
 """An engine's host work per step (scheduling, input preparation, sampling bookkeeping, output
 processing, detokenisation, streaming) as a step term beside the forward passes.
 
-Why a term of its own: a profile composed from kernel timings (measure/ops) prices the GPU alone,
+Why a term of its own: a profile composed from kernel timings (the ops what-ifs) prices the GPU alone,
 while vLLM spends CPU time on every step. At batch 1 that time is a large share of a decode step, so
 leaving it out makes AR and MTP look up to 2x faster than the engine users run; fitting it into
 the pass coefficients instead would smear it over batch sizes where it is not.

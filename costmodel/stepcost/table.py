@@ -1,5 +1,5 @@
 """The table pass model: pass times on a grid of (sequences, tokens per sequence, context)
-composed from operator tables (measure/ops), interpolated multilinearly in log space (log ms over
+composed from operator tables (data/runs/ops, measure/ops), interpolated multilinearly in log space (log ms over
 log seqs, log tokens, log(context + CONTEXT_OFFSET)), power-law extrapolation beyond the grid.
 
 A table holds for the GPU and precision it names; elsewhere the model's linear coefficients, which
@@ -130,7 +130,7 @@ class TablePredictor:
 
     def check(self, pm, where: str) -> None:
         if pm.table is None:
-            raise UserError(f"{where} has model_type 'table' but no table", "rebuild the table (measure/ops/passtable.py)")
+            raise UserError(f"{where} has model_type 'table' but no table", "rebuild the profile (costmodel fit of its op table, measure/ops/passtable.py)")
         if not pm.coef:
             raise UserError(f"{where}: a table model needs its linear coefficients too (used off the table's GPU/precision)",
                             "keep the fitted coef beside the table")

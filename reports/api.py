@@ -9,8 +9,8 @@ from pathlib import Path
 
 from costmodel import atomic, outputset
 from costmodel.errors import UserError
-from simulate.plan.costing import Analysis, PricingConfig, analyse, with_seeds
-from simulate.plan.slo import STABLE_ONLY, parse_slo
+from costmodel.costing import Analysis, PricingConfig, analyse, with_seeds
+from costmodel.slo import STABLE_ONLY, parse_slo
 from reports.finance import write_finance_csv
 from reports.html import render
 from reports.sources import load_results

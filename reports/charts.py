@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from costmodel.modes import get_mode, mode_order
-from simulate.plan.costing import Crossover
+from costmodel.costing import Crossover
 
 TITLES = {
     "cost": "Monthly cost of the SLO-meeting fleet vs QPS",

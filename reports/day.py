@@ -16,9 +16,9 @@ from costmodel.errors import UserError
 from costmodel.hardware import validate_spec
 from costmodel.schemas.day import DayRecord, MonthBill, bill_order
 from costmodel.schemas.provenance import provenance_kinds
-from simulate.plan.costing import HOURS_PER_MONTH, HOURS_PER_YEAR, GpuPrice, PricingConfig, get_model, gpu_price, model_names, resolve_terms
-from simulate.plan.costing.crossover import TIE_FRAC
-from simulate.plan.day_pricing import committed, price_bill
+from costmodel.costing import HOURS_PER_MONTH, HOURS_PER_YEAR, GpuPrice, PricingConfig, get_model, gpu_price, model_names, resolve_terms
+from costmodel.costing.crossover import TIE_FRAC
+from costmodel.costing.day import committed, price_bill
 from reports.decision import rests_on
 
 POLICY_LABEL = {"autoscaled": "autoscaled", "static": "static for the peak"}
@@ -62,7 +62,7 @@ class DayAnswer:
         if self.winner is None:
             return "No fleet meets the SLO in every hour of the day."
         w = self.winner
-        if self.tie:  # the plan's rule (simulate/plan/costing/crossover.py TIE_FRAC): never a winner by a cent
+        if self.tie:  # the plan's rule (costmodel/costing/crossover.py TIE_FRAC): never a winner by a cent
             return (f"A tie among the fleets meeting the SLO every hour, at ${w.cost_usd_per_month:,.0f}/month "
                     f"(${self.cost_usd_per_year:,.0f}/year) each: {self.fleet} = {self.runner_up_fleet} (the same monthly cost within "
                     f"{TIE_FRAC:.0%}: no winner). Rests on {self.rests_on}.")
@@ -164,7 +164,7 @@ def _cost(b: MonthBill | None) -> float:
 
 
 def billed_gpu_hours(b: MonthBill, price: GpuPrice, span_h: float) -> float:
-    """The GPU-hours a day is billed for under `price` (simulate/plan/day_pricing.py)."""
+    """The GPU-hours a day is billed for under `price` (costmodel/costing/day.py)."""
     return b.replicas_max * span_h if committed(price) else b.gpu_hours_per_day
 
 

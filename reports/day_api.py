@@ -13,8 +13,8 @@ from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.schemas.day import DayRecord, day_docs, read_day
 from costmodel.schemas.dictionary import write_table
-from simulate.plan.costing import PricingConfig
-from simulate.plan.day_pricing import price_hours
+from costmodel.costing import PricingConfig
+from costmodel.costing.day import price_hours
 from reports.day import DayAnswer, answer, prices, repriced
 from reports.day_html import render_day
 from reports.day_workbook import write_day_workbook

@@ -20,10 +20,10 @@ from openpyxl.styles import Font, PatternFill
 from openpyxl.utils import get_column_letter
 
 from costmodel import atomic
+from costmodel.costing import HOURS_PER_MONTH, HOURS_PER_YEAR
+from costmodel.costing.day import committed
 from costmodel.schemas.day import DayRecord
-from simulate.plan.costing import HOURS_PER_MONTH, HOURS_PER_YEAR
 from reports.day import answer, billed_gpu_hours, day_basis, fleet_key, owned, price_sensitivity, prices, pricing, pricing_models_table
-from simulate.plan.day_pricing import committed
 
 INPUT = PatternFill("solid", fgColor="FFF2CC")
 BOLD = Font(bold=True)

@@ -1,6 +1,6 @@
 """The answer a report opens with: per load, the cheapest SLO-meeting fleet (or the tie), its monthly
 and annual cost, the runner-up and by how much, and what the winner rests on. The rows and their
-words are simulate/plan/costing/answer.py's, the same `costmodel plan` prints; this module reads
+words are costmodel/costing/answer.py's, the same `costmodel plan` prints; this module reads
 them for a report's results, with the plan's --seeds and --sensitivity records."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from dataclasses import dataclass
 import pandas as pd
 
 from costmodel.schemas.provenance import BASIS, rests_on
-from simulate.plan.costing import Analysis, Decision
-from simulate.plan.costing import decisions as plan_decisions
+from costmodel.costing import Analysis, Decision
+from costmodel.costing import decisions as plan_decisions
 from reports.sources import Results
 
 __all__ = ["BASIS", "Decision", "decisions", "decision_frame", "rests_on", "SensitivityView", "sensitivity_view", "seed_intervals"]
 
 
 def decisions(res: Results, a: Analysis) -> list[Decision]:
-    """One Decision per evaluated QPS (simulate/plan/costing/answer.py: the words plan prints too)."""
+    """One Decision per evaluated QPS (costmodel/costing/answer.py: the words plan prints too)."""
     return plan_decisions(a, res.profiles)
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 from costmodel import atomic
 from costmodel.schemas.dictionary import dictionary, dictionary_markdown, dictionary_paths, flat_frame
 from costmodel.schemas.plan import ANSWER_DOCS
-from simulate.plan.costing import Analysis, answer_frame, answer_lines
+from costmodel.costing import Analysis, answer_frame, answer_lines
 from reports.decision import rests_on
 from reports.sources import Results
 

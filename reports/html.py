@@ -19,7 +19,7 @@ from costmodel.modes import mode_order
 from costmodel.schemas.dictionary import dictionary
 from costmodel.schemas.provenance import provenance_kinds
 from costmodel.timestamps import now_iso
-from simulate.plan.costing import HOURS_PER_MONTH, SOURCES, Analysis, best_per_cell
+from costmodel.costing import HOURS_PER_MONTH, SOURCES, Analysis, best_per_cell
 from reports import charts
 from reports.decision import decisions, seed_intervals, sensitivity_view
 from reports.finance import TERMS, assumptions

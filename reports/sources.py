@@ -21,7 +21,7 @@ from costmodel.schemas.results import SUMMARY_CSV, SUMMARY_JSON, is_simulation_d
 from costmodel.shipped import default_profile
 
 SWEEP_TABLE = "results.parquet"  # simulate/sweep/run.py
-from simulate.plan.costing import PricingConfig
+from costmodel.costing import PricingConfig
 
 
 @dataclass

@@ -8,7 +8,7 @@ reviewer can edit and recompute in any spreadsheet program.
   costs blank.
 - Summary: per QPS the cheapest fleet at the workbook's current prices (MIN / INDEX-MATCH over the
   Fleet rows, so a price change can change the winner) and how many options tie with it, next to
-  the answer as planned (its words are plan's: simulate/plan/costing/answer.py) and the crossover.
+  the answer as planned (its words are plan's: costmodel/costing/answer.py) and the crossover.
 
 Every formula carries its computed value (reports/xlsx_values.py), so pandas and previewers read
 numbers without a spreadsheet program; booleans are booleans.
@@ -29,7 +29,7 @@ from openpyxl.utils import get_column_letter
 
 from costmodel import atomic
 from costmodel.modes import mode_order
-from simulate.plan.costing import HOURS_PER_MONTH, HOURS_PER_YEAR, TIE_FRAC, Analysis, GpuPrice, fleet_name, get_model
+from costmodel.costing import HOURS_PER_MONTH, HOURS_PER_YEAR, TIE_FRAC, Analysis, GpuPrice, fleet_name, get_model
 from reports.decision import decisions, seed_intervals, sensitivity_view
 from reports.finance import assumptions
 from reports.sources import Results

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 from costmodel.errors import UserError
-from simulate.plan.costing import PricingConfig, analyse
-from simulate.plan.slo import STABLE_ONLY
+from costmodel.costing import PricingConfig, analyse
+from costmodel.slo import STABLE_ONLY
 from reports.finance import spreadsheet_frame
 from test_reports_fakes import point
 

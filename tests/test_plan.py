@@ -9,9 +9,9 @@ import pytest
 
 from costmodel.errors import UserError
 from costmodel.hardware import get_hardware
-from simulate.plan.costing import PricingConfig, analyse, find_crossover
+from costmodel.slo import STABLE_ONLY, parse_slo
+from costmodel.costing import PricingConfig, analyse, find_crossover
 from simulate.plan.search import fewest_replicas
-from simulate.plan.slo import STABLE_ONLY, parse_slo
 from test_reports_fakes import point, toy_min_replicas, toy_point
 
 SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"

@@ -10,8 +10,8 @@ import pytest
 
 from costmodel.hardware import get_hardware
 from costmodel.schemas.provenance import rests_on
-from simulate.plan.costing import PricingConfig, analyse, decisions, with_seeds
-from simulate.plan.slo import parse_slo
+from costmodel.costing import PricingConfig, analyse, decisions, with_seeds
+from costmodel.slo import parse_slo
 from test_reports_fakes import point, toy_point
 
 SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"

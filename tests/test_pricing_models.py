@@ -5,8 +5,8 @@ import pytest
 
 from costmodel.errors import UserError
 from costmodel.hardware import get_hardware
-from simulate.plan.costing import PricingConfig, PricingModel, PricingOptions, Rate, gpu_price, model_names, point_cost, pricing_config, register
-from simulate.plan.costing import models as registry
+from costmodel.costing import PricingConfig, PricingModel, PricingOptions, Rate, gpu_price, model_names, point_cost, pricing_config, register
+from costmodel.costing import models as registry
 
 
 def rate(model: str, hw: str = "h100-sxm", **kw) -> float:

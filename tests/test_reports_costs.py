@@ -9,7 +9,7 @@ import pytest
 from costmodel.errors import UserError
 from costmodel.hardware import get_hardware
 from costmodel.schemas.dictionary import describe, dictionary_paths, write_table as write_finance_csv
-from simulate.plan.costing import PricingConfig, add_costs, gpu_price, point_cost
+from costmodel.costing import PricingConfig, add_costs, gpu_price, point_cost
 from test_reports_fakes import point
 
 
@@ -126,7 +126,7 @@ def test_dictionary_patterns():
 
 def test_telemetry_power_from_a_measured_run(tmp_path, cli):
     from costmodel.schemas.rundir import RunManifest, RunWriter
-    from simulate.plan.costing import telemetry_power
+    from costmodel.costing import telemetry_power
 
     man = RunManifest(run_id="tele", kind="gpu", mode="ar", model="m", weights="random", commit_source="none", hardware="h200")
     with RunWriter(tmp_path / "run", man) as w:

@@ -15,6 +15,7 @@ from costmodel.cli.checked import checked
 from costmodel.cli.plan_extras import check_seeds, extras_options, print_extras
 from costmodel.cli.pricing_options import pricing_options
 from costmodel.console import make_console
+from costmodel.costing import PricingConfig, answer_lines, pricing_config
 from costmodel.errors import UserError
 from costmodel.fields import MAX_REPLICAS, REFINE_CROSSOVER
 from costmodel.options import parse_floats, parse_list, parse_profile_modes
@@ -23,7 +24,6 @@ from costmodel.schemas.provenance import profile_provenance
 from simulate.plan.api import (
     DEFAULT_CROSSOVER_STEPS, DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, run_plan, write_plan,
 )
-from simulate.plan.costing import PricingConfig, answer_lines, pricing_config
 from simulate.plan.sensitivity import plan_extras
 
 
@@ -66,7 +66,7 @@ def print_analysis(con, a) -> None:
 
 
 def print_answer(con, a, profiles: dict, modes) -> None:
-    """The answer, last (simulate/plan/costing/answer.py: the words the HTML, the workbook and the CSV print)."""
+    """The answer, last (costmodel/costing/answer.py: the words the HTML, the workbook and the CSV print)."""
     prov = {h: profile_provenance(p, modes=set(modes)) for h, p in profiles.items()}
     lines = answer_lines(a, prov)
     for line in lines[:-1]:

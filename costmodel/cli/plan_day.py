@@ -18,7 +18,7 @@ from costmodel.options import parse_list, parse_modes
 from costmodel.schemas.day import DAY_COMMAND, bill_order, read_day
 from reports.day import answer
 from simulate.cluster.scaling import DEFAULT_LOAD_GB_PER_S, DEFAULT_STARTUP_S, Scaling
-from simulate.plan.costing import PricingConfig, pricing_config
+from costmodel.costing import PricingConfig, pricing_config
 from simulate.plan.day import DEFAULT_COMPRESS, DayConfig, run_day, run_fleet_day, write_day
 from simulate.plan.prefix_compare import parse_choice
 

@@ -1,5 +1,5 @@
 """The pricing options `plan`, `simulate`, `sweep` and `report` share: the decorator adds them and
-hands the command one `pricing_options: simulate.plan.costing.PricingOptions` argument instead."""
+hands the command one `pricing_options: costmodel.costing.PricingOptions` argument instead."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import functools
 import click
 from rich.table import Table
 
-from simulate.plan.costing import PricingConfig, PricingOptions, cost_of_row, gpu_price, model_names
+from costmodel.costing import PricingConfig, PricingOptions, cost_of_row, gpu_price, model_names
 
 OPTIONS = ("price", "onprem", "purchase_usd", "electricity_usd_per_kwh", "amortisation_years", "pue", "telemetry", "pricing", "term", "price_file")
 

@@ -12,7 +12,7 @@ from costmodel.cli.pricing_options import pricing_options
 from costmodel.console import make_console
 from costmodel.errors import UserError
 from costmodel.schemas.day import is_day_dir
-from simulate.plan.costing import pricing_config
+from costmodel.costing import pricing_config
 from reports.api import FORMATS, ReportConfig, make_report
 from reports.day_api import make_day_report
 

@@ -13,12 +13,12 @@ from rich.table import Table
 from costmodel import outputset
 from costmodel.cli.pricing_options import cost_table, pricing_options
 from costmodel.console import make_console
+from costmodel.costing import pricing_config
 from costmodel.engine_settings import EngineSettings, layered
 from costmodel.errors import UserError
 from costmodel.modes import mode_names
 from costmodel.options import parse_burstiness, parse_concurrency, parse_floats, parse_modes, parse_profile_modes
 from simulate.api import SimulateConfig, run_simulation, write_outcome
-from simulate.plan.costing import pricing_config
 from simulate.batch import DEFAULT_HARDWARE
 from simulate.engine import mode_settings
 from simulate.point import resolve_engine

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from costmodel.cli.pricing_options import pricing_options
 from costmodel.console import make_console
-from simulate.plan.costing import PricingConfig, pricing_config
+from costmodel.costing import PricingConfig, pricing_config
 from simulate.parallel import Workers
 from simulate.sweep.run import run_sweep
 from simulate.sweep.pricing import point_pricing, with_pricing

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from costmodel.costing.terms import DAYS_PER_MONTH
 from costmodel.schemas.day import IntervalRow
 from simulate.cluster.fleet import REJECT_FULL, REJECT_TIMEOUT, FleetRun
 from simulate.cluster.power import IDLE_POWER_FRAC, power_w
 
 LATE_MS = 1e18  # a rejected or unfinished request's latency in the interval statistics
-DAYS_PER_MONTH = 365.25 / 12
 METRIC_END = {"queue": "start_s", "ttft": "first_s", "e2e": "finish_s"}
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from costmodel import outputset
+from costmodel.costing import CROSSOVER_TOLERANCE_FRAC, Analysis, PricingConfig, analyse, answer_frame, answer_lines, gpu_price
 from costmodel.errors import UserError
 from costmodel.options import QPS_MIN, check_rate
 from costmodel.jsonfile import records
@@ -22,9 +23,8 @@ from costmodel.schemas.plan import ANSWER_DOCS, write_plan_json
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.provenance import profile_provenance
 from costmodel.shipped import resolve_profile, shipped_hardware
+from costmodel.slo import Slo, parse_slo
 from simulate.plan import planner
-from simulate.plan.costing import CROSSOVER_TOLERANCE_FRAC, Analysis, PricingConfig, analyse, answer_frame, answer_lines, gpu_price
-from simulate.plan.slo import Slo, parse_slo
 from simulate.api import resolve_engine, resolve_workload
 from simulate.batch import check_requests_fit
 from simulate.parallel import Workers

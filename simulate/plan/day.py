@@ -51,9 +51,9 @@ from simulate.cluster.pool import PoolSpec
 from simulate.cluster.scaling import Scaling
 from simulate.parallel import Workers, run_tasks
 from simulate.plan import planner
-from simulate.plan.costing import GpuPrice, PricingConfig, gpu_price
-from simulate.plan.day_pricing import price_bill, price_hours
-from simulate.plan.slo import parse_slo
+from costmodel.costing import GpuPrice, PricingConfig, gpu_price
+from costmodel.costing.day import price_bill, price_hours
+from costmodel.slo import parse_slo
 from simulate.workload import build_requests
 
 DEFAULT_COMPRESS = 4.0
@@ -78,7 +78,7 @@ class DayConfig:
     load_scale: float = 1.0  # a curve's rates, or a trace's request rate (thinned or replicated), times this
     autoscale_headroom: float = 1.0  # the autoscaled fleet keeps each replica at most this share of the peak fleet's load per replica
     profiles: list[str] = field(default_factory=list)  # profile JSONs replacing the shipped default of their GPU (plan --profile)
-    pricing: PricingConfig = field(default_factory=PricingConfig)  # how the bills are priced (simulate/plan/day_pricing.py)
+    pricing: PricingConfig = field(default_factory=PricingConfig)  # how the bills are priced (costmodel/costing/day.py)
     prefix_caching: bool | None = None  # vLLM's prefix caching, for the peak search and the day alike (None: its default, on)
     profile_paths: dict = field(default_factory=dict)  # hardware -> profile path (None: shipped); filled by run_day
 
@@ -157,7 +157,7 @@ def _peak_workload(load: DayLoad, cfg: "DayConfig", folder: Path) -> str | None:
 class SloSplit:
     """The SLO's latency bounds (plan's Slo) and its headroom term, if any."""
 
-    text: str  # the latency part, as plan.slo parses it
+    text: str  # the latency part, as costmodel.slo parses it
     bounds: list[RequestBound]
     max_utilisation: float | None
 

@@ -1,6 +1,6 @@
 """`costmodel plan`: the fewest replicas meeting an SLO for every (hardware, mode, QPS), found by
 galloping + bisection on replicas (simulate.plan.search) with the simulator as the judge, then priced
-(simulate.plan.costing): monthly cost, cheapest option per QPS, the crossover.
+(costmodel.costing): monthly cost, cheapest option per QPS, the crossover.
 
 Work split: one chain per (hardware, mode) walks its QPS points upwards, each search starting
 from the answer at the QPS below (needing more load never needs fewer replicas); chains run in
@@ -21,10 +21,10 @@ import pandas as pd
 from costmodel.errors import UserError
 from costmodel.modes import get_mode
 from costmodel.shipped import resolve_profile
+from costmodel.slo import Slo, parse_slo
 from simulate.plan.search import fewest_replicas
-from simulate.plan.slo import Slo, parse_slo
 from simulate.api import resolve_workload, run_point
-from simulate.sim import MISS_STOP
+from simulate.sim import MISS_METRICS, MISS_STOP, MissBound
 from simulate.parallel import Workers, cores, run_tasks
 
 
@@ -143,6 +143,13 @@ def none_fits(max_replicas: int, at_qps: float | None) -> str:
             "(raise --max-replicas to search further)")
 
 
+def miss_bounds(slo: Slo) -> tuple[MissBound, ...]:
+    """The SLO's percentile bounds on queue, TTFT or E2E as the simulator's MissBounds: a simulation
+    given them stops as soon as one is certainly missed (the others, tpot and means, never stop it)."""
+    return tuple(MissBound(b.metric, float(b.stat[1:]), b.limit_ms) for b in slo.bounds
+                 if b.metric in MISS_METRICS and b.stat.startswith("p"))
+
+
 def simulator_point(profile, duration_s: float, seed: int, workload: str | None = None, miss_bounds: tuple = (), engine: dict | None = None) -> PointFn:
     """A PointFn that runs the discrete-event simulator on `profile` (with `engine` settings over the
     defaults); a point that certainly misses one of `miss_bounds` (the SLO's percentile bounds)
@@ -165,7 +172,7 @@ def _profile(profile_path: str | None, hardware: str):
 def _chain_job(hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas, workload, start, engine=None) -> list[CellSearch]:
     profile = _profile(profile_path, hardware)
     slo = parse_slo(slo_text)
-    return search_chain(simulator_point(profile, duration_s, seed, workload, slo.miss_bounds(), engine), hardware, mode, qps_values, slo,
+    return search_chain(simulator_point(profile, duration_s, seed, workload, miss_bounds(slo), engine), hardware, mode, qps_values, slo,
                         max_replicas, start)
 
 

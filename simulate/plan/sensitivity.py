@@ -26,10 +26,10 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from costmodel.costing import analyse, get_model, resolve_terms, with_seeds
 from costmodel.errors import UserError
 from simulate.plan import planner
 from simulate.plan.api import PlanConfig, PlanOutcome, run_plan
-from simulate.plan.costing import analyse, get_model, resolve_terms, with_seeds
 from simulate.workload import DEFAULT_PROMPT
 
 # The pass-cost error where a profile records no fit error (projected or composed tables): the profile

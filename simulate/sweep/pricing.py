@@ -13,7 +13,7 @@ import pandas as pd
 
 from costmodel.errors import UserError
 from costmodel.shipped import resolve_profile
-from simulate.plan.costing import COST_COLUMNS, PricingConfig, cost_of_row, gpu_price
+from costmodel.costing import COST_COLUMNS, PricingConfig, cost_of_row, gpu_price
 from simulate.sweep.spec import SweepPoint, SweepSpec, point_id
 
 

@@ -29,8 +29,8 @@ from costmodel.errors import UserError
 from costmodel.jsonfile import jsonable
 from costmodel.schemas.dictionary import write_table
 from costmodel.shipped import resolve_profile
-from simulate.plan.planner import ChainStart, search_chain, simulator_point
-from simulate.plan.slo import parse_slo
+from costmodel.slo import parse_slo
+from simulate.plan.planner import ChainStart, miss_bounds, search_chain, simulator_point
 from simulate.api import check_mode, resolve_engine, run_point
 from simulate.batch import check_requests_fit
 from simulate.parallel import Workers, run_tasks
@@ -113,7 +113,7 @@ def plan_job(points: list[SweepPoint]) -> list[dict]:
     prof = _profile(p.get("profile"), p["hardware"])
     wl = p.get("workload")
     slo = parse_slo(p["slo"])
-    point_fn = simulator_point(prof, p["duration_s"], p["seed"], None if wl is None else _workload(wl), slo.miss_bounds())  # certain misses stop early
+    point_fn = simulator_point(prof, p["duration_s"], p["seed"], None if wl is None else _workload(wl), miss_bounds(slo))  # certain misses stop early
     cells = search_chain(point_fn, p["hardware"], p["mode"], [q.params["qps"] for q in points], slo, p["max_replicas"], ChainStart())
     by_qps = {c.qps: c for c in cells}
     rows = []

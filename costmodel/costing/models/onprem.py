@@ -5,8 +5,8 @@ PUE) is billed per point in costs.py. No network, staff, space or financing."""
 from __future__ import annotations
 
 from costmodel.errors import UserError
-from simulate.plan.costing.models.base import PricingModel, Rate
-from simulate.plan.costing.terms import HOURS_PER_YEAR
+from costmodel.costing.models.base import PricingModel, Rate
+from costmodel.costing.terms import HOURS_PER_YEAR
 
 
 class OnPrem(PricingModel):

@@ -12,10 +12,10 @@ import pandas as pd
 
 from costmodel.hardware import HardwareSpec
 from costmodel.modes import mode_order
-from simulate.plan.costing.costs import add_costs
-from simulate.plan.costing.crossover import Crossover, best_per_cell, cheapest_per_qps, find_crossover, ties
-from simulate.plan.costing.pricing import GpuPrice, PricingConfig, gpu_price
-from simulate.plan.slo import Slo
+from costmodel.costing.costs import add_costs
+from costmodel.costing.crossover import Crossover, best_per_cell, cheapest_per_qps, find_crossover, ties
+from costmodel.costing.pricing import GpuPrice, PricingConfig, gpu_price
+from costmodel.slo import Slo
 
 LEAD_COLUMNS = (
     "hardware", "mode", "qps", "meets_slo", "replicas", "gpus", "cost_usd_per_month", "cost_usd_per_hour", "cost_usd_per_mtok_output",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulate.plan.costing.models.base import PricingModel, Rate
-from simulate.plan.costing.terms import HOURS_PER_YEAR
+from costmodel.costing.models.base import PricingModel, Rate
+from costmodel.costing.terms import HOURS_PER_YEAR
 
 
 @dataclass(frozen=True)

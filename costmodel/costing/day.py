@@ -1,6 +1,6 @@
 """The day's bills under a pricing model (`plan --load-curve --pricing ...`): the cluster layer bills
 GPU time at the catalog's on-demand rate; here each fleet's hours and month are re-priced with the
-plan's costing (simulate/plan/costing: the same `gpu_price` as a plan's points).
+plan's costing (costmodel/costing: the same `gpu_price` as a plan's points).
 
 What is paid for depends on the model, not only on the GPU-hours used:
 - a rental by the hour (on-demand, spot): the GPU-hours the fleet held (autoscaling saves);
@@ -15,9 +15,8 @@ from dataclasses import replace
 
 import pandas as pd
 
+from costmodel.costing import DAYS_PER_MONTH, GpuPrice, get_model
 from costmodel.schemas.day import MonthBill
-from simulate.cluster.outcome import DAYS_PER_MONTH
-from simulate.plan.costing import GpuPrice, get_model
 
 
 def committed(price: GpuPrice) -> bool:

@@ -19,8 +19,8 @@ from costmodel.fields import AMORTISATION_YEARS, ELECTRICITY_USD_PER_KWH, PRICE_
 from costmodel.hardware import HardwareSpec, source_text
 from costmodel.options import parse_key_values
 from costmodel.schemas.plan import HOURS_PER_MONTH  # 8,760 h / 12: the convention cloud price sheets use
-from simulate.plan.costing.models import DEFAULT_MODEL, Terms, get_model, model_names
-from simulate.plan.costing.terms import check_term, resolve_terms
+from costmodel.costing.models import DEFAULT_MODEL, Terms, get_model, model_names
+from costmodel.costing.terms import check_term, resolve_terms
 
 DEFAULT_ELECTRICITY_USD_PER_KWH = 0.08
 DEFAULT_PUE = 1.2

@@ -47,14 +47,6 @@ class Slo:
     def text(self) -> str:
         return ",".join(b.text for b in self.bounds)
 
-    def miss_bounds(self) -> tuple:
-        """The percentile bounds on queue, TTFT or E2E as simulate.sim.MissBound: a simulation given
-        them stops as soon as one is certainly missed (the others, tpot and means, never stop it)."""
-        from simulate.sim import MISS_METRICS, MissBound
-
-        return tuple(MissBound(b.metric, float(b.stat[1:]), b.limit_ms) for b in self.bounds
-                     if b.metric in MISS_METRICS and b.stat.startswith("p"))
-
     def failures(self, row: dict) -> list[str]:
         """Why a flat PointSummary row misses the SLO ([] when it meets it)."""
         out = []

@@ -15,6 +15,7 @@ from costmodel.errors import UserError
 from costmodel.hardware import source_text
 
 HOURS_PER_YEAR = 8760.0
+DAYS_PER_MONTH = 365.25 / 12  # a calendar month in days: a day's bills (day.py) and the cluster's span repeated for a month
 TERM_MAX = 1e7  # a host's USD or W per GPU, a price ratio: above ten million is a typo of zeros (costmodel/fields.py)
 
 

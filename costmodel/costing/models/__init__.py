@@ -5,11 +5,11 @@ shows a model added from a test."""
 from __future__ import annotations
 
 from costmodel.errors import UserError
-from simulate.plan.costing.models.base import PricingModel, Rate, Terms
-from simulate.plan.costing.models.on_demand import OnDemand
-from simulate.plan.costing.models.onprem import OnPrem
-from simulate.plan.costing.models.reserved import Reserved
-from simulate.plan.costing.models.spot import Spot
+from costmodel.costing.models.base import PricingModel, Rate, Terms
+from costmodel.costing.models.on_demand import OnDemand
+from costmodel.costing.models.onprem import OnPrem
+from costmodel.costing.models.reserved import Reserved
+from costmodel.costing.models.spot import Spot
 
 _REGISTRY: dict[str, PricingModel] = {}
 DEFAULT_MODEL = "on-demand"

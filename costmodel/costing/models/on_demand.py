@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simulate.plan.costing.models.base import PricingModel, Rate
+from costmodel.costing.models.base import PricingModel, Rate
 
 
 class OnDemand(PricingModel):

@@ -1,7 +1,7 @@
 """What a pricing model is: how one GPU-hour of a catalog GPU is billed under a set of terms
 (catalog values with their sources, or the user's overrides). A model returns a `Rate`; the
 electricity of owned GPUs and everything per point (utilisation, throughput) is priced in
-simulate/plan/costing/costs.py, the same for every model."""
+costmodel/costing/costs.py, the same for every model."""
 
 from __future__ import annotations
 

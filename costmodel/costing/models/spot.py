@@ -4,7 +4,7 @@ fleet (and the SLO) stays whole."""
 
 from __future__ import annotations
 
-from simulate.plan.costing.models.base import PricingModel, Rate
+from costmodel.costing.models.base import PricingModel, Rate
 
 
 class Spot(PricingModel):

@@ -15,8 +15,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from simulate.plan.costing.pricing import HOURS_PER_MONTH, GpuPrice
-from simulate.plan.costing.terms import HOURS_PER_YEAR
+from costmodel.costing.pricing import HOURS_PER_MONTH, GpuPrice
+from costmodel.costing.terms import HOURS_PER_YEAR
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -17,10 +17,10 @@ import pandas as pd
 
 from costmodel.modes import mode_order
 from costmodel.schemas.provenance import rests_on_items
-from simulate.plan.costing.cheapest import Analysis
-from simulate.plan.costing.crossover import best_per_cell, rank_options, ties
-from simulate.plan.costing.pricing import HOURS_PER_MONTH
-from simulate.plan.costing.terms import HOURS_PER_YEAR
+from costmodel.costing.cheapest import Analysis
+from costmodel.costing.crossover import best_per_cell, rank_options, ties
+from costmodel.costing.pricing import HOURS_PER_MONTH
+from costmodel.costing.terms import HOURS_PER_YEAR
 
 
 @dataclass(frozen=True)

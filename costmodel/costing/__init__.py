@@ -57,6 +57,7 @@ _HOME = {
     "pricing_config": "pricing",
     "read_price_file": "pricing",
     "telemetry_power": "pricing",
+    "DAYS_PER_MONTH": "terms",
     "HOURS_PER_YEAR": "terms",
     "TERMS": "terms",
     "resolve_terms": "terms",

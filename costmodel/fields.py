@@ -137,6 +137,11 @@ TERM_USD = Field("term", 0, 1e7, example="5000")  # a pricing term in USD or W p
 # Run sizes: `plan --seeds` re-plans every cell once per seed (100 seeds of the default plan: about two hours on 2 cores).
 SEEDS = Field("--seeds", 1, 100, whole=True, example="5", why="each seed re-plans every GPU, mode and QPS", override="--max-seeds N")
 MAX_SEEDS = Field("--max-seeds", 1, 1e6, whole=True, example="1000")
+# A day (`plan --load-curve`): the requests it simulates over all its fleets (each GPU and mode, autoscaled and
+# static), known before any is drawn or read: ~1M requests a minute on 2 cores, so the bound is about an hour.
+DAY_REQUESTS = Field("the day's simulated requests", 1, 60_000_000, whole=True, example="10000000",
+                     why="about an hour on 2 cores", override="--max-requests N")
+MAX_REQUESTS = Field("--max-requests", 1, 1e12, whole=True, example="200000000")
 # plan's search: replicas per (GPU, mode, QPS) and the crossover's bisection steps.
 MAX_REPLICAS = Field("--max-replicas", 1, 100_000, whole=True, example="64")
 REFINE_CROSSOVER = Field("--refine-crossover", 0, 64, whole=True, example="8", why="each step halves the bracket; 64 is below a float's resolution")

@@ -439,6 +439,23 @@ def test_fuzz_lists_and_run_sizes(ws, data):
 
 
 @settings(FUZZ, max_examples=max(4, EXAMPLES // 3))
+@given(rate=st.sampled_from(["3000", "1e5", "1e9"]), hours=st.sampled_from(["24", "744"]), bound=st.sampled_from([None, "10", "1000000"]),
+       trace=st.booleans())
+def test_fuzz_day_run_sizes_are_bounded_before_the_day(ws, rate, hours, bound, trace):
+    """A day above its run-size bound (a curve's requests over all fleets, a trace's rows) is refused
+    before the peak search, naming --max-requests; nothing is written."""
+    load = f"flat:{rate},hours={hours}"
+    if trace:  # a trace of 40 rows, above a --max-requests of 10 (a curve case otherwise)
+        load = str(_write(Path(_fresh(ws, "tr.csv")), "arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i},9,9\n" for i in range(40))))
+        bound = "10"
+    out = _fresh(ws, "day")
+    args = ["plan", "--load-curve", load, "--hardware", "h200", "--mode", "ar", "-o", out, *(["--max-requests", bound] if bound else [])]
+    code = run_fuzzed(ws, args)
+    _silent("day run size", code, False, args)
+    assert code == 2 and not Path(out).exists(), args
+
+
+@settings(FUZZ, max_examples=max(4, EXAMPLES // 3))
 @given(kind=st.sampled_from(["latin1", "nested", "dup_grid", "dup_point", "nan_qps", "fraction_replicas"]))
 def test_fuzz_sweep_specs_encodings_nesting_duplicates(ws, kind):
     base = "kind: simulate\nbase: {mode: ar, n_requests: 8, hardware: h200}\n"

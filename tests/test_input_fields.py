@@ -63,6 +63,10 @@ def test_files_that_cannot_be_read_as_given_are_one_line(cli, tmp_path, name, te
     (("plan", "--load-curve", "diurnal:peak=10,trough=2,hours=1e300", "--hardware", "h200", "--mode", "ar"), "hours 1e+300 h is above its bound of 744"),
     (("plan", "--load-curve", "flat:5", "--hardware", "h200", "--mode", "ar", "--max-replicas", "0"), "--max-replicas 0 is below its bound of 1"),
     (("plan", "--seeds", "1000000", "--hardware", "h200", "--mode", "ar"), "or pass --max-seeds N to run it"),
+    (("plan", "--load-curve", "flat:3000,hours=24", "--hardware", "h200", "--mode", "ar"),
+     "would simulate about 129,600,000 requests (64,800,000 on each of 2 fleets), above the bound of 60,000,000"),
+    (("plan", "--load-curve", "flat:30,hours=24", "--hardware", "h200", "--mode", "ar", "--max-requests", "1000"), "above the bound of 1,000"),
+    (("plan", "--qps", "5", "--hardware", "h200", "--mode", "ar", "--max-requests", "1000"), "--max-requests applies to --load-curve only"),
     (("plan", "--qps", "1,1", "--hardware", "h200", "--mode", "ar"), "--qps '1,1' lists 1 twice"),
     (("plan", "--qps", "5", "--hardware", "h200", "--mode", "ar", "--term", "spot_discount=0.5"), "applies to --pricing spot, not on-demand"),
     (("plan", "--qps", "5", "--hardware", "h200", "--mode", "ar", "--price", "h200=1e300"), "above its bound of 10,000"),
@@ -90,3 +94,12 @@ def test_a_nan_pool_price_is_named_not_billed_as_missing(tmp_path):
     f = _file(tmp_path, "fleet.json", '{"pools": [{"hardware": "h200", "mode": "ar", "price_usd_per_gpu_hour": NaN}]}')
     with pytest.raises(UserError, match="pool 1: price_usd_per_gpu_hour nan is not a number of USD per GPU-hour"):
         load_fleet(f, lambda hw: resolve_profile(None, hw))
+
+
+def test_a_trace_longer_than_the_day_may_simulate_is_refused_before_it_is_read_whole(tmp_path):
+    from simulate.cluster.traces import load_trace
+    rows = "".join(f"{i},10,10\n" for i in range(50))
+    f = _file(tmp_path, "tr.csv", "arrival_s,prompt_tokens,output_tokens\n" + rows)
+    with pytest.raises(UserError, match="holds more than 20 requests, above the bound of 20 requests a day may simulate.*--max-requests N"):
+        load_trace(f, max_rows=20)
+    assert len(load_trace(f, max_rows=50).arrival_s) == 50

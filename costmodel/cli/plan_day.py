@@ -12,6 +12,8 @@ from click.core import ParameterSource
 from rich.table import Table
 
 from costmodel import outputset
+from costmodel.cli.checked import checked
+from costmodel.fields import DAY_REQUESTS, MAX_REQUESTS
 from costmodel.console import make_console
 from costmodel.errors import UserError
 from costmodel.options import parse_list, parse_modes
@@ -49,15 +51,18 @@ def day_options(f):
                      help="[--load-curve] A new replica's start-up before loading weights (container, engine init; ASSUMED)."),
         click.option("--load-gb-per-s", type=float, default=DEFAULT_LOAD_GB_PER_S, show_default=True,
                      help="[--load-curve] Weight loading rate of a new replica (ASSUMED: local NVMe or network store)."),
+        click.option("--max-requests", type=int, default=None, callback=checked(MAX_REQUESTS),
+                     help=f"[--load-curve] Allow a day above {DAY_REQUESTS.hi:,.0f} simulated requests over all its fleets ({DAY_REQUESTS.why}), "
+                          "or a trace of more rows."),
     ]
 
     @functools.wraps(f)
     def command(*args, **kwargs):
-        day = {k: kwargs.pop(k) for k in ("load_curve", "fleet", "compress", "load_scale", "autoscale_headroom", "startup_s", "load_gb_per_s")}
+        day = {k: kwargs.pop(k) for k in ("load_curve", "fleet", "compress", "load_scale", "autoscale_headroom", "startup_s", "load_gb_per_s", "max_requests")}
         ctx = click.get_current_context()
         given = lambda name: ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)  # noqa: E731
         if day["load_curve"] is None:
-            for name in ("fleet", "compress", "load_scale", "autoscale_headroom", "startup_s", "load_gb_per_s"):
+            for name in ("fleet", "compress", "load_scale", "autoscale_headroom", "startup_s", "load_gb_per_s", "max_requests"):
                 if given(name):
                     raise UserError(f"--{name.replace('_', '-')} applies to --load-curve only", "add --load-curve, or drop it")
             return f(*args, **kwargs)
@@ -94,7 +99,7 @@ def _plan_day(day: dict, kw: dict) -> None:
                     workload=kw["workload"], seed=kw["seed"], compress=day["compress"], duration_s=kw["duration_s"],
                     max_replicas=kw["max_replicas"], scaling=scaling, jobs=kw["jobs"], load_scale=day["load_scale"],
                     autoscale_headroom=day["autoscale_headroom"], profiles=list(kw["profiles"]), pricing=pricing or PricingConfig(),
-                    prefix_caching=None if caching is None else caching[0])
+                    prefix_caching=None if caching is None else caching[0], max_requests=day["max_requests"] or int(DAY_REQUESTS.hi))
     err = make_console(stderr=True)
     say = lambda s: err.print(f"[dim]{s}[/dim]")  # noqa: E731
     out = run_fleet_day(cfg, day["fleet"], progress=say) if day["fleet"] else run_day(cfg, progress=say)

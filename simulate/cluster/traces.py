@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
-from costmodel.fields import TOKENS, TRACE_SPAN_S, Field
+from costmodel.fields import DAY_REQUESTS, TOKENS, TRACE_SPAN_S, Field
 from costmodel.schemas.profile import Profile
 from costmodel.seeding import rng_for
 from simulate.workload import STREAM_REGIME, Requests
@@ -67,16 +67,22 @@ class TraceLoad:
         return f"{self.fmt} trace {self.path} ({len(self.arrival_s):,} requests over {self.span_s / 3600:.2f} h{extra})"
 
 
-def _frame(path: Path) -> pd.DataFrame:
+def _frame(path: Path, max_rows: int | None = None) -> pd.DataFrame:
+    """The trace's rows; with `max_rows`, at most one more is read (a longer trace is refused before it is read whole)."""
     where = f"trace {path}"
     if not path.is_file():
         raise UserError(f"{where} does not exist", "check the path")
     try:
         if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
-            return pd.read_json(path, lines=True)
-        return pd.read_csv(path, skipinitialspace=True)
+            df = pd.read_json(path, lines=True, nrows=None if max_rows is None else max_rows + 1)
+        else:
+            df = pd.read_csv(path, skipinitialspace=True, nrows=None if max_rows is None else max_rows + 1)
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UserError(f"{where} could not be parsed ({str(e).splitlines()[0] if str(e) else type(e).__name__})", f"formats read: {FORMAT_NAMES}") from None
+    if max_rows is not None and len(df) > max_rows:
+        raise UserError(f"{where} holds more than {max_rows:,} requests, above the bound of {max_rows:,} requests a day may simulate ({DAY_REQUESTS.why})",
+                        f"cut the trace to the hours you need; or pass {DAY_REQUESTS.override} to run it")
+    return df
 
 
 def detect(df: pd.DataFrame, where: str) -> str:
@@ -108,13 +114,14 @@ def _times(df: pd.DataFrame, col: str, unit: float | None, where: str) -> np.nda
     return t - t[0]
 
 
-def load_trace(path: str | Path, *, compress: float = 1.0, rate_scale: float = 1.0, seed: int = 0) -> TraceLoad:
-    """Read a public trace (FORMATS) and apply compress and rate_scale (module docstring)."""
+def load_trace(path: str | Path, *, compress: float = 1.0, rate_scale: float = 1.0, seed: int = 0, max_rows: int | None = None) -> TraceLoad:
+    """Read a public trace (FORMATS) and apply compress and rate_scale (module docstring); a trace of more
+    than `max_rows` rows is refused after reading one row more."""
     path = Path(path)
     where = f"trace {path}"
     for opt, v in ((COMPRESS, compress), (LOAD_SCALE, rate_scale)):  # named as the user gives them: plan's options
         opt.check(v, where)
-    df = _frame(path)
+    df = _frame(path, max_rows)
     if len(df) == 0:
         raise UserError(f"{where} holds no requests", "give at least one row")
     fmt = detect(df, where)

@@ -34,6 +34,7 @@ import pandas as pd
 
 from costmodel import atomic, outputset
 from costmodel.errors import UserError
+from costmodel.fields import DAY_REQUESTS
 from costmodel.modes import mode_names
 from costmodel.schemas.day import DAY_COMMAND, DAY_JSON, MonthBill, bill_order, day_docs
 from costmodel.schemas.dictionary import write_table
@@ -54,7 +55,7 @@ from simulate.plan import planner
 from costmodel.costing import GpuPrice, PricingConfig, gpu_price
 from costmodel.costing.day import price_bill, price_hours
 from costmodel.slo import parse_slo
-from simulate.workload import build_requests
+from simulate.workload import build_requests, check_run_size
 
 DEFAULT_COMPRESS = 4.0
 UTIL_TERM = "max_utilisation"
@@ -73,6 +74,7 @@ class DayConfig:
     interval_s: float = 3600.0
     duration_s: float = 60.0  # simulated seconds per probe of the peak search
     max_replicas: int = 64
+    max_requests: int = int(DAY_REQUESTS.hi)  # the requests the day simulates over all its fleets (check_size), and a trace's rows
     scaling: Scaling = field(default_factory=Scaling)
     jobs: int | None = None
     load_scale: float = 1.0  # a curve's rates, or a trace's request rate (thinned or replicated), times this
@@ -108,7 +110,7 @@ class DayLoad:
         if self.curve is not None:
             return curve_requests(profile, resolve_workload(cfg.workload), compressed(self.curve, c), cfg.seed)
         # a trace's times divided by c, thinned to 1/c of its requests: the same rates in a shorter day
-        return trace_requests(profile, load_trace(self.trace, compress=c, rate_scale=cfg.load_scale / c, seed=cfg.seed), cfg.seed)
+        return trace_requests(profile, load_trace(self.trace, compress=c, rate_scale=cfg.load_scale / c, seed=cfg.seed, max_rows=cfg.max_requests), cfg.seed)
 
 
 def _is_curve_file(text: str) -> bool:
@@ -119,8 +121,9 @@ def _is_curve_file(text: str) -> bool:
     return {"time_s", "qps"} <= {c.strip() for c in head.split(",")}
 
 
-def load_day(text: str, scale: float, seed: int) -> DayLoad:
-    """--load-curve: a preset or a time_s,qps CSV (a curve), else a trace in a format read."""
+def load_day(text: str, scale: float, seed: int, max_rows: int | None = None) -> DayLoad:
+    """--load-curve: a preset or a time_s,qps CSV (a curve), else a trace in a format read (at most
+    `max_rows` rows of it)."""
     if not (math.isfinite(scale) and scale > 0):
         raise UserError(f"--load-scale {scale!r} must be a positive number", "e.g. 1 (as given) or 2")
     if _is_curve_file(text):
@@ -128,7 +131,7 @@ def load_day(text: str, scale: float, seed: int) -> DayLoad:
         lc = lc.scaled(scale) if scale != 1 else lc
         return DayLoad(lc.source, lc.span_s, lc.peak_qps, lc.qps[0], lc.expected_requests, curve=lc)
     try:
-        tr = load_trace(text, rate_scale=scale, seed=seed)
+        tr = load_trace(text, rate_scale=scale, seed=seed, max_rows=max_rows)
     except UserError as e:
         if "no format read" not in e.what:
             raise
@@ -144,7 +147,7 @@ def _peak_workload(load: DayLoad, cfg: "DayConfig", folder: Path) -> str | None:
     """For a trace: its busiest hour as a workload file, so the peak search sees the trace's lengths."""
     if load.trace is None:
         return cfg.workload
-    tr = load_trace(load.trace, rate_scale=cfg.load_scale, seed=cfg.seed)
+    tr = load_trace(load.trace, rate_scale=cfg.load_scale, seed=cfg.seed, max_rows=cfg.max_requests)
     hour = int(np.argmax(np.bincount((tr.arrival_s // 3600).astype(np.int64))))
     sel = (tr.arrival_s >= hour * 3600) & (tr.arrival_s < (hour + 1) * 3600)
     pd.DataFrame({"arrival_s": tr.arrival_s[sel] - hour * 3600, "prompt_tokens": tr.prompt_tokens[sel],
@@ -211,6 +214,20 @@ def _check(cfg: DayConfig) -> None:
     if not cfg.interval_s > 0:
         raise UserError(f"interval {cfg.interval_s!r} s must be positive", "e.g. 3600")
     cfg.scaling.check("--load-curve fleet")
+
+
+def check_size(cfg: DayConfig, lc: DayLoad, fleets: int) -> None:
+    """The day's run size before any request is drawn: its requests (1/compress of the real day's) on
+    each of `fleets` fleets within --max-requests, and one fleet's within the memory budget."""
+    per_fleet = lc.expected_requests / cfg.compress
+    total = per_fleet * fleets
+    if total > cfg.max_requests:
+        over = "" if cfg.max_requests != DAY_REQUESTS.hi else f" ({DAY_REQUESTS.why})"
+        raise UserError(f"the day ({lc.source}) would simulate about {total:,.0f} requests ({per_fleet:,.0f} on each of {fleets} fleets), "
+                        f"above the bound of {cfg.max_requests:,}{over}",
+                        "plan fewer hours or a lower rate, fewer --hardware or --mode, or a higher --compress"
+                        + (f"; or pass {DAY_REQUESTS.override} to run it" if cfg.max_requests == DAY_REQUESTS.hi else "; or a larger --max-requests"))
+    check_run_size(per_fleet, cfg.max_replicas, "each fleet of the day")
 
 
 def _check_workload(cfg: DayConfig, lc: DayLoad) -> None:
@@ -349,8 +366,9 @@ def run_fleet_day(cfg: DayConfig, fleet: str, progress: Callable[[str], None] | 
     say = progress or (lambda s: None)
     _check(cfg)
     slo = split_slo(cfg.slo)
-    lc = load_day(cfg.load, cfg.load_scale, cfg.seed)
+    lc = load_day(cfg.load, cfg.load_scale, cfg.seed, cfg.max_requests)
     _check_workload(cfg, lc)
+    check_size(cfg, lc, 1)  # one fleet of pools
     _resolve_profiles(cfg)
     profiles: dict = {}
     pools = load_fleet(fleet, lambda h: profiles.setdefault(h, cfg.profile(h)), cfg.scaling)
@@ -379,8 +397,9 @@ def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> Da
             p.mode(m)
     prices = _prices(cfg, profiles)
     slo = split_slo(cfg.slo)
-    lc = load_day(cfg.load, cfg.load_scale, cfg.seed)
+    lc = load_day(cfg.load, cfg.load_scale, cfg.seed, cfg.max_requests)
     _check_workload(cfg, lc)
+    check_size(cfg, lc, len(cfg.hardware) * len(cfg.modes) * len(POLICIES))
     say(f"day: {lc.source}, {lc.expected_requests:,.0f} requests, peak {lc.peak_qps:.3g} QPS; sizing the peak fleet")
     with tempfile.TemporaryDirectory() as tmp:
         workload = _peak_workload(lc, cfg, Path(tmp))

@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd  # noqa: E402
 
 from costmodel.errors import UserError  # noqa: E402
-from simulate.validate.engine_loads import TARGETS, check_loads, fit_campaign  # noqa: E402
+from measure.validate.engine_campaign import fit_campaign, recorded_setups  # noqa: E402
+from simulate.validate.engine_loads import TARGETS, check_loads, with_frontend_latency  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "runs" / "engine"
 
@@ -43,8 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csv", type=Path, default=None)
     a = ap.parse_args(argv)
     try:
-        prof, msgs = fit_campaign(a.root, a.gpu, a.precision)
-        rows = check_loads(prof, a.root, a.gpu, a.precision, include_fit=a.all_loads)
+        setups = recorded_setups(a.root, a.gpu, a.precision)
+        prof, msgs = fit_campaign(setups)
+        msgs += with_frontend_latency(prof, setups)
+        rows = check_loads(prof, setups, include_fit=a.all_loads)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

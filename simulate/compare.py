@@ -38,7 +38,7 @@ from costmodel.engine_settings import EngineSettings, layered
 from costmodel.errors import UserError
 from costmodel.schemas.profile import Profile
 from costmodel.shipped import resolve_profile
-from measure.endpoint.bench_import import infer_mode, read_results
+from costmodel.schemas.bench_result import infer_mode, read_results
 from simulate.batch import DEFAULT_HARDWARE, check_requests_fit
 from simulate.engine import mode_settings
 from simulate.engine_recorded import bench_settings
@@ -217,7 +217,7 @@ class CompareBenchOutcome:
 
 def bench_loads(path: str | Path) -> tuple[list[MeasuredLoad], list[dict]]:
     """The loads of one `vllm bench serve --save-result` file (one per result; JSON lines hold
-    several), and the results themselves (measure/endpoint/bench_import.py reads and checks them)."""
+    several), and the results themselves (costmodel/schemas/bench_result.py reads and checks them)."""
     p = Path(path)
     results = read_results(p)
     loads = [_bench_load(r, p.name + (f"#{i}" if len(results) > 1 else "")) for i, r in enumerate(results)]
@@ -268,7 +268,7 @@ def _bench_load(r: dict, name: str) -> MeasuredLoad:
 
 
 def from_recorded(load) -> MeasuredLoad:
-    """A load a recorded engine served (measure.vllm.gpu_loads.RecordedLoad) as a MeasuredLoad:
+    """A load a recorded engine served (costmodel.schemas.engine_loads.RecordedLoad) as a MeasuredLoad:
     closed loops at their concurrency, Poisson loads at their recorded send times."""
     figs = dict(tok_s=load.tok_s, ttft_p50_ms=load.ttft_p50_ms, ttft_p95_ms=load.ttft_p95_ms, tpot_p50_ms=load.tpot_p50_ms, label=load.name)
     if load.kind == "closed":
@@ -281,8 +281,8 @@ def run_loads(path: str | Path) -> tuple[list[MeasuredLoad], str, EngineSettings
     requests, loads.json and manifest), less the warm-up; its mode and engine settings."""
     from costmodel.engine_settings import from_run_engine
     from costmodel.schemas.rundir import load_run
-    from measure.vllm.gpu_design import WARMUP
-    from measure.vllm.gpu_loads import recorded_loads
+    from costmodel.schemas.engine_setup import WARMUP
+    from costmodel.schemas.engine_loads import recorded_loads
 
     run = load_run(path)
     loads = [from_recorded(ld) for ld in recorded_loads(Path(path)) if ld.name != WARMUP.name]

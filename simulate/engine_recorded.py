@@ -19,8 +19,8 @@ from pathlib import Path
 from costmodel.engine_settings import EngineSettings, from_run_engine, from_scheduler_config, layered, setting_names
 from costmodel.errors import UserError
 from costmodel.schemas.rundir import load_run
-from measure.endpoint.bench_import import canvas_from_counters, infer_mode, read_results
-from measure.vllm.sched_log import read_records
+from costmodel.schemas.bench_result import canvas_from_counters, infer_mode, read_results
+from costmodel.schemas.engine_trace import read_records
 
 
 def recorded_settings(path: str | Path) -> tuple[str, EngineSettings]:

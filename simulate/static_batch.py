@@ -12,29 +12,15 @@ commit and its slowest row's denoising steps; MTP's one-request batches of draft
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pandas as pd
 import simpy
 
 from costmodel.errors import UserError
 from costmodel.modes import get_mode
 from costmodel.modes.diffusion import CANVAS_DEFAULT as CANVAS  # noqa: F401 (simulate/validate/loads.py reads it here)
+from costmodel.schemas.batch_request import BatchRequest
 from costmodel.schemas.profile import Profile
 from costmodel.stepcost import pass_cost
-
-
-@dataclass
-class BatchRequest:
-    """One request of a validation workload: what arrives and how its generation runs."""
-
-    request_id: str
-    arrival_s: float
-    prompt_tokens: int
-    output_tokens: int
-    steps_per_canvas: list[int] = field(default_factory=list)  # diffusion: k per block
-    accepted_per_iteration: list[int] = field(default_factory=list)  # mtp: accepted drafts per verify
-    draft_tokens: int = 4  # mtp: k
 
 
 def batch_timeline(profile: Profile, mode: str, batch: list[BatchRequest]) -> tuple[list[float], list[float], float]:

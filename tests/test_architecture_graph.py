@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
 PACKAGES = ("costmodel", "measure", "simulate", "reports")
 # the nodes of the picture, most specific first: a module belongs to the first that contains it
-NODES = ("costmodel.cli", "measure.fit", "measure.analyze", "measure", "simulate.plan", "simulate.sweep", "simulate.validate", "simulate",
+NODES = ("costmodel.cli", "measure.validate", "measure.fit", "measure.analyze", "measure", "simulate.plan", "simulate.sweep", "simulate.validate", "simulate",
          "reports", "costmodel")
 
 

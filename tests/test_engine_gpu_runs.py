@@ -26,10 +26,12 @@ from costmodel.schemas.profile import frontend_latency_ms
 from costmodel.stepcost import pass_cost, predictor_names
 from measure.vllm import run_precision
 from measure.vllm.engine_log import startup_memory
-from measure.vllm.gpu_design import WARMUP, design_for
-from measure.vllm.gpu_loads import figures, read_load_windows, recorded_loads, step_context_tokens
+from costmodel.schemas.engine_setup import WARMUP
+from measure.vllm.gpu_design import design_for
+from costmodel.schemas.engine_loads import figures, read_load_windows, recorded_loads, step_context_tokens
 from measure.vllm.model_dirs import config_json
-from simulate.validate.engine_loads import check_loads, fit_campaign
+from measure.validate.engine_campaign import fit_campaign, recorded_setups
+from simulate.validate.engine_loads import check_loads, with_frontend_latency
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "runs" / "engine"
 AR_RUN = ROOT / "h200-fp8-ar" / "default"
@@ -38,8 +40,10 @@ AR_RUN = ROOT / "h200-fp8-ar" / "default"
 @pytest.fixture(scope="module")
 def campaign():
     """The H200 fp8 profile fitted on every mode's steps less the check loads', and the checks."""
-    prof, msgs = fit_campaign(ROOT, "h200", "fp8")
-    return prof, msgs, check_loads(prof, ROOT, "h200", "fp8")
+    setups = recorded_setups(ROOT, "h200", "fp8")
+    prof, msgs = fit_campaign(setups)
+    msgs += with_frontend_latency(prof, setups)
+    return prof, msgs, check_loads(prof, setups)
 
 
 def test_a_recorded_load_gives_vllm_bench_figures():
@@ -169,8 +173,7 @@ def test_first_use_stalls_are_found_and_left_out_of_the_fit():
     """The H100's first 2,394-token prefill took 1.5 s where its like take ~10 ms: a kernel compiled for a
     new shape, paid once. The fit leaves such steps out and says so; a load that spent more than 2% of its
     time in them is reported as cold, not scored as a steady state."""
-    from measure.fit.stalls import first_use_stalls
-    from simulate.validate.engine_loads import load_stalls
+    from measure.fit.stalls import first_use_stalls, load_stalls
 
     run = ROOT / "h100-fp8-ar" / "default"
     steps = pd.read_parquet(run / "steps")
@@ -187,7 +190,7 @@ def test_first_use_stalls_are_found_and_left_out_of_the_fit():
 def test_a_run_cut_short_keeps_its_saturation_in_the_fit():
     """The H100 AR call's deadline stopped it after 64 clients: the design held 64 out to check a fit that
     reached 128; scored as recorded, the largest load that ran is fitted instead."""
-    from simulate.validate.engine_loads import design_setup
+    from measure.vllm.gpu_design import design_setup
 
     setup = design_setup(ROOT / "h100-fp8-ar" / "default")
     assert setup.role("closed-c64") == "fit" and setup.role("closed-c32") == "check"

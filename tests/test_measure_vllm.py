@@ -13,7 +13,7 @@ import pytest
 from costmodel.schemas.profile import Profile, kernel_origin
 from costmodel.schemas.rundir import load_run
 from servers.vllm_real import needs_vllm
-from simulate.validate.vllm import loads as L
+from measure.validate import vllm_loads as L
 
 REPO = Path(__file__).resolve().parents[1]
 CPU = ("--hardware", "cpu-2core", "--hardware-file", str(REPO / "data" / "runs" / "vllm-cpu" / "hardware.json"))

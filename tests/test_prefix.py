@@ -166,7 +166,7 @@ def test_a_recorded_load_replays_vllms_block_hashes_and_hits(tmp_path):
     the replay's prefix cache finds what vLLM found: B shares A's first two 16-token blocks."""
     import gzip
 
-    from measure.vllm.sched_log import read_trace
+    from costmodel.schemas.engine_trace import read_trace
     from simulate.validate.vllm.replay import replay_recorded
 
     A, B = "cmpl-a-0-00000000", "cmpl-b-0-00000000"

@@ -126,7 +126,7 @@ class VirtualGPU:
 
 @pytest.mark.parametrize("mode,max_batch", [("diffusion", 4), ("ar", 8), ("mtp", 1)])
 def test_load_loop_and_simulator_implement_the_same_policy(mode, max_batch):
-    from simulate.validate.loadrun import run_load
+    from measure.validate.loadrun import run_load
     from simulate.validate.loads import poisson_workload
 
     reqs = poisson_workload(PROFILE, mode, rate_rps=2.0, n_requests=25, seed=3)

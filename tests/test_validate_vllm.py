@@ -17,7 +17,7 @@ import pytest
 from costmodel.cli import main
 from costmodel.errors import UserError
 from measure.endpoint.client import schedule_s
-from measure.vllm.sched_log import client_id, read_trace
+from costmodel.schemas.engine_trace import client_id, read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "data" / "validation" / "vllm-cpu"
@@ -137,8 +137,8 @@ def test_any_canvas_is_served_by_a_tiny_model_built_at_that_canvas(tmp_path):
     """Canvas 128 (set e): the settings are taken and the server runs the tiny DiffusionGemma
     built at 128 (measure/vllm/tiny_models.py builds any canvas: `diffusion-c<N>`)."""
     from measure.vllm.tiny_models import MODELS, diffusion_dir, model_entry
-    from simulate.validate.vllm.campaign import server_spec
-    from simulate.validate.vllm.loads import load_settings
+    from measure.validate.vllm_campaign import server_spec
+    from measure.validate.vllm_loads import load_settings
 
     s = load_settings(COMMITTED / "settings-e.json")
     assert s.engine_for("diffusion").canvas_length == 128 and diffusion_dir(128) not in MODELS
@@ -150,7 +150,7 @@ def test_any_canvas_is_served_by_a_tiny_model_built_at_that_canvas(tmp_path):
 
 
 def test_validation_settings_are_rewritten_as_vllm_rewrites_them():
-    from simulate.validate.vllm.loads import ValidationSettings
+    from measure.validate.vllm_loads import ValidationSettings
 
     s, notes = ValidationSettings(engine={"diffusion": {"canvas_length": 32, "max_num_seqs": 256}, "async_scheduling": True}).checked("diffusion")
     assert s.max_num_seqs == 8 and s.async_scheduling is False and len(notes) == 2
@@ -221,6 +221,7 @@ def test_set_b_exercises_the_canvas_slot_rule_and_the_replay_follows_it():
     prefilled, for a slot); the simulator replays it step for step, and the old running cap of
     budget // canvas does not."""
     from simulate.validate.vllm import replay as R
+    from measure.validate.vllm_campaign import fit_scratch
     from simulate.validate.vllm.rescore import _profile
     from simulate.validate.vllm.score import schedule_row
 
@@ -234,7 +235,7 @@ def test_set_b_exercises_the_canvas_slot_rule_and_the_replay_follows_it():
     rq, steps = trace.requests, trace.steps["step"].to_numpy()
     in_flight = [((rq["admit_step"] <= i) & (rq["finish_step"] >= i)).sum() for i in steps]
     assert max(in_flight) > slots
-    profile, _ = _profile(mdir)
+    profile, _ = _profile(mdir, fit_scratch)
     row, _ = schedule_row(trace, R.replay_recorded(profile, trace), "gamma5")
     assert row["on_schedule_pct"] == 100.0 and row["engine_steps_err_pct"] == 0.0
     # the cap the simulator had before: running requests <= budget // canvas
@@ -253,14 +254,15 @@ def test_partial_canvases_are_on_vllms_schedule(name):
     request is on vLLM's schedule and the engine-step count is exact (the simulator that held such
     a request back had 5-20% of gamma8's requests on schedule, steps +28% / +9%)."""
     from simulate.validate.vllm import replay as R
+    from measure.validate.vllm_campaign import fit_scratch
     from simulate.validate.vllm.rescore import _profile
     from simulate.validate.vllm.score import schedule_row
-    from measure.vllm.sched_log import read_records
+    from costmodel.schemas.engine_trace import read_records
 
     mdir = PARTIAL_SETS[name] / "diffusion"
     if not (mdir / "gamma8" / "sched.jsonl.gz").exists():
         pytest.skip(f"set {name} not recorded")
-    profile, _ = _profile(mdir)
+    profile, _ = _profile(mdir, fit_scratch)
     for load in ("short70", "gamma8", "mixed90"):
         path = mdir / load / "sched.jsonl.gz"
         config, _, steps = read_records(path)

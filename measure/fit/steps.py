@@ -167,7 +167,7 @@ def without_loads(run: Run, steps: pd.DataFrame, names: tuple[str, ...], msgs: l
     import fnmatch
 
     from measure.vllm.gpu_design import WARMUP
-    from measure.vllm.gpu_loads import read_load_windows
+    from costmodel.schemas.engine_loads import read_load_windows
 
     names = (*names, WARMUP.name)  # a design's warm-up pays first-use compilations: never a steady state
     windows = [w for w in read_load_windows(run.path) if any(fnmatch.fnmatchcase(w.name, p) for p in names)]
@@ -186,7 +186,7 @@ def _request_context(run: Run, df: pd.DataFrame) -> np.ndarray | None:
     (the GPU driver): KV usage overstates it for a hybrid (sliding + full attention) cache."""
     if "wall_time" not in df:
         return None
-    from measure.vllm.gpu_loads import step_context_tokens
+    from costmodel.schemas.engine_loads import step_context_tokens
 
     return step_context_tokens(run.path, df["wall_time"].to_numpy(float))
 

@@ -13,60 +13,18 @@ Sizes are set so one mode fits one ten-minute device call beside the engine's co
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-
-@dataclass(frozen=True)
-class Load:
-    """`n` requests, either `concurrency` in flight (a closed loop) or arriving at `rate_rps` (Poisson).
-    Prompt lengths log-uniform in `prompt_tokens`, output lengths uniform in `output_tokens`."""
-
-    name: str
-    n: int
-    concurrency: int | None = None
-    rate_rps: float | None = None
-    prompt_tokens: tuple[int, int] = (128, 4096)
-    output_tokens: tuple[int, int] = (128, 1024)
-
-    @property
-    def kind(self) -> str:
-        return "closed" if self.concurrency else "poisson"
-
-
-@dataclass(frozen=True)
-class EngineSetup:
-    """One engine start: its label, the engine settings beside the mode's defaults, its loads, and
-    which of them check a profile instead of fitting it (`holdout`: load names; the warm-up is in
-    neither, its first-use compilations are no steady state)."""
-
-    label: str
-    loads: tuple[Load, ...]
-    settings: dict = field(default_factory=dict)
-    holdout: tuple[str, ...] = ()
-
-    def role(self, load_name: str) -> str:
-        """'warmup', 'check' or 'fit'."""
-        return "warmup" if load_name == WARMUP.name else "check" if load_name in self.holdout else "fit"
-
-    def as_recorded(self, ran: set[str]) -> "EngineSetup":
-        """The setup a run cut short (a call's deadline) is scored as: the closed loop with the most
-        clients that ran is fitted, whatever the design held it out for, so that the fit still reaches
-        the saturation it is asked to predict rather than extrapolating to it from a fraction."""
-        closed = [ld for ld in self.loads if ld.kind == "closed" and ld.name in ran and ld.name != WARMUP.name]
-        fitted = [ld for ld in closed if ld.name not in self.holdout]
-        if not closed or (fitted and max(ld.concurrency for ld in fitted) == max(ld.concurrency for ld in closed)):
-            return self
-        top = max(closed, key=lambda ld: ld.concurrency).name
-        return replace(self, holdout=tuple(n for n in self.holdout if n != top))
+from costmodel.errors import UserError
+from costmodel.modes import get_mode
+from costmodel.schemas.engine_loads import loads_json
+from costmodel.schemas.engine_setup import WARMUP, EngineSetup, Load
+from costmodel.schemas.rundir import load_run
 
 
 def _closed(levels, prompt=(128, 4096), output=(128, 1024), waves=2, tag="") -> tuple[Load, ...]:
     return tuple(Load(f"closed-c{c}{tag}", n=max(waves * c, 3), concurrency=c, prompt_tokens=prompt, output_tokens=output) for c in levels)
 
-
-# the warm-up meets the prompt lengths the loads will (first-use compilations per shape: measure/fit/stalls.py);
-# the 2026-11-27 runs warmed up on 4 short prompts and paid 6-14 stalls of 0.2-9 s inside their loads
-WARMUP = Load("warmup", n=24, concurrency=4, prompt_tokens=(128, 4096), output_tokens=(16, 32))
 
 AR_LOADS = (WARMUP, *_closed((1, 2, 4, 8, 16, 32, 64, 128)),
             Load("poisson-r1", n=40, rate_rps=1.0), Load("poisson-r4", n=80, rate_rps=4.0), Load("poisson-r10", n=120, rate_rps=10.0),
@@ -101,3 +59,15 @@ def setup_of(mode, label: str) -> EngineSetup:
         if s.label == label:
             return s
     raise KeyError(label)
+
+
+def design_setup(sdir: Path) -> EngineSetup:
+    """The calibration design's setup a recorded setup directory ran (its roles: fit, check, warm-up),
+    as a run cut short is scored (EngineSetup.as_recorded)."""
+    run = load_run(sdir)
+    try:
+        setup = setup_of(get_mode(run.manifest.mode), str(run.manifest.engine.get("setup") or sdir.name))
+    except KeyError:
+        raise UserError(f"{sdir}: engine setup {sdir.name!r} is not in the calibration design (measure/vllm/gpu_design.py)",
+                        "record it with scripts/gpu_engine.sh, or add the setup to the design") from None
+    return setup.as_recorded({ld["name"] for ld in loads_json(sdir) if not ld.get("skipped")})

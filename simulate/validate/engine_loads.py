@@ -2,14 +2,18 @@
 (issue 37): per load, predicted vs measured output tok/s, TTFT p50 and p95, TPOT p50.
 
 A campaign folder (measure/vllm/gpu_run.py: data/runs/engine/<gpu>-<precision>-<mode>/<setup>/) holds
-the engine's steps and the loads it served. `fit_campaign` fits one profile on every mode's steps
-less the check loads' (the calibration design says which, measure/vllm/gpu_design.py: other
-concurrencies, Poisson rates and prompt lengths than the fitted ones) and the warm-up's; `check_loads`
-simulates each check load in its own terms (its requests' lengths, closed-loop clients or its
-recorded send times, the engine settings it ran with) and sets the figures side by side.
+the engine's steps and the loads it served. measure/validate/engine_campaign.py reads each setup as a
+`RecordedSetup` (costmodel/schemas/engine_setup.py: the loads' roles from the calibration design,
+measure/vllm/gpu_design.py: other concurrencies, Poisson rates and prompt lengths than the fitted
+ones; their first-use stalls) and fits one profile on every mode's steps less the check loads' and
+the warm-up's. Here, `with_frontend_latency` fits each mode's front-end latency on a fitted load and
+`check_loads` simulates each check load in its own terms (its requests' lengths, closed-loop clients
+or its recorded send times, the engine settings it ran with) and sets the figures side by side.
 
-    prof, notes = fit_campaign(Path("data/runs/engine"), "h200", "fp8")
-    rows = check_loads(prof, Path("data/runs/engine"), "h200", "fp8")
+    setups = recorded_setups(Path("data/runs/engine"), "h200", "fp8")   # measure.validate.engine_campaign
+    prof, notes = fit_campaign(setups)
+    notes += with_frontend_latency(prof, setups)
+    rows = check_loads(prof, setups)
 """
 
 from __future__ import annotations
@@ -19,15 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from costmodel.engine_settings import from_run_engine
-from costmodel.modes import get_mode
-from costmodel.errors import UserError
+from costmodel.schemas.engine_loads import RecordedLoad, read_load_windows, recorded_loads
+from costmodel.schemas.engine_setup import RecordedSetup
 from costmodel.schemas.profile import FRONTEND_LATENCY_KEY, Profile
 from costmodel.schemas.rundir import load_run
-from measure.fit.assemble import FitOptions
-from measure.fit.stalls import first_use_stalls
-from measure.fit.steps import build_step_profile
-from measure.vllm.gpu_design import EngineSetup, setup_of
-from measure.vllm.gpu_loads import RecordedLoad, loads_json, read_load_windows, recorded_loads
 from simulate.calibrate import frontend_latency_fit
 from simulate.compare import LoadComparison, compare_loads, from_recorded
 
@@ -61,51 +60,17 @@ class LoadCheck:
         return 100 * e if math.isfinite(e) else math.nan
 
 
-def setup_dirs(root: Path, gpu: str, precision: str) -> list[tuple[str, Path]]:
-    """(mode, setup directory) of every recorded setup of one GPU and precision."""
-    out = []
-    for d in sorted(Path(root).glob(f"{gpu}-{precision}-*")):
-        for s in sorted(p for p in d.iterdir() if (p / "manifest.json").exists()):
-            out.append((load_run(s).manifest.mode, s))
-    if not out:
-        raise UserError(f"no recorded engine setups for {gpu} {precision} under {root}", "record them with scripts/gpu_engine.sh")
-    return out
-
-
-def design_setup(sdir: Path) -> EngineSetup:
-    """The calibration design's setup a recorded setup directory ran (its roles: fit, check, warm-up),
-    as a run cut short is scored (EngineSetup.as_recorded)."""
-    run = load_run(sdir)
-    try:
-        setup = setup_of(get_mode(run.manifest.mode), str(run.manifest.engine.get("setup") or sdir.name))
-    except KeyError:
-        raise UserError(f"{sdir}: engine setup {sdir.name!r} is not in the calibration design (measure/vllm/gpu_design.py)",
-                        "record it with scripts/gpu_engine.sh, or add the setup to the design") from None
-    return setup.as_recorded({ld["name"] for ld in loads_json(sdir) if not ld.get("skipped")})
-
-
-def fit_campaign(root: Path, gpu: str, precision: str, seed: int = 0) -> tuple[Profile, list[str]]:
-    """One profile of every recorded mode, fitted without the check and warm-up loads' steps; then each
-    mode's front-end latency (simulate/calibrate.py) on its lowest-rate fitted Poisson load."""
-    runs = setup_dirs(root, gpu, precision)
-    pats = {str(s.resolve()): design_setup(s).holdout for _, s in runs}
-    res = build_step_profile([s for _, s in runs], FitOptions(holdout_loads=pats, seed=seed))
-    prof, msgs = res.profile, list(res.messages)
-    msgs += with_frontend_latency(prof, [s for _, s in runs])
-    return prof, msgs
-
-
-def with_frontend_latency(prof: Profile, setup_dirs: list[Path], as_run: Profile | None = None) -> list[str]:
+def with_frontend_latency(prof: Profile, setups: list[RecordedSetup], as_run: Profile | None = None) -> list[str]:
     """Each mode's front-end latency (simulate/calibrate.py) fitted on one load the fit used
     (`frontend_load`, over all the mode's setups), written into `prof`'s engine section; the lines that
     say so. `as_run`: the same engine with the behaviour the runs had (dummy weights: every canvas to its
     step budget), when `prof` carries another (the published prior); the loads are simulated on it.
     Setup directories without recorded loads are passed over."""
     as_run = prof if as_run is None else as_run
-    by_mode: dict[str, list[Path]] = {}
-    for sdir in map(Path, setup_dirs):
-        if (sdir / "loads.json").exists():
-            by_mode.setdefault(load_run(sdir).manifest.mode, []).append(sdir)
+    by_mode: dict[str, list[RecordedSetup]] = {}
+    for s in setups:
+        if (s.path / "loads.json").exists():
+            by_mode.setdefault(s.mode, []).append(s)
     fronts, msgs = {}, []
     for mode, dirs in by_mode.items():
         if mode not in prof.modes:
@@ -124,7 +89,7 @@ def with_frontend_latency(prof: Profile, setup_dirs: list[Path], as_run: Profile
     return msgs
 
 
-def frontend_load(setup_dirs: list[Path]) -> tuple[Path, RecordedLoad] | None:
+def frontend_load(setups: list[RecordedSetup]) -> tuple[Path, RecordedLoad] | None:
     """The (setup, load) a mode's front-end latency is fitted on, among the fitted loads the engine
     served: the lowest-rate Poisson one (the least queueing; its TTFT p50 over tens of requests shrugs
     off a few that met a first-use stall, up to POISSON_STALL_SHARE of its time), else the steady closed
@@ -132,12 +97,11 @@ def frontend_load(setup_dirs: list[Path]) -> tuple[Path, RecordedLoad] | None:
     loop with the fewest. (Leaving the stalled requests out instead biases the p50: at low load the
     requests that meet a stall are those whose own new prompt length compiled.)"""
     poisson, closed = [], []
-    for sdir in setup_dirs:
-        setup = design_setup(sdir)
-        share = {n: s / d if d > 0 else math.inf for n, (_, s, d) in load_stalls(sdir).items()}
-        for ld in recorded_loads(sdir):
-            if setup.role(ld.name) == "fit" and not ld.refused:
-                (poisson if ld.kind == "poisson" else closed).append((sdir, ld, share.get(ld.name, 0.0)))
+    for rec in setups:
+        share = {n: s / d if d > 0 else math.inf for n, (_, s, d) in rec.stalls.items()}
+        for ld in recorded_loads(rec.path):
+            if rec.setup.role(ld.name) == "fit" and not ld.refused:
+                (poisson if ld.kind == "poisson" else closed).append((rec.path, ld, share.get(ld.name, 0.0)))
     poisson = [c for c in poisson if c[2] <= POISSON_STALL_SHARE]
     if poisson:
         return min(poisson, key=lambda c: c[1].rate_rps)[:2]
@@ -146,18 +110,17 @@ def frontend_load(setup_dirs: list[Path]) -> tuple[Path, RecordedLoad] | None:
     return pick[0][:2] if pick else None
 
 
-def check_loads(profile: Profile, root: Path, gpu: str, precision: str, include_fit: bool = False, seed: int = 0) -> list[LoadCheck]:
-    """Every check load (and, with include_fit, the fitted ones too) simulated in its own terms."""
+def check_loads(profile: Profile, setups: list[RecordedSetup], include_fit: bool = False, seed: int = 0) -> list[LoadCheck]:
+    """Every check load (and, with include_fit, the fitted ones too) of the recorded setups simulated in its own terms."""
     out = []
-    for mode, sdir in setup_dirs(root, gpu, precision):
+    for rec in setups:
+        mode, sdir, setup, stalls = rec.mode, rec.path, rec.setup, rec.stalls
         if mode not in profile.modes:
             continue
         run = load_run(sdir)
         settings = from_run_engine(run.manifest.engine, mode, f"run {sdir}")
-        setup = design_setup(sdir)
         loads = [ld for ld in recorded_loads(sdir) if setup.role(ld.name) != "warmup"]
         occupancy = load_occupancy(sdir)
-        stalls = load_stalls(sdir)
         for ld in loads:
             held = setup.role(ld.name) == "check"
             if not held and not include_fit:
@@ -184,12 +147,3 @@ def load_occupancy(setup_dir: Path) -> dict[str, tuple[float, float]]:
         dur = w.end_s - w.start_s
         out[w.name] = (float(s["running"].mean()) if len(s) else math.nan, float((q["finish_s"] - q["arrival_s"]).sum() / dur) if dur > 0 else math.nan)
     return out
-
-
-def load_stalls(setup_dir: Path) -> dict[str, tuple[int, float, float]]:
-    """Per load: (first-use stalls among its busy steps, their summed excess in s, the load's duration in s)."""
-    run = load_run(setup_dir)
-    steps = run.table("steps")
-    tokens = sum(steps[c] for c in ("prefill_tokens", "decode_tokens", "denoise_tokens", "commit_tokens", "verify_tokens"))
-    stalls = first_use_stalls(steps[(tokens > 0) & steps["gap_ms"].notna()])
-    return {w.name: (*stalls.within(w.start_s, w.end_s), w.end_s - w.start_s) for w in read_load_windows(setup_dir)}

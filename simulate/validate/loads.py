@@ -5,6 +5,7 @@ drive the GPU load run (as a replayed commit schedule) and its simulation."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from costmodel.modes import get_mode
 from costmodel.modes.diffusion import COMMIT_STATS
 from costmodel.schemas.profile import Profile
 from simulate.static_batch import CANVAS, BatchRequest
+from simulate.validate.runner import auto_rates
 
 
 def poisson_workload(profile: Profile, mode: str, rate_rps: float, n_requests: int, seed: int,
@@ -42,3 +44,21 @@ def poisson_workload(profile: Profile, mode: str, rate_rps: float, n_requests: i
             output_tokens=n_out, steps_per_canvas=steps, draft_tokens=draft_tokens,
         ))
     return out
+
+
+@dataclass(frozen=True)
+class ValidationWorkload:
+    """The workload of a GPU validation (`costmodel validate`) as the load run (measure/validate/gpu.py)
+    asks for it: each rate's seeded Poisson requests, and the rates the profile's capacity suggests."""
+
+    profile: Profile
+    prompt_tokens: tuple[int, int] = (128, 1024)
+    max_output_tokens: int = 256
+    draft_tokens: int = 4
+
+    def requests(self, mode: str, rate_rps: float, n_requests: int, seed: int) -> list[BatchRequest]:
+        return poisson_workload(self.profile, mode, rate_rps, n_requests, seed, self.prompt_tokens, self.max_output_tokens,
+                                draft_tokens=self.draft_tokens)
+
+    def auto_rates(self, mode: str, probe: list[BatchRequest], max_batch: int) -> list[float]:
+        return auto_rates(self.profile, mode, probe, max_batch)

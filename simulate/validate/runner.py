@@ -1,9 +1,9 @@
-"""Orchestration of a validation: for each mode and rate, a load run (recorded as a run directory
-of kind "validate"), its static-batch simulation with the given profile, and the score."""
+"""The simulating half of a validation (the recording is measure/validate/gpu.py's): for each mode and
+rate, the static-batch simulation of a recorded load run (a run directory of kind "validate") with the
+given profile, and the score; and the rates a load run is sent at (`auto_rates`)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +13,7 @@ from costmodel import atomic
 from costmodel.errors import UserError
 from costmodel.modes import get_mode
 from costmodel.schemas.profile import Profile
-from costmodel.schemas.rundir import RunManifest, RunWriter, load_run, new_run_id, software_versions
+from costmodel.schemas.rundir import load_run
 from simulate.validate.score import RateScore, is_saturated, score_rate, score_table, summary_mape
 from simulate.static_batch import BatchRequest, batch_timeline, simulate_static_batches
 
@@ -32,16 +32,6 @@ def auto_rates(profile: Profile, mode: str, requests: list[BatchRequest], max_ba
     _, _, dur = batch_timeline(profile, mode, [typical] * n)
     capacity = n / dur
     return [round(f * capacity, 3 if capacity < 10 else 2) for f in fractions]
-
-
-def rate_dir(out: Path, mode: str, rate: float) -> Path:
-    return out / f"{mode}-rate{rate:g}"
-
-
-def record_load_run(out: Path, mode: str, rate: float, rows: list[dict], manifest: RunManifest) -> None:
-    with RunWriter(rate_dir(out, mode, rate), manifest) as w:
-        w.add("requests", rows)
-        w.finish_unit(f"{mode}-rate{rate:g}")
 
 
 def score_recorded(out: Path, profile: Profile, modes: list[str] | None = None) -> ValidationResult:
@@ -73,17 +63,3 @@ def score_recorded(out: Path, profile: Profile, modes: list[str] | None = None) 
     atomic.write_csv(Path(out) / "validation.csv", table)
     atomic.write_csv(Path(out) / "validation_summary.csv", summary)
     return ValidationResult(table, summary)
-
-
-def base_manifest(mode: str, model: str, weights: str, commit_source: str, hardware: str | None, gpu_name: str | None,
-                  settings: dict, engine: dict) -> RunManifest:
-    return RunManifest(run_id=new_run_id(f"validate-{mode}"), kind="validate", mode=mode, model=model, weights=weights,
-                       commit_source=commit_source, hardware=hardware, gpu_name=gpu_name, engine=engine, settings=settings,
-                       software=software_versions(), planned_units=[f"{mode}-rate{settings['rate_rps']:g}"])
-
-
-def finite_rates(rates: list[float]) -> list[float]:
-    bad = [r for r in rates if not (r > 0 and math.isfinite(r))]
-    if bad:
-        raise UserError(f"--rates {bad} are not positive", "give positive requests per second, or 'auto'")
-    return rates

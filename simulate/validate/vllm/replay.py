@@ -23,7 +23,7 @@ import pandas as pd
 
 from costmodel.engine_settings import EngineSettings, from_scheduler_config
 from costmodel.schemas.profile import Profile, frontend_latency_ms
-from measure.vllm.sched_log import EngineTrace
+from costmodel.schemas.engine_trace import EngineTrace
 from simulate.metrics import FinishedRun, summarise
 from simulate.sim import _Loop, deploy, simulate_point
 from simulate.steptime import StepPricer
@@ -121,7 +121,7 @@ def replay(profile: Profile, trace: EngineTrace, **engine_over) -> Replayed:
 
 def _engine_columns(sim: pd.DataFrame, df: pd.DataFrame, profile: Profile, mode: str) -> None:
     """The simulator's per-request columns on the engine's clock: the recorder's times are the
-    engine's (measure/vllm/sched_log.py), so the front-end latency the profile may carry (which the
+    engine's (costmodel/schemas/engine_trace.py), so the front-end latency the profile may carry (which the
     records add to the first token and the finish, as the client sees them) is taken off again; the
     client's rows add the fitted front-end latency themselves (score.load_scores)."""
     fe = frontend_latency_ms(profile, mode) / 1e3

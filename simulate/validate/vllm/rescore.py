@@ -1,6 +1,6 @@
 """Re-score a recorded vLLM validation on any CPU (`costmodel validate --engine vllm --score-only`):
-per mode, refit the profile from the calibration's engine steps, replay every scored load in the
-simulator and score it. Writes OUT/scores.csv (per load), OUT/steps.csv (per step),
+per mode, refit the profile from the calibration's engine steps (with the `fit` the caller passes:
+measure.validate.vllm_campaign.fit_scratch), replay every scored load in the simulator and score it. Writes OUT/scores.csv (per load), OUT/steps.csv (per step),
 OUT/requests.csv (per request), OUT/drift.csv (step-cost drift from the calibration), OUT/schedule.csv (per load: the
 simulator's schedule against vLLM's with the engine's own step times, replay.replay_recorded) and OUT/summary.csv (per
 mode: the largest error per metric below saturation, the schedule's share and step-count error), atomically.
@@ -12,6 +12,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
@@ -19,7 +20,7 @@ from costmodel import atomic
 from costmodel.errors import UserError
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import load_run
-from measure.vllm.sched_log import read_trace
+from costmodel.schemas.engine_trace import EngineTrace, read_trace
 from simulate.validate.vllm.replay import capacity_rps, replay, replay_recorded
 from simulate.validate.vllm.score import (SCHEDULE_TARGETS, TARGETS_PCT, frontend_overhead_ms, load_scores, request_summary, request_table,
                                           schedule_row, scores_frame, step_table)
@@ -45,21 +46,16 @@ def _client(run_dir: Path) -> pd.DataFrame | None:
     return req[req["status"] == "ok"]
 
 
-def _fit_scratch(trace, mode: str, source: Path, profile_id: str) -> Profile:
-    """A fit of a trace's steps in a scratch directory: re-scoring rewrites none of the recordings."""
-    import tempfile
-
-    from simulate.validate.vllm.campaign import fit_steps
-
-    with tempfile.TemporaryDirectory() as tmp:
-        return fit_steps(trace, mode, Path(tmp) / "steps", str(source), profile_id)
+# the profile a trace's engine steps fit: (trace, mode, the recording it came from, profile id) -> Profile,
+# rewriting none of the recordings (measure.validate.vllm_campaign.fit_scratch)
+StepFit = Callable[[EngineTrace, str, Path, str], Profile]
 
 
-def _profile(mdir: Path) -> tuple[Profile, object]:
+def _profile(mdir: Path, fit: StepFit) -> tuple[Profile, object]:
     """The calibration's trace and the profile refitted from it, so that a change to the fit shows in
     the scores as a change to the simulator does."""
     cal = read_trace(mdir / "calibration" / "sched.jsonl.gz", mdir.name)
-    return _fit_scratch(cal, mdir.name, mdir / "calibration", f"vllm-cpu-{mdir.name}-calibration"), cal
+    return fit(cal, mdir.name, mdir / "calibration", f"vllm-cpu-{mdir.name}-calibration"), cal
 
 
 def step_cost_drift(cal, trace, load: str) -> dict:
@@ -98,9 +94,9 @@ def overload_check(profile: Profile, mode: str, cal) -> dict:
     return {"capacity_rps": cap, "offered_rps": rate, "stable": bool(summary.stable)}
 
 
-def rescore_mode(mdir: Path) -> tuple[list, list, list, dict, list]:
+def rescore_mode(mdir: Path, fit: StepFit) -> tuple[list, list, list, dict, list]:
     mode = mdir.name
-    profile, cal = _profile(mdir)
+    profile, cal = _profile(mdir, fit)
     cal_client = _client(mdir / "calibration")
     front = frontend_overhead_ms(cal, cal_client) if cal_client is not None else None
     scores, steps, reqs, sched = [], [], [], []
@@ -111,7 +107,7 @@ def rescore_mode(mdir: Path) -> tuple[list, list, list, dict, list]:
         scores += load_scores(trace, rep, ldir.name, front, _client(ldir))
         # diagnosis: the same replay priced by a fit of this load's own steps (in sample): what is left
         # is the scheduling model's error; the difference to the row above is the step-cost drift
-        own = _fit_scratch(trace, mode, ldir, f"vllm-cpu-{mode}-{ldir.name}-own-steps")
+        own = fit(trace, mode, ldir, f"vllm-cpu-{mode}-{ldir.name}-own-steps")
         scores += [dataclasses.replace(x, pricing="own steps") for x in load_scores(trace, replay(own, trace), ldir.name)]
         steps.append(step_table(trace, rep, ldir.name).assign(kind="step"))
         row, srt = schedule_row(trace, replay_recorded(profile, trace), ldir.name)
@@ -147,7 +143,8 @@ def summarise(scores: pd.DataFrame, reqs: pd.DataFrame, over: dict[str, dict], s
     return pd.DataFrame(rows)
 
 
-def rescore(out: str | Path, modes: list[str] | None = None) -> Rescored:
+def rescore(out: str | Path, modes: list[str] | None, fit: StepFit) -> Rescored:
+    """Every recorded mode under `out` re-scored, its profiles refitted with `fit`."""
     out = Path(out)
     mdirs = [d for d in sorted(out.iterdir()) if (d / "calibration").is_dir()] if out.is_dir() else []
     if modes:
@@ -156,7 +153,7 @@ def rescore(out: str | Path, modes: list[str] | None = None) -> Rescored:
         raise UserError(f"{out} holds no recorded vLLM validation (<mode>/calibration/)", "run `costmodel validate --engine vllm -o DIR` first")
     scores, steps, reqs, over, sched = [], [], [], {}, []
     for d in mdirs:
-        s, st, rq, ov, sc = rescore_mode(d)
+        s, st, rq, ov, sc = rescore_mode(d, fit)
         scores += s
         steps += st
         reqs += rq

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from measure.vllm.sched_log import EngineTrace
+from costmodel.schemas.engine_trace import EngineTrace
 from simulate.validate.vllm.replay import Replayed
 
 TARGETS_PCT = {"throughput_rps": 3.0, "ttft_ms_p50": 5.0, "e2e_ms_p50": 5.0, "ttft_ms_p99": 10.0, "e2e_ms_p99": 10.0, "engine_steps": 2.0}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Protocol
 
-from simulate.static_batch import BatchRequest
+from costmodel.schemas.batch_request import BatchRequest
 
 
 class BatchServer(Protocol):

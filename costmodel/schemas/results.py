@@ -69,7 +69,7 @@ class PointSummary:
     profile_id: str = _f("the profile (pass costs, commit statistics) the simulator used")
     qps: float = _f("offered load: request arrivals per second across all replicas (Poisson unless the workload says otherwise); inf: no rate "
                     "limit (a closed loop whose clients send as fast as replies come, see concurrency)", "requests/s", "plan --qps / simulate --qps")
-    replicas: int = _f("model replicas serving the load (for a plan: the fewest that meet the SLO)", "count", "costmodel plan / report (simulate/plan/costing/cheapest.py)")
+    replicas: int = _f("model replicas serving the load (for a plan: the fewest that meet the SLO)", "count", "costmodel plan / report (costmodel/costing/cheapest.py)")
     requests_arrived: int = _f("requests that arrived during the simulated window", "count")
     requests_finished: int = _f("requests that completed", "count")
     requests_unfinished: int = _f("requests still queued or running when the simulation ended", "count")

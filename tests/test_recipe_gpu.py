@@ -18,7 +18,7 @@ ENTRY = (
     f'    "{GPU}": {{',
     '      "name": "Toy Accelerator 192GB",',
     f'      "architecture": {{"name": "{ARCH}", "compute_capability": "9.4", "precisions": ["bf16", "fp8"], "cudagraph_max_tokens": 512,',
-    '                       "large_batch_defaults_min_gib": 70, "kernel_set": null, "sources": {"precisions": "a toy: its datasheet"}},',
+    '                       "large_batch_defaults_min_gib": 70, "sources": {"precisions": "a toy: its datasheet"}},',
     '      "nvml_names": ["Toy Accelerator"],',
     '      "memory_gb": 192, "memory_bandwidth_tbps": 5.3,',
     '      "tflops": {"bf16": 1307, "fp8": 2615},',

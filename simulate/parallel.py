@@ -172,7 +172,7 @@ def dask_client(address: str | None, workers: int) -> Iterator:
         _quiet_resource_tracker()
         with dask.config.set({"distributed.worker.multiprocessing-method": method}):
             local = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                                 silence_logs=logging.ERROR)
+                                 silence_logs=logging.CRITICAL)  # a failed task reaches the client as its exception (one line for a UserError), not as a worker log
         client = Client(local)
     try:
         yield client

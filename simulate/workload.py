@@ -781,14 +781,18 @@ def expected_requests(workload: Workload | None, qps: float | None, n_requests: 
     return rate * window * 1.1 + 64  # the arrival draw's own chunk size (see _arrivals)
 
 
-def check_run_size(requests: float, replicas: int = 1, what: str = "this point") -> None:
-    """Refuse a run whose memory estimate exceeds the budget, naming the limit and how to split it."""
+CLI_SIZE_KNOBS = "fewer --requests, a shorter --duration or a lower --qps"
+
+
+def check_run_size(requests: float, replicas: int = 1, what: str = "this point", knobs: str = CLI_SIZE_KNOBS) -> None:
+    """Refuse a run whose memory estimate exceeds the budget, naming the limit and how to split it
+    (`knobs`: the settings that shrink it, in the user's terms: CLI options, or a sweep spec's keys)."""
     need = requests * BYTES_PER_REQUEST + replicas * BYTES_PER_REPLICA
     budget = memory_budget_bytes()
     if need <= budget:
         return
     cap = int((budget - replicas * BYTES_PER_REPLICA) // BYTES_PER_REQUEST)
-    split = (f"at most {cap:,} requests per run (fewer --requests, a shorter --duration or a lower --qps), repeated with different --seed values"
+    split = (f"at most {cap:,} requests per run ({knobs}), repeated with different seeds"
              if cap >= 1000 else f"at most {int(budget // BYTES_PER_REPLICA) // 2:,} replicas per run")
     raise UserError(
         f"{what} would simulate about {requests:,.0f} requests on {replicas:,} replica(s), needing about {need / 2**30:,.1f} GiB, "

@@ -337,6 +337,13 @@ def test_a_sweep_point_error_names_its_spec_file(cli, tmp_path):
     one_line_error(*cli("sweep", spec, "--jobs", "1", "-o", str(tmp_path / "o"))[::2], "bad-slo.json: point", "mode ar, qps 1.0")
 
 
+def test_a_sweep_point_above_the_memory_budget_is_refused_before_any_job_in_the_specs_terms(cli, tmp_path):
+    spec = _wl(tmp_path, {"kind": "simulate", "base": {"mode": "ar", "n_requests": 3_000_000}, "grid": {"qps": [4, 5]}}, "huge.json")
+    code, _, err = cli("sweep", spec, "--jobs", "2", "-o", str(tmp_path / "o"))
+    one_line_error(code, err, "huge.json: point", "qps 4.0): this point would simulate about 3,000,000 requests", "n_requests or duration_s")
+    assert "--requests" not in err and not (tmp_path / "o").exists()
+
+
 def test_trace_errors_show_plain_numbers(cli, tmp_path):
     (tmp_path / "z.csv").write_text("arrival_s,prompt_tokens\n0,0\n")
     code, _, err = cli("simulate", "--qps", "1", "--requests", "3", "--workload", _wl(tmp_path, {"trace": "z.csv"}))

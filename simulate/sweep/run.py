@@ -35,7 +35,7 @@ from simulate.api import check_mode, resolve_engine, run_point
 from simulate.batch import check_requests_fit
 from simulate.parallel import Workers, run_tasks
 from simulate.routers import DEFAULT_ROUTER
-from simulate.workload import Workload, load_workload, parse_workload
+from simulate.workload import Workload, check_run_size, expected_requests, load_workload, parse_workload
 from simulate.sweep.pricing import by_simulation, fan_out, with_costs
 from simulate.sweep.spec import SweepPoint, SweepSpec
 
@@ -72,7 +72,11 @@ def check_point(p: dict) -> None:
     prof = _profile(p.get("profile"), p["hardware"])
     check_mode(prof, p["mode"])
     engine = resolve_engine(prof, {k: p.get(k) for k in ENGINE_KEYS})
-    check_requests_fit(prof, [p["mode"]], _workload(p.get("workload")), engine)  # no request above what a replica serves
+    wl = _workload(p.get("workload"))
+    check_requests_fit(prof, [p["mode"]], wl, engine)  # no request above what a replica serves
+    if p.get("qps") is not None:  # its size within the memory budget, as plain simulate checks it (a plan point sizes itself)
+        check_run_size(expected_requests(wl, p["qps"], p.get("n_requests"), p.get("duration_s")), p.get("replicas") or 1, "this point",
+                       knobs="a smaller n_requests or duration_s, or a lower qps, in the spec")
     if "slo" in p:
         parse_slo(p["slo"])
 

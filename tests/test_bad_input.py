@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from costmodel.cli import INTERRUPTED
 from costmodel.errors import UserError
 from costmodel.costing import PricingConfig, analyse
 from costmodel.slo import STABLE_ONLY
@@ -126,6 +127,13 @@ def test_ctrl_c_on_a_2m_request_simulate_exits_130_within_2_s(tmp_path):
 def test_ctrl_c_stops_the_worker_processes_of_a_parallel_simulate(tmp_path):
     code, took, err = _interrupt_after(["simulate", "--qps", "4,5", "--mode", "ar", "--requests", "2000000", "--jobs", "2"], 5.0, tmp_path)
     assert code == 130 and took < 2.0, (code, took, err)
+
+
+def test_ctrl_c_during_a_dask_sweep_is_one_line_too(tmp_path):
+    (tmp_path / "spec.json").write_text(json.dumps({"kind": "simulate", "base": {"mode": "ar", "n_requests": 1_500_000}, "grid": {"qps": [4, 5, 6, 7]}}))
+    code, took, err = _interrupt_after(["sweep", "spec.json", "--jobs", "2", "-o", "out"], 6.0, tmp_path)
+    assert code == 130 and took < 5.0, (code, took, err)
+    assert err.strip().splitlines() == [INTERRUPTED], err  # no nanny's or worker's traceback beside it
 
 
 # ---- 4. profiles and degenerate runs ----------------------------------------------------------------

@@ -15,7 +15,7 @@ from openpyxl import load_workbook
 from costmodel.errors import UserError
 from costmodel.schemas.day import DayRecord, MonthBill, bill_order, read_day
 from costmodel.shipped import shipped_profiles
-from reports.day import answer
+from costmodel.costing.day_answer import answer
 from reports.day_html import render_day
 
 DAY = ["plan", "--load-curve", "flat:6,hours=0.1", "--slo", "p95_ttft_ms<=1000,p95_e2e_ms<=8000", "--mode", "mtp",

@@ -15,7 +15,8 @@ from costmodel.schemas.day import DayRecord, day_docs, read_day
 from costmodel.schemas.dictionary import write_table
 from costmodel.costing import PricingConfig
 from costmodel.costing.day import price_hours
-from reports.day import DayAnswer, answer, prices, repriced
+from costmodel.costing.day_answer import DayAnswer, answer
+from reports.day import prices, repriced
 from reports.day_html import render_day
 from reports.day_workbook import write_day_workbook
 

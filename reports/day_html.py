@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 from costmodel import __version__
 from costmodel.schemas.day import DayRecord
 from costmodel.timestamps import now_iso
-from reports.day import answer, day_basis, fleet_key, price_sensitivity, pricing, pricing_models_table
+from costmodel.costing.day_answer import answer, day_basis
+from reports.day import fleet_key, price_sensitivity, pricing, pricing_models_table
 from reports.html import CSS, e, plotly_js
 
 

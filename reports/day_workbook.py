@@ -23,7 +23,8 @@ from costmodel import atomic
 from costmodel.costing import HOURS_PER_MONTH, HOURS_PER_YEAR
 from costmodel.costing.day import committed
 from costmodel.schemas.day import DayRecord
-from reports.day import answer, billed_gpu_hours, day_basis, fleet_key, owned, price_sensitivity, prices, pricing, pricing_models_table
+from costmodel.costing.day_answer import answer, day_basis
+from reports.day import billed_gpu_hours, fleet_key, owned, price_sensitivity, prices, pricing, pricing_models_table
 
 INPUT = PatternFill("solid", fgColor="FFF2CC")
 BOLD = Font(bold=True)

@@ -10,7 +10,8 @@ in closed form; a third checks it. The term is written net of overlap (the figur
 whatever async scheduling hid), so it is added in full whatever the engine setting
 (costmodel/stepcost/host_overhead.py).
 
-`costmodel fit --calibrate RUN --profile P --apply-to MODES` drives it: the constant fitted on the
+`costmodel fit --calibrate RUN --profile P --apply-to MODES` drives it (`calibrate_bench`, the step
+`calibrate-bench` of costmodel/cli/steps.py): the constant fitted on the
 run's mode can be applied to other modes of the same engine, whose own figures then stay a held-out
 check (`benchmarks/bench_published.py`).
 """
@@ -20,20 +21,22 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from costmodel.engine_settings import EngineSettings
 from costmodel.errors import UserError
+from costmodel.schemas.bench_result import BENCH_KIND
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import Run
 from costmodel.stepcost.host_overhead import with_step_constant
+from simulate.engine_recorded import recorded_settings
 from simulate.point import run_point
 from simulate.workload import parse_workload
 
 QPS = 1e-6  # one arrival per ~12 simulated days: requests never overlap (concurrency 1)
 N_REQUESTS = 8  # fixed lengths: the mean converges fast (commit and acceptance draws vary per request)
-BENCH_KIND = "bench-import"
 
 
 @dataclass(frozen=True)
@@ -148,3 +151,28 @@ def frontend_latency_fit(profile: Profile, mode: str, loads: list, engine: Engin
     ms = max(0.0, float(np.median(res)))
     return {"ms": round(ms, 2), "loads": [ld.label for ld in loads], "residuals_ms": [round(r, 2) for r in res],
             "method": "median over low-load loads of measured TTFT p50 - simulated TTFT p50 (simulate/calibrate.py frontend_latency_fit)"}
+
+
+def calibrate_bench(base: Profile, runs: list[Run], hardware: str | None, apply_to: str | None,
+                    check: Callable[[Profile, Run, str | None], object]) -> tuple[Profile, list[str]]:
+    """The constant step term of one concurrency-1 bench import, on its mode and the --apply-to modes.
+    `check(base, run, hardware)` refuses a run of another model or GPU (the fitting stage's own check,
+    handed in by `costmodel fit`)."""
+    if len(runs) != 1 or len(figs := batch1_figures(runs[0])) != 1:
+        raise UserError("--calibrate on bench imports takes one run of one load (one mode's concurrency-1 figure)",
+                        "import the one `vllm bench serve --max-concurrency 1` result to calibrate on")
+    fig = figs[0]
+    check(base, runs[0], hardware)
+    _, recorded = recorded_settings(runs[0].path)  # the server's settings the import carries (a canvas from its counters)
+    fitted = fit_step_constant(base, fig, recorded)
+    modes = list(base.modes) if apply_to == "all" else [m.strip() for m in (apply_to or fig.mode).split(",") if m.strip()]
+    if fig.mode not in modes:
+        modes.insert(0, fig.mode)
+    src = (f"calibrated: constant engine step term fitted to {fig.where} ({fig.mode}, {fig.prompt_tokens}/{fig.output_tokens} tokens, "
+           f"concurrency 1, {fig.output_tok_s:g} output tok/s; bench label {fig.label!r})"
+           + ("" if modes == [fig.mode] else f", applied to {', '.join(m for m in modes if m != fig.mode)} as the same engine's step work"))
+    prof = with_step_constant(base, modes, round(fitted.ms, 4), src, [runs[0].manifest.run_id])
+    prof.profile_id = f"{base.profile_id}-calibrated"
+    msgs = [fitted.describe(), f"term applied to {', '.join(modes)} (net of overlap: added in full under async scheduling)"]
+    prof.notes = list(prof.notes) + [f"calibrate: {m}" for m in msgs]
+    return prof, msgs

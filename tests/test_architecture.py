@@ -1,32 +1,48 @@
-"""The vocabulary imports no stage, and the contract that says so covers all of it: pyproject.toml's
-import-linter contract lists the vocabulary's modules by name (so the CLI, which sits inside the
-costmodel package on top of everything, needs no ignore list), and that list must name every
-top-level module of costmodel but its CLI. A module added to costmodel and not to the list would
-escape `lint-imports`."""
+"""The vocabulary imports no stage, and no stage another (issue 40, "no upward arrows"): pyproject.toml's
+import-linter contracts say so for the whole `costmodel` package, its CLI included, with no exceptions,
+and for the three stages' independence. The CLI reaches the stages only through its two registries of
+"module:attribute" strings, imported when used: COMMANDS (a sub-command) and STEPS (another stage's
+step a command calls by name); each entry must name a module of a package and resolve."""
 
 from __future__ import annotations
 
-import pkgutil
+import importlib
 import tomllib
 from pathlib import Path
 
-import costmodel
+from costmodel.cli import COMMANDS, HELP
+from costmodel.cli.steps import STEPS, step
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = "costmodel.cli"
+STAGES = {"measure", "simulate", "reports"}
 
 
-def vocabulary_contract() -> dict:
-    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    return next(c for c in contracts if c["type"] == "forbidden" and CLI in c["forbidden_modules"])
+def contracts() -> list[dict]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
 
 
-def test_the_vocabulary_contract_names_every_module_of_costmodel_but_its_cli():
-    modules = {f"costmodel.{m.name}" for m in pkgutil.iter_modules(costmodel.__path__)} - {CLI}
-    listed = set(vocabulary_contract()["source_modules"])
-    assert modules - listed == set(), f"add to pyproject.toml's vocabulary contract: {sorted(modules - listed)}"
-    assert listed - modules == set(), f"pyproject.toml's vocabulary contract names modules that do not exist: {sorted(listed - modules)}"
+def test_the_whole_vocabulary_may_import_no_stage_without_exceptions():
+    c = next(c for c in contracts() if c["type"] == "forbidden" and c["source_modules"] == ["costmodel"])
+    assert set(c["forbidden_modules"]) == STAGES
+    assert not c.get("ignore_imports") and not c.get("allow_indirect_imports")
 
 
-def test_the_vocabulary_may_import_no_stage():
-    assert set(vocabulary_contract()["forbidden_modules"]) == {CLI, "measure", "simulate", "reports"}
+def test_the_stages_are_independent():
+    c = next(c for c in contracts() if c["type"] == "independence")
+    assert set(c["modules"]) == STAGES and not c.get("ignore_imports")
+
+
+def test_every_command_lives_in_a_package_and_resolves():
+    assert list(HELP) == list(COMMANDS)
+    for name, target in COMMANDS.items():
+        module, attr = target.split(":")
+        assert module.split(".")[0] in STAGES | {"costmodel"}, name
+        assert module.split(".")[:2] in ([module.split(".")[0], "cli"],), f"{name}: a command lives in a package's cli/ ({module})"
+        assert getattr(importlib.import_module(module), attr).name == name
+
+
+def test_every_step_crosses_to_a_stage_resolves_and_says_what_it_does():
+    for name, target in STEPS.items():
+        assert target.split(".")[0] in STAGES, name
+        fn = step(name)
+        assert callable(fn) and (fn.__doc__ or "").strip(), f"step {name} ({target}) needs a docstring"

@@ -326,7 +326,7 @@ def test_duplicate_keys_and_repeated_options_are_refused_not_last_wins(cli, tmp_
 
 
 def test_a_sweep_is_bounded_and_reports_progress_off_a_terminal(cli, tmp_path):
-    from costmodel.cli.sweep import progress_lines
+    from simulate.cli.sweep import progress_lines
     from simulate.sweep.spec import parse_spec
 
     big = {"kind": "simulate", "base": {"mode": "ar", "n_requests": 5}, "grid": {"qps": list(range(1, 1001)), "seed": list(range(100))}}

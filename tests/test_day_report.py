@@ -15,7 +15,7 @@ from openpyxl import load_workbook
 from costmodel.errors import UserError
 from costmodel.schemas.day import DayRecord, MonthBill, bill_order, read_day
 from costmodel.shipped import shipped_profiles
-from reports.day import answer
+from costmodel.costing.day_answer import answer
 from reports.day_html import render_day
 
 DAY = ["plan", "--load-curve", "flat:6,hours=0.1", "--slo", "p95_ttft_ms<=1000,p95_e2e_ms<=8000", "--mode", "mtp",
@@ -101,7 +101,7 @@ def test_fleets_missing_the_slo_come_after_those_meeting_it_and_are_marked():
 def test_a_day_whose_two_best_fleets_cost_the_same_is_a_tie():
     """Two (GPU, mode) fleets within the plan's 1% cost the same: the answer says tie and names both."""
     from costmodel.schemas.day import MonthBill
-    from reports.day import DayAnswer
+    from costmodel.costing.day_answer import DayAnswer
 
     def bill(mode: str, usd: float) -> MonthBill:
         return MonthBill("gpu-a", mode, "autoscaled", "target", 1, 2, 100, 0, 1.0, 24, 24, 30.0, 10.0, 70.0, usd, 300.0)

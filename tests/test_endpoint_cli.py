@@ -163,7 +163,7 @@ def test_bad_options_are_one_line_errors(args, message, tmp_path, prompts):
 
 
 def test_harness_options_are_refused_with_endpoint(tmp_path, prompts):
-    from costmodel.cli.measure import measure as measure_cmd
+    from measure.cli.measure import measure as measure_cmd
     from measure.endpoint.loadtest import COMMON_PARAMS, ENDPOINT_PARAMS
 
     flags = [p for p in measure_cmd.params if p.name not in ENDPOINT_PARAMS | COMMON_PARAMS and getattr(p, "is_flag", False) and p.opts]
@@ -270,7 +270,7 @@ def test_model_discovered_and_options_do_not_clash(server, prompts, tmp_path):
     m = load_run(tmp_path / "disc").manifest
     assert m.model == "fast-diffusion" and m.mode == "diffusion"  # first of GET /v1/models, mode from its name
     assert m.settings["qps"] == ["inf"]
-    from costmodel.cli.measure import measure as measure_cmd
+    from measure.cli.measure import measure as measure_cmd
     from measure.endpoint.loadtest import ENDPOINT_PARAMS
 
     names = [p.name for p in measure_cmd.params]
@@ -296,8 +296,8 @@ def test_endpoint_options_refused_without_endpoint_helper():
     import click
     from click.testing import CliRunner
 
-    from costmodel.cli.measure import given_options
-    from costmodel.cli.measure_endpoint import OPTIONS
+    from measure.cli.measure import given_options
+    from measure.cli.measure_endpoint import OPTIONS
     from costmodel.errors import UserError
     from measure.endpoint.loadtest import reject_endpoint_options
 

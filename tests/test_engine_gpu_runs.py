@@ -149,7 +149,7 @@ def test_an_engine_that_refuses_to_start_says_why(tmp_path):
 
 def test_measure_engine_vllm_on_a_gpu_machine_refuses_bad_input(cli, monkeypatch, tmp_path):
     """On an NVIDIA machine `costmodel measure --engine vllm` records GPU vLLM; bad input is one line."""
-    import costmodel.cli.measure_vllm as mv
+    import measure.cli.measure_vllm as mv
 
     monkeypatch.setattr(mv, "gpu_present", lambda: True)
     code, out, err = cli("measure", "--engine", "vllm", "--mode", "ar", "--precision", "int4", "-o", str(tmp_path / "r"))

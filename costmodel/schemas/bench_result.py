@@ -14,6 +14,7 @@ from pathlib import Path
 
 from costmodel.errors import UserError
 
+BENCH_KIND = "bench-import"  # the manifest kind of its run directory
 PCT_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
 NUMERIC = ("duration", "completed", "failed", "num_prompts", "total_input_tokens", "total_output_tokens", "request_throughput",
            "output_throughput", "total_token_throughput", "burstiness", "max_output_tokens_per_s", "max_concurrent_requests",

@@ -6,7 +6,7 @@ core.py              per-canvas measures and per-regime aggregates (the definiti
 report.py            tables (CSV + parquet), summary.md, self-contained summary.html with the bin sweep
 study.py             the API of `costmodel analyze`: AnalyzeOptions -> run_analysis (read inputs, analyse, write)
 synthetic_commits.py commit traces with known answers (tests, demo runs)
-(the click command is costmodel/cli/analyze.py)
+(the click command is measure/cli/analyze.py)
 """
 
 from measure.analyze.core import Analysis, analyze_tables

@@ -38,7 +38,7 @@ from measure.endpoint.loadtest import LoadTestOptions, run_loadtest
 from measure.fit.assemble import FitOptions
 from measure.fit.steps import build_step_profile
 from measure.validate import vllm_loads as L
-from measure.vllm.server import ServerSpec, VllmServer
+from measure.vllm.server import ServerSpec, VllmServer, vllm_python
 from measure.vllm.tiny_models import diffusion_dir
 
 SERVED = {"diffusion": "tiny-diffusiongemma", "ar": "tiny-gemma4", "mtp": "tiny-gemma4"}
@@ -271,3 +271,25 @@ def run_campaign(opts: CampaignOptions) -> list[str]:
     if failed and len(failed) == len(opts.modes):
         raise UserError("; ".join(failed), "see the server logs under " + str(opts.out))
     return opts.log
+
+
+def record_validation(settings_path: str | None, modes: list[str], out: Path, models: Path, seed: int, score_only: bool, say: Callable,
+                      capacity: Callable) -> None:
+    """`costmodel validate --engine vllm`'s recording (the step simulate's command calls by name,
+    costmodel/cli/steps.py): the settings file checked before anything runs, then, unless
+    `score_only`, every mode's campaign under it. `capacity` is the simulator's (a fitted profile's
+    capacity for the calibration's requests), handed in by the command."""
+    settings = L.load_settings(settings_path)
+    if score_only and settings_path is not None:
+        raise UserError("--settings shapes a recording and has no effect with --score-only (the recorded settings.json and "
+                        "scheduler configs are what is replayed)", "drop --settings")
+    if score_only:
+        return
+    if not Path(vllm_python()).exists():
+        raise UserError(f"no vLLM environment at {vllm_python()}", "build it with `make vllm-env`, or set COSTMODEL_VLLM_PYTHON")
+    for m in modes:
+        s, notes = settings.checked(m)
+        say(f"{m}: engine settings {s.tagged()}")
+        for note in notes:
+            say(f"[yellow]{m}: {note}[/yellow]")
+    run_campaign(CampaignOptions(out=out, modes=modes, models=models, seed=seed, say=say, settings=settings, capacity=capacity))

@@ -32,7 +32,7 @@ from costmodel.seeding import rng_for
 from simulate.workload import STREAM_REGIME, Requests
 
 STREAM_TRACE_SCALE = 11
-# the day's options that reach a trace (costmodel/cli/plan_day.py): compress divides its time axis, load-scale thins or replicates
+# the day's options that reach a trace (simulate/cli/plan_day.py): compress divides its time axis, load-scale thins or replicates
 COMPRESS = Field("--compress", 0, 1e6, above=True, example="24")
 LOAD_SCALE = Field("--load-scale", 0, 1e4, above=True, example="2", why="a trace replicated more often than this is a typo")
 # format -> (time column, prompt column, output column, time unit in seconds; None: a date-time)

@@ -15,20 +15,20 @@ from servers.openai_server import ServerProcess  # noqa: F401  (re-exported)
 
 
 def ensure_measure_cli() -> None:
-    """`costmodel.cli.measure` imports the GPU harness's options; while that package is not in the tree,
+    """`measure.cli.measure` imports the GPU harness's options; while that package is not in the tree,
     stand in an empty one so the endpoint backend can be exercised through the real command."""
     try:
-        importlib.import_module("costmodel.cli.measure_harness")
+        importlib.import_module("measure.cli.measure_harness")
     except ImportError:
         import click
 
         pkg = types.ModuleType("measure.harness")
         pkg.__path__ = []
-        mod = types.ModuleType("costmodel.cli.measure_harness")
+        mod = types.ModuleType("measure.cli.measure_harness")
         mod.OPTIONS = [click.option("--random-weights", "harness_random_weights", is_flag=True, help="(test stand-in for the GPU harness)")]
         mod.run = lambda opts: 0
         sys.modules["measure.harness"] = pkg
-        sys.modules["costmodel.cli.measure_harness"] = mod
+        sys.modules["measure.cli.measure_harness"] = mod
 
 
 def costmodel(*args: str) -> tuple[int, str, str]:

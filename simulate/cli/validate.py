@@ -1,4 +1,6 @@
-"""`costmodel validate`: score the simulator against the real engine under load."""
+"""`costmodel validate`: score the simulator against the real engine under load. The recording is the
+measuring stage's, called by name (the steps `record-validation-loads`, `record-vllm-validation`:
+costmodel/cli/steps.py); the workload it serves and the scores are the simulator's."""
 
 from __future__ import annotations
 
@@ -8,13 +10,13 @@ import click
 from click.core import ParameterSource
 from rich.table import Table
 
+from costmodel.cli import steps
 from costmodel.console import make_console
 from costmodel.errors import UserError
 from costmodel.fields import TOKENS
+from costmodel.modes import harness_modes
 from costmodel.options import parse_floats, parse_modes
 from costmodel.schemas.profile import Profile
-from measure.harness.config import HARNESS_MODES
-from measure.validate.gpu import run_validation_loads
 from simulate.validate.loads import ValidationWorkload
 from simulate.validate.runner import score_recorded
 
@@ -60,7 +62,7 @@ def validate(engine, models_dir, settings_path, profile_path, modes, rates, n_re
           costmodel validate --engine vllm --score-only -o data/validation/vllm-cpu
     """
     if engine == "vllm":
-        from costmodel.cli.validate_vllm import run_vllm_validation
+        from simulate.cli.validate_vllm import run_vllm_validation
 
         _refuse_for_vllm()
         return run_vllm_validation(parse_modes(modes), Path(out), score_only, Path(models_dir), seed, settings_path)
@@ -72,7 +74,7 @@ def validate(engine, models_dir, settings_path, profile_path, modes, rates, n_re
     _refuse_unused_options(score_only, random_weights)
     con = make_console()
     profile = Profile.load(profile_path)
-    mode_list = parse_modes(modes, allowed=HARNESS_MODES)
+    mode_list = parse_modes(modes, allowed=tuple(m.name for m in harness_modes()))
     for m in mode_list:
         profile.mode(m)
     out_dir = Path(out)
@@ -82,8 +84,8 @@ def validate(engine, models_dir, settings_path, profile_path, modes, rates, n_re
             raise UserError(f"--prompt-tokens {prompt_tokens!r} is not MIN,MAX", "e.g. --prompt-tokens 128,1024")
 
         workload = ValidationWorkload(profile, tuple(lo_hi), max_output_tokens, draft_tokens)
-        run_validation_loads(workload, mode_list, rates, n_requests, max_batch, model, random_weights, checkpoint, ar_checkpoint,
-                             assistant_checkpoint, experts_implementation, device, seed, out_dir, con, warmup_requests)
+        steps.call("record-validation-loads", workload, mode_list, rates, n_requests, max_batch, model, random_weights, checkpoint,
+                   ar_checkpoint, assistant_checkpoint, experts_implementation, device, seed, out_dir, con, warmup_requests)
     res = score_recorded(out_dir, profile, mode_list)
 
     t = Table(title=f"Simulator vs measured (profile {profile.profile_id})")

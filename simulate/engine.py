@@ -17,7 +17,6 @@ from costmodel.engine_settings import (ENTROPY_BOUND, EngineSettings, check_vllm
 from costmodel.errors import UserError
 from costmodel.memory import kv_capacity, replica_memory
 from costmodel.modes import get_mode
-from costmodel.records import Distribution
 from costmodel.schemas.profile import Profile
 from costmodel.stepcost.host_overhead import mode_record
 
@@ -72,47 +71,17 @@ def engine_profile(profile: Profile, mode: str, s: EngineSettings) -> Profile:
     hit = _VIEWS.get(key)
     if hit is not None and hit[0]() is profile:
         return hit[1]
-    changes = {}
-    if serving.canvas_sampler:
-        eng = profile.engine if isinstance(profile.engine, dict) else {}
-        if s.canvas_length and s.canvas_length != (eng.get("canvas_length") or profile.resolved().models[mode].canvas_length or 256):
-            changes["engine"] = {**eng, "canvas_length": int(s.canvas_length)}
-        clipped = _clip_commit_stats(profile.commit_stats, s.max_denoising_steps)
-        if clipped is not None:
-            changes["commit_stats"] = clipped
+    changes = serving.engine_view(profile, s)  # the mode's own parts as this engine runs them (its canvas, denoising budget, k)
     eng = changes.get("engine", profile.engine if isinstance(profile.engine, dict) else {})
     rec = mode_record(eng, mode)
     overlaps = rec is not None and not rec.get("net_of_overlap")  # a term net of overlap is added whatever the setting
     if overlaps and s.async_scheduling is not None and eng.get("async_scheduling") != s.async_scheduling:
         changes["engine"] = {**eng, "async_scheduling": bool(s.async_scheduling)}  # the host-overhead term's overlap (costmodel/stepcost)
-    acc = profile.mtp_acceptance
-    if serving.assistant and acc is not None and s.num_speculative_tokens and s.num_speculative_tokens != acc.num_speculative_tokens:
-        k = int(s.num_speculative_tokens)
-        if k > len(acc.per_position):
-            raise UserError(f"num_speculative_tokens {k} ({s.source('num_speculative_tokens')}): profile {profile.profile_id} measured "
-                            f"acceptance for {len(acc.per_position)} draft positions only",
-                            f"give --num-speculative-tokens <= {len(acc.per_position)}, or fit a profile from runs at k = {k}")
-        changes["mtp_acceptance"] = replace(acc, num_speculative_tokens=k, per_position=list(acc.per_position[:k]))
     view = replace(profile, **changes) if changes else profile
     if len(_VIEWS) > 256:
         _VIEWS.clear()
     _VIEWS[key] = (weakref.ref(profile), view)
     return view
-
-
-def _clip_commit_stats(stats: dict, max_steps: int | None) -> dict | None:
-    """Each regime's steps per canvas with values above `max_steps` moved to it; None when none is."""
-    if not max_steps or not stats or all(max(cs.steps_per_canvas.values) <= max_steps for cs in stats.values()):
-        return None
-    out = {}
-    for name, cs in stats.items():
-        acc: dict[float, float] = {}
-        for v, p in zip(cs.steps_per_canvas.values, cs.steps_per_canvas.probs):
-            v = float(min(v, max_steps))
-            acc[v] = acc.get(v, 0.0) + p
-        vals = sorted(acc)
-        out[name] = replace(cs, steps_per_canvas=Distribution(vals, [acc[v] for v in vals]))
-    return out
 
 
 @dataclass(frozen=True)

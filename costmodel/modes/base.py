@@ -108,6 +108,13 @@ class ServingMode:
         """Query tokens a decoding request adds to a step's batch (AR: 1)."""
         return 1
 
+    # ---- the profile as an engine runs it (simulate/engine.py engine_profile) ---------------------
+    def engine_view(self, profile, settings) -> dict:
+        """The changes (Profile field -> value) that make `profile` the one an engine with `settings`
+        (costmodel.engine_settings.EngineSettings) runs for this mode: its own profile parts and engine
+        settings under those settings. Default: none."""
+        return {}
+
     # ---- draws and KV --------------------------------------------------------------------------
     def draw(self, profile, reqs: RequestArrays, seed: int) -> ModeDraws:
         """Default: one query token per sequence per group, KV = prompt + output."""

@@ -14,7 +14,7 @@ follow the regime's content_length, k's marginal is exactly steps_per_canvas."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -184,6 +184,21 @@ class DiffusionDraws(ModeDraws):
         self.blocks_list = blocks.tolist()
 
 
+def _clip_commit_stats(stats: dict, max_steps: int | None) -> dict | None:
+    """Each regime's steps per canvas with values above `max_steps` moved to it; None when none is."""
+    if not max_steps or not stats or all(max(cs.steps_per_canvas.values) <= max_steps for cs in stats.values()):
+        return None
+    out = {}
+    for name, cs in stats.items():
+        acc: dict[float, float] = {}
+        for v, p in zip(cs.steps_per_canvas.values, cs.steps_per_canvas.probs):
+            v = float(min(v, max_steps))
+            acc[v] = acc.get(v, 0.0) + p
+        vals = sorted(acc)
+        out[name] = replace(cs, steps_per_canvas=Distribution(vals, [acc[v] for v in vals]))
+    return out
+
+
 class DiffusionMode(ServingMode):
     name = "diffusion"
     label = "DiffusionGemma"
@@ -210,6 +225,19 @@ class DiffusionMode(ServingMode):
 
     def draw(self, profile, reqs, seed: int) -> DiffusionDraws:
         return DiffusionDraws(profile, reqs, seed)
+
+    def engine_view(self, profile, settings) -> dict:
+        """The engine's canvas (where it is not the profile's) and every canvas's denoising steps
+        clipped at max_denoising_steps (clipping the steps-per-canvas distribution clips every draw)."""
+        changes = {}
+        eng = profile.engine if isinstance(profile.engine, dict) else {}
+        c = settings.canvas_length
+        if c and c != (eng.get("canvas_length") or profile.resolved().models[self.name].canvas_length or 256):
+            changes["engine"] = {**eng, "canvas_length": int(c)}
+        clipped = _clip_commit_stats(getattr(profile, COMMIT_STATS.key), settings.max_denoising_steps)
+        if clipped is not None:
+            changes[COMMIT_STATS.key] = clipped
+        return changes
 
     def static_batch_ms(self, cost, batch: list) -> tuple[list[float], list[float], float]:
         """prefill(B, P); per canvas c: a commit before every canvas after the first, then the

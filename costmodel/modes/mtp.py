@@ -8,7 +8,7 @@ of draws per request, fixed by the seed whatever the load, replica count or serv
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -213,6 +213,19 @@ class MtpMode(ServingMode):
 
     def draw(self, profile, reqs, seed: int) -> MtpDraws:
         return MtpDraws(profile, reqs, seed)
+
+    def engine_view(self, profile, settings) -> dict:
+        """The per-position acceptance for the engine's k drafts: fewer than measured, the first k
+        positions; more, refused (acceptance past the measured positions cannot be derived)."""
+        acc, k = getattr(profile, MTP_ACCEPTANCE.key), settings.num_speculative_tokens
+        if acc is None or not k or k == acc.num_speculative_tokens:
+            return {}
+        k = int(k)
+        if k > len(acc.per_position):
+            raise UserError(f"num_speculative_tokens {k} ({settings.source('num_speculative_tokens')}): profile {profile.profile_id} measured "
+                            f"acceptance for {len(acc.per_position)} draft positions only",
+                            f"give --num-speculative-tokens <= {len(acc.per_position)}, or fit a profile from runs at k = {k}")
+        return {MTP_ACCEPTANCE.key: replace(acc, num_speculative_tokens=k, per_position=list(acc.per_position[:k]))}
 
     def static_batch_ms(self, cost, batch: list) -> tuple[list[float], list[float], float]:
         """One request per batch (transformers' assisted generation): prefill, then per iteration k

@@ -205,12 +205,14 @@ def catalog() -> dict[str, HardwareSpec]:
     return {hid: validate_spec(hid, d, "the built-in catalog") for hid, d in doc["gpus"].items()}
 
 
-def default_hardware() -> str:
+def default_hardware(purpose: str = "") -> str:
     """The catalog's default GPU (hardware.json "default_gpu"): the one a command uses when none is
-    named, so no code spells a GPU id out."""
-    hid = _catalog_doc()["default_gpu"]
+    named, so no code spells a GPU id out; `purpose` "memory": the memory command's own default
+    ("memory_default_gpu")."""
+    key = f"{purpose}_default_gpu" if purpose else "default_gpu"
+    hid = _catalog_doc()[key]
     if hid not in _catalog_doc()["gpus"]:
-        raise UserError(f"costmodel/data/hardware.json: default_gpu {hid!r} is not a catalog GPU", "name one of its gpus")
+        raise UserError(f"costmodel/data/hardware.json: {key} {hid!r} is not a catalog GPU", "name one of its gpus")
     return hid
 
 

@@ -10,6 +10,7 @@ from typing import Callable
 
 from costmodel.errors import UserError
 from costmodel.hardware import default_hardware
+from costmodel.modes import ServingMode
 from costmodel.memory import replica_memory, request_limit
 from costmodel.options import check_burstiness, check_concurrency, check_rate
 from costmodel.schemas.profile import Profile
@@ -86,29 +87,28 @@ def _check_size(cfg: SimulateConfig, workload: Workload | None, qps_list: list) 
             check_run_size(expected_requests(workload, q, cfg.n_requests, cfg.duration_s, c), cfg.replicas, what)
 
 
-def _profile(cfg: SimulateConfig) -> Profile:
+def _profile(cfg: SimulateConfig) -> tuple[Profile, list[ServingMode]]:
+    """The profile and the modes it runs (`cfg.modes`, default the modes the profile carries)."""
     profile = resolve_profile(cfg.profile_path, cfg.hardware or DEFAULT_HARDWARE)
     if cfg.profile_path and cfg.hardware and profile.hardware.get("id") != cfg.hardware:
         raise UserError(f"--profile {cfg.profile_path} is for {profile.hardware.get('id')}, not --hardware {cfg.hardware}",
                         "drop --hardware (the profile fixes the GPU) or pass a profile for that GPU")
     if cfg.modes is None:
         cfg.modes = profile.mode_names()
-    for m in cfg.modes:
-        check_mode(profile, m)
-    return profile
+    return profile, [check_mode(profile, m) for m in cfg.modes]
 
 
-def check_requests_fit(profile: Profile, modes: list[str], workload: Workload | None, engine: EngineConfig) -> None:
+def check_requests_fit(profile: Profile, modes: list[ServingMode], workload: Workload | None, engine: EngineConfig) -> None:
     """Every request of the workload within what one replica of each mode serves (the model's
     context, max_model_len, one request's KV blocks: costmodel.memory.request_limit), before any
     point runs: vLLM would refuse a longer request, not queue it."""
     r = profile.resolved()
     for mode in modes:
         s, _ = mode_settings(profile, mode, engine)
-        m = profile.mode(mode)
-        mem = replica_memory(r.spec, mode, r.precision, s.memory_settings(), model=m.model, assistant=m.assistant)
+        m = profile.mode(mode.name)
+        mem = replica_memory(r.spec, mode.name, r.precision, s.memory_settings(), model=m.model, assistant=m.assistant)
         lim = request_limit(mem, s.kv_capacity_tokens)
-        check_fits(profile, workload, lim.tokens, lim.why, mode)
+        check_fits(profile, workload, lim.tokens, lim.why, mode.name)
 
 
 def run_simulation(cfg: SimulateConfig, progress: Callable | None = None) -> SimulateOutcome:
@@ -125,9 +125,9 @@ def run_simulation(cfg: SimulateConfig, progress: Callable | None = None) -> Sim
     if cfg.concurrency and cfg.qps is None:  # a closed loop with no rate: its inputs checked before any point runs
         unlimited_closed_loop(workload or Workload(), None, cfg.concurrency[0], cfg.duration_s)
     _check_size(cfg, workload, qps_list)
-    profile = _profile(cfg)
+    profile, modes = _profile(cfg)
     engine = resolve_engine(profile, cfg.engine)
-    check_requests_fit(profile, cfg.modes, workload, engine)
+    check_requests_fit(profile, modes, workload, engine)
     results = simulate_grid(profile, cfg.modes, qps_list, processes=cfg.jobs, progress=progress, replicas=cfg.replicas, workload=workload,
                     duration_s=cfg.duration_s, n_requests=cfg.n_requests, seed=cfg.seed, engine=engine, router=cfg.router,
                     warmup_frac=cfg.warmup_frac, concurrency=cfg.concurrency)

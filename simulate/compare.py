@@ -152,9 +152,9 @@ def compare_loads(profile: Profile, mode: str, loads: list[MeasuredLoad], engine
                   seed: int = 0) -> list[LoadComparison]:
     """Each load simulated on `profile` in `mode` with `engine_settings` (over the profile's engine
     and vLLM's defaults: simulate/engine.py), against what was measured. Deterministic per seed."""
-    check_mode(profile, mode)
+    serving = check_mode(profile, mode)
     cfg = resolve_engine(profile, engine_settings)
-    rewrites = tuple(mode_settings(profile, mode, cfg)[1])
+    rewrites = tuple(mode_settings(profile, serving, cfg)[1])
     out = []
     for i, ld in enumerate(loads):
         if not isinstance(ld, MeasuredLoad):
@@ -163,8 +163,8 @@ def compare_loads(profile: Profile, mode: str, loads: list[MeasuredLoad], engine
         reqs = given_requests(profile, ld.prompt_tokens, ld.output_tokens, arrival_s=ld.arrival_s, qps=ld.rate, burstiness=ld.burstiness,
                               concurrency=ld.concurrency, seed=seed, where=ld.where)
         trace = Trace(ld.where, tuple(reqs.arrival_s.tolist()), tuple(reqs.prompt_tokens.tolist()), tuple(reqs.output_tokens.tolist()), None)
-        check_requests_fit(profile, [mode], Workload(trace=trace, source=ld.where), cfg)  # as vLLM refuses a request past max_model_len
-        (summary, df), _ = simulate_point(profile, mode, reqs, replicas=1, cfg=cfg, router="least-outstanding", seed=seed, warmup_frac=0.0,
+        check_requests_fit(profile, [serving], Workload(trace=trace, source=ld.where), cfg)  # as vLLM refuses a request past max_model_len
+        (summary, df), _ = simulate_point(profile, serving, reqs, replicas=1, cfg=cfg, router="least-outstanding", seed=seed, warmup_frac=0.0,
                                           abort_backlog_s=None, drain_s=None, workload_desc=ld.describe())
         fig = bench_figures(df)
         notes = rewrites + ((f"{len(df) - fig['finished']} of {len(df)} simulated requests had not finished {summary.simulated_s:.0f} s "
@@ -316,10 +316,10 @@ def compare_bench(cfg: CompareBenchConfig) -> CompareBenchOutcome:
     if cfg.profile_path and cfg.hardware and profile.hardware.get("id") != cfg.hardware:
         raise UserError(f"--profile {cfg.profile_path} is for {profile.hardware.get('id')}, not --hardware {cfg.hardware}",
                         "drop --hardware (the profile fixes the GPU) or pass a profile for that GPU")
-    check_mode(profile, mode)
+    serving = check_mode(profile, mode)
     out = []
     for f, loads, results in read:
-        engine = layered(cfg.engine, runs[f][2] if f in runs else bench_settings(results, mode, Path(f).name))
+        engine = layered(cfg.engine, runs[f][2] if f in runs else bench_settings(results, serving, Path(f).name))
         out.append(FileComparison(str(f), modes[f][1], compare_loads(profile, mode, loads, engine, seed=cfg.seed)))
     return CompareBenchOutcome(profile, mode, out)
 

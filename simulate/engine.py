@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from costmodel.engine_settings import (ENTROPY_BOUND, EngineSettings, check_vllm_rules, from_profile, layered, vllm_defaults)
 from costmodel.errors import UserError
 from costmodel.memory import kv_capacity, replica_memory
-from costmodel.modes import get_mode
+from costmodel.modes import ServingMode
 from costmodel.schemas.profile import Profile
 from costmodel.stepcost.host_overhead import mode_record
 
@@ -35,13 +35,13 @@ def _on_gpu(profile: Profile) -> bool:
     return "cpu" not in str(hw.get("id", "")).lower()
 
 
-def mode_settings(profile: Profile, mode: str, cfg: EngineSettings) -> tuple[EngineSettings, list[str]]:
+def mode_settings(profile: Profile, mode: ServingMode, cfg: EngineSettings) -> tuple[EngineSettings, list[str]]:
     """Every setting of `mode`'s engine: `cfg`, then the profile (its engine section, MTP's k), then
     vLLM 0.32's defaults for this model and platform, with vLLM's rewrites applied (their notes) and
     its refusals raised. The batch limits stay None here: the memory model fills them (replica_limits)."""
-    r = profile.resolved()
-    s = layered(cfg.for_mode(mode), from_profile(profile, mode), vllm_defaults(mode, r.models[mode], gpu=_on_gpu(profile)))
-    s, notes = check_vllm_rules(s, mode, "gpu" if _on_gpu(profile) else "cpu")
+    r, name = profile.resolved(), mode.name
+    s = layered(cfg.for_mode(name), from_profile(profile, name), vllm_defaults(name, r.models[name], gpu=_on_gpu(profile)))
+    s, notes = check_vllm_rules(s, name, "gpu" if _on_gpu(profile) else "cpu")
     if s.entropy_bound is not None and s.entropy_bound != _profile_entropy_bound(profile):
         raise UserError(f"entropy_bound {s.entropy_bound:g} ({s.source('entropy_bound')}): profile {profile.profile_id}'s commit statistics "
                         f"were measured at {_profile_entropy_bound(profile):g} and steps per canvas at another bound cannot be derived "
@@ -59,21 +59,20 @@ def _profile_entropy_bound(profile: Profile) -> float:
 _VIEWS: dict = {}
 
 
-def engine_profile(profile: Profile, mode: str, s: EngineSettings) -> Profile:
+def engine_profile(profile: Profile, mode: ServingMode, s: EngineSettings) -> Profile:
     """The profile as an engine with settings `s` runs it: the canvas the draws cut outputs into
     (the engine's, not the model catalog's), async scheduling (what the host-overhead step term hides
     behind the forward), every canvas's denoising steps clipped at
     max_denoising_steps (clipping the steps-per-canvas distribution clips every draw), MTP's
     per-position acceptance for k drafts (fewer than measured: the first k positions; more: refused).
     The profile itself when nothing differs."""
-    serving = get_mode(mode)
-    key = (id(profile), mode, s.canvas_length, s.max_denoising_steps, s.num_speculative_tokens, s.async_scheduling)
+    key = (id(profile), mode.name, s.canvas_length, s.max_denoising_steps, s.num_speculative_tokens, s.async_scheduling)
     hit = _VIEWS.get(key)
     if hit is not None and hit[0]() is profile:
         return hit[1]
-    changes = serving.engine_view(profile, s)  # the mode's own parts as this engine runs them (its canvas, denoising budget, k)
+    changes = mode.engine_view(profile, s)  # the mode's own parts as this engine runs them (its canvas, denoising budget, k)
     eng = changes.get("engine", profile.engine if isinstance(profile.engine, dict) else {})
-    rec = mode_record(eng, mode)
+    rec = mode_record(eng, mode.name)
     overlaps = rec is not None and not rec.get("net_of_overlap")  # a term net of overlap is added whatever the setting
     if overlaps and s.async_scheduling is not None and eng.get("async_scheduling") != s.async_scheduling:
         changes["engine"] = {**eng, "async_scheduling": bool(s.async_scheduling)}  # the host-overhead term's overlap (costmodel/stepcost)
@@ -95,14 +94,14 @@ class ReplicaLimits:
     running_binding: str  # "kv blocks" | "max_num_seqs" | "sampler buffers" | "kv_capacity_tokens (given)"
 
 
-def replica_limits(profile: Profile, mode: str, cfg: EngineSettings, context_tokens) -> ReplicaLimits:
+def replica_limits(profile: Profile, mode: ServingMode, cfg: EngineSettings, context_tokens) -> ReplicaLimits:
     """vLLM 0.32's engine limits and KV blocks for this GPU, mode and model (costmodel/memory.py),
     as a token budget for requests of these final contexts (prompt + output). `cfg` is filled in
     by `mode_settings` first; the filled record's sources name the memory model where it decided."""
     r = profile.resolved()
     s, _ = mode_settings(profile, mode, cfg)
-    m = profile.mode(mode)
-    mem = replica_memory(r.spec, mode, r.precision, s.memory_settings(), model=m.model, assistant=m.assistant)
+    m = profile.mode(mode.name)
+    mem = replica_memory(r.spec, mode.name, r.precision, s.memory_settings(), model=m.model, assistant=m.assistant)
     lim = mem.limits
     memory_src = "default: costmodel/memory.py "
     filled = s
@@ -110,7 +109,7 @@ def replica_limits(profile: Profile, mode: str, cfg: EngineSettings, context_tok
         if getattr(s, name) is None:
             filled = filled.with_values(memory_src + lim.source.get(name, "engine limits"), **{name: getattr(lim, name)})
     if s.max_num_batched_tokens is not None and s.max_num_seqs is None:  # a given budget meets the defaulted max_num_seqs: vLLM's rule still holds
-        check_vllm_rules(filled, mode, "gpu" if _on_gpu(profile) else "cpu")
+        check_vllm_rules(filled, mode.name, "gpu" if _on_gpu(profile) else "cpu")
     cap = kv_capacity(mem, [int(c) for c in context_tokens] or [1])
     if cfg.kv_capacity_tokens is not None:
         return ReplicaLimits(filled, int(cfg.kv_capacity_tokens), lim.max_num_seqs, "kv_capacity_tokens (given)")

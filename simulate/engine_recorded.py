@@ -18,6 +18,7 @@ from pathlib import Path
 
 from costmodel.engine_settings import EngineSettings, from_run_engine, from_scheduler_config, layered, setting_names
 from costmodel.errors import UserError
+from costmodel.modes import ServingMode, get_mode, recorded_mode
 from costmodel.schemas.rundir import load_run
 from costmodel.schemas.bench_result import canvas_from_counters, infer_mode, read_results
 from costmodel.schemas.engine_trace import read_records
@@ -34,7 +35,7 @@ def recorded_settings(path: str | Path) -> tuple[str, EngineSettings]:
         config, _, _ = read_records(p)
         if not config:
             raise UserError(f"--engine-from {p} holds no scheduler config line", "record with measure/vllm/sched_recorder.py")
-        mode = "diffusion" if "Diffusion" in str(config.get("scheduler", "")) else ("mtp" if config.get("num_spec_tokens") else "ar")
+        mode = recorded_mode(lambda m: m.runs_scheduler(config)).name  # the mode whose engine the config line shows
         return mode, from_scheduler_config(config, mode, f"scheduler record {p.name}")
     return _bench(p)
 
@@ -44,7 +45,7 @@ def _run_dir(p: Path) -> tuple[str, EngineSettings]:
     m = run.manifest
     s = from_run_engine(m.engine, m.mode, f"recorded run: {p.name} manifest")
     canvas = (m.settings or {}).get("canvas_length") if isinstance(m.settings, dict) else None
-    if m.mode == "diffusion" and s.canvas_length is None and isinstance(canvas, int) and canvas >= 1:
+    if get_mode(m.mode).decodes_canvases and s.canvas_length is None and isinstance(canvas, int) and canvas >= 1:
         src = (m.settings or {}).get("canvas_length_source", "run settings")
         s = s.with_values(f"recorded run: {p.name} ({src})", canvas_length=canvas)
     return m.mode, s
@@ -54,7 +55,7 @@ def _bench(p: Path) -> tuple[str, EngineSettings]:
     results = read_results(p)
     model = next((r["model_id"] for r in results if isinstance(r.get("model_id"), str)), "")
     mode = infer_mode(results, model)
-    s = bench_settings(results, mode, p.name)
+    s = bench_settings(results, get_mode(mode), p.name)
     if s is None:
         raise UserError(f"--engine-from {p}: the bench file's counters give no engine setting", "give the server's scheduler record or run directory")
     return mode, s
@@ -64,17 +65,17 @@ def _bench(p: Path) -> tuple[str, EngineSettings]:
 TRANSCRIPTION, TRANSCRIBED_SERVER = "costmodel_transcription", "server"
 
 
-def bench_settings(results: list[dict], mode: str, name: str) -> EngineSettings | None:
+def bench_settings(results: list[dict], mode: ServingMode, name: str) -> EngineSettings | None:
     """The engine settings `vllm bench serve --save-result` results of one server imply (None: none):
     the canvas length its diffusion counters imply, MTP's k (draft tokens / drafts), over the settings
     a transcribed published figure names (`costmodel_transcription.server`, e.g. max_num_seqs,
     max_denoising_steps; keys that are not engine settings, such as max_model_len, are skipped)."""
     vals: dict = {}
-    if mode == "diffusion":
+    if mode.decodes_canvases:  # its counters imply the canvas length
         seen = {c for c in map(canvas_from_counters, results) if c is not None}
         if len(seen) == 1:
             vals["canvas_length"] = int(seen.pop())
-    elif mode == "mtp":
+    elif mode.assistant:  # its spec-decode counters imply k (draft tokens per draft)
         ks = {round(r["spec_decode_draft_tokens"] / r["spec_decode_num_drafts"]) for r in results
               if r.get("spec_decode_num_drafts") and r.get("spec_decode_draft_tokens")}
         if len(ks) == 1:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from costmodel.errors import UserError
-from costmodel.modes import get_mode
+from costmodel.modes import ServingMode, get_mode
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.results import PointSummary
 from simulate.engine import EngineConfig
@@ -84,9 +84,12 @@ def check_warmup_leaves(reqs, warmup_frac: float) -> None:
                         "give a smaller --warmup (warmup_frac) or a longer run (--requests, --duration)")
 
 
-def check_mode(profile: Profile, mode: str) -> None:
-    get_mode(mode)
+def check_mode(profile: Profile, mode: str) -> ServingMode:
+    """The registered mode named `mode`, which the profile must carry: the one place simulate's
+    entry points turn a mode name into its ServingMode (everything below takes the object)."""
+    serving = get_mode(mode)
     profile.mode(mode)
+    return serving
 
 
 def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int = 1, workload=None, duration_s: float | None = None,
@@ -110,7 +113,7 @@ def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int =
     vllm bench serve --burstiness (1: Poisson; workload.with_burstiness)."""
     if not isinstance(profile, Profile):
         raise UserError(f"profile {profile!r} is not a Profile", "load one with costmodel.schemas.profile.Profile.load or costmodel.shipped.resolve_profile")
-    check_mode(profile, mode)
+    serving = check_mode(profile, mode)
     if isinstance(replicas, bool) or not isinstance(replicas, numbers.Integral) or replicas < 1:
         raise UserError(f"replicas {replicas!r} must be an integer >= 1", "e.g. --replicas 2")
     replicas = int(replicas)
@@ -131,6 +134,6 @@ def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int =
     reqs = build_requests(profile, wl, qps, n_requests=n_requests, duration_s=duration_s, seed=seed, concurrency=concurrency)
     check_warmup_leaves(reqs, warmup_frac)
     desc = wl.describe(reqs.concurrency, rate_limited=reqs.qps != math.inf)
-    (summary, records), _ = simulate_records(profile, mode, reqs, replicas=replicas, cfg=cfg, router=router, seed=seed, warmup_frac=warmup_frac,
+    (summary, records), _ = simulate_records(profile, serving, reqs, replicas=replicas, cfg=cfg, router=router, seed=seed, warmup_frac=warmup_frac,
                                              abort_backlog_s=abort_backlog_s, drain_s=drain_s, workload_desc=desc, miss_bounds=miss_bounds)
     return PointResult(summary, records)

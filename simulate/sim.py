@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from costmodel.errors import UserError
-from costmodel.modes import ModeDraws, ServingMode, get_mode
+from costmodel.modes import ModeDraws, ServingMode
 from costmodel.schemas.profile import Profile, frontend_latency_ms
 from simulate.engine import EngineConfig, ReplicaLimits, engine_profile, mode_settings, replica_limits
 from simulate import native
@@ -136,9 +136,9 @@ _LIMITS: dict = {}
 _LIMITS_MAX = 256
 
 
-def _limits(profile: Profile, mode: str, cfg: EngineConfig, sample: np.ndarray) -> ReplicaLimits:
+def _limits(profile: Profile, mode: ServingMode, cfg: EngineConfig, sample: np.ndarray) -> ReplicaLimits:
     """replica_limits, cached per profile object, mode, settings and context sample."""
-    key = (id(profile), mode, cfg, sample.dtype.str, sample.tobytes())
+    key = (id(profile), mode.name, cfg, sample.dtype.str, sample.tobytes())
     hit = _LIMITS.get(key)
     if hit is not None and hit[0]() is profile:
         return hit[1]
@@ -149,18 +149,17 @@ def _limits(profile: Profile, mode: str, cfg: EngineConfig, sample: np.ndarray) 
     return lim
 
 
-def deploy(profile: Profile, mode: str, reqs: Requests, cfg: EngineConfig, seed: int, members: np.ndarray | None = None) -> Deployment:
+def deploy(profile: Profile, mode: ServingMode, reqs: Requests, cfg: EngineConfig, seed: int, members: np.ndarray | None = None) -> Deployment:
     """The one way a replica type is resolved, for a point and for a fleet's pool alike. `members`
     (a boolean mask): the requests these replicas serve, what the KV blocks are sized for and
     checked against (a pool of a fleet serves only the requests its class takes; None: all)."""
     native.warn_if_stale()
-    serving = get_mode(mode)
     profile = engine_profile(profile, mode, mode_settings(profile, mode, cfg)[0])  # the engine's canvas, denoising budget, k
-    draws = serving.draw(profile, reqs, seed)
+    draws = mode.draw(profile, reqs, seed)
     need = draws.kv_need_tokens if members is None else draws.kv_need_tokens[members] if members.any() else draws.kv_need_tokens[:1]
     limits = _limits(profile, mode, cfg, np.asarray(_context_sample(need)))
-    check_fits(need, limits.kv_capacity_tokens, mode)
-    return Deployment(profile, serving, limits.cfg, limits, draws, StepPricer(profile, serving, draws, cfg.shape_bits))
+    check_fits(need, limits.kv_capacity_tokens, mode.name)
+    return Deployment(profile, mode, limits.cfg, limits, draws, StepPricer(profile, mode, draws, cfg.shape_bits))
 
 
 def _only(rep):
@@ -353,7 +352,7 @@ class _Loop:
         return t_end
 
 
-def simulate_point(profile: Profile, mode: str, reqs: Requests, *, replicas: int, cfg: EngineConfig, router: str, seed: int,
+def simulate_point(profile: Profile, mode: ServingMode, reqs: Requests, *, replicas: int, cfg: EngineConfig, router: str, seed: int,
                    warmup_frac: float, abort_backlog_s: float | None, drain_s: float | None, workload_desc: str,
                    step_trace: list | None = None, miss_bounds: tuple = ()):
     """One point: (PointSummary, per-request DataFrame), and the step pricer it used. `miss_bounds`
@@ -364,7 +363,7 @@ def simulate_point(profile: Profile, mode: str, reqs: Requests, *, replicas: int
     return (summary, records.frame()), pricer
 
 
-def simulate_records(profile: Profile, mode: str, reqs: Requests, *, replicas: int, cfg: EngineConfig, router: str, seed: int,
+def simulate_records(profile: Profile, mode: ServingMode, reqs: Requests, *, replicas: int, cfg: EngineConfig, router: str, seed: int,
                      warmup_frac: float, abort_backlog_s: float | None, drain_s: float | None, workload_desc: str,
                      step_trace: list | None = None, miss_bounds: tuple = ()):
     """simulate_point with the per-request records as metrics.RequestRecords (no table built)."""

@@ -16,20 +16,20 @@ import pandas as pd
 import simpy
 
 from costmodel.errors import UserError
-from costmodel.modes import get_mode
+from costmodel.modes import ServingMode
 from costmodel.modes.diffusion import CANVAS_DEFAULT as CANVAS  # noqa: F401 (simulate/validate/loads.py reads it here)
 from costmodel.schemas.batch_request import BatchRequest
 from costmodel.schemas.profile import Profile
 from costmodel.stepcost import pass_cost
 
 
-def batch_timeline(profile: Profile, mode: str, batch: list[BatchRequest]) -> tuple[list[float], list[float], float]:
+def batch_timeline(profile: Profile, mode: ServingMode, batch: list[BatchRequest]) -> tuple[list[float], list[float], float]:
     """(first-output offsets, finish offsets, batch duration) in seconds from the batch start."""
-    first, finish, total_ms = get_mode(mode).static_batch_ms(pass_cost(profile, mode), batch)
+    first, finish, total_ms = mode.static_batch_ms(pass_cost(profile, mode.name), batch)
     return [x / 1e3 for x in first], [x / 1e3 for x in finish], total_ms / 1e3
 
 
-def simulate_static_batches(profile: Profile, mode: str, requests: list[BatchRequest], max_batch: int) -> pd.DataFrame:
+def simulate_static_batches(profile: Profile, mode: ServingMode, requests: list[BatchRequest], max_batch: int) -> pd.DataFrame:
     """Per-request arrival/start/first_token/finish (seconds) under static FCFS batching."""
     if max_batch < 1:
         raise UserError(f"max batch {max_batch} is below 1", "give --max-batch >= 1")

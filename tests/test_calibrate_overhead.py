@@ -65,8 +65,8 @@ def test_async_scheduling_hides_host_work_behind_the_forward_up_to_its_length():
 def test_the_engine_settings_async_scheduling_decides_the_overlap():
     fwd = step(roofline_profile("h200", "bf16", 0.5), "ar", (DECODE1,))
     p = with_host(roofline_profile("h200", "bf16", 0.5), "ar", False, ms=fwd / 2)  # measured without async (a CPU engine)
-    on = engine_profile(p, "ar", EngineSettings.given({"async_scheduling": True}, "CLI"))
-    off = engine_profile(p, "ar", EngineSettings.given({"async_scheduling": False}, "CLI"))
+    on = engine_profile(p, get_mode("ar"), EngineSettings.given({"async_scheduling": True}, "CLI"))
+    off = engine_profile(p, get_mode("ar"), EngineSettings.given({"async_scheduling": False}, "CLI"))
     assert step(on, "ar", (DECODE1,)) == pytest.approx(fwd)
     assert step(off, "ar", (DECODE1,)) == pytest.approx(fwd * 1.5)
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from costmodel.modes import get_mode
 from costmodel.errors import UserError
 from costmodel.shipped import resolve_profile
 from simulate.cluster.autoscalers import autoscaler_names, make_autoscaler, parse_autoscaler
@@ -37,7 +38,7 @@ def static(profile, mode, n, **kw):
 @pytest.mark.parametrize("mode", ["diffusion", "ar", "mtp"])
 def test_a_static_fleet_gives_run_points_per_request_results(h100, mode):
     reqs = build_requests(h100, None, 5.0, n_requests=1500, seed=3)
-    (_, df), _ = simulate_point(h100, mode, reqs, replicas=3, cfg=EngineConfig.for_profile(h100), router="least-outstanding", seed=3,
+    (_, df), _ = simulate_point(h100, get_mode(mode), reqs, replicas=3, cfg=EngineConfig.for_profile(h100), router="least-outstanding", seed=3,
                                 warmup_frac=0.1, abort_backlog_s=None, drain_s=None, workload_desc="")
     run = simulate_fleet([static(h100, mode, 3)], reqs, seed=3, drain_s=max(120.0, reqs.window_s))
     for ours, theirs in (("start_s", "start_s"), ("first_s", "first_token_s"), ("finish_s", "finish_s"), ("replica", "replica"),

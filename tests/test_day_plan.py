@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from costmodel.modes import get_mode
 from costmodel.shipped import resolve_profile
 from simulate.cluster.fleet import simulate_fleet
 from simulate.cluster.load import curve_requests, parse_curve
@@ -30,7 +31,7 @@ def test_a_static_fleet_on_a_shared_prefix_gives_run_points_results(caching):
     reqs = curve_requests(h100, load_workload(SHARED), parse_curve("flat:8,hours=0.05"), seed=2)
     assert reqs.content is not None  # the day's requests carry their prompt content, as a point's do
     cfg = EngineConfig.for_profile(h100, **(engine or {}))
-    (summary, df), _ = simulate_point(h100, "mtp", reqs, replicas=2, cfg=cfg, router="least-outstanding", seed=2, warmup_frac=0.1,
+    (summary, df), _ = simulate_point(h100, get_mode("mtp"), reqs, replicas=2, cfg=cfg, router="least-outstanding", seed=2, warmup_frac=0.1,
                                 abort_backlog_s=None, drain_s=None, workload_desc="")
     pool = PoolSpec("p", h100, "mtp", engine=engine, scaling=Scaling(min_replicas=2, max_replicas=2, initial_replicas=2))
     run = simulate_fleet([pool], reqs, seed=2, drain_s=max(120.0, reqs.window_s))

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from costmodel.modes import get_mode
 from costmodel.cli import main
 from costmodel.engine_settings import (EngineSettings, check_vllm_rules, from_profile, from_scheduler_config, layered,
                                        vllm_defaults)
@@ -48,21 +49,21 @@ def test_vllm_rewrites_what_it_rewrites_and_refuses_what_it_refuses():
 
 
 def test_defaults_come_from_the_profile_then_vllm_and_the_memory_model():
-    s, notes = mode_settings(PROFILE, "mtp", EngineSettings())
+    s, notes = mode_settings(PROFILE, get_mode("mtp"), EngineSettings())
     assert notes == [] and s.num_speculative_tokens == PROFILE.mtp_acceptance.num_speculative_tokens
     assert s.source("num_speculative_tokens").startswith(f"profile {PROFILE.profile_id}")
-    lim = replica_limits(PROFILE, "diffusion", EngineSettings(), [1024])
+    lim = replica_limits(PROFILE, get_mode("diffusion"), EngineSettings(), [1024])
     assert lim.cfg.max_num_seqs == 8 and lim.cfg.source("max_num_seqs").startswith("default: costmodel/memory.py")
     assert lim.cfg.canvas_length == 256 and lim.cfg.source("canvas_length").startswith(f"profile {PROFILE.profile_id}")  # the engine it measured
 
 
 def test_the_simulator_runs_the_engines_canvas_denoising_budget_and_k():
-    s, _ = mode_settings(PROFILE, "diffusion", EngineSettings(max_denoising_steps=4, canvas_length=128))
-    view = engine_profile(PROFILE, "diffusion", s)
-    assert view is engine_profile(PROFILE, "diffusion", s)  # one view per setting: step prices are cached on it
+    s, _ = mode_settings(PROFILE, get_mode("diffusion"), EngineSettings(max_denoising_steps=4, canvas_length=128))
+    view = engine_profile(PROFILE, get_mode("diffusion"), s)
+    assert view is engine_profile(PROFILE, get_mode("diffusion"), s)  # one view per setting: step prices are cached on it
     assert max(max(cs.steps_per_canvas.values) for cs in view.commit_stats.values()) == 4
     assert view.engine["canvas_length"] == 128
-    assert engine_profile(PROFILE, "diffusion", mode_settings(PROFILE, "diffusion", EngineSettings())[0]) is PROFILE
+    assert engine_profile(PROFILE, get_mode("diffusion"), mode_settings(PROFILE, get_mode("diffusion"), EngineSettings())[0]) is PROFILE
     kw = dict(n_requests=200, seed=1)
     base = run_point(PROFILE, "diffusion", 2.0, **kw).summary
     clipped = run_point(PROFILE, "diffusion", 2.0, engine={"max_denoising_steps": 4}, **kw).summary

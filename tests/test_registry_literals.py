@@ -58,14 +58,6 @@ ALLOWED = {
     # validation: the same three modes on a real engine
     "measure/validate/vllm_loads.py": (19, "vLLM validation: loads per mode (engine-settings owner)"),
     "measure/validate/vllm_campaign.py": (12, "vLLM validation campaign per mode (engine-settings owner)"),
-    "simulate/validate/vllm/score.py": (7, "vLLM validation scores per mode and kind"),
-    "simulate/validate/vllm/replay.py": (2, "vLLM validation replay: recorded draws per mode"),
-    # artefact readers (costmodel/schemas): a recorded engine's account of itself, per mode
-    "costmodel/schemas/engine_trace.py": (6, "vLLM scheduler log: per-mode request phases"),
-    "costmodel/schemas/bench_result.py": (5, "vllm bench result: the mode its counters imply"),
-    "simulate/engine_recorded.py": (6, "engine settings read from a recorded engine: its mode from the scheduler config (engine-settings owner)"),
-    # defaults naming a catalog GPU where the catalog's default (costmodel.hardware.default_hardware) is not meant
-    "costmodel/cli/memory.py": (1, "memory CLI: its default GPU, the 80 GB H100 (not the catalog's default: the tighter budget, docs/memory.md)"),
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from costmodel.modes import get_mode
 from costmodel.engine_settings import EngineSettings
 from costmodel.shipped import resolve_profile
 from simulate.sim import simulate_point
@@ -28,7 +29,7 @@ def _run(n: int, k: int, blocks: int, outputs=None, prompts=None, **engine):
                     recorded={"steps_per_canvas": [[k] * blocks for _ in range(n)]})
     cfg = EngineSettings(async_scheduling=False, shape_bits=0, kv_capacity_tokens=10**6, **engine)
     trace: list = []
-    (_, df), _ = simulate_point(PROFILE, "diffusion", reqs, replicas=1, cfg=cfg, router="least-outstanding", seed=0, warmup_frac=0.0,
+    (_, df), _ = simulate_point(PROFILE, get_mode("diffusion"), reqs, replicas=1, cfg=cfg, router="least-outstanding", seed=0, warmup_frac=0.0,
                                 abort_backlog_s=None, drain_s=None, workload_desc="canvas slots", step_trace=trace)
     steps = [(t[4], *t[6]) for t in trace]
     return steps, df

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from costmodel.modes import get_mode
 from costmodel.baseline_profile import roofline_profile
 from costmodel.errors import UserError
 from costmodel.schemas.profile import Distribution, MtpAcceptance, Provenance
@@ -240,18 +241,18 @@ def test_replica_limits_come_from_the_memory_model():
     """vLLM 0.32's defaults on an H200 (costmodel/memory.py): DiffusionGemma's max_num_seqs rule (8),
     Hopper batch defaults for AR/MTP; KV in blocks of the hybrid layout, as context tokens."""
     ctx = [1024] * 10
-    d = replica_limits(PROFILE, "diffusion", EngineConfig(), ctx)
-    ar = replica_limits(PROFILE, "ar", EngineConfig(), ctx)
-    mtp = replica_limits(PROFILE, "mtp", EngineConfig(), ctx)
+    d = replica_limits(PROFILE, get_mode("diffusion"), EngineConfig(), ctx)
+    ar = replica_limits(PROFILE, get_mode("ar"), EngineConfig(), ctx)
+    mtp = replica_limits(PROFILE, get_mode("mtp"), EngineConfig(), ctx)
     assert (d.cfg.max_num_seqs, d.max_running, d.running_binding) == (8, 8, "max_num_seqs")
     assert (ar.cfg.max_num_seqs, ar.cfg.max_num_batched_tokens, ar.cfg.gpu_memory_utilization) == (1024, 8192, 0.92)
     assert ar.running_binding == "kv blocks" and ar.kv_capacity_tokens == ar.max_running * 1024
     assert mtp.max_running < ar.max_running  # the assistant's weights and the 1 + 2k lookahead slots
     # long contexts: the 25 sliding-window layers keep 1,024 tokens, so a replica holds more tokens
-    assert replica_limits(PROFILE, "ar", EngineConfig(), [16384] * 10).kv_capacity_tokens > ar.kv_capacity_tokens
-    assert replica_limits(PROFILE, "ar", EngineConfig(gpu_memory_utilization=0.7), ctx).kv_capacity_tokens < ar.kv_capacity_tokens
+    assert replica_limits(PROFILE, get_mode("ar"), EngineConfig(), [16384] * 10).kv_capacity_tokens > ar.kv_capacity_tokens
+    assert replica_limits(PROFILE, get_mode("ar"), EngineConfig(gpu_memory_utilization=0.7), ctx).kv_capacity_tokens < ar.kv_capacity_tokens
     with pytest.raises(UserError, match="needs .* GB for weights"):
-        replica_limits(PROFILE, "ar", EngineConfig(gpu_memory_utilization=0.3), ctx)
+        replica_limits(PROFILE, get_mode("ar"), EngineConfig(gpu_memory_utilization=0.3), ctx)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -301,7 +302,7 @@ def test_kv_accounting_returns_to_zero():
 
         simmod.engine_for = spy
         try:
-            simulate_point(PROFILE, mode, reqs, replicas=1, cfg=EngineConfig(kv_capacity_tokens=4000), router="least-outstanding", seed=2,
+            simulate_point(PROFILE, get_mode(mode), reqs, replicas=1, cfg=EngineConfig(kv_capacity_tokens=4000), router="least-outstanding", seed=2,
                            warmup_frac=0.1, abort_backlog_s=None, drain_s=None, workload_desc="")
         finally:
             simmod.engine_for = orig

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from costmodel.modes import get_mode
 from costmodel.baseline_profile import roofline_profile
 from costmodel.errors import UserError
 from costmodel.roofline import Segment
@@ -15,7 +16,7 @@ PROFILE = roofline_profile("h200", "bf16", 0.33)
 
 def test_single_diffusion_request_timeline_by_hand():
     r = BatchRequest("a", 0.0, prompt_tokens=300, output_tokens=400, steps_per_canvas=[5, 7])
-    first, finish, dur = batch_timeline(PROFILE, "diffusion", [r])
+    first, finish, dur = batch_timeline(PROFILE, get_mode("diffusion"), [r])
     ms = lambda s: PROFILE.pass_ms("diffusion", (s,))  # noqa: E731
     pre = ms(Segment("encoder_prefill", 1, 300, 0))
     c1 = 5 * ms(Segment("denoise_step", 1, 256, 300))
@@ -27,7 +28,7 @@ def test_single_diffusion_request_timeline_by_hand():
 def test_batch_runs_until_every_row_stopped():
     a = BatchRequest("a", 0.0, 100, 200, steps_per_canvas=[3])
     b = BatchRequest("b", 0.0, 200, 100, steps_per_canvas=[9])
-    first, finish, dur = batch_timeline(PROFILE, "diffusion", [a, b])
+    first, finish, dur = batch_timeline(PROFILE, get_mode("diffusion"), [a, b])
     ms = lambda s: PROFILE.pass_ms("diffusion", (s,))  # noqa: E731
     expect = ms(Segment("encoder_prefill", 2, 200, 0)) + 9 * ms(Segment("denoise_step", 2, 256, 200))
     assert finish == pytest.approx([expect / 1e3] * 2)
@@ -36,7 +37,7 @@ def test_batch_runs_until_every_row_stopped():
 def test_ar_rows_finish_at_their_own_length():
     a = BatchRequest("a", 0.0, 50, 3)
     b = BatchRequest("b", 0.0, 50, 5)
-    first, finish, dur = batch_timeline(PROFILE, "ar", [a, b])
+    first, finish, dur = batch_timeline(PROFILE, get_mode("ar"), [a, b])
     ms = lambda s: PROFILE.pass_ms("ar", (s,))  # noqa: E731
     pre = ms(Segment("prefill", 2, 50, 0))
     steps = [ms(Segment("decode_step", 2, 1, 50 + j)) for j in range(4)]
@@ -47,14 +48,14 @@ def test_ar_rows_finish_at_their_own_length():
 
 def test_mtp_emits_one_plus_accepted_per_iteration():
     r = BatchRequest("a", 0.0, 64, 10, accepted_per_iteration=[3, 0, 4], draft_tokens=4)
-    _, finish, _ = batch_timeline(PROFILE, "mtp", [r])
+    _, finish, _ = batch_timeline(PROFILE, get_mode("mtp"), [r])
     ms = lambda s: PROFILE.pass_ms("mtp", (s,))  # noqa: E731
     t = ms(Segment("prefill", 1, 64, 0))
     for done in (1, 5, 6):  # tokens done before each iteration: 1 -> 5 -> 6 -> 11
         t += 4 * ms(Segment("draft_step", 1, 1, 64 + done)) + ms(Segment("verify_step", 1, 5, 64 + done))
     assert finish[0] == pytest.approx(t / 1e3)
     with pytest.raises(UserError):
-        batch_timeline(PROFILE, "mtp", [r, r])
+        batch_timeline(PROFILE, get_mode("mtp"), [r, r])
 
 
 def _workload(rate, n=40, seed=0):
@@ -66,17 +67,17 @@ def _workload(rate, n=40, seed=0):
 
 def test_fcfs_batches_idle_and_queue():
     reqs = [BatchRequest(f"r{i}", 20.0 * i, 256, 200, steps_per_canvas=[10]) for i in range(5)]
-    df = simulate_static_batches(PROFILE, "diffusion", reqs, max_batch=4)
+    df = simulate_static_batches(PROFILE, get_mode("diffusion"), reqs, max_batch=4)
     # at a very low rate nobody waits: each request starts on arrival
     assert np.allclose(df.start_s, df.arrival_s)
-    busy = simulate_static_batches(PROFILE, "diffusion", _workload(50.0, n=30), max_batch=4)
+    busy = simulate_static_batches(PROFILE, get_mode("diffusion"), _workload(50.0, n=30), max_batch=4)
     assert (busy.start_s >= busy.arrival_s - 1e-12).all() and busy.batch_size.max() == 4
     assert (busy.start_s - busy.arrival_s).iloc[-1] > 0.5  # a backlog builds at 50 req/s
 
 
 def test_score_perfect_prediction_and_known_error():
     reqs = _workload(1.0)
-    sim = simulate_static_batches(PROFILE, "diffusion", reqs, max_batch=4)
+    sim = simulate_static_batches(PROFILE, get_mode("diffusion"), reqs, max_batch=4)
     scores = score_table(score_rate("diffusion", 1.0, sim, sim, saturated=False))
     assert np.allclose(scores.rel_error_pct, 0)
     slow = sim.copy()
@@ -88,7 +89,7 @@ def test_score_perfect_prediction_and_known_error():
 
 
 def test_alignment_rejects_different_workloads():
-    a = simulate_static_batches(PROFILE, "ar", _workload(1.0, n=10), max_batch=2)
+    a = simulate_static_batches(PROFILE, get_mode("ar"), _workload(1.0, n=10), max_batch=2)
     with pytest.raises(UserError, match="different requests"):
         align(a, a.iloc[:-1])
     b = a.copy()
@@ -98,8 +99,8 @@ def test_alignment_rejects_different_workloads():
 
 
 def test_saturation_flag():
-    light = simulate_static_batches(PROFILE, "diffusion", _workload(0.2, n=30), max_batch=4)
-    heavy = simulate_static_batches(PROFILE, "diffusion", _workload(40.0, n=60), max_batch=4)
+    light = simulate_static_batches(PROFILE, get_mode("diffusion"), _workload(0.2, n=30), max_batch=4)
+    heavy = simulate_static_batches(PROFILE, get_mode("diffusion"), _workload(40.0, n=60), max_batch=4)
     assert not is_saturated(light)
     assert is_saturated(heavy)
     assert aggregates(light)["throughput_rps"] == pytest.approx(30 / (light.finish_s.max() - light.arrival_s.min()))
@@ -119,7 +120,7 @@ class VirtualGPU:
         self.now += dt
 
     def serve(self, batch):
-        first, finish, dur = batch_timeline(PROFILE, self.mode, batch)
+        first, finish, dur = batch_timeline(PROFILE, get_mode(self.mode), batch)
         self.now += dur
         return first, finish, {}
 
@@ -129,10 +130,10 @@ def test_load_loop_and_simulator_implement_the_same_policy(mode, max_batch):
     from measure.validate.loadrun import run_load
     from simulate.validate.loads import poisson_workload
 
-    reqs = poisson_workload(PROFILE, mode, rate_rps=2.0, n_requests=25, seed=3)
+    reqs = poisson_workload(PROFILE, get_mode(mode), rate_rps=2.0, n_requests=25, seed=3)
     gpu = VirtualGPU(mode)
     measured = pd.DataFrame(run_load(gpu, reqs, max_batch, clock=gpu.clock, sleep=gpu.sleep))
-    simulated = simulate_static_batches(PROFILE, mode, reqs, max_batch)
+    simulated = simulate_static_batches(PROFILE, get_mode(mode), reqs, max_batch)
     j = align(measured, simulated)
     assert np.allclose(j.finish_s_measured, j.finish_s_predicted)
     assert np.allclose(j.first_token_s_measured, j.first_token_s_predicted)
@@ -142,9 +143,9 @@ def test_workload_errors():
     from simulate.validate.loads import poisson_workload
 
     with pytest.raises(UserError, match="not a positive"):
-        poisson_workload(PROFILE, "ar", -1, 10, 0)
+        poisson_workload(PROFILE, get_mode("ar"), -1, 10, 0)
     with pytest.raises(UserError, match="not in profile"):
-        poisson_workload(PROFILE, "ar", 1, 10, 0, regimes=["R9"])
+        poisson_workload(PROFILE, get_mode("ar"), 1, 10, 0, regimes=["R9"])
 
 
 def test_validate_cli_end_to_end_on_cpu_tiny_models(tmp_path, cli):

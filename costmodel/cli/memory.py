@@ -9,7 +9,7 @@ from rich.table import Table
 
 from costmodel.console import make_console
 from costmodel.errors import UserError
-from costmodel.hardware import catalog, get_hardware, load_user_hardware
+from costmodel.hardware import catalog, default_hardware, get_hardware, load_user_hardware
 from costmodel.memory import EngineSettings, kv_capacity, replica_memory, request_limit, simple_kv_tokens
 from costmodel.modes import get_mode, mode_names
 from costmodel.options import parse_ints
@@ -113,7 +113,7 @@ def _all(con, specs, prec_name, settings, contexts):
 
 
 @click.command()
-@click.option("--hardware", default="h100-sxm", show_default=True, help="Catalog id or a hardware JSON file.")
+@click.option("--hardware", default=default_hardware("memory"), show_default=True, help="Catalog id or a hardware JSON file.")
 @click.option("--hardware-file", type=click.Path(), default=None, help="JSON file describing extra GPUs.")
 @click.option("--mode", type=click.Choice(mode_names()), default=mode_names()[0], show_default=True)
 @click.option("--precision", default=None, help="bf16, fp8, int4 or nvfp4 (costmodel/precision.py); default bf16, with --all "

@@ -77,6 +77,12 @@ def harness_modes() -> tuple[ServingMode, ...]:
     return tuple(m for m in all_modes() if m.harness)
 
 
+def recorded_mode(sign) -> ServingMode:
+    """The first mode (display order) for which `sign(mode)` holds of a recording, else the mode of
+    recordings that show no other's signs (`recorded_default`)."""
+    return next((m for m in all_modes() if sign(m)), None) or next(m for m in all_modes() if m.recorded_default)
+
+
 def mode_order(name: str) -> int:
     """Sort key of a mode name in tables (unknown names last)."""
     m = _REGISTRY.get(name)
@@ -92,5 +98,5 @@ register(DiffusionMode())
 register(ArMode())
 register(MtpMode())
 
-__all__ = ["ModeDraws", "ProfilePart", "ServingMode", "all_modes", "find_part", "get_mode", "family_of_pass", "harness_modes", "mode_names", "mode_order",
+__all__ = ["ModeDraws", "ProfilePart", "ServingMode", "all_modes", "find_part", "get_mode", "family_of_pass", "harness_modes", "mode_names", "mode_order", "recorded_mode",
            "modes_of_family", "profile_parts", "register", "unregister"]

@@ -19,3 +19,5 @@ class ArMode(ServingMode):
     group_kinds = ("decode_step",)
     sim_cost_rank = 2  # coasts cover its decode steps in closed form: the cheapest per point
     harness = "causal"
+    # a recorded engine's account of the mode (base.py)
+    recorded_default = True  # a recording with no diffusion scheduler, no speculative tokens, no mode counters

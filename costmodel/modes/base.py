@@ -89,6 +89,20 @@ class ServingMode:
     harness: ClassVar[str | None] = None
     static_batch_requests: ClassVar[int | None] = None  # requests a static batch holds when fixed (transformers' assisted generation: 1)
 
+    # ---- a recorded engine's account of the mode (costmodel/schemas/engine_trace.py, bench_result.py,
+    # simulate/engine_recorded.py, simulate/validate/vllm/): how a vLLM recording shows which mode it
+    # served and what it reports per mode. Kept together, apart from measure's backend attributes.
+    engine_phases: ClassVar[tuple[str, ...]] = ("prefill", "decode")  # request phases the scheduler recorder's steps count (<phase>_reqs/_tokens), prefill first, then one per decode-phase group
+    bench_counter_prefix: ClassVar[str | None] = None  # `vllm bench serve` result keys only its server reports (e.g. "spec_decode_")
+    bench_model_hint: ClassVar[str | None] = None  # a word in the served model's name that names the mode when a bench file's counters do not
+    recorded_default: ClassVar[bool] = False  # the mode of a recording that shows no other mode's signs (one mode sets it)
+    recorded_replay: ClassVar[str | None] = None  # the engine trace's per-request column the simulator replays (a Requests.recorded key)
+
+    def runs_scheduler(self, config: dict) -> bool:
+        """Whether a scheduler recorder's config line (vLLM's scheduler class and settings) shows this
+        mode's engine (False: no sign of it; the recorded_default mode is the one left)."""
+        return False
+
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
         cls.profile_parts = tuple(p.key for p in cls.parts)

@@ -215,6 +215,15 @@ class DiffusionMode(ServingMode):
     parts = (COMMIT_STATS,)
     sim_cost_rank = 1
     harness = "canvas"
+    # a recorded engine's account of the mode (base.py)
+    engine_phases = ("prefill", "denoise", "commit")
+    bench_counter_prefix = "diffusion_"
+    bench_model_hint = "diffusion"
+    recorded_replay = "steps_per_canvas"
+
+    def runs_scheduler(self, config: dict) -> bool:
+        """vLLM's diffusion scheduler class."""
+        return "Diffusion" in str(config.get("scheduler", ""))
 
     def kv_step_slots(self, k: int, canvas: int) -> int:
         """The active canvas holds its slots from its first denoising step."""

@@ -203,6 +203,14 @@ class MtpMode(ServingMode):
     static_batch_requests = 1  # transformers' assisted generation serves one request at a time
     sim_cost_rank = 0  # each step price has three passes (verify, first and later drafts): the slowest per point
     harness = "causal"
+    # a recorded engine's account of the mode (base.py)
+    engine_phases = ("prefill", "verify")
+    bench_counter_prefix = "spec_decode_"
+    recorded_replay = "tokens_per_step"
+
+    def runs_scheduler(self, config: dict) -> bool:
+        """Speculative tokens configured."""
+        return bool(config.get("num_spec_tokens"))
 
     def kv_step_slots(self, k: int, canvas: int) -> int:
         """vLLM's lookahead reserve for speculative decoding: 1 + 2k slots (v1/core/sched, spec decode)."""

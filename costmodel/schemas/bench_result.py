@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from costmodel.errors import UserError
+from costmodel.modes import all_modes, recorded_mode
 
 BENCH_KIND = "bench-import"  # the manifest kind of its run directory
 PCT_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
@@ -88,11 +89,13 @@ def validate(r, where: str) -> None:
 
 
 def infer_mode(results: list[dict], model: str) -> str:
-    if any(any(k.startswith("diffusion_") for k in r) for r in results):
-        return "diffusion"
-    if any(any(k.startswith("spec_decode_") for k in r) for r in results):
-        return "mtp"
-    return "diffusion" if "diffusion" in model.lower() else "ar"
+    """The mode whose counters (ServingMode.bench_counter_prefix) the results carry, else the one
+    the model's name hints at (bench_model_hint), else the recordings' default mode."""
+    keys = {k for r in results for k in r}
+    by_counters = [m for m in all_modes() if m.bench_counter_prefix and any(k.startswith(m.bench_counter_prefix) for k in keys)]
+    if by_counters:
+        return by_counters[0].name
+    return recorded_mode(lambda m: bool(m.bench_model_hint) and m.bench_model_hint in model.lower()).name
 
 
 def number(r: dict, k: str) -> float:

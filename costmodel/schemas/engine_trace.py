@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
+from costmodel.modes import ServingMode, get_mode
 from costmodel.schemas.rundir import STEP_COLUMNS
 
 _ID = re.compile(r"^(?:cmpl|chatcmpl)-(.+?)(?:-\d+)?(?:-[0-9a-f]{8})?$")
@@ -55,6 +56,11 @@ class EngineTrace:
     config: dict
     steps: pd.DataFrame
     requests: pd.DataFrame
+
+    @property
+    def serving(self) -> ServingMode:
+        """The recorded mode's registry entry (its engine phases, replayed column)."""
+        return get_mode(self.mode)
 
 
 def read_records(path: str | Path) -> tuple[dict, list[dict], list[dict]]:
@@ -96,20 +102,21 @@ class _Walk:
         self.n_admitted = 0  # requests scheduled at least once so far (the walk is in step order)
 
 
-def _classify(mode: str, q: dict, spec: int, emitted: int) -> str:
-    """The pass kind a request ran in a step: diffusion by its canvas (a canvas step that emits is
-    the commit); AR/MTP by phase (prefill chunks until the step that emits the first token, or the
-    first after a preemption's recompute)."""
-    if mode == "diffusion":
+def _classify(mode: ServingMode, q: dict, spec: int, emitted: int) -> str:
+    """The phase (ServingMode.engine_phases) a request ran in a step: a canvas mode's by its canvas
+    (a canvas step that emits is the commit, the last phase); a causal mode's by phase (prefill chunks
+    until the step that emits the first token, or the first after a preemption's recompute)."""
+    phases = mode.engine_phases
+    if mode.decodes_canvases:
         if spec > 0:
-            return "commit" if emitted > 0 else "denoise"
-        return "prefill"
+            return phases[-1] if emitted > 0 else phases[1]
+        return phases[0]
     if q["prefilling"]:
-        return "prefill"
-    return "verify" if mode == "mtp" else "decode"
+        return phases[0]
+    return phases[1]
 
 
-def _request_step(mode: str, row: dict, w: _Walk, q: dict, step: int, n: int, spec: int, emitted: int) -> None:
+def _request_step(mode: ServingMode, row: dict, w: _Walk, q: dict, step: int, n: int, spec: int, emitted: int) -> None:
     kind = _classify(mode, q, spec, emitted)
     row[f"{kind}_reqs"] += 1
     row[f"{kind}_tokens"] += n
@@ -118,22 +125,23 @@ def _request_step(mode: str, row: dict, w: _Walk, q: dict, step: int, n: int, sp
         q["admit_step"] = step
         w.n_admitted += 1
     q["n_steps"] += 1
-    if kind == "prefill" and emitted > 0:
-        q["prefilling"] = False
-    elif kind == "verify":
+    if kind == mode.engine_phases[0]:
+        if emitted > 0:
+            q["prefilling"] = False
+    elif mode.assistant:  # the verify step: drafts proposed and accepted
         row["drafts_proposed"] += spec
         row["drafts_accepted"] += max(0, emitted - 1)
         row["sd_drafts"] += 1
         row["_per_pos"][:max(0, emitted - 1)] += 1
         q["tokens_per_step"].append(emitted)
-    elif kind in ("denoise", "commit"):
+    elif mode.decodes_canvases:
         q["canvas_steps"] += 1
-        if kind == "commit":
+        if kind == mode.engine_phases[-1]:
             q["steps_per_canvas"].append(q["canvas_steps"] - 1)
             q["canvas_steps"] = 0
 
 
-def _step_row(mode: str, st: dict, w: _Walk, nxt_t0: float | None) -> dict:
+def _step_row(mode: ServingMode, st: dict, w: _Walk, nxt_t0: float | None) -> dict:
     row = {c: 0 for c in STEP_COLUMNS}
     step = int(st["i"])
     row.update(step=step, t_s=float(st["t1"]), elapsed_ms=(st["t1"] - st["t0"]) * 1e3, t0_s=float(st["t0"]), t1_s=float(st["t1"]))
@@ -165,7 +173,7 @@ def _step_row(mode: str, st: dict, w: _Walk, nxt_t0: float | None) -> dict:
         q = w.req.get(rid)
         if q is not None:
             q["finish_step"], q["finish_t"] = step, float(st["t1"])
-    row["sd_per_pos"] = json.dumps(row.pop("_per_pos").tolist()) if mode == "mtp" else ""
+    row["sd_per_pos"] = json.dumps(row.pop("_per_pos").tolist()) if mode.assistant else ""
     row["running"] = len(st["tokens"])
     arrived = int(np.searchsorted(w.added, float(st["t0"]), side="right"))
     row["waiting"] = max(0, arrived - w.n_admitted)
@@ -177,12 +185,13 @@ def read_trace(path: str | Path, mode: str) -> EngineTrace:
     config, adds, steps = read_records(path)
     if not steps:
         raise UserError(f"scheduler record {path} holds no engine steps", "the load sent no request, or the server died before its first step")
+    serving = get_mode(mode)
     w = _Walk(adds)
     rows = []
     held = _held_after(adds, steps)
     for i, st in enumerate(steps):
         nxt = steps[i + 1]["t0"] if i + 1 < len(steps) and _busy_after(st, steps[i + 1], int(held[i])) else None
-        rows.append(_step_row(mode, st, w, nxt))
+        rows.append(_step_row(serving, st, w, nxt))
     sdf = pd.DataFrame(rows)
     reqs = pd.DataFrame([{k: q[k] for k in REQUEST_COLUMNS} for q in w.req.values()], columns=list(REQUEST_COLUMNS))
     reqs = reqs.sort_values("arrival_t").reset_index(drop=True)

@@ -16,7 +16,7 @@ from costmodel.console import make_console
 from costmodel.costing import pricing_config
 from costmodel.engine_settings import EngineSettings, layered
 from costmodel.errors import UserError
-from costmodel.modes import mode_names
+from costmodel.modes import get_mode, mode_names
 from costmodel.options import parse_burstiness, parse_concurrency, parse_floats, parse_modes, parse_profile_modes
 from simulate.api import SimulateConfig, run_simulation, write_outcome
 from simulate.batch import DEFAULT_HARDWARE
@@ -120,7 +120,7 @@ def engine_layers(given: dict, engine_from: str | None, modes: str | None) -> tu
 def engine_notes(profile, cfg: SimulateConfig) -> list[str]:
     """One line per setting vLLM would rewrite (and the simulator rewrote the same way), per mode."""
     engine = resolve_engine(profile, cfg.engine)
-    return [f"{mode}: {note}" for mode in cfg.modes for note in mode_settings(profile, mode, engine)[1]]
+    return [f"{mode}: {note}" for mode in cfg.modes for note in mode_settings(profile, get_mode(mode), engine)[1]]
 
 
 @contextmanager

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from costmodel.errors import UserError
+from costmodel.modes import ServingMode, get_mode
 from costmodel.schemas.profile import Profile
 from simulate.cluster.autoscalers import make_autoscaler
 from simulate.cluster.classes import RequestClass
@@ -48,6 +50,11 @@ class PoolSpec:
     takes: RequestClass | None = None
     max_waiting: int | None = None
     queue_timeout_s: float | None = None
+
+    @cached_property
+    def serving(self) -> ServingMode:
+        """The mode's registry entry, resolved once (what deploy and the engines take)."""
+        return get_mode(self.mode)
 
     @property
     def hardware(self) -> str:
@@ -91,7 +98,7 @@ def deploy_for(spec: PoolSpec, reqs, members: np.ndarray, seed: int) -> Deployme
     """A pool's replicas resolved exactly as a point's (sim.deploy, engine settings through
     point.resolve_engine: the engine's canvas, k, async scheduling, batch limits, prefix caching),
     the KV capacity sized on and checked against only the requests the pool takes."""
-    return deploy(spec.profile, spec.mode, reqs, resolve_engine(spec.profile, spec.engine), seed, members=members)
+    return deploy(spec.profile, spec.serving, reqs, resolve_engine(spec.profile, spec.engine), seed, members=members)
 
 
 class Pool:

@@ -16,6 +16,7 @@ from typing import Callable
 from costmodel import outputset
 from costmodel.costing import CROSSOVER_TOLERANCE_FRAC, Analysis, PricingConfig, analyse, answer_frame, answer_lines, gpu_price
 from costmodel.errors import UserError
+from costmodel.modes import get_mode
 from costmodel.options import QPS_MIN, check_rate
 from costmodel.jsonfile import records
 from costmodel.schemas.dictionary import write_table
@@ -110,6 +111,7 @@ def _resolve(cfg: PlanConfig) -> _Resolved:
     for h in hw_list:
         for m in modes:
             loaded[h].mode(m)  # a profile lacking a requested mode fails here, before any simulation
+    servings = [get_mode(m) for m in modes]  # the modes' registry entries, resolved once (the profiles carry them)
     specs = {h: loaded[h].hardware_spec() for h in hw_list}
     cfg.pricing.check_hardware(specs)
     if cfg.pricing.onprem:
@@ -122,7 +124,7 @@ def _resolve(cfg: PlanConfig) -> _Resolved:
             raise UserError(f"workload {cfg.workload} replays its trace at the recorded rate", 'plan sets the rate per QPS: use "trace_time_scale": "qps"')
         workload = str(Path(cfg.workload).resolve())
     for h in hw_list:  # no request above what a replica serves (the model's context, max_model_len, KV)
-        check_requests_fit(loaded[h], modes, resolve_workload(workload) if workload else None, resolve_engine(loaded[h], None))
+        check_requests_fit(loaded[h], servings, resolve_workload(workload) if workload else None, resolve_engine(loaded[h], None))
     cfg.modes = modes
     return _Resolved(slo, hw_list, loaded, paths, workload)
 

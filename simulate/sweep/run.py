@@ -70,10 +70,10 @@ def _workload(spec) -> Workload | None:
 def check_point(p: dict) -> None:
     """Everything a point's job would reject, checked in the client before any job runs."""
     prof = _profile(p.get("profile"), p["hardware"])
-    check_mode(prof, p["mode"])
+    mode = check_mode(prof, p["mode"])
     engine = resolve_engine(prof, {k: p.get(k) for k in ENGINE_KEYS})
     wl = _workload(p.get("workload"))
-    check_requests_fit(prof, [p["mode"]], wl, engine)  # no request above what a replica serves
+    check_requests_fit(prof, [mode], wl, engine)  # no request above what a replica serves
     if p.get("qps") is not None:  # its size within the memory budget, as plain simulate checks it (a plan point sizes itself)
         check_run_size(expected_requests(wl, p["qps"], p.get("n_requests"), p.get("duration_s")), p.get("replicas") or 1, "this point",
                        knobs="a smaller n_requests or duration_s, or a lower qps, in the spec")

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from costmodel.errors import UserError
-from costmodel.modes import get_mode
+from costmodel.modes import ServingMode, get_mode
 from costmodel.modes.diffusion import COMMIT_STATS
 from costmodel.schemas.profile import Profile
 from simulate.static_batch import CANVAS, BatchRequest
 from simulate.validate.runner import auto_rates
 
 
-def poisson_workload(profile: Profile, mode: str, rate_rps: float, n_requests: int, seed: int,
+def poisson_workload(profile: Profile, mode: ServingMode, rate_rps: float, n_requests: int, seed: int,
                      prompt_tokens: tuple[int, int] = (128, 1024), max_output_tokens: int = 256,
                      regimes: list[str] | None = None, draft_tokens: int = 4) -> list[BatchRequest]:
     """`n_requests` requests arriving by a Poisson process; output lengths follow the regimes'
@@ -38,7 +38,7 @@ def poisson_workload(profile: Profile, mode: str, rate_rps: float, n_requests: i
         cs = profile.commit_stats[regimes[i % len(regimes)]]
         n_out = int(min(max_output_tokens, max(1, cs.content_length.sample(rng))))
         blocks = max(1, math.ceil(n_out / CANVAS))
-        steps = [int(k) for k in cs.steps_per_canvas.sample(rng, blocks)] if COMMIT_STATS in get_mode(mode).parts else []
+        steps = [int(k) for k in cs.steps_per_canvas.sample(rng, blocks)] if COMMIT_STATS in mode.parts else []
         out.append(BatchRequest(
             request_id=f"q{i:05d}", arrival_s=float(t), prompt_tokens=int(rng.integers(prompt_tokens[0], prompt_tokens[1] + 1)),
             output_tokens=n_out, steps_per_canvas=steps, draft_tokens=draft_tokens,
@@ -57,8 +57,8 @@ class ValidationWorkload:
     draft_tokens: int = 4
 
     def requests(self, mode: str, rate_rps: float, n_requests: int, seed: int) -> list[BatchRequest]:
-        return poisson_workload(self.profile, mode, rate_rps, n_requests, seed, self.prompt_tokens, self.max_output_tokens,
+        return poisson_workload(self.profile, get_mode(mode), rate_rps, n_requests, seed, self.prompt_tokens, self.max_output_tokens,
                                 draft_tokens=self.draft_tokens)
 
     def auto_rates(self, mode: str, probe: list[BatchRequest], max_batch: int) -> list[float]:
-        return auto_rates(self.profile, mode, probe, max_batch)
+        return auto_rates(self.profile, get_mode(mode), probe, max_batch)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from costmodel import atomic
 from costmodel.errors import UserError
-from costmodel.modes import get_mode
+from costmodel.modes import ServingMode, get_mode
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import load_run
 from simulate.validate.score import RateScore, is_saturated, score_rate, score_table, summary_mape
@@ -24,11 +24,11 @@ class ValidationResult:
     summary: pd.DataFrame  # MAPE per (mode, metric) below saturation
 
 
-def auto_rates(profile: Profile, mode: str, requests: list[BatchRequest], max_batch: int, fractions=(0.25, 0.55, 0.85)) -> list[float]:
+def auto_rates(profile: Profile, mode: ServingMode, requests: list[BatchRequest], max_batch: int, fractions=(0.25, 0.55, 0.85)) -> list[float]:
     """Low, middle and near-saturation rates from the profile's predicted capacity: a full batch
     of typical requests served back to back (max_batch / predicted batch time)."""
     typical = sorted(requests, key=lambda r: r.output_tokens)[len(requests) // 2]
-    n = get_mode(mode).static_batch_requests or max_batch
+    n = mode.static_batch_requests or max_batch
     _, _, dur = batch_timeline(profile, mode, [typical] * n)
     capacity = n / dur
     return [round(f * capacity, 3 if capacity < 10 else 2) for f in fractions]
@@ -53,7 +53,7 @@ def score_recorded(out: Path, profile: Profile, modes: list[str] | None = None) 
                               steps_per_canvas=[int(x) for x in r.steps_per_canvas],
                               accepted_per_iteration=[int(x) for x in r.accepted_per_iteration],
                               draft_tokens=int(settings.get("draft_tokens", 4))) for r in req.itertuples()]
-        sim = simulate_static_batches(profile, mode, batch, int(settings["max_batch"]))
+        sim = simulate_static_batches(profile, get_mode(mode), batch, int(settings["max_batch"]))
         measured = req[["request_id", "arrival_s", "start_s", "first_token_s", "finish_s"]]
         scores += score_rate(mode, float(settings["rate_rps"]), measured, sim, saturated=is_saturated(measured))
     if not scores:

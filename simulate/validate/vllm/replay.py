@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel.engine_settings import EngineSettings, from_scheduler_config
+from costmodel.modes import get_mode
 from costmodel.schemas.profile import Profile, frontend_latency_ms
 from costmodel.schemas.engine_trace import EngineTrace
 from simulate.metrics import FinishedRun, summarise
@@ -59,10 +60,9 @@ def trace_requests(trace: EngineTrace) -> tuple[Requests, float]:
     t0 = float(rq["arrival_t"].iloc[0])
     arr = rq["arrival_t"].to_numpy(float) - t0
     recorded = {}
-    if trace.mode == "diffusion":
-        recorded["steps_per_canvas"] = [list(x) for x in rq["steps_per_canvas"]]
-    elif trace.mode == "mtp":
-        recorded["tokens_per_step"] = [list(x) for x in rq["tokens_per_step"]]
+    column = trace.serving.recorded_replay  # what the mode's draws replay (diffusion's steps per canvas, MTP's tokens per step)
+    if column is not None:
+        recorded[column] = [list(x) for x in rq[column]]
     window = float(arr[-1]) if len(arr) > 1 else 0.0
     qps = (len(arr) - 1) / window if window > 0 else 1.0
     out = np.maximum(rq["output_tokens"].to_numpy(np.int64), 1)
@@ -110,7 +110,7 @@ def replay(profile: Profile, trace: EngineTrace, **engine_over) -> Replayed:
     """Simulate the recorded load once (one replica, nothing left out as warm-up, no abort)."""
     reqs, t0 = trace_requests(trace)
     steps: list = []
-    (_, df), _ = simulate_point(profile, trace.mode, reqs, replicas=1, cfg=engine_config(trace_config(trace), trace.mode, **engine_over), router="least-outstanding",
+    (_, df), _ = simulate_point(profile, trace.serving, reqs, replicas=1, cfg=engine_config(trace_config(trace), trace.mode, **engine_over), router="least-outstanding",
                                 seed=0, warmup_frac=0.0, abort_backlog_s=None, drain_s=None, workload_desc="vLLM recorded load",
                                 step_trace=steps)
     rq = trace.requests.sort_values("arrival_t").reset_index(drop=True)
@@ -177,7 +177,7 @@ def replay_recorded(profile: Profile, trace: EngineTrace, **engine_over) -> Repl
     reqs = replace(reqs, arrival_s=(arr - t0)[order], prompt_tokens=reqs.prompt_tokens[order], output_tokens=reqs.output_tokens[order],
                    recorded={k: [v[i] for i in order] for k, v in (reqs.recorded or {}).items()} or None,
                    content=[reqs.content[i] for i in order] if reqs.content is not None else None)
-    dep = deploy(profile, trace.mode, reqs, engine_config(trace_config(trace), trace.mode, **engine_over), 0)
+    dep = deploy(profile, trace.serving, reqs, engine_config(trace_config(trace), trace.mode, **engine_over), 0)
     dep.pricer = RecordedStepPricer(dep.pricer, (trace.steps.sort_values("step")["gap_ms"].to_numpy(float) / 1e3).tolist())
     steps: list = []
     loop = _Loop(dep, reqs, 1, "least-outstanding", None, 1e6, steps)
@@ -201,7 +201,7 @@ def capacity_rps(profile: Profile, mode: str, config: dict, prompt_tokens: np.nd
     i = rng.integers(0, len(prompt_tokens), n)
     reqs = Requests(np.zeros(n), np.asarray(prompt_tokens)[i].astype(np.int64), np.asarray(output_tokens)[i].astype(np.int64),
                     np.zeros(n, np.int64), ("R1",), 0.0, 1.0)
-    (_, df), _ = simulate_point(profile, mode, reqs, replicas=1, cfg=engine_config(config, mode), router="least-outstanding", seed=0,
+    (_, df), _ = simulate_point(profile, get_mode(mode), reqs, replicas=1, cfg=engine_config(config, mode), router="least-outstanding", seed=0,
                                 warmup_frac=0.0, abort_backlog_s=None, drain_s=1e6, workload_desc="capacity burst")
     fin = df["finish_s"].to_numpy(float)
     fin = np.sort(fin[np.isfinite(fin)])

@@ -20,7 +20,6 @@ from simulate.validate.vllm.replay import Replayed
 
 TARGETS_PCT = {"throughput_rps": 3.0, "ttft_ms_p50": 5.0, "e2e_ms_p50": 5.0, "ttft_ms_p99": 10.0, "e2e_ms_p99": 10.0, "engine_steps": 2.0}
 QUANTILES = {"p50": 50, "p95": 95, "p99": 99}
-KIND_COLUMNS = {"diffusion": ("prefill", "denoise", "commit"), "ar": ("prefill", "decode"), "mtp": ("prefill", "verify")}
 
 
 @dataclass
@@ -96,18 +95,18 @@ def frontend_overhead_ms(trace: EngineTrace, client: pd.DataFrame) -> dict[str, 
 
 def step_table(trace: EngineTrace, rep: Replayed, load: str) -> pd.DataFrame:
     """Per step, engine vs simulator: steps, mean requests and tokens per step by kind, step-time quantiles."""
-    mode = trace.mode
+    mode, phases = trace.mode, trace.serving.engine_phases  # the recorder's request phases, prefill first
     es = trace.steps
     ss = rep.steps
     groups = np.array([list(g) for g in ss["groups"]], float).reshape(len(ss), -1)
-    sim_kind = {"prefill": (ss["prefill_reqs"].to_numpy(float), ss["prefill_tokens"].to_numpy(float))}
-    for i, kind in enumerate(KIND_COLUMNS[mode][1:]):
+    sim_kind = {phases[0]: (ss["prefill_reqs"].to_numpy(float), ss["prefill_tokens"].to_numpy(float))}
+    for i, kind in enumerate(phases[1:]):
         n = groups[:, i] if groups.shape[1] > i else np.zeros(len(ss))
         # tokens per sequence of a decode-phase kind are fixed (canvas, 1, k+1): the engine's own ratio
         per_seq = es[f"{kind}_tokens"].sum() / max(es[f"{kind}_reqs"].sum(), 1)
         sim_kind[kind] = (n, n * per_seq)
     rows = [{"mode": mode, "load": load, "quantity": "engine_steps", "engine": len(es), "simulator": len(ss)}]
-    for kind in KIND_COLUMNS[mode]:
+    for kind in phases:
         rows.append({"mode": mode, "load": load, "quantity": f"{kind}_reqs_per_step", "engine": es[f"{kind}_reqs"].mean(),
                      "simulator": float(np.mean(sim_kind[kind][0])) if len(ss) else float("nan")})
         rows.append({"mode": mode, "load": load, "quantity": f"{kind}_tokens_per_step", "engine": es[f"{kind}_tokens"].mean(),

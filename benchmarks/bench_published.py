@@ -88,7 +88,7 @@ def regimes(n: int, modes: list[str]) -> None:
     prompts belong to no regime, so the table's figure (every regime equally) is one point of this range."""
     for label, path in shipped():
         p = with_setting(Profile.load(path))
-        if p.hardware["id"] != PUBLISHED_GPU or p.precision != PUBLISHED_PRECISION:
+        if p.hardware_spec().id != PUBLISHED_GPU or p.precision != PUBLISHED_PRECISION:
             continue
         for m in [m for m in modes if get_mode(m).decodes_canvases and m in p.modes]:
             vals = {r: tok_s(p, m, n, regime=r)[0] for r in p.commit_stats}
@@ -116,9 +116,9 @@ def main(argv=None) -> int:
                 cells.append(f"{'-':>18}")
                 continue
             v, mark = tok_s(p, m, a.requests)
-            compare = p.hardware["id"] == PUBLISHED_GPU and p.precision == PUBLISHED_PRECISION
+            compare = p.hardware_spec().id == PUBLISHED_GPU and p.precision == PUBLISHED_PRECISION
             cells.append(f"{v:>8.0f}" + (f" ({100 * (v / PUBLISHED[m] - 1):+5.1f}%)" if compare else " " * 10) + f"{mark:<2}")
-        print(f"{label:<26} {p.hardware['id']:<10} {p.precision:<5} {kernel_origin(p) or '?':<13} {'/'.join(sorted(terms)) or 'none':<20}" + "".join(cells))
+        print(f"{label:<26} {p.hardware_spec().id:<10} {p.precision:<5} {kernel_origin(p) or '?':<13} {'/'.join(sorted(terms)) or 'none':<20}" + "".join(cells))
     print("(+x%: against the published H100 FP8 figure; only the H100 fp8 profile runs the published setting, the others are the same "
           "workload on their own GPU and precision. *: two requests overlapped. +: max_num_seqs 4 does not fit the mode on this GPU, the "
           "memory model's largest used: at concurrency 1 it changes nothing.)")

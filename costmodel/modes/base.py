@@ -225,6 +225,12 @@ class ProfilePart:
         """(provenance kind, what) of each entry of a provenance_record, e.g. ("published", "MTP acceptance")."""
         return []
 
+    def what_ifs(self) -> dict[str, Any]:
+        """Plan's sensitivity edits of the part (simulate/plan/sensitivity.py): name -> fn(value, f),
+        which scales one quantity of the part's JSON value by f in place (value: the profile
+        document's entry for `key`, possibly None or absent). Default: none."""
+        return {}
+
     def bases(self, record: Any) -> set[str]:
         """The provenance kinds a provenance_record rests on (reports' "rests on" line)."""
         return {kind for kind, _ in self.provenance_items(record)}

@@ -82,6 +82,17 @@ class CommitStatsPart(ProfilePart):
     def provenance_items(self, record: dict) -> list[tuple[str, str]]:
         return [(d["kind"], f"commit statistics {r}") for r, d in record.items()]
 
+    def what_ifs(self) -> dict:
+        """Steps per canvas and output (content) length per regime, each value x f (at least 1)."""
+        return {"steps per canvas": _scaled("steps_per_canvas"), "output length": _scaled("content_length")}
+
+
+def _scaled(field: str):
+    def scale(value, f: float) -> None:
+        for cs in (value or {}).values():
+            cs[field]["values"] = [max(1.0, round(v * f)) for v in cs[field]["values"]]
+    return scale
+
 
 COMMIT_STATS = CommitStatsPart()
 

@@ -79,6 +79,13 @@ class MtpAcceptancePart(ProfilePart):
     def provenance_items(self, record: dict) -> list[tuple[str, str]]:
         return [(record["kind"], "MTP acceptance")]
 
+    def what_ifs(self) -> dict:
+        """Per-position acceptance x f, capped at 0.99."""
+        def scale(value, f: float) -> None:
+            if value:
+                value["per_position"] = [min(0.99, p * f) for p in value["per_position"]]
+        return {"MTP acceptance": scale}
+
 
 MTP_ACCEPTANCE = MtpAcceptancePart()
 

@@ -130,7 +130,7 @@ def _row(run, name, hw, mode, pools, pts, j, lo, hi, sel, lat, ok, bounds, max_u
     for p in pools:
         b, r, pk = _lives_in(p.lives.values(), lo, hi)
         u = p.utilisation(*_delta(pts[p.index], lo, hi), r)
-        board = float(p.spec.profile.hardware.get("board_power_w", 0.0))
+        board = p.spec.profile.hardware_spec().board_power_w
         energy_j += r * power_w(board, u, idle_frac) + (b - r) * power_w(board, 0.0, idle_frac)
         cost += b / 3600 * p.spec.price()
         billed, ready, peak, used = billed + b, ready + r, peak + pk, used + u * r

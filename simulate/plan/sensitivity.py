@@ -28,6 +28,7 @@ import pandas as pd
 
 from costmodel.costing import analyse, get_model, resolve_terms, with_seeds
 from costmodel.errors import UserError
+from costmodel.modes import profile_parts
 from simulate.plan import planner
 from simulate.plan.api import PlanConfig, PlanOutcome, run_plan
 from simulate.workload import DEFAULT_PROMPT
@@ -38,6 +39,7 @@ from simulate.workload import DEFAULT_PROMPT
 DEFAULT_PASS_ERROR = 0.17
 
 # (low factor, high factor, why): stated assumptions, printed with the table
+PART_KNOBS = ("MTP acceptance", "steps per canvas", "output length")  # the profile parts' edits (ProfilePart.what_ifs), in table order
 RANGES = {
     "MTP acceptance": (0.85, 1.1, "per-position acceptance x0.85 .. x1.1 (capped at 0.99) around the profile's (a synthetic 0.8 prior by default) (A)"),
     "steps per canvas": (0.75, 1.25, "DiffusionGemma accept-calls per canvas x0.75 .. x1.25 around the profile's commit statistics (A)"),
@@ -91,19 +93,14 @@ def _scale_passes(doc: dict, f: float) -> None:
                 t["overhead_ms"] = t.get("overhead_ms", 0.0) * f
 
 
-def _scale_acceptance(doc: dict, f: float) -> None:
-    if doc.get("mtp_acceptance"):
-        doc["mtp_acceptance"]["per_position"] = [min(0.99, p * f) for p in doc["mtp_acceptance"]["per_position"]]
-
-
-def _scale_steps(doc: dict, f: float) -> None:
-    for cs in (doc.get("commit_stats") or {}).values():
-        cs["steps_per_canvas"]["values"] = [max(1.0, round(v * f)) for v in cs["steps_per_canvas"]["values"]]
-
-
-def _scale_output(doc: dict, f: float) -> None:
-    for cs in (doc.get("commit_stats") or {}).values():
-        cs["content_length"]["values"] = [max(1.0, round(v * f)) for v in cs["content_length"]["values"]]
+def _scale_part(name: str) -> Callable[[dict, float], None]:
+    """The profile-part edit `name` (a registered part's what_ifs, costmodel/modes), applied to a
+    profile document; none when no registered part offers it."""
+    part = next((p for p in profile_parts() if name in p.what_ifs()), None)
+    if part is None:
+        return lambda doc, f: None
+    fn = part.what_ifs()[name]
+    return lambda doc, f: fn(doc.get(part.key), f)
 
 
 def pass_error(outcome: PlanOutcome) -> tuple[float, str]:
@@ -191,7 +188,7 @@ def sensitivity(cfg: PlanConfig, outcome: PlanOutcome, progress: Callable[[str],
     rows = _price_rows(outcome)
     err, err_src = pass_error(outcome)
     edits = [("pass-cost error", 1 - err, 1 + err, err_src, lambda c, f, d: _with_profiles(c, outcome, lambda doc: _scale_passes(doc, f), d))]
-    for name, fn in (("MTP acceptance", _scale_acceptance), ("steps per canvas", _scale_steps), ("output length", _scale_output)):
+    for name, fn in ((n, _scale_part(n)) for n in PART_KNOBS):
         lo, hi, src = RANGES[name]
         edits.append((name, lo, hi, src, lambda c, f, d, fn=fn: _with_profiles(c, outcome, lambda doc: fn(doc, f), d)))
     lo, hi, src = RANGES["prompt length"]

@@ -514,7 +514,7 @@ def length_bound(spec: LengthSpec) -> float:
 def _output_bound(profile: Profile, wl: Workload) -> tuple[float, str]:
     if wl.output is not None:
         return length_bound(wl.output), f"output_tokens {wl.output.describe()}"
-    lengths = [max(cs.content_length.values) for cs in profile.commit_stats.values()]
+    lengths = [max(cs.content_length.values) for cs in profile.regimes.values()]
     return (max(lengths), "output_tokens of the profile's regimes") if lengths else (0.0, "")
 
 
@@ -545,11 +545,11 @@ def check_fits(profile: Profile, wl: Workload | None, limit_tokens: int, why: st
 # ---- drawing a run's requests -------------------------------------------------------------------
 
 def _regime_names(profile: Profile, workload: Workload) -> tuple[tuple, np.ndarray]:
-    known = tuple(sorted(profile.commit_stats))
+    known = tuple(sorted(profile.regimes))
     if workload.regime_mix:
         names = tuple(r for r, _ in workload.regime_mix)
         for r in names:
-            if r not in profile.commit_stats:
+            if r not in profile.regimes:
                 raise UserError(f"{workload.source}: regime_mix names regime {r!r}, which profile {profile.profile_id} lacks",
                                 f"use {', '.join(known) or 'no regimes (the profile has no commit_stats)'}")
         w = np.array([w for _, w in workload.regime_mix], float)
@@ -843,10 +843,10 @@ def _arrivals(wl: Workload, qps: float, n_requests: int | None, duration_s: floa
 def _trace_regimes(profile: Profile, wl: Workload, names: tuple, reg_tr) -> tuple[tuple, np.ndarray]:
     """Regime indices of a trace's named regimes (names the mix lacks are appended)."""
     lookup = {r: i for i, r in enumerate(names)}
-    missing = sorted({r for r in reg_tr if r not in profile.commit_stats})
-    if missing and profile.commit_stats:
+    missing = sorted({r for r in reg_tr if r not in profile.regimes})
+    if missing and profile.regimes:
         raise UserError(f"{wl.source}: the trace names regime(s) {', '.join(missing[:5])} that profile {profile.profile_id} lacks",
-                        f"use {', '.join(sorted(profile.commit_stats))}")
+                        f"use {', '.join(sorted(profile.regimes))}")
     for r in sorted(set(reg_tr)):
         if r not in lookup:
             lookup[r] = len(names)
@@ -861,7 +861,7 @@ def _outputs(profile: Profile, wl: Workload, out_tr, names: tuple, regime_idx: n
         return np.asarray(out_tr, dtype=np.int64)
     if wl.output is not None:
         return wl.output.sample(rng_for(seed, STREAM_OUTPUT), n)
-    if not profile.commit_stats:
+    if not profile.regimes:
         raise UserError(f"profile {profile.profile_id} has no commit_stats, so output lengths cannot come from regimes",
                         "give \"output_tokens\" in the workload file")
     output = np.empty(n, dtype=np.int64)
@@ -870,14 +870,14 @@ def _outputs(profile: Profile, wl: Workload, out_tr, names: tuple, regime_idx: n
         sel = regime_idx == i
         if sel.any():
             _check_content_lengths(profile, r)
-            output[sel] = _quantile(profile.commit_stats[r].content_length, u[sel])
+            output[sel] = _quantile(profile.regimes[r].content_length, u[sel])
     return output
 
 
 def _check_content_lengths(profile: Profile, regime: str) -> None:
     """Output lengths drawn from a regime's content_length must be whole counts >= 1: a generation
     of 0 content tokens (or 2.5) would be simulated as another length, silently."""
-    vals = np.asarray(profile.commit_stats[regime].content_length.values, float)
+    vals = np.asarray(profile.regimes[regime].content_length.values, float)
     bad = (vals < 1) | (vals != np.round(vals))
     if bad.any():
         raise UserError(f"profile {profile.profile_id}: commit_stats.{regime}.content_length has the value {vals[bad][0]:g}, not a whole number of "

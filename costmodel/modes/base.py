@@ -194,6 +194,7 @@ class ProfilePart:
     label: ClassVar[str]  # short label in provenance texts, e.g. "commit"
     title: ClassVar[str] = ""  # what reports call it, e.g. "commit statistics" ("": the label)
     fix: ClassVar[str]  # how to supply it, for a profile whose mode needs it and lacks it
+    defines_regimes: ClassVar[bool] = False  # its value is the profile's workload regimes, regime -> records with a content_length (Profile.regimes)
 
     def empty(self) -> Any:
         """What a profile without the part holds."""

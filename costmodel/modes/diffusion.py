@@ -49,6 +49,7 @@ class CommitStatsPart(ProfilePart):
     label = "commit"
     title = "commit statistics"
     fix = "include commit statistics per regime: the published prior or a measured run"
+    defines_regimes = True  # every mode's output lengths per regime are the regimes' content lengths
 
     def empty(self) -> dict:
         return {}

@@ -259,6 +259,14 @@ class Profile:
     def __getstate__(self):
         return _data_only(self)
 
+    @property
+    def regimes(self) -> dict:
+        """The workload regimes the profile carries: regime -> its records (`content_length`: output
+        tokens per generation), held by the registered profile part that defines them
+        (ProfilePart.defines_regimes: diffusion's commit statistics); {} when none does."""
+        part = next((p for p in profile_parts() if p.defines_regimes), None)
+        return getattr(self, part.key) if part is not None else {}
+
     def mode_names(self) -> list[str]:
         """The modes this profile carries, in the registry's display order: what simulate and plan run
         when no --mode is given (a mode registered since the profile was written is not asked of it)."""

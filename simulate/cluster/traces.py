@@ -164,7 +164,7 @@ def _rate_scale(t, p, o, factor: float, seed: int):
 def trace_requests(profile: Profile, tr: TraceLoad, seed: int) -> Requests:
     """The trace as a run's requests; regimes (which only set diffusion's steps per canvas) drawn
     evenly from the profile's, as the default workload does."""
-    names = tuple(sorted(profile.commit_stats)) or ("-",)
+    names = tuple(sorted(profile.regimes)) or ("-",)
     regime_idx = rng_for(seed, STREAM_REGIME).integers(0, len(names), size=len(tr.arrival_s)).astype(np.int64)
     span = max(tr.span_s, 1e-9)
     return Requests(np.asarray(tr.arrival_s, float), tr.prompt_tokens, tr.output_tokens, regime_idx, names, span, len(tr.arrival_s) / span)

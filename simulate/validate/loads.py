@@ -26,16 +26,16 @@ def poisson_workload(profile: Profile, mode: ServingMode, rate_rps: float, n_req
         raise UserError(f"rate {rate_rps} is not a positive number", "give --rates as positive requests per second")
     if n_requests < 2:
         raise UserError(f"{n_requests} requests per rate are too few to score", "give --requests >= 2")
-    regimes = regimes or sorted(profile.commit_stats)
-    unknown = [r for r in regimes if r not in profile.commit_stats]
+    regimes = regimes or sorted(profile.regimes)
+    unknown = [r for r in regimes if r not in profile.regimes]
     if unknown:
-        raise UserError(f"regimes {unknown} are not in profile {profile.profile_id}", f"use some of {', '.join(profile.commit_stats)}")
+        raise UserError(f"regimes {unknown} are not in profile {profile.profile_id}", f"use some of {', '.join(profile.regimes)}")
     rng = np.random.default_rng(seed)
     arrivals = np.cumsum(rng.exponential(1.0 / rate_rps, n_requests))
     arrivals -= arrivals[0]  # the first request arrives when the run starts
     out = []
     for i, t in enumerate(arrivals):
-        cs = profile.commit_stats[regimes[i % len(regimes)]]
+        cs = profile.regimes[regimes[i % len(regimes)]]
         n_out = int(min(max_output_tokens, max(1, cs.content_length.sample(rng))))
         blocks = max(1, math.ceil(n_out / CANVAS))
         steps = [int(k) for k in cs.steps_per_canvas.sample(rng, blocks)] if COMMIT_STATS in mode.parts else []

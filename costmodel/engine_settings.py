@@ -225,9 +225,10 @@ def from_scheduler_config(config: dict, mode: str, what: str = "scheduler record
         vals["enable_prefix_caching"] = config["enable_prefix_caching"]
     if config.get("hash_block_size") and config.get("hash_block_size") != config.get("block_size"):
         vals["prefix_match_unit"] = config["hash_block_size"]
-    if get_mode(mode).canvas_sampler:
+    serving = get_mode(mode)
+    if serving.canvas_sampler:
         vals["canvas_length"] = config.get("canvas_length") or spec
-    elif get_mode(mode).assistant:
+    elif serving.assistant:
         vals["num_speculative_tokens"] = spec
     return EngineSettings.given({k: _count(v) if k not in ("async_scheduling", "enable_prefix_caching") else v for k, v in vals.items()},
                                 f"recorded run: {what} config").for_mode(mode)

@@ -18,7 +18,13 @@ A mode (diffusion, ar, mtp, ...) is one module that subclasses `ServingMode` and
   the joint forward (`side_passes`, MTP's drafts: the step fits read them);
 - the traits other stages ask instead of its name: `assistant`, `is_diffusion`, `canvas_sampler`,
   `decodes_canvases` (from its pass kinds), `harness` (the in-process program that measures it),
-  `static_batch_requests`.
+  `static_batch_requests`;
+- how an engine's settings change its profile parts (`engine_view(profile, settings)`: diffusion's
+  canvas and denoising budget, MTP's k), which simulate/engine.py applies;
+- what a recorded vLLM engine says of it (`engine_phases`, `bench_counter_prefix`, `bench_model_hint`,
+  `recorded_default`, `recorded_replay`, `runs_scheduler`): how the recording readers
+  (costmodel/schemas/engine_trace.py, bench_result.py, simulate/engine_recorded.py) tell its runs apart
+  and what the vLLM validation scores and replays (all optional; defaults fit an AR-like mode).
 Its per-step progression on a replica is the simulator's: an engine registered under the mode's
 name in simulate/engines (a `Replica` subclass, keeping the mode's own per-request progress in
 `Request.state`), so this registry sits below every stage.

@@ -16,7 +16,7 @@ from costmodel.cli.checked import checked
 from costmodel.fields import DAY_REQUESTS, MAX_REQUESTS
 from costmodel.console import make_console
 from costmodel.errors import UserError
-from costmodel.options import parse_list, parse_modes
+from costmodel.options import parse_list, parse_profile_modes
 from costmodel.schemas.day import DAY_COMMAND, bill_order, read_day
 from costmodel.costing.day_answer import answer
 from simulate.cluster.scaling import DEFAULT_LOAD_GB_PER_S, DEFAULT_STARTUP_S, Scaling
@@ -95,7 +95,7 @@ def _plan_day(day: dict, kw: dict) -> None:
     outputset.claim(kw["out"], DAY_COMMAND)  # checked and locked before the day runs
     pricing = pricing_config(kw["pricing_options"]) if kw.get("pricing_options") is not None else None
     scaling = Scaling(startup_s=day["startup_s"], load_gb_per_s=day["load_gb_per_s"])
-    cfg = DayConfig(load=day["load_curve"], slo=kw["slo"], hardware=parse_list(kw["hardware"], "hardware"), modes=parse_modes(kw["modes"]),
+    cfg = DayConfig(load=day["load_curve"], slo=kw["slo"], hardware=parse_list(kw["hardware"], "hardware"), modes=parse_profile_modes(kw["modes"]),
                     workload=kw["workload"], seed=kw["seed"], compress=day["compress"], duration_s=kw["duration_s"],
                     max_replicas=kw["max_replicas"], scaling=scaling, jobs=kw["jobs"], load_scale=day["load_scale"],
                     autoscale_headroom=day["autoscale_headroom"], profiles=list(kw["profiles"]), pricing=pricing or PricingConfig(),

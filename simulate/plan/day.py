@@ -35,7 +35,6 @@ import pandas as pd
 from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.fields import DAY_REQUESTS
-from costmodel.modes import mode_names
 from costmodel.schemas.day import DAY_COMMAND, DAY_JSON, MonthBill, bill_order, day_docs
 from costmodel.schemas.dictionary import write_table
 from costmodel.schemas.profile import Profile
@@ -52,6 +51,7 @@ from simulate.cluster.pool import PoolSpec
 from simulate.cluster.scaling import Scaling
 from simulate.parallel import Workers, run_tasks
 from simulate.plan import planner
+from simulate.plan.api import carried_modes
 from costmodel.costing import GpuPrice, PricingConfig, gpu_price
 from costmodel.costing.day import price_bill, price_hours
 from costmodel.slo import parse_slo
@@ -67,7 +67,7 @@ class DayConfig:
     load: str  # a curve (CSV of time_s,qps, flat:..., diurnal:...) or a public trace file (simulate/cluster/traces.py)
     slo: str = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
     hardware: list[str] = field(default_factory=lambda: list(shipped_hardware()))  # every GPU a profile ships for
-    modes: list[str] | None = None
+    modes: list[str] | None = None  # None: the modes every planned GPU's profile carries (plan.api.carried_modes)
     workload: str | None = None
     seed: int = 0
     compress: float = DEFAULT_COMPRESS
@@ -390,8 +390,9 @@ def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> Da
     t0 = time.perf_counter()
     say = progress or (lambda s: None)
     _check(cfg)
-    cfg.modes = list(mode_names()) if cfg.modes is None else cfg.modes
     profiles = _resolve_profiles(cfg)
+    if cfg.modes is None:  # the modes every planned GPU's profile carries, as plan's
+        cfg.modes = carried_modes([profiles[h] for h in cfg.hardware])
     for h, p in profiles.items():
         for m in cfg.modes:
             p.mode(m)

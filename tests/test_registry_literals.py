@@ -41,23 +41,7 @@ ALLOWED = {
     "measure/ops/": (35, "ops: per-pass shapes, compositions and table grids keyed by pass kind"),
     # measure/fit
     "measure/fit/projection.py": (20, "fit: COMPARE_SHAPES, the curated (mode, kind, shape) list `profile project --compare` prints"),
-    # measurement backends: each serves the three modes with mode-specific engine flags and recorders
-    "measure/vllm/campaign.py": (14, "vLLM campaign: loads and tiny models per mode"),
-    "measure/vllm/recorder.py": (10, "vLLM step recorder: the engine's mode from its config"),
-    "measure/vllm/server.py": (5, "vLLM server: per-mode engine flags (ServerSpec.args/env)"),
-    "measure/vllm/tiny_models.py": (6, "vLLM tiny models per mode"),
-    "measure/endpoint/loadtest.py": (8, "endpoint load test: per-mode counters"),
-    "measure/endpoint/bench_import.py": (2, "vllm bench import: a diffusion run's commit source and MTP counters"),
-    "measure/endpoint/prometheus.py": (2, "endpoint: diffusion counters"),
-    "measure/harness/baseline.py": (11, "harness: baseline pass set per mode"),
-    "measure/harness/campaign.py": (8, "harness: per-mode programs (diffusion.py, causal.py)"),
-    "measure/harness/build.py": (3, "harness: model build per mode"),
-    "measure/harness/summary.py": (2, "harness: run summary per mode"),
-    "measure/harness/replay.py": (1, "harness: commit replay is diffusion's"),
-    "measure/analyze/synthetic_commits.py": (1, "analyze: synthetic commit runs are diffusion's"),
     # validation: the same three modes on a real engine
-    "measure/validate/vllm_loads.py": (19, "vLLM validation: loads per mode (engine-settings owner)"),
-    "measure/validate/vllm_campaign.py": (12, "vLLM validation campaign per mode (engine-settings owner)"),
     "simulate/validate/vllm/score.py": (7, "vLLM validation scores per mode and kind"),
     "simulate/validate/vllm/replay.py": (2, "vLLM validation replay: recorded draws per mode"),
     # artefact readers (costmodel/schemas): a recorded engine's account of itself, per mode

@@ -19,3 +19,10 @@ class ArMode(ServingMode):
     group_kinds = ("decode_step",)
     sim_cost_rank = 2  # coasts cover its decode steps in closed form: the cheapest per point
     harness = "causal"
+
+    # ---- measurement (measure/ reads these instead of the mode's name; base.py says what each is) ----
+    vllm_served = "tiny-gemma4"
+    vllm_model_dir = "ar"
+    vllm_campaign_load = dict(qps="2,8,32", requests=24, max_tokens=64, bench_prompts=16, bench_rate=8.0, bench_input_len=32, bench_output_len=48)
+    vllm_validation = dict(engine={"max_num_seqs": 16}, low_qps=2.0, requests=48, outputs=(24, 48, 64, 96),
+                           concurrency=((4, 24), (8, 32), (16, 48)))

@@ -89,6 +89,21 @@ class ServingMode:
     harness: ClassVar[str | None] = None
     static_batch_requests: ClassVar[int | None] = None  # requests a static batch holds when fixed (transformers' assisted generation: 1)
 
+    # ---- measurement (measure/): what its backends read of the mode instead of spelling its name ----
+    # Names and small data only (no engine, torch or transformers is imported here): the backend does the work.
+    # vLLM on the tiny models (measure/vllm, measure/validate): the served name, the tiny model directory
+    # (measure/vllm/tiny_models.MODELS; a mode that decodes canvases serves `diffusion_dir(canvas)`), the
+    # speculative method vLLM runs the assistant with, the campaign's load (measure/vllm/campaign.Load's
+    # fields) and the validation's defaults (measure/validate/vllm_loads: the mode's own engine settings,
+    # calibration low rate, requests and closed loops, output lengths). None / {}: no vLLM set-up here.
+    vllm_served: ClassVar[str | None] = None
+    vllm_model_dir: ClassVar[str | None] = None
+    vllm_speculative_method: ClassVar[str | None] = None
+    vllm_campaign_load: ClassVar[dict] = {}
+    vllm_validation: ClassVar[dict] = {}
+    # the served checkpoint's class in transformers (measure/harness/build.py; None: AutoModelForCausalLM)
+    transformers_class: ClassVar[str | None] = None
+
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
         cls.profile_parts = tuple(p.key for p in cls.parts)

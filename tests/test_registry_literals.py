@@ -35,12 +35,6 @@ HOMES = {
 
 # file -> (most literals, why they remain). Shrinks as modes, pass kinds and the GPU catalog take over.
 ALLOWED = {
-    # measure/ops (the committed op tables read back: shapes, composition, table grids): one ceiling for the
-    # folder; its shapes and compositions should read PassKind (role, logits, attention, sampler,
-    # query_tokens) instead of kind names
-    "measure/ops/": (35, "ops: per-pass shapes, compositions and table grids keyed by pass kind"),
-    # measure/fit
-    "measure/fit/projection.py": (20, "fit: COMPARE_SHAPES, the curated (mode, kind, shape) list `profile project --compare` prints"),
     # validation: the same three modes on a real engine
     "simulate/validate/vllm/score.py": (7, "vLLM validation scores per mode and kind"),
     "simulate/validate/vllm/replay.py": (2, "vLLM validation replay: recorded draws per mode"),

@@ -101,6 +101,9 @@ class ServingMode:
     vllm_speculative_method: ClassVar[str | None] = None
     vllm_campaign_load: ClassVar[dict] = {}
     vllm_validation: ClassVar[dict] = {}
+    # `costmodel profile project --compare` (measure/fit/projection.py): the (pass kind, seqs, tokens per
+    # sequence, context) shapes a projection is compared at, the issue-17 target shapes and a few batches around them
+    projection_compare: ClassVar[tuple[tuple[str, int, int, int], ...]] = ()
     # the served checkpoint's class in transformers (measure/harness/build.py; None: AutoModelForCausalLM)
     transformers_class: ClassVar[str | None] = None
 

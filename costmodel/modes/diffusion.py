@@ -209,6 +209,8 @@ class DiffusionMode(ServingMode):
     vllm_validation = dict(engine={"canvas_length": 32}, low_qps=0.5, requests=24, outputs=(48, 64, 96),
                            concurrency=((2, 10), (4, 16), (8, 24)))
     transformers_class = "DiffusionGemmaForBlockDiffusion"
+    projection_compare = (("denoise_step", 1, 256, 1024), ("denoise_step", 8, 256, 1024), ("encoder_commit", 1, 256, 1024),
+                          ("encoder_prefill", 1, 1024, 0))
 
     def kv_step_slots(self, k: int, canvas: int) -> int:
         """The active canvas holds its slots from its first denoising step."""

@@ -34,8 +34,8 @@ from costmodel.schemas.rundir import RunManifest, RunWriter, load_run, new_run_i
 from measure.endpoint.client import LoadConfig, PlannedRequest, PromptItem, schedule_s
 from measure.endpoint.prometheus import DG_STEPS, SD_DRAFTS, Scraper, value
 from measure.endpoint.prompts import load_prompts
-from measure.vllm import engine_mode
 from measure.endpoint.runner import chunk_frame, metrics_rows, request_frame, run_unit, summary_row
+from measure.engine_mode import engine_mode
 
 
 @dataclass

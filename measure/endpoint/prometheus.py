@@ -36,7 +36,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from measure.endpoint.failures import classify
-from measure.vllm import engine_mode
+from measure.engine_mode import engine_mode
 
 DG_STEPS = "vllm:diffusion_num_denoising_steps"
 DG_POSITIONS = "vllm:diffusion_num_canvas_positions"

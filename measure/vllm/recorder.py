@@ -48,7 +48,8 @@ from costmodel import atomic
 from costmodel.modes import ServingMode
 from costmodel.schemas.rundir import STEP_COLUMNS, RunManifest, RunWriter, new_run_id, software_versions
 
-from measure.vllm import engine_mode, require_vllm, run_precision
+from measure.engine_mode import engine_mode
+from measure.vllm import require_vllm, run_precision
 
 require_vllm()  # vLLM is this module's reason to exist: without it, one line naming the extra
 from vllm.v1.metrics.loggers import StatLoggerBase  # noqa: E402

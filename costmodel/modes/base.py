@@ -19,6 +19,10 @@ A mode (diffusion, ar, mtp, ...) is one module that subclasses `ServingMode` and
 - the traits other stages ask instead of its name: `assistant`, `is_diffusion`, `canvas_sampler`,
   `decodes_canvases` (from its pass kinds), `harness` (the in-process program that measures it),
   `static_batch_requests`.
+- what measure/ reads of it instead of its name (the "measurement" block: names and small data, the
+  backends do the heavy work): vLLM on the tiny models (`vllm_served`, `vllm_model_dir`,
+  `vllm_speculative_method`, `vllm_campaign_load`, `vllm_validation`), the checkpoint's
+  `transformers_class`, and the shapes `costmodel profile project --compare` prints (`projection_compare`).
 Its per-step progression on a replica is the simulator's: an engine registered under the mode's
 name in simulate/engines (a `Replica` subclass, keeping the mode's own per-request progress in
 `Request.state`), so this registry sits below every stage.

@@ -46,8 +46,8 @@ def build_models() -> dict[str, Path]:
 
 
 def run_bench(url: str, mode: str, tokenizer: Path, out: Path, n: int) -> None:
-    code = ("import sys; from measure.vllm.campaign import Load, bench_serve; "
-            f"bench_serve({url!r}, {mode!r}, __import__('pathlib').Path({str(tokenizer)!r}), __import__('pathlib').Path({str(out)!r}), "
+    code = ("import sys; from costmodel.modes import get_mode; from measure.vllm.campaign import Load, bench_serve; "
+            f"bench_serve({url!r}, get_mode({mode!r}), __import__('pathlib').Path({str(tokenizer)!r}), __import__('pathlib').Path({str(out)!r}), "
             f"Load('1', 1, 1, {n}, 8.0, 24, 64 if {mode!r} == 'diffusion' else 32))")
     r = subprocess.run([str(VLLM_PY), "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and out.exists(), r.stdout[-1500:] + r.stderr[-2500:]

@@ -10,7 +10,8 @@ constant equal to a registered name ("mtp", "h200", "decode_step", ...).
 
 ALLOWED is what is left to convert: each entry names a file (or a folder, ending in "/", counted
 together), the most literals it may hold and why they are still there. It only shrinks: an entry
-over its count fails (a new literal), an entry whose files are clean fails (drop it)."""
+over its count fails (a new literal), an entry whose files are clean fails (drop it). It is empty:
+only the registries (HOMES) spell the names they define."""
 
 from __future__ import annotations
 
@@ -33,32 +34,8 @@ HOMES = {
     "gpu": ("costmodel/hardware.py", "costmodel/data/"),
 }
 
-# file -> (most literals, why they remain). Shrinks as modes, pass kinds and the GPU catalog take over.
-ALLOWED = {
-    # measure/ops (the committed op tables read back: shapes, composition, table grids): one ceiling for the
-    # folder; its shapes and compositions should read PassKind (role, logits, attention, sampler,
-    # query_tokens) instead of kind names
-    "measure/ops/": (35, "ops: per-pass shapes, compositions and table grids keyed by pass kind"),
-    # measure/fit
-    "measure/fit/projection.py": (20, "fit: COMPARE_SHAPES, the curated (mode, kind, shape) list `profile project --compare` prints"),
-    # measurement backends: each serves the three modes with mode-specific engine flags and recorders
-    "measure/vllm/campaign.py": (14, "vLLM campaign: loads and tiny models per mode"),
-    "measure/vllm/recorder.py": (10, "vLLM step recorder: the engine's mode from its config"),
-    "measure/vllm/server.py": (5, "vLLM server: per-mode engine flags (ServerSpec.args/env)"),
-    "measure/vllm/tiny_models.py": (6, "vLLM tiny models per mode"),
-    "measure/endpoint/loadtest.py": (8, "endpoint load test: per-mode counters"),
-    "measure/endpoint/bench_import.py": (2, "vllm bench import: a diffusion run's commit source and MTP counters"),
-    "measure/endpoint/prometheus.py": (2, "endpoint: diffusion counters"),
-    "measure/harness/baseline.py": (11, "harness: baseline pass set per mode"),
-    "measure/harness/campaign.py": (8, "harness: per-mode programs (diffusion.py, causal.py)"),
-    "measure/harness/build.py": (3, "harness: model build per mode"),
-    "measure/harness/summary.py": (2, "harness: run summary per mode"),
-    "measure/harness/replay.py": (1, "harness: commit replay is diffusion's"),
-    "measure/analyze/synthetic_commits.py": (1, "analyze: synthetic commit runs are diffusion's"),
-    # validation: the same three modes on a real engine
-    "measure/validate/vllm_loads.py": (19, "vLLM validation: loads per mode (engine-settings owner)"),
-    "measure/validate/vllm_campaign.py": (12, "vLLM validation campaign per mode (engine-settings owner)"),
-}
+# file -> (most literals, why they remain): none remain outside the registries
+ALLOWED: dict[str, tuple[int, str]] = {}
 
 
 def registered_names() -> dict[str, str]:

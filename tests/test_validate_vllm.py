@@ -136,6 +136,7 @@ def test_validation_settings_vllm_would_refuse_are_one_line(tmp_path, capsys, se
 def test_any_canvas_is_served_by_a_tiny_model_built_at_that_canvas(tmp_path):
     """Canvas 128 (set e): the settings are taken and the server runs the tiny DiffusionGemma
     built at 128 (measure/vllm/tiny_models.py builds any canvas: `diffusion-c<N>`)."""
+    from costmodel.modes import get_mode
     from measure.vllm.tiny_models import MODELS, diffusion_dir, model_entry
     from measure.validate.vllm_campaign import server_spec
     from measure.validate.vllm_loads import load_settings
@@ -143,7 +144,7 @@ def test_any_canvas_is_served_by_a_tiny_model_built_at_that_canvas(tmp_path):
     s = load_settings(COMMITTED / "settings-e.json")
     assert s.engine_for("diffusion").canvas_length == 128 and diffusion_dir(128) not in MODELS
     assert model_entry(diffusion_dir(128)) == ("tiny-diffusiongemma", 128)
-    spec = server_spec("diffusion", {diffusion_dir(128): tmp_path / "c128"}, tmp_path / "sched.jsonl", s)
+    spec = server_spec(get_mode("diffusion"), {diffusion_dir(128): tmp_path / "c128"}, tmp_path / "sched.jsonl", s)
     assert spec.model_dir == tmp_path / "c128" and spec.canvas_length == 128 and spec.max_num_batched_tokens == 300
     with pytest.raises(UserError, match="no tiny model"):
         model_entry("diffusion-cx")

@@ -24,7 +24,11 @@ A mode (diffusion, ar, mtp, ...) is one module that subclasses `ServingMode` and
 - what a recorded vLLM engine says of it (`engine_phases`, `bench_counter_prefix`, `bench_model_hint`,
   `recorded_default`, `recorded_replay`, `runs_scheduler`): how the recording readers
   (costmodel/schemas/engine_trace.py, bench_result.py, simulate/engine_recorded.py) tell its runs apart
-  and what the vLLM validation scores and replays (all optional; defaults fit an AR-like mode).
+  and what the vLLM validation scores and replays (all optional; defaults fit an AR-like mode);
+- what measure/ reads of it instead of its name (the "measurement" block: names and small data, the
+  backends do the heavy work): vLLM on the tiny models (`vllm_served`, `vllm_model_dir`,
+  `vllm_speculative_method`, `vllm_campaign_load`, `vllm_validation`), the checkpoint's
+  `transformers_class`, and the shapes `costmodel profile project --compare` prints (`projection_compare`).
 Its per-step progression on a replica is the simulator's: an engine registered under the mode's
 name in simulate/engines (a `Replica` subclass, keeping the mode's own per-request progress in
 `Request.state`), so this registry sits below every stage.
@@ -108,6 +112,23 @@ class ServingMode:
         """Whether a scheduler recorder's config line (vLLM's scheduler class and settings) shows this
         mode's engine (False: no sign of it; the recorded_default mode is the one left)."""
         return False
+    # ---- measurement (measure/): what its backends read of the mode instead of spelling its name ----
+    # Names and small data only (no engine, torch or transformers is imported here): the backend does the work.
+    # vLLM on the tiny models (measure/vllm, measure/validate): the served name, the tiny model directory
+    # (measure/vllm/tiny_models.MODELS; a mode that decodes canvases serves `diffusion_dir(canvas)`), the
+    # speculative method vLLM runs the assistant with, the campaign's load (measure/vllm/campaign.Load's
+    # fields) and the validation's defaults (measure/validate/vllm_loads: the mode's own engine settings,
+    # calibration low rate, requests and closed loops, output lengths). None / {}: no vLLM set-up here.
+    vllm_served: ClassVar[str | None] = None
+    vllm_model_dir: ClassVar[str | None] = None
+    vllm_speculative_method: ClassVar[str | None] = None
+    vllm_campaign_load: ClassVar[dict] = {}
+    vllm_validation: ClassVar[dict] = {}
+    # `costmodel profile project --compare` (measure/fit/projection.py): the (pass kind, seqs, tokens per
+    # sequence, context) shapes a projection is compared at, the issue-17 target shapes and a few batches around them
+    projection_compare: ClassVar[tuple[tuple[str, int, int, int], ...]] = ()
+    # the served checkpoint's class in transformers (measure/harness/build.py; None: AutoModelForCausalLM)
+    transformers_class: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)

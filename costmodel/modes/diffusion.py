@@ -237,6 +237,17 @@ class DiffusionMode(ServingMode):
         """vLLM's diffusion scheduler class."""
         return "Diffusion" in str(config.get("scheduler", ""))
 
+    # ---- measurement (measure/ reads these instead of the mode's name; base.py says what each is) ----
+    vllm_served = "tiny-diffusiongemma"
+    # diffusion steps run Triton kernels in the interpreter on a CPU (100-400 ms each): fewer, shorter requests
+    vllm_campaign_load = dict(qps="0.5,3", requests=10, max_tokens=96, bench_prompts=8, bench_rate=2.0, bench_input_len=24, bench_output_len=64)
+    # 2-3 canvases of 32 per request; closed loops of 2-8 canvases in flight
+    vllm_validation = dict(engine={"canvas_length": 32}, low_qps=0.5, requests=24, outputs=(48, 64, 96),
+                           concurrency=((2, 10), (4, 16), (8, 24)))
+    transformers_class = "DiffusionGemmaForBlockDiffusion"
+    projection_compare = (("denoise_step", 1, 256, 1024), ("denoise_step", 8, 256, 1024), ("encoder_commit", 1, 256, 1024),
+                          ("encoder_prefill", 1, 1024, 0))
+
     def kv_step_slots(self, k: int, canvas: int) -> int:
         """The active canvas holds its slots from its first denoising step."""
         return canvas

@@ -219,6 +219,15 @@ class MtpMode(ServingMode):
         """Speculative tokens configured."""
         return bool(config.get("num_spec_tokens"))
 
+    # ---- measurement (measure/ reads these instead of the mode's name; base.py says what each is) ----
+    vllm_served = "tiny-gemma4"
+    vllm_model_dir = "ar"  # the AR target, the assistant drafting (tiny_models' "mtp-assistant")
+    vllm_speculative_method = "mtp"
+    vllm_campaign_load = dict(qps="2,8,32", requests=24, max_tokens=64, bench_prompts=16, bench_rate=8.0, bench_input_len=32, bench_output_len=48)
+    vllm_validation = dict(engine={"max_num_seqs": 16, "num_speculative_tokens": 2}, low_qps=1.5, requests=48, outputs=(24, 48, 64, 96),
+                           concurrency=((4, 24), (8, 32), (16, 48)))
+    projection_compare = (("verify_step", 1, 5, 1024), ("draft_step", 1, 1, 1024))
+
     def kv_step_slots(self, k: int, canvas: int) -> int:
         """vLLM's lookahead reserve for speculative decoding: 1 + 2k slots (v1/core/sched, spec decode)."""
         return 1 + 2 * k

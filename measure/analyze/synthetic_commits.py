@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from costmodel.modes import harness_modes
 from costmodel.schemas.rundir import RunManifest, RunWriter
 
 ORDERS = ("sequential", "reversed", "block", "random", "noisy")
@@ -145,7 +146,8 @@ def write_run(path: str | Path, commits: pd.DataFrame, generations: pd.DataFrame
     `commit_source` defaults to "replay": a synthetic trace is a constructed schedule, not the
     model's behaviour; tests pass "model" to exercise the report for a real-weights run."""
     prompts = list(dict.fromkeys(generations["prompt_id"]))
-    manifest = RunManifest(run_id=f"synthetic-{Path(path).name}", kind="gpu", mode="diffusion", model="synthetic-commit-traces", weights=weights,
+    mode = next(m for m in harness_modes() if m.harness == "canvas")  # commit traces are a canvas program's records
+    manifest = RunManifest(run_id=f"synthetic-{Path(path).name}", kind="gpu", mode=mode.name, model="synthetic-commit-traces", weights=weights,
                            commit_source=commit_source, planned_units=prompts,
                            notes=["synthetic commit traces from measure.analyze.synthetic_commits (constructed with known answers), not a measurement"])
     with RunWriter(path, manifest) as w:

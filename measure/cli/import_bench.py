@@ -7,7 +7,7 @@ import math
 import click
 
 from costmodel.console import make_console
-from costmodel.modes import mode_names
+from costmodel.modes import get_mode, mode_names
 from measure.endpoint.bench_import import import_files
 
 
@@ -26,7 +26,7 @@ def import_bench(files, out, model, mode, canvas_length, resume):
     \b
     Example: costmodel import-bench results/openai-chat-4.0qps-gemma-4-26B-A4B-it-*.json -o runs/bench-mtp
     """
-    out, rows = import_files(list(files), out, model, mode, canvas_length, resume)
+    out, rows = import_files(list(files), out, model, get_mode(mode) if mode else None, canvas_length, resume)
     con = make_console()
 
     def f(x, nd=1):

@@ -92,6 +92,9 @@ def run(opts: dict, given: dict[str, str]) -> int:
     mode = opts.get("mode")
     if not mode:
         raise UserError("--engine vllm needs --mode", "e.g. costmodel measure --engine vllm --mode ar -o runs/vllm-ar")
+    from costmodel.modes import get_mode
+
+    serving = get_mode(mode)  # the name resolved once: the backend below takes the mode
     if gpu_present() and not (PARAMS & set(given)):
         return run_gpu(opts, given)
     for name, flag in given.items():
@@ -105,7 +108,7 @@ def run(opts: dict, given: dict[str, str]) -> int:
     from measure.vllm.tiny_models import build_all  # torch and transformers: only when a server is set up
 
     dirs = build_all(Path(opts.get("tiny_models") or "models/tiny"))
-    spec = server_spec(mode, dirs, None, vs)
+    spec = server_spec(serving, dirs, None, vs)
     if opts.get("model_dir"):
         spec = replace(spec, model_dir=Path(opts["model_dir"]), served_name=opts.get("model") or Path(opts["model_dir"]).name,
                        extra_args=[*spec.extra_args, "--load-format", "dummy"])
@@ -115,7 +118,7 @@ def run(opts: dict, given: dict[str, str]) -> int:
             os.sched_setaffinity(0, set(place["frontend_cpus"]))
         with tempfile.TemporaryDirectory(prefix="costmodel-engine-prompts-") as work:
             loads = calibration_loads(mode, vs, Path(work))
-            run_engine_measure(EngineMeasureOptions(mode=mode, out=out, spec=spec, loads=loads, seed=int(opts.get("seed") or 0),
+            run_engine_measure(EngineMeasureOptions(mode=serving, out=out, spec=spec, loads=loads, seed=int(opts.get("seed") or 0),
                                                     say=lambda s: click.echo(s)))
     finally:
         os.sched_setaffinity(0, before)  # in-process callers (tests) keep their CPUs

@@ -35,6 +35,7 @@ import math
 from pathlib import Path
 
 from costmodel.errors import UserError
+from costmodel.modes import ServingMode, get_mode
 from costmodel.schemas.bench_result import DETAIL, NUMERIC, PCT_KEY, canvas_from_counters, infer_mode, read_results
 from costmodel.schemas.bench_result import number as _num
 from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id, software_versions
@@ -152,7 +153,7 @@ def detail_rows(r: dict, unit: str) -> tuple[list[dict], list[dict]]:
     return reqs, chunks
 
 
-def import_files(files: list[str], out: str, model: str | None, mode: str | None, canvas_length: int | None, resume: bool) -> tuple[str, list[dict]]:
+def import_files(files: list[str], out: str, model: str | None, mode: ServingMode | None, canvas_length: int | None, resume: bool) -> tuple[str, list[dict]]:
     """Write the run; returns (out, the summary rows written)."""
     if not files:
         raise UserError("no bench result files given", "pass one or more `vllm bench serve --save-result` JSON files")
@@ -165,15 +166,15 @@ def import_files(files: list[str], out: str, model: str | None, mode: str | None
         if len(models) > 1:
             raise UserError(f"the bench results are of several models ({', '.join(models)})", "import each model's files into its own run, or pass --model")
         model = models[0]
-    mode = mode or infer_mode(allres, model)
+    mode = mode or get_mode(infer_mode(allres, model))
     canvas, canvas_source, notes = _canvas(allres, model, canvas_length)
     units = [f"{p.name}#{i}" for p, rs in loaded for i in range(len(rs))]
     if len(set(units)) != len(units):
         raise UserError("two bench files share a file name", "rename one, or import them into separate runs")
     has_dg = any(any(k.startswith(("diffusion_num_", "diffusion_denoising_steps")) for k in r) for r in allres)
     manifest = RunManifest(
-        run_id=new_run_id("bench"), kind="bench-import", mode=mode, model=model, weights="served",
-        commit_source="model" if has_dg and mode == "diffusion" else "none",
+        run_id=new_run_id("bench"), kind="bench-import", mode=mode.name, model=model, weights="served",
+        commit_source="model" if has_dg and mode.decodes_canvases else "none",
         engine={"name": "vllm", "via": "vllm bench serve --save-result"},
         settings={"files": [str(p) for p, _ in loaded], "canvas_length": canvas, "canvas_length_source": canvas_source, "models_in_files": models},
         software=software_versions(), planned_units=units,
@@ -196,7 +197,7 @@ def import_files(files: list[str], out: str, model: str | None, mode: str | None
                     w.add("chunks", chunks)
                 w.finish_unit(unit)
                 rows.append({"unit": unit, **row})
-        if mode == "mtp":
+        if mode.vllm_speculative_method:  # vLLM's spec-decode counters
             write_mtp_counters(w.path, model)
     return out, rows
 

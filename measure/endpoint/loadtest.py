@@ -29,11 +29,13 @@ from costmodel import atomic
 from costmodel.console import make_console
 from costmodel.errors import UserError
 from costmodel.models import MODELS
+from costmodel.modes import get_mode
 from costmodel.schemas.rundir import RunManifest, RunWriter, load_run, new_run_id, read_manifest, software_versions, spec_decode_counts
 from measure.endpoint.client import LoadConfig, PlannedRequest, PromptItem, schedule_s
 from measure.endpoint.prometheus import DG_STEPS, SD_DRAFTS, Scraper, value
 from measure.endpoint.prompts import load_prompts
 from measure.endpoint.runner import chunk_frame, metrics_rows, request_frame, run_unit, summary_row
+from measure.engine_mode import engine_mode
 
 
 @dataclass
@@ -181,10 +183,10 @@ async def _probe_mode(metrics_url: str | None, model: str, headers: dict) -> str
     if not snap.ok or not snap.samples:
         return None
     if value(snap, DG_STEPS, model) is not None:
-        return "diffusion"
+        return engine_mode(canvases=True).name
     if value(snap, SD_DRAFTS, model) is not None:
-        return "mtp"
-    return "ar"
+        return engine_mode(speculative=True).name
+    return engine_mode().name
 
 
 def plan_requests(items, n: int | None, duration_s: float | None, qps: float, arrivals: str, seed: int, unit: str, cv: float = 1.0):
@@ -240,10 +242,11 @@ def _served_mode(opts: LoadTestOptions, model: str, murl: str | None, headers: d
         prev = read_manifest(opts.out)
         if prev.mode:
             return prev.mode, prev.settings.get("mode_source", "from the run being resumed")
-    if "diffusion" in model.lower():
-        return "diffusion", "from the model name"
+    canvas = engine_mode(canvases=True).name
+    if canvas in model.lower():  # a model named after the canvas mode (DiffusionGemma)
+        return canvas, "from the model name"
     mode = asyncio.run(_probe_mode(murl, model, headers))
-    return (mode, "from the server's counters") if mode else ("ar", "assumed (no --mode, and /metrics did not tell)")
+    return (mode, "from the server's counters") if mode else (engine_mode().name, "assumed (no --mode, and /metrics did not tell)")
 
 
 def check_loadtest(opts: LoadTestOptions) -> LoadTest:
@@ -312,7 +315,7 @@ def _record_load(w: RunWriter, lt: LoadTest, unit: str, rate: float, planned: li
         lt.mode, lt.mode_note = hint, "from the server's counters during the load"
         w.update(mode=lt.mode)
         w.manifest.settings["mode_source"] = lt.mode_note
-    if hint == "diffusion" and lt.mode == "diffusion":
+    if hint is not None and hint == lt.mode and get_mode(hint).decodes_canvases:
         w.update(commit_source="model")
 
 

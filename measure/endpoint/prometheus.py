@@ -36,6 +36,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from measure.endpoint.failures import classify
+from measure.engine_mode import engine_mode
 
 DG_STEPS = "vllm:diffusion_num_denoising_steps"
 DG_POSITIONS = "vllm:diffusion_num_canvas_positions"
@@ -181,9 +182,9 @@ class ServerStats:
     @property
     def mode_hint(self) -> str | None:
         if self.diffusion is not None and self.diffusion.denoising_steps > 0:
-            return "diffusion"
+            return engine_mode(canvases=True).name
         if self.spec_decode is not None and self.spec_decode.num_drafts > 0:
-            return "mtp"
+            return engine_mode(speculative=True).name
         return None
 
 

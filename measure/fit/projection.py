@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec, get_hardware
 from costmodel.models import get_model
+from costmodel.modes import all_modes
 from costmodel.precision import PRECISIONS, get_precision
 from costmodel.schemas.profile import ModeProfile, PassTable, Profile, Provenance
 from costmodel.roofline import Roofline, Segment
@@ -147,12 +148,9 @@ def project_profile(src: Profile, hardware: str, precision: str, hardware_file: 
     ).validate(f"projection of {src.profile_id}")
 
 
-# shapes a projection is compared at (`costmodel profile project --compare`): the issue-17 target
-# shapes and a few batches around them, per mode and pass kind
-COMPARE_SHAPES = (("diffusion", "denoise_step", 1, 256, 1024), ("diffusion", "denoise_step", 8, 256, 1024),
-                  ("diffusion", "encoder_commit", 1, 256, 1024), ("diffusion", "encoder_prefill", 1, 1024, 0),
-                  ("ar", "decode_step", 1, 1, 1024), ("ar", "decode_step", 32, 1, 1024), ("ar", "decode_step", 256, 1, 4096),
-                  ("ar", "prefill", 1, 1024, 0), ("mtp", "verify_step", 1, 5, 1024), ("mtp", "draft_step", 1, 1, 1024))
+# shapes a projection is compared at (`costmodel profile project --compare`): each mode's own
+# (ServingMode.projection_compare: the issue-17 target shapes and a few batches around them), as (mode, kind, seqs, tokens, context)
+COMPARE_SHAPES = tuple((m.name, *shape) for m in all_modes() for shape in m.projection_compare)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from measure.harness.causal import CausalGeneration, ar_generation, mtp_generati
 from measure.harness.config import Cell
 from measure.harness.context import RunContext, UnitRows
 from measure.harness.diffusion import chat_ids, special_tokens
+from measure.harness.kinds import CausalKinds
 from measure.probes import Probe, check_answer
 
 
@@ -39,7 +40,7 @@ def _run(ctx: RunContext, cell: Cell, ids, seed: int, profiler=None, eos_ids=Non
     import torch  # optional heavy dependency (the measure extra)
 
     with torch.no_grad():
-        if cfg.mode == "ar":
+        if not cfg.serving.assistant:
             return ar_generation(ctx.causal, ids, cfg.decode_steps, profiler, cfg.profile_steps)
         return mtp_generation(ctx.causal, ids, cell.draft_tokens, cfg.mtp_rounds, cfg.mtp_acceptance_rate,
                               np.random.default_rng(seed), profiler, cfg.profile_steps, eos_ids)
@@ -54,21 +55,22 @@ def timing_cell(ctx: RunContext, unit: str, cell: Cell) -> UnitRows:
         seed = ctx.seed_for(unit, rep)
         gen = _run(ctx, cell, _ids(ctx, cell.batch, cell.context, seed), seed)
         out.passes += _rows(ctx, gen, warmup=warm, rep=rep, cell=cell.label, prompt_tokens=cell.context)
-    kind = "decode_step" if cfg.mode == "ar" else "verify_step"
+    kinds = CausalKinds.of(cfg.serving)
+    kind = kinds.decode
     timed = [p for p in out.passes if p["pass_kind"] == kind and not p["warmup"]]
     if timed:
         out.summary = (f"{kind} median {statistics.median(p['gpu_ms'] for p in timed):.2f} ms, "
                        f"x_roofline {statistics.median(p['x_roofline'] for p in timed):.2f}")
-        drafts = [p["gpu_ms"] for p in out.passes if p["pass_kind"] == "draft_step" and not p["warmup"]]
+        drafts = [p["gpu_ms"] for p in out.passes if kinds.draft and p["pass_kind"] == kinds.draft and not p["warmup"]]
         if drafts:
-            out.summary += f"; draft_step median {statistics.median(drafts):.2f} ms"
+            out.summary += f"; {kinds.draft} median {statistics.median(drafts):.2f} ms"
     return out
 
 
 def profile_steps(ctx: RunContext, unit: str) -> dict:
     """torch.profiler over decode steps (AR) or rounds (MTP, k = the first --draft-tokens) 2 .. 1+N."""
     cfg, timer = ctx.cfg, ctx.timer
-    cell = Cell(cfg.batches[0], cfg.contexts[0], cfg.draft_tokens[0] if cfg.mode == "mtp" else 0)
+    cell = Cell(cfg.batches[0], cfg.contexts[0], cfg.draft_tokens[0] if cfg.serving.assistant else 0)
     seed = ctx.seed_for(unit)
     ids = _ids(ctx, cell.batch, cell.context, seed)
     ctx.set_phase(f"{unit}/warmup")
@@ -78,9 +80,10 @@ def profile_steps(ctx: RunContext, unit: str) -> dict:
     gen = _run(ctx, cell, ids, seed, profiler=prof)
     rows = _rows(ctx, gen, warmup=False, rep=0, cell=cell.label, prompt_tokens=cell.context)
     summary = profiling.summarize(prof, cfg.profile_steps, timer.cuda)
-    kind = "decode_step" if cfg.mode == "ar" else "verify_step"
+    kinds = CausalKinds.of(cfg.serving)
+    kind = kinds.decode
     timed = [r["gpu_ms"] for r in rows if r["pass_kind"] == kind]
-    extra = {"unit": unit, "pass_kind": kind if cfg.mode == "ar" else f"mtp round (k={cell.draft_tokens} draft_step + verify_step)",
+    extra = {"unit": unit, "pass_kind": kind if kinds.draft is None else f"{cfg.mode} round (k={cell.draft_tokens} {kinds.draft} + {kind})",
              "seqs": cell.batch, "context_tokens": cell.context, "engine": cfg.engine, "experts_implementation": cfg.experts_implementation,
              f"{kind}_gpu_ms_median_in_profiled_generation": statistics.median(timed) if timed else None,
              "note": "per step = per decode step (AR) or per draft/verify round (MTP); profiler overhead included"}
@@ -103,6 +106,7 @@ def mtp_probe_unit(ctx: RunContext, unit: str, probe: Probe) -> UnitRows:
             text = tok.decode(gen.sequences[0, ids.shape[1]:].tolist(), skip_special_tokens=True)
             out.passes += _rows(ctx, gen, warmup=False, rep=s, cell=f"probe-{probe.regime}-k{k}", prompt_tokens=cell.context, prompt_id=probe.prompt_id,
                                 regime=probe.regime, correct=check_answer(probe, text))
-    acc = [p["accepted_drafts"] for p in out.passes if p["pass_kind"] == "verify_step"]
+    verify = CausalKinds.of(cfg.serving).decode
+    acc = [p["accepted_drafts"] for p in out.passes if p["pass_kind"] == verify]
     out.summary = f"{probe.prompt_id}: {len(acc)} verify rounds, mean accepted drafts {statistics.mean(acc):.2f}" if acc else probe.prompt_id
     return out

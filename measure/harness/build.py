@@ -256,7 +256,7 @@ def load_models(cfg, device: str) -> LoadedModels:
     import transformers
 
     t0 = time.perf_counter()
-    fix = kv_sharing_fix() if cfg.mode == "mtp" else contextlib.nullcontext()
+    fix = kv_sharing_fix() if cfg.serving.assistant else contextlib.nullcontext()
     notes: list[str] = []
     with fix:
         if cfg.weights == "random":
@@ -266,7 +266,7 @@ def load_models(cfg, device: str) -> LoadedModels:
             if shape.family == "gemma4":
                 notes.append("Gemma4TextConfig built with hidden_size_per_layer_input=0 and vocab_size_per_layer_input=0 (the public 26B-A4B text config has no per-layer inputs)")
         else:
-            cls = transformers.DiffusionGemmaForBlockDiffusion if cfg.mode == "diffusion" else transformers.AutoModelForCausalLM
+            cls = getattr(transformers, cfg.serving.transformers_class or "AutoModelForCausalLM")
             model = _from_pretrained(cls, cfg.checkpoint, device, cfg.experts_implementation)
             shape = cfg.shape or _shape_from_loaded(model.config, cfg.checkpoint)
             source = cfg.checkpoint
@@ -274,7 +274,7 @@ def load_models(cfg, device: str) -> LoadedModels:
             notes.append(f"checkpoint {cfg.checkpoint} loaded with from_pretrained (bf16)")
         assistant = assistant_shape = None
         assistant_source = None
-        if cfg.mode == "mtp":
+        if cfg.serving.assistant:
             if cfg.weights == "random":
                 assistant_shape = cfg.assistant_shape
                 assistant = build_random(assistant_shape, device, cfg.experts_implementation)

@@ -39,7 +39,7 @@ def plan_units(cfg: HarnessConfig) -> list[tuple[str, str, object]]:
     cells = [(f"timing-{c.label}", "timing", c) for c in cfg.cells()]
     units: list[tuple[str, str, object]] = cells[:1]
     first = Cell(cfg.batches[0], cfg.contexts[0])
-    if cfg.mode == "diffusion" and cfg.hook_overhead_repeats and cfg.timing_grid:
+    if cfg.serving.harness == "canvas" and cfg.hook_overhead_repeats and cfg.timing_grid:
         units.append(("hook-overhead", "hook", first))
     if cfg.profile_steps:
         units.append((f"profile-{first.label}", "profile", first))
@@ -137,7 +137,7 @@ def _settings(cfg: HarnessConfig, setup: CampaignSetup, tel: Telemetry) -> dict:
     settings["telemetry"] = {"interval_ms": cfg.telemetry_interval_ms, "enabled": tel.enabled, "energy_counter": tel.energy_counter}
     if setup.schedule is not None:
         settings["replay_schedule"] = setup.schedule.describe()
-    if cfg.mode == "mtp":
+    if cfg.serving.assistant:
         settings["mtp_acceptance_source"] = (
             "greedy verification of the checkpoint's drafts" if cfg.weights == "checkpoint" else
             f"stated default: per-token acceptance {cfg.mtp_acceptance_rate} drawn per round (vLLM benchmarks' synthetic rate); NOT measured")
@@ -152,8 +152,8 @@ def _manifest(cfg: HarnessConfig, setup: CampaignSetup, engine: dict, tel: Telem
     notes = setup.notes
     if cfg.weights == "random":
         notes.append("RANDOM WEIGHTS: pass timings are the architecture's; "
-                     + ("commit records are random-weights behaviour, not the model's" if cfg.mode == "diffusion" else
-                        "MTP acceptance is the stated default, not measured" if cfg.mode == "mtp" else "no model behaviour is measured"))
+                     + ("commit records are random-weights behaviour, not the model's" if cfg.serving.harness == "canvas" else
+                        "MTP acceptance is the stated default, not measured" if cfg.serving.assistant else "no model behaviour is measured"))
     if setup.schedule is not None:
         notes.append(f"REPLAY: canvases stop after k_b steps drawn from {setup.schedule.source}; commit records are the sampler's on these weights")
     sw = software_versions()
@@ -204,7 +204,7 @@ def run_campaign(cfg: HarnessConfig) -> int:
             timer = PassTimer(setup.device)
             ctx = RunContext(cfg, models, setup.device, timer, RooflineAnnotator(models.shape, setup.roof_hw, models.assistant_shape),
                              cfg.out, engine_label, tel.set_phase, setup.schedule)
-            if cfg.mode != "diffusion":
+            if cfg.serving.harness != "canvas":
                 ctx.causal = CausalEngine(models.model, cfg.engine, timer, models.assistant, CausalKinds.of(cfg.serving))
             _execute(ctx, w, tel, setup.units, console)
             atomic.write_json(cfg.out / "campaign_time.json", {
@@ -237,7 +237,7 @@ def uniform(rows: list[dict]) -> list[dict]:
 def _execute(ctx: RunContext, w: RunWriter, tel: Telemetry, units, console) -> None:
     import torch  # optional heavy dependency (the measure extra)
 
-    mode = ctx.cfg.mode
+    canvas = ctx.cfg.serving.harness == "canvas"  # the mode's harness program: diffusion.py's canvases, else causal (baseline.py)
     todo = [u for u in units if not w.is_done(u[0])]
     show = os.environ.get("COSTMODEL_NO_PROGRESS") != "1"
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -252,17 +252,17 @@ def _execute(ctx: RunContext, w: RunWriter, tel: Telemetry, units, console) -> N
             try:
                 rows = UnitRows()
                 if kind == "timing":
-                    rows = (diffusion.timing_cell if mode == "diffusion" else baseline.timing_cell)(ctx, name, payload)
+                    rows = (diffusion.timing_cell if canvas else baseline.timing_cell)(ctx, name, payload)
                 elif kind == "hook":
                     doc = diffusion.hook_overhead(ctx, name)
                     rows.summary = (f"hook overhead {doc['overhead_ms_per_step']:.3f} ms/step ({doc['overhead_pct_of_step']:.2f}% of step), "
                                     f"identical outputs {doc['identical_pairs']}")
                 elif kind == "profile":
-                    doc = (diffusion.profile_steps if mode == "diffusion" else baseline.profile_steps)(ctx, name)
+                    doc = (diffusion.profile_steps if canvas else baseline.profile_steps)(ctx, name)
                     top = ", ".join(f"{k} {v:.2f}" for k, v in list(doc["categories_ms_per_step"].items())[:4])
                     rows.summary = f"profile {doc['total_ms_per_step']:.2f} ms/step: {top}"
                 elif kind == "probe":
-                    rows = (diffusion.probe_unit if mode == "diffusion" else baseline.mtp_probe_unit)(ctx, name, payload)
+                    rows = (diffusion.probe_unit if canvas else baseline.mtp_probe_unit)(ctx, name, payload)
             except torch.cuda.OutOfMemoryError as e:
                 w.note(f"{name}: CUDA out of memory, unit skipped ({str(e).splitlines()[0][:160]})")
                 console.print(f"[yellow]{name}: out of GPU memory, skipped[/yellow]")

@@ -45,7 +45,7 @@ class Cell:
 
 @dataclass
 class HarnessConfig:
-    mode: str
+    serving: ServingMode  # the mode measured (the registry's object: its pass kinds and traits); the manifest records its name
     model: str  # the manifest's model: catalog name or checkpoint id
     shape: ModelShape | None  # roofline / random-weights shape (None: taken from the checkpoint's config)
     assistant_shape: ModelShape | None
@@ -82,14 +82,14 @@ class HarnessConfig:
     telemetry_interval_ms: int
 
     @property
-    def serving(self) -> ServingMode:
-        """The mode measured (the registry's object: its pass kinds and traits)."""
-        return get_mode(self.mode)
+    def mode(self) -> str:
+        """The measured mode's name (what the run's manifest records)."""
+        return self.serving.name
 
     @property
     def commit_source(self) -> str:
         """What the run's commit records are (costmodel.schemas.rundir.COMMIT_SOURCES)."""
-        if get_mode(self.mode).harness != "canvas":
+        if self.serving.harness != "canvas":
             return "none"
         if self.replay:
             return "replay"
@@ -102,12 +102,13 @@ class HarnessConfig:
             pairs = [(b, p) for b in self.batches for p in self.contexts]
         else:  # star: every batch at the first context, every context at the first batch
             pairs = [(b, self.contexts[0]) for b in self.batches] + [(self.batches[0], p) for p in self.contexts[1:]]
-        ks = self.draft_tokens if get_mode(self.mode).assistant else [0]
+        ks = self.draft_tokens if self.serving.assistant else [0]
         return [Cell(b, p, k) for b, p in pairs for k in ks]
 
     def settings(self) -> dict:
         """The options as the manifest records them."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("shape", "assistant_shape", "out")}
+        d = {"mode": self.mode}
+        d.update({f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("serving", "shape", "assistant_shape", "out")})
         d["out"] = str(self.out)
         d["cells"] = [c.label for c in self.cells()]
         return d
@@ -185,11 +186,11 @@ MODE_ONLY = {
 PROBE_ONLY = ("probe_seeds", "probe_regimes", "probe_split")
 
 
-def _reject_unused(opts: HarnessOptions, mode: str) -> None:
+def _reject_unused(opts: HarnessOptions, mode: ServingMode) -> None:
     for key, uses in MODE_ONLY.items():
-        if opts.get(key) is not None and not uses(get_mode(mode)):
+        if opts.get(key) is not None and not uses(mode):
             modes = [m.name for m in harness_modes() if uses(m)]
-            raise UserError(f"--{key.replace('_', '-')} is not used by --mode {mode}", f"drop it (it applies to --mode {'/'.join(modes)})")
+            raise UserError(f"--{key.replace('_', '-')} is not used by --mode {mode.name}", f"drop it (it applies to --mode {'/'.join(modes)})")
     if not opts.get("probe_prompts_per_regime"):
         for key in PROBE_ONLY:
             if opts.get(key) is not None:
@@ -233,7 +234,7 @@ def _model_source(opts: HarnessOptions) -> ModelSource:
     return ModelSource(shape, checkpoint, "random" if random_weights else "checkpoint")
 
 
-def _mode(opts: HarnessOptions, src: ModelSource) -> str:
+def _mode(opts: HarnessOptions, src: ModelSource) -> ServingMode:
     """--mode (default: from the shape's family), checked against the shape and the options given."""
     mode = opts.mode
     if mode is None:
@@ -243,19 +244,19 @@ def _mode(opts: HarnessOptions, src: ModelSource) -> str:
         mode = served[0].name if served else ""
     if mode not in HARNESS_MODES:
         raise UserError(f"--mode {mode!r} is unknown", f"use one of {', '.join(HARNESS_MODES)}")
-    _reject_unused(opts, mode)
     serving = get_mode(mode)
+    _reject_unused(opts, serving)
     if src.shape is not None and src.shape.family != serving.model_family:
         raise UserError(f"--mode {mode} needs a {serving.label} model ({serving.model_family}), and {src.shape.name} is {src.shape.family}",
                         "use " + " and ".join(f"--model {m.default_model} for {m.name}" for m in harness_modes()))
-    return mode
+    return serving
 
 
-def _assistant(opts: HarnessOptions, mode: str, src: ModelSource) -> ModelShape | None:
+def _assistant(opts: HarnessOptions, mode: ServingMode, src: ModelSource) -> ModelShape | None:
     """The MTP assistant's shape (None for other modes), with --assistant-checkpoint checked."""
     assistant_ckpt = opts.assistant_checkpoint
     drafted = [m.name for m in harness_modes() if _drafted(m)]
-    if not _drafted(get_mode(mode)):
+    if not _drafted(mode):
         if assistant_ckpt:
             raise UserError(f"--assistant-checkpoint is only used with --mode {'/'.join(drafted)}", f"drop it or pass --mode {drafted[0]}")
         return None
@@ -300,13 +301,13 @@ class GridCounts:
     telemetry_interval_ms: int
 
 
-def _grid_counts(opts: HarnessOptions, mode: str, engine: str) -> GridCounts:
-    canvas = _canvas(get_mode(mode))
+def _grid_counts(opts: HarnessOptions, mode: ServingMode, engine: str) -> GridCounts:
+    canvas = _canvas(mode)
     batches = _ints(opts, "canvases") if canvas else _ints(opts, "decode_batches")
     batches = batches or ([1, 2, 4, 8, 16, 32] if canvas else [1, 4, 16, 64, 256])
     contexts = _ints(opts, "contexts") or [1024]
     draft_tokens = _ints(opts, "draft_tokens") or [1, 2, 4, 8]
-    if _drafted(get_mode(mode)) and max(draft_tokens) > 16:
+    if _drafted(mode) and max(draft_tokens) > 16:
         raise UserError(f"--draft-tokens {max(draft_tokens)} is above 16", "MTP drafts 1 to 8 tokens per round in practice; give values 1..16")
     counts = GridCounts(
         batches, contexts, draft_tokens, blocks=_pos_int(opts, "blocks", 2), max_denoising_steps=_pos_int(opts, "max_denoising_steps", 48),
@@ -318,7 +319,7 @@ def _grid_counts(opts: HarnessOptions, mode: str, engine: str) -> GridCounts:
     return counts
 
 
-def _acceptance_rate(opts: HarnessOptions, mode: str, weights: str) -> float | None:
+def _acceptance_rate(opts: HarnessOptions, mode: ServingMode, weights: str) -> float | None:
     rate = opts.mtp_acceptance_rate
     if rate is not None:
         if weights == "checkpoint":
@@ -326,7 +327,7 @@ def _acceptance_rate(opts: HarnessOptions, mode: str, weights: str) -> float | N
         if not (0.0 <= float(rate) <= 1.0):
             raise UserError(f"--mtp-acceptance-rate {rate} is outside 0..1", "e.g. --mtp-acceptance-rate 0.8 (vLLM's synthetic default)")
         return float(rate)
-    return DEFAULT_MTP_ACCEPTANCE if _drafted(get_mode(mode)) and weights == "random" else None
+    return DEFAULT_MTP_ACCEPTANCE if _drafted(mode) and weights == "random" else None
 
 
 def _regimes(opts: HarnessOptions, key: str) -> list[str]:
@@ -349,7 +350,7 @@ class Probing:
     split: str
 
 
-def _probing(opts: HarnessOptions, mode: str, weights: str, engine: str) -> Probing:
+def _probing(opts: HarnessOptions, mode: ServingMode, weights: str, engine: str) -> Probing:
     replay = opts.replay
     replay_regimes = parse_list(str(opts.get("replay_regimes", ",".join(REGIMES))), "replay-regimes")
     if replay is not None:
@@ -365,7 +366,7 @@ def _probing(opts: HarnessOptions, mode: str, weights: str, engine: str) -> Prob
     if probe_split not in PROBE_SPLITS:
         raise UserError(f"--probe-split {probe_split!r} is unknown", f"use one of {', '.join(PROBE_SPLITS)}")
     if probes_n:
-        if not get_mode(mode).parts:
+        if not mode.parts:
             probed = [m.name for m in harness_modes() if m.parts]
             raise UserError("probe prompts measure what a mode's profile part draws from (diffusion commits, MTP acceptance)",
                             f"use --mode {' or --mode '.join(probed)} for --probe-prompts-per-regime")
@@ -373,7 +374,7 @@ def _probing(opts: HarnessOptions, mode: str, weights: str, engine: str) -> Prob
             raise UserError("probe prompts need the checkpoint's tokenizer and weights", "pass --checkpoint, or drop --probe-prompts-per-regime for a random-weights timing run")
         if replay:
             raise UserError("--replay with probe prompts would replace the model's own commits", "run probes without --replay")
-        if engine == "compiled" and _drafted(get_mode(mode)):
+        if engine == "compiled" and _drafted(mode):
             raise UserError("--engine compiled cannot measure MTP acceptance exactly (static sliding-window KV is not rolled back)", "use --engine eager for probe runs")
     return Probing(replay, replay_regimes, probes_n, probe_seeds, probe_regimes, probe_split)
 
@@ -381,7 +382,7 @@ def _probing(opts: HarnessOptions, mode: str, weights: str, engine: str) -> Prob
 def parse_config(opts: HarnessOptions) -> HarnessConfig:
     """Every harness option checked; raises UserError naming the bad input and the fix."""
     src = _model_source(opts)
-    mode = _mode(opts, src)
+    mode = _mode(opts, src)  # the name resolved once: everything below takes the mode
     assistant_shape = _assistant(opts, mode, src)
     engine = opts.get("engine", "eager")
     if engine not in ENGINES:
@@ -389,7 +390,7 @@ def parse_config(opts: HarnessOptions) -> HarnessConfig:
     counts = _grid_counts(opts, mode, engine)
     rate = _acceptance_rate(opts, mode, src.weights)
     probing = _probing(opts, mode, src.weights, engine)
-    if _drafted(get_mode(mode)) and engine == "compiled" and src.weights == "checkpoint":
+    if _drafted(mode) and engine == "compiled" and src.weights == "checkpoint":
         raise UserError("--engine compiled for MTP is timing-only (rejected drafts stay in the static sliding-window KV)", "use --engine eager with a checkpoint")
     timing_grid = not opts.no_timing_grid
     if not timing_grid and not probing.prompts_per_regime:
@@ -401,7 +402,7 @@ def parse_config(opts: HarnessOptions) -> HarnessConfig:
     if device is not None and device != "cpu" and not device.startswith("cuda"):
         raise UserError(f"--device {device!r} is not a torch device", "use cuda, cuda:N or cpu")
     return HarnessConfig(
-        mode=mode, model=src.manifest_model(opts.model), shape=src.shape, assistant_shape=assistant_shape, weights=src.weights,
+        serving=mode, model=src.manifest_model(opts.model), shape=src.shape, assistant_shape=assistant_shape, weights=src.weights,
         checkpoint=src.checkpoint, assistant_checkpoint=opts.assistant_checkpoint, engine=engine,
         experts_implementation=opts.get("experts_implementation", "grouped_mm"), device=device,
         out=Path(opts.out), resume=bool(opts.resume), seed=int(opts.get("seed", 0)),

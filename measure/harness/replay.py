@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from costmodel.errors import UserError
+from costmodel.modes import get_mode, harness_modes, mode_names
 from costmodel.prior import CITATION, published_commit_prior
 from costmodel.schemas.profile import Distribution
 from costmodel.schemas.rundir import load_run
@@ -51,8 +52,9 @@ def load_schedule(replay: str, regimes: list[str]) -> StepSchedule:
                             {r: prior[r].steps_per_canvas for r in regimes}, list(regimes))
     run = load_run(replay)
     m = run.manifest
-    if m.mode != "diffusion":
-        raise UserError(f"--replay {replay}: a {m.mode} run has no canvases to replay", "pass a diffusion run")
+    if m.mode not in mode_names() or get_mode(m.mode).harness != "canvas":
+        canvas = [x.name for x in harness_modes() if x.harness == "canvas"]
+        raise UserError(f"--replay {replay}: a {m.mode} run has no canvases to replay", f"pass a {' or '.join(canvas)} run")
     if m.commit_source not in ("model", "replay"):
         raise UserError(f"--replay {replay}: its commit_source is {m.commit_source!r}, so its step counts are not the model's",
                         "replay a run measured with real weights, or use --replay prior")

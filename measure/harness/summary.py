@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel import atomic
+from costmodel.modes import get_mode
 from costmodel.schemas.rundir import Run, load_run
 
 
@@ -50,13 +51,13 @@ def pass_medians(passes: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(keys).reset_index(drop=True)
 
 
-def mtp_acceptance_counts(passes: pd.DataFrame) -> dict[int, dict]:
+def mtp_acceptance_counts(passes: pd.DataFrame, verify: str) -> dict[int, dict]:
     """Per k: drafts (rows x rounds) and, per draft position j, rounds whose draft j was accepted
-    (the vLLM counter definition measure.fit.mtp reads)."""
+    (the vLLM counter definition measure.fit.mtp reads); `verify`: the pass kind that verifies the drafts."""
     out: dict[int, dict] = {}
     if passes.empty or "accepted_per_seq" not in passes:
         return out
-    v = passes[(passes["pass_kind"] == "verify_step") & ~passes["warmup"].astype(bool)]
+    v = passes[(passes["pass_kind"] == verify) & ~passes["warmup"].astype(bool)]
     for k, grp in v.groupby("draft_tokens"):
         k = int(k)
         acc = np.concatenate([np.asarray(a, dtype=int) for a in grp["accepted_per_seq"]]) if len(grp) else np.empty(0, int)
@@ -81,8 +82,9 @@ def write_summary(run: Run) -> dict:
             doc[name] = json.loads(p.read_text())
     profiles = sorted((run.path / "profile").glob("*.json")) if (run.path / "profile").exists() else []
     doc["profiles"] = [json.loads(p.read_text()) for p in profiles]
-    if m.mode == "mtp":
-        counts = mtp_acceptance_counts(passes)
+    serving = get_mode(m.mode)  # the run's mode, resolved once from its manifest
+    if serving.assistant:
+        counts = mtp_acceptance_counts(passes, serving.group_kinds[0])
         doc["mtp_acceptance"] = {"source": m.settings.get("mtp_acceptance_source"), "counts_per_k": counts}
         if m.weights == "checkpoint":
             for k, c in counts.items():

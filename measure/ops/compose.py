@@ -18,6 +18,7 @@ from pathlib import Path
 
 from costmodel.models import ASSISTANT_FOR, get_model
 from costmodel.modes import all_modes
+from costmodel.roofline import PASS_KINDS, get_pass_kind
 from measure.ops.shapes import pass_ops
 from measure.ops.table import OpTable
 
@@ -76,7 +77,7 @@ def _resolved_calls(table: OpTable, kind: str, segments, precision: str, model: 
     mode = next(m for m, ks in MODE_KINDS.items() if kind in ks)
     mname = model or MODEL_OF[mode]
     target = get_model(mname)
-    asst_name = ASSISTANT_FOR.get(mname if mode != "diffusion" else "gemma4-26b-a4b")
+    asst_name = ASSISTANT_FOR.get(mname) if get_pass_kind(kind).role == "assistant" else None  # only the assistant's pass runs it
     asst = get_model(asst_name) if asst_name else None
     return resolve(pass_ops(target, kind, segs, asst, alternatives=True), table, precision)
 
@@ -106,30 +107,22 @@ def default_grid(small: bool = False) -> dict[str, list[Seg]]:
     batch = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512] if not small else [1, 32]
     chunks = [64, 128, 256, 512, 1024, 2048, 4096, 8192] if not small else [256, 2048]
     ks = [1, 2, 3, 4, 6, 8] if not small else [1, 4]
-    g: dict[str, list[Seg]] = {k: [] for k in ("encoder_prefill", "denoise_step", "encoder_commit", "prefill", "decode_step",
-                                             "draft_step", "verify_step")}
-    for n in canv:
-        for c in ctx:
-            g["denoise_step"].append(Seg(n, 256, c))
-            g["encoder_commit"].append(Seg(n, 256, c))
+    # every pass kind's shapes by its natural query tokens (PassKind.query_tokens)
+    canvas: list[Seg] = [Seg(n, 256, c) for n in canv for c in ctx]
+    prompt: list[Seg] = []
     for t in chunks:
-        for s in (1, 2, 4) if not small else (1,):
-            if s * t <= 16384:
-                g["encoder_prefill"].append(Seg(s, t, 0))
-                g["prefill"].append(Seg(s, t, 0))
-        for c in (1024, 8192) if not small else ():
-            g["encoder_prefill"].append(Seg(1, t, c))
-            g["prefill"].append(Seg(1, t, c))
+        prompt += [Seg(s, t, 0) for s in ((1, 2, 4) if not small else (1,)) if s * t <= 16384]
+        prompt += [Seg(1, t, c) for c in ((1024, 8192) if not small else ())]
+    one: list[Seg] = []
+    drafts: list[Seg] = []
     for b in batch:
         for c in ctx:
             if b * c > 2**22:
                 continue  # beyond any GPU's KV capacity here (seqs x context > 4M tokens)
-            g["decode_step"].append(Seg(b, 1, c))
-            g["draft_step"].append(Seg(b, 1, c))
-            for k in ks:
-                if b * (k + 1) <= 4096:
-                    g["verify_step"].append(Seg(b, k + 1, c))
-    return g
+            one.append(Seg(b, 1, c))
+            drafts += [Seg(b, k + 1, c) for k in ks if b * (k + 1) <= 4096]
+    by_query = {"canvas": canvas, "prompt": prompt, "one": one, "drafts+1": drafts}
+    return {k.name: list(by_query[k.query_tokens]) for k in PASS_KINDS.values() if k.query_tokens in by_query}
 
 
 # ---- run directories for `costmodel fit` --------------------------------------------------------
@@ -167,7 +160,7 @@ def write_runs(table: OpTable, precision: str, hardware: str, out_parent: str | 
                 c = compose(table, kind, [s], precision)
                 used_ops.update(c.by_op)
                 rows.append({"unit": "composed", "pass_kind": kind, "seqs": s.seqs, "tokens_per_seq": s.tokens, "context_tokens": s.context,
-                             "prompt_tokens": s.context if kind not in ("prefill", "encoder_prefill") else s.tokens,
+                             "prompt_tokens": s.tokens if get_pass_kind(kind).query_tokens == "prompt" else s.context,
                              "gpu_ms": c.ms, "wall_ms": c.ms, "ops_ms": c.ops_ms, "overhead_ms": c.overhead_ms, "warmup": False,
                              "engine": "ops"})
         kernels = {op: table.kernel(op, precision) for op in sorted(used_ops)}

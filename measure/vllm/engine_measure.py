@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from costmodel.errors import UserError
+from costmodel.modes import ServingMode
 from measure.endpoint.loadtest import LoadTestOptions, run_loadtest
 from measure.vllm.server import ServerSpec, VllmServer
 
@@ -38,7 +39,7 @@ class EngineLoad:
 
 @dataclass
 class EngineMeasureOptions:
-    mode: str
+    mode: ServingMode
     out: Path
     spec: ServerSpec
     loads: list[EngineLoad]
@@ -64,26 +65,26 @@ def run_engine_measure(opts: EngineMeasureOptions) -> Path:
     t0 = time.monotonic()
     try:
         with VllmServer(opts.spec, record_dir=opts.out, timeout_s=opts.server_timeout_s, log_path=log) as srv:
-            opts.say(f"{opts.mode}: vLLM server up in {time.monotonic() - t0:.0f} s (log {log}); recording engine steps into {opts.out}")
+            opts.say(f"{opts.mode.name}: vLLM server up in {time.monotonic() - t0:.0f} s (log {log}); recording engine steps into {opts.out}")
             for i, load in enumerate(opts.loads):
                 t = time.monotonic()
                 _send(opts, srv.url, load, work / f"{i:02d}-{load.name}")
-                opts.say(f"{opts.mode}: load {i + 1}/{len(opts.loads)} {load.name}: {load.n} requests "
+                opts.say(f"{opts.mode.name}: load {i + 1}/{len(opts.loads)} {load.name}: {load.n} requests "
                          + (f"{load.concurrency} in flight" if load.concurrency else f"at {load.qps} req/s") + f" in {time.monotonic() - t:.0f} s")
                 if not srv.alive():
-                    raise UserError(f"the vLLM server ({opts.mode}) died during load {load.name}: {srv.cause()}",
+                    raise UserError(f"the vLLM server ({opts.mode.name}) died during load {load.name}: {srv.cause()}",
                                     f"see {log}; the steps recorded so far stay in {opts.out} (marked incomplete)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if not (opts.out / "manifest.json").exists():
         raise UserError(f"the vLLM server recorded no engine steps into {opts.out}",
                         "check that costmodel is installed in the vLLM environment (its stat-logger plugin) and see the server log")
-    opts.say(f"{opts.mode}: recorded in {time.monotonic() - t0:.0f} s -> {opts.out}; next: costmodel fit {opts.out} --hardware ID -o profile.json")
+    opts.say(f"{opts.mode.name}: recorded in {time.monotonic() - t0:.0f} s -> {opts.out}; next: costmodel fit {opts.out} --hardware ID -o profile.json")
     return opts.out
 
 
 def _send(opts: EngineMeasureOptions, url: str, load: EngineLoad, out: Path) -> None:
-    lt = LoadTestOptions(endpoint=url, out=str(out), model=opts.spec.name, mode=opts.mode, seed=opts.seed, qps=load.qps,
+    lt = LoadTestOptions(endpoint=url, out=str(out), model=opts.spec.name, mode=opts.mode.name, seed=opts.seed, qps=load.qps,
                          concurrency=load.concurrency, prompts_file=str(load.prompts), max_tokens=64, n_requests=load.n, metrics_url="none",
                          timeout_s=opts.request_timeout_s, api="completions", ignore_eos=True,
                          canvas_length=opts.spec.canvas_length if opts.spec.canvas_length else None)

@@ -45,8 +45,10 @@ from pathlib import Path
 import pandas as pd
 
 from costmodel import atomic
+from costmodel.modes import ServingMode
 from costmodel.schemas.rundir import STEP_COLUMNS, RunManifest, RunWriter, new_run_id, software_versions
 
+from measure.engine_mode import engine_mode
 from measure.vllm import require_vllm, run_precision
 
 require_vllm()  # vLLM is this module's reason to exist: without it, one line naming the extra
@@ -85,14 +87,14 @@ def missing_stat_field() -> str | None:
     return None
 
 
-def engine_description(vllm_config) -> tuple[str, dict, str, str]:
+def engine_description(vllm_config) -> tuple[ServingMode, dict, str, str]:
     """(mode, engine dict, model name, weights kind) of the engine being recorded."""
     import vllm
     from vllm.platforms import current_platform
 
     mc, sc, spec = vllm_config.model_config, vllm_config.scheduler_config, vllm_config.speculative_config
     diffusion = bool(getattr(mc, "is_diffusion", False))
-    mode = "diffusion" if diffusion else "mtp" if spec is not None and getattr(spec, "method", None) == "mtp" else "ar"
+    mode = engine_mode(diffusion, getattr(spec, "method", None) if spec is not None else None)
     dcfg = getattr(vllm_config, "diffusion_config", None)
     names = getattr(mc, "served_model_name", None)
     model = names[0] if isinstance(names, (list, tuple)) and names else str(names or mc.model)
@@ -198,7 +200,8 @@ class StepRecorder(StatLoggerBase):
             log.error("costmodel step recorder off: this vLLM's stats lack %s (tried with vLLM %s); nothing written", missing,
                       ", ".join(TRIED_VERSIONS))
             return
-        self.mode, engine, model, weights = engine_description(vllm_config)
+        self.serving, engine, model, weights = engine_description(vllm_config)
+        self.mode = self.serving.name
         self.details_on = engine["iteration_details"]
         path = Path(target)
         if engine_index:
@@ -209,7 +212,7 @@ class StepRecorder(StatLoggerBase):
         if not engine["iteration_details"]:
             notes.append("--enable-logging-iteration-details was off: no elapsed_ms, and the prefill/decode split is inferred from the counters")
         manifest = RunManifest(run_id=new_run_id("steps"), kind="engine-steps", mode=self.mode, model=model, weights=weights,
-                               commit_source=("random-weights" if weights == "random" else "model") if self.mode == "diffusion" else "none",
+                               commit_source=("random-weights" if weights == "random" else "model") if self.serving.decodes_canvases else "none",
                                hardware=None, gpu_name=engine["device_name"], precision=run_precision(engine),
                                engine=engine, settings={"flush_every": self.flush_every}, software=software_versions(), notes=notes)
         self.writer = _Writer(path, manifest)
@@ -268,13 +271,13 @@ class StepRecorder(StatLoggerBase):
         acc = sd.num_accepted_tokens if sd is not None else 0
         per_pos = sd.num_accepted_tokens_per_pos if sd is not None else []
         pre_r = pre_t = dec_r = dec_t = den_r = den_t = com_r = com_t = ver_r = ver_t = 0
-        if self.mode == "diffusion":
+        if self.serving.decodes_canvases:
             committing = per_pos[0] if per_pos else 0
             width = draft_t / drafts if drafts else 0
             com_r, den_r = committing, drafts - committing
             com_t, den_t = round(com_r * width), draft_t - round(com_r * width)
             pre_r, pre_t = max(ctx_r + gen_r - drafts, 0), max(ctx_t + gen_t - draft_t, 0)
-        elif self.mode == "mtp":
+        elif self.serving.assistant:
             pre_r, pre_t, ver_r, ver_t = ctx_r, ctx_t, gen_r, gen_t
         else:
             pre_r, pre_t, dec_r, dec_t = ctx_r, ctx_t, gen_r, gen_t
@@ -286,7 +289,7 @@ class StepRecorder(StatLoggerBase):
         preempted = it.num_preempted_reqs if it is not None else 0
         graph = getattr(s, "cudagraph_stats", None)  # vLLM's --cudagraph-metrics: whether the step replayed a CUDA graph, at what padded size
         return (self.step, now - self.t0, gap, el, pre_r, pre_t, dec_r, dec_t, den_r, den_t, com_r, com_t, ver_r, ver_t,
-                draft_t if self.mode == "mtp" else 0, acc if self.mode == "mtp" else 0, s.num_running_reqs, s.num_waiting_reqs,
+                draft_t if self.serving.assistant else 0, acc if self.serving.assistant else 0, s.num_running_reqs, s.num_waiting_reqs,
                 float(s.kv_cache_usage), float(kv_tokens),
                 time.time(), idx, ctx_r, ctx_t, gen_r, gen_t, drafts, json.dumps(per_pos), emitted, finished, preempted,
                 draft_t, acc, str(getattr(graph, "runtime_mode", "")) if graph is not None else "",

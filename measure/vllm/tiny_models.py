@@ -23,6 +23,7 @@ from pathlib import Path
 
 from costmodel.errors import UserError
 from costmodel.models import get_model
+from costmodel.modes import all_modes
 
 VERSION = 1  # bump when the files written change
 VOCAB = 512
@@ -37,13 +38,15 @@ CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['rol
 DIFFUSION_GENERATION = {"max_denoising_steps": 8, "sampler_config": {"_cls_name": "EntropyBoundSamplerConfig", "entropy_bound": 0.1},
                         "t_min": 0.4, "t_max": 0.8, "stability_threshold": 1, "confidence_threshold": 0.005}
 DIFFUSION_SHAPE = "tiny-diffusiongemma"
-DIFFUSION_PREFIX = "diffusion-c"  # a DiffusionGemma directory's name: the prefix and its canvas length
+DIFFUSION_PREFIX = "diffusion-c"
+ASSISTANT_DIR = "mtp-assistant"  # the drafting assistant of a mode with one (ServingMode.assistant)  # a DiffusionGemma directory's name: the prefix and its canvas length
 MODELS = {  # directory name -> (catalog shape, canvas length or None): the directories built by default
     f"{DIFFUSION_PREFIX}32": (DIFFUSION_SHAPE, 32),
     f"{DIFFUSION_PREFIX}64": (DIFFUSION_SHAPE, 64),
     f"{DIFFUSION_PREFIX}256": (DIFFUSION_SHAPE, 256),
-    "ar": ("tiny-gemma4", None),
-    "mtp-assistant": ("tiny-gemma4-assistant", None),
+    # the causal modes' directories (ServingMode.vllm_model_dir: AR's, which MTP serves as its target)
+    **{m.vllm_model_dir: (m.vllm_served, None) for m in all_modes() if m.vllm_model_dir},
+    ASSISTANT_DIR: ("tiny-gemma4-assistant", None),
 }
 
 
@@ -164,12 +167,13 @@ def build_all(root: Path, only: list[str] | None = None, canvases=()) -> dict[st
         keys += [k for k in only if k not in keys and k.startswith(DIFFUSION_PREFIX)]
     out = {}
     for key in keys:
-        if only and key not in only and not (key in ("ar", "mtp-assistant") and "mtp" in only):
+        if only and key not in only and not any(m.assistant and m.name in only and key in (m.vllm_model_dir, ASSISTANT_DIR) for m in all_modes()):
             continue
         name, canvas = model_entry(key)
         out[key] = build_model(root / key, name, canvas)
-    if "ar" in out:
-        out["mtp"] = out["ar"]  # MTP serves the AR target with the assistant drafting
+    for m in all_modes():  # MTP serves the AR target with the assistant drafting: its name maps to that directory
+        if m.vllm_model_dir and m.vllm_model_dir != m.name and m.vllm_model_dir in out:
+            out[m.name] = out[m.vllm_model_dir]
     return out
 
 

@@ -46,8 +46,8 @@ def build_models() -> dict[str, Path]:
 
 
 def run_bench(url: str, mode: str, tokenizer: Path, out: Path, n: int) -> None:
-    code = ("import sys; from measure.vllm.campaign import Load, bench_serve; "
-            f"bench_serve({url!r}, {mode!r}, __import__('pathlib').Path({str(tokenizer)!r}), __import__('pathlib').Path({str(out)!r}), "
+    code = ("import sys; from costmodel.modes import get_mode; from measure.vllm.campaign import Load, bench_serve; "
+            f"bench_serve({url!r}, get_mode({mode!r}), __import__('pathlib').Path({str(tokenizer)!r}), __import__('pathlib').Path({str(out)!r}), "
             f"Load('1', 1, 1, {n}, 8.0, 24, 64 if {mode!r} == 'diffusion' else 32))")
     r = subprocess.run([str(VLLM_PY), "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and out.exists(), r.stdout[-1500:] + r.stderr[-2500:]
@@ -55,13 +55,14 @@ def run_bench(url: str, mode: str, tokenizer: Path, out: Path, n: int) -> None:
 
 def record_mode(mode: str, tmp: Path, kill: bool = False) -> ModeRuns:
     """Start the mode's server (recorder on), load it, bench it, stop it (or SIGKILL it)."""
+    from costmodel.modes import get_mode
     from measure.vllm.campaign import prompts_file, spec_for
     from measure.vllm.server import VllmServer
     from servers.helpers import costmodel
 
     dirs = build_models()
     load = LOADS[mode]
-    spec = spec_for(mode, dirs, canvas=32, k=2)
+    spec = spec_for(get_mode(mode), dirs, canvas=32, k=2)
     runs = ModeRuns(mode, tmp / f"{mode}-steps", tmp / f"{mode}-endpoint", tmp / f"{mode}-bench.json", "", "", kill)
     prompts = prompts_file(tmp / f"{mode}-prompts.jsonl", n=8)
     os.environ["COSTMODEL_STEP_FLUSH"] = str(FLUSH_EVERY)  # the server inherits it

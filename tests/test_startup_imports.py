@@ -34,6 +34,15 @@ def test_declaring_options_loads_no_heavy_library(argv):
     assert heavy_loaded(argv) == []
 
 
+def test_the_help_of_simulate_loads_no_simulator():
+    """Declaring options needs the registries (modes, GPUs, routers), not the simulator that runs them."""
+    code = ("import sys\nfrom costmodel.cli import console_main\nsys.argv = ['costmodel', 'simulate', '--help']\n"
+            "try:\n    console_main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m in ('simulate.api', 'simulate.sim', 'simulate.workload', 'rich.progress')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-500:] + out.stderr[-2000:]
+
+
 def test_a_simulation_printed_not_written_loads_no_table_library():
     assert heavy_loaded(["simulate", "--mode", "ar", "--qps", "4", "--requests", "200"]) == []
 

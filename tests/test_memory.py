@@ -26,6 +26,7 @@ from costmodel.memory import (
     vllm_kv_report,
 )
 from costmodel.models import get_model
+from costmodel.modes import get_mode
 from costmodel.precision import get_precision
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "vllm_cpu_kv_startup.json").read_text())
@@ -59,9 +60,9 @@ def test_full_size_weights_and_sampler_by_hand():
     dg = get_model("diffusiongemma-26b-a4b")
     dup = 5 * 2816 * 2 * 512  # K=V layers: K weights loaded into the V slots too
     emb = 262_144 * 2816
-    mem = replica_memory(H100, "diffusion", BF16)
+    mem = replica_memory(H100, get_mode("diffusion"), BF16)
     assert mem.term("weights").bytes == (dg.total_params + dup) * 2
-    mem8 = replica_memory(H100, "diffusion", FP8)
+    mem8 = replica_memory(H100, get_mode("diffusion"), FP8)
     assert mem8.term("weights").bytes == (dg.total_params - emb + dup) * 1 + emb * 2  # embedding stays bf16
     assert sampler_bytes_per_canvas(dg, 256) == 256 * 262_144 * (4 + 2)  # fp32 and bf16 logits of each canvas, ~0.40 GB
     assert sampler_tile_bytes(dg, 256) == 256 * 262_144 * 4 * 8  # one canvas's fp32 sampling step, ~2.15 GB
@@ -109,54 +110,54 @@ def test_diffusion_sampler_tiles_as_vllm_026_runs_it():
     canvas: what must fit outside the engine budget is every canvas's fp32 and bf16 logits plus one
     canvas's fp32 step. The engine ran 16 canvases at utilisation 0.9 on an H200 and ran out of memory
     at 16 on an H100 (data/runs/engine); an RTX 5090 at fp8 holds 1 and the default is lowered to it."""
-    assert engine_limits(H200, "diffusion", FP8, EngineSettings(max_num_seqs=16, gpu_memory_utilization=0.9)).max_num_seqs == 16
-    lim = engine_limits(RTX, "diffusion", FP8)
+    assert engine_limits(H200, get_mode("diffusion"), FP8, EngineSettings(max_num_seqs=16, gpu_memory_utilization=0.9)).max_num_seqs == 16
+    lim = engine_limits(RTX, get_mode("diffusion"), FP8)
     assert lim.max_canvases_by_memory == 1 and lim.max_num_seqs == 1 and lim.binding == "sampler buffers"
     with pytest.raises(UserError, match=r"diffusion sampler buffers need .* \+ a 2.15 GB tile.* the largest max_num_seqs that fits is 1"):
-        engine_limits(RTX, "diffusion", FP8, EngineSettings(max_num_seqs=8))
+        engine_limits(RTX, get_mode("diffusion"), FP8, EngineSettings(max_num_seqs=8))
 
 
 def test_diffusion_max_num_seqs_rule_and_hopper_defaults():
-    dg = engine_limits(H200, "diffusion", BF16)
+    dg = engine_limits(H200, get_mode("diffusion"), BF16)
     assert dg.max_num_seqs == 8 and dg.source["max_num_seqs"] == SRC_DG_RULE and dg.binding == "max_num_seqs"
-    ar = engine_limits(H100, "ar", BF16)
+    ar = engine_limits(H100, get_mode("ar"), BF16)
     assert (ar.max_num_seqs, ar.max_num_batched_tokens, ar.gpu_memory_utilization, ar.block_size) == (1024, 8192, 0.92, 16)
-    assert engine_limits(RTX, "ar", FP8).max_num_batched_tokens == 2048  # under 70 GiB: vLLM's generic defaults
-    mtp = engine_limits(H100, "mtp", BF16)
+    assert engine_limits(RTX, get_mode("ar"), FP8).max_num_batched_tokens == 2048  # under 70 GiB: vLLM's generic defaults
+    mtp = engine_limits(H100, get_mode("mtp"), BF16)
     assert mtp.step_tokens == 1 + 2 * 4  # verify 1 + k, lookahead k
-    assert engine_limits(H100, "ar", BF16, EngineSettings(max_num_seqs=64)).source["max_num_seqs"] == "user"
+    assert engine_limits(H100, get_mode("ar"), BF16, EngineSettings(max_num_seqs=64)).source["max_num_seqs"] == "user"
 
 
 def test_capacity_for_a_request_mix_vs_todays_model():
     """Sliding-window freeing: at 8k contexts an AR replica holds about 4x the tokens of today's
     every-layer-every-token model; the diffusion canvas's 256 slots and max_num_seqs bind first."""
-    ar = replica_memory(H200, "ar", BF16)
+    ar = replica_memory(H200, get_mode("ar"), BF16)
     cap = kv_capacity(ar, 8192)
     assert cap.blocks_per_request == 257 + 5 * 65
     assert cap.requests == (ar.limits.num_gpu_blocks - 1) // 582 and cap.binding == "kv blocks"
-    assert cap.tokens > 3 * simple_kv_tokens(H200, "ar", BF16)
-    dg = kv_capacity(replica_memory(H200, "diffusion", BF16), [512, 1024])
+    assert cap.tokens > 3 * simple_kv_tokens(H200, get_mode("ar"), BF16)
+    dg = kv_capacity(replica_memory(H200, get_mode("diffusion"), BF16), [512, 1024])
     assert dg.max_running == 8 and dg.binding == "max_num_seqs"
 
 
 # ---- what cannot fit: one line, naming the fix --------------------------------------------------
 def test_what_cannot_fit_is_one_line_with_the_fix():
     with pytest.raises(UserError, match="use --precision fp8, which fits"):
-        replica_memory(RTX, "ar", BF16)
+        replica_memory(RTX, get_mode("ar"), BF16)
     with pytest.raises(UserError, match=r"canvas_length 100000 does not fit.*largest canvas_length that fits is \d+"):
-        replica_memory(H100, "diffusion", BF16, EngineSettings(canvas_length=100_000))
+        replica_memory(H100, get_mode("diffusion"), BF16, EngineSettings(canvas_length=100_000))
     with pytest.raises(UserError, match="largest k that fits is 8191"):
-        replica_memory(H100, "mtp", BF16, EngineSettings(num_speculative_tokens=9000))
+        replica_memory(H100, get_mode("mtp"), BF16, EngineSettings(num_speculative_tokens=9000))
     with pytest.raises(UserError, match=r"cannot hold one request of max_model_len 10000000.*largest max_model_len that fits is \d+"):
-        replica_memory(H100, "ar", BF16, EngineSettings(max_model_len=10_000_000))
+        replica_memory(H100, get_mode("ar"), BF16, EngineSettings(max_model_len=10_000_000))
     with pytest.raises(UserError, match="max_num_seqs 0 must be an integer >= 1"):
-        replica_memory(H100, "ar", BF16, EngineSettings(max_num_seqs=0))
+        replica_memory(H100, get_mode("ar"), BF16, EngineSettings(max_num_seqs=0))
 
 
 def test_a_default_max_model_len_is_lowered_to_fit():
     """On a 32 GB RTX 5090 at fp8, MTP's 262,144-token default does not fit one request: lowered as
     vLLM's auto-fit would, and said so."""
-    lim = engine_limits(RTX, "mtp", FP8)
+    lim = engine_limits(RTX, get_mode("mtp"), FP8)
     assert lim.max_model_len < 262_144 and lim.source["max_model_len"].startswith("lowered")
 
 

@@ -46,15 +46,15 @@ def test_costmodel_fit_reads_them(tmp_path):
 
 def test_projection_carries_each_ops_efficiency():
     row = dict(gpu="NVIDIA H200", precision="bf16", op="moe", family="moe", m="256", seqs="", q="", ctx="", kernel="triton", ms="0.5")
-    same = project_rows([row], "h200", "h200", method="efficiency")[0]
+    same = project_rows([row], get_hardware("h200"), get_hardware("h200"), method="efficiency")[0]
     assert float(same["ms"]) == pytest.approx(0.5)
-    h100 = project_rows([row], "h200", "h100-sxm", method="efficiency")[0]
+    h100 = project_rows([row], get_hardware("h200"), get_hardware("h100-sxm"), method="efficiency")[0]
     ratio = op_roofline_ms("moe", "bf16", {"m": 256}, get_hardware("h100-sxm")) / op_roofline_ms("moe", "bf16", {"m": 256}, get_hardware("h200"))
     assert float(h100["ms"]) == pytest.approx(0.5 * ratio) and ratio == pytest.approx(4.8 / 3.35, rel=1e-3)
     assert h100["kernel"] == "projected:triton"
     # floor method: the op's smallest time (its launch floor) is carried unscaled
     tiny = dict(row, m="1", ms="0.05")
-    p = {r["m"]: float(r["ms"]) for r in project_rows([tiny, row], "h200", "h100-sxm")}
+    p = {r["m"]: float(r["ms"]) for r in project_rows([tiny, row], get_hardware("h200"), get_hardware("h100-sxm"))}
     assert p["1"] == pytest.approx(0.05) and p["256"] == pytest.approx(0.05 + 0.45 * ratio)
-    t = OpTable(project_rows([tiny, row], "h200", "h100-sxm"), {})
+    t = OpTable(project_rows([tiny, row], get_hardware("h200"), get_hardware("h100-sxm")), {})
     assert t.has("moe", "bf16") and not t.has("moe", ANY)

@@ -16,6 +16,7 @@ import pytest
 
 from costmodel.cli import main
 from costmodel.errors import UserError
+from costmodel.modes import get_mode
 from measure.endpoint.client import schedule_s
 from costmodel.schemas.engine_trace import client_id, read_trace
 
@@ -142,7 +143,7 @@ def test_any_canvas_is_served_by_a_tiny_model_built_at_that_canvas(tmp_path):
     from measure.validate.vllm_loads import load_settings
 
     s = load_settings(COMMITTED / "settings-e.json")
-    assert s.engine_for("diffusion").canvas_length == 128 and diffusion_dir(128) not in MODELS
+    assert s.engine_for(get_mode("diffusion")).canvas_length == 128 and diffusion_dir(128) not in MODELS
     assert model_entry(diffusion_dir(128)) == ("tiny-diffusiongemma", 128)
     spec = server_spec(get_mode("diffusion"), {diffusion_dir(128): tmp_path / "c128"}, tmp_path / "sched.jsonl", s)
     assert spec.model_dir == tmp_path / "c128" and spec.canvas_length == 128 and spec.max_num_batched_tokens == 300
@@ -153,7 +154,7 @@ def test_any_canvas_is_served_by_a_tiny_model_built_at_that_canvas(tmp_path):
 def test_validation_settings_are_rewritten_as_vllm_rewrites_them():
     from measure.validate.vllm_loads import ValidationSettings
 
-    s, notes = ValidationSettings(engine={"diffusion": {"canvas_length": 32, "max_num_seqs": 256}, "async_scheduling": True}).checked("diffusion")
+    s, notes = ValidationSettings(engine={"diffusion": {"canvas_length": 32, "max_num_seqs": 256}, "async_scheduling": True}).checked(get_mode("diffusion"))
     assert s.max_num_seqs == 8 and s.async_scheduling is False and len(notes) == 2
 
 

@@ -11,7 +11,7 @@ from costmodel.console import make_console
 from costmodel.errors import UserError
 from costmodel.hardware import catalog, default_hardware, get_hardware, load_user_hardware
 from costmodel.memory import EngineSettings, kv_capacity, replica_memory, request_limit, simple_kv_tokens
-from costmodel.modes import get_mode, mode_names
+from costmodel.modes import all_modes, get_mode, mode_names
 from costmodel.options import parse_ints
 from costmodel.precision import PRECISIONS, get_precision
 
@@ -28,7 +28,7 @@ def _one(con, hw, mode, prec, settings, contexts):
 
     mem = replica_memory(hw, mode, prec, settings)
     check_contexts(mem, contexts)
-    t = Table(title=f"Replica memory: {mem.model}{' + ' + mem.assistant if mem.assistant else ''} ({mode}) on {hw.id}, {prec.name}")
+    t = Table(title=f"Replica memory: {mem.model}{' + ' + mem.assistant if mem.assistant else ''} ({mode.name}) on {hw.id}, {prec.name}")
     for c in ("term", "GB", "GiB", "source"):
         t.add_column(c, justify="right" if c in ("GB", "GiB") else "left", overflow="fold")
     for term in mem.terms:
@@ -43,7 +43,7 @@ def _one(con, hw, mode, prec, settings, contexts):
     s.add_row("KV blocks", f"{lim.num_gpu_blocks:,}", "engine budget - weights - activations - CUDA graphs, / bytes per block")
     s.add_row("KV cache size (vLLM's log line)", f"{lim.kv_tokens_logged:,} tokens", f"max concurrency {lim.max_concurrency_logged:.2f}x at max_model_len")
     s.add_row("KV slots per running request per step", f"{lim.step_tokens:,}",
-              (get_mode(mode).kv_step_slots.__doc__ or "").strip() or "the mode's step slots (costmodel/modes)")
+              (mode.kv_step_slots.__doc__ or "").strip() or "the mode's step slots (costmodel/modes)")
     if lim.max_canvases_by_memory is not None:
         s.add_row("canvases the sampler headroom holds", f"{lim.max_canvases_by_memory:,}", "(1 - utilisation) x device / sampler bytes per canvas")
     s.add_row("binding limit", lim.binding, "")
@@ -95,16 +95,16 @@ def _all(con, specs, prec_name, settings, contexts):
         t.add_column(col, justify="left" if col in ("GPU", "mode", "precision", "binding") else "right", overflow="fold")
     failed = []
     for hw in specs:
-        for mode in mode_names():
+        for mode in all_modes():
             mem, reason = _fit(hw, mode, prec_name, settings)
             if mem is None:
-                failed.append(f"{hw.id} {mode}: {reason}")
+                failed.append(f"{hw.id} {mode.name}: {reason}")
                 continue
             check_contexts(mem, contexts)
             gb = {k: sum(x.bytes for x in mem.terms if x.kind in k) / 1e9 for k in (("weights",), ("activations", "graphs"), ("kv",))}
             lim = mem.limits
             caps = [kv_capacity(mem, n) for n in contexts]
-            t.add_row(hw.id, mode, mem.precision, f"{gb[('weights',)]:.2f}", f"{gb[('activations', 'graphs')]:.2f}", f"{gb[('kv',)]:.2f}",
+            t.add_row(hw.id, mode.name, mem.precision, f"{gb[('weights',)]:.2f}", f"{gb[('activations', 'graphs')]:.2f}", f"{gb[('kv',)]:.2f}",
                       f"{lim.num_gpu_blocks:,}", f"{lim.kv_tokens_logged:,}", f"{lim.max_num_seqs:,}",
                       *[f"{c.requests:,}" for c in caps], caps[0].binding, f"{simple_kv_tokens(hw, mode, get_precision(mem.precision)):,}")
     con.print(t)
@@ -140,4 +140,4 @@ def memory(hardware, hardware_file, mode, precision, all_, context, max_num_seqs
             specs.update(load_user_hardware(hardware_file))
         _all(con, list(specs.values()), precision, settings, contexts)
         return
-    _one(con, get_hardware(hardware, hardware_file), mode, get_precision(precision or "bf16"), settings, contexts)
+    _one(con, get_hardware(hardware, hardware_file), get_mode(mode), get_precision(precision or "bf16"), settings, contexts)

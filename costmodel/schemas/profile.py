@@ -24,7 +24,7 @@ from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec, validate_spec
 from costmodel.jsonfile import read_json
 from costmodel.models import ModelShape, get_model
-from costmodel.modes import find_part, get_mode, mode_names, mode_order, profile_parts
+from costmodel.modes import ServingMode, find_part, get_mode, mode_names, mode_order, profile_parts
 from costmodel.modes.diffusion import CommitStats
 from costmodel.modes.mtp import MtpAcceptance
 from costmodel.precision import Precision, get_precision
@@ -139,6 +139,12 @@ class ModeProfile:
     assistant: str | None = None  # MTP drafter catalog name
     pass_models: dict[str, PassCostModel] = field(default_factory=dict)
     notes: str = ""
+
+    @property
+    def serving(self) -> ServingMode:
+        """The mode's registry entry: the profile's mode key resolved where the profile is read
+        (validate refuses a key the registry lacks); code below takes this object, not the name."""
+        return get_mode(self.mode)
 
 
 @dataclass(init=False)

@@ -48,7 +48,7 @@ import pandas as pd
 from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.jsonfile import read_json
-from costmodel.modes import mode_names
+from costmodel.modes import ServingMode, get_mode, mode_names
 from costmodel.timestamps import now_iso
 
 SCHEMA_VERSION = 1
@@ -151,6 +151,12 @@ class RunManifest:
         if m.kind not in RUN_KINDS or m.weights not in WEIGHTS_KINDS or m.commit_source not in COMMIT_SOURCES or m.mode not in mode_names():
             raise UserError(f"run manifest {where} has an unknown kind/mode/weights/commit_source", f"kind in {RUN_KINDS}, mode in {mode_names()}, weights in {WEIGHTS_KINDS}, commit_source in {COMMIT_SOURCES}")
         return m
+
+    @property
+    def serving(self) -> ServingMode:
+        """The run's mode, its registry entry: the manifest's name resolved where the run is read
+        (from_dict refuses a name the registry lacks); everything below takes this object."""
+        return get_mode(self.mode)
 
     @property
     def commit_stats_are_models(self) -> bool:

@@ -27,7 +27,7 @@ import pandas as pd
 from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec, get_hardware
 from costmodel.models import AR_SIBLING, ASSISTANT_FOR, MODELS, get_model
-from costmodel.modes import all_modes, family_of_pass, get_mode, mode_names, modes_of_family
+from costmodel.modes import ServingMode, all_modes, family_of_pass, mode_names, modes_of_family
 from costmodel.modes.diffusion import COMMIT_STATS
 from costmodel.modes.mtp import MTP_ACCEPTANCE
 from costmodel.precision import get_precision
@@ -148,7 +148,7 @@ def passes_frame(runs: list[Run], opts: FitOptions, msgs: list[str], allow_empty
         unknown = sorted(set(t.pass_kind) - set(PASS_KINDS))
         if unknown:
             raise UserError(f"run {run.path} times unknown pass kinds {unknown}", f"pass kinds are {', '.join(PASS_KINDS)}")
-        wrong = sorted(set(t.pass_kind) - set(get_mode(m.mode).pass_kinds))
+        wrong = sorted(set(t.pass_kind) - set(m.serving.pass_kinds))
         if wrong:
             raise UserError(f"run {run.path} is a {m.mode} run but times {wrong}", "fix the run's manifest mode or its pass kinds")
         if "warmup" in t.columns:
@@ -252,7 +252,7 @@ def _commit_stats(runs: list[Run], pass_runs: list[Run], commit_runs: list[Run])
         stats, msgs = choose_commit_stats(candidates, [])
         ep_sources = []
         for r in runs:
-            if is_endpoint(r) and commits(r.manifest.mode):
+            if is_endpoint(r) and commits(r.manifest.serving):
                 if r.manifest.commit_source == "model":
                     ep_sources.append(r)
                 else:
@@ -291,8 +291,8 @@ class FitTarget:
     def roof_for(self, kind: str) -> Roofline:
         return self.roof_diff if family_of_pass(kind) == "diffusion_gemma" else self.roof_target
 
-    def model_for(self, mode: str) -> str:
-        return self.diffusion_model if get_mode(mode).model_family == self.roof_diff.model.family else self.target_model
+    def model_for(self, mode: ServingMode) -> str:
+        return self.diffusion_model if mode.model_family == self.roof_diff.model.family else self.target_model
 
 
 @dataclass
@@ -360,7 +360,7 @@ def _resolve_models(runs: list[Run], opts: FitOptions) -> tuple[str, str]:
     diffusion_fam, target_fam = _families()
     run_models: dict[str, set] = {}  # model family -> the models its runs served
     for r in runs:
-        fam = get_mode(r.manifest.mode).model_family
+        fam = r.manifest.serving.model_family
         run_models.setdefault(fam, set()).add(_override(opts, fam) or resolve_model(r.manifest.model, f"run {r.path}"))
     for fam, names in run_models.items():
         if len(names) > 1:
@@ -398,7 +398,7 @@ def pass_observations(runs: list[Run], opts: FitOptions, msgs: list[str]) -> Pas
     frames = [f.assign(origin=o) for f, o in ((df_gpu, "gpu"), (df_ep, "endpoint")) if len(f)]
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if df.empty:
-        if ep_runs and all(get_mode(r.manifest.mode).side_kinds for r in ep_runs) and not gpu_runs:
+        if ep_runs and all(r.manifest.serving.side_kinds for r in ep_runs) and not gpu_runs:
             raise UserError("MTP endpoint runs give no pass observations (an MTP engine step is k draft passes + 1 verify pass; its "
                             "output-event gaps time only their sum)", "add GPU runs timing prefill/draft_step/verify_step; "
                             "pass the endpoint run to --mtp-metrics for its acceptance")
@@ -503,14 +503,14 @@ def _fill_kind(kind: str, fits: dict[str, PassFit], target: FitTarget, opts: Fit
     return None
 
 
-def _requested_modes(pass_runs: list[Run], opts: FitOptions) -> list[str]:
+def _requested_modes(pass_runs: list[Run], opts: FitOptions) -> list[ServingMode]:
     """--modes (checked), else the pass runs' modes, in registry order."""
     run_modes = {r.manifest.mode for r in pass_runs}
     if opts.modes:
         bad = [m for m in opts.modes if m not in mode_names()]
         if bad:
             raise UserError(f"--modes {','.join(bad)} unknown", f"modes are {', '.join(mode_names())}")
-    return [m for m in mode_names() if m in (opts.modes or run_modes)]
+    return [m for m in all_modes() if m.name in (opts.modes or run_modes)]
 
 
 def assemble_modes(fits: dict[str, PassFit], pass_runs: list[Run], target: FitTarget, opts: FitOptions, now: str,
@@ -519,11 +519,12 @@ def assemble_modes(fits: dict[str, PassFit], pass_runs: list[Run], target: FitTa
     missing a kind is refused (--modes) or omitted. Returns the modes and the (mode, kind, source) filled."""
     modes: dict[str, ModeProfile] = {}
     filled: list[tuple[str, str, str]] = []
-    for mode in _requested_modes(pass_runs, opts):
+    for serving in _requested_modes(pass_runs, opts):
+        mode = serving.name
         pms: dict[str, PassCostModel] = {}
         missing: list[str] = []
         mode_filled: list[tuple[str, str, str]] = []
-        for kind in get_mode(mode).pass_kinds:
+        for kind in serving.pass_kinds:
             if kind in fits:
                 pms[kind] = copy.deepcopy(fits[kind].model)
             elif (fill := _fill_kind(kind, fits, target, opts, now)) is not None:
@@ -539,7 +540,7 @@ def assemble_modes(fits: dict[str, PassFit], pass_runs: list[Run], target: FitTa
             continue
         filled += mode_filled
         note = "; ".join(f"{k}: {src}" for _, k, src in mode_filled)
-        modes[mode] = ModeProfile(mode, target.model_for(mode), assistant=target.assistant if get_mode(mode).assistant else None, pass_models=pms,
+        modes[mode] = ModeProfile(mode, target.model_for(serving), assistant=target.assistant if serving.assistant else None, pass_models=pms,
                                   notes=(f"filled, not timed: {note}" if note else ""))
     if not modes:
         raise UserError("no mode has every pass kind timed", "add runs, or pass --modes with --fill-roofline EFF to fill from the roofline")
@@ -552,7 +553,7 @@ def assemble_modes(fits: dict[str, PassFit], pass_runs: list[Run], target: FitTa
 
 def _mtp_acceptance(modes: dict[str, ModeProfile], runs: list[Run], opts: FitOptions, msgs: list[str]) -> MtpAcceptance | None:
     """MTP acceptance when the profile has an mtp mode: --mtp-metrics, else the MTP endpoint runs' counters, else the stated default."""
-    if any(MTP_ACCEPTANCE in get_mode(m).parts for m in modes):
+    if any(MTP_ACCEPTANCE in m.serving.parts for m in modes.values()):
         ep_mtp = None if opts.mtp_metrics else endpoint_mtp_acceptance([r for r in runs if is_endpoint(r)])
         mtp, mmsg = ep_mtp or choose_mtp_acceptance(opts.mtp_metrics)
         msgs.append(mmsg)
@@ -566,7 +567,7 @@ def _prior_parts(modes: dict[str, ModeProfile], msgs: list[str]) -> dict:
     """The fitted modes' other profile parts (all but the commit statistics and MTP acceptance, which
     runs measure above) at their published prior: a new mode's part needs no fitter of its own here."""
     measured = {COMMIT_STATS.key, MTP_ACCEPTANCE.key}
-    parts = {p.key: p for m in modes for p in get_mode(m).parts if p.key not in measured}
+    parts = {p.key: p for m in modes.values() for p in m.serving.parts if p.key not in measured}
     if parts:
         msgs.append(f"{', '.join(p.label for p in parts.values())}: the published prior (no run measures it)")
     return {k: p.prior() for k, p in parts.items()}
@@ -607,7 +608,7 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     now = now_iso()
     modes, filled = assemble_modes(fits, pass_runs, target, opts, now, msgs)
     commit_stats = {}
-    if any(COMMIT_STATS in get_mode(m).parts for m in modes):
+    if any(COMMIT_STATS in m.serving.parts for m in modes.values()):
         commit_stats, cmsgs = _commit_stats(runs, pass_runs, commit_runs)
         msgs.extend(cmsgs)
     elif commit_runs:

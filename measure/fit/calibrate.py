@@ -16,7 +16,7 @@ import pandas as pd
 
 from costmodel.errors import UserError
 from costmodel.hardware import match_nvml_name
-from costmodel.modes import ModeDraws
+from costmodel.modes import ModeDraws, ServingMode
 from costmodel.roofline import Segment
 from costmodel.schemas.profile import KERNEL_ORIGIN_KEY, Profile
 from costmodel.schemas.rundir import Run
@@ -34,7 +34,7 @@ def forward_ms(profile: Profile, mode: str, df: pd.DataFrame, engine: dict) -> n
     serving = cost.serving
     out = np.empty(len(df))
     for i, row in enumerate(df.itertuples()):
-        segs, _, k = step_segments(row, mode, engine)
+        segs, _, k = step_segments(row, serving, engine)
         prefill = segs[0] if segs and segs[0].kind == serving.prefill_kind else None
         ctx = segs[-1].context if segs else 0
         groups = tuple(next((s for s in segs if s.kind == kd), Segment(kd, 0, 1, ctx)) for kd in serving.group_kinds)
@@ -94,13 +94,14 @@ def calibrate_steps(profile: Profile, runs: list[Run], hardware: str | None = No
         fwd = forward_ms(profile, mode, df, engine)
         el = pd.to_numeric(df["elapsed_ms"], errors="coerce").to_numpy(float)
         has_el = np.isfinite(el).mean() > 0.9
-        eff = float(np.nansum(el) / fwd[np.isfinite(el)].sum()) if has_el else _joint_eff(df, fwd, mode)
+        serving = rs[0].manifest.serving
+        eff = float(np.nansum(el) / fwd[np.isfinite(el)].sum()) if has_el else _joint_eff(df, fwd, serving)
         if not eff > 0:
             raise UserError(f"calibration of {mode}: the efficiency fit is {eff:.3g}", "record a run with load (busy steps)")
         scaled(out, mode, eff)
         src = (f"calibrated on vLLM {engine.get('version')} runs {', '.join(r.manifest.run_id for r in rs)} ({rs[0].manifest.gpu_name}): "
                f"pass models x {eff:.4g}")
-        fit = fit_host(df, mode, f"calibration run {rs[0].path}", None if has_el else fwd * eff, bool(engine.get("async_scheduling")), src)
+        fit = fit_host(df, serving, f"calibration run {rs[0].path}", None if has_el else fwd * eff, bool(engine.get("async_scheduling")), src)
         host[mode] = fit.record()
         msgs.append(f"{mode}: priced forward x {eff:.4g} (measured model time / the profile's forward price over {len(df)} busy steps"
                     + ("" if has_el else "; no model time recorded: fitted jointly with the host term from wall time") + ")")
@@ -114,7 +115,7 @@ def calibrate_steps(profile: Profile, runs: list[Run], hardware: str | None = No
     return out.validate("calibrated profile"), msgs
 
 
-def _joint_eff(df: pd.DataFrame, fwd: np.ndarray, mode: str) -> float:
+def _joint_eff(df: pd.DataFrame, fwd: np.ndarray, mode: ServingMode) -> float:
     """Efficiency from wall time alone: block sums of gap on [priced forward, composition] (>= 0)."""
     blocks = blocks_of(len(df))
     comp = composition_frame(df, mode)
@@ -131,7 +132,7 @@ def wall_check(profile: Profile, runs: list[Run]) -> list[str]:
         rs = [r for r in runs if r.manifest.mode == mode]
         df = pd.concat([busy_steps(r.table("steps")) for r in rs], ignore_index=True)
         fwd = forward_ms(profile, mode, df, rs[0].manifest.engine)
-        host = host_term_ms(profile, mode, df, fwd)
+        host = host_term_ms(profile, rs[0].manifest.serving, df, fwd)
         b = blocks_of(len(df))
         pred = pd.Series(fwd + host).groupby(b).sum().to_numpy()
         wall = df["gap_ms"].astype(float).groupby(b).sum().to_numpy()
@@ -141,12 +142,12 @@ def wall_check(profile: Profile, runs: list[Run]) -> list[str]:
     return msgs
 
 
-def host_term_ms(profile: Profile, mode: str, df: pd.DataFrame, fwd: np.ndarray) -> np.ndarray:
+def host_term_ms(profile: Profile, serving: ServingMode, df: pd.DataFrame, fwd: np.ndarray) -> np.ndarray:
     """The host-overhead step term of every recorded step on `profile` (0 where it has none)."""
-    rec = mode_record(profile.engine, mode)
+    rec = mode_record(profile.engine, serving.name)
     if rec is None:
         return np.zeros(len(df))
-    comp = composition_frame(df, mode)
+    comp = composition_frame(df, serving)
     host = comp[list(COEFS)].to_numpy() @ np.array([rec["coef"].get(c, 0.0) for c in COEFS])
     return np.maximum(0.0, host - fwd) if async_on(profile.engine, rec) else host
 

@@ -23,16 +23,16 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
-from costmodel.modes import all_modes, get_mode
+from costmodel.modes import ServingMode, all_modes
 from costmodel.modes.diffusion import COMMIT_STATS
 from costmodel.prior import CITATION, COMMIT_ENTROPY_NATS, REGIMES, RENOISE_PER_GENERATION, published_commit_prior
 from costmodel.schemas.profile import CommitStats, Distribution, Provenance
 from costmodel.schemas.rundir import Run
 
 
-def commits(mode: str) -> bool:
+def commits(mode: ServingMode) -> bool:
     """Whether a mode's runs record commits: it draws from the commit statistics (its profile parts)."""
-    return COMMIT_STATS in get_mode(mode).parts
+    return COMMIT_STATS in mode.parts
 
 
 def committing_modes() -> list[str]:
@@ -65,7 +65,7 @@ def require_model_commits(run: Run) -> None:
                "none": "it records no commits"}.get(m.commit_source, f"its commit_source is {m.commit_source!r}")
         raise UserError(f"run {run.path} cannot give the model's commit statistics: {why}",
                         "drop it from --commit-runs (the published prior is used when no run with the model's weights is given)")
-    if not commits(m.mode):
+    if not commits(m.serving):
         raise UserError(f"run {run.path} is a {m.mode} run, so it has no diffusion commits", f"pass {'/'.join(committing_modes())} runs to --commit-runs")
     if not run.has("generations"):
         raise UserError(f"run {run.path} has no generations table", "pass a diffusion run that recorded generations with real weights")
@@ -155,7 +155,7 @@ def choose_commit_stats(fit_runs: list[Run], commit_runs: list[Run]) -> tuple[di
     else:
         sources = []
         for r in fit_runs:
-            if not commits(r.manifest.mode):
+            if not commits(r.manifest.serving):
                 continue
             if r.manifest.commit_source == "model" and r.has("generations") and not task_generations(r.table("generations")).empty:
                 sources.append(r)

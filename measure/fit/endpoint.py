@@ -43,7 +43,6 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
-from costmodel.modes import get_mode
 from costmodel.modes.mtp import MTP_ACCEPTANCE
 from costmodel.roofline import get_pass_kind
 from costmodel.prior import CITATION, COMMIT_ENTROPY_NATS, REGIMES, RENOISE_PER_GENERATION
@@ -148,7 +147,7 @@ def _why_empty(run: Run, skipped: dict[str, str] | None = None) -> str:
     s = run.table("load_summary")
     if pd.to_numeric(s["completed"], errors="coerce").fillna(0).sum() <= 0:
         return "no request succeeded in any load"
-    diffusion = get_mode(run.manifest.mode).decodes_canvases
+    diffusion = run.manifest.serving.decodes_canvases
     if diffusion and ("dg_steps_per_canvas" not in s or not (pd.to_numeric(s["dg_steps_per_canvas"], errors="coerce") > 0).any()):
         return "no vllm:diffusion_* counters moved (steps per canvas unknown: was /metrics reachable?)"
     what = "canvases" if diffusion else "output events"
@@ -182,7 +181,7 @@ def endpoint_frame(runs: list[Run], msgs: list[str]) -> pd.DataFrame:
             raise UserError(f"endpoint run {run.path} has no usable loads: {_why_empty(run)}", "re-run or --resume the measurement")
         summ = run.table("load_summary").set_index("unit", drop=False)
         engine = str(m.engine.get("name", "endpoint"))
-        serving = get_mode(m.mode)
+        serving = m.serving
         if serving.side_kinds:  # its steps run side passes beside the joint forward: the gaps time their sum
             dts = fitdata.decode_step_times(run)
             said = "; ".join(f"{d.unit}: {d.step_ms:.3g} ms per step at {d.mean_running_requests:.3g} running" for d in dts)
@@ -242,7 +241,7 @@ def endpoint_mtp_acceptance(runs: list[Run]):
     """(MtpAcceptance, message) pooled over the endpoint MTP runs' spec-decode counters, or None."""
     drafts, per_pos, used = 0.0, [], []
     for r in runs:
-        if MTP_ACCEPTANCE not in get_mode(r.manifest.mode).parts:
+        if MTP_ACCEPTANCE not in r.manifest.serving.parts:
             continue
         c = fitdata.spec_decode_counts(r)
         if c is None:
@@ -265,7 +264,7 @@ def endpoint_mtp_acceptance(runs: list[Run]):
 
 def require_endpoint_commits(run: Run) -> None:
     m = run.manifest
-    if not get_mode(m.mode).decodes_canvases:
+    if not m.serving.decodes_canvases:
         raise UserError(f"run {run.path} is a {m.mode} run, so it has no diffusion commits", "pass diffusion runs to --commit-runs")
     if m.commit_source != "model":
         raise UserError(f"endpoint run {run.path} cannot give the model's commit statistics: its commit_source is {m.commit_source!r} "

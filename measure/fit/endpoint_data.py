@@ -39,7 +39,6 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
-from costmodel.modes import get_mode
 from costmodel.modes.mtp import MTP_ACCEPTANCE
 from costmodel.schemas.profile import Provenance
 from costmodel.schemas.rundir import Run, load_run, spec_decode_counts as run_spec_decode_counts
@@ -288,8 +287,8 @@ def denoise_step_times(run, merge_ms: float = 1.0) -> list[DenoiseStepTime]:
 
 def decode_step_times(run, merge_ms: float = 1.0) -> list[DecodeStepTime]:
     r = _run(run)
-    mode = r.manifest.mode
-    if get_mode(mode).decodes_canvases:
+    serving = r.manifest.serving
+    if serving.decodes_canvases:
         return []
     s = _summary(r)
     req, ch = _unit_frames(r)
@@ -298,7 +297,7 @@ def decode_step_times(run, merge_ms: float = 1.0) -> list[DecodeStepTime]:
         return out
     for _, row in s.iterrows():
         unit = row["unit"]
-        tps = _f(row, "sd_mean_acceptance_length") if get_mode(mode).assistant else 1.0
+        tps = _f(row, "sd_mean_acceptance_length") if serving.assistant else 1.0
         if math.isnan(tps) or tps <= 0:
             continue
         ureq = req[(req["unit"] == unit) & (req["status"] == "ok")]
@@ -317,7 +316,7 @@ def decode_step_times(run, merge_ms: float = 1.0) -> list[DecodeStepTime]:
         gaps = b["gap_ms"].to_numpy(dtype=float)
         per = gaps / steps
         out.append(DecodeStepTime(
-            unit=str(unit), mode=mode, step_ms=float(gaps.sum() / steps.sum()), step_ms_median=float(np.median(per)),
+            unit=str(unit), mode=serving.name, step_ms=float(gaps.sum() / steps.sum()), step_ms_median=float(np.median(per)),
             step_ms_p10=float(np.percentile(per, 10)), step_ms_p90=float(np.percentile(per, 90)), tokens_per_step=tps,
             n_gaps=int(gaps.size), tokens_source=src, mean_running_requests=_f(row, "running_mean"), qps_offered=_f(row, "qps_offered"),
         ))
@@ -346,7 +345,7 @@ def mtp_acceptance(run):
 def load_fit_inputs(run) -> EndpointFitInputs:
     r = _run(run)
     notes = []
-    canvas = get_mode(r.manifest.mode).decodes_canvases
+    canvas = r.manifest.serving.decodes_canvases
     dsum = diffusion_commit_summary(r) if canvas else None
     if canvas and dsum is None:
         notes.append("no vllm:diffusion_* counters moved: steps per canvas unknown, so no denoise step time")
@@ -355,5 +354,5 @@ def load_fit_inputs(run) -> EndpointFitInputs:
         load_points=load_points(r), diffusion=dsum,
         denoise_step_times=denoise_step_times(r) if canvas else [],
         decode_step_times=decode_step_times(r),
-        spec_decode_counts=spec_decode_counts(r) if MTP_ACCEPTANCE in get_mode(r.manifest.mode).parts else None, notes=notes,
+        spec_decode_counts=spec_decode_counts(r) if MTP_ACCEPTANCE in r.manifest.serving.parts else None, notes=notes,
     )

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel.errors import UserError
-from costmodel.modes import get_mode
+from costmodel.modes import ServingMode
 from costmodel.stepcost.host_overhead import COEFS
 
 BLOCK_STEPS = 16
@@ -59,9 +59,8 @@ class HostFit:
 
 
 # ---- the steps' composition and host time ----------------------------------------------------
-def composition_frame(df: pd.DataFrame, mode: str) -> pd.DataFrame:
+def composition_frame(df: pd.DataFrame, serving: ServingMode) -> pd.DataFrame:
     """Per recorded step, the composition columns the host term multiplies (COEFS order)."""
-    serving = get_mode(mode)
     canvases = sum(df[f"{c}_reqs"] for c in ("denoise", "commit")) if serving.decodes_canvases else 0.0
     drafts = df["drafts_proposed"] if serving.side_kinds else 0.0
     return pd.DataFrame({"ms": 1.0, "ms_per_request": sum(df[c] for c in REQ_COLS), "ms_per_token": sum(df[c] for c in TOKEN_COLS),
@@ -99,7 +98,7 @@ def mape(pred: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(np.abs(pred[ok] - y[ok]) / y[ok]) * 100) if ok.any() else float("nan")
 
 
-def fit_host(df: pd.DataFrame, mode: str, where: str, model_ms: np.ndarray | None = None, async_scheduling: bool = False,
+def fit_host(df: pd.DataFrame, mode: ServingMode, where: str, model_ms: np.ndarray | None = None, async_scheduling: bool = False,
              source: str = "") -> HostFit:
     """The host term of `mode` from busy recorded steps `df` (with model time `elapsed_ms`, or
     `model_ms` given: the profile's calibrated forward price of each step)."""
@@ -127,7 +126,7 @@ def fit_host(df: pd.DataFrame, mode: str, where: str, model_ms: np.ndarray | Non
     pred_h = Xb[held] @ np.array([coef_tr[c] for c in cols])
     el_b = pd.Series(el).groupby(blocks).sum().to_numpy()
     coef = nonneg_ols(Xb, hb, cols)
-    return HostFit(mode, {c: coef.get(c, 0.0) for c in COEFS}, len(df), nb, mape(el_b[held] + pred_h, wb[held]), mape(pred_h, hb[held]),
+    return HostFit(mode.name, {c: coef.get(c, 0.0) for c in COEFS}, len(df), nb, mape(el_b[held] + pred_h, wb[held]), mape(pred_h, hb[held]),
                    mean_host, async_scheduling, source)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from costmodel.errors import UserError
-from costmodel.hardware import match_nvml_name
+from costmodel.hardware import get_hardware, match_nvml_name
 from costmodel.precision import get_precision
 from costmodel.schemas.profile import Profile, Provenance
 from costmodel.roofline import Segment
@@ -89,7 +89,8 @@ def build_ops_profile(paths: list[str | Path], opts: FitOptions) -> FitResult:
     if src is None:
         table = OpTable.load(path)
     else:  # another GPU: every op carried to its roofline first
-        table = projected_table(path, _run_hardware(meta), hw, src, prec if prec != src else None)
+        # the source GPU (the table's) and the target (--hardware), resolved once here
+        table = projected_table(path, get_hardware(_run_hardware(meta)), get_hardware(hw), src, prec if prec != src else None)
         meta = table.meta
     if not table.has("moe", prec):
         raise UserError(f"ops run {path} has no {prec} MoE timings (status {meta.get('status')}, {meta.get('missing_count', '?')} units missing)",

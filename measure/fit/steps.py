@@ -47,7 +47,7 @@ import pandas as pd
 from costmodel.baseline_profile import published_parts
 from costmodel.engine_settings import from_run_engine
 from costmodel.errors import UserError
-from costmodel.modes import get_mode, mode_names
+from costmodel.modes import ServingMode, all_modes
 from costmodel.modes.diffusion import COMMIT_STATS
 from costmodel.modes.mtp import MTP_ACCEPTANCE
 from costmodel.prior import CITATION, published_commit_prior
@@ -112,7 +112,7 @@ def load_steps(run: Run, time_column: str, msgs: list[str]) -> pd.DataFrame:
         bad = pd.to_numeric(df[c], errors="coerce").isna() & ~df[c].isna() if c != "elapsed_ms" else pd.Series(False, index=df.index)
         if bad.any():
             raise UserError(f"engine-steps run {run.path}: field {c} is not numeric (step {int(df.loc[bad.idxmax(), 'step'])})", "re-record the run")
-    if MTP_ACCEPTANCE in get_mode(m.mode).parts and "sd_per_pos" not in df:
+    if MTP_ACCEPTANCE in m.serving.parts and "sd_per_pos" not in df:
         raise UserError(f"engine-steps run {run.path}: field sd_per_pos is missing", "re-record the MTP run with costmodel's step recorder")
     busy_before = (df["running"] + df["waiting"]).shift(1).fillna(0) > 0
     tokens = df["prefill_tokens"] + df["decode_tokens"] + df["denoise_tokens"] + df["commit_tokens"] + df["verify_tokens"]
@@ -192,10 +192,9 @@ def _request_context(run: Run, df: pd.DataFrame) -> np.ndarray | None:
 
 
 # ---- shapes and design ------------------------------------------------------------------------
-def step_segments(row, mode: str, engine: dict) -> tuple[tuple[Segment, ...], list | None, int]:
+def step_segments(row, sm: ServingMode, engine: dict) -> tuple[tuple[Segment, ...], list | None, int]:
     """(joint-pass segments, the side passes as [(segments of one pass, count)] or None, k) of one
     step, in the shapes the simulator prices (the mode's `side_passes`: MTP's draft passes)."""
-    sm = get_mode(mode)
     running = max(int(row.running), 1)
     known = getattr(row, "context_tokens", None)  # from the requests' records where the run has them
     total = float(known) if known is not None and known == known else float(row.kv_tokens)
@@ -241,15 +240,14 @@ def graph_max_tokens(engine: dict) -> int:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else 0
 
 
-def build_design(steps: pd.DataFrame, mode: str, target, engine: dict) -> Design:
-    sm = get_mode(mode)
+def build_design(steps: pd.DataFrame, sm: ServingMode, target, engine: dict) -> Design:
     graph_max = graph_max_tokens(engine)
     kinds = sm.pass_kinds
     roof = target.roof_for(sm.prefill_kind)
     shares, fj, fs, floor = [], [], [], []
     shapes: dict[str, list] = {}
     for row in steps.itertuples():
-        segs, side, k = step_segments(row, mode, engine)
+        segs, side, k = step_segments(row, sm, engine)
         for sg in segs + tuple(x for ps, _ in (side or ()) for x in ps):
             shapes.setdefault(sg.kind, []).append((sg.seqs, sg.tokens, sg.context))
         total = sum(s.seqs * s.tokens for s in segs)
@@ -277,8 +275,8 @@ def build_design(steps: pd.DataFrame, mode: str, target, engine: dict) -> Design
                   pd.DataFrame(fs, index=steps.index), np.asarray(floor, float), shapes)
 
 
-def _matrix(d: Design, feats: tuple[str, ...], mode: str) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
-    side = set(get_mode(mode).side_kinds)
+def _matrix(d: Design, feats: tuple[str, ...], mode: ServingMode) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    side = set(mode.side_kinds)
     cols, names = {}, []
     for kind in d.kinds:
         if not (d.share[kind] > 0).any():
@@ -380,7 +378,7 @@ class StepFit:
     candidates: dict[str, float | None]
 
 
-def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int, objective: str = "relative") -> StepFit:
+def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int, objective: str = "relative") -> StepFit:
     y = steps["ms"].to_numpy(float)
     blocks = _blocks(steps)
     cands: dict[str, float | None] = {}
@@ -401,7 +399,7 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int, objecti
         cands[name] = _kfold(X[cols], y, d.roofline_ms, blocks, seed, objective)
         ok.append((feats, cands[name]))
     if not ok:
-        raise UserError(f"{mode}: no feature set fits the recorded steps with non-negative slopes", "record more steps over a wider range of batch sizes")
+        raise UserError(f"{mode.name}: no feature set fits the recorded steps with non-negative slopes", "record more steps over a wider range of batch sizes")
     with_cv = [(f, c) for f, c in ok if c is not None]
     if with_cv:
         best = min(c for _, c in with_cv)
@@ -419,7 +417,7 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int, objecti
     for kind in d.kinds:
         if (d.share[kind] > 0).any() and kind not in coef:
             coef[kind] = {"roofline_ms": 1.0}  # not separable from the other kinds' time: they carry it
-        elif kind in get_mode(mode).side_kinds and "const" not in coef.get(kind, {}):
+        elif kind in mode.side_kinds and "const" not in coef.get(kind, {}):
             coef[kind]["roofline_ms"] = coef[kind].get("roofline_ms", 0.0) + 1.0  # never below its roofline
     held, desc = _heldout(X, y, d, blocks, mode, objective)
     with warnings.catch_warnings():
@@ -428,10 +426,10 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: str, seed: int, objecti
     summary = (f"statsmodels WLS of step ms on share x ({' + '.join(feats)}) per pass kind, "
                f"{'weights 1/ms^2' if objective == 'relative' else 'unweighted (mean objective)'}; {len(y)} steps\n{table}\n"
                f"block k-fold MAPE per feature set: " + "; ".join(f"{k}: {'-' if v is None else f'{v:.2f}%'}" for k, v in cands.items()))
-    return StepFit(mode, feats, coef, len(y), mape_pct(y, _predict(X, res.params, d.roofline_ms)), cv, held, desc, summary, cands)
+    return StepFit(mode.name, feats, coef, len(y), mape_pct(y, _predict(X, res.params, d.roofline_ms)), cv, held, desc, summary, cands)
 
 
-def _heldout(X, y, d: Design, blocks, mode: str, objective: str = "relative") -> tuple[dict[str, float | None], str]:
+def _heldout(X, y, d: Design, blocks, mode: ServingMode, objective: str = "relative") -> tuple[dict[str, float | None], str]:
     uniq = np.unique(blocks)
     if len(uniq) < 2:
         return {}, "too few step blocks to hold any out"
@@ -530,7 +528,7 @@ def mtp_acceptance_from_steps(df: pd.DataFrame, runs: list[Run]):
 PARTS_FROM_STEPS = {COMMIT_STATS.key: commit_stats_from_steps, MTP_ACCEPTANCE.key: mtp_acceptance_from_steps}
 
 
-def _pass_models(fit: StepFit, runs: list[Run], target, steps: pd.DataFrame, time_column: str, d: Design) -> dict[str, PassFit]:
+def _pass_models(fit: StepFit, serving: ServingMode, runs: list[Run], target, steps: pd.DataFrame, time_column: str, d: Design) -> dict[str, PassFit]:
     eng = runs[0].manifest.engine
     prov = Provenance("measured", f"vLLM {eng.get('version')} engine steps of runs {', '.join(r.manifest.run_id for r in runs)}",
                       hardware=target.hw.id, date=min(r.manifest.started_at for r in runs),
@@ -538,7 +536,7 @@ def _pass_models(fit: StepFit, runs: list[Run], target, steps: pd.DataFrame, tim
                              f"{', '.join(sorted({r.manifest.model for r in runs}))} ({eng.get('model_path')}); {time_column} of busy steps; "
                              f"all pass kinds of the mode fitted jointly to the simulator's step price; held-out: {fit.heldout_desc}"))
     out = {}
-    for kind in get_mode(fit.mode).pass_kinds:
+    for kind in serving.pass_kinds:
         if kind not in fit.coef:
             continue
         ho = fit.heldout_mape_pct.get(kind)
@@ -573,19 +571,20 @@ def _check_runs(runs: list[Run], opts: FitOptions) -> None:
             raise UserError(f"the {mode} engine-steps runs differ in canvas length / speculative tokens ({sorted(keys, key=str)})", "fit one engine set-up per mode")
 
 
-def fit_mode(mode: str, runs: list[Run], target, time_column: str, seed: int, msgs: list[str],
+def fit_mode(serving: ServingMode, runs: list[Run], target, time_column: str, seed: int, msgs: list[str],
              objective: str = "relative", holdout_loads: tuple[str, ...] | dict = ()) -> tuple[dict[str, PassFit], StepFit]:
     """One mode's pass cost models from its runs' recorded steps (less the steps of held-out loads)."""
+    mode = serving.name
     steps = pd.concat([without_loads(r, load_steps(r, time_column, msgs), _patterns(holdout_loads, r), msgs) for r in runs], ignore_index=True)
     if len(steps) < MIN_STEPS:
         raise UserError(f"{mode}: only {len(steps)} busy engine steps recorded", f"record at least {MIN_STEPS} (serve some load while recording)")
-    d = build_design(steps, mode, target, runs[0].manifest.engine)
+    d = build_design(steps, serving, target, runs[0].manifest.engine)
     for kind in d.kinds:
         steps[f"_share_{kind}"] = d.share[kind].to_numpy()
     steps["_floor"] = d.roofline_ms
-    fit = choose_and_fit(steps, d, mode, seed, objective)
-    mfits = _pass_models(fit, runs, target, steps, time_column, d)
-    missing = [k for k in get_mode(mode).pass_kinds if k not in mfits]
+    fit = choose_and_fit(steps, d, serving, seed, objective)
+    mfits = _pass_models(fit, serving, runs, target, steps, time_column, d)
+    missing = [k for k in serving.pass_kinds if k not in mfits]
     if missing:
         raise UserError(f"{mode}: the recorded steps never ran {', '.join(missing)}", "record a load that exercises every pass kind of the mode")
     for kind, c in fit.coef.items():
@@ -613,21 +612,22 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
     modes: dict[str, ModeProfile] = {}
     parts: dict = {}
     hosts: dict = {}
-    for mode in [m for m in mode_names() if any(r.manifest.mode == m for r in runs)]:
+    for serving in [m for m in all_modes() if any(r.manifest.mode == m.name for r in runs)]:
+        mode = serving.name
         mruns = [r for r in runs if r.manifest.mode == mode]
         # with the host term the passes carry model time and the wall time is their sum with it: fitted for unbiased sums
-        own = host and host_fit_possible(mode, mruns, msgs)
+        own = host and host_fit_possible(serving, mruns, msgs)
         # async scheduling: per-step front-end gaps are noisy (steps reach the front-end in bursts) but
         # their sums are the wall time latencies add up: fitted unbiased in sums ("mean")
         objective = "mean" if own or any(r.manifest.engine.get("async_scheduling") for r in mruns) else opts.step_objective
-        mfits, fit = fit_mode(mode, mruns, target, "elapsed_ms" if own else time_column, opts.seed, msgs, objective, opts.holdout_loads)
+        mfits, fit = fit_mode(serving, mruns, target, "elapsed_ms" if own else time_column, opts.seed, msgs, objective, opts.holdout_loads)
         if own:
-            hosts[mode] = host_fit(mode, mruns, msgs)
+            hosts[mode] = host_fit(serving, mruns, msgs)
         fits.update({(k if k not in fits else f"{k} [{mode}]"): f for k, f in mfits.items()})
-        modes[mode] = ModeProfile(mode, target.model_for(mode), assistant=target.assistant if get_mode(mode).assistant else None,
+        modes[mode] = ModeProfile(mode, target.model_for(serving), assistant=target.assistant if serving.assistant else None,
                                   pass_models={k: f.model for k, f in mfits.items()},
                                   notes=f"fitted jointly from {fit.n_steps} recorded vLLM engine steps ({time_column}); features {' + '.join(fit.features)}")
-        for part in get_mode(mode).parts:  # the mode's profile parts, from the same steps
+        for part in serving.parts:  # the mode's profile parts, from the same steps
             if opts.behaviour == "prior":
                 parts[part.key] = published_parts()[part.key]
                 msgs.append(f"{mode}: {part.title or part.label} from its published prior (--behaviour prior), not from the runs")
@@ -640,9 +640,10 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
     return FitResult(prof.validate("fitted profile"), fits, [], msgs)
 
 
-def host_fit_possible(mode: str, runs: list[Run], msgs: list[str]) -> bool:
+def host_fit_possible(serving: ServingMode, runs: list[Run], msgs: list[str]) -> bool:
     """Whether the runs hold enough busy steps with model time for the host term; else said, and the
     run's mean overhead is folded into the passes."""
+    mode = serving.name
     df = pd.concat([busy_steps(r.table("steps")) for r in runs if r.has("steps")], ignore_index=True) if any(r.has("steps") for r in runs) else None
     n = int(pd.to_numeric(df["elapsed_ms"], errors="coerce").notna().sum()) if df is not None and "elapsed_ms" in df else 0
     if any(r.manifest.engine.get("async_scheduling") for r in runs):
@@ -655,11 +656,11 @@ def host_fit_possible(mode: str, runs: list[Run], msgs: list[str]) -> bool:
     return False
 
 
-def host_fit(mode: str, runs: list[Run], msgs: list[str]) -> dict:
+def host_fit(serving: ServingMode, runs: list[Run], msgs: list[str]) -> dict:
     """The mode's host-overhead step term from its runs' wall and model times (measure/fit/calibrate.py)."""
     df = pd.concat([busy_steps(r.table("steps")) for r in runs], ignore_index=True)
     eng = runs[0].manifest.engine
-    fit = fit_host(df, mode, f"{mode} engine-steps runs", async_scheduling=bool(eng.get("async_scheduling")),
+    fit = fit_host(df, serving, f"{serving.name} engine-steps runs", async_scheduling=bool(eng.get("async_scheduling")),
                    source=f"vLLM {eng.get('version')} engine steps of runs {', '.join(r.manifest.run_id for r in runs)}: wall gap - model time, "
                           f"block sums of {BLOCK_STEPS_HOST} steps")
     msgs.append(fit.describe())
@@ -676,7 +677,7 @@ def _run_settings(runs: list[Run]) -> dict:
     device-bound ones to the memory model of the GPU a plan puts the profile on."""
     out: dict = {}
     for r in runs:
-        vals = from_run_engine(r.manifest.engine, r.manifest.mode, f"run {r.manifest.run_id}").values()
+        vals = from_run_engine(r.manifest.engine, r.manifest.serving, f"run {r.manifest.run_id}").values()
         vals = {k: v for k, v in vals.items() if k not in DEVICE_BOUND_SETTINGS}
         seen = out.setdefault(r.manifest.mode, vals)
         for k in [k for k in seen if seen[k] != vals.get(k)]:

@@ -46,12 +46,13 @@ def write_synthetic_run(path: str | Path, mode: str, coef: dict[str, dict[str, f
     sigma `noise_rel`); each shape also gets `warmup` slow rows marked warmup=True. `engine`: extra
     manifest engine fields; `hardware`: a catalog GPU, by default the catalog's default."""
     hardware = hardware or default_hardware()
-    model = model or get_mode(mode).default_model
+    serving = get_mode(mode)  # the name given, resolved once
+    model = model or serving.default_model
     shape = get_model(model)
     roof = Roofline(shape, get_hardware(hardware), get_precision(precision),
-                    get_model(ASSISTANT_FOR[model]) if get_mode(mode).assistant else None)
+                    get_model(ASSISTANT_FOR[model]) if serving.assistant else None)
     rng = np.random.default_rng(seed)
-    kinds = [k for k in get_mode(mode).pass_kinds if k in coef]
+    kinds = [k for k in serving.pass_kinds if k in coef]
     units = list(kinds)  # one unit per pass kind
     man = RunManifest(
         run_id=new_run_id(f"synthetic-{mode}"), kind="gpu", mode=mode, model=model, weights="random", commit_source="none",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from costmodel.errors import UserError
-from costmodel.modes import get_mode, harness_modes, mode_names
+from costmodel.modes import harness_modes, mode_names
 from costmodel.prior import CITATION, published_commit_prior
 from costmodel.schemas.profile import Distribution
 from costmodel.schemas.rundir import load_run
@@ -52,7 +52,7 @@ def load_schedule(replay: str, regimes: list[str]) -> StepSchedule:
                             {r: prior[r].steps_per_canvas for r in regimes}, list(regimes))
     run = load_run(replay)
     m = run.manifest
-    if m.mode not in mode_names() or get_mode(m.mode).harness != "canvas":
+    if m.mode not in mode_names() or m.serving.harness != "canvas":
         canvas = [x.name for x in harness_modes() if x.harness == "canvas"]
         raise UserError(f"--replay {replay}: a {m.mode} run has no canvases to replay", f"pass a {' or '.join(canvas)} run")
     if m.commit_source not in ("model", "replay"):

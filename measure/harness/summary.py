@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 
 from costmodel import atomic
-from costmodel.modes import get_mode
 from costmodel.schemas.rundir import Run, load_run
 
 
@@ -82,7 +81,7 @@ def write_summary(run: Run) -> dict:
             doc[name] = json.loads(p.read_text())
     profiles = sorted((run.path / "profile").glob("*.json")) if (run.path / "profile").exists() else []
     doc["profiles"] = [json.loads(p.read_text()) for p in profiles]
-    serving = get_mode(m.mode)  # the run's mode, resolved once from its manifest
+    serving = m.serving  # the run's mode, resolved once from its manifest
     if serving.assistant:
         counts = mtp_acceptance_counts(passes, serving.group_kinds[0])
         doc["mtp_acceptance"] = {"source": m.settings.get("mtp_acceptance_source"), "counts_per_k": counts}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from costmodel.hardware import get_hardware
+from costmodel.hardware import HardwareSpec
 from costmodel.precision import get_precision
 from measure.ops.shapes import all_ops
 from measure.ops.table import ANY, OpTable, read_rows
@@ -109,7 +109,7 @@ def op_roofline_ms(op_name: str, precision: str, at: dict, hw, defs=None) -> flo
     return max(flops / peak, byts / (hw.memory_bandwidth_tbps * 1e9))
 
 
-def project_rows(rows: list[dict], src_hw: str, dst_hw: str, precisions: list[str] | None = None, method: str = "floor",
+def project_rows(rows: list[dict], src: HardwareSpec, dst: HardwareSpec, precisions: list[str] | None = None, method: str = "floor",
                  to_precision: str | None = None) -> list[dict]:
     """method "efficiency": t x roof_dst / roof_src. "floor" (default): each op's smallest measured
     time on the source (its launch/latency floor, in practice the 1-token point) is carried as is
@@ -117,7 +117,6 @@ def project_rows(rows: list[dict], src_hw: str, dst_hw: str, precisions: list[st
     `to_precision`: the target roofline at another precision (e.g. bf16 ops -> int4 weight-only on a
     GPU that cannot hold bf16 weights): each op's efficiency is carried to that roofline and the
     rows are relabelled with it (precision-independent rows stay '*')."""
-    src, dst = get_hardware(src_hw), get_hardware(dst_hw)
     defs = _op_defs()
     floors: dict[tuple[str, str], float] = {}
     if method == "floor":
@@ -139,19 +138,19 @@ def project_rows(rows: list[dict], src_hw: str, dst_hw: str, precisions: list[st
         fl = floors.get((r["precision"], r["op"]), 0.0)
         ms = fl + (t - fl) * rd / rs
         out.append({**r, "precision": dprec, "gpu": f"{dst.name} (projected from {r['gpu']})", "ms": f"{ms:.6g}",
-                    "kernel": f"projected:{r['kernel']}", "method": f"projected per op from {src_hw} {r['precision']} ({method})",
+                    "kernel": f"projected:{r['kernel']}", "method": f"projected per op from {src.id} {r['precision']} ({method})",
                     "candidates": "", "n_in_graph": ""})
     return out
 
 
-def projected_table(ops_dir: str | Path, src_hw: str, dst_hw: str, precision: str, to_precision: str | None = None) -> OpTable:
-    """The op table of `ops_dir` (timed on `src_hw`) at `precision`, projected per op to `dst_hw`
+def projected_table(ops_dir: str | Path, src: HardwareSpec, dst: HardwareSpec, precision: str, to_precision: str | None = None) -> OpTable:
+    """The op table of `ops_dir` (timed on `src`) at `precision`, projected per op to `dst`
     (floor method; `to_precision`: the target roofline's precision, e.g. bf16 ops -> int4 weight-only)."""
-    src = OpTable.load(ops_dir)
-    rows = project_rows(read_rows(Path(ops_dir) / "ops.csv"), src_hw, dst_hw, [precision], "floor", to_precision)
-    m = src.meta
-    meta = {"gpu_name": get_hardware(dst_hw).name + " (projected)", "hardware": dst_hw,
-            "projected_from": {"ops_dir": str(ops_dir), "hardware": src_hw, "gpu_name": m.get("gpu_name"), "date": m.get("date")},
+    table = OpTable.load(ops_dir)
+    rows = project_rows(read_rows(Path(ops_dir) / "ops.csv"), src, dst, [precision], "floor", to_precision)
+    m = table.meta
+    meta = {"gpu_name": dst.name + " (projected)", "hardware": dst.id,
+            "projected_from": {"ops_dir": str(ops_dir), "hardware": src.id, "gpu_name": m.get("gpu_name"), "date": m.get("date")},
             "method": ("t_target = floor + (t_source - floor) x roofline_target / roofline_source per op, floor = the op's smallest measured time "
                        "(catalog peaks and bandwidths)"),
             "precisions": [to_precision or precision], "source_precisions": [precision], "overhead": m.get("overhead"),

@@ -12,7 +12,7 @@ from pathlib import Path
 from costmodel.errors import UserError
 from costmodel.hardware import detect_local
 from costmodel.models import AR_SIBLING
-from costmodel.modes import get_mode
+from costmodel.modes import ServingMode, get_mode
 from costmodel.options import parse_floats
 from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id, software_versions
 from measure.harness.build import load_models
@@ -21,8 +21,8 @@ from measure.validate.loadrun import run_load
 from measure.validate.servers import ARServer, DiffusionServer
 
 
-def _harness_config(mode: str, model: str, random_weights: bool, checkpoint, ar_checkpoint, assistant_checkpoint, experts, device, out: Path):
-    serving = get_mode(mode)  # --model names the DiffusionGemma model; the other modes serve its AR sibling
+def _harness_config(serving: ServingMode, model: str, random_weights: bool, checkpoint, ar_checkpoint, assistant_checkpoint, experts, device, out: Path):
+    mode = serving.name  # --model names the DiffusionGemma model; the other modes serve its AR sibling
     target = model if serving.is_diffusion else AR_SIBLING.get(model, model)
     opts = HarnessOptions(mode=mode, model=target, random_weights=random_weights, out=str(out), experts_implementation=experts, device=device)
     if not random_weights:
@@ -51,9 +51,9 @@ def run_validation_loads(workload, modes, rates, n_requests, max_batch, model, r
     except UserError:
         gpu_name, hw = None, None
     for mode in modes:
-        cfg = _harness_config(mode, model, random_weights, checkpoint, ar_checkpoint, assistant_checkpoint, experts, dev, out)
+        serving = get_mode(mode)  # the --modes name, resolved once
+        cfg = _harness_config(serving, model, random_weights, checkpoint, ar_checkpoint, assistant_checkpoint, experts, dev, out)
         loaded = load_models(cfg, dev)
-        serving = get_mode(mode)
         if serving.harness == "canvas":
             server = DiffusionServer(loaded.model, torch.device(dev), seed=seed)
         else:
@@ -61,20 +61,20 @@ def run_validation_loads(workload, modes, rates, n_requests, max_batch, model, r
                               draft_tokens=workload.draft_tokens,
                               seed=seed)
         batch = serving.static_batch_requests or max_batch
-        probe = workload.requests(mode, 1.0, n_requests, seed)
-        rate_list = workload.auto_rates(mode, probe, batch) if rate_given is None else rate_given
+        probe = workload.requests(serving, 1.0, n_requests, seed)
+        rate_list = workload.auto_rates(serving, probe, batch) if rate_given is None else rate_given
         # Warm-up, untimed: a separate workload (another seed, same distributions) served back to back
         # in full batches. A cold eager engine runs its first ~20 batches up to 1.5x slower (seen on the
         # H200: the first rate served was the slow one whichever rate came first), so a load run
         # measures a warm server, as a production replica is.
-        warm = workload.requests(mode, 1.0, max(batch, warmup_requests), seed + 10_000)
+        warm = workload.requests(serving, 1.0, max(batch, warmup_requests), seed + 10_000)
         for i in range(0, len(warm), batch):
             server.serve(warm[i:i + batch])
         for rate in rate_list:
             if (rate_dir(out, mode, rate) / "manifest.json").exists():
                 con.print(f"{mode} @ {rate:g} req/s: already recorded, skipped")
                 continue
-            reqs = workload.requests(mode, rate, n_requests, seed)
+            reqs = workload.requests(serving, rate, n_requests, seed)
             con.print(f"{mode} @ {rate:g} req/s: {n_requests} requests, static batches of up to {batch}")
             rows = run_load(server, reqs, batch)
             settings = {"rate_rps": rate, "n_requests": n_requests, "max_batch": batch, "prompt_tokens": list(workload.prompt_tokens),

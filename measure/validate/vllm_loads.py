@@ -124,15 +124,15 @@ class ValidationSettings:
     def default(cls) -> "ValidationSettings":
         return cls()
 
-    def engine_for(self, mode: str) -> EngineSettings:
+    def engine_for(self, mode: ServingMode) -> EngineSettings:
         """The server's settings for `mode` (top-level keys, then the mode's own), checked against
         vLLM's rules (a setting vLLM rewrites is rewritten the same way; one it refuses is refused)."""
         return self.checked(mode)[0]
 
-    def checked(self, mode: str) -> tuple[EngineSettings, list[str]]:
+    def checked(self, mode: ServingMode) -> tuple[EngineSettings, list[str]]:
         """engine_for and the one-line notes of vLLM's rewrites."""
         given = {k: v for k, v in self.engine.items() if k in ENGINE_KEYS}
-        given.update(self.engine.get(mode, {}))
+        given.update(self.engine.get(mode.name, {}))
         # any canvas: the tiny DiffusionGemma is built at the canvas asked for (measure/vllm/tiny_models.py diffusion_dir)
         s = EngineSettings.given(given, "validation settings").for_mode(mode)
         return check_vllm_rules(s, mode, platform="cpu")
@@ -144,7 +144,7 @@ class ValidationSettings:
     def calibration(self, mode: str) -> LoadSpec:
         return LoadSpec("calibration", "poisson", 1.0, None, int(self.calib_requests[mode]), "mixed", (f"{self.calib_low_qps[mode]:g}",))
 
-    def budget(self, mode: str) -> int:
+    def budget(self, mode: ServingMode) -> int:
         return int(self.engine_for(mode).max_num_batched_tokens)
 
     def to_dict(self) -> dict:
@@ -208,7 +208,7 @@ def load_settings(path: str | Path | None) -> ValidationSettings:
     if "diffusion_max_requests" in d:
         over["diffusion_max_requests"] = int(d["diffusion_max_requests"])
     s = replace(base, **over)
-    for m in MODES:
+    for m in (x for x in all_modes() if x.name in MODES):
         s.engine_for(m)  # refuses what vLLM refuses, now rather than after a server start
     return s
 

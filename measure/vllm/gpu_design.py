@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from costmodel.errors import UserError
-from costmodel.modes import get_mode
 from costmodel.schemas.engine_loads import loads_json
 from costmodel.schemas.engine_setup import WARMUP, EngineSetup, Load
 from costmodel.schemas.rundir import load_run
@@ -66,7 +65,7 @@ def design_setup(sdir: Path) -> EngineSetup:
     as a run cut short is scored (EngineSetup.as_recorded)."""
     run = load_run(sdir)
     try:
-        setup = setup_of(get_mode(run.manifest.mode), str(run.manifest.engine.get("setup") or sdir.name))
+        setup = setup_of(run.manifest.serving, str(run.manifest.engine.get("setup") or sdir.name))
     except KeyError:
         raise UserError(f"{sdir}: engine setup {sdir.name!r} is not in the calibration design (measure/vllm/gpu_design.py)",
                         "record it with scripts/gpu_engine.sh, or add the setup to the design") from None

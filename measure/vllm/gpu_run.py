@@ -36,7 +36,7 @@ import pandas as pd
 
 from costmodel.errors import UserError
 from costmodel.models import get_model
-from costmodel.modes import get_mode, mode_names
+from costmodel.modes import ServingMode, get_mode, mode_names
 from measure.vllm.gpu_design import EngineSetup, Load, design_for
 from measure.vllm.model_dirs import PROMPT_ID_RANGE, write_model_dirs
 
@@ -63,7 +63,7 @@ def require_gpu_vllm() -> str:
     return vllm.__version__
 
 
-def engine_args(mode: str, precision: str, dirs: dict, setup: EngineSetup, max_model_len: int = 8192, extra: dict | None = None):
+def engine_args(sm: ServingMode, precision: str, dirs: dict, setup: EngineSetup, max_model_len: int = 8192, extra: dict | None = None):
     from vllm.engine.arg_utils import AsyncEngineArgs
 
     s = dict(setup.settings)
@@ -77,7 +77,6 @@ def engine_args(mode: str, precision: str, dirs: dict, setup: EngineSetup, max_m
     for key in ("max_num_seqs", "max_num_batched_tokens"):
         if key in s:
             kw[key] = int(s.pop(key))
-    sm = get_mode(mode)
     if sm.decodes_canvases:
         kw.update(tokenizer=str(dirs["target"]), limit_mm_per_prompt={"image": 0, "video": 0},
                   diffusion_config={"canvas_length": shape.canvas_length, "max_denoising_steps": int(s.pop("max_denoising_steps"))})
@@ -103,7 +102,7 @@ def request_specs(load: Load, rng: np.random.Generator) -> list[tuple[list[int],
 class Client:
     """Sends loads to one AsyncLLM and keeps every request's and every output event's wall times."""
 
-    def __init__(self, engine, mode: str):
+    def __init__(self, engine, mode: ServingMode):
         self.engine, self.mode = engine, mode
         self.requests: list[dict] = []
         self.chunks: list[tuple] = []
@@ -112,7 +111,7 @@ class Client:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        extra = {} if get_mode(self.mode).decodes_canvases else {"temperature": 0.0}  # diffusion requests refuse temperature
+        extra = {} if self.mode.decodes_canvases else {"temperature": 0.0}  # diffusion requests refuse temperature
         return SamplingParams(max_tokens=max_tokens, ignore_eos=True, detokenize=False, output_kind=RequestOutputKind.DELTA, **extra)
 
     async def one(self, load: Load, ids: list[int], max_tokens: int) -> None:
@@ -218,14 +217,15 @@ def _plain(obj) -> dict | None:
     return {k: (v if isinstance(v, (int, float, str, list, type(None))) else str(v)) for k in keep if (v := getattr(obj, k, None)) is not None}
 
 
-async def run_setup(mode: str, precision: str, dirs: dict, setup: EngineSetup, out: Path, deadline: float, seed: int, say,
+async def run_setup(sm: ServingMode, precision: str, dirs: dict, setup: EngineSetup, out: Path, deadline: float, seed: int, say,
                     extra: dict | None = None, log: Path | None = None) -> None:
+    mode = sm.name
     from vllm.usage.usage_lib import UsageContext
     from vllm.v1.engine.async_llm import AsyncLLM
 
     from measure.vllm.recorder import StepRecorder
 
-    args, kw = engine_args(mode, precision, dirs, setup, extra=extra)
+    args, kw = engine_args(sm, precision, dirs, setup, extra=extra)
     sdir = out / setup.label
     sdir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -248,7 +248,7 @@ async def run_setup(mode: str, precision: str, dirs: dict, setup: EngineSetup, o
     (out / f"engine-{setup.label}.json").write_text(json.dumps(info, indent=1, default=str))
     say(f"{mode} {setup.label}: engine up in {start_s:.0f} s; {info['resolved']['num_gpu_blocks']} KV blocks; "
         f"budget {info['resolved']['max_num_batched_tokens']}, max_num_seqs {info['resolved']['max_num_seqs']}")
-    client = Client(engine, mode)
+    client = Client(engine, sm)
     done = []
     try:
         for i, load in enumerate(setup.loads):
@@ -298,7 +298,7 @@ def amend_manifest(setup_dir: Path, engine_json: Path, log: Path | None) -> dict
            "max_denoising_steps": (res.get("diffusion_config") or {}).get("max_denoising_steps"),
            "speculative": res.get("speculative_config"), "setup": info["setup"], "start_up_s": info.get("start_up_s")}
     new = {"hardware": spec.id if spec else m.hardware, "model": shape, "weights": "random", "precision": run_precision(eng), "engine": eng}
-    if get_mode(m.mode).decodes_canvases:
+    if m.serving.decodes_canvases:
         new["commit_source"] = "random-weights"
     changed = [k for k, v in new.items() if getattr(m, k) != v]
     if changed:
@@ -375,7 +375,7 @@ def record(sm, precision: str, out: Path, deadline_s: float, *, model: str | Non
         if time.monotonic() > t_start + deadline_s - 90:  # an engine start (~35-60 s warm) and a load or two would not fit
             say(f"{sm.name} {s.label}: not started (deadline)")
             continue
-        asyncio.run(run_setup(sm.name, precision, dirs, s, out, t_start + deadline_s, seed, say, engine_args, log))
+        asyncio.run(run_setup(sm, precision, dirs, s, out, t_start + deadline_s, seed, say, engine_args, log))
     refused = [json.loads(p.read_text()).get("refused") for p in sorted(out.glob("engine-*.json"))]
     if refused and all(refused):
         raise UserError(f"the engine refused every setup of {sm.name}: {refused[0]}",

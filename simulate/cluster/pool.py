@@ -119,7 +119,7 @@ class Pool:
         self.lives: dict[int, Life] = {}
         self.route = make_router(spec.router, self.ready)
         self.policy = spec.policy()
-        self.provision_s = provision_s(spec.profile, spec.mode, spec.scaling)
+        self.provision_s = provision_s(spec.profile, spec.serving, spec.scaling)
         self.max_running = max(1, int(self.dep.limits.max_running))
         self.retired = [0.0, 0, 0]  # busy seconds, sequence-steps, steps of retired replicas
         self.history: list = []  # (time, recommendation) within the scale-down window

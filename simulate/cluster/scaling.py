@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from costmodel.errors import UserError
 from costmodel.memory import EngineSettings, replica_memory
+from costmodel.modes import ServingMode
 from costmodel.schemas.profile import Profile
 
 DEFAULT_SCRAPE_S = 15.0
@@ -56,14 +57,14 @@ class Scaling:
         return self
 
 
-def weights_bytes(profile: Profile, mode: str) -> int:
+def weights_bytes(profile: Profile, mode: ServingMode) -> int:
     """Bytes of weights one replica loads (the target's and any assistant's, at the profile's precision)."""
     r = profile.resolved()
-    m = profile.mode(mode)
+    m = profile.mode(mode.name)
     mem = replica_memory(r.spec, mode, r.precision, EngineSettings(), model=m.model, assistant=m.assistant)
     return int(sum(t.bytes for t in mem.terms if t.kind == "weights"))
 
 
-def provision_s(profile: Profile, mode: str, scaling: Scaling) -> float:
+def provision_s(profile: Profile, mode: ServingMode, scaling: Scaling) -> float:
     """Seconds from requesting a replica to its first step: start-up plus loading its weights."""
     return scaling.startup_s + weights_bytes(profile, mode) / (scaling.load_gb_per_s * 1e9)

@@ -79,7 +79,8 @@ def with_frontend_latency(prof: Profile, setups: list[RecordedSetup], as_run: Pr
         if pick is None:
             continue
         sdir, low = pick
-        settings = from_run_engine(load_run(sdir).manifest.engine, mode, f"run {sdir}")
+        run = load_run(sdir)
+        settings = from_run_engine(run.manifest.engine, run.manifest.serving, f"run {sdir}")
         fronts[mode] = frontend_latency_fit(as_run, mode, [from_recorded(low)], settings)
         msgs.append(f"{mode}: front-end latency {fronts[mode]['ms']:.1f} ms per request (TTFT p50 of {low.name} in {sdir.name}, "
                     "measured less simulated)")
@@ -118,7 +119,7 @@ def check_loads(profile: Profile, setups: list[RecordedSetup], include_fit: bool
         if mode not in profile.modes:
             continue
         run = load_run(sdir)
-        settings = from_run_engine(run.manifest.engine, mode, f"run {sdir}")
+        settings = from_run_engine(run.manifest.engine, run.manifest.serving, f"run {sdir}")
         loads = [ld for ld in recorded_loads(sdir) if setup.role(ld.name) != "warmup"]
         occupancy = load_occupancy(sdir)
         for ld in loads:

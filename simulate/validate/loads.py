@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from costmodel.errors import UserError
-from costmodel.modes import ServingMode, get_mode
+from costmodel.modes import ServingMode
 from costmodel.modes.diffusion import COMMIT_STATS
 from costmodel.schemas.profile import Profile
 from simulate.static_batch import CANVAS, BatchRequest
@@ -56,9 +56,9 @@ class ValidationWorkload:
     max_output_tokens: int = 256
     draft_tokens: int = 4
 
-    def requests(self, mode: str, rate_rps: float, n_requests: int, seed: int) -> list[BatchRequest]:
-        return poisson_workload(self.profile, get_mode(mode), rate_rps, n_requests, seed, self.prompt_tokens, self.max_output_tokens,
+    def requests(self, mode: ServingMode, rate_rps: float, n_requests: int, seed: int) -> list[BatchRequest]:
+        return poisson_workload(self.profile, mode, rate_rps, n_requests, seed, self.prompt_tokens, self.max_output_tokens,
                                 draft_tokens=self.draft_tokens)
 
-    def auto_rates(self, mode: str, probe: list[BatchRequest], max_batch: int) -> list[float]:
-        return auto_rates(self.profile, get_mode(mode), probe, max_batch)
+    def auto_rates(self, mode: ServingMode, probe: list[BatchRequest], max_batch: int) -> list[float]:
+        return auto_rates(self.profile, mode, probe, max_batch)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from costmodel import atomic
 from costmodel.errors import UserError
-from costmodel.modes import ServingMode, get_mode
+from costmodel.modes import ServingMode
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import load_run
 from simulate.validate.score import RateScore, is_saturated, score_rate, score_table, summary_mape
@@ -53,7 +53,7 @@ def score_recorded(out: Path, profile: Profile, modes: list[str] | None = None) 
                               steps_per_canvas=[int(x) for x in r.steps_per_canvas],
                               accepted_per_iteration=[int(x) for x in r.accepted_per_iteration],
                               draft_tokens=int(settings.get("draft_tokens", 4))) for r in req.itertuples()]
-        sim = simulate_static_batches(profile, get_mode(mode), batch, int(settings["max_batch"]))
+        sim = simulate_static_batches(profile, run.manifest.serving, batch, int(settings["max_batch"]))
         measured = req[["request_id", "arrival_s", "start_s", "first_token_s", "finish_s"]]
         scores += score_rate(mode, float(settings["rate_rps"]), measured, sim, saturated=is_saturated(measured))
     if not scores:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel.engine_settings import EngineSettings, from_scheduler_config
-from costmodel.modes import get_mode
+from costmodel.modes import ServingMode
 from costmodel.schemas.profile import Profile, frontend_latency_ms
 from costmodel.schemas.engine_trace import EngineTrace
 from simulate.metrics import FinishedRun, summarise
@@ -43,7 +43,7 @@ class Replayed:
     t0: float  # the engine clock's origin (unix seconds)
 
 
-def engine_config(config: dict, mode: str, **over) -> EngineSettings:
+def engine_config(config: dict, mode: ServingMode, **over) -> EngineSettings:
     """The simulator settings of the recorded scheduler (its config line: running cap, token budget,
     canvas or k, async scheduling, KV blocks x block size as KV tokens), priced at exact shapes."""
     kv = int(config.get("num_blocks") or 0) * int(config.get("block_size") or 0)
@@ -110,7 +110,7 @@ def replay(profile: Profile, trace: EngineTrace, **engine_over) -> Replayed:
     """Simulate the recorded load once (one replica, nothing left out as warm-up, no abort)."""
     reqs, t0 = trace_requests(trace)
     steps: list = []
-    (_, df), _ = simulate_point(profile, trace.serving, reqs, replicas=1, cfg=engine_config(trace_config(trace), trace.mode, **engine_over), router="least-outstanding",
+    (_, df), _ = simulate_point(profile, trace.serving, reqs, replicas=1, cfg=engine_config(trace_config(trace), trace.serving, **engine_over), router="least-outstanding",
                                 seed=0, warmup_frac=0.0, abort_backlog_s=None, drain_s=None, workload_desc="vLLM recorded load",
                                 step_trace=steps)
     rq = trace.requests.sort_values("arrival_t").reset_index(drop=True)
@@ -177,7 +177,7 @@ def replay_recorded(profile: Profile, trace: EngineTrace, **engine_over) -> Repl
     reqs = replace(reqs, arrival_s=(arr - t0)[order], prompt_tokens=reqs.prompt_tokens[order], output_tokens=reqs.output_tokens[order],
                    recorded={k: [v[i] for i in order] for k, v in (reqs.recorded or {}).items()} or None,
                    content=[reqs.content[i] for i in order] if reqs.content is not None else None)
-    dep = deploy(profile, trace.serving, reqs, engine_config(trace_config(trace), trace.mode, **engine_over), 0)
+    dep = deploy(profile, trace.serving, reqs, engine_config(trace_config(trace), trace.serving, **engine_over), 0)
     dep.pricer = RecordedStepPricer(dep.pricer, (trace.steps.sort_values("step")["gap_ms"].to_numpy(float) / 1e3).tolist())
     steps: list = []
     loop = _Loop(dep, reqs, 1, "least-outstanding", None, 1e6, steps)
@@ -194,14 +194,14 @@ def replay_recorded(profile: Profile, trace: EngineTrace, **engine_over) -> Repl
     return Replayed(sim.iloc[inv].reset_index(drop=True), pd.DataFrame(steps, columns=list(TRACE_COLUMNS)), t0)
 
 
-def capacity_rps(profile: Profile, mode: str, config: dict, prompt_tokens: np.ndarray, output_tokens: np.ndarray, n: int = 400) -> float:
+def capacity_rps(profile: Profile, mode: ServingMode, config: dict, prompt_tokens: np.ndarray, output_tokens: np.ndarray, n: int = 400) -> float:
     """Requests per second one replica serves with every request waiting from t = 0 (the profile's
     own draws): the saturation throughput the loads' rates are fractions of."""
     rng = np.random.default_rng(0)
     i = rng.integers(0, len(prompt_tokens), n)
     reqs = Requests(np.zeros(n), np.asarray(prompt_tokens)[i].astype(np.int64), np.asarray(output_tokens)[i].astype(np.int64),
                     np.zeros(n, np.int64), ("R1",), 0.0, 1.0)
-    (_, df), _ = simulate_point(profile, get_mode(mode), reqs, replicas=1, cfg=engine_config(config, mode), router="least-outstanding", seed=0,
+    (_, df), _ = simulate_point(profile, mode, reqs, replicas=1, cfg=engine_config(config, mode), router="least-outstanding", seed=0,
                                 warmup_frac=0.0, abort_backlog_s=None, drain_s=1e6, workload_desc="capacity burst")
     fin = df["finish_s"].to_numpy(float)
     fin = np.sort(fin[np.isfinite(fin)])

@@ -18,6 +18,7 @@ import pandas as pd
 
 from costmodel import atomic
 from costmodel.errors import UserError
+from costmodel.modes import ServingMode
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import load_run
 from costmodel.schemas.engine_trace import EngineTrace, read_trace
@@ -48,14 +49,14 @@ def _client(run_dir: Path) -> pd.DataFrame | None:
 
 # the profile a trace's engine steps fit: (trace, mode, the recording it came from, profile id) -> Profile,
 # rewriting none of the recordings (measure.validate.vllm_campaign.fit_scratch)
-StepFit = Callable[[EngineTrace, str, Path, str], Profile]
+StepFit = Callable[[EngineTrace, ServingMode, Path, str], Profile]
 
 
 def _profile(mdir: Path, fit: StepFit) -> tuple[Profile, object]:
     """The calibration's trace and the profile refitted from it, so that a change to the fit shows in
     the scores as a change to the simulator does."""
     cal = read_trace(mdir / "calibration" / "sched.jsonl.gz", mdir.name)
-    return fit(cal, mdir.name, mdir / "calibration", f"vllm-cpu-{mdir.name}-calibration"), cal
+    return fit(cal, cal.serving, mdir / "calibration", f"vllm-cpu-{mdir.name}-calibration"), cal
 
 
 def step_cost_drift(cal, trace, load: str) -> dict:
@@ -83,13 +84,13 @@ def overload_check(profile: Profile, mode: str, cal) -> dict:
 
     rq, config = cal.requests, cal.config
     p, o = rq["prompt_tokens"].to_numpy(), rq["output_tokens"].to_numpy()
-    cap = capacity_rps(profile, mode, config, p, o)
+    cap = capacity_rps(profile, cal.serving, config, p, o)
     rate = UNSTABLE_FRAC * cap
     rng = np.random.default_rng(1)
     arr = np.cumsum(rng.exponential(1.0 / rate, int(rate * 120)))
     i = rng.integers(0, len(p), len(arr))
     reqs = Requests(arr, p[i].astype(np.int64), np.maximum(o[i], 1).astype(np.int64), np.zeros(len(arr), np.int64), ("R1",), float(arr[-1]), rate)
-    (summary, _), _ = simulate_point(profile, cal.serving, reqs, replicas=1, cfg=engine_config(config, mode), router="least-outstanding", seed=0,
+    (summary, _), _ = simulate_point(profile, cal.serving, reqs, replicas=1, cfg=engine_config(config, cal.serving), router="least-outstanding", seed=0,
                                      warmup_frac=0.1, abort_backlog_s=60.0, drain_s=None, workload_desc="overload check")
     return {"capacity_rps": cap, "offered_rps": rate, "stable": bool(summary.stable)}
 
@@ -107,7 +108,7 @@ def rescore_mode(mdir: Path, fit: StepFit) -> tuple[list, list, list, dict, list
         scores += load_scores(trace, rep, ldir.name, front, _client(ldir))
         # diagnosis: the same replay priced by a fit of this load's own steps (in sample): what is left
         # is the scheduling model's error; the difference to the row above is the step-cost drift
-        own = fit(trace, mode, ldir, f"vllm-cpu-{mode}-{ldir.name}-own-steps")
+        own = fit(trace, trace.serving, ldir, f"vllm-cpu-{mode}-{ldir.name}-own-steps")
         scores += [dataclasses.replace(x, pricing="own steps") for x in load_scores(trace, replay(own, trace), ldir.name)]
         steps.append(step_table(trace, rep, ldir.name).assign(kind="step"))
         row, srt = schedule_row(trace, replay_recorded(profile, trace), ldir.name)

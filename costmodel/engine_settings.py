@@ -306,6 +306,14 @@ def _count(v):
 
 
 # ---- vLLM's rules ---------------------------------------------------------------------------------
+def engine_platform(engine: dict | None) -> str:
+    """"cpu" for an engine recorded on the CPU (a profile's or run manifest's `engine.device`, as vLLM's
+    platform names it), else "gpu": the platform vLLM's rules and its CUDA-graph warm-up depend on. A
+    profile with no recorded engine prices a GPU."""
+    device = engine.get("device") if isinstance(engine, dict) else None
+    return "cpu" if str(device or "").lower() == "cpu" else "gpu"
+
+
 def check_vllm_rules(s: EngineSettings, serving: ServingMode, platform: str = "gpu") -> tuple[EngineSettings, list[str]]:
     """What vLLM 0.32 does with these settings: the same rewrite (with a one-line note each) or
     the same refusal (UserError). Checked: DiffusionGemma's max_num_seqs rule, the token budget

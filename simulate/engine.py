@@ -13,7 +13,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, replace
 
-from costmodel.engine_settings import (ENTROPY_BOUND, EngineSettings, check_vllm_rules, from_profile, layered, vllm_defaults)
+from costmodel.engine_settings import (ENTROPY_BOUND, EngineSettings, check_vllm_rules, engine_platform, from_profile, layered, vllm_defaults)
 from costmodel.errors import UserError
 from costmodel.memory import kv_capacity, replica_memory
 from costmodel.modes import ServingMode
@@ -30,18 +30,13 @@ def settings_for_profile(profile: Profile, given: EngineSettings | None = None) 
     return layered(given or EngineSettings(), from_profile(profile))
 
 
-def _on_gpu(profile: Profile) -> bool:
-    hw = profile.hardware if isinstance(profile.hardware, dict) else {}
-    return "cpu" not in str(hw.get("id", "")).lower()
-
-
 def mode_settings(profile: Profile, mode: ServingMode, cfg: EngineSettings) -> tuple[EngineSettings, list[str]]:
     """Every setting of `mode`'s engine: `cfg`, then the profile (its engine section, MTP's k), then
     vLLM 0.32's defaults for this model and platform, with vLLM's rewrites applied (their notes) and
     its refusals raised. The batch limits stay None here: the memory model fills them (replica_limits)."""
     r, name = profile.resolved(), mode.name
-    s = layered(cfg.for_mode(mode), from_profile(profile, mode), vllm_defaults(mode, r.models[name], gpu=_on_gpu(profile)))
-    s, notes = check_vllm_rules(s, mode, "gpu" if _on_gpu(profile) else "cpu")
+    s = layered(cfg.for_mode(mode), from_profile(profile, mode), vllm_defaults(mode, r.models[name], gpu=engine_platform(profile.engine) == "gpu"))
+    s, notes = check_vllm_rules(s, mode, engine_platform(profile.engine))
     if s.entropy_bound is not None and s.entropy_bound != _profile_entropy_bound(profile):
         raise UserError(f"entropy_bound {s.entropy_bound:g} ({s.source('entropy_bound')}): profile {profile.profile_id}'s commit statistics "
                         f"were measured at {_profile_entropy_bound(profile):g} and steps per canvas at another bound cannot be derived "
@@ -109,7 +104,7 @@ def replica_limits(profile: Profile, mode: ServingMode, cfg: EngineSettings, con
         if getattr(s, name) is None:
             filled = filled.with_values(memory_src + lim.source.get(name, "engine limits"), **{name: getattr(lim, name)})
     if s.max_num_batched_tokens is not None and s.max_num_seqs is None:  # a given budget meets the defaulted max_num_seqs: vLLM's rule still holds
-        check_vllm_rules(filled, mode, "gpu" if _on_gpu(profile) else "cpu")
+        check_vllm_rules(filled, mode, engine_platform(profile.engine))
     cap = kv_capacity(mem, [int(c) for c in context_tokens] or [1])
     if cfg.kv_capacity_tokens is not None:
         return ReplicaLimits(filled, int(cfg.kv_capacity_tokens), lim.max_num_seqs, "kv_capacity_tokens (given)")

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from costmodel.engine_settings import engine_platform
 from costmodel.schemas.engine_loads import read_load_windows
 from costmodel.schemas.rundir import load_run
 
@@ -36,7 +37,7 @@ _TOKEN_COLUMNS = ("prefill_tokens", "decode_tokens", "denoise_tokens", "commit_t
 def compiles_kernels(engine: dict) -> bool:
     """Whether a recorded engine (a run manifest's `engine`) is one whose first-use stalls are
     found and left out: any device but the CPU."""
-    return str((engine or {}).get("device") or "").lower() != "cpu"
+    return engine_platform(engine) == "gpu"
 
 
 @dataclass(frozen=True)

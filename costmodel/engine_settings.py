@@ -108,13 +108,13 @@ class EngineSettings:
                      "block_size", "prefix_match_unit", "kv_capacity_tokens"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise UserError(f"{name} {v!r} must be an integer >= 1{self._from(name)}", f"e.g. --{name.replace('_', '-')} 8")
+                raise UserError(f"{name} {v!r} must be an integer >= 1{self._from(name)}", self._example(name, "8"))
         u = self.gpu_memory_utilization
         if u is not None and not (isinstance(u, (int, float)) and not isinstance(u, bool) and 0 < u <= 1):
-            raise UserError(f"gpu_memory_utilization {u!r} must be in (0, 1]{self._from('gpu_memory_utilization')}", "e.g. --gpu-memory-utilization 0.92")
+            raise UserError(f"gpu_memory_utilization {u!r} must be in (0, 1]{self._from('gpu_memory_utilization')}", self._example("gpu_memory_utilization", "0.92"))
         e = self.entropy_bound
         if e is not None and not (isinstance(e, (int, float)) and not isinstance(e, bool) and math.isfinite(e) and e > 0):
-            raise UserError(f"entropy_bound {e!r} must be a number > 0{self._from('entropy_bound')}", "e.g. --entropy-bound 0.1")
+            raise UserError(f"entropy_bound {e!r} must be a number > 0{self._from('entropy_bound')}", self._example("entropy_bound", "0.1"))
         if self.async_scheduling is not None and not isinstance(self.async_scheduling, bool):
             raise UserError(f"async_scheduling {self.async_scheduling!r} must be true, false or unset", "e.g. --async-scheduling / --no-async-scheduling")
         if self.enable_prefix_caching is not None and not isinstance(self.enable_prefix_caching, bool):
@@ -126,6 +126,14 @@ class EngineSettings:
     def _from(self, name: str) -> str:
         src = self.source(name)
         return f" ({src})" if src else ""
+
+    def _example(self, name: str, value: str) -> str:
+        """The fix in the terms of where the value came from: a CLI flag, or a spec's (or file's) key."""
+        flag, key = f"--{name.replace('_', '-')} {value}", f"{name}: {value}"
+        src = self.source(name)
+        if src == "CLI":
+            return f"e.g. {flag}"
+        return f"e.g. {flag} (or {key} in a spec)" if src == LAYERS[0] else f"e.g. {key}"
 
     # ---- reading ---------------------------------------------------------------------------------
     def source(self, name: str) -> str:

@@ -345,6 +345,12 @@ def test_a_sweep_point_error_names_its_spec_file(cli, tmp_path):
     one_line_error(*cli("sweep", spec, "--jobs", "1", "-o", str(tmp_path / "o"))[::2], "bad-slo.json: point", "mode ar, qps 1.0")
 
 
+def test_a_bad_engine_setting_is_fixed_in_the_terms_it_was_given_in(cli, tmp_path):
+    spec = _wl(tmp_path, {"kind": "simulate", "base": {"mode": "ar", "n_requests": 8}, "points": [{"qps": 1, "max_num_seqs": 0}]}, "seqs.json")
+    one_line_error(*cli("sweep", spec, "--jobs", "1", "-o", str(tmp_path / "o"))[::2], "seqs.json: point", "e.g. max_num_seqs: 8")
+    one_line_error(*cli("simulate", "--qps", "1", "--mode", "ar", "--requests", "5", "--max-num-seqs", "0")[::2], "(CLI); e.g. --max-num-seqs 8")
+
+
 def test_a_sweep_point_above_the_memory_budget_is_refused_before_any_job_in_the_specs_terms(cli, tmp_path):
     spec = _wl(tmp_path, {"kind": "simulate", "base": {"mode": "ar", "n_requests": 3_000_000}, "grid": {"qps": [4, 5]}}, "huge.json")
     code, _, err = cli("sweep", spec, "--jobs", "2", "-o", str(tmp_path / "o"))

@@ -24,7 +24,7 @@ from typing import Callable
 import pandas as pd
 
 from costmodel import atomic, outputset
-from costmodel.engine_settings import USER_SETTINGS
+from costmodel.engine_settings import USER_SETTINGS, EngineSettings
 from costmodel.errors import UserError
 from costmodel.jsonfile import jsonable
 from costmodel.schemas.dictionary import write_table
@@ -71,6 +71,7 @@ def check_point(p: dict) -> None:
     """Everything a point's job would reject, checked in the client before any job runs."""
     prof = _profile(p.get("profile"), p["hardware"])
     mode = check_mode(prof, p["mode"])
+    EngineSettings.given({k: p.get(k) for k in ENGINE_KEYS}, "sweep spec")  # a bad setting refused in the spec's terms
     engine = resolve_engine(prof, {k: p.get(k) for k in ENGINE_KEYS})
     wl = _workload(p.get("workload"))
     check_requests_fit(prof, [mode], wl, engine)  # no request above what a replica serves

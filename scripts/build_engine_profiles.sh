@@ -7,8 +7,9 @@
 #   OUT/<gpu>-<precision>.json   e.g. OUT/h200-fp8.json
 #   OUT/rtx-5090-nvfp4.json   the RTX 5090 projected from the H100's (no RTX 5090 was lent): NVFP4, the precision
 #                             vLLM's recipe serves Gemma-4 in on a 32 GB card; labelled projected in its provenance
-# usage: bash scripts/build_engine_profiles.sh OUT_DIR   (SHIP=1 installs them as the shipped defaults,
-#        costmodel/data/profiles/<gpu>.json; the per-operator profiles they replace stay in ops/ as what-ifs)
+# usage: bash scripts/build_engine_profiles.sh OUT_DIR   (SHIP=1 installs them: fp8 as the shipped defaults,
+#        costmodel/data/profiles/<gpu>.json, bf16 as costmodel/data/profiles/bf16/<gpu>.json; the per-operator
+#        profiles they replaced stay in ops/ as what-ifs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: scripts/build_engine_profiles.sh OUT_DIR}
@@ -21,7 +22,14 @@ for key in $(ls "$RUNS" | grep -o '^[a-z0-9-]*-\(fp8\|bf16\)' | sort -u); do
 done
 "$CM" profile project "$OUT/h100-fp8.json" --hardware rtx-5090 --precision nvfp4 -o "$OUT/rtx-5090-nvfp4.json"
 if [ "${SHIP:-0}" = 1 ]; then
+  # fp8 is each GPU's default (costmodel/data/profiles/<gpu>.json); another precision ships beside it in its folder
+  # (costmodel/data/profiles/bf16/<gpu>.json, passed with --profile); the catalog GPU id is read from the profile
   D=costmodel/data/profiles
-  cp "$OUT/h100-fp8.json" "$D/h100-sxm.json"; cp "$OUT/h200-fp8.json" "$D/h200.json"; cp "$OUT/rtx-5090-nvfp4.json" "$D/rtx-5090.json"
-  echo "shipped: $D/h100-sxm.json, h200.json (measured vLLM 0.26 fp8), rtx-5090.json (projected, nvfp4)"
+  for f in "$OUT"/*-fp8.json "$OUT"/*-bf16.json; do
+    [ -f "$f" ] || continue
+    hw=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["hardware"]["id"])' "$f")
+    case "$f" in *-fp8.json) dest="$D/$hw.json" ;; *) mkdir -p "$D/bf16"; dest="$D/bf16/$hw.json" ;; esac
+    cp "$f" "$dest"; echo "shipped: $dest (measured vLLM 0.26, $(basename "$f" .json))"
+  done
+  cp "$OUT/rtx-5090-nvfp4.json" "$D/rtx-5090.json"; echo "shipped: $D/rtx-5090.json (projected, nvfp4)"
 fi

@@ -81,6 +81,12 @@ _BASE_SETS: tuple[tuple[str, ...], ...] = (
 # steps on both sides of the engine's largest captured size (else the columns are rank-deficient and skipped)
 FEATURE_SETS: tuple[tuple[str, ...], ...] = _BASE_SETS + tuple(f + ("graph_off", "graph_off_tokens") for f in _BASE_SETS)
 BLOCK_STEPS = 32
+# Under async scheduling a step's record reaches the front-end with its neighbours' timing mixed in: the gap
+# before a step that prefills a new request carries most of that prefill's time, the gaps after it are short
+# (data/runs/engine: MTP at 8 clients, a 7-request verify step's gap 86 ms, the 1,068-token prefill step's
+# beside it 6 ms, then 5 ms; steady verify steps 11 ms). Sums over a few consecutive steps keep the time
+# with its work, so such gaps are fitted ("windows") on sums of WINDOW_STEPS consecutive steps (nested in blocks).
+WINDOW_STEPS = 8
 HOLDOUT_EVERY = 5
 CV_FOLDS = 5
 MIN_STEPS = 20
@@ -378,9 +384,45 @@ class StepFit:
     candidates: dict[str, float | None]
 
 
+def _windows(steps: pd.DataFrame) -> np.ndarray:
+    """Window id of each step: WINDOW_STEPS consecutive steps of one run (inside one block)."""
+    codes = pd.factorize(steps["run_id"])[0].astype(np.int64)
+    return codes * 10**9 + (steps["step"].to_numpy(np.int64) // WINDOW_STEPS)
+
+
+class _Summed:
+    """The design summed over windows of consecutive steps (the step price is linear in its columns, so a
+    window's price is the price of its summed columns; its floor the sum of its steps' floors)."""
+
+    def __init__(self, steps: pd.DataFrame, d: Design):
+        self.win = _windows(steps)
+        self.kinds = d.kinds
+        self.share = d.share.groupby(self.win).max()  # > 0 where a step of the window ran the kind
+        self.roofline_ms = pd.Series(d.roofline_ms).groupby(self.win).sum().to_numpy()
+
+    def sum(self, X: pd.DataFrame) -> pd.DataFrame:
+        return X.groupby(self.win).sum()
+
+    def sum_1d(self, a: np.ndarray, how: str = "sum") -> np.ndarray:
+        return pd.Series(a).groupby(self.win).agg(how).to_numpy()
+
+
 def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int, objective: str = "relative") -> StepFit:
+    """The first feature set within tolerance of the best block k-fold MAPE, fitted on every step; with
+    the "windows" objective (front-end gaps under async scheduling) the "mean" one on sums over
+    WINDOW_STEPS consecutive steps."""
     y = steps["ms"].to_numpy(float)
     blocks = _blocks(steps)
+    summed = _Summed(steps, d) if objective == "windows" else None
+    objective = "mean" if summed is not None else objective
+    matrix = _matrix
+    if summed is not None:
+        y, blocks = summed.sum_1d(y), summed.sum_1d(blocks, "first")
+
+        def matrix(d_, feats, mode_):  # noqa: F811 - the same columns, summed per window
+            X_, names_ = _matrix(d_, feats, mode_)
+            return summed.sum(X_), names_
+    view = summed if summed is not None else d
     cands: dict[str, float | None] = {}
     ok = []
     crosses = bool((d.feats["graph_off"] > 0).any() and (d.feats["graph_off"] == 0).any())
@@ -388,7 +430,7 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int,
     # misspecified there, so the regime-aware sets come first (the simplest within tolerance wins)
     order = FEATURE_SETS[len(_BASE_SETS):] + FEATURE_SETS[:len(_BASE_SETS)] if crosses else FEATURE_SETS
     for feats in order:
-        X, _ = _matrix(d, feats, mode)
+        X, _ = matrix(d, feats, mode)
         name = " + ".join(feats)
         cands[name] = None
         if np.linalg.matrix_rank(X.to_numpy(float) / np.maximum(np.abs(X.to_numpy(float)).max(axis=0), 1e-12)) < X.shape[1]:
@@ -396,7 +438,7 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int,
         res, cols = _fit_physical(X, y, objective)
         if res is None:
             continue
-        cands[name] = _kfold(X[cols], y, d.roofline_ms, blocks, seed, objective)
+        cands[name] = _kfold(X[cols], y, view.roofline_ms, blocks, seed, objective)
         ok.append((feats, cands[name]))
     if not ok:
         raise UserError(f"{mode.name}: no feature set fits the recorded steps with non-negative slopes", "record more steps over a wider range of batch sizes")
@@ -406,7 +448,7 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int,
         feats, cv = next((f, c) for f, c in with_cv if c <= best + max(SELECT_TOL_POINTS, SELECT_TOL_REL * best))
     else:
         feats, cv = ok[0]
-    X, names = _matrix(d, feats, mode)
+    X, names = matrix(d, feats, mode)
     res, cols = _fit_physical(X, y, objective)
     X = X[cols]
     coef: dict[str, dict[str, float]] = {}
@@ -419,17 +461,19 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int,
             coef[kind] = {"roofline_ms": 1.0}  # not separable from the other kinds' time: they carry it
         elif kind in mode.side_kinds and "const" not in coef.get(kind, {}):
             coef[kind]["roofline_ms"] = coef[kind].get("roofline_ms", 0.0) + 1.0  # never below its roofline
-    held, desc = _heldout(X, y, d, blocks, mode, objective)
+    held, desc = _heldout(X, y, view, blocks, mode, objective)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         table = res.summary().tables[1].as_text()
     summary = (f"statsmodels WLS of step ms on share x ({' + '.join(feats)}) per pass kind, "
-               f"{'weights 1/ms^2' if objective == 'relative' else 'unweighted (mean objective)'}; {len(y)} steps\n{table}\n"
+               f"{'weights 1/ms^2' if objective == 'relative' else f'unweighted (mean objective) on sums of {WINDOW_STEPS} consecutive steps'}; "
+               f"{len(steps)} steps\n{table}\n"
                f"block k-fold MAPE per feature set: " + "; ".join(f"{k}: {'-' if v is None else f'{v:.2f}%'}" for k, v in cands.items()))
-    return StepFit(mode.name, feats, coef, len(y), mape_pct(y, _predict(X, res.params, d.roofline_ms)), cv, held, desc, summary, cands)
+    return StepFit(mode.name, feats, coef, len(steps), mape_pct(y, _predict(X, res.params, view.roofline_ms)), cv, held, desc, summary, cands)
 
 
-def _heldout(X, y, d: Design, blocks, mode: ServingMode, objective: str = "relative") -> tuple[dict[str, float | None], str]:
+def _heldout(X, y, d, blocks, mode: ServingMode, objective: str = "relative") -> tuple[dict[str, float | None], str]:
+    """`d`: the Design, or its window sums (_Summed): kinds, share (> 0 where a row ran the kind), roofline_ms."""
     uniq = np.unique(blocks)
     if len(uniq) < 2:
         return {}, "too few step blocks to hold any out"
@@ -446,7 +490,8 @@ def _heldout(X, y, d: Design, blocks, mode: ServingMode, objective: str = "relat
     for kind in d.kinds:
         runs = (d.share[kind].to_numpy()[test] > 0)
         out[kind] = float(100 * err[runs].mean()) if runs.any() else None
-    return out, f"every {HOLDOUT_EVERY}th block of {BLOCK_STEPS} steps left out ({int(test.sum())} steps)"
+    unit = "steps" if isinstance(d, Design) else f"windows of {WINDOW_STEPS} steps"
+    return out, f"every {HOLDOUT_EVERY}th block of {BLOCK_STEPS} steps left out ({int(test.sum())} {unit})"
 
 
 def noise_floor_pct(steps: pd.DataFrame) -> float:
@@ -617,9 +662,11 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
         mruns = [r for r in runs if r.manifest.mode == mode]
         # with the host term the passes carry model time and the wall time is their sum with it: fitted for unbiased sums
         own = host and host_fit_possible(serving, mruns, msgs)
-        # async scheduling: per-step front-end gaps are noisy (steps reach the front-end in bursts) but
-        # their sums are the wall time latencies add up: fitted unbiased in sums ("mean")
-        objective = "mean" if own or any(r.manifest.engine.get("async_scheduling") for r in mruns) else opts.step_objective
+        # async scheduling: per-step front-end gaps are noisy (steps reach the front-end in bursts, a prefill's
+        # time in its neighbour's gap) but their sums are the wall time latencies add up: fitted unbiased on sums
+        # of consecutive steps ("windows"); the engine's own model time per step, unbiased per step ("mean")
+        asynchronous = any(r.manifest.engine.get("async_scheduling") for r in mruns)
+        objective = "mean" if own else "windows" if asynchronous else opts.step_objective
         mfits, fit = fit_mode(serving, mruns, target, "elapsed_ms" if own else time_column, opts.seed, msgs, objective, opts.holdout_loads)
         if own:
             hosts[mode] = host_fit(serving, mruns, msgs)

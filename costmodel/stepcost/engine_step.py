@@ -8,7 +8,8 @@ prefill) is not a measured shape: the price is the share-weighted sum on the joi
 floored at the joint roofline, exactly as in the fit. The features include the engine's CUDA-graph
 regime (`graph_off`, costmodel/stepcost/linear.py): the largest captured step size comes from the
 profile's engine section (`cuda_graph_max_tokens`, per mode), so a step just past it is priced as
-the engine ran it, without graphs."""
+the engine ran it, without graphs; likewise a step past the size where the engine's kernels change
+regime (`step_knee_tokens`, found in the recorded steps)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ class EngineStepPredictor:
 
     def pass_ms(self, cost, models: list, segments: tuple[Segment, ...]) -> float:
         roof = cost.roofline.pass_cost(segments)
-        feats = features(roof, segments, cost.graph_max_tokens)
+        feats = features(roof, segments, cost.graph_max_tokens, cost.knee_tokens)
         total = feats["tokens"]
         ms = sum((seg.seqs * seg.tokens / total) * linear_ms(pm.coef, feats) for seg, pm in zip(segments, models))
         return max(roof.roofline_ms, ms)

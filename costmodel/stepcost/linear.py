@@ -12,21 +12,28 @@ An engine that replays CUDA graphs up to a captured size runs a larger step with
 kernel launched from the host, a cost that depends on the step's size, not on the roofline. The
 `graph_off` features (1, and the pass's tokens, when its tokens exceed the engine's largest captured
 size; 0 otherwise) let a fit on that engine's own steps price the two regimes apart (vLLM 0.26 on
-Hopper: a step of 3 DiffusionGemma canvases, 768 tokens, costs 2.5x one of 2)."""
+Hopper: a step of 3 DiffusionGemma canvases, 768 tokens, costs 2.5x one of 2). The `past_knee`
+features do the same at a smaller size where the engine's kernels change regime, found in its
+recorded steps (measure/fit/steps.py; vLLM 0.26 on Hopper: an AR decode step of 17 sequences costs
+1.5x one of 16, and no more up to 32)."""
 
 from __future__ import annotations
 
 from costmodel.errors import UserError
 from costmodel.roofline import Segment
 
-FEATURES = ("const", "roofline_ms", "memory_ms", "compute_ms", "kv_ms", "seqs", "tokens", "context_ktokens", "graph_off", "graph_off_tokens")
+FEATURES = ("const", "roofline_ms", "memory_ms", "compute_ms", "kv_ms", "seqs", "tokens", "context_ktokens", "graph_off", "graph_off_tokens",
+            "past_knee", "past_knee_tokens")
+REGIME_FEATURES = ("graph_off", "graph_off_tokens", "past_knee", "past_knee_tokens")  # a step-size regime's: the joint pass's alone
 
 
-def features(roof_pass, segments, graph_max_tokens: int = 0) -> dict[str, float]:
+def features(roof_pass, segments, graph_max_tokens: int = 0, knee_tokens: int = 0) -> dict[str, float]:
     """Feature values of one pass (see FEATURES) from its roofline and shape; `graph_max_tokens`: the
-    engine's largest CUDA-graph capture size (0: not known, no regime)."""
+    engine's largest CUDA-graph capture size, `knee_tokens`: the size past which its kernels' regime
+    changes (0: not known, no regime)."""
     tokens = float(sum(s.seqs * s.tokens for s in segments))
     off = 1.0 if graph_max_tokens and tokens > graph_max_tokens else 0.0
+    knee = 1.0 if knee_tokens and tokens > knee_tokens else 0.0
     return {
         "const": 1.0,
         "roofline_ms": roof_pass.roofline_ms,
@@ -39,6 +46,8 @@ def features(roof_pass, segments, graph_max_tokens: int = 0) -> dict[str, float]
         "context_ktokens": sum(s.seqs * s.context for s in segments) / 1000.0,
         "graph_off": off,
         "graph_off_tokens": off * tokens,
+        "past_knee": knee,
+        "past_knee_tokens": knee * tokens,
     }
 
 

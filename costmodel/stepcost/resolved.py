@@ -16,6 +16,7 @@ from costmodel.roofline import Roofline, Segment
 from costmodel.stepcost.base import get_predictor, step_terms
 
 CUDA_GRAPHS_KEY = "cuda_graph_max_tokens"  # profile engine section: mode -> the largest step (tokens) the engine ran as a CUDA graph
+KNEE_KEY = "step_knee_tokens"  # profile engine section: mode -> the step size (tokens) past which the engine's kernels change regime
 PASS_MEMO_MAX = 262_144  # priced passes kept per mode (the simulator's steps reuse a few thousand)
 
 
@@ -23,7 +24,7 @@ class ModeCost:
     """The price of one mode's passes and engine steps on one profile (the `StepCost` a
     simulator's step pricer, the static-batch server and the fits ask)."""
 
-    __slots__ = ("profile", "mode", "serving", "roofline", "pass_models", "hardware_id", "precision", "memo", "graph_max_tokens")
+    __slots__ = ("profile", "mode", "serving", "roofline", "pass_models", "hardware_id", "precision", "memo", "graph_max_tokens", "knee_tokens")
 
     def __init__(self, resolved: "ResolvedProfile", mode: str):
         p = resolved.profile
@@ -37,6 +38,8 @@ class ModeCost:
         self.memo: dict = {}
         graphs = p.engine.get(CUDA_GRAPHS_KEY) if isinstance(p.engine, dict) else None
         self.graph_max_tokens = int((graphs or {}).get(mode) or 0)  # the engine's largest CUDA graph (0: no regime priced)
+        knees = p.engine.get(KNEE_KEY) if isinstance(p.engine, dict) else None
+        self.knee_tokens = int((knees or {}).get(mode) or 0)  # its kernels' regime change (0: none found)
 
     def pass_ms(self, segments) -> float:
         """Predicted milliseconds of ONE forward pass over `segments` (roofline.Segment)."""

@@ -56,7 +56,8 @@ from costmodel.schemas.profile import (KERNEL_ORIGIN_KEY, CommitStats, Distribut
                                        features)
 from costmodel.schemas.rundir import STEP_COLUMNS, Run, load_run
 from costmodel.stepcost.host_overhead import HOST_OVERHEAD_KEY
-from costmodel.stepcost.resolved import CUDA_GRAPHS_KEY
+from costmodel.stepcost.linear import REGIME_FEATURES
+from costmodel.stepcost.resolved import CUDA_GRAPHS_KEY, KNEE_KEY
 from costmodel.timestamps import now_iso
 from measure.fit.assemble import FitOptions, FitResult, resolve_target
 from measure.fit.host_overhead import BLOCK_STEPS as BLOCK_STEPS_HOST
@@ -80,6 +81,11 @@ _BASE_SETS: tuple[tuple[str, ...], ...] = (
 # each set again with the CUDA-graph regime (costmodel/stepcost/linear.py): only where the runs hold
 # steps on both sides of the engine's largest captured size (else the columns are rank-deficient and skipped)
 FEATURE_SETS: tuple[tuple[str, ...], ...] = _BASE_SETS + tuple(f + ("graph_off", "graph_off_tokens") for f in _BASE_SETS)
+# where the engine's kernels may change regime (a step of more tokens pays a jump, costmodel/stepcost/linear.py
+# past_knee): each size is tried on the chosen feature set, and the best kept where its k-fold error per row beats
+# the set's by more than SELECT_TOL_POINTS (vLLM 0.26 on Hopper: AR decode 5.6 ms at 16 sequences, 8.4 ms at 17-32)
+KNEE_CANDIDATES = (4, 8, 16, 32, 64, 128, 256)
+KNEE_FEATURES = ("past_knee", "past_knee_tokens")
 BLOCK_STEPS = 32
 # Under async scheduling a step's record reaches the front-end with its neighbours' timing mixed in: the gap
 # before a step that prefills a new request carries most of that prefill's time, the gaps after it are short
@@ -294,13 +300,20 @@ def _matrix(d: Design, feats: tuple[str, ...], mode: ServingMode) -> tuple[pd.Da
                 # pass's, whose constant carries it
                 continue
             col = d.share[kind].to_numpy() * src[f].to_numpy()
-            if f.startswith("graph_off") and (kind in side or not col.any()):
+            if f in REGIME_FEATURES and (kind in side or _one_regime(d, kind, f)):
                 # a kind that never ran past the engine's largest CUDA graph has no regime to price; side passes
                 # (MTP's drafts) run past it exactly when their step's joint pass does, whose columns carry it
                 continue
             cols[f"{kind}:{f}"] = col
             names.append((kind, f))
     return pd.DataFrame(cols, index=d.share.index), names
+
+
+def _one_regime(d: Design, kind: str, f: str) -> bool:
+    """Every step that ran `kind` lies on one side of the regime boundary of feature `f`: no regime to price
+    (its columns would be zero, or its constant's and slope's)."""
+    flag = d.feats[f.removesuffix("_tokens")].to_numpy()[d.share[kind].to_numpy() > 0]
+    return not flag.any() or bool(flag.all())
 
 
 def _collinear_const(d: Design, kind: str) -> bool:
@@ -350,7 +363,8 @@ def _blocks(steps: pd.DataFrame) -> np.ndarray:
     return codes * 10**9 + (steps["step"].to_numpy(np.int64) // BLOCK_STEPS)
 
 
-def _kfold(X, y, floor, blocks, seed: int, objective: str = "relative") -> float | None:
+def _kfold(X, y, floor, blocks, seed: int, objective: str = "relative", per_row: bool = False) -> float | None:
+    """Block k-fold MAPE: per row, or (objective "mean", unless per_row) per held-out block's summed time."""
     uniq = np.unique(blocks)
     if len(uniq) < CV_FOLDS:
         return None
@@ -362,7 +376,7 @@ def _kfold(X, y, floor, blocks, seed: int, objective: str = "relative") -> float
         if res is None:
             return None
         pred = _predict(X.loc[test, cols], res.params, floor[test])
-        if objective == "mean":  # what the simulator adds up: each held-out block's summed time
+        if objective == "mean" and not per_row:  # what the simulator adds up: each held-out block's summed time
             b = pd.DataFrame({"b": blocks[test], "y": y[test], "p": pred}).groupby("b").sum()
             errs.extend(np.abs(b["p"] - b["y"]) / b["y"])
         else:
@@ -382,6 +396,7 @@ class StepFit:
     heldout_desc: str
     summary: str
     candidates: dict[str, float | None]
+    knee_tokens: int = 0  # the step size past which the engine's kernels change regime (0: none found)
 
 
 def _windows(steps: pd.DataFrame) -> np.ndarray:
@@ -448,6 +463,30 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int,
         feats, cv = next((f, c) for f, c in with_cv if c <= best + max(SELECT_TOL_POINTS, SELECT_TOL_REL * best))
     else:
         feats, cv = ok[0]
+    knee = 0
+    if cv is not None:
+        # judged per row (a step, or a window of steps): a regime change moves single steps' times, which
+        # the block sums' other noise would drown
+        cv_rows = _kfold(matrix(d, feats, mode)[0], y, view.roofline_ms, blocks, seed, objective, per_row=True)
+        knees = {}
+        for t in KNEE_CANDIDATES:
+            _set_knee(d, t)
+            X, _ = matrix(d, feats + KNEE_FEATURES, mode)
+            name = f"{' + '.join(feats)} + past_knee (past {t} tokens)"
+            cands[name] = None
+            if not any(c.endswith(KNEE_FEATURES[0]) for c in X.columns) or np.linalg.matrix_rank(
+                    X.to_numpy(float) / np.maximum(np.abs(X.to_numpy(float)).max(axis=0), 1e-12)) < X.shape[1]:
+                continue
+            res, cols = _fit_physical(X, y, objective)
+            if res is not None:
+                knees[t] = _kfold(X[cols], y, view.roofline_ms, blocks, seed, objective, per_row=True)
+                cands[name] = _kfold(X[cols], y, view.roofline_ms, blocks, seed, objective)
+        knees = {t: c for t, c in knees.items() if c is not None}
+        if knees and cv_rows is not None:
+            t = min(knees, key=knees.get)
+            if knees[t] < cv_rows - SELECT_TOL_POINTS:
+                knee, feats, cv = t, feats + KNEE_FEATURES, cands[f"{' + '.join(feats)} + past_knee (past {t} tokens)"]
+    _set_knee(d, knee)
     X, names = matrix(d, feats, mode)
     res, cols = _fit_physical(X, y, objective)
     X = X[cols]
@@ -469,7 +508,14 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int,
                f"{'weights 1/ms^2' if objective == 'relative' else f'unweighted (mean objective) on sums of {WINDOW_STEPS} consecutive steps'}; "
                f"{len(steps)} steps\n{table}\n"
                f"block k-fold MAPE per feature set: " + "; ".join(f"{k}: {'-' if v is None else f'{v:.2f}%'}" for k, v in cands.items()))
-    return StepFit(mode.name, feats, coef, len(steps), mape_pct(y, _predict(X, res.params, view.roofline_ms)), cv, held, desc, summary, cands)
+    return StepFit(mode.name, feats, coef, len(steps), mape_pct(y, _predict(X, res.params, view.roofline_ms)), cv, held, desc, summary, cands,
+                   knee)
+
+
+def _set_knee(d: Design, tokens: int) -> None:
+    """The design's past_knee columns for a regime change past `tokens` (0: none): the joint pass's."""
+    over = (d.feats["tokens"] > tokens).astype(float) if tokens else d.feats["tokens"] * 0.0
+    d.feats["past_knee"], d.feats["past_knee_tokens"] = over, over * d.feats["tokens"]
 
 
 def _heldout(X, y, d, blocks, mode: ServingMode, objective: str = "relative") -> tuple[dict[str, float | None], str]:
@@ -636,7 +682,8 @@ def fit_mode(serving: ServingMode, runs: list[Run], target, time_column: str, se
         if c == {"roofline_ms": 1.0}:
             msgs.append(f"{mode}/{kind}: its time is not separable from the other kinds' in these steps: priced at its roofline, "
                         "the other kinds' coefficients carry it")
-    msgs.append(f"{mode}: {fit.n_steps} steps, features {' + '.join(fit.features)}, in-sample MAPE {fit.mape_pct:.2f}%, held-out MAPE "
+    knee = f" (its kernels change regime past {fit.knee_tokens} tokens a step)" if fit.knee_tokens else ""
+    msgs.append(f"{mode}: {fit.n_steps} steps, features {' + '.join(fit.features)}{knee}, in-sample MAPE {fit.mape_pct:.2f}%, held-out MAPE "
                 + ", ".join(f"{k} {'-' if v is None else f'{v:.2f}%'}" for k, v in fit.heldout_mape_pct.items())
                 + f"; noise floor {noise_floor_pct(steps):.1f}% (each step predicted by the median of the steps with its exact batch composition)")
     return mfits, fit
@@ -657,6 +704,7 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
     modes: dict[str, ModeProfile] = {}
     parts: dict = {}
     hosts: dict = {}
+    knees: dict = {}
     for serving in [m for m in all_modes() if any(r.manifest.mode == m.name for r in runs)]:
         mode = serving.name
         mruns = [r for r in runs if r.manifest.mode == mode]
@@ -668,6 +716,8 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
         asynchronous = any(r.manifest.engine.get("async_scheduling") for r in mruns)
         objective = "mean" if own else "windows" if asynchronous else opts.step_objective
         mfits, fit = fit_mode(serving, mruns, target, "elapsed_ms" if own else time_column, opts.seed, msgs, objective, opts.holdout_loads)
+        if fit.knee_tokens:
+            knees[mode] = fit.knee_tokens
         if own:
             hosts[mode] = host_fit(serving, mruns, msgs)
         fits.update({(k if k not in fits else f"{k} [{mode}]"): f for k, f in mfits.items()})
@@ -682,6 +732,8 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
             parts[part.key], pmsg = PARTS_FROM_STEPS[part.key](pd.concat([r.table("steps") for r in mruns]), mruns)
             msgs.append(pmsg)
     prof = _profile(runs, opts, target, modes, parts, time_column, msgs)
+    if knees:
+        prof.engine[KNEE_KEY] = knees
     if hosts:
         prof.engine.update({HOST_OVERHEAD_KEY: hosts, KERNEL_ORIGIN_KEY: "vllm", "time": "elapsed_ms + host overhead term"})
     return FitResult(prof.validate("fitted profile"), fits, [], msgs)

@@ -105,6 +105,18 @@ def test_the_fit_prices_the_cuda_graph_regime(campaign):
     assert all(frontend_latency_ms(prof, m) > 0 for m in ("ar", "mtp")) and frontend_latency_ms(prof, "diffusion") >= 0
 
 
+def test_the_fit_finds_where_the_engines_kernels_change_regime(campaign):
+    """vLLM 0.26's AR decode step on the H200 costs 5.6 ms at 16 sequences and 8.4 ms at 17 (flat to 32): the
+    fit finds the knee in the recorded steps, fitted on sums of consecutive steps (a prefill's time reaches the
+    front-end in its neighbour's gap), and prices both sides of it."""
+    prof, msgs, _ = campaign
+    assert prof.engine["step_knee_tokens"]["ar"] == 16
+    cost = pass_cost(prof, "ar")
+    at = {n: cost.pass_ms((Segment("decode_step", n, 1, 2048),)) for n in (8, 16, 17, 32)}
+    assert at[17] > 1.3 * at[16] and at[17] - at[16] > at[32] - at[17] and at[16] < 1.2 * at[8]  # the jump, not the slope
+    assert any("regime past 16 tokens" in m for m in msgs)
+
+
 def test_checked_on_loads_outside_the_fit(campaign):
     """Throughput within 10% on the checks of every mode (the bench prints the rest)."""
     _, _, rows = campaign

@@ -81,8 +81,8 @@ _BASE_SETS: tuple[tuple[str, ...], ...] = (
 # each set again with the CUDA-graph regime (costmodel/stepcost/linear.py): only where the runs hold
 # steps on both sides of the engine's largest captured size (else the columns are rank-deficient and skipped)
 FEATURE_SETS: tuple[tuple[str, ...], ...] = _BASE_SETS + tuple(f + ("graph_off", "graph_off_tokens") for f in _BASE_SETS)
-# where the engine's kernels may change regime (a step of more tokens pays a jump, costmodel/stepcost/linear.py
-# past_knee): each size is tried on the chosen feature set, and the best kept where its k-fold error per row beats
+# where a GPU engine's kernels may change regime (a step of more tokens pays a jump, costmodel/stepcost/linear.py
+# past_knee; its MoE and attention kernels' configurations are chosen by batch size): each size is tried on the chosen feature set, and the best kept where its k-fold error per row beats
 # the set's by more than SELECT_TOL_POINTS (vLLM 0.26 on Hopper: AR decode 5.6 ms at 16 sequences, 8.4 ms at 17-32)
 KNEE_CANDIDATES = (4, 8, 16, 32, 64, 128, 256)
 KNEE_FEATURES = ("past_knee", "past_knee_tokens")
@@ -236,6 +236,7 @@ class Design:
     side_feats: pd.DataFrame  # side-pass feature values (0 rows where no side pass)
     roofline_ms: np.ndarray  # the step's roofline (joint + side): the floor of the simulator's price
     shapes: dict  # kind -> [(seqs, tokens per seq, context)] of the steps that ran it
+    graph_max_tokens: int = 0  # the engine's largest CUDA graph (0: it ran eagerly)
 
     def support(self, kind: str) -> dict[str, list[float]]:
         a = np.asarray(self.shapes.get(kind) or [(1, 1, 0)], float)
@@ -284,7 +285,7 @@ def build_design(steps: pd.DataFrame, sm: ServingMode, target, engine: dict) -> 
         shares.append(sh)
         floor.append(fl)
     return Design(kinds, pd.DataFrame(shares, index=steps.index), pd.DataFrame(fj, index=steps.index),
-                  pd.DataFrame(fs, index=steps.index), np.asarray(floor, float), shapes)
+                  pd.DataFrame(fs, index=steps.index), np.asarray(floor, float), shapes, graph_max)
 
 
 def _matrix(d: Design, feats: tuple[str, ...], mode: ServingMode) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
@@ -464,12 +465,12 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int,
     else:
         feats, cv = ok[0]
     knee = 0
-    if cv is not None:
+    if cv is not None and d.graph_max_tokens:  # a GPU engine's kernels (CUDA graphs replayed below graph_max_tokens)
         # judged per row (a step, or a window of steps): a regime change moves single steps' times, which
         # the block sums' other noise would drown
         cv_rows = _kfold(matrix(d, feats, mode)[0], y, view.roofline_ms, blocks, seed, objective, per_row=True)
         knees = {}
-        for t in KNEE_CANDIDATES:
+        for t in (t for t in KNEE_CANDIDATES if t < d.graph_max_tokens):
             _set_knee(d, t)
             X, _ = matrix(d, feats + KNEE_FEATURES, mode)
             name = f"{' + '.join(feats)} + past_knee (past {t} tokens)"

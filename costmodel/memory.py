@@ -232,6 +232,7 @@ class ResolvedSettings:
     max_canvases_by_memory: int | None
     source: dict
     cudagraph_max_tokens: int = MAX_CUDAGRAPH_TOKENS  # the architecture's (hardware.json)
+    model_runner: str = "v1"  # vLLM's model runner for the mode (ServingMode.vllm_model_runner)
 
 
 # ---- weights, activations, CUDA graphs, sampler -----------------------------------------------
@@ -336,6 +337,10 @@ def _engine_terms(target: ModelShape, assistant: ModelShape | None, prec: Precis
                                 f"{t} tokens, fp32 logits of one draft step over {rows} rows, k={k} steps run one after another; "
                                 "shape estimate)", "activations"))
     g = _graph_tokens(s)
+    if s.model_runner == "v2":  # its graphs are captured after the KV cache, from the memory outside the budget
+        terms.append(MemoryTerm("CUDA graphs", 0, "vllm/v1/worker/gpu/model_runner.py profile_cudagraph_memory returns 0: "
+                                "the V2 model runner reserves none from the KV budget (its start-up logs no estimate)", "graphs"))
+        return terms
     graphs = forward_activation_bytes(target, g, prec.act_bytes)
     if assistant is not None:
         graphs += forward_activation_bytes(assistant, g, prec.act_bytes)
@@ -389,7 +394,7 @@ def _resolve(hw: HardwareSpec, serving: ServingMode, target: ModelShape, user: E
     q = serving.decode_query_tokens(k, canvas)
     in_flight = (2 if user.async_scheduling else 1) * batched
     return ResolvedSettings(seqs, batched, float(util), max_len, block, step, q, k, canvas, in_flight, canvases, src,
-                            hw.arch.cudagraph_max_tokens)
+                            hw.arch.cudagraph_max_tokens, serving.vllm_model_runner)
 
 
 # ---- errors: a setting or a GPU that cannot fit ------------------------------------------------

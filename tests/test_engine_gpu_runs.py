@@ -154,10 +154,10 @@ def test_checked_on_loads_outside_the_fit(campaign):
     assert abs(ar_c64.error_pct("tpot_p50_ms")) < 10
 
 
-# KV cache, model against engine: fp8 AR +2.0%, MTP -2.7%, diffusion +0.3%; bf16 AR +2.6%, MTP -3.7% (the V2 runner's
-# profile run peaks ~2.6 GiB lower than the shapes estimate, in both precisions), diffusion +0.3%
-@pytest.mark.parametrize("precision, kv_rel", [("fp8", 0.03), ("bf16", 0.04)])
-def test_memory_model_against_the_engines_start_up(precision, kv_rel):
+# KV cache, model against engine: fp8 AR +2.0%, MTP -1.8%, diffusion +0.9%; bf16 AR +2.6%, MTP -2.6%, diffusion +1.0%
+# (MTP and DiffusionGemma run on vLLM 0.26's V2 model runner, which reserves no CUDA-graph memory from the budget)
+@pytest.mark.parametrize("precision", ["fp8", "bf16"])
+def test_memory_model_against_the_engines_start_up(precision):
     """What vLLM 0.26 logged at start-up on the H200 (utilisation 0.9) beside the memory model."""
     for mode in ("ar", "mtp", "diffusion"):
         log = f"h200-{precision}-{mode}/h200-{precision}-{mode}.log"
@@ -170,7 +170,7 @@ def test_memory_model_against_the_engines_start_up(precision, kv_rel):
         weights = mem.term("weights").bytes / 2**30
         kv = sum(t.bytes for t in mem.terms if t.kind == "kv") / 2**30
         assert weights == pytest.approx(seen["weights_gib"], rel=0.05)
-        assert kv == pytest.approx(seen["kv_gib"], rel=kv_rel)
+        assert kv == pytest.approx(seen["kv_gib"], rel=0.03)
         assert not math.isnan(seen["activations_gib"])
 
 

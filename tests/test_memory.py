@@ -165,7 +165,7 @@ def test_a_default_max_model_len_is_lowered_to_fit():
 def test_memory_command(cli):
     code, out, err = cli("memory", "--hardware", "h100-sxm", "--mode", "diffusion")
     assert code == 0, err
-    assert "diffusion sampler: 8 canvas(es) x 0.40 GB + one tile 2.15 GB" in out and "KV cache: 39,938 blocks" in out
+    assert "diffusion sampler: 8 canvas(es) x 0.40 GB + one tile 2.15 GB" in out and "KV cache: 40,394 blocks" in out
     code, out, err = cli("memory", "--all")
     assert code == 0, err
     assert out.count("rtx-5090") >= 3 and "h200" in out

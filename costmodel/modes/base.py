@@ -124,6 +124,10 @@ class ServingMode:
     vllm_speculative_method: ClassVar[str | None] = None
     vllm_campaign_load: ClassVar[dict] = {}
     vllm_validation: ClassVar[dict] = {}
+    # the model runner vLLM 0.26 serves the mode on: "v1" (vllm/v1/worker/gpu_model_runner.py) or "v2"
+    # (vllm/v1/worker/gpu/model_runner.py, whose profile_cudagraph_memory returns 0: it reserves no CUDA-graph
+    # memory from the KV budget, costmodel/memory.py); measure/vllm/gpu_run.py starts the engine on it
+    vllm_model_runner: ClassVar[str] = "v1"
     # `costmodel profile project --compare` (measure/fit/projection.py): the (pass kind, seqs, tokens per
     # sequence, context) shapes a projection is compared at, the issue-17 target shapes and a few batches around them
     projection_compare: ClassVar[tuple[tuple[str, int, int, int], ...]] = ()

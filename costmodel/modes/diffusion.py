@@ -239,6 +239,7 @@ class DiffusionMode(ServingMode):
 
     # ---- measurement (measure/ reads these instead of the mode's name; base.py says what each is) ----
     vllm_served = "tiny-diffusiongemma"
+    vllm_model_runner = "v2"  # vLLM 0.26 serves DiffusionGemma only on Model Runner V2
     # diffusion steps run Triton kernels in the interpreter on a CPU (100-400 ms each): fewer, shorter requests
     vllm_campaign_load = dict(qps="0.5,3", requests=10, max_tokens=96, bench_prompts=8, bench_rate=2.0, bench_input_len=24, bench_output_len=64)
     # 2-3 canvases of 32 per request; closed loops of 2-8 canvases in flight

@@ -223,6 +223,7 @@ class MtpMode(ServingMode):
     vllm_served = "tiny-gemma4"
     vllm_model_dir = "ar"  # the AR target, the assistant drafting (tiny_models' "mtp-assistant")
     vllm_speculative_method = "mtp"
+    vllm_model_runner = "v2"  # Gemma-4 MTP crashes at start-up on vLLM 0.26's V1 runner (vllm issue #48848)
     vllm_campaign_load = dict(qps="2,8,32", requests=24, max_tokens=64, bench_prompts=16, bench_rate=8.0, bench_input_len=32, bench_output_len=48)
     vllm_validation = dict(engine={"max_num_seqs": 16, "num_speculative_tokens": 2}, low_qps=1.5, requests=48, outputs=(24, 48, 64, 96),
                            concurrency=((4, 24), (8, 32), (16, 48)))

@@ -47,8 +47,8 @@ ATTENTION_BACKEND = "TRITON_ATTN"
 
 
 def needs_v2_runner(sm) -> bool:
-    """vLLM 0.26 serves DiffusionGemma only on Model Runner V2, and Gemma-4 MTP crashes at start-up with V1 (vllm #48848)."""
-    return sm.decodes_canvases or sm.assistant
+    """The mode runs on vLLM 0.26's Model Runner V2 (ServingMode.vllm_model_runner says why)."""
+    return sm.vllm_model_runner == "v2"
 
 
 def require_gpu_vllm() -> str:

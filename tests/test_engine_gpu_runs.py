@@ -152,6 +152,11 @@ def test_checked_on_loads_outside_the_fit(campaign):
         assert np.median(errs) < 10, (mode, errs)
     ar_c64 = next(r for r in rows if r.mode == "ar" and r.load.name == "closed-c64")
     assert abs(ar_c64.error_pct("tpot_p50_ms")) < 10
+    # TTFT request by request as well as at the p50: AR at 4 req/s misses on the p50 (its TTFTs gather in two groups,
+    # prompts within and past the CUDA graphs, and the p50 falls between them) where its requests agree
+    poisson = next(r for r in rows if r.mode == "ar" and r.load.name == "poisson-r4")
+    assert len(poisson.load.ttft_ms) == len(poisson.comparison.ttft_ms) == len(poisson.load.prompt_tokens)
+    assert abs(poisson.error_pct("ttft_p50_ms")) > 10 and abs(poisson.ttft_request_error_pct) < 5
 
 
 # KV cache, model against engine: fp8 AR +2.0%, MTP -1.8%, diffusion +0.9%; bf16 AR +2.6%, MTP -2.6%, diffusion +1.0%

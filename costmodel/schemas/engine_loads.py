@@ -43,6 +43,7 @@ class RecordedLoad:
     ttft_p95_ms: float
     tpot_p50_ms: float  # median over requests of more than one output token of (e2e - ttft) / (output - 1)
     refused: int
+    ttft_ms: tuple = ()  # each request's time to first token, in send order (NaN: none)
 
 
 def loads_json(setup_dir: Path) -> list[dict]:
@@ -91,7 +92,8 @@ def recorded_loads(setup_dir: Path) -> list[RecordedLoad]:
         f = figures(r)
         out.append(RecordedLoad(d["name"], d["kind"], d.get("concurrency"), d.get("rate_rps"), tuple(int(x) for x in r["prompt_tokens"]),
                                 tuple(int(x) for x in r["max_tokens"]), tuple(float(x) for x in r["arrival_s"] - r["arrival_s"].min()),
-                                refused=int((r["status"] != "ok").sum()), **f))
+                                refused=int((r["status"] != "ok").sum()),
+                                ttft_ms=tuple(float(x) for x in (r["first_token_s"] - r["arrival_s"]) * 1e3), **f))
     return out
 
 

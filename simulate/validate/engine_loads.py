@@ -55,6 +55,19 @@ class LoadCheck:
         server pays each once) or "steady"."""
         return "refused" if self.load.refused else "cold" if self.stall_s > COLD_SHARE * self.duration_s else "steady"
 
+    @property
+    def ttft_request_error_pct(self) -> float:
+        """Median over requests of predicted / measured TTFT - 1 (%), request by request in send order: where a
+        load's TTFTs gather in groups (prompts within and past the CUDA graphs), its p50 can fall between them and
+        miss where the requests agree, or agree where they miss."""
+        import numpy as np
+
+        m, p = np.asarray(self.load.ttft_ms, float), np.asarray(self.comparison.ttft_ms, float)
+        if len(m) != len(p) or not len(m):
+            return math.nan
+        ok = np.isfinite(m) & np.isfinite(p) & (m > 0)
+        return float(100 * np.median(p[ok] / m[ok] - 1)) if ok.any() else math.nan
+
     def error_pct(self, metric: str) -> float:
         e = self.comparison.error(metric)
         return 100 * e if math.isfinite(e) else math.nan

@@ -78,7 +78,8 @@ def test_the_design_names_its_checks():
         for setup in design_for(get_mode(mode)):
             names = {ld.name for ld in setup.loads}
             assert set(setup.holdout) <= names and setup.role(WARMUP.name) == "warmup"
-            assert {setup.role(n) for n in names} == {"warmup", "fit", "check"}
+            steady = setup.label.endswith("-steady")  # checks only: the steady state of a fitted setup's engine
+            assert {setup.role(n) for n in names} == ({"warmup", "check"} if steady else {"warmup", "fit", "check"})
 
 
 def test_configs_are_the_form_vllm_026_reads():

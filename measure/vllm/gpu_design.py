@@ -8,7 +8,9 @@ model's default max_denoising_steps (48) and at 16; MTP with k = 4 at vLLM's ben
 profile and which check it is chosen when fitting (`costmodel fit --holdout-loads`), not here.
 
 Sizes are set so one mode fits one ten-minute device call beside the engine's cold start
-(140-220 s): each closed loop runs about two waves of requests.
+(140-220 s): each closed loop runs about two waves of requests. Half of such a loop's requests
+arrive in its opening burst, so each mode also has a "-steady" setup, checks only: closed loops of
+eight waves, whose TTFT and TPOT percentiles are the steady state's (docs/measure.md).
 """
 
 from __future__ import annotations
@@ -45,6 +47,22 @@ ASSISTED = (EngineSetup("k4-a0.8", AR_LOADS, {"num_speculative_tokens": 4, "acce
 CANVAS = (EngineSetup("steps48", DIFFUSION_LOADS, {"max_denoising_steps": 48, "max_num_seqs": 16},
                       ("closed-c2", "closed-c8", "closed-c12", "poisson-r2", "closed-c4-long")),
           EngineSetup("steps16", DIFFUSION_LOADS_16, {"max_denoising_steps": 16, "max_num_seqs": 16}, ("closed-c8", "poisson-r1")))
+
+
+# steady state: eight requests per client, so the opening burst is an eighth of each loop's requests
+STEADY_WAVES = 8
+CAUSAL_STEADY = _closed((16, 32, 64, 128), waves=STEADY_WAVES, tag="-steady")
+CANVAS_STEADY = _closed((4, 8, 16), output=(128, 512), waves=STEADY_WAVES, tag="-steady")
+
+
+def _steady(setup: EngineSetup, loads: tuple[Load, ...]) -> EngineSetup:
+    """The setup's engine settings with the steady loads, every one a check."""
+    return EngineSetup(f"{setup.label}-steady", (WARMUP, *loads), setup.settings, tuple(ld.name for ld in loads))
+
+
+CAUSAL = (*CAUSAL, _steady(CAUSAL[0], CAUSAL_STEADY))
+ASSISTED = (*ASSISTED, _steady(ASSISTED[0], CAUSAL_STEADY))
+CANVAS = (*CANVAS, _steady(CANVAS[0], CANVAS_STEADY))
 
 
 def design_for(mode) -> tuple[EngineSetup, ...]:

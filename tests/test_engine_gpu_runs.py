@@ -82,6 +82,15 @@ def test_the_design_names_its_checks():
             assert {setup.role(n) for n in names} == ({"warmup", "check"} if steady else {"warmup", "fit", "check"})
 
 
+def test_a_run_cut_short_still_fits_its_largest_loop_but_a_steady_setup_stays_checks():
+    """A deadline that cut c128 fits c64 instead of extrapolating to saturation; the steady loops check only."""
+    (default, steady) = design_for(get_mode("ar"))
+    cut = default.as_recorded({ld.name for ld in default.loads} - {"closed-c128", "closed-c64-short"})
+    assert default.role("closed-c64") == "check" and cut.role("closed-c64") == "fit"
+    ran = {ld.name for ld in steady.loads} - {"closed-c128-steady"}
+    assert {steady.as_recorded(ran).role(n) for n in ran} == {"warmup", "check"}
+
+
 def test_configs_are_the_form_vllm_026_reads():
     ar = config_json(get_model("gemma4-26b-a4b"))
     assert (ar["head_dim"], ar["global_head_dim"], ar["num_global_key_value_heads"], ar["enable_moe_block"]) == (256, 512, 2, True)

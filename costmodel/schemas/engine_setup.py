@@ -49,7 +49,10 @@ class EngineSetup:
     def as_recorded(self, ran: set[str]) -> "EngineSetup":
         """The setup a run cut short (a call's deadline) is scored as: the closed loop with the most
         clients that ran is fitted, whatever the design held it out for, so that the fit still reaches
-        the saturation it is asked to predict rather than extrapolating to it from a fraction."""
+        the saturation it is asked to predict rather than extrapolating to it from a fraction. A setup
+        of checks only (the steady loops of a fitted engine) stays so."""
+        if not any(self.role(ld.name) == "fit" for ld in self.loads):
+            return self
         closed = [ld for ld in self.loads if ld.kind == "closed" and ld.name in ran and ld.name != WARMUP.name]
         fitted = [ld for ld in closed if ld.name not in self.holdout]
         if not closed or (fitted and max(ld.concurrency for ld in fitted) == max(ld.concurrency for ld in closed)):

@@ -109,6 +109,10 @@ def test_the_fit_prices_the_cuda_graph_regime(campaign):
     cost = pass_cost(prof, "diffusion")
     two, three = (cost.pass_ms((Segment("denoise_step", n, 256, 1024),)) for n in (2, 3))
     assert three > 1.8 * two  # measured medians: 21 ms at 2 canvases, 53 ms at 3
+    # eager steps sit on the host's launch floor: each canvas adds less than a graphed one (medians 14, 21 ms at
+    # 1-2 canvases; 53, 69 ms at 3 and 8)
+    one, eight = (cost.pass_ms((Segment("denoise_step", n, 256, 1024),)) for n in (1, 8))
+    assert (eight - three) / 5 < (two - one) and prof.modes["diffusion"].pass_models["denoise_step"].coef["graph_off_tokens"] < 0
     assert any("steps of held-out loads left out of the fit" in m for m in msgs)
     # AR and MTP fitted on a Poisson load; DiffusionGemma's both cold (first-use stalls), so on its fewest-client
     # steady closed loop, where the simulated TTFT already reaches the measured one

@@ -373,15 +373,28 @@ def _check_mode(p: Profile, name: str, where: str) -> None:
 # of memory_ms, which re-prices KV bytes (kv_ms + memory_ms >= 0 keeps every byte priced >= 0).
 # Both are still held above the roofline on the model's support (_check_above_roofline).
 SIGNED_FEATURES = ("const", "kv_ms")
+# A regime's change of slope per token (costmodel/stepcost/linear.py): past the largest CUDA graph an
+# engine's eager steps sit on the host's launch floor, so their time grows more slowly with the step
+# than the graphs' did, until the GPU's work crosses that floor (a knee). Each regime's slope stays >= 0.
+SIGNED_SLOPES = ("graph_off_tokens",)
+
+
+def slope_floor_ok(coef: dict[str, float]) -> bool:
+    """Every regime's slope per token >= 0: tokens plus any combination of the signed changes."""
+    base = coef.get("tokens", 0.0)
+    return base + sum(min(0.0, coef.get(f, 0.0)) for f in SIGNED_SLOPES) >= -1e-12
 
 
 def _check_coefficients(pm: PassCostModel, where: str) -> None:
     """Coefficients finite and >= 0 (bar SIGNED_FEATURES): the features are times and sizes, so a
     negative weight makes a bigger pass cheaper (a negative denoise_step term halved diffusion's
     simulated p50)."""
-    bad = {f: c for f, c in pm.coef.items() if not (isinstance(c, (int, float)) and math.isfinite(c) and (c >= 0 or f in SIGNED_FEATURES))}
+    bad = {f: c for f, c in pm.coef.items() if not (isinstance(c, (int, float)) and math.isfinite(c)
+                                                     and (c >= 0 or f in SIGNED_FEATURES or f in SIGNED_SLOPES))}
     if pm.coef.get("kv_ms", 0.0) < 0 and pm.coef.get("kv_ms", 0.0) + pm.coef.get("memory_ms", 0.0) < 0:
         bad["kv_ms"] = pm.coef["kv_ms"]
+    if not bad and not slope_floor_ok(pm.coef):
+        bad.update({f: pm.coef[f] for f in SIGNED_SLOPES if pm.coef.get(f, 0.0) < 0})
     if bad:
         shown = ", ".join(f"{f}={c!r}" for f, c in bad.items())
         raise UserError(f"{where} has negative, NaN or infinite coefficient(s) {shown}", "refit it (`costmodel fit`) or fix the coefficients")

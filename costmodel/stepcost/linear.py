@@ -12,10 +12,13 @@ An engine that replays CUDA graphs up to a captured size runs a larger step with
 kernel launched from the host, a cost that depends on the step's size, not on the roofline. The
 `graph_off` features (1, and the pass's tokens, when its tokens exceed the engine's largest captured
 size; 0 otherwise) let a fit on that engine's own steps price the two regimes apart (vLLM 0.26 on
-Hopper: a step of 3 DiffusionGemma canvases, 768 tokens, costs 2.5x one of 2). The `past_knee`
+Hopper: a step of 3 DiffusionGemma canvases, 768 tokens, costs 2.5x one of 2). Its `graph_off_tokens`
+may be negative: the host's launches put a floor under eager steps that grows more slowly than the
+graphed steps did (costmodel/schemas/profile.py SIGNED_SLOPES keeps every regime's slope >= 0). The `past_knee`
 features do the same at a smaller size where the engine's kernels change regime, found in its
 recorded steps (measure/fit/steps.py; vLLM 0.26 on Hopper: an AR decode step of 17 sequences costs
-1.5x one of 16, and no more up to 32)."""
+1.5x one of 16, and no more up to 32; past the graphs, where the GPU's work crosses the host's floor:
+DiffusionGemma at 8 canvases on an H200)."""
 
 from __future__ import annotations
 

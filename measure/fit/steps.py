@@ -52,8 +52,8 @@ from costmodel.modes.diffusion import COMMIT_STATS
 from costmodel.modes.mtp import MTP_ACCEPTANCE
 from costmodel.prior import CITATION, published_commit_prior
 from costmodel.roofline import Segment, get_pass_kind
-from costmodel.schemas.profile import (KERNEL_ORIGIN_KEY, CommitStats, Distribution, FitDiagnostics, ModeProfile, PassCostModel, Profile, Provenance,
-                                       features)
+from costmodel.schemas.profile import (KERNEL_ORIGIN_KEY, SIGNED_SLOPES, CommitStats, Distribution, FitDiagnostics, ModeProfile, PassCostModel,
+                                       Profile, Provenance, features, slope_floor_ok)
 from costmodel.schemas.rundir import STEP_COLUMNS, Run, load_run
 from costmodel.stepcost.host_overhead import HOST_OVERHEAD_KEY
 from costmodel.stepcost.linear import REGIME_FEATURES
@@ -84,7 +84,11 @@ FEATURE_SETS: tuple[tuple[str, ...], ...] = _BASE_SETS + tuple(f + ("graph_off",
 # where a GPU engine's kernels may change regime (a step of more tokens pays a jump, costmodel/stepcost/linear.py
 # past_knee; its MoE and attention kernels' configurations are chosen by batch size): each size is tried on the chosen feature set, and the best kept where its k-fold error per row beats
 # the set's by more than SELECT_TOL_POINTS (vLLM 0.26 on Hopper: AR decode 5.6 ms at 16 sequences, 8.4 ms at 17-32)
-KNEE_CANDIDATES = (4, 8, 16, 32, 64, 128, 256)
+# Past the largest CUDA graph the sizes are eager steps' (DiffusionGemma's canvases): there the host's kernel
+# launches set a floor that the GPU's time crosses only at a larger step (vLLM 0.26 on an H200 in fp8, pure
+# denoising steps: 53 ms at 3 canvases, 69 ms at 8, 129 ms at 16), priced by a shallower eager slope (a signed
+# graph_off_tokens, costmodel.schemas.profile.SIGNED_SLOPES) and a knee where the GPU takes over
+KNEE_CANDIDATES = (4, 8, 16, 32, 64, 128, 256, 1024, 1536, 2048, 3072)
 KNEE_FEATURES = ("past_knee", "past_knee_tokens")
 BLOCK_STEPS = 32
 # Under async scheduling a step's record reaches the front-end with its neighbours' timing mixed in: the gap
@@ -338,18 +342,27 @@ def _predict(X: pd.DataFrame, params, floor: np.ndarray) -> np.ndarray:
     return np.maximum(floor, X.to_numpy(float) @ np.asarray(params, float))
 
 
-def _physical(params) -> bool:
-    return all(v >= 0 for k, v in params.items() if not k.endswith(":const")) and np.all(np.isfinite(params))
+def _unphysical(params) -> dict[str, float]:
+    """The coefficients a physical fit may not keep: any below 0, bar a regime's change of slope
+    (SIGNED_SLOPES) that leaves every regime's slope per token >= 0 (costmodel.schemas.profile.slope_floor_ok)."""
+    bad = {k: v for k, v in params.items() if v < 0 and k.split(":")[-1] not in SIGNED_SLOPES}
+    kinds = {k.split(":")[0] for k in params.index}
+    for kind in kinds:
+        coef = {k.split(":")[-1]: v for k, v in params.items() if k.split(":")[0] == kind}
+        if not slope_floor_ok(coef):
+            bad.update({f"{kind}:{f}": coef[f] for f in SIGNED_SLOPES if coef.get(f, 0.0) < 0})
+    return bad
 
 
 def _fit_physical(X: pd.DataFrame, y: np.ndarray, objective: str = "relative"):
     """WLS with every coefficient >= 0 (a kind's overhead too: each kind is also priced alone, e.g. MTP's
-    draft passes): the most negative column is dropped (that kind's feature priced at 0) and the rest
-    refitted, until none is negative (an active-set fit). (result, columns kept)"""
+    draft passes) bar a regime's change of slope, which may be negative where every regime's slope stays
+    >= 0 (_unphysical): the most negative offending column is dropped (that kind's feature priced at 0)
+    and the rest refitted, until none offends (an active-set fit). (result, columns kept)"""
     cols = list(X.columns)
     while cols:
         res = _wls(X[cols], y, objective)
-        neg = {k: v for k, v in res.params.items() if v < 0}
+        neg = _unphysical(res.params)
         if not neg and np.all(np.isfinite(res.params)):
             return res, cols
         if not neg:
@@ -470,7 +483,7 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int,
         # the block sums' other noise would drown
         cv_rows = _kfold(matrix(d, feats, mode)[0], y, view.roofline_ms, blocks, seed, objective, per_row=True)
         knees = {}
-        for t in (t for t in KNEE_CANDIDATES if t < d.graph_max_tokens):
+        for t in (t for t in KNEE_CANDIDATES if t != d.graph_max_tokens and t < d.feats["tokens"].max()):
             _set_knee(d, t)
             X, _ = matrix(d, feats + KNEE_FEATURES, mode)
             name = f"{' + '.join(feats)} + past_knee (past {t} tokens)"
@@ -494,7 +507,7 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int,
     coef: dict[str, dict[str, float]] = {}
     for col, v in res.params.items():
         kind, f = col.split(":")
-        if v > 0:
+        if v > 0 or (v < 0 and f in SIGNED_SLOPES):
             coef.setdefault(kind, {})[f] = float(v)
     for kind in d.kinds:
         if (d.share[kind] > 0).any() and kind not in coef:

@@ -45,7 +45,7 @@ CAUSAL_HOLDOUT = ("closed-c2", "closed-c8", "closed-c32", "closed-c64", "poisson
 CAUSAL = (EngineSetup("default", AR_LOADS, holdout=CAUSAL_HOLDOUT),)
 ASSISTED = (EngineSetup("k4-a0.8", AR_LOADS, {"num_speculative_tokens": 4, "acceptance": 0.8}, CAUSAL_HOLDOUT),)
 CANVAS = (EngineSetup("steps48", DIFFUSION_LOADS, {"max_denoising_steps": 48, "max_num_seqs": 16},
-                      ("closed-c2", "closed-c8", "closed-c12", "poisson-r2", "closed-c4-long")),
+                      ("closed-c2", "closed-c12", "poisson-r2", "closed-c4-long")),
           EngineSetup("steps16", DIFFUSION_LOADS_16, {"max_denoising_steps": 16, "max_num_seqs": 16}, ("closed-c8", "poisson-r1")))
 
 

@@ -33,6 +33,22 @@ def test_the_verdict_names_the_input_the_end_and_the_load_that_flip_it():
     assert s.verdict.startswith("decision robust: the cheapest fleet's GPU holds") and s.verdict.endswith("changes with prompt length")
 
 
+def test_the_verdict_says_how_far_the_crossover_moves_with_each_input():
+    """Each re-planned end bisects its own crossover; price rows re-price without searching it."""
+    base = _cheapest((5.0, "h100-sxm", "mtp", 2154.0))
+    end = lambda q: {"cheapest": base, "costs": {}, "crossover_searched": True, "crossover_qps": q}  # noqa: E731
+    priced = {"cheapest": base, "costs": {}, "crossover_searched": False, "crossover_qps": None}
+    rows = [_Row("h100-sxm price", "2.49", "3.5", "catalog", {"low": priced, "high": priced}),
+            _Row("pass-cost error", "x0.871", "x1.13", "fit", {"low": end(3.98), "high": end(2.78)}),
+            _Row("steps per canvas", "x0.75", "x1.25", "(A)", {"low": end(None), "high": end(2.3)})]
+    s = _summarise(base, rows, base_crossover=3.36)
+    assert s.verdict.endswith("the crossover (~3.36 QPS) moves over 2.3-3.98 QPS across the inputs' ranges (pass-cost error 3.98 / 2.78, "
+                              "steps per canvas not bracketed / 2.3 QPS at the low / high end)")
+    t = s.table.set_index("input")
+    assert t.loc["pass-cost error", "low_crossover_qps"] == 3.98 and pd.isna(t.loc["h100-sxm price", "low_crossover_qps"])
+    assert "crossover" not in _summarise(base, rows).verdict  # the plan searched no crossover of its own
+
+
 @pytest.fixture
 def toy(monkeypatch):
     import simulate.plan.planner as plan

@@ -74,6 +74,9 @@ PLAN_DOCS = (
     ColumnDoc("low_winner", "the cheapest SLO-meeting (GPU / mode) per load, input at its low end", "text", SENS),
     ColumnDoc("high_winner", "the same, input at its high end", "text", SENS),
     ColumnDoc("flips_at", "the loads where the winner differs from the plan's, and what it becomes; empty: the decision holds", "text", SENS),
+    ColumnDoc("low_crossover_qps", "the crossover's estimate re-bisected with the input at its low end (empty: not bracketed, or not searched: "
+              "price rows re-price the plan's points; the verdict tells them apart)", "QPS", SENS),
+    ColumnDoc("high_crossover_qps", "the same, input at its high end", "QPS", SENS),
     ColumnDoc("evaluations", "simulated points the replica search evaluated for this (hardware, mode, QPS)", "count", "simulate/plan/search.py"),
 )
 

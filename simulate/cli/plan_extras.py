@@ -12,12 +12,14 @@ from rich.table import Table
 
 from costmodel.cli.checked import checked
 from costmodel.fields import MAX_SEEDS, SEEDS
+from simulate.plan.sensitivity import crossover_qps_text
 
 
 def extras_options(f):
     f = click.option("--sensitivity", is_flag=True,
                      help="Re-plan with each input at the low and the high end of its range (GPU prices, MTP acceptance, steps per canvas, "
-                          "prompt and output length, pass-cost error): sensitivity.csv, the report's tornado chart and verdict.")(f)
+                          "prompt and output length, pass-cost error), each end bisecting its own crossover: sensitivity.csv, the report's "
+                          "tornado chart and verdict.")(f)
     f = click.option("--max-seeds", type=int, default=None, callback=checked(MAX_SEEDS),
                      help=f"Allow --seeds above {SEEDS.hi:g} (each seed re-plans every GPU, mode and QPS).")(f)
     return click.option("--seeds", type=int, default=1, show_default=True,
@@ -59,10 +61,11 @@ def print_extras(con, extras: dict) -> None:
     if "sensitivity" in extras:
         table, rec = extras["sensitivity"]
         t = Table(title=f"Sensitivity of the decision ({rec['base_winner']}; ${rec['base_usd_per_month']:,.0f}/month over the loads)")
-        for c in ("input", "low", "high", "USD/month at low", "USD/month at high", "flips"):
-            t.add_column(c, justify="right" if c.startswith("USD") else "left")
+        for c in ("input", "low", "high", "USD/month at low", "USD/month at high", "crossover QPS low / high", "flips"):
+            t.add_column(c, justify="right" if c.startswith(("USD", "crossover")) else "left")
         for r in table.to_dict("records"):
-            t.add_row(r["input"], r["low_value"], r["high_value"], _usd(r["low_usd_per_month"]), _usd(r["high_usd_per_month"]), r["flips_at"] or "no",
+            t.add_row(r["input"], r["low_value"], r["high_value"], _usd(r["low_usd_per_month"]), _usd(r["high_usd_per_month"]),
+                      f"{crossover_qps_text(r.get('low_crossover_qps'))} / {crossover_qps_text(r.get('high_crossover_qps'))}", r["flips_at"] or "no",
                       style="bold yellow" if r["flips_at"] else None)
         con.print(t)
         con.print(f"[bold]{rec['verdict']}[/bold]")

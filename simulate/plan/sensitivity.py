@@ -8,6 +8,10 @@
   acceptance, DiffusionGemma steps per canvas, prompt and output length, and the pass-cost error of
   the profiles (each re-planned). The decision is "robust" when the cheapest fleet's (GPU, mode) stays
   the same at every load; otherwise the table names the input, the end and the load where it flips.
+  Each re-planned end bisects its own crossover too (as the plan did), so the table says how far the
+  crossover moves with each input: the pass-cost error above all, since the crossover is decided where
+  the engine step's price grows with the batch. Price rows re-price the plan's points without
+  simulating, so they leave the crossover unsearched.
 
 Ranges: prices from the catalog's quoted ranges (pricing terms price_low/price_high, with sources);
 the others are stated assumptions (RANGES), the pass-cost error the profiles' largest fit error.
@@ -120,7 +124,7 @@ def _with_profiles(cfg: PlanConfig, outcome: PlanOutcome, edit: Callable[[dict],
         path = d / f"{hw}.json"
         path.write_text(json.dumps(doc))
         paths.append(str(path))
-    return replace(cfg, profiles=paths, refine_crossover=0)
+    return replace(cfg, profiles=paths)
 
 
 def _with_prompt(cfg: PlanConfig, f: float, d: Path) -> PlanConfig:
@@ -131,7 +135,7 @@ def _with_prompt(cfg: PlanConfig, f: float, d: Path) -> PlanConfig:
     prompt["median"] = prompt["median"] * f
     path = d / "workload.json"
     path.write_text(json.dumps({**doc, "prompt_tokens": prompt}))
-    return replace(cfg, workload=str(path), refine_crossover=0)
+    return replace(cfg, workload=str(path))
 
 
 # ---- the table ----
@@ -150,7 +154,8 @@ def _repriced(outcome: PlanOutcome, prices: dict[str, float]) -> dict:
     a = outcome.analysis
     cfg = replace(a.pricing, price_usd_per_gpu_hour={**a.pricing.price_usd_per_gpu_hour, **prices})
     specs = {h: p.hardware_spec() for h, p in outcome.profiles.items()}
-    return _end(analyse(planner.points_frame(outcome.cells), a.slo, cfg, specs, a.qps, planner.cell_notes(outcome.cells), loads=a.loads))
+    return _end(analyse(planner.points_frame(outcome.cells), a.slo, cfg, specs, a.qps, planner.cell_notes(outcome.cells), loads=a.loads),
+                searched=False)
 
 
 def _price_rows(outcome: PlanOutcome) -> list[_Row]:
@@ -184,7 +189,8 @@ def _price_rows(outcome: PlanOutcome) -> list[_Row]:
 def sensitivity(cfg: PlanConfig, outcome: PlanOutcome, progress: Callable[[str], None] | None = None) -> Sensitivity:
     """The decision of `outcome` (planned with `cfg`) against each input at both ends of its range."""
     say = progress or (lambda s: None)
-    base = _end(outcome.analysis)["cheapest"]  # the loads asked about (not the crossover search's QPS)
+    base_end = _end(outcome.analysis)
+    base = base_end["cheapest"]  # the loads asked about (not the crossover search's QPS)
     rows = _price_rows(outcome)
     err, err_src = pass_error(outcome)
     edits = [("pass-cost error", 1 - err, 1 + err, err_src, lambda c, f, d: _with_profiles(c, outcome, lambda doc: _scale_passes(doc, f), d))]
@@ -198,20 +204,23 @@ def sensitivity(cfg: PlanConfig, outcome: PlanOutcome, progress: Callable[[str],
         for end, f in (("low", lo), ("high", hi)):
             say(f"sensitivity: {name} x{f:.3g} ({end} end): re-planning")
             with tempfile.TemporaryDirectory(prefix="costmodel-sens-") as d:
-                row.ends[end] = _end(run_plan(make(replace(cfg, seed=outcome.settings.seed), f, Path(d))).analysis)
+                row.ends[end] = _end(run_plan(make(replace(cfg, seed=outcome.settings.seed), f, Path(d))).analysis, searched=cfg.refine_crossover > 0)
         rows.append(row)
-    return _summarise(base, rows)
+    return _summarise(base, rows, base_end["crossover_qps"] if cfg.refine_crossover else math.nan)
 
 
 TIE = "a tie on monthly cost"
 
 
-def _end(a) -> dict:
-    """What the table needs of one end's analysis: the cheapest per QPS and every SLO-meeting option's monthly cost."""
+def _end(a, searched: bool = True) -> dict:
+    """What the table needs of one end's analysis: the cheapest per QPS, every SLO-meeting option's
+    monthly cost and, where this end bisected its own crossover (`searched`), its estimate (None: none bracketed)."""
     ok = a.cells[a.cells["meets_slo"].astype(bool)] if not a.cells.empty else a.cells
     cheapest = a.cheapest[a.cheapest["qps"].isin(a.loads)] if a.loads and not a.cheapest.empty else a.cheapest
+    cross = getattr(a, "crossover", None)
     return {"cheapest": cheapest, "costs": {(float(r["qps"]), f"{r['hardware']} / {r['mode']}"): float(r["cost_usd_per_month"])
-                                              for r in ok.to_dict("records")}}
+                                              for r in ok.to_dict("records")},
+            "crossover_searched": searched, "crossover_qps": cross.qps_estimate if searched and cross is not None and cross.status == "bracketed" else None}
 
 
 def _flip(q: float, old: str, new: str, end: str, value: str, data: dict) -> str:
@@ -228,20 +237,33 @@ def _flip(q: float, old: str, new: str, end: str, value: str, data: dict) -> str
     return text + f": {new} ${new_usd.iloc[0]:,.0f} vs {old} ${old_usd:,.0f}/month{tie}"
 
 
-def _summarise(base: pd.DataFrame, rows: list[_Row]) -> Sensitivity:
+def crossover_qps_text(x) -> str:
+    """A crossover estimate for a table cell: not bracketed (None), not searched (NaN), or the QPS."""
+    return "not bracketed" if x is None else "-" if isinstance(x, float) and math.isnan(x) else f"{x:.3g}"
+
+
+def _summarise(base: pd.DataFrame, rows: list[_Row], base_crossover: float | None = math.nan) -> Sensitivity:
+    """`base_crossover`: the plan's own crossover estimate (None: not bracketed; NaN: not searched)."""
     bw, total = _winners(base), _total(base)
     recs, flips, ties = [], [], []
+    moves = []  # (input, low-end crossover, high-end crossover) where the re-plans searched it
     for r in rows:
         rec = {"input": r.input, "low_value": r.low_value, "high_value": r.high_value, "range_source": r.source}
-        where = []
+        where, cross = [], {}
         for end in ("low", "high"):
             data = r.ends[end] if isinstance(r.ends[end], dict) else {"cheapest": r.ends[end]}
             w = _winners(data["cheapest"])
             rec[f"{end}_usd_per_month"] = _total(data["cheapest"])
             rec[f"{end}_winner"] = _winner_text(w)
+            searched = data.get("crossover_searched", False)
+            cross[end] = data.get("crossover_qps") if searched else math.nan
             where += [_flip(q, bw.get(q), x, end, rec[end + "_value"], data) for q, x in sorted(w.items()) if bw.get(q) != x]
         rec["flips_at"] = "; ".join(where)
+        for end in ("low", "high"):  # a number, or NaN where not searched or not bracketed (the verdict tells them apart)
+            rec[f"{end}_crossover_qps"] = math.nan if cross[end] is None else cross[end]
         recs.append(rec)
+        if not (isinstance(cross["low"], float) and math.isnan(cross["low"])):
+            moves.append((r.input, cross["low"], cross["high"]))
         real = [w for w in where if TIE not in w]
         if real:
             flips.append(f"{r.input} ({real[0]})")
@@ -254,6 +276,11 @@ def _summarise(base: pd.DataFrame, rows: list[_Row]) -> Sensitivity:
                    f"moves with the inputs); only the tie-break between equally priced modes on the same GPUs changes with {', '.join(ties)}")
     else:
         verdict = "decision robust: the cheapest fleet's GPU and mode stay the same at every load for every input at both ends of its range"
+    if moves and base_crossover is not None and not (isinstance(base_crossover, float) and math.isnan(base_crossover)):
+        found = [x for _, lo, hi in moves for x in (lo, hi) if x is not None]
+        span = f"{min(found):.3g}-{max(found):.3g} QPS" if found else "no bracket"
+        verdict += (f"; the crossover (~{base_crossover:.3g} QPS) moves over {span} across the inputs' ranges ("
+                    + ", ".join(f"{name} {crossover_qps_text(lo)} / {crossover_qps_text(hi)}" for name, lo, hi in moves) + " QPS at the low / high end)")
     return Sensitivity(pd.DataFrame(recs), total, _winner_text(bw), verdict)
 
 

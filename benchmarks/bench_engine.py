@@ -64,12 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         rec["within_targets"] = all(not math.isfinite(rec[f"{m}_error_pct"]) or abs(rec[f"{m}_error_pct"]) <= t for m, t in TARGETS.items())
         out.append(rec)
     df = pd.DataFrame(out)
-    hdr = (f"{'mode':9} {'setup':8} {'load':23} {'role':8} {'status':14} | {'tok/s meas':>10} {'pred':>7} {'err':>7} | {'TTFT50 meas':>11} {'pred':>6} "
+    hdr = (f"{'mode':9} {'setup':14} {'load':23} {'role':8} {'status':14} | {'tok/s meas':>10} {'pred':>7} {'err':>7} | {'TTFT50 meas':>11} {'pred':>6} "
            f"{'err':>7} {'per req':>7} | {'TTFT95 err':>10} | {'TPOT50 meas':>11} {'pred':>6} {'err':>7} | {'engine running':>14} {'client in flight':>16}")
     print(hdr)
     for x in out:
         status = f"cold {x['stalls']}/{x['stall_s']:.1f}s" if x["status"] == "cold" else x["status"]
-        print(f"{x['mode']:9} {x['setup']:8} {x['load']:23} {x['role']:8} {status:14} | {fmt(x['tok_s_measured']):>10} {fmt(x['tok_s_predicted']):>7} "
+        print(f"{x['mode']:9} {x['setup']:14} {x['load']:23} {x['role']:8} {status:14} | {fmt(x['tok_s_measured']):>10} {fmt(x['tok_s_predicted']):>7} "
               f"{fmt(x['tok_s_error_pct'], 1):>6}% | {fmt(x['ttft_p50_ms_measured']):>11} {fmt(x['ttft_p50_ms_predicted']):>6} "
               f"{fmt(x['ttft_p50_ms_error_pct'], 1):>6}% {fmt(x['ttft_request_error_pct'], 1):>6}% | {fmt(x['ttft_p95_ms_error_pct'], 1):>9}% | {fmt(x['tpot_p50_ms_measured'], 2):>11} "
               f"{fmt(x['tpot_p50_ms_predicted'], 2):>6} {fmt(x['tpot_p50_ms_error_pct'], 1):>6}% | {fmt(x['engine_running'], 1):>14} "
@@ -81,9 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     for mode, g in held.groupby("mode"):
         steady = g[g["status"] == "steady"]
         other = g[g["status"] != "steady"]
+        loops = steady[steady["setup"].str.endswith("-steady")]  # the design's steady-state checks (measure/vllm/gpu_design.py)
         print(f"{mode}: {int(steady['within_targets'].sum())}/{len(steady)} steady held-out loads within every target; median |error| tok/s "
               f"{steady['tok_s_error_pct'].abs().median():.1f}%, TTFT p50 {steady['ttft_p50_ms_error_pct'].abs().median():.1f}%, "
               f"TPOT p50 {steady['tpot_p50_ms_error_pct'].abs().median():.1f}% (TTFT per request {steady['ttft_request_error_pct'].abs().median():.1f}%)"
+              + (f"; of them steady loops (8 requests per client) {int(loops['within_targets'].sum())}/{len(loops)}" if len(loops) else "")
               + (f"; not scored: {', '.join(f'{n} ({st})' for n, st in zip(other['load'], other['status']))}" if len(other) else ""))
     if a.csv:
         df.to_csv(a.csv, index=False)

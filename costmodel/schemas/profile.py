@@ -386,9 +386,9 @@ def slope_floor_ok(coef: dict[str, float]) -> bool:
 
 
 def _check_coefficients(pm: PassCostModel, where: str) -> None:
-    """Coefficients finite and >= 0 (bar SIGNED_FEATURES): the features are times and sizes, so a
-    negative weight makes a bigger pass cheaper (a negative denoise_step term halved diffusion's
-    simulated p50)."""
+    """Coefficients finite and >= 0 (bar SIGNED_FEATURES, and SIGNED_SLOPES while every regime's slope
+    stays >= 0): the features are times and sizes, so a negative weight makes a bigger pass cheaper (a
+    negative denoise_step term halved diffusion's simulated p50)."""
     bad = {f: c for f, c in pm.coef.items() if not (isinstance(c, (int, float)) and math.isfinite(c)
                                                      and (c >= 0 or f in SIGNED_FEATURES or f in SIGNED_SLOPES))}
     if pm.coef.get("kv_ms", 0.0) < 0 and pm.coef.get("kv_ms", 0.0) + pm.coef.get("memory_ms", 0.0) < 0:

@@ -9,8 +9,8 @@
   the profiles (each re-planned). The decision is "robust" when the cheapest fleet's (GPU, mode) stays
   the same at every load; otherwise the table names the input, the end and the load where it flips.
   Each re-planned end bisects its own crossover too (as the plan did), so the table says how far the
-  crossover moves with each input: the pass-cost error above all, since the crossover is decided where
-  the engine step's price grows with the batch. Price rows re-price the plan's points without
+  crossover moves with each input (the pass-cost error among them: the crossover is decided where the
+  engine step's price grows with the batch). Price rows re-price the plan's points without
   simulating, so they leave the crossover unsearched.
 
 Ranges: prices from the catalog's quoted ranges (pricing terms price_low/price_high, with sources);

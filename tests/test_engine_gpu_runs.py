@@ -91,6 +91,18 @@ def test_a_run_cut_short_still_fits_its_largest_loop_but_a_steady_setup_stays_ch
     assert {steady.as_recorded(ran).role(n) for n in ran} == {"warmup", "check"}
 
 
+def test_loads_a_deadline_cut_can_be_recorded_on_their_own():
+    """--loads picks the setups that hold the named loads (the warm-up runs anyway); a name not in the design is one line."""
+    from costmodel.errors import UserError
+    from measure.vllm.gpu_run import chosen_setups
+
+    mtp = get_mode("mtp")
+    assert [s.label for s in chosen_setups(mtp, loads="poisson-r10,closed-c64-short")] == ["k4-a0.8"]
+    assert [s.label for s in chosen_setups(mtp, loads="closed-c128-steady")] == ["k4-a0.8-steady"]
+    with pytest.raises(UserError, match="--loads closed-c3: not a load of k4-a0.8"):
+        chosen_setups(mtp, setups="k4-a0.8", loads="closed-c3")
+
+
 def test_configs_are_the_form_vllm_026_reads():
     ar = config_json(get_model("gemma4-26b-a4b"))
     assert (ar["head_dim"], ar["global_head_dim"], ar["num_global_key_value_heads"], ar["enable_moe_block"]) == (256, 512, 2, True)

@@ -37,6 +37,7 @@ import pandas as pd
 from costmodel.errors import UserError
 from costmodel.models import get_model
 from costmodel.modes import ServingMode, get_mode, mode_names
+from costmodel.schemas.engine_setup import WARMUP
 from measure.vllm.gpu_design import EngineSetup, Load, design_for
 from measure.vllm.model_dirs import PROMPT_ID_RANGE, write_model_dirs
 
@@ -218,7 +219,9 @@ def _plain(obj) -> dict | None:
 
 
 async def run_setup(sm: ServingMode, precision: str, dirs: dict, setup: EngineSetup, out: Path, deadline: float, seed: int, say,
-                    extra: dict | None = None, log: Path | None = None) -> None:
+                    extra: dict | None = None, log: Path | None = None, only: frozenset = frozenset()) -> None:
+    """One engine start and its loads; `only`: the load names to run (empty: all), the warm-up always.
+    A load not run is listed in loads.json as skipped, with why, and keeps its place (its seed)."""
     mode = sm.name
     from vllm.usage.usage_lib import UsageContext
     from vllm.v1.engine.async_llm import AsyncLLM
@@ -252,6 +255,9 @@ async def run_setup(sm: ServingMode, precision: str, dirs: dict, setup: EngineSe
     done = []
     try:
         for i, load in enumerate(setup.loads):
+            if only and load.name not in only and load.name != WARMUP.name:
+                done.append({"name": load.name, "kind": load.kind, "skipped": "not selected (--loads)"})
+                continue
             if time.monotonic() > deadline:
                 say(f"{mode} {setup.label}: deadline reached, {len(setup.loads) - i} loads not run")
                 done.append({"name": load.name, "kind": load.kind, "skipped": "deadline"})
@@ -326,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--precision", default="fp8", choices=["fp8", "bf16"])
     ap.add_argument("-o", "--out", type=Path, default=None)
     ap.add_argument("--setups", default=None, help="comma list of the design's engine setups [default: all]")
+    ap.add_argument("--loads", default=None, help="comma list of the setups' loads to run, the warm-up always (e.g. those a deadline cut) [default: all]")
     ap.add_argument("--deadline-s", type=float, default=540.0, help="start no load after this many seconds")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", default=None, help="catalog model to serve [default: the mode's 26B-A4B model]")
@@ -345,29 +352,42 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         record(get_mode(a.mode), a.precision, a.out, a.deadline_s, model=a.model, setups=a.setups, seed=a.seed, say=say,
-               engine_args=json.loads(a.engine_args), scale_loads=a.scale_loads, log=a.log, t_start=t_start)
+               engine_args=json.loads(a.engine_args), scale_loads=a.scale_loads, log=a.log, t_start=t_start, loads=a.loads)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
 
 
+def chosen_setups(sm, setups: str | None = None, loads: str | None = None) -> list[EngineSetup]:
+    """The design's setups of mode `sm` that --setups names (all by default) and that hold a load
+    --loads names (any, by default); a name that is neither is a one-line error."""
+    chosen = [s for s in design_for(sm) if not setups or s.label in setups.split(",")]
+    if not chosen:
+        raise UserError(f"--setups {setups!r} names none of {sm.name}'s engine setups", f"use {', '.join(s.label for s in design_for(sm))}")
+    only = {n.strip() for n in (loads or "").split(",") if n.strip()}
+    unknown = only - {ld.name for s in chosen for ld in s.loads}
+    if unknown:
+        raise UserError(f"--loads {', '.join(sorted(unknown))}: not a load of {', '.join(s.label for s in chosen)}",
+                        f"use load names of measure/vllm/gpu_design.py, e.g. {', '.join(ld.name for ld in chosen[0].loads[1:4])}")
+    return [s for s in chosen if not only or only & {ld.name for ld in s.loads}]
+
+
 def record(sm, precision: str, out: Path, deadline_s: float, *, model: str | None = None, setups: str | None = None, seed: int = 0,
            say=print, engine_args: dict | None = None, scale_loads: str | None = None, log: Path | None = None,
-           t_start: float | None = None) -> Path:
+           t_start: float | None = None, loads: str | None = None) -> Path:
     """Every engine setup of mode `sm`'s calibration design, recorded into `out` (the layout in the
     module docstring); a setup that would start within 90 s of the deadline is skipped, said."""
     t_start = time.monotonic() if t_start is None else t_start
     if out.exists() and any(p for p in out.iterdir() if p.name != "models"):
         raise UserError(f"{out} already exists and is not empty", "choose another -o (an engine run is recorded in one go)")
+    chosen = chosen_setups(sm, setups, loads)
     version = require_gpu_vllm()
     if needs_v2_runner(sm):
         os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
     shape = get_model(model or sm.default_model)
     dirs = write_model_dirs(out / "models", shape)
-    chosen = [s for s in design_for(sm) if not setups or s.label in setups.split(",")]
-    if not chosen:
-        raise UserError(f"--setups {setups!r} names none of {sm.name}'s engine setups", f"use {', '.join(s.label for s in design_for(sm))}")
+    only = frozenset(n.strip() for n in (loads or "").split(",") if n.strip())
     if scale_loads:
         chosen = [scaled(s, *(int(x) for x in scale_loads.split(","))) for s in chosen]
     say(f"vLLM {version}; {sm.name} {precision}; setups {[s.label for s in chosen]}")
@@ -375,7 +395,7 @@ def record(sm, precision: str, out: Path, deadline_s: float, *, model: str | Non
         if time.monotonic() > t_start + deadline_s - 90:  # an engine start (~35-60 s warm) and a load or two would not fit
             say(f"{sm.name} {s.label}: not started (deadline)")
             continue
-        asyncio.run(run_setup(sm, precision, dirs, s, out, t_start + deadline_s, seed, say, engine_args, log))
+        asyncio.run(run_setup(sm, precision, dirs, s, out, t_start + deadline_s, seed, say, engine_args, log, only))
     refused = [json.loads(p.read_text()).get("refused") for p in sorted(out.glob("engine-*.json"))]
     if refused and all(refused):
         raise UserError(f"the engine refused every setup of {sm.name}: {refused[0]}",

@@ -259,7 +259,8 @@ async def run_setup(sm: ServingMode, precision: str, dirs: dict, setup: EngineSe
                 done.append({"name": load.name, "kind": load.kind, "skipped": "not selected (--loads)"})
                 continue
             if time.monotonic() > deadline:
-                say(f"{mode} {setup.label}: deadline reached, {len(setup.loads) - i} loads not run")
+                if not any(d.get("skipped") == "deadline" for d in done):  # said once, for the rest
+                    say(f"{mode} {setup.label}: deadline reached, the {'selected ' if only else ''}loads from {load.name} on not run")
                 done.append({"name": load.name, "kind": load.kind, "skipped": "deadline"})
                 continue
             summary = await client.run(load, seed + 17 * i)

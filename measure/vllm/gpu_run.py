@@ -15,9 +15,11 @@ Writes, per engine setup S of the mode's design, OUT/S/:
 and OUT/engine-S.json: the engine's resolved settings and GPU memory after start-up. A load the
 engine refuses (a request error) is recorded as refused with the engine's message; the run goes on.
 A deadline (`--deadline-s`) skips loads that would start after it, so a bounded device call still
-ends with everything written.
+ends with everything written; `--loads` runs only the named ones (those a deadline cut, say), the
+others listed as skipped in loads.json.
 
     python -m measure.vllm.gpu_run --mode diffusion --precision fp8 -o runs/h200-fp8-diffusion [--deadline-s 520]
+    python -m measure.vllm.gpu_run --mode mtp -o runs/h200-fp8-mtp-cut --setups k4-a0.8 --loads poisson-r10,closed-c64-short
 """
 
 from __future__ import annotations

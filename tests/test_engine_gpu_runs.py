@@ -31,7 +31,7 @@ from measure.vllm.gpu_design import design_for
 from costmodel.schemas.engine_loads import figures, read_load_windows, recorded_loads, step_context_tokens
 from measure.vllm.model_dirs import config_json
 from measure.validate.engine_campaign import fit_campaign, recorded_setups
-from simulate.validate.engine_loads import check_loads, with_frontend_latency
+from simulate.validate.engine_loads import check_loads, frontend_load, with_frontend_latency
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "runs" / "engine"
 AR_RUN = ROOT / "h200-fp8-ar" / "default"
@@ -85,10 +85,18 @@ def test_the_design_names_its_checks():
 def test_a_run_cut_short_still_fits_its_largest_loop_but_a_steady_setup_stays_checks():
     """A deadline that cut c128 fits c64 instead of extrapolating to saturation; the steady loops check only."""
     (default, steady) = design_for(get_mode("ar"))
-    cut = default.as_recorded({ld.name for ld in default.loads} - {"closed-c128", "closed-c64-short"})
+    skipped = {"closed-c128", "closed-c64-short"}
+    cut = default.as_recorded({ld.name for ld in default.loads} - skipped, skipped)
     assert default.role("closed-c64") == "check" and cut.role("closed-c64") == "fit"
     ran = {ld.name for ld in steady.loads} - {"closed-c128-steady"}
-    assert {steady.as_recorded(ran).role(n) for n in ran} == {"warmup", "check"}
+    assert {steady.as_recorded(ran, {"closed-c128-steady"}).role(n) for n in ran} == {"warmup", "check"}
+
+
+def test_a_run_of_chosen_loads_keeps_the_designs_roles():
+    """A repeat of some loads (gpu_run --loads, no deadline) leaves its largest loop a check: the others ran before."""
+    diffusion = design_for(get_mode("diffusion"))[0]
+    chosen = diffusion.as_recorded({"warmup", "closed-c4", "closed-c8", "closed-c12", "poisson-r2"})
+    assert chosen.role("closed-c12") == "check" and chosen.role("closed-c8") == "fit"
 
 
 def test_loads_a_deadline_cut_can_be_recorded_on_their_own():
@@ -126,9 +134,16 @@ def test_the_fit_prices_the_cuda_graph_regime(campaign):
     one, eight = (cost.pass_ms((Segment("denoise_step", n, 256, 1024),)) for n in (1, 8))
     assert (eight - three) / 5 < (two - one) and prof.modes["diffusion"].pass_models["denoise_step"].coef["graph_off_tokens"] < 0
     assert any("steps of held-out loads left out of the fit" in m for m in msgs)
-    # AR and MTP fitted on a Poisson load; DiffusionGemma's both cold (first-use stalls), so on its fewest-client
-    # steady closed loop, where the simulated TTFT already reaches the measured one
-    assert all(frontend_latency_ms(prof, m) > 0 for m in ("ar", "mtp")) and frontend_latency_ms(prof, "diffusion") >= 0
+    # AR fitted on a Poisson load; MTP's and DiffusionGemma's slowest Poisson loads are cold (first-use stalls), so
+    # on their fewest-client steady closed loops, where the simulated TTFT may already reach the measured one
+    assert frontend_latency_ms(prof, "ar") > 0 and all(frontend_latency_ms(prof, m) >= 0 for m in ("mtp", "diffusion"))
+
+
+def test_the_front_end_is_fitted_where_requests_do_not_queue():
+    """MTP's 1 req/s load met first-use stalls; its 10 req/s load queues, so a closed loop of few clients is used instead."""
+    setups = [s for s in recorded_setups(ROOT, "h200", "fp8") if s.mode == "mtp"]
+    sdir, load = frontend_load(setups)
+    assert load.name != "poisson-r10" and (load.kind, load.rate_rps) in {("poisson", 1.0), ("closed", None)}
 
 
 def test_the_fit_finds_where_the_engines_kernels_change_regime(campaign):

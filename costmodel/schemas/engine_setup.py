@@ -46,12 +46,13 @@ class EngineSetup:
         """'warmup', 'check' or 'fit'."""
         return "warmup" if load_name == WARMUP.name else "check" if load_name in self.holdout else "fit"
 
-    def as_recorded(self, ran: set[str]) -> "EngineSetup":
-        """The setup a run cut short (a call's deadline) is scored as: the closed loop with the most
-        clients that ran is fitted, whatever the design held it out for, so that the fit still reaches
-        the saturation it is asked to predict rather than extrapolating to it from a fraction. A setup
-        of checks only (the steady loops of a fitted engine) stays so."""
-        if not any(self.role(ld.name) == "fit" for ld in self.loads):
+    def as_recorded(self, ran: set[str], cut: set[str] = frozenset()) -> "EngineSetup":
+        """The setup a run cut short is scored as (`cut`: the loads a call's deadline skipped): the
+        closed loop with the most clients that ran is fitted, whatever the design held it out for, so
+        that the fit still reaches the saturation it is asked to predict rather than extrapolating to it
+        from a fraction. A run of chosen loads (`gpu_run --loads`) that no deadline cut keeps the
+        design's roles: its missing loads ran in another run. A setup of checks only stays so."""
+        if not cut or not any(self.role(ld.name) == "fit" for ld in self.loads):
             return self
         closed = [ld for ld in self.loads if ld.kind == "closed" and ld.name in ran and ld.name != WARMUP.name]
         fitted = [ld for ld in closed if ld.name not in self.holdout]

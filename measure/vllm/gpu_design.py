@@ -87,4 +87,6 @@ def design_setup(sdir: Path) -> EngineSetup:
     except KeyError:
         raise UserError(f"{sdir}: engine setup {sdir.name!r} is not in the calibration design (measure/vllm/gpu_design.py)",
                         "record it with scripts/gpu_engine.sh, or add the setup to the design") from None
-    return setup.as_recorded({ld["name"] for ld in loads_json(sdir) if not ld.get("skipped")})
+    loads = loads_json(sdir)
+    return setup.as_recorded({ld["name"] for ld in loads if not ld.get("skipped")},
+                             {ld["name"] for ld in loads if ld.get("skipped") == "deadline"})

@@ -116,9 +116,9 @@ def frontend_load(setups: list[RecordedSetup]) -> tuple[Path, RecordedLoad] | No
         for ld in recorded_loads(rec.path):
             if rec.setup.role(ld.name) == "fit" and not ld.refused:
                 (poisson if ld.kind == "poisson" else closed).append((rec.path, ld, share.get(ld.name, 0.0)))
-    poisson = [c for c in poisson if c[2] <= POISSON_STALL_SHARE]
-    if poisson:
-        return min(poisson, key=lambda c: c[1].rate_rps)[:2]
+    lowest = [c for c in poisson if c[1].rate_rps == min(p[1].rate_rps for p in poisson) and c[2] <= POISSON_STALL_SHARE]
+    if lowest:
+        return lowest[0][:2]
     closed.sort(key=lambda c: c[1].concurrency or 0)
     pick = [c for c in closed if c[2] <= COLD_SHARE] or closed
     return pick[0][:2] if pick else None

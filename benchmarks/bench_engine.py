@@ -26,7 +26,8 @@ import pandas as pd  # noqa: E402
 
 from costmodel.errors import UserError  # noqa: E402
 from measure.validate.engine_campaign import fit_campaign, recorded_setups  # noqa: E402
-from simulate.validate.engine_loads import TARGETS, check_loads, with_frontend_latency  # noqa: E402
+from measure.validate.engine_repeats import load_repeats  # noqa: E402
+from simulate.validate.engine_loads import COLD_SHARE, TARGETS, check_loads, with_frontend_latency  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "runs" / "engine"
 
@@ -87,10 +88,32 @@ def main(argv: list[str] | None = None) -> int:
               f"TPOT p50 {steady['tpot_p50_ms_error_pct'].abs().median():.1f}% (TTFT per request {steady['ttft_request_error_pct'].abs().median():.1f}%)"
               + (f"; of them steady loops (8 requests per client) {int(loops['within_targets'].sum())}/{len(loops)}" if len(loops) else "")
               + (f"; not scored: {', '.join(f'{n} ({st})' for n, st in zip(other['load'], other['status']))}" if len(other) else ""))
+    print_repeats(load_repeats(setups))
     if a.csv:
         df.to_csv(a.csv, index=False)
         print(f"wrote {a.csv}")
     return 0
+
+
+def print_repeats(reps) -> None:
+    """The engine against itself: loads that two engine starts served alike (measure/validate/engine_repeats.py)."""
+    if not reps:
+        return
+    print("\nthe engine against itself: one load, the same requests, in separate engine starts of one setup; step ms: median "
+          "front-end gap of its steps within / past the largest CUDA graph (n steps); cold: first-use compilations took more "
+          f"than {COLD_SHARE:.0%} of its time (the warm-up always: steps only)")
+    print(f"{'mode':9} {'setup':9} {'load':12} {'run (engine start)':40} {'started':16} {'status':6} | {'tok/s':>6} {'TTFT50':>7} {'TPOT50':>7} | "
+          f"{'graphed ms':>10} {'n':>4} {'eager ms':>9} {'n':>4}")
+    for r in sorted(reps, key=lambda r: (r.mode, r.setup, r.load)):
+        warm = r.load == "warmup"  # its first-use compilations make its latencies no steady state: steps only
+        for s in r.starts:
+            lat = "" if warm else f"{fmt(s.tok_s):>6} {fmt(s.ttft_p50_ms):>7} {fmt(s.tpot_p50_ms, 2):>7}"
+            cold = "cold" if s.stall_s > COLD_SHARE * s.duration_s else "steady"
+            print(f"{r.mode:9} {r.setup:9} {r.load:12} {s.run:40} {s.started_at[:16]:16} {cold:6} | {lat:>22} | {fmt(s.graphed_step_ms, 1):>10} "
+                  f"{s.graphed_steps:>4} {fmt(s.eager_step_ms, 1):>9} {s.eager_steps:>4}")
+        figs = () if warm else (("tok/s", "tok_s"), ("TTFT p50", "ttft_p50_ms"), ("TPOT p50", "tpot_p50_ms"))
+        print(f"{'':9} {'':9} {'':12} spread (largest / smallest - 1): "
+              + ", ".join(f"{n} {fmt(r.spread_pct(f), 1)}%" for n, f in (*figs, ("graphed steps", "graphed_step_ms"), ("eager steps", "eager_step_ms"))))
 
 
 if __name__ == "__main__":

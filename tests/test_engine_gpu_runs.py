@@ -317,3 +317,24 @@ def test_memory_model_refuses_what_ran_out_of_memory():
     with pytest.raises(UserError, match="does not fit"):
         canvases("h100-sxm", "h100-fp8-diffusion/h100-fp8-diffusion-steps16.log", 16)
     assert canvases("h100-sxm", "h100-fp8-diffusion/h100-fp8-diffusion-steps16.log", 12).limits.max_num_seqs == 12
+
+
+def test_the_engine_against_itself():
+    """Two starts of DiffusionGemma's engine on an H200 served the same Poisson 2 req/s load: the steps its CUDA graphs
+    replay agree, the eager ones past them (three canvases or more) do not, and so neither does TPOT."""
+    from measure.validate.engine_repeats import load_repeats
+
+    reps = {(r.mode, r.load): r for r in load_repeats(recorded_setups(ROOT, "h200", "fp8"))}
+    poisson = reps[("diffusion", "poisson-r2")]
+    assert [s.run for s in poisson.starts] == ["h200-fp8-diffusion/steps48", "h200-fp8-diffusion-repeat/steps48"]
+    assert poisson.spread_pct("graphed_step_ms") < 5 < 20 < poisson.spread_pct("eager_step_ms")
+    assert poisson.spread_pct("tpot_p50_ms") > 20 and reps[("diffusion", "closed-c12")].spread_pct("tok_s") < 5
+    assert ("mtp", "warmup") in reps  # the same 24 requests open every start of a setup
+
+
+def test_a_run_names_its_host_cpu():
+    """Eager steps are the host's launches: each engine start records the CPU beside the GPU."""
+    from measure.vllm.gpu_run import host_cpu
+
+    host = host_cpu()
+    assert host["cpus"] >= 1 and set(host) == {"cpu_model", "cpus", "load_avg_1m"}

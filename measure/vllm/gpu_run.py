@@ -186,6 +186,14 @@ def refusal_cause(e: Exception, log: Path | None) -> str:
     return f"{type(e).__name__}: {e}"[-300:]
 
 
+def host_cpu() -> dict:
+    """The host's CPU beside the GPU: eager steps (past the CUDA graphs) are bound by the host's kernel launches,
+    and two engine starts on one GPU kind differed by up to 38% there (measure/validate/engine_repeats.py)."""
+    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")),
+                 None) if Path("/proc/cpuinfo").exists() else None
+    return {"cpu_model": model, "cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+
+
 def gpu_memory() -> dict:
     try:
         import pynvml
@@ -249,7 +257,7 @@ async def run_setup(sm: ServingMode, precision: str, dirs: dict, setup: EngineSe
     info = {"mode": mode, "precision": precision, "setup": setup.label, "engine_args": {k: (v if isinstance(v, (int, float, str, dict, list, bool)) else str(v))
                                                                                         for k, v in kw.items()},
             "resolved": resolved_settings(engine), "start_up_s": round(start_s, 1), "memory_after_start": gpu_memory(),
-            "env": {k: os.environ[k] for k in ("VLLM_USE_V2_MODEL_RUNNER",) if k in os.environ}}
+            "env": {k: os.environ[k] for k in ("VLLM_USE_V2_MODEL_RUNNER",) if k in os.environ}, "host": host_cpu()}
     (out / f"engine-{setup.label}.json").write_text(json.dumps(info, indent=1, default=str))
     say(f"{mode} {setup.label}: engine up in {start_s:.0f} s; {info['resolved']['num_gpu_blocks']} KV blocks; "
         f"budget {info['resolved']['max_num_batched_tokens']}, max_num_seqs {info['resolved']['max_num_seqs']}")

@@ -338,3 +338,36 @@ def test_a_run_names_its_host_cpu():
 
     host = host_cpu()
     assert host["cpus"] >= 1 and set(host) == {"cpu_model", "cpus", "load_avg_1m"}
+
+
+def test_every_fitted_setup_names_an_anchor_load_that_it_fits():
+    """The anchor is served by every start, even one of chosen loads, so that starts can be told apart from loads."""
+    for mode in ("ar", "mtp", "diffusion"):
+        for setup in design_for(get_mode(mode)):
+            if any(setup.role(ld.name) == "fit" for ld in setup.loads):
+                assert setup.role(setup.anchor) == "fit"
+
+
+def test_engine_starts_get_an_offset_only_where_a_shared_load_anchors_them():
+    """DiffusionGemma's two H200 fp8 starts of steps48 both fitted closed loops of 4 and 8 canvases; its steps16 start
+    shares no fitted load with them, and neither do AR's starts (the cut run's steady loop is a check)."""
+    from costmodel.schemas.rundir import load_run
+    from measure.fit.steps import anchored_starts
+
+    def codes(folders):
+        setups = [s for s in recorded_setups(ROOT, "h200", "fp8") if s.path.parent.name in folders]
+        runs = [load_run(s.path) for s in setups]
+        steps = pd.DataFrame({"run_id": [r.manifest.run_id for r in runs]})
+        held = {str(s.path.resolve()): s.setup.holdout for s in setups}
+        return dict(zip((f"{s.path.parent.name}/{s.path.name}" for s in setups), anchored_starts(steps, runs, held)))
+
+    diff = codes({"h200-fp8-diffusion", "h200-fp8-diffusion-repeat"})
+    assert diff["h200-fp8-diffusion/steps48"] >= 0 and diff["h200-fp8-diffusion-repeat/steps48"] >= 0
+    assert diff["h200-fp8-diffusion/steps16"] == -1 and diff["h200-fp8-diffusion/steps48-steady"] == -1
+    assert set(codes({"h200-fp8-ar", "h200-fp8-ar-cut"}).values()) == {-1}
+
+
+def test_the_profile_prices_the_mean_engine_start(campaign):
+    """The starts' offsets are fitted beside the prices, not priced: no pass model carries them."""
+    prof, msgs, _ = campaign
+    assert all(not any(k.startswith("start") for k in pm.coef) for m in prof.modes.values() for pm in m.pass_models.values())

@@ -41,6 +41,10 @@ class EngineSetup:
     loads: tuple[Load, ...]
     settings: dict = field(default_factory=dict)
     holdout: tuple[str, ...] = ()
+    # a fitted load every start of the setup serves, even one recording only chosen loads (gpu_run --loads): two
+    # starts of one engine run eager steps up to 38% apart, and a load both served tells a start's speed from
+    # its loads' composition (measure/fit/steps.py anchored_starts)
+    anchor: str = ""
 
     def role(self, load_name: str) -> str:
         """'warmup', 'check' or 'fit'."""

@@ -91,6 +91,8 @@ FEATURE_SETS: tuple[tuple[str, ...], ...] = _BASE_SETS + tuple(f + ("graph_off",
 KNEE_CANDIDATES = (4, 8, 16, 32, 64, 128, 256, 1024, 1536, 2048, 3072)
 KNEE_FEATURES = ("past_knee", "past_knee_tokens")
 BLOCK_STEPS = 32
+START_KIND = "start"  # the columns of the engine starts' eager offsets (_start_offsets)
+MIN_START_EAGER_STEPS = 50
 # Under async scheduling a step's record reaches the front-end with its neighbours' timing mixed in: the gap
 # before a step that prefills a new request carries most of that prefill's time, the gaps after it are short
 # (data/runs/engine: MTP at 8 clients, a 7-request verify step's gap 86 ms, the 1,068-token prefill step's
@@ -171,6 +173,26 @@ def load_steps(run: Run, time_column: str, msgs: list[str]) -> pd.DataFrame:
     return out
 
 
+def anchored_starts(steps: pd.DataFrame, runs: list[Run], holdout_loads: tuple[str, ...] | dict) -> np.ndarray:
+    """Per step, its engine start's code where another start of the fit served one of its fitted loads as the
+    same requests (name, sizes, lengths, seed alike), which is what tells a start's speed from its loads'
+    composition; -1 elsewhere (no offset: _start_offsets)."""
+    import fnmatch
+
+    from costmodel.schemas.engine_loads import loads_json
+
+    specs: dict[str, set[str]] = {}
+    for r in runs:
+        held = _patterns(holdout_loads, r)
+        specs[r.manifest.run_id] = {json.dumps({k: ld.get(k) for k in ("name", "kind", "n", "concurrency", "rate_rps", "prompt_tokens",
+                                                                          "output_tokens", "seed")}, sort_keys=True)
+                                    for ld in loads_json(r.path) if not ld.get("skipped") and ld["name"] != "warmup"
+                                    and not any(fnmatch.fnmatch(ld["name"], h) for h in held)}
+    anchored = [rid for rid, sp in specs.items() if any(sp & other for o, other in specs.items() if o != rid)]
+    code = {rid: i for i, rid in enumerate(anchored)}
+    return steps["run_id"].map(lambda rid: code.get(rid, -1)).to_numpy(int)
+
+
 def _patterns(holdout: tuple[str, ...] | dict, run: Run) -> tuple[str, ...]:
     """The held-out load patterns of one run: the same for every run, or per run directory."""
     return tuple(holdout.get(str(Path(run.path).resolve()), ())) if isinstance(holdout, dict) else tuple(holdout)
@@ -241,6 +263,7 @@ class Design:
     roofline_ms: np.ndarray  # the step's roofline (joint + side): the floor of the simulator's price
     shapes: dict  # kind -> [(seqs, tokens per seq, context)] of the steps that ran it
     graph_max_tokens: int = 0  # the engine's largest CUDA graph (0: it ran eagerly)
+    start: np.ndarray | None = None  # per step, its engine start's code where offsets are identified (anchored_starts), else -1
 
     def support(self, kind: str) -> dict[str, list[float]]:
         a = np.asarray(self.shapes.get(kind) or [(1, 1, 0)], float)
@@ -311,7 +334,23 @@ def _matrix(d: Design, feats: tuple[str, ...], mode: ServingMode) -> tuple[pd.Da
                 continue
             cols[f"{kind}:{f}"] = col
             names.append((kind, f))
+    cols.update(_start_offsets(d))
     return pd.DataFrame(cols, index=d.share.index), names
+
+
+def _start_offsets(d: Design) -> dict[str, np.ndarray]:
+    """One offset per engine start on its eager steps (past the largest CUDA graph), coded to sum to zero over
+    the starts: two starts of one engine on one GPU kind ran the same eager steps up to 38% apart while their
+    graphed steps agreed within 2% (measure/validate/engine_repeats.py), so a load recorded in one start only
+    would otherwise pass its start's speed for its composition's. The profile prices the mean start (offset 0)."""
+    if d.start is None or not d.graph_max_tokens:
+        return {}
+    eager = (d.feats["graph_off"].to_numpy() > 0).astype(float)
+    starts = [j for j in np.unique(d.start) if j >= 0 and (eager[d.start == j] > 0).sum() >= MIN_START_EAGER_STEPS]
+    if len(starts) < 2:
+        return {}
+    ref = starts[-1]
+    return {f"{START_KIND}:{j}": eager * ((d.start == j).astype(float) - (d.start == ref).astype(float)) for j in starts[:-1]}
 
 
 def _one_regime(d: Design, kind: str, f: str) -> bool:
@@ -345,8 +384,8 @@ def _predict(X: pd.DataFrame, params, floor: np.ndarray) -> np.ndarray:
 def _unphysical(params) -> dict[str, float]:
     """The coefficients a physical fit may not keep: any below 0, bar a regime's change of slope
     (SIGNED_SLOPES) that leaves every regime's slope per token >= 0 (costmodel.schemas.profile.slope_floor_ok)."""
-    bad = {k: v for k, v in params.items() if v < 0 and k.split(":")[-1] not in SIGNED_SLOPES}
-    kinds = {k.split(":")[0] for k in params.index}
+    bad = {k: v for k, v in params.items() if v < 0 and k.split(":")[-1] not in SIGNED_SLOPES and k.split(":")[0] != START_KIND}
+    kinds = {k.split(":")[0] for k in params.index} - {START_KIND}
     for kind in kinds:
         coef = {k.split(":")[-1]: v for k, v in params.items() if k.split(":")[0] == kind}
         if not slope_floor_ok(coef):
@@ -411,6 +450,7 @@ class StepFit:
     summary: str
     candidates: dict[str, float | None]
     knee_tokens: int = 0  # the step size past which the engine's kernels change regime (0: none found)
+    start_offsets_ms: tuple[float, ...] = ()  # the anchored engine starts' eager offsets (sum 0; not priced)
 
 
 def _windows(steps: pd.DataFrame) -> np.ndarray:
@@ -505,8 +545,12 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int,
     res, cols = _fit_physical(X, y, objective)
     X = X[cols]
     coef: dict[str, dict[str, float]] = {}
+    offsets: list[float] = []
     for col, v in res.params.items():
         kind, f = col.split(":")
+        if kind == START_KIND:  # the starts' spread, not a price: the profile prices the mean start
+            offsets.append(float(v))
+            continue
         if v > 0 or (v < 0 and f in SIGNED_SLOPES):
             coef.setdefault(kind, {})[f] = float(v)
     for kind in d.kinds:
@@ -522,8 +566,9 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int,
                f"{'weights 1/ms^2' if objective == 'relative' else f'unweighted (mean objective) on sums of {WINDOW_STEPS} consecutive steps'}; "
                f"{len(steps)} steps\n{table}\n"
                f"block k-fold MAPE per feature set: " + "; ".join(f"{k}: {'-' if v is None else f'{v:.2f}%'}" for k, v in cands.items()))
+    offsets = offsets + [-sum(offsets)] if offsets else []  # the reference start's, by the coding
     return StepFit(mode.name, feats, coef, len(steps), mape_pct(y, _predict(X, res.params, view.roofline_ms)), cv, held, desc, summary, cands,
-                   knee)
+                   knee, tuple(offsets))
 
 
 def _set_knee(d: Design, tokens: int) -> None:
@@ -684,6 +729,7 @@ def fit_mode(serving: ServingMode, runs: list[Run], target, time_column: str, se
     if len(steps) < MIN_STEPS:
         raise UserError(f"{mode}: only {len(steps)} busy engine steps recorded", f"record at least {MIN_STEPS} (serve some load while recording)")
     d = build_design(steps, serving, target, runs[0].manifest.engine)
+    d.start = anchored_starts(steps, runs, holdout_loads)
     for kind in d.kinds:
         steps[f"_share_{kind}"] = d.share[kind].to_numpy()
     steps["_floor"] = d.roofline_ms
@@ -697,6 +743,9 @@ def fit_mode(serving: ServingMode, runs: list[Run], target, time_column: str, se
             msgs.append(f"{mode}/{kind}: its time is not separable from the other kinds' in these steps: priced at its roofline, "
                         "the other kinds' coefficients carry it")
     knee = f" (its kernels change regime past {fit.knee_tokens} tokens a step)" if fit.knee_tokens else ""
+    if fit.start_offsets_ms:
+        msgs.append(f"{mode}: {len(fit.start_offsets_ms)} engine starts served a fitted load alike; their eager steps' offsets "
+                    f"({', '.join(f'{o:+.1f}' for o in fit.start_offsets_ms)} ms) fitted beside the prices, which are the mean start's")
     msgs.append(f"{mode}: {fit.n_steps} steps, features {' + '.join(fit.features)}{knee}, in-sample MAPE {fit.mape_pct:.2f}%, held-out MAPE "
                 + ", ".join(f"{k} {'-' if v is None else f'{v:.2f}%'}" for k, v in fit.heldout_mape_pct.items())
                 + f"; noise floor {noise_floor_pct(steps):.1f}% (each step predicted by the median of the steps with its exact batch composition)")

@@ -42,11 +42,12 @@ DIFFUSION_LOADS_16 = (WARMUP, *_closed((1, 4, 8, 16), output=(256, 1024)),
 # checks: other concurrencies, Poisson rates and prompt lengths than the fitted loads; the fitted
 # loads reach each CUDA-graph regime (AR/MTP at 128 in flight run 640-token verify steps past the 512-token graphs)
 CAUSAL_HOLDOUT = ("closed-c2", "closed-c8", "closed-c32", "closed-c64", "poisson-r4", "closed-c16-long-prompt")
-CAUSAL = (EngineSetup("default", AR_LOADS, holdout=CAUSAL_HOLDOUT),)
-ASSISTED = (EngineSetup("k4-a0.8", AR_LOADS, {"num_speculative_tokens": 4, "acceptance": 0.8}, CAUSAL_HOLDOUT),)
+CAUSAL = (EngineSetup("default", AR_LOADS, holdout=CAUSAL_HOLDOUT, anchor="closed-c16"),)
+ASSISTED = (EngineSetup("k4-a0.8", AR_LOADS, {"num_speculative_tokens": 4, "acceptance": 0.8}, CAUSAL_HOLDOUT, anchor="closed-c16"),)
 CANVAS = (EngineSetup("steps48", DIFFUSION_LOADS, {"max_denoising_steps": 48, "max_num_seqs": 16},
-                      ("closed-c2", "closed-c12", "poisson-r2", "closed-c4-long")),
-          EngineSetup("steps16", DIFFUSION_LOADS_16, {"max_denoising_steps": 16, "max_num_seqs": 16}, ("closed-c8", "poisson-r1")))
+                      ("closed-c2", "closed-c12", "poisson-r2", "closed-c4-long"), anchor="closed-c4"),
+          EngineSetup("steps16", DIFFUSION_LOADS_16, {"max_denoising_steps": 16, "max_num_seqs": 16}, ("closed-c8", "poisson-r1"),
+                      anchor="closed-c4"))
 
 
 # steady state: eight requests per client, so the opening burst is an eighth of each loop's requests

@@ -15,7 +15,8 @@ Writes, per engine setup S of the mode's design, OUT/S/:
 and OUT/engine-S.json: the engine's resolved settings and GPU memory after start-up. A load the
 engine refuses (a request error) is recorded as refused with the engine's message; the run goes on.
 A deadline (`--deadline-s`) skips loads that would start after it, so a bounded device call still
-ends with everything written; `--loads` runs only the named ones (those a deadline cut, say), the
+ends with everything written; `--loads` runs only the named ones (those a deadline cut, say) beside
+the warm-up and the setup's anchor (a fitted load every start serves: EngineSetup.anchor), the
 others listed as skipped in loads.json.
 
     python -m measure.vllm.gpu_run --mode diffusion --precision fp8 -o runs/h200-fp8-diffusion [--deadline-s 520]
@@ -265,7 +266,7 @@ async def run_setup(sm: ServingMode, precision: str, dirs: dict, setup: EngineSe
     done = []
     try:
         for i, load in enumerate(setup.loads):
-            if only and load.name not in only and load.name != WARMUP.name:
+            if only and load.name not in only | {WARMUP.name, setup.anchor}:
                 done.append({"name": load.name, "kind": load.kind, "skipped": "not selected (--loads)"})
                 continue
             if time.monotonic() > deadline:

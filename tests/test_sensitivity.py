@@ -65,8 +65,8 @@ def test_seeds_and_sensitivity_on_the_command_line(cli, tmp_path, toy):
     rep = pd.read_csv(out / "replicates.csv")
     assert {"replicas_seed_0", "replicas_seed_1", "replicas_seed_2", "replicas_min", "replicas_max"} <= set(rep.columns)
     sens = pd.read_csv(out / "sensitivity.csv")
-    assert {"h200 price (USD per GPU-hour)", "pass-cost error", "MTP acceptance", "steps per canvas", "prompt length",
-            "output length"} <= set(sens["input"])
+    assert {"h200 price (USD per GPU-hour)", "pass-cost error", "DiffusionGemma prefill", "MTP acceptance", "steps per canvas",
+            "prompt length", "output length"} <= set(sens["input"])
     doc = json.loads((out / "plan.json").read_text())
     assert doc["sensitivity"]["verdict"].startswith("decision ") and len(doc["replicates"]["seeds"]) == 3
     assert cli("report", str(out), "-o", str(tmp_path / "r.html"))[0] == 0
@@ -79,3 +79,19 @@ def test_seeds_and_sensitivity_on_the_command_line(cli, tmp_path, toy):
 def test_seeds_below_one_is_one_line(cli, tmp_path):
     code, _, err = cli("plan", "--seeds", "0", "-o", str(tmp_path / "p"))
     assert code == 2 and "--seeds 0 is below its bound of 1" in err and not (tmp_path / "p").exists()
+
+
+def test_diffusiongemmas_prefill_is_moved_alone():
+    """Its prompts share their steps with canvases, so the fit prices them loosely: the prefill pass moves, nothing else."""
+    import copy
+
+    from costmodel.shipped import shipped_dir
+    from simulate.plan.sensitivity import _scale_canvas_prefill
+
+    doc = json.loads((shipped_dir() / "h200.json").read_text())
+    moved = copy.deepcopy(doc)
+    _scale_canvas_prefill(moved, 2.0)
+    prefill = doc["modes"]["diffusion"]["pass_models"]["encoder_prefill"]["coef"]
+    assert moved["modes"]["diffusion"]["pass_models"]["encoder_prefill"]["coef"] == {k: 2 * v for k, v in prefill.items()}
+    for mode, kind in (("diffusion", "denoise_step"), ("diffusion", "encoder_commit"), ("ar", "prefill"), ("mtp", "prefill")):
+        assert moved["modes"][mode]["pass_models"][kind] == doc["modes"][mode]["pass_models"][kind]

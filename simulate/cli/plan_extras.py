@@ -18,7 +18,7 @@ from simulate.plan.sensitivity import crossover_qps_text
 def extras_options(f):
     f = click.option("--sensitivity", is_flag=True,
                      help="Re-plan with each input at the low and the high end of its range (GPU prices, MTP acceptance, steps per canvas, "
-                          "prompt and output length, pass-cost error), each end bisecting its own crossover: sensitivity.csv, the report's "
+                          "prompt and output length, pass-cost error, DiffusionGemma's prefill price), each end bisecting its own crossover: sensitivity.csv, the report's "
                           "tornado chart and verdict.")(f)
     f = click.option("--max-seeds", type=int, default=None, callback=checked(MAX_SEEDS),
                      help=f"Allow --seeds above {SEEDS.hi:g} (each seed re-plans every GPU, mode and QPS).")(f)

@@ -5,8 +5,8 @@
 - sensitivity (`plan --sensitivity`): each input moved to the low and the high end of its range, the
   others as planned (one at a time): every GPU's hourly price, and each winning GPU's against each
   rival's at the ends that favour one and then the other (re-priced, no simulation), MTP
-  acceptance, DiffusionGemma steps per canvas, prompt and output length, and the pass-cost error of
-  the profiles (each re-planned). The decision is "robust" when the cheapest fleet's (GPU, mode) stays
+  acceptance, DiffusionGemma steps per canvas, prompt and output length, the pass-cost error of
+  the profiles, and DiffusionGemma's prefill price alone (each re-planned). The decision is "robust" when the cheapest fleet's (GPU, mode) stays
   the same at every load; otherwise the table names the input, the end and the load where it flips.
   Each re-planned end bisects its own crossover too (as the plan did), so the table says how far the
   crossover moves with each input (the pass-cost error among them: the crossover is decided where the
@@ -32,7 +32,7 @@ import pandas as pd
 
 from costmodel.costing import analyse, get_model, resolve_terms, with_seeds
 from costmodel.errors import UserError
-from costmodel.modes import profile_parts
+from costmodel.modes import get_mode, profile_parts
 from simulate.plan import planner
 from simulate.plan.api import PlanConfig, PlanOutcome, run_plan
 from simulate.workload import DEFAULT_PROMPT
@@ -48,6 +48,10 @@ RANGES = {
     "MTP acceptance": (0.85, 1.1, "per-position acceptance x0.85 .. x1.1 (capped at 0.99) around the profile's (a synthetic 0.8 prior by default) (A)"),
     "steps per canvas": (0.75, 1.25, "DiffusionGemma accept-calls per canvas x0.75 .. x1.25 around the profile's commit statistics (A)"),
     "prompt length": (0.5, 2.0, "prompt tokens x0.5 .. x2 around the workload's (A)"),
+    # a new prompt shares its steps with canvases, so a joint fit prices it loosely: two fits of the same H200's
+    # recorded steps priced a lone 1,024-token prefill at 29.6 and 82 ms (docs/measure.md)
+    "DiffusionGemma prefill": (0.5, 2.0, "DiffusionGemma's prefill pass x0.5 .. x2 around the profile's: its prompts share their steps "
+                                         "with canvases, and fits of one GPU's steps priced it x2.8 apart (A)"),
     "output length": (0.5, 2.0, "output tokens per regime x0.5 .. x2 around the profile's content lengths (A)"),
 }
 
@@ -84,17 +88,30 @@ def _winner_text(w: dict[float, str]) -> str:
 # ---- profile and workload perturbations (on the profile's JSON document) ----
 
 def _scale_passes(doc: dict, f: float) -> None:
-    """Every pass model's time x f: linear coefficients, table values, overheads, the roofline ratio."""
+    """Every pass model's time x f."""
     for mode in doc["modes"].values():
         for pm in mode.get("pass_models", {}).values():
-            pm["coef"] = {k: v * f for k, v in pm.get("coef", {}).items()}
-            if pm.get("median_x_roofline") is not None:
-                pm["median_x_roofline"] *= f
-            t = pm.get("table")
-            if t:
-                t["ms"] = (np.asarray(t["ms"], float) * f).tolist()
-                t["token_ms"] = [v * f for v in t.get("token_ms", [])]
-                t["overhead_ms"] = t.get("overhead_ms", 0.0) * f
+            _scale_pass_model(pm, f)
+
+
+def _scale_canvas_prefill(doc: dict, f: float) -> None:
+    """The prefill pass of the modes that decode canvases (DiffusionGemma) x f."""
+    for name, mode in doc["modes"].items():
+        sm = get_mode(name)
+        if sm.decodes_canvases and sm.prefill_kind in mode.get("pass_models", {}):
+            _scale_pass_model(mode["pass_models"][sm.prefill_kind], f)
+
+
+def _scale_pass_model(pm: dict, f: float) -> None:
+    """One pass model's time x f: linear coefficients, table values, overheads, the roofline ratio."""
+    pm["coef"] = {k: v * f for k, v in pm.get("coef", {}).items()}
+    if pm.get("median_x_roofline") is not None:
+        pm["median_x_roofline"] *= f
+    t = pm.get("table")
+    if t:
+        t["ms"] = (np.asarray(t["ms"], float) * f).tolist()
+        t["token_ms"] = [v * f for v in t.get("token_ms", [])]
+        t["overhead_ms"] = t.get("overhead_ms", 0.0) * f
 
 
 def _scale_part(name: str) -> Callable[[dict, float], None]:
@@ -194,6 +211,8 @@ def sensitivity(cfg: PlanConfig, outcome: PlanOutcome, progress: Callable[[str],
     rows = _price_rows(outcome)
     err, err_src = pass_error(outcome)
     edits = [("pass-cost error", 1 - err, 1 + err, err_src, lambda c, f, d: _with_profiles(c, outcome, lambda doc: _scale_passes(doc, f), d))]
+    lo, hi, src = RANGES["DiffusionGemma prefill"]
+    edits.append(("DiffusionGemma prefill", lo, hi, src, lambda c, f, d: _with_profiles(c, outcome, lambda doc: _scale_canvas_prefill(doc, f), d)))
     for name, fn in ((n, _scale_part(n)) for n in PART_KNOBS):
         lo, hi, src = RANGES[name]
         edits.append((name, lo, hi, src, lambda c, f, d, fn=fn: _with_profiles(c, outcome, lambda doc: fn(doc, f), d)))

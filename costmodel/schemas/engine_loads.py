@@ -46,6 +46,14 @@ class RecordedLoad:
     ttft_ms: tuple = ()  # each request's time to first token, in send order (NaN: none)
 
 
+SAME_REQUESTS = ("name", "kind", "n", "concurrency", "rate_rps", "prompt_tokens", "output_tokens", "seed")
+
+
+def requests_key(load: dict) -> str:
+    """What makes two recorded loads (loads.json entries) the same requests: name, sizes, lengths and seed."""
+    return json.dumps({k: load.get(k) for k in SAME_REQUESTS}, sort_keys=True)
+
+
 def loads_json(setup_dir: Path) -> list[dict]:
     p = Path(setup_dir) / "loads.json"
     if not p.exists():

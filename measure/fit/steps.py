@@ -179,14 +179,13 @@ def anchored_starts(steps: pd.DataFrame, runs: list[Run], holdout_loads: tuple[s
     composition; -1 elsewhere (no offset: _start_offsets)."""
     import fnmatch
 
-    from costmodel.schemas.engine_loads import loads_json
+    from costmodel.schemas.engine_loads import loads_json, requests_key
+    from costmodel.schemas.engine_setup import WARMUP
 
     specs: dict[str, set[str]] = {}
     for r in runs:
         held = _patterns(holdout_loads, r)
-        specs[r.manifest.run_id] = {json.dumps({k: ld.get(k) for k in ("name", "kind", "n", "concurrency", "rate_rps", "prompt_tokens",
-                                                                          "output_tokens", "seed")}, sort_keys=True)
-                                    for ld in loads_json(r.path) if not ld.get("skipped") and ld["name"] != "warmup"
+        specs[r.manifest.run_id] = {requests_key(ld) for ld in loads_json(r.path) if not ld.get("skipped") and ld["name"] != WARMUP.name
                                     and not any(fnmatch.fnmatch(ld["name"], h) for h in held)}
     anchored = [rid for rid, sp in specs.items() if any(sp & other for o, other in specs.items() if o != rid)]
     code = {rid: i for i, rid in enumerate(anchored)}

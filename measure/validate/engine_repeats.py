@@ -19,11 +19,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from costmodel.schemas.engine_loads import figures, loads_json, read_load_windows
+from costmodel.schemas.engine_loads import figures, loads_json, read_load_windows, requests_key
 from costmodel.schemas.engine_setup import RecordedSetup
 from costmodel.schemas.rundir import load_run
 
-SAME_REQUESTS = ("kind", "n", "concurrency", "rate_rps", "prompt_tokens", "output_tokens", "seed")  # loads.json: what makes two loads one
 STEP_TOKEN_COLUMNS = ("prefill_tokens", "decode_tokens", "denoise_tokens", "commit_tokens", "verify_tokens")
 
 
@@ -65,8 +64,7 @@ def load_repeats(setups: list[RecordedSetup]) -> list[Repeat]:
     for rec in setups:
         sent = {ld["name"]: ld for ld in loads_json(rec.path) if not ld.get("skipped")}
         for name, start in start_figures(rec.path, rec.stalls).items():
-            spec = {k: sent.get(name, {}).get(k) for k in SAME_REQUESTS}
-            key = (rec.mode, json.dumps(rec.setup.settings, sort_keys=True), name, json.dumps(spec, sort_keys=True))
+            key = (rec.mode, json.dumps(rec.setup.settings, sort_keys=True), name, requests_key(sent.get(name, {"name": name})))
             seen.setdefault(key, (rec.mode, rec.setup.label.removesuffix("-steady"), []))[2].append(start)
     return [Repeat(mode, label, key[2], tuple(sorted(v, key=lambda s: s.started_at))) for key, (mode, label, v) in seen.items() if len(v) > 1]
 

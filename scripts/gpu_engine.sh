@@ -3,7 +3,8 @@
 # under the calibration design for one mode and precision, then pack what comes back into $OUT.
 #
 #   bash scripts/gpu_engine.sh MODE PRECISION [DEADLINE_S] [SETUPS] [LOADS]     e.g. bash scripts/gpu_engine.sh diffusion fp8 470
-#   (LOADS: a comma list of the setups' loads to run, e.g. those a deadline cut; the warm-up always runs)
+#   (LOADS: a comma list of the setups' loads to run, e.g. those a deadline cut; the warm-up and the setup's anchor load,
+#    EngineSetup.anchor, always run)
 #
 # $OUT/<gpu>-<precision>-<mode>.tgz holds the run (measure/vllm/gpu_run.py's layout) and the engine's log;
 # $OUT/<...>.log is the log alone. Unpack the tarball under data/runs/engine/ and commit it.

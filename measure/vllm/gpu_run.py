@@ -231,7 +231,7 @@ def _plain(obj) -> dict | None:
 
 async def run_setup(sm: ServingMode, precision: str, dirs: dict, setup: EngineSetup, out: Path, deadline: float, seed: int, say,
                     extra: dict | None = None, log: Path | None = None, only: frozenset = frozenset()) -> None:
-    """One engine start and its loads; `only`: the load names to run (empty: all), the warm-up always.
+    """One engine start and its loads; `only`: the load names to run (empty: all), the warm-up and the setup's anchor always.
     A load not run is listed in loads.json as skipped, with why, and keeps its place (its seed)."""
     mode = sm.name
     from vllm.usage.usage_lib import UsageContext
@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--precision", default="fp8", choices=["fp8", "bf16"])
     ap.add_argument("-o", "--out", type=Path, default=None)
     ap.add_argument("--setups", default=None, help="comma list of the design's engine setups [default: all]")
-    ap.add_argument("--loads", default=None, help="comma list of the setups' loads to run, the warm-up always (e.g. those a deadline cut) [default: all]")
+    ap.add_argument("--loads", default=None, help="comma list of the setups' loads to run, the warm-up and each setup's anchor load always (e.g. those a deadline cut) [default: all]")
     ap.add_argument("--deadline-s", type=float, default=540.0, help="start no load after this many seconds")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", default=None, help="catalog model to serve [default: the mode's 26B-A4B model]")

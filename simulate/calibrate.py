@@ -131,12 +131,14 @@ def fit_step_constant(profile: Profile, fig: Batch1Figure, engine: EngineSetting
     return StepConstantFit(fig, ms, steps, before, after)
 
 
-def frontend_latency_fit(profile: Profile, mode: str, loads: list, engine: EngineSettings | None = None) -> dict:
+def frontend_latency_fit(profile: Profile, mode: str, loads: list, engine: EngineSettings | None = None,
+                         engines: list[EngineSettings | None] | None = None) -> dict:
     """The engine front-end's latency per request (what vLLM's input and output processing add to
     every first token and finish, as the client sees them) fitted by simulation: the median of each
     low-load load's measured TTFT p50 less its simulated one (no front-end term), floored at 0.
     `loads`: simulate.compare.MeasuredLoad of the engine at low load (queueing would otherwise be
-    taken for front-end time). Returns the profile-engine record {"ms", "loads", "residuals_ms"}."""
+    taken for front-end time), served with `engine`, or each with its own `engines[i]` (loads of
+    several engine starts). Returns the profile-engine record {"ms", "loads", "residuals_ms"}."""
     from costmodel.schemas.profile import FRONTEND_LATENCY_KEY
     from simulate.compare import compare_loads
 
@@ -144,7 +146,9 @@ def frontend_latency_fit(profile: Profile, mode: str, loads: list, engine: Engin
     eng = bare.engine if isinstance(bare.engine, dict) else {}
     (eng.get(FRONTEND_LATENCY_KEY) or {}).pop(mode, None)
     bare.__dict__.pop("_resolved", None)
-    res = [c.measured("ttft_p50_ms") - c.predicted("ttft_p50_ms") for c in compare_loads(bare, mode, loads, engine)]
+    engines = engines if engines is not None else [engine] * len(loads)
+    cmps = [c for ld, e in zip(loads, engines) for c in compare_loads(bare, mode, [ld], e)]
+    res = [c.measured("ttft_p50_ms") - c.predicted("ttft_p50_ms") for c in cmps]
     res = [r for r in res if r == r]
     if not res:
         raise UserError(f"{mode}: no low-load load with a measured TTFT to fit the front-end latency on", "record a low-rate Poisson load")

@@ -354,7 +354,11 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.monotonic()
     if a.amend:
         d = a.amend.resolve()
-        print(json.dumps(amend_manifest(d, d.parent / f"engine-{d.name}.json", a.log), indent=1, default=str))
+        try:
+            print(json.dumps(amend_manifest(d, d.parent / f"engine-{d.name}.json", a.log), indent=1, default=str))
+        except UserError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         return 0
     if not a.mode or not a.out:
         ap.error("--mode and -o are required")

@@ -74,11 +74,11 @@ class LoadCheck:
 
 
 def with_frontend_latency(prof: Profile, setups: list[RecordedSetup], as_run: Profile | None = None) -> list[str]:
-    """Each mode's front-end latency (simulate/calibrate.py) fitted on one load the fit used
-    (`frontend_load`, over all the mode's setups), written into `prof`'s engine section; the lines that
-    say so. `as_run`: the same engine with the behaviour the runs had (dummy weights: every canvas to its
-    step budget), when `prof` carries another (the published prior); the loads are simulated on it.
-    Setup directories without recorded loads are passed over."""
+    """Each mode's front-end latency (simulate/calibrate.py) fitted on the fitted loads where requests do
+    not queue (`frontend_loads`, over all the mode's setups and engine starts), written into `prof`'s
+    engine section; the lines that say so. `as_run`: the same engine with the behaviour the runs had
+    (dummy weights: every canvas to its step budget), when `prof` carries another (the published
+    prior); the loads are simulated on it. Setup directories without recorded loads are passed over."""
     as_run = prof if as_run is None else as_run
     by_mode: dict[str, list[RecordedSetup]] = {}
     for s in setups:
@@ -88,28 +88,35 @@ def with_frontend_latency(prof: Profile, setups: list[RecordedSetup], as_run: Pr
     for mode, dirs in by_mode.items():
         if mode not in prof.modes:
             continue
-        pick = frontend_load(dirs)
-        if pick is None:
+        picks = frontend_loads(dirs)
+        if not picks:
             continue
-        sdir, low = pick
-        run = load_run(sdir)
-        settings = from_run_engine(run.manifest.engine, run.manifest.serving, f"run {sdir}")
-        fronts[mode] = frontend_latency_fit(as_run, mode, [from_recorded(low)], settings)
-        msgs.append(f"{mode}: front-end latency {fronts[mode]['ms']:.1f} ms per request (TTFT p50 of {low.name} in {sdir.name}, "
-                    "measured less simulated)")
+        settings = {}
+        for sdir, _ in picks:
+            if sdir not in settings:
+                run = load_run(sdir)
+                settings[sdir] = from_run_engine(run.manifest.engine, run.manifest.serving, f"run {sdir}")
+        fronts[mode] = frontend_latency_fit(as_run, mode, [from_recorded(ld) for _, ld in picks], engines=[settings[d] for d, _ in picks])
+        where = ", ".join(f"{ld.name} in {sdir.parent.name}/{sdir.name}" for sdir, ld in picks)
+        msgs.append(f"{mode}: front-end latency {fronts[mode]['ms']:.1f} ms per request (median over {len(picks)} loads of TTFT p50 "
+                    f"measured less simulated: {where})")
     if fronts:
         prof.engine[FRONTEND_LATENCY_KEY] = fronts
         prof.__dict__.pop("_resolved", None)
     return msgs
 
 
-def frontend_load(setups: list[RecordedSetup]) -> tuple[Path, RecordedLoad] | None:
-    """The (setup, load) a mode's front-end latency is fitted on, among the fitted loads the engine
-    served: the lowest-rate Poisson one (the least queueing; its TTFT p50 over tens of requests shrugs
-    off a few that met a first-use stall, up to POISSON_STALL_SHARE of its time), else the steady closed
-    loop with the fewest clients (a handful of requests, where one stall moves the p50), else the closed
-    loop with the fewest. (Leaving the stalled requests out instead biases the p50: at low load the
-    requests that meet a stall are those whose own new prompt length compiled.)"""
+FRONTEND_MAX_CLIENTS = 4  # closed loops of at most this many clients barely queue: their TTFT is prefill and front-end
+
+
+def frontend_loads(setups: list[RecordedSetup]) -> list[tuple[Path, RecordedLoad]]:
+    """The (setup, load) pairs a mode's front-end latency is fitted on, among the fitted loads the engine
+    served in every start: the lowest-rate Poisson ones (the least queueing; a TTFT p50 over tens of
+    requests shrugs off a few that met a first-use stall, up to POISSON_STALL_SHARE of its time), else
+    the steady closed loops of at most FRONTEND_MAX_CLIENTS clients, else the closed loop(s) with the
+    fewest. Several loads, because one closed loop is a handful of requests and engine starts differ
+    (measure/validate/engine_repeats.py). (Leaving stalled requests out instead biases the p50: at low
+    load the requests that meet a stall are those whose own new prompt length compiled.)"""
     poisson, closed = [], []
     for rec in setups:
         share = {n: s / d if d > 0 else math.inf for n, (_, s, d) in rec.stalls.items()}
@@ -118,10 +125,12 @@ def frontend_load(setups: list[RecordedSetup]) -> tuple[Path, RecordedLoad] | No
                 (poisson if ld.kind == "poisson" else closed).append((rec.path, ld, share.get(ld.name, 0.0)))
     lowest = [c for c in poisson if c[1].rate_rps == min(p[1].rate_rps for p in poisson) and c[2] <= POISSON_STALL_SHARE]
     if lowest:
-        return lowest[0][:2]
-    closed.sort(key=lambda c: c[1].concurrency or 0)
-    pick = [c for c in closed if c[2] <= COLD_SHARE] or closed
-    return pick[0][:2] if pick else None
+        return [c[:2] for c in lowest]
+    few = [c for c in closed if (c[1].concurrency or 0) <= FRONTEND_MAX_CLIENTS and c[2] <= COLD_SHARE]
+    if few:
+        return [c[:2] for c in few]
+    fewest = min((c[1].concurrency or 0 for c in closed), default=None)
+    return [c[:2] for c in closed if (c[1].concurrency or 0) == fewest]
 
 
 def check_loads(profile: Profile, setups: list[RecordedSetup], include_fit: bool = False, seed: int = 0) -> list[LoadCheck]:

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"profile fitted on {a.root.name}/{a.gpu}-{a.precision}-*: " + "; ".join(m for m in msgs if "features" in m).replace("\n", " ")[:600])
-    for m in (m for m in msgs if "engine starts served" in m):  # the starts' offsets (measure/fit/steps.py anchored_starts)
+    for m in (m for m in msgs if "engine starts served" in m or "front-end latency" in m):  # the starts' offsets, the front-end
         print(m)
     out = []
     for r in rows:

@@ -148,6 +148,20 @@ def test_the_front_end_is_fitted_where_requests_do_not_queue():
     assert len({sdir.parent.name for sdir, _ in picks}) >= 2  # several engine starts
 
 
+def test_the_front_end_is_not_fitted_on_a_cold_loop():
+    """On the H100, AR's closed loops of few clients met first-use compilations (a TTFT of seconds): the front end is
+    fitted on the steady loop with the fewest clients instead."""
+    from simulate.validate.engine_loads import COLD_SHARE
+
+    setups = [s for s in recorded_setups(ROOT, "h100", "fp8") if s.mode == "ar"]
+    stalls = {(s.path, name): v for s in setups for name, v in s.stalls.items()}
+    picks = frontend_loads(setups)
+    assert picks and any(stalls.get((s.path, "closed-c1"), (0, 0.0, 1.0))[1] > COLD_SHARE * stalls[(s.path, "closed-c1")][2] for s in setups)
+    for sdir, ld in picks:
+        _, stall_s, duration_s = stalls.get((sdir, ld.name), (0, 0.0, 1.0))
+        assert stall_s <= COLD_SHARE * duration_s
+
+
 def test_the_front_end_latency_is_the_median_over_its_loads(campaign):
     """The fitted front-end latency is the median of its loads' residuals, each simulated with its own start's settings."""
     import numpy as np
@@ -395,3 +409,17 @@ def test_the_profile_prices_the_mean_engine_start(campaign):
     """The starts' offsets are fitted beside the prices, not priced: no pass model carries them."""
     prof, msgs, _ = campaign
     assert all(not any(k.startswith("start") for k in pm.coef) for m in prof.modes.values() for pm in m.pass_models.values())
+
+
+def test_the_fits_wall_check_prices_each_step_at_its_requests_context():
+    """`costmodel fit` sets the profile's price of every recorded step beside the wall time; a GPU run's decode
+    context comes from its requests, as in the fit (KV usage overstates it for Gemma-4's sliding-window cache)."""
+    import re
+
+    from costmodel.schemas.profile import Profile
+    from costmodel.schemas.rundir import load_run
+    from measure.fit.calibrate import wall_check
+
+    prof = Profile.load(Path(__file__).resolve().parents[1] / "costmodel" / "data" / "profiles" / "h200.json")
+    msg = wall_check(prof, [load_run(ROOT / "h200-fp8-ar" / "default")])[0]
+    assert abs(float(re.search(r"total ([+-][\d.]+)%", msg).group(1))) < 5, msg

@@ -24,7 +24,7 @@ from costmodel.stepcost import pass_cost
 from costmodel.stepcost.host_overhead import COEFS, HOST_OVERHEAD_KEY, async_on, mode_record, with_terms
 from measure.fit.assemble import resolve_model
 from measure.fit.host_overhead import BLOCK_STEPS, blocks_of, busy_steps, composition_frame, fit_host, mape, nonneg_ols
-from measure.fit.steps import KIND, step_segments
+from measure.fit.steps import KIND, request_context, step_segments
 
 
 # ---- --calibrate: a profile priced as a user's own vLLM ----------------------------------------
@@ -41,6 +41,16 @@ def forward_ms(profile: Profile, mode: str, df: pd.DataFrame, engine: dict) -> n
         draws = ModeDraws(group_tokens=tuple(g.tokens for g in groups), kv_need_tokens=np.zeros(0), side_passes=k)
         out[i] = serving.step_ms(cost, prefill, groups, draws)
     return out
+
+
+def run_steps(run: Run) -> pd.DataFrame:
+    """The run's busy steps, each with its decode context from the requests' records where the run holds
+    them (as the fit prices it, measure/fit/steps.py): KV usage overstates it for a hybrid cache."""
+    df = busy_steps(run.table("steps"))
+    ctx = request_context(run, df)
+    if ctx is not None:
+        df["context_tokens"] = ctx
+    return df
 
 
 def check_same_setup(profile: Profile, run: Run, hardware: str | None) -> str:
@@ -89,7 +99,7 @@ def calibrate_steps(profile: Profile, runs: list[Run], hardware: str | None = No
     eng = dict(out.engine)
     host = dict(eng.get(HOST_OVERHEAD_KEY) or {})
     for mode, rs in by_mode.items():
-        df = pd.concat([busy_steps(r.table("steps")) for r in rs], ignore_index=True)
+        df = pd.concat([run_steps(r) for r in rs], ignore_index=True)
         engine = rs[0].manifest.engine
         fwd = forward_ms(profile, mode, df, engine)
         el = pd.to_numeric(df["elapsed_ms"], errors="coerce").to_numpy(float)
@@ -130,7 +140,7 @@ def wall_check(profile: Profile, runs: list[Run]) -> list[str]:
     msgs = []
     for mode in sorted({r.manifest.mode for r in runs} & set(profile.modes)):
         rs = [r for r in runs if r.manifest.mode == mode]
-        df = pd.concat([busy_steps(r.table("steps")) for r in rs], ignore_index=True)
+        df = pd.concat([run_steps(r) for r in rs], ignore_index=True)
         fwd = forward_ms(profile, mode, df, rs[0].manifest.engine)
         host = host_term_ms(profile, rs[0].manifest.serving, df, fwd)
         b = blocks_of(len(df))

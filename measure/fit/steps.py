@@ -157,7 +157,7 @@ def load_steps(run: Run, time_column: str, msgs: list[str]) -> pd.DataFrame:
         raise UserError(f"engine-steps run {run.path}: field elapsed_ms is empty", "record with --enable-logging-iteration-details, or fit --time gap_ms")
     out = df[keep].copy()
     out["ms"] = ms[keep]
-    ctx = _request_context(run, df)
+    ctx = request_context(run, df)
     if ctx is not None:
         out["context_tokens"] = ctx[keep.to_numpy()]
         msgs.append(f"run {m.run_id}: decode context from the requests' records (prompt + tokens emitted by each step), not from KV usage")
@@ -218,7 +218,7 @@ def without_loads(run: Run, steps: pd.DataFrame, names: tuple[str, ...], msgs: l
     return steps[~out]
 
 
-def _request_context(run: Run, df: pd.DataFrame) -> np.ndarray | None:
+def request_context(run: Run, df: pd.DataFrame) -> np.ndarray | None:
     """Per step, the summed context of the requests in flight, where the run recorded its requests
     (the GPU driver): KV usage overstates it for a hybrid (sliding + full attention) cache."""
     if "wall_time" not in df:

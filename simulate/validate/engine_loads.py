@@ -113,8 +113,8 @@ def frontend_loads(setups: list[RecordedSetup]) -> list[tuple[Path, RecordedLoad
     """The (setup, load) pairs a mode's front-end latency is fitted on, among the fitted loads the engine
     served in every start: the lowest-rate Poisson ones (the least queueing; a TTFT p50 over tens of
     requests shrugs off a few that met a first-use stall, up to POISSON_STALL_SHARE of its time), else
-    the steady closed loops of at most FRONTEND_MAX_CLIENTS clients, else the closed loop(s) with the
-    fewest. Several loads, because one closed loop is a handful of requests and engine starts differ
+    the steady closed loops of at most FRONTEND_MAX_CLIENTS clients, else the steady closed loop(s) with
+    the fewest clients (else any with the fewest). Several loads, because one closed loop is a handful of requests and engine starts differ
     (measure/validate/engine_repeats.py). (Leaving stalled requests out instead biases the p50: at low
     load the requests that meet a stall are those whose own new prompt length compiled.)"""
     poisson, closed = [], []
@@ -126,11 +126,13 @@ def frontend_loads(setups: list[RecordedSetup]) -> list[tuple[Path, RecordedLoad
     lowest = [c for c in poisson if c[1].rate_rps == min(p[1].rate_rps for p in poisson) and c[2] <= POISSON_STALL_SHARE]
     if lowest:
         return [c[:2] for c in lowest]
-    few = [c for c in closed if (c[1].concurrency or 0) <= FRONTEND_MAX_CLIENTS and c[2] <= COLD_SHARE]
+    steady = [c for c in closed if c[2] <= COLD_SHARE]
+    few = [c for c in steady if (c[1].concurrency or 0) <= FRONTEND_MAX_CLIENTS]
     if few:
         return [c[:2] for c in few]
-    fewest = min((c[1].concurrency or 0 for c in closed), default=None)
-    return [c[:2] for c in closed if (c[1].concurrency or 0) == fewest]
+    pool = steady or closed  # a cold loop's TTFT is its compilations'
+    fewest = min((c[1].concurrency or 0 for c in pool), default=None)
+    return [c[:2] for c in pool if (c[1].concurrency or 0) == fewest]
 
 
 def check_loads(profile: Profile, setups: list[RecordedSetup], include_fit: bool = False, seed: int = 0) -> list[LoadCheck]:

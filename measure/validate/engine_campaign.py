@@ -7,6 +7,7 @@ warm-up's.
 
     setups = recorded_setups(Path("data/runs/engine"), "h200", "fp8")
     prof, notes = fit_campaign(setups)
+    priced = recorded_steps_priced(prof, setups)   # {(setup dir, load): the profile's price of its recorded steps / their time - 1}
 """
 
 from __future__ import annotations
@@ -39,3 +40,30 @@ def fit_campaign(setups: list[RecordedSetup], seed: int = 0) -> tuple[Profile, l
     pats = {str(s.path.resolve()): s.setup.holdout for s in setups}
     res = build_step_profile([s.path for s in setups], FitOptions(holdout_loads=pats, seed=seed))
     return res.profile, list(res.messages)
+
+
+def recorded_steps_priced(profile: Profile, setups: list[RecordedSetup]) -> dict[tuple[Path, str], float]:
+    """Per (setup directory, load): the profile's summed price of the load's recorded engine steps, each
+    at its recorded composition, over their summed recorded time, less 1. It tells a simulated figure's
+    miss that comes from the step price (this) from one that comes from the schedule the simulator
+    chose (the rest): under async scheduling a step's time shows in the gaps after it, so only sums
+    over many steps compare."""
+    import pandas as pd
+
+    from costmodel.schemas.engine_loads import read_load_windows
+    from measure.fit.calibrate import forward_ms, host_term_ms, run_steps
+
+    out: dict[tuple[Path, str], float] = {}
+    for rec in setups:
+        if rec.mode not in profile.modes or not (rec.path / "loads.json").exists():
+            continue
+        run = load_run(rec.path)
+        df = run_steps(run)
+        fwd = forward_ms(profile, rec.mode, df, run.manifest.engine)
+        price = pd.Series(fwd + host_term_ms(profile, run.manifest.serving, df, fwd), index=df.index)
+        for w in read_load_windows(rec.path):
+            inside = (df["wall_time"] >= w.start_s) & (df["wall_time"] <= w.end_s)
+            wall = float(df.loc[inside, "gap_ms"].sum())
+            if wall > 0:
+                out[(rec.path, w.name)] = float(price[inside].sum()) / wall - 1
+    return out

@@ -47,6 +47,7 @@ class LoadCheck:
     stalls: int = 0  # first-use stalls among its steps (measure/fit/stalls.py): a one-time compilation, not a steady state
     stall_s: float = 0.0  # their summed time above their like
     duration_s: float = math.nan  # the load's window
+    path: Path | None = None  # the recorded setup's folder (one engine start)
 
     @property
     def status(self) -> str:
@@ -152,7 +153,7 @@ def check_loads(profile: Profile, setups: list[RecordedSetup], include_fit: bool
                 continue
             cmp = compare_loads(profile, mode, [from_recorded(ld)], settings, seed=seed)[0]
             out.append(LoadCheck(mode, sdir.name, ld, cmp, not held, *occupancy.get(ld.name, (math.nan, math.nan)),
-                                 *stalls.get(ld.name, (0, 0.0, math.nan))))
+                                 *stalls.get(ld.name, (0, 0.0, math.nan)), path=sdir))
     return out
 
 

@@ -70,6 +70,7 @@ class _Lock:
     fd: int
     thread: int
     pid: int  # a forked child inherits the table and the descriptor, never the ownership
+    released: bool = False  # its descriptor is closed once: a later close could hit a descriptor reused since
 
     def mine(self) -> bool:
         return self.pid == os.getpid() and self.thread == threading.get_ident()
@@ -132,6 +133,12 @@ def _acquire(target: Path, command: str, what: str) -> _Lock:
 
 
 def _release(lock: _Lock) -> None:
+    """Remove the lock file and close its descriptor, once: `release_all` at the command's end and a
+    `locked` block finalised later (a `hold` never closed, collected at exit) both reach here."""
+    with _HELD_MUTEX:
+        if lock.released:
+            return
+        lock.released = True
     try:
         lock.path.unlink()
     except OSError:

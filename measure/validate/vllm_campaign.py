@@ -182,7 +182,7 @@ def _calibrate(opts: CampaignOptions, serving: ServingMode, srv: VllmServer, sl:
     short = trace.requests[trace.requests["prompt_tokens"] < vs.budget(serving)]
     if opts.capacity is None:
         raise UserError("the validation campaign needs the simulator's capacity", "pass CampaignOptions(capacity=...)")
-    cap = opts.capacity(profile, mode, trace.config, short["prompt_tokens"].to_numpy(), short["output_tokens"].to_numpy())
+    cap = opts.capacity(profile, serving, trace.config, short["prompt_tokens"].to_numpy(), short["output_tokens"].to_numpy())
     opts.note(f"{mode}: calibration {len(trace.steps)} engine steps; fitted profile {mdir / 'profile.json'}; capacity {cap:.3g} req/s")
     return profile, cap, trace.config
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from costmodel.errors import UserError
 from costmodel.hardware import validate_spec
-from costmodel.schemas.day import DayRecord, MonthBill, bill_order
+from costmodel.schemas.day import DAY_H, DayRecord, MonthBill, bill_order
 from costmodel.costing import GpuPrice, PricingConfig, get_model, gpu_price, model_names, resolve_terms
 from costmodel.costing.day import committed, price_bill
 from costmodel.costing.day_answer import answer
@@ -34,7 +34,7 @@ def prices(day: DayRecord, cfg: PricingConfig | None = None) -> dict[str, GpuPri
 def repriced(day: DayRecord, cfg: PricingConfig) -> list[MonthBill]:
     """Every bill under `cfg` (the GPU-hours, energy and fleet sizes are the day's: price does not change them)."""
     ps = prices(day, cfg)
-    return sorted((price_bill(b, ps[b.hardware], day.span_h) if b.hardware in ps else b for b in day.bills), key=bill_order)
+    return sorted((price_bill(b, ps[b.hardware]) if b.hardware in ps else b for b in day.bills), key=bill_order)
 
 
 def pricing_models_table(day: DayRecord) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -90,9 +90,9 @@ def _cost(b: MonthBill | None) -> float:
     return b.cost_usd_per_month if b is not None else math.nan
 
 
-def billed_gpu_hours(b: MonthBill, price: GpuPrice, span_h: float) -> float:
+def billed_gpu_hours(b: MonthBill, price: GpuPrice) -> float:
     """The GPU-hours a day is billed for under `price` (costmodel/costing/day.py)."""
-    return b.replicas_max * span_h if committed(price) else b.gpu_hours_per_day
+    return b.replicas_max * DAY_H if committed(price) else b.gpu_hours_per_day
 
 
 def owned(price: GpuPrice) -> bool:

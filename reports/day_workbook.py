@@ -65,7 +65,7 @@ def _month_sheet(ws, day: DayRecord, ps: dict, refs: dict) -> int:
         flag = "" if ok else (b.note or f"misses the SLO in {b.hours - b.hours_meeting_slo} of {b.hours} hours")
         ws.append([fleet_key(b), b.hardware, b.mode, b.policy, ok, b.hours_meeting_slo, b.hours, b.replicas_min, b.replicas_max, b.requests_per_day,
                    b.slo_attainment if b.slo_attainment == b.slo_attainment else None, b.gpu_hours_per_day,
-                   billed_gpu_hours(b, p, day.span_h) if has else None, round(elec, 4), *costs,
+                   billed_gpu_hours(b, p) if has else None, round(elec, 4), *costs,
                    b.cost_usd_per_month if b.cost_usd_per_month == b.cost_usd_per_month else None, flag])
     return meeting
 

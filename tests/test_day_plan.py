@@ -51,7 +51,8 @@ def test_a_flat_day_is_the_plan_at_that_qps(workload):
     assert static["meets_slo"] and static["slo_attainment"] > 0.95  # the plan's fleet meets the SLO over the day, as in the plan
     assert static["ttft_ms_p95"] == pytest.approx(cell["ttft_ms_p95"], rel=0.25, abs=30)  # latencies within noise
     bill = next(b for b in day.bills if b.policy == "static")
-    assert bill.requests_per_day == pytest.approx(QPS * 360, rel=0.05)  # the real day's requests
+    assert bill.requests_per_day == pytest.approx(QPS * 86400, rel=0.05)  # the real requests, the 6-minute span scaled to a day
+    assert bill.gpu_hours_per_day == pytest.approx(bill.replicas_max * 24)  # static: every replica all day, not 1/10 of an hour
 
 
 def test_prefix_caching_reaches_the_day():

@@ -16,7 +16,7 @@ from dataclasses import replace
 import pandas as pd
 
 from costmodel.costing import DAYS_PER_MONTH, GpuPrice, get_model
-from costmodel.schemas.day import MonthBill
+from costmodel.schemas.day import DAY_H, MonthBill
 
 
 def committed(price: GpuPrice) -> bool:
@@ -31,14 +31,14 @@ def _cost(price: GpuPrice, billed_gpu_hours: float, energy_kwh: float) -> float:
     return usd
 
 
-def price_bill(bill: MonthBill, price: GpuPrice, span_h: float) -> MonthBill:
-    """One fleet's day and month under `price` (a bill with a note has no figures to price)."""
+def price_bill(bill: MonthBill, price: GpuPrice) -> MonthBill:
+    """One fleet's day and month under `price` (a bill with a note has no figures to price; its
+    per-day figures are a day's whatever the span: costmodel/schemas/day.py over_a_day)."""
     if bill.note:
         return bill
-    per_month = DAYS_PER_MONTH * 24.0 / span_h  # the span (a day) repeated for a month
-    billed = bill.replicas_max * span_h if committed(price) else bill.gpu_hours_per_day
+    billed = bill.replicas_max * DAY_H if committed(price) else bill.gpu_hours_per_day
     day = _cost(price, billed, bill.energy_kwh_per_day)
-    return replace(bill, cost_usd_per_day=day, cost_usd_per_month=day * per_month)
+    return replace(bill, cost_usd_per_day=day, cost_usd_per_month=day * DAYS_PER_MONTH)
 
 
 def price_hours(hours: pd.DataFrame, prices: dict[str, GpuPrice]) -> pd.DataFrame:

@@ -6,7 +6,7 @@ reports read one definition (costmodel/schemas/dictionary.py)."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +17,8 @@ from costmodel.schemas.columns import ColumnDoc, docs_of, meta
 
 CLUSTER = "simulate/cluster (outcome.py)"
 DAY = "simulate/plan/day.py"
+DAY_H = 24.0
+PER_DAY = "; a span other than 24 h (a load curve's hours=, a trace) scaled to 24 h, as the month scales the day"
 
 
 @dataclass
@@ -61,14 +63,14 @@ class MonthBill:
     autoscaler: str = field(metadata=meta("the autoscaling policy and its target", "-", DAY))
     replicas_min: int = field(metadata=meta("fewest replicas of any interval (at its most)", "replicas", DAY))
     replicas_max: int = field(metadata=meta("most replicas at once", "replicas", DAY))
-    requests_per_day: int = field(metadata=meta("requests arriving over the day", "count", DAY))
-    rejected_per_day: int = field(metadata=meta("requests rejected (queue full or timed out) over the day", "count", DAY))
+    requests_per_day: int = field(metadata=meta(f"requests arriving over the day{PER_DAY}", "count", DAY))
+    rejected_per_day: int = field(metadata=meta(f"requests rejected (queue full or timed out) over the day{PER_DAY}", "count", DAY))
     slo_attainment: float = field(metadata=meta("share of the day's requests finishing within every per-request SLO limit", "fraction 0-1", DAY))
     hours_meeting_slo: int = field(metadata=meta("intervals whose own statistics meet the SLO", "count", DAY))
     hours: int = field(metadata=meta("intervals of the day", "count", DAY))
-    gpu_hours_per_day: float = field(metadata=meta("GPU time billed over the day", "GPU-h", DAY))
-    energy_kwh_per_day: float = field(metadata=meta("GPU energy over the day (no PUE)", "kWh", DAY))
-    cost_usd_per_day: float = field(metadata=meta("GPU-hours x price over the day", "USD", DAY))
+    gpu_hours_per_day: float = field(metadata=meta(f"GPU time billed over the day{PER_DAY}", "GPU-h", DAY))
+    energy_kwh_per_day: float = field(metadata=meta(f"GPU energy over the day (no PUE){PER_DAY}", "kWh", DAY))
+    cost_usd_per_day: float = field(metadata=meta(f"GPU-hours x price over the day{PER_DAY}", "USD", DAY))
     cost_usd_per_month: float = field(metadata=meta("the day repeated for 365.25/12 days", "USD", DAY))
     energy_kwh_per_month: float = field(metadata=meta("the day's energy repeated for 365.25/12 days", "kWh", DAY))
     saving_vs_static_frac: float = field(default=float("nan"), metadata=meta("1 - this fleet's monthly cost / the static peak fleet's", "fraction", DAY))
@@ -78,6 +80,16 @@ class MonthBill:
     def meets_slo_every_hour(self) -> bool:
         """Every interval of the day meets the SLO (and the fleet has figures)."""
         return not self.note and self.hours > 0 and self.hours_meeting_slo == self.hours
+
+
+def over_a_day(bill: MonthBill, span_h: float) -> MonthBill:
+    """A bill of a span other than 24 h (a load curve's hours=, a trace) as a day's: its per-day
+    figures x 24/span_h, as the month scales the span, so that a one-hour day's 'per day' columns
+    sit beside its monthly figures at the same scale (not 24x below them)."""
+    k = DAY_H / span_h
+    return replace(bill, requests_per_day=round(bill.requests_per_day * k), rejected_per_day=round(bill.rejected_per_day * k),
+                   gpu_hours_per_day=bill.gpu_hours_per_day * k, energy_kwh_per_day=bill.energy_kwh_per_day * k,
+                   cost_usd_per_day=bill.cost_usd_per_day * k)
 
 
 DAY_COMMAND = "day"  # the output set's command (costmodel/outputset.py OWNED)

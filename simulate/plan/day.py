@@ -35,7 +35,7 @@ import pandas as pd
 from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.fields import DAY_REQUESTS
-from costmodel.schemas.day import DAY_COMMAND, DAY_JSON, MonthBill, bill_order, day_docs
+from costmodel.schemas.day import DAY_COMMAND, DAY_JSON, MonthBill, bill_order, day_docs, over_a_day
 from costmodel.schemas.dictionary import write_table
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.provenance import profile_provenance
@@ -310,7 +310,7 @@ def _day_job(hardware: str, mode: str, policy: str, n_peak: int, target: float |
     rows = interval_rows(run, slo.bounds, span_s, cfg.interval_s / c, max_utilisation=slo.max_utilisation)
     summ = summarise_span(rows, span_s)[0]
     name = "static" if policy == "static" else f"request-rate:target={target:.3g}"
-    bill = _bill(summ, rows, policy, name, c)
+    bill = over_a_day(_bill(summ, rows, policy, name, c), lc.span_s / 3600)
     flat = _flat(rows, policy, c, cfg.interval_s)
     return {"rows": flat, "bill": bill, "wall_s": time.perf_counter() - t0, "requests": len(reqs)}
 
@@ -381,7 +381,8 @@ def run_fleet_day(cfg: DayConfig, fleet: str, progress: Callable[[str], None] | 
     run = simulate_fleet(pools, reqs, seed=cfg.seed, sample_s=cfg.interval_s / c)
     span_s = lc.span_s / c
     rows = interval_rows(run, slo.bounds, span_s, cfg.interval_s / c, max_utilisation=slo.max_utilisation)
-    bills = [_bill(s, rows, s.pool, next((p.policy().name for p in pools if p.name == s.pool), "fleet"), c) for s in summarise_span(rows, span_s)]
+    bills = [over_a_day(_bill(s, rows, s.pool, next((p.policy().name for p in pools if p.name == s.pool), "fleet"), c), lc.span_s / 3600)
+             for s in summarise_span(rows, span_s)]
     hours = pd.DataFrame(_flat(rows, "fleet", c, cfg.interval_s))
     return DayOutcome(cfg, lc, slo, {}, hours, bills, time.perf_counter() - t0, profiles=profiles)
 
@@ -416,8 +417,7 @@ def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> Da
         say(f"{b.hardware}/{b.mode} {b.policy}: {res['requests']:,} requests in {res['wall_s']:.1f} s, ${b.cost_usd_per_month:,.0f}/month at catalog prices")
 
     results = run_tasks(_day_job, jobs, cluster=Workers(None, cfg.jobs or planner.default_jobs(), local="processes"), on_done=done)
-    span_h = lc.span_s / 3600
-    bills = _with_savings([price_bill(r["bill"], prices[r["bill"].hardware], span_h) for r in results])
+    bills = _with_savings([price_bill(r["bill"], prices[r["bill"].hardware]) for r in results])
     for (h, m), (n, _) in peaks.items():
         if n is None:
             bills.append(MonthBill(h, m, "static", "static", 0, 0, 0, 0, float("nan"), 0, 0, float("nan"), float("nan"), float("nan"),

@@ -68,11 +68,19 @@ def test_unwritable_outputs_are_one_line_errors_naming_the_path(cli, tmp_path, r
     assert read_only_file.read_text() == "keep me\n"
 
 
-def test_a_simulate_output_path_is_checked_before_any_point_runs(cli):
-    t0 = time.perf_counter()
-    code, _, err = cli("simulate", "--qps", "1", "--mode", "ar", "--requests", "200000", "-o", "/proc/x")
+def _no_request_drawn(monkeypatch) -> None:
+    """Drawing a run's requests (simulate/workload.py build_requests, past its size check) fails the test:
+    what follows must be refused before any work."""
+    def drawn(*a, **kw):
+        raise AssertionError("requests were drawn before the input was refused")
+
+    monkeypatch.setattr("simulate.workload._regime_names", drawn)
+
+
+def test_a_simulate_output_path_is_checked_before_any_point_runs(cli, monkeypatch):
+    _no_request_drawn(monkeypatch)
+    code, _, err = cli("simulate", "--qps", "1", "--mode", "ar", "--requests", "200000", "--jobs", "1", "-o", "/proc/x")
     one_line_error(code, err, "-o /proc/x", "cannot create files in /proc")
-    assert time.perf_counter() - t0 < 5  # 200,000 requests would take ~15 s to simulate
 
 
 # ---- 2. bounded runs --------------------------------------------------------------------------------
@@ -85,11 +93,10 @@ def test_a_simulate_output_path_is_checked_before_any_point_runs(cli):
     ("plan", "--qps", "1e9", "--hardware", "h200", "--mode", "ar", "--jobs", "1", "-o", "PLAN"),
     ("plan", "--duration", "1e9", "--hardware", "h200", "--mode", "ar", "--jobs", "1", "-o", "PLAN"),
 ])
-def test_runs_above_the_memory_budget_are_refused_with_how_to_split(cli, tmp_path, args):
-    t0 = time.perf_counter()
+def test_runs_above_the_memory_budget_are_refused_with_how_to_split(cli, tmp_path, args, monkeypatch):
+    _no_request_drawn(monkeypatch)  # refused before drawing a single request
     code, _, err = cli(*[str(tmp_path / "plan") if a == "PLAN" else a for a in args])
     one_line_error(code, err.splitlines()[-1] + "\n", "GiB memory budget", "split the run", "COSTMODEL_MEMORY_BUDGET_GIB")
-    assert time.perf_counter() - t0 < 15  # refused before drawing a single request
 
 
 def test_the_budget_follows_the_environment(monkeypatch):
@@ -117,22 +124,24 @@ def _interrupt_after(args: list[str], wait_s: float, tmp_path: Path) -> tuple[in
     return p.returncode, time.perf_counter() - t0, err.decode()
 
 
-def test_ctrl_c_on_a_2m_request_simulate_exits_130_within_2_s(tmp_path):
+# How fast Ctrl-C ends each of these is benchmarks/bench_interrupt.py's figure (speed is not a unit test's);
+# here: the exit code, the one line, nothing half-written (communicate's timeout only guards a hang).
+def test_ctrl_c_on_a_2m_request_simulate_exits_130(tmp_path):
     code, took, err = _interrupt_after(["simulate", "--qps", "4", "--mode", "ar", "--requests", "2000000", "-o", "out"], 5.0, tmp_path)
-    assert code == 130 and took < 2.0, (code, took, err)
+    assert code == 130, (code, took, err)
     assert err.strip().splitlines()[-1].startswith("interrupted (Ctrl-C)")
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob(".*"))  # nothing half-written
 
 
 def test_ctrl_c_stops_the_worker_processes_of_a_parallel_simulate(tmp_path):
     code, took, err = _interrupt_after(["simulate", "--qps", "4,5", "--mode", "ar", "--requests", "2000000", "--jobs", "2"], 5.0, tmp_path)
-    assert code == 130 and took < 2.0, (code, took, err)
+    assert code == 130, (code, took, err)
 
 
 def test_ctrl_c_during_a_dask_sweep_is_one_line_too(tmp_path):
     (tmp_path / "spec.json").write_text(json.dumps({"kind": "simulate", "base": {"mode": "ar", "n_requests": 1_500_000}, "grid": {"qps": [4, 5, 6, 7]}}))
     code, took, err = _interrupt_after(["sweep", "spec.json", "--jobs", "2", "-o", "out"], 6.0, tmp_path)
-    assert code == 130 and took < 5.0, (code, took, err)
+    assert code == 130, (code, took, err)
     assert err.strip().splitlines() == [INTERRUPTED], err  # no nanny's or worker's traceback beside it
 
 
@@ -179,13 +188,16 @@ def test_an_empty_list_item_is_refused(cli):
     one_line_error(*cli("simulate", "--qps", "1,,2")[::2], "empty item")
 
 
-def test_validate_without_a_gpu_refuses_before_building_a_model(cli):
+def test_validate_without_a_gpu_refuses_before_building_a_model(cli, monkeypatch):
     pytest.importorskip("torch")
+
+    def built(*a, **kw):
+        raise AssertionError("a model was built before the input was refused")
+
+    monkeypatch.setattr("measure.validate.gpu.load_models", built)
     for rates in ("auto", "-1", "fast"):
-        t0 = time.perf_counter()
         code, _, err = cli("validate", "--profile", str(SHIPPED), "--rates", rates, "-o", "/tmp/costmodel-never-written")
         one_line_error(code, err, "--rates" if rates != "auto" else "no CUDA GPU")
-        assert time.perf_counter() - t0 < 30
 
 
 def test_an_aborted_point_gets_its_own_warm_up_in_the_caption(cli):

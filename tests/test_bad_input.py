@@ -89,7 +89,6 @@ def test_a_simulate_output_path_is_checked_before_any_point_runs(cli, monkeypatc
     ("simulate", "--qps", "1", "--requests", "1000000000"),
     ("simulate", "--qps", "1", "--duration", "1e10"),
     ("simulate", "--qps", "1", "--requests", "100000000000"),
-    ("simulate", "--qps", "1", "--replicas", "100000000", "--requests", "10"),
     ("plan", "--qps", "1e9", "--hardware", "h200", "--mode", "ar", "--jobs", "1", "-o", "PLAN"),
     ("plan", "--duration", "1e9", "--hardware", "h200", "--mode", "ar", "--jobs", "1", "-o", "PLAN"),
 ])
@@ -97,6 +96,11 @@ def test_runs_above_the_memory_budget_are_refused_with_how_to_split(cli, tmp_pat
     _no_request_drawn(monkeypatch)  # refused before drawing a single request
     code, _, err = cli(*[str(tmp_path / "plan") if a == "PLAN" else a for a in args])
     one_line_error(code, err.splitlines()[-1] + "\n", "GiB memory budget", "split the run", "COSTMODEL_MEMORY_BUDGET_GIB")
+
+
+def test_replicas_past_their_field_are_refused_before_any_request(cli, monkeypatch):
+    _no_request_drawn(monkeypatch)
+    one_line_error(*cli("simulate", "--qps", "1", "--replicas", "100000", "--requests", "10")[::2], "--replicas 100000 is above its bound of 4,096")
 
 
 def test_the_budget_follows_the_environment(monkeypatch):
@@ -363,7 +367,7 @@ def test_a_sweep_point_error_names_its_spec_file(cli, tmp_path):
 def test_a_bad_engine_setting_is_fixed_in_the_terms_it_was_given_in(cli, tmp_path):
     spec = _wl(tmp_path, {"kind": "simulate", "base": {"mode": "ar", "n_requests": 8}, "points": [{"qps": 1, "max_num_seqs": 0}]}, "seqs.json")
     one_line_error(*cli("sweep", spec, "--jobs", "1", "-o", str(tmp_path / "o"))[::2], "seqs.json: point", "e.g. max_num_seqs: 8")
-    one_line_error(*cli("simulate", "--qps", "1", "--mode", "ar", "--requests", "5", "--max-num-seqs", "0")[::2], "(CLI); e.g. --max-num-seqs 8")
+    one_line_error(*cli("simulate", "--qps", "1", "--mode", "ar", "--requests", "5", "--max-num-seqs", "0")[::2], "--max-num-seqs 0 is below its bound of 1", "give --max-num-seqs a whole number")
 
 
 def test_a_sweep_point_above_the_memory_budget_is_refused_before_any_job_in_the_specs_terms(cli, tmp_path):

@@ -77,9 +77,12 @@ class LazyGroup(click.Group):
             return None
         module, attr = target.split(":")
         try:
-            return getattr(importlib.import_module(module), attr)
+            cmd = getattr(importlib.import_module(module), attr)
         except ImportError as e:
             raise missing_extra(e, name) or e from None
+        from costmodel.cli.edge import guard  # every command's line checked against the table of inputs (costmodel/inputs.py)
+
+        return guard(cmd, name)
 
     def format_commands(self, ctx, formatter):
         with formatter.section("Commands"):

@@ -13,9 +13,8 @@ import pandas as pd
 from costmodel.errors import UserError
 from costmodel.hardware import validate_spec
 from costmodel.schemas.day import DAY_H, DayRecord, MonthBill, bill_order
-from costmodel.costing import GpuPrice, PricingConfig, get_model, gpu_price, model_names, resolve_terms
+from costmodel.costing import TIE_FRAC, GpuPrice, PricingConfig, get_model, gpu_price, model_names, resolve_terms
 from costmodel.costing.day import committed, price_bill
-from costmodel.costing.day_answer import answer
 
 
 def specs(day: DayRecord) -> dict:
@@ -39,7 +38,7 @@ def repriced(day: DayRecord, cfg: PricingConfig) -> list[MonthBill]:
 
 def pricing_models_table(day: DayRecord) -> tuple[pd.DataFrame, dict[str, str]]:
     """USD per month of each fleet meeting the SLO under every registered pricing model, and each
-    model's cheapest fleet ("" where a GPU cannot be priced under it)."""
+    model's cheapest fleet or tie (cheapest_text; "" where a GPU cannot be priced under it)."""
     base = pricing(day)
     rows = {}
     for m in model_names():
@@ -47,14 +46,15 @@ def pricing_models_table(day: DayRecord) -> tuple[pd.DataFrame, dict[str, str]]:
         try:
             bills = repriced(day, cfg)
         except UserError:  # a model a GPU cannot be priced under (no purchase price): a blank column
-            rows[m] = {}
+            rows[m] = []
             continue
-        rows[m] = {fleet_key(b): b.cost_usd_per_month for b in bills if b.meets_slo_every_hour}
+        rows[m] = bills
     fleets = [fleet_key(b) for b in day.bills if b.meets_slo_every_hour]
     out = pd.DataFrame({"fleet": fleets})
-    for m, vals in rows.items():
+    for m, bills in rows.items():
+        vals = {fleet_key(b): b.cost_usd_per_month for b in bills if b.meets_slo_every_hour}
         out[f"{m} USD/month"] = [vals.get(f, math.nan) for f in fleets]
-    winners = {m: (min(vals, key=vals.get) if vals else "") for m, vals in rows.items()}
+    winners = {m: (cheapest_text(bills) if bills else "") for m, bills in rows.items()}
     return out, winners
 
 
@@ -62,11 +62,34 @@ def fleet_key(b: MonthBill) -> str:
     return f"{b.hardware} / {b.mode} / {b.policy}"
 
 
+def cheapest(bills: list[MonthBill]) -> list[MonthBill]:
+    """The cheapest fleet meeting the SLO every hour and every fleet of another (GPU, mode) costing
+    the same within TIE_FRAC (the answer's rule, costmodel/costing/day_answer.py: the (GPU, mode)s
+    compete, one fleet each): one bill is a winner, several a tie that none wins, none: no fleet
+    meets the SLO every hour."""
+    first: dict[tuple, MonthBill] = {}
+    for b in sorted(bills, key=bill_order):
+        if b.meets_slo_every_hour and math.isfinite(b.cost_usd_per_month):
+            first.setdefault((b.hardware, b.mode), b)
+    best = list(first.values())
+    if not best:
+        return []
+    low = best[0].cost_usd_per_month
+    return [b for b in best if b.cost_usd_per_month - low <= TIE_FRAC * low]
+
+
+def cheapest_text(bills: list[MonthBill]) -> str:
+    """The cheapest fleet's key, 'tie: A = B' (no winner), or 'none' (no fleet meets the SLO every hour)."""
+    best = cheapest(bills)
+    return "none" if not best else fleet_key(best[0]) if len(best) == 1 else "tie: " + " = ".join(fleet_key(b) for b in best)
+
+
 def price_sensitivity(day: DayRecord) -> pd.DataFrame:
     """Each GPU's hourly price at the low and the high end of its catalog range (the others as
-    priced), one at a time: the winner and its monthly cost there, and whether the winner changes."""
+    priced), one at a time: the winner (or the tie, cheapest_text) and its monthly cost there, and
+    whether the answer changes."""
     base = pricing(day)
-    base_win = answer(day).winner
+    base_win = cheapest_text(day.bills)
     rows = []
     for h, s in specs(day).items():
         values, sources = resolve_terms(h, base.terms)
@@ -76,18 +99,18 @@ def price_sensitivity(day: DayRecord) -> pd.DataFrame:
         for end in ("low", "high"):
             v = values[f"price_{end}_usd_per_gpu_hour"]
             cfg = PricingConfig(**{**base.to_dict(), "price_usd_per_gpu_hour": {**base.price_usd_per_gpu_hour, h: v}})
-            w = answer(day, repriced(day, cfg)).winner
-            ends[end] = (v, w)
-        flips = [end for end, (_, w) in ends.items() if base_win is not None and w is not None and fleet_key(w) != fleet_key(base_win)]
+            ends[end] = (v, repriced(day, cfg))
+        flips = [end for end, (_, bills) in ends.items() if cheapest_text(bills) not in (base_win, "none") and base_win != "none"]
         rows.append({"input": f"{h} USD per GPU-hour", "low_value": ends["low"][0], "high_value": ends["high"][0],
-                     "winner_at_low": fleet_key(ends["low"][1]) if ends["low"][1] else "none", "usd_per_month_at_low": _cost(ends["low"][1]),
-                     "winner_at_high": fleet_key(ends["high"][1]) if ends["high"][1] else "none", "usd_per_month_at_high": _cost(ends["high"][1]),
+                     "winner_at_low": cheapest_text(ends["low"][1]), "usd_per_month_at_low": _cost(ends["low"][1]),
+                     "winner_at_high": cheapest_text(ends["high"][1]), "usd_per_month_at_high": _cost(ends["high"][1]),
                      "winner_changes_at": ", ".join(flips) or "no", "range_source": sources["price_low_usd_per_gpu_hour"]})
     return pd.DataFrame(rows)
 
 
-def _cost(b: MonthBill | None) -> float:
-    return b.cost_usd_per_month if b is not None else math.nan
+def _cost(bills: list[MonthBill]) -> float:
+    best = cheapest(bills)
+    return best[0].cost_usd_per_month if best else math.nan
 
 
 def billed_gpu_hours(b: MonthBill, price: GpuPrice) -> float:

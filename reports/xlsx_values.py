@@ -23,8 +23,8 @@ from xml.sax.saxutils import escape
 class FormulaValues:
     values: dict[tuple[str, str], object] = field(default_factory=dict)  # (sheet title, cell ref) -> computed value
 
-    def put(self, ws, ref: str, formula: str, value) -> None:
-        """Write `formula` into ws[ref] and remember the value it evaluates to."""
+    def put(self, ws, ref: str, formula, value) -> None:
+        """Write `formula` (text, or an openpyxl ArrayFormula) into ws[ref] and remember the value it evaluates to."""
         ws[ref] = formula
         self.values[(ws.title, ref)] = value
 
@@ -43,15 +43,15 @@ class FormulaValues:
 
     def _fill_sheet(self, xml: str, title: str) -> str:
         def cached(m: re.Match) -> str:
-            ref, attrs, formula = m.group(1), m.group(2) or "", m.group(3)
+            ref, attrs, f = m.group(1), m.group(2) or "", m.group(3)  # f: the whole <f ...>...</f>, an array formula's attributes kept
             if (title, ref) not in self.values:
                 return m.group(0)
             v = self.values[(title, ref)]
             if isinstance(v, bool):
-                return f'<c r="{ref}"{attrs} t="b"><f>{formula}</f><v>{int(v)}</v></c>'
+                return f'<c r="{ref}"{attrs} t="b">{f}<v>{int(v)}</v></c>'
             if isinstance(v, (int, float)) and math.isfinite(v):
-                return f'<c r="{ref}"{attrs}><f>{formula}</f><v>{float(v)!r}</v></c>'
+                return f'<c r="{ref}"{attrs}>{f}<v>{float(v)!r}</v></c>'
             text = "" if v is None or isinstance(v, float) else str(v)  # a non-finite number: an empty text, as IF(...,"") gives
-            return f'<c r="{ref}"{attrs} t="str"><f>{formula}</f><v>{escape(text)}</v></c>'
+            return f'<c r="{ref}"{attrs} t="str">{f}<v>{escape(text)}</v></c>'
 
-        return re.sub(r'<c r="([A-Z]+[0-9]+)"((?: (?!t=)[a-z]+="[^"]*")*)><f>(.*?)</f><v\s*/></c>', cached, xml)
+        return re.sub(r'<c r="([A-Z]+[0-9]+)"((?: (?!t=)[a-z]+="[^"]*")*)>(<f(?: [a-z]+="[^"]*")*>.*?</f>)<v\s*/></c>', cached, xml)

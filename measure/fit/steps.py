@@ -475,74 +475,97 @@ class _Summed:
         return pd.Series(a).groupby(self.win).agg(how).to_numpy()
 
 
-def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int, objective: str = "relative") -> StepFit:
-    """The first feature set within tolerance of the best block k-fold MAPE, fitted on every step; with
-    the "windows" objective (front-end gaps under async scheduling) the "mean" one on sums over
-    WINDOW_STEPS consecutive steps."""
-    y = steps["ms"].to_numpy(float)
-    blocks = _blocks(steps)
-    summed = _Summed(steps, d) if objective == "windows" else None
-    objective = "mean" if summed is not None else objective
-    matrix = _matrix
-    if summed is not None:
-        y, blocks = summed.sum_1d(y), summed.sum_1d(blocks, "first")
+class _Objective:
+    """What a feature set is fitted and judged on: the steps (objective "relative" or "mean"), or with the
+    "windows" objective (front-end gaps under async scheduling) sums over WINDOW_STEPS consecutive steps,
+    fitted with the "mean" objective. `matrix` builds a feature set's columns on those rows."""
 
-        def matrix(d_, feats, mode_):  # noqa: F811 - the same columns, summed per window
-            X_, names_ = _matrix(d_, feats, mode_)
-            return summed.sum(X_), names_
-    view = summed if summed is not None else d
-    cands: dict[str, float | None] = {}
+    def __init__(self, steps: pd.DataFrame, d: Design, mode: ServingMode, objective: str):
+        self.d, self.mode = d, mode
+        self.y = steps["ms"].to_numpy(float)
+        self.blocks = _blocks(steps)
+        self.summed = _Summed(steps, d) if objective == "windows" else None
+        self.objective = "mean" if self.summed is not None else objective
+        if self.summed is not None:
+            self.y, self.blocks = self.summed.sum_1d(self.y), self.summed.sum_1d(self.blocks, "first")
+        self.view = self.summed if self.summed is not None else d  # kinds, share, roofline_ms of the rows
+
+    def matrix(self, feats: tuple[str, ...]) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+        X, names = _matrix(self.d, feats, self.mode)
+        return (self.summed.sum(X) if self.summed is not None else X), names
+
+    def fit(self, X: pd.DataFrame):
+        return _fit_physical(X, self.y, self.objective)
+
+    def kfold(self, X: pd.DataFrame, seed: int, per_row: bool = False) -> float | None:
+        return _kfold(X, self.y, self.view.roofline_ms, self.blocks, seed, self.objective, per_row=per_row)
+
+
+def _full_rank(X: pd.DataFrame) -> bool:
+    a = X.to_numpy(float)
+    return bool(np.linalg.matrix_rank(a / np.maximum(np.abs(a).max(axis=0), 1e-12)) == X.shape[1])
+
+
+def _choose_features(ob: _Objective, seed: int, cands: dict) -> tuple[tuple[str, ...], float | None]:
+    """The first feature set within tolerance of the best block k-fold MAPE (each set's MAPE into `cands`)."""
+    d = ob.d
     ok = []
     crosses = bool((d.feats["graph_off"] > 0).any() and (d.feats["graph_off"] == 0).any())
     # an engine whose steps ran on both sides of its largest CUDA graph: a model without the regime is
     # misspecified there, so the regime-aware sets come first (the simplest within tolerance wins)
     order = FEATURE_SETS[len(_BASE_SETS):] + FEATURE_SETS[:len(_BASE_SETS)] if crosses else FEATURE_SETS
     for feats in order:
-        X, _ = matrix(d, feats, mode)
+        X, _ = ob.matrix(feats)
         name = " + ".join(feats)
         cands[name] = None
-        if np.linalg.matrix_rank(X.to_numpy(float) / np.maximum(np.abs(X.to_numpy(float)).max(axis=0), 1e-12)) < X.shape[1]:
+        if not _full_rank(X):
             continue
-        res, cols = _fit_physical(X, y, objective)
+        res, cols = ob.fit(X)
         if res is None:
             continue
-        cands[name] = _kfold(X[cols], y, view.roofline_ms, blocks, seed, objective)
+        cands[name] = ob.kfold(X[cols], seed)
         ok.append((feats, cands[name]))
     if not ok:
-        raise UserError(f"{mode.name}: no feature set fits the recorded steps with non-negative slopes", "record more steps over a wider range of batch sizes")
+        raise UserError(f"{ob.mode.name}: no feature set fits the recorded steps with non-negative slopes",
+                        "record more steps over a wider range of batch sizes")
     with_cv = [(f, c) for f, c in ok if c is not None]
-    if with_cv:
-        best = min(c for _, c in with_cv)
-        feats, cv = next((f, c) for f, c in with_cv if c <= best + max(SELECT_TOL_POINTS, SELECT_TOL_REL * best))
-    else:
-        feats, cv = ok[0]
-    knee = 0
-    if cv is not None and d.graph_max_tokens:  # a GPU engine's kernels (CUDA graphs replayed below graph_max_tokens)
-        # judged per row (a step, or a window of steps): a regime change moves single steps' times, which
-        # the block sums' other noise would drown
-        cv_rows = _kfold(matrix(d, feats, mode)[0], y, view.roofline_ms, blocks, seed, objective, per_row=True)
-        knees = {}
-        for t in (t for t in KNEE_CANDIDATES if t != d.graph_max_tokens and t < d.feats["tokens"].max()):
-            _set_knee(d, t)
-            X, _ = matrix(d, feats + KNEE_FEATURES, mode)
-            name = f"{' + '.join(feats)} + past_knee (past {t} tokens)"
-            cands[name] = None
-            if not any(c.endswith(KNEE_FEATURES[0]) for c in X.columns) or np.linalg.matrix_rank(
-                    X.to_numpy(float) / np.maximum(np.abs(X.to_numpy(float)).max(axis=0), 1e-12)) < X.shape[1]:
-                continue
-            res, cols = _fit_physical(X, y, objective)
-            if res is not None:
-                knees[t] = _kfold(X[cols], y, view.roofline_ms, blocks, seed, objective, per_row=True)
-                cands[name] = _kfold(X[cols], y, view.roofline_ms, blocks, seed, objective)
-        knees = {t: c for t, c in knees.items() if c is not None}
-        if knees and cv_rows is not None:
-            t = min(knees, key=knees.get)
-            if knees[t] < cv_rows - SELECT_TOL_POINTS:
-                knee, feats, cv = t, feats + KNEE_FEATURES, cands[f"{' + '.join(feats)} + past_knee (past {t} tokens)"]
-    _set_knee(d, knee)
-    X, names = matrix(d, feats, mode)
-    res, cols = _fit_physical(X, y, objective)
-    X = X[cols]
+    if not with_cv:
+        return ok[0]
+    best = min(c for _, c in with_cv)
+    return next((f, c) for f, c in with_cv if c <= best + max(SELECT_TOL_POINTS, SELECT_TOL_REL * best))
+
+
+def _choose_knee(ob: _Objective, feats: tuple[str, ...], cv: float | None, seed: int, cands: dict) -> tuple[int, tuple[str, ...], float | None]:
+    """A GPU engine's kernel regime change (KNEE_CANDIDATES): (knee tokens, features, k-fold MAPE), the knee 0 and
+    the features unchanged where no size beats the set's k-fold error per row by more than SELECT_TOL_POINTS.
+    Judged per row (a step, or a window of steps): a regime change moves single steps' times, which the block
+    sums' other noise would drown."""
+    d = ob.d
+    if cv is None or not d.graph_max_tokens:  # CUDA graphs replayed below graph_max_tokens: a GPU engine's kernels
+        return 0, feats, cv
+    cv_rows = ob.kfold(ob.matrix(feats)[0], seed, per_row=True)
+    knees = {}
+    for t in (t for t in KNEE_CANDIDATES if t != d.graph_max_tokens and t < d.feats["tokens"].max()):
+        _set_knee(d, t)
+        X, _ = ob.matrix(feats + KNEE_FEATURES)
+        name = f"{' + '.join(feats)} + past_knee (past {t} tokens)"
+        cands[name] = None
+        if not any(c.endswith(KNEE_FEATURES[0]) for c in X.columns) or not _full_rank(X):
+            continue
+        res, cols = ob.fit(X)
+        if res is not None:
+            knees[t] = ob.kfold(X[cols], seed, per_row=True)
+            cands[name] = ob.kfold(X[cols], seed)
+    knees = {t: c for t, c in knees.items() if c is not None}
+    if knees and cv_rows is not None:
+        t = min(knees, key=knees.get)
+        if knees[t] < cv_rows - SELECT_TOL_POINTS:
+            return t, feats + KNEE_FEATURES, cands[f"{' + '.join(feats)} + past_knee (past {t} tokens)"]
+    return 0, feats, cv
+
+
+def _coefficients(res, d: Design, mode: ServingMode) -> tuple[dict[str, dict[str, float]], tuple[float, ...]]:
+    """The fitted columns as kind -> feature -> coefficient, and the engine starts' eager offsets (sum 0)."""
     coef: dict[str, dict[str, float]] = {}
     offsets: list[float] = []
     for col, v in res.params.items():
@@ -557,17 +580,31 @@ def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int,
             coef[kind] = {"roofline_ms": 1.0}  # not separable from the other kinds' time: they carry it
         elif kind in mode.side_kinds and "const" not in coef.get(kind, {}):
             coef[kind]["roofline_ms"] = coef[kind].get("roofline_ms", 0.0) + 1.0  # never below its roofline
-    held, desc = _heldout(X, y, view, blocks, mode, objective)
+    return coef, tuple(offsets + [-sum(offsets)] if offsets else [])  # the last: the reference start's, by the coding
+
+
+def choose_and_fit(steps: pd.DataFrame, d: Design, mode: ServingMode, seed: int, objective: str = "relative") -> StepFit:
+    """The first feature set within tolerance of the best block k-fold MAPE (and a kernel regime change where
+    one pays), fitted on every step; with the "windows" objective (front-end gaps under async scheduling) the
+    "mean" one on sums over WINDOW_STEPS consecutive steps."""
+    ob = _Objective(steps, d, mode, objective)
+    cands: dict[str, float | None] = {}
+    feats, cv = _choose_features(ob, seed, cands)
+    knee, feats, cv = _choose_knee(ob, feats, cv, seed, cands)
+    _set_knee(d, knee)
+    X, _ = ob.matrix(feats)
+    res, cols = ob.fit(X)
+    X = X[cols]
+    coef, offsets = _coefficients(res, d, mode)
+    held, desc = _heldout(X, ob.y, ob.view, ob.blocks, mode, ob.objective)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         table = res.summary().tables[1].as_text()
-    summary = (f"statsmodels WLS of step ms on share x ({' + '.join(feats)}) per pass kind, "
-               f"{'weights 1/ms^2' if objective == 'relative' else f'unweighted (mean objective) on sums of {WINDOW_STEPS} consecutive steps'}; "
-               f"{len(steps)} steps\n{table}\n"
+    how = "weights 1/ms^2" if ob.objective == "relative" else f"unweighted (mean objective) on sums of {WINDOW_STEPS} consecutive steps"
+    summary = (f"statsmodels WLS of step ms on share x ({' + '.join(feats)}) per pass kind, {how}; {len(steps)} steps\n{table}\n"
                f"block k-fold MAPE per feature set: " + "; ".join(f"{k}: {'-' if v is None else f'{v:.2f}%'}" for k, v in cands.items()))
-    offsets = offsets + [-sum(offsets)] if offsets else []  # the reference start's, by the coding
-    return StepFit(mode.name, feats, coef, len(steps), mape_pct(y, _predict(X, res.params, view.roofline_ms)), cv, held, desc, summary, cands,
-                   knee, tuple(offsets))
+    return StepFit(mode.name, feats, coef, len(steps), mape_pct(ob.y, _predict(X, res.params, ob.view.roofline_ms)), cv, held, desc, summary,
+                   cands, knee, offsets)
 
 
 def _set_knee(d: Design, tokens: int) -> None:
@@ -865,7 +902,7 @@ def _profile(runs: list[Run], opts: FitOptions, target, modes: dict, parts: dict
     eng = runs[0].manifest.engine
     pid = opts.profile_id or f"{target.hw.id}-{target.precision}-vllm-steps-{date[:10].replace('-', '')}"
     return Profile(
-        profile_id=pid, hardware=target.hw.to_dict(), precision=target.precision,
+        profile_id=pid, hardware=target.hw, precision=target.precision,
         engine={"name": "vllm", "version": eng.get("version"), "device": eng.get("device"), "device_name": runs[0].manifest.gpu_name,
                 "source": "engine-steps", "time": time_column, "settings": _run_settings(runs),
                 **_engine_facts(runs)},

@@ -51,3 +51,48 @@ def test_writing_the_tables_loads_them(tmp_path):
     """The other side of the rule: -o writes parquet and CSV, so pandas comes in where they are written."""
     assert "pandas" in heavy_loaded(["simulate", "--mode", "ar", "--qps", "4", "--requests", "200", "-o", str(tmp_path / "out")])
     assert (tmp_path / "out" / "summary.csv").exists()
+
+
+# Each command's --help, as it is: the heavy libraries declaring its options loads. A command may shed
+# one (then shrink its entry); none may gain one unnoticed. `costmodel --help` and `simulate` load none.
+HELP_LOADS = {
+    "roofline": {"pandas", "pyarrow"},
+    "memory": set(),
+    "hardware": set(),
+    "models": set(),
+    "measure": {"httpx", "pandas", "pyarrow", "scipy", "statsmodels"},
+    "import-bench": {"httpx", "pandas", "pyarrow"},
+    "analyze": {"pandas", "pyarrow", "scipy"},
+    "fit": {"pandas", "pyarrow", "scipy", "statsmodels", "simpy"},
+    "profile": {"pandas", "pyarrow", "scipy", "statsmodels"},
+    "simulate": set(),
+    "plan": {"pandas", "pyarrow", "simpy"},
+    "sweep": {"pandas", "pyarrow"},
+    "report": {"openpyxl", "pandas", "plotly", "pyarrow"},
+    "validate": {"pandas", "pyarrow", "simpy", "scipy", "statsmodels"},
+    "compare-bench": {"pandas", "pyarrow"},
+}
+
+
+def test_every_command_is_held_to_its_import_set():
+    from costmodel.cli import COMMANDS
+
+    assert set(HELP_LOADS) == set(COMMANDS)
+    code = ("import json, sys, io, contextlib\nfrom costmodel.cli import main\nout = {}\n"
+            "for name in json.loads(sys.argv[1]):\n"
+            "    before = set(sys.modules)\n"
+            "    with contextlib.redirect_stdout(io.StringIO()):\n"
+            "        main([name, '--help'])\n"
+            f"    out[name] = sorted({{m.split('.')[0] for m in set(sys.modules) - before}} & set({list(HEAVY)!r}))\n"
+            "print(json.dumps(out))")
+    # one interpreter per command: what one command loaded must not hide what the next one loads
+    for name in COMMANDS:
+        run = subprocess.run([sys.executable, "-c", code, json.dumps([name])], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        loaded = set(json.loads(run.stdout.strip().splitlines()[-1])[name])
+        assert loaded <= HELP_LOADS[name], f"`costmodel {name} --help` now loads {sorted(loaded - HELP_LOADS[name])}"
+
+
+def test_a_one_request_simulation_loads_no_table_library():
+    """The start-up figure of benchmarks/bench_startup.py: one request, printed, not written."""
+    assert heavy_loaded(["simulate", "--mode", "ar", "--qps", "1", "--requests", "1", "--jobs", "1"]) == []

@@ -1,10 +1,11 @@
 """The `costmodel` command. Sub-commands load lazily, so `costmodel --help` and the simulator never
-import torch, and each stage lives in the module that owns it."""
+import torch, and each stage lives in the module that owns it. Start-up is paid by those who use it:
+this module imports click and the errors alone; worker processes, output sets and atomic writes are
+looked at only where a command loaded them (benchmarks/bench_startup.py, tests/test_startup_imports.py)."""
 
 from __future__ import annotations
 
 import importlib
-import multiprocessing
 import os
 import signal
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from costmodel import __version__, atomic, outputset
+from costmodel import __version__
 from costmodel.errors import UserError
 
 # command name -> "module:attribute" of a click command
@@ -105,7 +106,8 @@ INTERRUPTED = "interrupted (Ctrl-C): worker processes stopped; files already wri
 def stop_workers(timeout_s: float = 1.0) -> int:
     """Terminate this process's worker processes (process pools of simulate, plan, validate), so an
     interrupted command does not wait for points nobody will read. Returns how many were running."""
-    children = multiprocessing.active_children()
+    mp = sys.modules.get("multiprocessing")  # not loaded: this command started no worker
+    children = mp.active_children() if mp is not None else []
     for p in children:
         p.terminate()
     for p in children:
@@ -137,6 +139,8 @@ def _interruptible():
 def os_error_line(e: OSError) -> str:
     """An OS error on a file (read-only filesystem, permission, a directory where a file is
     meant, a full disk) as the one line a user can act on."""
+    from costmodel import atomic  # an error path: start-up does not pay for it
+
     path = e.filename if e.filename is not None else "a file"
     if atomic.disk_full_errno(e) is not None:
         return str(atomic.disk_full(Path(path), atomic.disk_full_errno(e)))
@@ -167,12 +171,16 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"error: {err}", err=True)
         return 2
     except OSError as e:
+        from costmodel import atomic  # an error path: start-up does not pay for it
+
         if e.filename is None and atomic.disk_full_errno(e) is None:
             raise
         click.echo(f"error: {os_error_line(e)}", err=True)
         return 2
     finally:
-        outputset.release_all()  # the output directories this command claimed (costmodel/outputset.py)
+        claimed = sys.modules.get("costmodel.outputset")  # not loaded: this command claimed no output directory
+        if claimed is not None:
+            claimed.release_all()  # the output directories this command claimed (costmodel/outputset.py)
     return rv if isinstance(rv, int) else 0
 
 

@@ -280,13 +280,20 @@ def graph_max_tokens(engine: dict) -> int:
 
 
 def build_design(steps: pd.DataFrame, sm: ServingMode, target, engine: dict) -> Design:
-    graph_max = graph_max_tokens(engine)
+    """`engine`: the recorded engine settings (manifest.engine), or per run id of `steps` its run's: settings sets
+    differ in MTP's k and in the largest CUDA graph (vLLM sizes it from max_num_seqs), so each step is shaped and
+    its regime placed by its own run's engine."""
+    engines = engine if engine and all(isinstance(v, dict) for v in engine.values()) else None
+    run_ids = steps["run_id"].to_numpy() if engines is not None else None
+    graph_max = max(graph_max_tokens(e) for e in engines.values()) if engines is not None else graph_max_tokens(engine)
     kinds = sm.pass_kinds
     roof = target.roof_for(sm.prefill_kind)
     shares, fj, fs, floor = [], [], [], []
     shapes: dict[str, list] = {}
-    for row in steps.itertuples():
-        segs, side, k = step_segments(row, sm, engine)
+    for i, row in enumerate(steps.itertuples()):
+        eng = engines[run_ids[i]] if engines is not None else engine
+        segs, side, k = step_segments(row, sm, eng)
+        gmax = graph_max_tokens(eng)
         for sg in segs + tuple(x for ps, _ in (side or ()) for x in ps):
             shapes.setdefault(sg.kind, []).append((sg.seqs, sg.tokens, sg.context))
         total = sum(s.seqs * s.tokens for s in segs)
@@ -294,14 +301,14 @@ def build_design(steps: pd.DataFrame, sm: ServingMode, target, engine: dict) -> 
         for s in segs:
             sh[s.kind] += s.seqs * s.tokens / total
         rj = roof.pass_cost(segs)
-        fj.append(features(rj, segs, graph_max))
+        fj.append(features(rj, segs, gmax))
         fl = rj.roofline_ms
         if side:
             # the side passes' features summed (each pass priced alone, `count` times), share 1
             acc: dict[str, float] = {}
             for ps, count in side:
                 rs = target.roof_for(ps[0].kind).pass_cost(ps)
-                for f, v in features(rs, ps, graph_max).items():
+                for f, v in features(rs, ps, gmax).items():
                     acc[f] = acc.get(f, 0.0) + count * v
                 fl += count * rs.roofline_ms
             fs.append(acc)
@@ -693,13 +700,19 @@ def commit_stats_from_steps(df: pd.DataFrame, runs: list[Run]) -> tuple[dict[str
 
 
 def mtp_acceptance_from_steps(df: pd.DataFrame, runs: list[Run]):
-    per_pos = None
-    for s in df["sd_per_pos"]:
+    """Acceptance per position from the recorded spec-decode counters; where the runs drafted different k (settings
+    sets), those of the k that drafted most (one acceptance per profile: a mix of k's would be no engine's)."""
+    per_k: dict[int, list] = {}  # k -> [accepted per position, drafts]
+    drafts_col = df["sd_drafts"].to_numpy(float) if "sd_drafts" in df else np.zeros(len(df))
+    for s, n in zip(df["sd_per_pos"], drafts_col):
         v = json.loads(s) if isinstance(s, str) and s else []
         if not v:
             continue
-        per_pos = np.asarray(v, float) if per_pos is None else per_pos + np.asarray(v, float)
-    drafts = float(df["sd_drafts"].sum()) if "sd_drafts" in df else 0.0
+        acc = per_k.setdefault(len(v), [np.zeros(len(v)), 0.0])
+        acc[0] += np.asarray(v, float)
+        acc[1] += float(n)
+    k = max(per_k, key=lambda j: per_k[j][1], default=None)
+    per_pos, drafts = per_k[k] if k is not None else (None, 0.0)
     if per_pos is None or drafts <= 0:
         raise UserError("the MTP step records hold no drafts", "record an MTP server while it decodes")
     prov = Provenance("measured", f"engine steps of runs {', '.join(r.manifest.run_id for r in runs)}: accepted tokens per position / drafts",
@@ -749,12 +762,14 @@ def _check_runs(runs: list[Run], opts: FitOptions) -> None:
                             "fit recorded engine steps in one `costmodel fit`, other runs in another")
         modes.setdefault(r.manifest.mode, []).append(r)
     for mode, rs in modes.items():
-        graphs = {graph_max_tokens(r.manifest.engine) for r in rs}
+        # settings sets may differ in k and in their largest CUDA graph (each step is priced by its own run's:
+        # build_design), not in whether the engine captured graphs at all, nor in the canvas the model was built with
+        graphs = {graph_max_tokens(r.manifest.engine) > 0 for r in rs}
         if len(graphs) > 1:
-            raise UserError(f"the {mode} engine-steps runs differ in their largest CUDA graph ({sorted(graphs)} tokens)", "fit one engine set-up per mode")
-        keys = {(r.manifest.engine.get("canvas_length"), r.manifest.engine.get("num_speculative_tokens")) for r in rs}
-        if len(keys) > 1:
-            raise UserError(f"the {mode} engine-steps runs differ in canvas length / speculative tokens ({sorted(keys, key=str)})", "fit one engine set-up per mode")
+            raise UserError(f"the {mode} engine-steps runs mix CUDA-graph and eager engines", "fit one engine set-up per mode")
+        canvases = {r.manifest.engine.get("canvas_length") for r in rs}
+        if len(canvases) > 1:
+            raise UserError(f"the {mode} engine-steps runs differ in canvas length ({sorted(canvases, key=str)})", "fit one engine set-up per mode")
 
 
 def fit_mode(serving: ServingMode, runs: list[Run], target, time_column: str, seed: int, msgs: list[str],
@@ -764,7 +779,7 @@ def fit_mode(serving: ServingMode, runs: list[Run], target, time_column: str, se
     steps = pd.concat([without_loads(r, load_steps(r, time_column, msgs), _patterns(holdout_loads, r), msgs) for r in runs], ignore_index=True)
     if len(steps) < MIN_STEPS:
         raise UserError(f"{mode}: only {len(steps)} busy engine steps recorded", f"record at least {MIN_STEPS} (serve some load while recording)")
-    d = build_design(steps, serving, target, runs[0].manifest.engine)
+    d = build_design(steps, serving, target, {r.manifest.run_id: r.manifest.engine for r in runs})
     d.start = anchored_starts(steps, runs, holdout_loads)
     for kind in d.kinds:
         steps[f"_share_{kind}"] = d.share[kind].to_numpy()
@@ -887,7 +902,7 @@ def _engine_facts(runs: list[Run]) -> dict:
     """What the priced engine was, beyond its settings: per mode its largest CUDA graph (the pass models'
     regime boundary) and its attention and MoE backends, as the recorded manifests name them."""
     out: dict = {}
-    graphs = {r.manifest.mode: graph_max_tokens(r.manifest.engine) for r in runs}
+    graphs = {m: _most_common([graph_max_tokens(r.manifest.engine) for r in runs if r.manifest.mode == m]) for m in {r.manifest.mode for r in runs}}
     if any(graphs.values()):
         out[CUDA_GRAPHS_KEY] = graphs
     for key in ("attention_backend", "moe_backend", "quantization"):
@@ -895,6 +910,12 @@ def _engine_facts(runs: list[Run]) -> dict:
         if vals:
             out[key] = ", ".join(vals)
     return out
+
+
+def _most_common(values: list[int]) -> int:
+    """The value most runs hold (ties: the largest): the largest CUDA graph the profile prices by default
+    (a settings set with fewer sequences captures smaller graphs; its own size is an engine setting)."""
+    return max(set(values), key=lambda v: (values.count(v), v))
 
 
 def _profile(runs: list[Run], opts: FitOptions, target, modes: dict, parts: dict, time_column: str, msgs: list[str]) -> Profile:

@@ -42,6 +42,8 @@ class StartFigures:
     eager_steps: int
     stall_s: float = 0.0  # first-use compilations in its steps, above their like (measure/fit/stalls.py)
     duration_s: float = math.nan
+    ttft_p95_ms: float = math.nan
+    e2e_p95_ms: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,15 @@ def start_figures(setup_dir: Path, stalls: dict | None = None) -> dict[str, Star
         f = figures(req[req["load"] == w.name])
         _, stall_s, _ = (stalls or {}).get(w.name, (0, 0.0, math.nan))
         out[w.name] = StartFigures(f"{setup_dir.parent.name}/{setup_dir.name}", str(run.manifest.started_at), f["tok_s"], f["ttft_p50_ms"],
-                                   f["tpot_p50_ms"], _median(graphed), len(graphed), _median(eager), len(eager), stall_s, w.end_s - w.start_s)
+                                   f["tpot_p50_ms"], _median(graphed), len(graphed), _median(eager), len(eager), stall_s, w.end_s - w.start_s,
+                                   f["ttft_p95_ms"], e2e_p95_ms(req[req["load"] == w.name]))
     return out
+
+
+def e2e_p95_ms(req: pd.DataFrame) -> float:
+    """p95 over a load's finished requests of their end-to-end latency (send to last token), ms."""
+    ok = req[req["status"] == "ok"]
+    return float(np.percentile((ok["finish_s"] - ok["arrival_s"]) * 1e3, 95)) if len(ok) else math.nan
 
 
 def _median(s: pd.Series) -> float:

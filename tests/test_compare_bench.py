@@ -39,7 +39,7 @@ def test_a_bench_file_round_trips_through_the_comparison(cli, h200, tmp_path):
     assert pred.finished == 24 and math.isnan(pred.error("tok_s"))  # nothing measured: no error
     f = bench_file(tmp_path / "ar-c4.json", output_throughput=pred.tok_s, median_ttft_ms=pred.ttft_p50_ms, p95_ttft_ms=pred.ttft_p95_ms,
                    median_tpot_ms=pred.tpot_p50_ms)
-    code, out, err = cli("compare-bench", f, "--hardware", "h200", "--csv", str(tmp_path / "cmp.csv"))
+    code, out, err = cli("compare-bench", f, "--mode", "ar", "--hardware", "h200", "--csv", str(tmp_path / "cmp.csv"))
     assert code == 0, err
     assert "closed loop, 4 clients, no rate limit; 24 requests, prompt 512, output 128 tokens" in " ".join(out.split())
     for label in ("output tok/s", "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms"):
@@ -51,11 +51,34 @@ def test_a_bench_file_round_trips_through_the_comparison(cli, h200, tmp_path):
 
 
 def test_a_file_without_p95_says_so_and_compares_the_rest(cli, tmp_path):
-    code, out, err = cli("compare-bench", bench_file(tmp_path / "b.json"), "--hardware", "h200")
+    code, out, err = cli("compare-bench", bench_file(tmp_path / "b.json"), "--mode", "ar", "--hardware", "h200")
     assert code == 0, err
     flat = " ".join(out.split())
     assert "not in file" in out and "TTFT p95: not in the bench file" in flat
-    assert "mode ar (inferred from the file" in flat and "%" in out
+    assert "mode ar (--mode)" in flat and "%" in out
+
+
+def test_a_file_whose_counters_do_not_settle_the_mode_asks_for_it(cli, tmp_path):
+    """A Gemma-4 file without spec_decode_* keys may be AR or an MTP server that saved no counters:
+    one line asking for --mode, never a guess (a guess of AR put a published MTP figure -47.6% off)."""
+    code, out, err = cli("compare-bench", bench_file(tmp_path / "b.json"), "--hardware", "h200")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "do not say which mode" in err and "pass --mode ar or --mode mtp" in err
+    f = bench_file(tmp_path / "mtp.json", spec_decode_num_drafts=100, spec_decode_draft_tokens=400, spec_decode_accepted_tokens=250)
+    code, out, err = cli("compare-bench", f, "--hardware", "h200")
+    assert code == 0, err
+    assert "mode mtp (from the file" in " ".join(out.split())  # its counters settle it
+
+
+def test_a_published_mtp_figure_is_mtp_by_its_transcribed_server():
+    from pathlib import Path
+
+    from costmodel.schemas.bench_result import read_results, settled_mode
+
+    published = Path(__file__).resolve().parents[1] / "data" / "published" / "vllm-blog-2026-06-10"
+    found = {name: settled_mode(read_results(published / f"{name}.json"), read_results(published / f"{name}.json")[0]["model_id"])
+             for name in ("ar", "mtp", "diffusion")}
+    assert found == {"ar": None, "mtp": "mtp", "diffusion": "diffusion"}  # AR's server names no drafting: --mode asked for
 
 
 def test_rate_burstiness_and_per_request_lengths_are_the_files(cli, tmp_path):

@@ -2,7 +2,8 @@
 kind "bench-import", is measure/endpoint/bench_import.py): one JSON object, or several on separate
 lines with --append-result. `read_results` returns the checked result objects; `infer_mode` the
 serving mode a file's counters imply (diffusion_* keys: DiffusionGemma; spec_decode_*: MTP; else the
-model name); `canvas_from_counters` the canvas length a diffusion result's counters imply.
+model name), `settled_mode` the mode only where the file settles it (None: ask for --mode);
+`canvas_from_counters` the canvas length a diffusion result's counters imply.
 """
 
 from __future__ import annotations
@@ -96,6 +97,28 @@ def infer_mode(results: list[dict], model: str) -> str:
     if by_counters:
         return by_counters[0].name
     return recorded_mode(lambda m: bool(m.bench_model_hint) and m.bench_model_hint in model.lower()).name
+
+
+TRANSCRIBED_SERVER = ("costmodel_transcription", "server")  # a published figure's server settings (measure/endpoint/bench_import.py)
+
+
+def settled_mode(results: list[dict], model: str) -> str | None:
+    """The mode a file settles: its counters (a mode's bench_counter_prefix keys), a transcribed
+    figure's server settings (num_speculative_tokens: a drafting mode; a canvas: a diffusion mode),
+    else a word in the model's name (bench_model_hint); None where they leave several modes, e.g. a
+    Gemma-4 file without spec_decode_* keys: AR, or MTP whose server or writer saved no counters."""
+    keys = {k for r in results for k in r}
+    server = {k for r in results for k in (((r.get(TRANSCRIBED_SERVER[0]) or {}).get(TRANSCRIBED_SERVER[1])) or {})}
+    signs = [m for m in all_modes() if (m.bench_counter_prefix and any(k.startswith(m.bench_counter_prefix) for k in keys))
+             or (m.assistant and "num_speculative_tokens" in server)
+             or (m.canvas_sampler and server & {"canvas_length", "max_denoising_steps"})
+             or (m.bench_model_hint and m.bench_model_hint in model.lower())]
+    return signs[0].name if signs else None
+
+
+def unsettled_modes() -> list[str]:
+    """The modes a file with no sign (settled_mode None) may be of: those no model name names."""
+    return [m.name for m in all_modes() if not m.bench_model_hint]
 
 
 def number(r: dict, k: str) -> float:

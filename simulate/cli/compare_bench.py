@@ -25,7 +25,8 @@ from simulate.compare import METRICS, CompareBenchConfig, compare_bench
 @click.option("--hardware", default=None, help=f"GPU of the shipped default profile [default: {DEFAULT_HARDWARE}].")
 @click.option("--profile", "profile_path", default=None, help="Profile JSON instead of the shipped one.")
 @click.option("--mode", default=None, help=f"Serving mode, one of {', '.join(mode_names())} [default: the file's: diffusion_* counters, "
-                                           "spec_decode_*, else the model name].")
+                                           "spec_decode_*, a transcribed server's settings, the model name; a file they leave open "
+                                           "(AR or MTP) is refused, asking for --mode].")
 @click.option("--max-num-seqs", type=click.IntRange(min=1), default=None, help="The server's --max-num-seqs [default: the file's, the profile's, vLLM's].")
 @click.option("--max-num-batched-tokens", type=click.IntRange(min=1), default=None, help="The server's token budget per step.")
 @click.option("--max-denoising-steps", type=click.IntRange(min=1), default=None, help="Diffusion: the server's max_denoising_steps.")
@@ -88,7 +89,7 @@ def table(row) -> Table:
 
 def notes(row, outcome, fc) -> list[str]:
     """What was simulated, on what, and why a figure is missing."""
-    out = [f"predicted on {outcome.profile.profile_id} ({outcome.profile.hardware.get('id')}), mode {row.mode} ({fc.mode_source}); "
+    out = [f"predicted on {outcome.profile.profile_id} ({outcome.profile.hardware.id}), mode {row.mode} ({fc.mode_source}); "
            f"{row.finished} requests simulated over {row.duration_s:,.1f} s; error = predicted / measured - 1"]
     absent = [label for k, label in METRICS.items() if not math.isfinite(row.measured(k))]
     if absent == [METRICS["ttft_p95_ms"]]:

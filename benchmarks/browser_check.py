@@ -1,6 +1,7 @@
 """Render an HTML report in headless Chromium and check it: no page error, every expected chart is
 a plotly figure laid out at a visible size with drawn content and data points, every trace has
-hover text, and hovering a point shows it; the page fetched nothing (no remote or local asset).
+hover text, and hovering a point shows it; the page fetched nothing (no remote or local asset); the
+table rows drawn highlighted (the winner, or every fleet of a tie) are listed.
 Also takes a screenshot (the first screen, or the whole page) for a human to look at.
 
     python -m benchmarks.browser_check out/report.html [--screenshot out/report.png] [--first-screen]
@@ -47,6 +48,13 @@ window.addEventListener('load', function(){ setTimeout(function(){
     }
     out.charts.push(c);
   });
+  out.highlighted = [];
+  document.querySelectorAll('tr.win, tr.tie').forEach(function(tr){
+    var bg = getComputedStyle(tr.cells[0]).backgroundColor;
+    if (bg && bg !== 'rgba(0, 0, 0, 0)' && bg !== 'transparent') {
+      out.highlighted.push({kind: tr.classList.contains('tie') ? 'tie' : 'win', cells: Array.prototype.map.call(tr.cells, function(c){ return c.textContent; })});
+    }
+  });
   performance.getEntriesByType('resource').forEach(function(e){ out.resources.push(e.name); });
   var pre = document.createElement('pre'); pre.id = 'costmodel-probe'; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
@@ -61,6 +69,7 @@ class BrowserCheck:
     resources: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    highlighted: list[dict] = field(default_factory=list)  # table rows drawn highlighted: {"kind": "win" | "tie", "cells": [text, ...]}
 
     @property
     def ok(self) -> bool:
@@ -134,7 +143,7 @@ def check_html(html_path: str | Path, expected=None, chromium: str | None = None
         res.problems.append("the measuring script did not run: the page did not finish rendering")
         return res
     data = json.loads(htmllib.unescape(m.group(1)))
-    res.charts, res.resources, res.errors = data["charts"], data["resources"], data["errors"]
+    res.charts, res.resources, res.errors, res.highlighted = data["charts"], data["resources"], data["errors"], data["highlighted"]
     res.problems += [f"page error: {x}" for x in res.errors] + [f"the page requested {r}" for r in res.resources]
     by_key = {c["key"]: c for c in res.charts}
     for k in expected:

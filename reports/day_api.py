@@ -16,7 +16,7 @@ from costmodel.schemas.dictionary import write_table
 from costmodel.costing import PricingConfig
 from costmodel.costing.day import price_hours
 from costmodel.costing.day_answer import DayAnswer, answer
-from reports.day import prices, repriced
+from reports.day import cheapest, fleet_key, prices, repriced
 from reports.day_html import render_day
 from reports.day_workbook import write_day_workbook
 
@@ -50,7 +50,10 @@ def make_day_report(results: str | Path, out: str | Path, pricing: PricingConfig
         if suffix == ".xlsx":
             written = write_day_workbook(day, staged)
         elif suffix == ".csv":
-            bills = pd.DataFrame([{**asdict(b), "meets_slo_every_hour": b.meets_slo_every_hour} for b in day.bills])
+            best = {fleet_key(b) for b in cheapest(day.bills)}
+            mark = "tie" if len(best) > 1 else "cheapest"
+            bills = pd.DataFrame([{**asdict(b), "meets_slo_every_hour": b.meets_slo_every_hour, "answer": mark if fleet_key(b) in best else ""}
+                                  for b in day.bills])
             written = write_table(bills, staged, day_docs())
         else:
             written = [atomic.write_text(staged, render_day(day))]

@@ -15,7 +15,7 @@ from costmodel import __version__
 from costmodel.schemas.day import DayRecord
 from costmodel.timestamps import now_iso
 from costmodel.costing.day_answer import answer, day_basis
-from reports.day import fleet_key, price_sensitivity, pricing, pricing_models_table
+from reports.day import cheapest, fleet_key, price_sensitivity, pricing, pricing_models_table
 from reports.html import CSS, e, plotly_js
 
 
@@ -62,23 +62,27 @@ def _table(df: pd.DataFrame, row_class=None) -> str:
 
 
 def _bills_block(day: DayRecord) -> str:
-    win = answer(day).winner
+    best = {fleet_key(b) for b in cheapest(day.bills)}
+    tie = len(best) > 1
     rows = []
     for b in day.bills:
-        rows.append({"fleet": fleet_key(b), "replicas": f"{b.replicas_min}-{b.replicas_max}", "meets the SLO every hour":
+        k = fleet_key(b)
+        rows.append({"fleet": k, "answer": ("tie (same cost, no winner)" if tie else "cheapest") if k in best else "",
+                     "replicas": f"{b.replicas_min}-{b.replicas_max}", "meets the SLO every hour":
                      ("yes" if b.meets_slo_every_hour else f"NO: {b.hours_meeting_slo}/{b.hours} hours" if not b.note else b.note),
                      "SLO attainment": f"{100 * b.slo_attainment:.2f}%" if b.slo_attainment == b.slo_attainment else "",
                      "requests per day": f"{b.requests_per_day:,}", "GPU-h per day": f"{b.gpu_hours_per_day:,.1f}",
                      "USD/month": b.cost_usd_per_month if b.meets_slo_every_hour else math.nan})
     df = pd.DataFrame(rows)
     return ("<h2>The month's bills</h2><p class=\"muted\">Fleets meeting the SLO every hour first, cheapest first; those missing it "
-            "follow, greyed, without a price (their cost buys a service that misses the SLO).</p>"
-            + _table(df, lambda r: "win" if win is not None and r["fleet"] == fleet_key(win) else ("miss" if not r["meets the SLO every hour"] == "yes" else "")))
+            "follow, greyed, without a price (their cost buys a service that misses the SLO). Fleets of other GPUs or modes within 1% of "
+            "the cheapest's monthly cost tie with it: all are marked, none wins.</p>"
+            + _table(df, lambda r: ("tie" if tie else "win") if r["fleet"] in best else ("miss" if not r["meets the SLO every hour"] == "yes" else "")))
 
 
 def _pricing_block(day: DayRecord) -> str:
     table, winners = pricing_models_table(day)
-    lines = "".join(f"<li>{e(m)}: {e(w or 'not priced (a GPU has no price under it)')}</li>" for m, w in winners.items())
+    lines = "".join(f"<li>{e(m)}: {e(w or 'not priced (a GPU has no price under it)')}</li>" for m, w in winners.items())  # a tie named whole
     sens = price_sensitivity(day)
     sens = sens.rename(columns=lambda c: c.replace("_", " ").replace("usd per month", "USD/month"))
     sens_html = _table(sens) if not sens.empty else "<p class=\"muted\">No GPU of this day quotes a price range.</p>"

@@ -29,7 +29,7 @@ CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1180px;color:#1b1b1b;line-height:1.45}
 h1{font-size:1.6rem;margin-bottom:.2rem}h2{margin-top:2.2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
 table{border-collapse:collapse;font-size:.85rem;margin:.6rem 0}th,td{border:1px solid #d6d6d6;padding:.25rem .5rem;text-align:right}
-th{background:#f3f3f3}td.t,th.t{text-align:left}td.t:first-child{white-space:nowrap}tr.win td{background:#eaf6ea;font-weight:600}tr.miss td{color:#999}
+th{background:#f3f3f3}td.t,th.t{text-align:left}td.t:first-child{white-space:nowrap}tr.win td{background:#eaf6ea;font-weight:600}tr.tie td{background:#fff6d6;font-weight:600}tr.miss td{color:#999}
 .callout{background:#fff8e1;border-left:4px solid #f2c14e;padding:.6rem 1rem;margin:1rem 0}
 dl.terms{display:grid;grid-template-columns:max-content 1fr;gap:.1rem 1rem;font-size:.9rem}dl.terms dd{margin:0}
 .muted{color:#666;font-size:.85rem}figure{margin:1.2rem 0}
@@ -267,6 +267,8 @@ def render(res: Results, a: Analysis, title: str = "Serving cost: DiffusionGemma
     plan_cols = [c for c in plan_cols if c[0] in cells.columns]
     dict_df = dictionary(list(a.cells.columns) if is_plan else list(a.points.columns))
     terms = "".join(f"<dt><b>{e(k)}</b></dt><dd>{e(v)}</dd>" for k, v in TERMS.items())
+    # a load whose cheapest options tie (several rows cheapest_at_qps): those rows are marked as a tie, none as the winner
+    tied = set(cells.groupby("qps")["cheapest_at_qps"].sum().loc[lambda n: n > 1].index) if "cheapest_at_qps" in cells else set()
     body = [
         f"<h1>{e(title)}</h1>",
         f"<p class=\"muted\">costmodel {e(__version__)} - generated {e(now_iso())} from {e(res.kind)} results {e(res.path)}</p>",
@@ -278,7 +280,8 @@ def render(res: Results, a: Analysis, title: str = "Serving cost: DiffusionGemma
         "<h3>" + ("Plan: fewest replicas meeting the SLO, every (GPU, mode, QPS)" if is_plan
                   else "Cheapest SLO-meeting simulated configuration per (GPU, mode, QPS)" if a.slo.text
                   else "Cheapest stable simulated configuration per (GPU, mode, QPS) (no SLO given: stability only)") + "</h3>",
-        _table(cells, plan_cols, lambda r: "win" if r.get("cheapest_at_qps") else ("miss" if not r.get("meets_slo") else "")),
+        _table(cells, plan_cols, lambda r: (("tie" if r.get("qps") in tied else "win") if r.get("cheapest_at_qps")
+                                            else ("miss" if not r.get("meets_slo") else ""))),
         f'<details><summary>Terms</summary><dl class="terms">{terms}</dl></details>',
         "<details><summary>Column dictionary: meaning, unit and source of every CSV column</summary>",
         _table(dict_df, [("column", "column"), ("meaning", "meaning"), ("unit", "unit"), ("source", "source")]),

@@ -71,6 +71,10 @@ def test_html_charts_render_in_headless_chromium(report_html, tmp_path):
         assert "QPS" in c["hover_text"]  # hovering a point shows its load and value with units
     cost = next(c for c in res.charts if c["key"] == "cost")
     assert "per month" in cost["hover_text"]
+    by_load = {}
+    for r in res.highlighted:  # the plan table's rows drawn highlighted (GPU, mode, QPS, ...), by load
+        by_load.setdefault(r["cells"][2], []).append(r["kind"])
+    assert by_load and all(k == ["win"] or (len(k) > 1 and set(k) == {"tie"}) for k in by_load.values()), by_load  # one winner, or a tie: never one of it
     png = screenshot(res.chromium, report_html, tmp_path / "first.png", height=900)
     assert png.stat().st_size > 10_000
 

@@ -109,7 +109,9 @@ def day_docs() -> dict:
     docs = docs_of(IntervalRow, CLUSTER)
     docs.update(docs_of(MonthBill, DAY))
     extra = {"policy": ("autoscaled | static (peak) | fleet (a fleet file's run)", "-"), "hour": ("hour of the day the interval starts", "h"),
-             "meets_slo_every_hour": ("every interval of the day meets the SLO (month.csv: fleets missing it are listed after those meeting it)", "bool")}
+             "meets_slo_every_hour": ("every interval of the day meets the SLO (month.csv: fleets missing it are listed after those meeting it)", "bool"),
+             "answer": ("`costmodel report DAYDIR -o x.csv`: 'cheapest' for the cheapest fleet meeting the SLO every hour; 'tie' for each of "
+                        "several fleets of different GPUs or modes within 1% of each other's monthly cost (none wins); empty otherwise", "-")}
     docs.update({k: ColumnDoc(k, m, u, DAY) for k, (m, u) in extra.items()})
     return docs
 

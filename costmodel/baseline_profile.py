@@ -42,7 +42,7 @@ def roofline_profile(hardware: str | None = None, precision: str = "bf16", effic
 
     return Profile(
         profile_id=f"{hw.id}-{precision}-roofline-eff{efficiency:g}",
-        hardware=hw.to_dict(),
+        hardware=hw,
         precision=precision,
         engine={"name": "roofline", "efficiency": efficiency},
         modes={m.name: ModeProfile(m.name, model_of[m.model_family], assistant=ASSISTANT_FOR[model_of[m.model_family]] if m.assistant else None,

@@ -256,7 +256,7 @@ def summarise(run: FinishedRun) -> tuple[PointSummary, RequestRecords]:
     busy = sum(r.busy_window_s for r in run.replicas)
     busy_span = window_end if window_end > 0 else run.t_end
     summary = PointSummary(
-        mode=run.mode.name, hardware=str(run.profile.hardware.get("id", "")), profile_id=run.profile.profile_id, qps=float(reqs.qps),
+        mode=run.mode.name, hardware=run.profile.hardware.id, profile_id=run.profile.profile_id, qps=float(reqs.qps),
         replicas=len(run.replicas), requests_arrived=n, requests_finished=int(finished.sum()), requests_unfinished=int(n - finished.sum()),
         stable=stab.stable, stability_reason=stab.reason, duration_s=float(reqs.window_s),
         throughput_rps=float(in_win.sum() / span), output_tokens_per_s=float(out[in_win].sum() / span),

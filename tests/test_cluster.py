@@ -86,12 +86,12 @@ def test_a_static_fleet_bills_its_replicas_and_counts_every_request(h100):
     rows = interval_rows(run, BOUNDS, lc.span_s, 300)
     assert len(rows) == 3 and all(r.replicas_max == 2 and r.gpu_hours == pytest.approx(2 * 300 / 3600) for r in rows)
     assert sum(r.requests_arrived for r in rows) == len(reqs)
-    board = h100.hardware["board_power_w"]
+    board = h100.hardware.board_power_w
     for r in rows:
         assert 0 < r.utilisation < 1 and 0.1 * board < r.energy_kwh * 3.6e6 / (2 * 300) < board
-        assert r.cost_usd == pytest.approx(r.gpu_hours * h100.hardware["price_usd_per_gpu_hour"])
+        assert r.cost_usd == pytest.approx(r.gpu_hours * h100.hardware.price_usd_per_gpu_hour)
     s = summarise_span(rows, lc.span_s)[0]
-    assert s.cost_usd_per_month == pytest.approx(2 * h100.hardware["price_usd_per_gpu_hour"] * 24 * 365.25 / 12)
+    assert s.cost_usd_per_month == pytest.approx(2 * h100.hardware.price_usd_per_gpu_hour * 24 * 365.25 / 12)
 
 
 def _rr_replicas(profile, router: str, n: int):
@@ -270,7 +270,7 @@ def test_plan_load_curve_prints_the_month(cli, tmp_path):
     (["--load-curve", "flat:2", "--qps", "4"], "--qps does not apply"),
     (["--compress", "2"], "applies to --load-curve only"),
     (["--load-curve", "flat:2", "--slo", "max_utilisation<=1.5"], "utilisation is a share"),
-    (["--load-curve", "flat:2", "--autoscale-headroom", "1.2"], "must be in (0, 1]"),
+    (["--load-curve", "flat:2", "--autoscale-headroom", "1.2"], "--autoscale-headroom 1.2 is above its bound of 1"),
 ])
 def test_plan_load_curve_bad_input(cli, tmp_path, args, needle):
     code, out, err = cli("plan", *args, "-o", str(tmp_path / "x"))

@@ -18,7 +18,7 @@ def test_fit_rebuilds_the_shipped_h100_fp8_profile_from_its_committed_op_table(t
     res = build_ops_profile([ROOT / "data/runs/ops/h100"], FitOptions(precision="fp8", profile_id="h100-sxm-fp8"))
     shipped = Profile.load(ROOT / "costmodel/data/profiles/ops/h100-sxm-fp8.json")
     p = res.profile
-    assert p.hardware["id"] == "h100-sxm" and p.precision == "fp8" and p.engine["name"] == "ops"
+    assert p.hardware.id == "h100-sxm" and p.precision == "fp8" and p.engine["name"] == "ops"
     for mode, m in shipped.modes.items():
         for kind, pm in m.pass_models.items():
             mine = p.modes[mode].pass_models[kind]
@@ -46,7 +46,7 @@ def test_fit_for_another_gpu_projects_the_table_and_rebuilds_the_shipped_rtx_509
     res = build_ops_profile([ROOT / "data/runs/ops/h100"], FitOptions(hardware="rtx-5090", precision="int4", profile_id="rtx-5090-int4"))
     shipped = Profile.load(ROOT / "costmodel/data/profiles/ops/rtx-5090-int4.json")
     p = res.profile
-    assert p.hardware["id"] == "rtx-5090" and p.precision == "int4" and p.provenance.kind == "projected"
+    assert p.hardware.id == "rtx-5090" and p.precision == "int4" and p.provenance.kind == "projected"
     for mode, m in shipped.modes.items():
         for kind, pm in m.pass_models.items():
             mine = p.modes[mode].pass_models[kind]

@@ -116,7 +116,7 @@ def test_shipped_ops_profiles_price_from_tables():
         p = Profile.load(ROOT / "costmodel/data/profiles" / rel)
         for m in p.modes.values():
             for kind, pm in m.pass_models.items():
-                assert pm.table_for(p.hardware["id"], p.precision) is not None, (rel, kind)
+                assert pm.table_for(p.hardware.id, p.precision) is not None, (rel, kind)
                 assert pm.diagnostics.heldout_mape_pct <= 5.0, (rel, kind, pm.diagnostics.heldout_mape_pct)
 
 

@@ -65,7 +65,7 @@ def test_projection_scales_with_the_roofline_ratio(h200):
     assert dst.roofline("ar").pass_cost(seg).memory_ms / src.roofline("ar").pass_cost(seg).memory_ms == pytest.approx(4.8 / 3.35)
     pm = dst.modes["diffusion"].pass_models["denoise_step"]
     assert pm.provenance.kind == "projected" and src.profile_id in pm.provenance.source
-    assert dst.provenance.kind == "projected" and dst.hardware["id"] == "h100-sxm"
+    assert dst.provenance.kind == "projected" and dst.hardware.id == "h100-sxm"
     assert dst.commit_stats["R1"].provenance.kind == "published"
     assert pm.diagnostics.summary.startswith("diagnostics of the source fit on h200/bf16")
 
@@ -95,7 +95,9 @@ def test_profile_roofline_cli(tmp_path, cli):
     code, o, err = cli("profile", "roofline", "--hardware", "rtx-5090", "--precision", "bf16", "-o", str(out))
     assert code == 2 and "--precision int4" in err
     code, o, err = cli("profile", "roofline", "--hardware", "h200", "--efficiency", "2", "-o", str(out))
-    assert code == 2 and "outside (0, 1]" in err
+    assert code == 2 and "--efficiency 2 is above its bound of 1" in err
+    code, o, err = cli("profile", "roofline", "--hardware", "h200", "--efficiency", "1e-300", "-o", str(out))
+    assert code == 2 and "--efficiency 1e-300 is below its bound of 0.001" in err and not out.exists() or out.stat().st_size > 0
 
 
 def test_bad_profiles_are_one_line_errors(h200, tmp_path, cli):

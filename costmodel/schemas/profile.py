@@ -21,13 +21,13 @@ import numpy as np
 
 from costmodel import atomic
 from costmodel.errors import UserError
-from costmodel.hardware import HardwareSpec, validate_spec
+from costmodel.hardware import HardwareSpec, catalog, validate_spec
 from costmodel.jsonfile import read_json
 from costmodel.models import ModelShape, get_model
 from costmodel.modes import ServingMode, find_part, get_mode, mode_names, mode_order, profile_parts
 from costmodel.modes.diffusion import CommitStats
 from costmodel.modes.mtp import MtpAcceptance
-from costmodel.precision import Precision, get_precision
+from costmodel.precision import PRECISIONS, Precision, get_precision
 from costmodel.roofline import Roofline, Segment, default_tokens
 from costmodel.records import PROVENANCE_KINDS, Distribution, Provenance
 from costmodel.stepcost import get_predictor, predictor_names, resolve
@@ -155,7 +155,7 @@ class Profile:
     after `modes`."""
 
     profile_id: str
-    hardware: dict  # HardwareSpec.to_dict(): the simulator reads nothing else about the GPU
+    hardware: HardwareSpec  # the GPU it prices, resolved once where the profile is read: the simulator reads nothing else about it
     precision: str
     engine: dict
     modes: dict[str, ModeProfile]
@@ -165,12 +165,14 @@ class Profile:
     schema_version: int
     parts: dict[str, Any]  # part key -> its records
 
-    def __init__(self, profile_id: str, hardware: dict, precision: str, engine: dict, modes: dict[str, ModeProfile],
+    def __init__(self, profile_id: str, hardware: HardwareSpec | dict, precision: str, engine: dict, modes: dict[str, ModeProfile],
                  provenance: Provenance | None = None, created_at: str = "", notes: list[str] | None = None,
                  schema_version: int = SCHEMA_VERSION, parts: dict[str, Any] | None = None, **named_parts: Any):
         unknown = [k for k in named_parts if find_part(k) is None]
         if unknown:
             raise TypeError(f"Profile() got unknown profile parts {unknown} (registered: {[p.key for p in profile_parts()]})")
+        if not isinstance(hardware, HardwareSpec):  # a profile document's hardware section, checked as a hardware file's entry
+            hardware = _hardware_of(hardware, "profile")
         self.profile_id, self.hardware, self.precision, self.engine, self.modes = profile_id, hardware, precision, engine, modes
         self.provenance = provenance if provenance is not None else Provenance("roofline", "")
         self.created_at, self.notes, self.schema_version = created_at, list(notes or []), schema_version
@@ -195,6 +197,7 @@ class Profile:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         parts = d.pop("parts")
+        d["hardware"] = self.hardware.to_dict()
         out = {}
         for k, v in d.items():
             out[k] = v
@@ -219,7 +222,7 @@ class Profile:
                 pms = {k: _pass_model(v) for k, v in m.get("pass_models", {}).items()}
                 modes[name] = ModeProfile(mode=m["mode"], model=m["model"], assistant=m.get("assistant"), pass_models=pms, notes=m.get("notes", ""))
             prof = cls(
-                profile_id=d["profile_id"], hardware=d["hardware"], precision=d["precision"], engine=d.get("engine", {}),
+                profile_id=d["profile_id"], hardware=_hardware_of(d["hardware"], where), precision=d["precision"], engine=d.get("engine", {}),
                 modes=modes, parts={p.key: p.load(d.get(p.key)) for p in profile_parts()},
                 provenance=Provenance(**d["provenance"]), created_at=d.get("created_at", ""), notes=list(d.get("notes", [])),
             )
@@ -235,8 +238,7 @@ class Profile:
         return cls.from_dict(read_json(path, "profile"), f"profile {path}")
 
     def validate(self, where: str = "profile") -> "Profile":
-        validate_spec(self.hardware.get("id", "?"), self.hardware, where)
-        get_precision(self.precision)
+        check_physical(self, where)
         self.provenance.validate(where)
         if not self.modes:
             raise UserError(f"{where} has no modes", f"a profile needs at least one of {', '.join(mode_names())}")
@@ -253,7 +255,7 @@ class Profile:
         return resolve(self)
 
     def hardware_spec(self) -> HardwareSpec:
-        return resolve(self).spec
+        return self.hardware
 
     def roofline(self, mode: str) -> Roofline:
         return resolve(self).roofline(mode)
@@ -283,6 +285,65 @@ class Profile:
             return self.modes[mode]
         except KeyError:
             raise UserError(f"profile {self.profile_id} has no mode {mode!r}", f"it has {', '.join(self.modes)}") from None
+
+
+# ---- physical plausibility: a profile is an input like any other ----------------------------------
+# A profile's hardware section describes the GPU its prices are for. One naming a catalog GPU must
+# be that GPU (a hardware file may not redefine a catalog GPU either: costmodel/hardware.py), every
+# step price must be a finite time a fit could have made, and the commit statistics must describe
+# canvases a request can fill.
+PHYSICAL = ("memory_gb", "memory_bandwidth_tbps", "tflops")
+COEF_MAX = 1e6  # ms per feature unit (a feature is ms, tokens or sequences): above it a pass of one token takes 17 minutes
+WEIGHT_SHARE = 0.75  # a precision suggested leaves a quarter of the memory to KV cache, activations and the CUDA context
+INTERCEPT_MIN_MS = -1e3  # a fit's intercept under a steeper slope is a few ms below zero, never a second
+
+
+def _hardware_of(d, where: str) -> HardwareSpec:
+    if not isinstance(d, dict):
+        raise UserError(f"{where}: hardware is not an object", "give the catalog entry's fields (costmodel hardware --template)")
+    return validate_spec(str(d.get("id", "?")), d, f"{where} (hardware)")
+
+
+def check_physical(p: "Profile", where: str) -> None:
+    """The GPU, precision, weights and the parts' numbers of a profile, as a physical machine allows."""
+    hw = p.hardware
+    known = catalog().get(hw.id)
+    if known is not None:
+        diff = [f for f in PHYSICAL if getattr(hw, f) != getattr(known, f)]
+        if diff:
+            shown = ", ".join(f"{f} {getattr(hw, f)!r} (catalog {getattr(known, f)!r})" for f in diff)
+            raise UserError(f"{where}: its hardware section redefines the catalog GPU {hw.id!r}: {shown}",
+                            f"price a GPU of another memory or speed under an id of its own (e.g. {hw.id}-custom), or restore the catalog's numbers")
+    prec = get_precision(p.precision)
+    hw.peak_tflops(prec)  # a format the GPU lacks: one line naming the formats it has
+    for name, m in p.modes.items():
+        params = get_model(m.model).total_params + (get_model(m.assistant).total_params if m.assistant else 0)
+        weights_gb = params * prec.weight_bytes / 1e9
+        if weights_gb > hw.memory_gb:
+            fits = [q.name for q in PRECISIONS.values() if q.compute in hw.tflops and params * q.weight_bytes / 1e9 <= WEIGHT_SHARE * hw.memory_gb]
+            raise UserError(f"{where}: mode {name}'s {p.precision} weights take {weights_gb:.1f} GB, more than {hw.id}'s {hw.memory_gb:g} GB",
+                            "a replica must hold its weights: " + (f"use --precision {' or '.join(fits)}, or " if fits else "") + "a GPU with more memory")
+        for kind, pm in m.pass_models.items():
+            floored = pm.provenance.kind != "endpoint" and get_predictor(pm.model_type).linear_above_roofline if pm.model_type in predictor_names() else True
+            if not floored and pm.coef.get("const", 0.0) < 0:
+                raise UserError(f"{where}: pass model {name}/{kind} has a negative intercept const={pm.coef['const']!r} ms, and its predictor "
+                                f"({pm.model_type}) is not held above the roofline: the simulator would floor every step at the roofline",
+                                "refit it (`costmodel fit`) or give const >= 0")
+            for f, c in pm.coef.items():
+                if isinstance(c, (int, float)) and math.isfinite(c) and (abs(c) > COEF_MAX or (f == "const" and c < INTERCEPT_MIN_MS)):
+                    bound = f"below {INTERCEPT_MIN_MS:g} ms" if f == "const" and c < INTERCEPT_MIN_MS else f"beyond +-{COEF_MAX:g}"
+                    raise UserError(f"{where}: pass model {name}/{kind} coefficient {f}={c!r} is {bound}",
+                                    "refit it (`costmodel fit`): no fitted step price is that large")
+    for r, c in (p.regimes or {}).items():
+        at = f"{where}: commit_stats.{r}"
+        if not (isinstance(c.tokens_per_call, (int, float)) and math.isfinite(c.tokens_per_call) and c.tokens_per_call > 0):
+            raise UserError(f"{at}.tokens_per_call {c.tokens_per_call!r} is not a positive number of tokens", "a commit call commits at least one token: regenerate the profile")
+        bad = [v for v in c.content_length.values if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0)]
+        if bad:
+            raise UserError(f"{at}.content_length holds {bad[0]!r}, not a number of tokens >= 0", "regenerate the profile")
+        steps = [v for v in c.steps_per_canvas.values if not (isinstance(v, (int, float)) and math.isfinite(v) and v <= 1e5)]
+        if steps:
+            raise UserError(f"{at}.steps_per_canvas holds {steps[0]!r}, not a finite number of steps", "regenerate the profile")
 
 
 # ---- the engine section: which engine and kernel origin the profile prices ---------------------
@@ -420,7 +481,7 @@ def _check_above_roofline(p: Profile, mode: str, where: str) -> None:
     engine steps, priced floored on the joint step as they were fitted, not lone passes)."""
     m = p.modes[mode]
     model = get_model(m.model)
-    roof = Roofline(model, validate_spec(p.hardware.get("id", "?"), p.hardware, where), get_precision(p.precision),
+    roof = Roofline(model, p.hardware, get_precision(p.precision),
                     get_model(m.assistant) if m.assistant else None)
     for kind, pm in m.pass_models.items():
         if pm.provenance.kind == "endpoint" or not get_predictor(pm.model_type).linear_above_roofline:

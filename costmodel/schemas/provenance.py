@@ -28,7 +28,7 @@ def profile_provenance(profile: Profile, modes=None) -> dict:
             pass_models[name][kind] = d
     out = {
         "profile_id": profile.profile_id,
-        "hardware": profile.hardware.get("id"),
+        "hardware": profile.hardware.id,
         "precision": profile.precision,
         "engine": profile.engine,
         "provenance": _prov(profile.provenance),

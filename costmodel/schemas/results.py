@@ -169,7 +169,7 @@ def write_simulation(out_dir: str | Path, points: list[tuple[PointSummary, "pd.D
         paths = [atomic.write_parquet(stage / f"{point_stem(s)}.parquet", requests) for s, requests in points]
         paths.append(atomic.write_csv(stage / SUMMARY_CSV, pd.DataFrame([s.flat() for s, _ in points])))
         paths.append(atomic.write_json(stage / SUMMARY_JSON, {
-            "profile_id": profile.profile_id, "hardware": profile.hardware.get("id"), "precision": profile.precision,
+            "profile_id": profile.profile_id, "hardware": profile.hardware.id, "precision": profile.precision,
             "points": [s for s, _ in points],
             # the profile itself, so a report states where every input came from, whatever profile was simulated
             **({"profiles": [profile.to_dict()]} if hasattr(profile, "to_dict") else {}),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from costmodel.errors import UserError
-from costmodel.hardware import HardwareSpec, validate_spec
+from costmodel.hardware import HardwareSpec
 from costmodel.models import ModelShape, get_model
 from costmodel.modes import get_mode
 from costmodel.precision import Precision, get_precision
@@ -33,7 +33,7 @@ class ModeCost:
         self.serving = get_mode(mode)
         self.pass_models = p.mode(mode).pass_models
         self.roofline = Roofline(resolved.models[mode], resolved.spec, resolved.precision, resolved.assistants[mode])
-        self.hardware_id = p.hardware.get("id")
+        self.hardware_id = p.hardware.id
         self.precision = p.precision
         self.memo: dict = {}
         graphs = p.engine.get(CUDA_GRAPHS_KEY) if isinstance(p.engine, dict) else None
@@ -135,7 +135,7 @@ def resolve(profile) -> ResolvedProfile:
     r = profile.__dict__.get("_resolved")
     if r is None:
         p = profile
-        r = ResolvedProfile(p, validate_spec(p.hardware["id"], p.hardware, p.profile_id), get_precision(p.precision),
+        r = ResolvedProfile(p, p.hardware, get_precision(p.precision),
                             {n: get_model(m.model) for n, m in p.modes.items()},
                             {n: get_model(m.assistant) if m.assistant else None for n, m in p.modes.items()})
         profile.__dict__["_resolved"] = r

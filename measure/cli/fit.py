@@ -1,24 +1,55 @@
-"""`costmodel fit`: run directories -> a versioned profile (pass cost models, commit statistics,
-MTP acceptance), with a statsmodels-backed summary and a held-out check per pass kind."""
+"""`costmodel fit`, measure's half: run directories -> a versioned profile (pass cost models, commit
+statistics, MTP acceptance) written to -o, with a statsmodels-backed summary and a held-out check per
+pass kind. Where the simulator is needed on what it wrote, the command returns what is left for it
+(`LoadsToReplay`, `BenchToCalibrate`), and `costmodel fit` (pipeline/cli/fit.py, which takes these
+options) runs simulate's step on those files next."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 from rich.table import Table
 
-from costmodel.cli import steps
 from costmodel.console import make_console
 from costmodel.errors import UserError
 from costmodel.schemas.bench_result import BENCH_KIND
 from costmodel.schemas.profile import Profile, prices
-from costmodel.schemas.rundir import load_run
+from costmodel.schemas.engine_setup import RecordedSetup
+from costmodel.schemas.rundir import Run, load_run
 from costmodel.shipped import resolve_profile
 from measure.fit.calibrate import calibrate_steps, check_same_setup
 from measure.fit.from_runs import FitRequest, fit_profile
 from measure.fit.ops_runs import compare_tables
 from measure.fit.passes import HELDOUT_TARGET_PCT
+from measure.validate.engine_campaign import recorded_setup
+
+
+@dataclass(frozen=True)
+class LoadsToReplay:
+    """The profile written to `out` was fitted on engine runs that recorded their loads: each mode's
+    front-end latency is what the simulator, replaying those loads, leaves between the engine's clock
+    and the client's (simulate/validate/engine_loads.py), fitted next on `as_run` (the runs' own
+    behaviour; None: the profile's) and written into `out`."""
+
+    out: Path
+    setups: list[RecordedSetup]
+    as_run: Profile | None
+
+
+@dataclass(frozen=True)
+class BenchToCalibrate:
+    """--calibrate on a concurrency-1 bench import, checked to be of `base`'s model and GPU: the
+    constant step term that makes the simulator reproduce its figure is simulate/calibrate.py's to
+    fit, then the profile is written to `out` (`save_calibrated`)."""
+
+    base: Profile
+    runs: list[Run]
+    hardware: str | None
+    apply_to: str | None
+    profile_id: str | None
+    out: str
 
 
 def print_fit_summary(con, result, show_summaries: bool = False) -> None:
@@ -27,7 +58,7 @@ def print_fit_summary(con, result, show_summaries: bool = False) -> None:
         return "-" if x is None else f"{x:.2f}%"
 
     p = result.profile
-    t = Table(title=f"Pass cost fits: {p.profile_id} ({p.hardware['name']}, {p.precision})")
+    t = Table(title=f"Pass cost fits: {p.profile_id} ({p.hardware.name}, {p.precision})")
     for c in ["pass kind", "rows", "shapes", "features", "R2", "MAPE", "k-fold MAPE", "held-out MAPE", "held out", "median x roofline"]:
         t.add_column(c, justify="left" if c in ("pass kind", "features", "held out") else "right")
     over = []
@@ -141,28 +172,28 @@ def fit(runs, out, campaign, hardware, hardware_file, precision, commit_runs, pr
         mtp_metrics=list(mtp_metrics), prefer=prefer, heldout=heldout, time_column=time_column, repeats=repeats, modes=modes,
         model_overrides=list(model_overrides), engine=engine, fill_roofline=fill_roofline, profile_id=profile_id, notes=list(notes), seed=seed,
         host_overhead=host_overhead, behaviour=behaviour, pass_model=pass_model))
-    from measure.validate.engine_campaign import recorded_setup  # engine runs that recorded their loads (GPU vLLM)
-
-    as_run = None
-    if behaviour != "runs" and any((Path(r) / "loads.json").exists() for r in runs):  # simulate the recorded loads as they ran
-        as_run = fit_profile(FitRequest(runs=list(runs), hardware=hardware, hardware_file=hardware_file, precision=precision, seed=seed,
-                                        host_overhead=host_overhead, model_overrides=list(model_overrides))).profile
-    loaded = [(Path(r), load_run(r).manifest.mode) for r in runs if (Path(r) / "loads.json").exists()]
-    setups = [recorded_setup(p, mode) for p, mode in loaded if mode in result.profile.modes]
-    # the front-end latency is what the simulator, replaying the recorded loads, leaves unexplained (a step of simulate's)
-    result.messages.extend(steps.call("frontend-latency", result.profile, setups, as_run))
     print_fit_summary(con, result, show_summaries)
     result.profile.save(out)
     con.print(f"wrote {out} ({result.profile.profile_id}: modes {', '.join(result.profile.modes)})")
     if compare:
         print_comparison(con, result.profile, compare, compare_csv)
+    # engine runs that recorded their loads (GPU vLLM): the front-end latency is the simulator's to fit on them
+    loaded = [(Path(r), load_run(r).manifest.mode) for r in runs if (Path(r) / "loads.json").exists()]
+    setups = [recorded_setup(p, mode) for p, mode in loaded if mode in result.profile.modes]
+    if not setups:
+        return None
+    as_run = None
+    if behaviour != "runs":  # the recorded loads are simulated as they ran: the runs' own behaviour
+        as_run = fit_profile(FitRequest(runs=list(runs), hardware=hardware, hardware_file=hardware_file, precision=precision, seed=seed,
+                                        host_overhead=host_overhead, model_overrides=list(model_overrides))).profile
+    return LoadsToReplay(Path(out), setups, as_run)
 
 
 def run_calibration(con, runs: list[str], calibrate_runs: list[str], base_profile: str | None, hardware: str | None, profile_id: str | None,
-                    out: str, apply_to: str | None = None) -> None:
-    """`--calibrate RUN --profile P`: P priced as the recorded vLLM (measure/fit/calibrate.py), or
-    given the constant step term a concurrency-1 bench import implies (simulate/calibrate.py, the
-    step `calibrate-bench`: costmodel/cli/steps.py)."""
+                    out: str, apply_to: str | None = None) -> BenchToCalibrate | None:
+    """`--calibrate RUN --profile P`: P priced as the recorded vLLM (measure/fit/calibrate.py), or, for a
+    concurrency-1 bench import, the run checked and handed on (`BenchToCalibrate`: the constant step
+    term is the simulator's to fit)."""
     if not calibrate_runs or not base_profile:
         raise UserError("--calibrate and --profile go together", "e.g. costmodel fit --calibrate runs/prod-steps --profile h100-sxm.json -o mine.json")
     if runs:
@@ -173,13 +204,19 @@ def run_calibration(con, runs: list[str], calibrate_runs: list[str], base_profil
     if benches and len(benches) != len(loaded):
         raise UserError("--calibrate got bench imports and recorded engine steps together", "calibrate on one kind of run at a time")
     if benches:
-        # the constant step term the simulator needs to reproduce the bench figure (a step of simulate's)
-        prof, msgs = steps.call("calibrate-bench", base, benches, hardware, apply_to, check_same_setup)
-    elif apply_to:
+        for run in benches:
+            check_same_setup(base, run, hardware)  # a run of another model or GPU is refused before anything is fitted
+        return BenchToCalibrate(base, benches, hardware, apply_to, profile_id, out)
+    if apply_to:
         raise UserError("--apply-to takes a bench import's step term to other modes; recorded engine steps calibrate each mode they hold",
                         "leave --apply-to out, or calibrate on a `costmodel import-bench` run")
-    else:
-        prof, msgs = calibrate_steps(base, loaded, hardware)
+    prof, msgs = calibrate_steps(base, loaded, hardware)
+    save_calibrated(con, prof, msgs, profile_id, out)
+    return None
+
+
+def save_calibrated(con, prof: Profile, msgs: list[str], profile_id: str | None, out: str) -> None:
+    """A calibrated profile written to `out` (under --id if given), with what the calibration found."""
     if profile_id:
         prof.profile_id = profile_id
     for m in msgs:

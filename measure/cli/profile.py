@@ -33,8 +33,8 @@ def show_profile(con, prof) -> None:
     """A readable summary of a profile with the provenance of every part."""
     hw = prof.hardware
     con.print(f"[bold]{prof.profile_id}[/bold] (schema {prof.schema_version}, created {prof.created_at or '?'})")
-    con.print(f"hardware: {hw['name']} ({hw['id']}): {hw['memory_gb']:g} GB, {hw['memory_bandwidth_tbps']:g} TB/s, "
-              f"{', '.join(f'{k} {v:g}' for k, v in hw['tflops'].items())} TFLOP/s dense")
+    con.print(f"hardware: {hw.name} ({hw.id}): {hw.memory_gb:g} GB, {hw.memory_bandwidth_tbps:g} TB/s, "
+              f"{', '.join(f'{k} {v:g}' for k, v in hw.tflops.items())} TFLOP/s dense")
     con.print(f"precision: {prof.precision}; engine: {json.dumps(prof.engine, sort_keys=True)}", highlight=False)
     con.print(f"provenance: {_prov(prof.provenance)}", highlight=False)
     for n in prof.notes:
@@ -91,7 +91,7 @@ def show(path):
 def validate(path):
     """Check a profile: prints OK, or one line naming what is wrong (exit 2)."""
     p = Profile.load(path)
-    click.echo(f"OK {path}: {p.profile_id} ({p.hardware['id']}, {p.precision}; modes {', '.join(p.modes)}; {p.provenance.kind})")
+    click.echo(f"OK {path}: {p.profile_id} ({p.hardware.id}, {p.precision}; modes {', '.join(p.modes)}; {p.provenance.kind})")
 
 
 @profile.command()

@@ -625,7 +625,7 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
     kind_word = "synthetic" if synthetic else "endpoint" if all_endpoint else "measured"
     hw = target.hw
     profile = Profile(
-        profile_id=_profile_id(opts, target, kind_word, date), hardware=hw.to_dict(), precision=target.precision, engine=engine, modes=modes,
+        profile_id=_profile_id(opts, target, kind_word, date), hardware=hw, precision=target.precision, engine=engine, modes=modes,
         commit_stats=commit_stats, mtp_acceptance=mtp, parts=parts,
         provenance=Provenance("endpoint" if all_endpoint else "measured", ("SYNTHETIC " if synthetic else "") + f"costmodel fit of runs {', '.join(r.manifest.run_id for r in pass_runs)}",
                               hardware=hw.id, date=date, notes=f"GPU {', '.join(sorted({r.manifest.gpu_name or '?' for r in pass_runs}))}; "

@@ -65,9 +65,9 @@ def check_same_setup(profile: Profile, run: Run, hardware: str | None) -> str:
         raise UserError(f"calibration run {run.path} served model {model}; profile {profile.profile_id} prices {profile.modes[mode].model}",
                         "calibrate with a run of the profile's model, or a profile of the run's model")
     gpu = hardware or m.hardware or getattr(match_nvml_name(m.gpu_name or ""), "id", None)
-    if gpu != profile.hardware.get("id"):
+    if gpu != profile.hardware.id:
         raise UserError(f"calibration run {run.path} ran on {gpu or m.gpu_name or 'an unknown device'}; profile {profile.profile_id} is "
-                        f"for {profile.hardware.get('id')}", "calibrate with a run on the profile's GPU (or --hardware ID naming it)")
+                        f"for {profile.hardware.id}", "calibrate with a run on the profile's GPU (or --hardware ID naming it)")
     return mode
 
 
@@ -171,8 +171,8 @@ def with_carried_term(source: Profile, target: Profile) -> Profile:
     if not modes:
         raise UserError(f"profile {source.profile_id} has no engine step term for a mode of {target.profile_id}",
                         "carry from a calibrated profile (costmodel fit --calibrate ...)")
-    where = f"{source.profile_id} ({source.hardware.get('id')}, {source.precision})"
-    carried = {m: {**copy.deepcopy(terms[m]), "source": f"carried from {where}, not measured on {target.hardware.get('id')} "
+    where = f"{source.profile_id} ({source.hardware.id}, {source.precision})"
+    carried = {m: {**copy.deepcopy(terms[m]), "source": f"carried from {where}, not measured on {target.hardware.id} "
                                                          f"{target.precision}: {terms[m].get('source', '')}"} for m in modes}
     out = with_terms(target, carried, source.engine.get("calibrated_from") or (), "profile with a carried step term")
     out.notes = list(out.notes) + [f"engine step term for {', '.join(modes)} carried from {where} (costmodel profile carry-term)"]

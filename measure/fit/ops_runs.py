@@ -70,13 +70,13 @@ def _target(path: Path, meta: dict, opts: FitOptions) -> tuple[str, str, str | N
 def _mark_projected(result: FitResult, meta: dict, path: Path) -> None:
     """A projected op table's profile says so in every pass model (no op was timed on its GPU)."""
     src = meta["projected_from"]
-    what = (f"per-op projection of the {src.get('hardware')} operator table to {result.profile.hardware['id']}'s roofline "
+    what = (f"per-op projection of the {src.get('hardware')} operator table to {result.profile.hardware.id}'s roofline "
             f"(measure/ops/project.py), {path}")
     p = result.profile
     for m in p.modes.values():
         for pm in m.pass_models.values():
-            pm.provenance = Provenance("projected", what, hardware=p.hardware["id"], date=pm.provenance.date, notes=pm.provenance.notes)
-    p.provenance = Provenance("projected", what, hardware=p.hardware["id"], date=p.provenance.date, notes=p.provenance.notes)
+            pm.provenance = Provenance("projected", what, hardware=p.hardware.id, date=pm.provenance.date, notes=pm.provenance.notes)
+    p.provenance = Provenance("projected", what, hardware=p.hardware.id, date=p.provenance.date, notes=p.provenance.notes)
 
 
 def build_ops_profile(paths: list[str | Path], opts: FitOptions) -> FitResult:

@@ -136,7 +136,7 @@ def project_profile(src: Profile, hardware: str, precision: str, hardware_file: 
                      "kernels for other formats (e.g. weight-only 4-bit dequantisation) can reach a different fraction of the roofline")
     return Profile(
         profile_id=profile_id or f"{hw.id}-{precision}-projected-from-{src.profile_id}",
-        hardware=hw.to_dict(),
+        hardware=hw,
         precision=precision,
         engine={**src.engine, "projected_from": src.profile_id},
         modes=modes,
@@ -175,7 +175,7 @@ def compare_passes(projected: Profile, other: Profile) -> list[PassDiff]:
     COMPARE_SHAPES, the modes and kinds both have: the projection's own error where a measurement
     exists. Refuses profiles of different GPUs or precisions (the error would be theirs, not the
     projection's)."""
-    a, b = (projected.hardware.get("id"), projected.precision), (other.hardware.get("id"), other.precision)
+    a, b = (projected.hardware.id, projected.precision), (other.hardware.id, other.precision)
     if a != b:
         raise UserError(f"--compare profile {other.profile_id} is for {b[0]}/{b[1]}, the projection for {a[0]}/{a[1]}",
                         "compare with a profile of the target GPU and precision")

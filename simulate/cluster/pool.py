@@ -58,12 +58,12 @@ class PoolSpec:
 
     @property
     def hardware(self) -> str:
-        return str(self.profile.hardware.get("id", "?"))
+        return self.profile.hardware.id
 
     def price(self) -> float:
         p = self.price_usd_per_gpu_hour
         if p is None:
-            p = self.profile.hardware.get("price_usd_per_gpu_hour")
+            p = self.profile.hardware.price_usd_per_gpu_hour
         if p is None or not isinstance(p, (int, float)) or not math.isfinite(p) or p < 0:
             raise UserError(f"pool {self.name}: {self.hardware} has no price per GPU-hour", "give the pool a price_usd_per_gpu_hour")
         return float(p)

@@ -21,16 +21,17 @@ from costmodel.options import QPS_MIN, check_rate
 from costmodel.jsonfile import records
 from costmodel.schemas.dictionary import write_table
 from costmodel.schemas.plan import ANSWER_DOCS, write_plan_json
-from costmodel.schemas.profile import Profile
+from costmodel.schemas.profile import Profile, heldout_error
 from costmodel.schemas.provenance import profile_provenance
 from costmodel.shipped import resolve_profile, shipped_hardware
 from costmodel.slo import Slo, parse_slo
 from simulate.plan import planner
 from simulate.api import resolve_engine, resolve_workload
 from simulate.batch import check_requests_fit
-from simulate.parallel import Workers
+from simulate.parallel import ProcessPool, Workers
+from simulate.plan.settle import DEFAULT_MAX_REPLICATIONS, MIN_REPLICATIONS
 
-DEFAULT_DURATION_S = 60.0
+DEFAULT_DURATION_S = None  # one replication's window follows from the load (simulate/plan/settle.py window_s)
 DEFAULT_SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
 DEFAULT_HARDWARE = shipped_hardware()  # every GPU a profile ships for
 DEFAULT_QPS = (5.0, 20.0, 50.0)
@@ -49,8 +50,9 @@ class PlanConfig:
     profiles: list[str] = field(default_factory=list)  # profile JSONs replacing the shipped default of their GPU
     pricing: PricingConfig = field(default_factory=PricingConfig)
     workload: str | None = None
-    duration_s: float = DEFAULT_DURATION_S
+    duration_s: float | None = DEFAULT_DURATION_S  # one replication's arrival window (None: from the load)
     seed: int = 0
+    max_replications: int = DEFAULT_MAX_REPLICATIONS  # replications a point may take before it is called borderline
     max_replicas: int = DEFAULT_MAX_REPLICAS
     refine_crossover: int = DEFAULT_CROSSOVER_STEPS  # bisection steps of the crossover at most (0: the QPS grid only)
     jobs: int | None = None  # None: one local worker process per available core (1: serially, no Dask)
@@ -81,8 +83,11 @@ class _Resolved:
 
 def _resolve(cfg: PlanConfig) -> _Resolved:
     """Every input checked before any simulation runs (one-line errors)."""
-    if not cfg.duration_s > 0:
-        raise UserError(f"--duration {cfg.duration_s} is not positive", "give simulated seconds per point, e.g. 60")
+    if cfg.duration_s is not None and not cfg.duration_s > 0:
+        raise UserError(f"--duration {cfg.duration_s} is not positive", "give simulated seconds per replication, e.g. 60, or leave it out (from the load)")
+    if isinstance(cfg.max_replications, bool) or not isinstance(cfg.max_replications, int) or cfg.max_replications < MIN_REPLICATIONS:
+        raise UserError(f"--max-replications {cfg.max_replications} is below {MIN_REPLICATIONS}",
+                        f"give an integer >= {MIN_REPLICATIONS} (a pass needs a t-interval over at least {MIN_REPLICATIONS} replications)")
     if cfg.max_replicas < 1:
         raise UserError(f"--max-replicas {cfg.max_replicas} is below 1", "give an integer >= 1")
     if cfg.jobs is not None and cfg.jobs < 1:
@@ -98,7 +103,7 @@ def _resolve(cfg: PlanConfig) -> _Resolved:
     loaded: dict[str, Profile] = {}
     for p in cfg.profiles:
         prof = resolve_profile(p, "")
-        hid = prof.hardware.get("id")
+        hid = prof.hardware.id
         if hid in paths:
             raise UserError(f"two --profile files are for {hid}", "pass one profile per GPU")
         paths[hid], loaded[hid] = str(Path(p).resolve()), prof
@@ -134,67 +139,118 @@ def carried_modes(profiles: list[Profile]) -> list[str]:
     GPU's cell for a mode its profile lacks could not be simulated)."""
     modes = [m for m in profiles[0].mode_names() if all(m in p.modes for p in profiles[1:])]
     if not modes:
-        raise UserError(f"the profiles of {', '.join(p.hardware.get('id', '?') for p in profiles)} carry no mode in common",
+        raise UserError(f"the profiles of {', '.join(p.hardware.id for p in profiles)} carry no mode in common",
                         "give --mode and --hardware for the GPUs whose profiles carry it")
     return modes
 
 
 def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> PlanOutcome:
-    """Search, price, and search the crossover along QPS (_next_probe: bisect each bracket until it is
-    narrower than CROSSOVER_TOLERANCE_FRAC of its upper end, at most cfg.refine_crossover steps each):
-    the crossover does not depend on the grid."""
+    """Search, price, and search the crossover along QPS: each round bisects, for every crossover
+    (over all GPUs, and each GPU's where there are several), the widest of its brackets (its
+    estimate's and its interval's two ends: Crossover.refine) wider than CROSSOVER_TOLERANCE_FRAC of
+    its upper end, at most cfg.refine_crossover steps each; a round simulates only the chains its
+    crossover compares (one GPU's, or all) and every round's chains run together on one pool of
+    forked workers: the crossover does not depend on the grid."""
     t0 = time.perf_counter()
     r = _resolve(cfg)
     qps_values = sorted(set(cfg.qps))
-    settings = planner.PlanSettings(list(qps_values), r.slo.text, r.hardware, cfg.modes, r.profile_paths, cfg.duration_s, cfg.seed,
-                                    cfg.max_replicas, cfg.jobs or planner.default_jobs(), r.workload, cfg.refine_crossover,
-                                    engine=None if cfg.prefix_caching is None else {"enable_prefix_caching": cfg.prefix_caching})
+    settings = planner.PlanSettings(list(qps_values), r.slo.text, r.hardware, [get_mode(m) for m in cfg.modes], r.profile_paths, cfg.duration_s,
+                                    cfg.seed, cfg.max_replicas, cfg.jobs or planner.default_jobs(), r.workload, cfg.refine_crossover,
+                                    engine=None if cfg.prefix_caching is None else {"enable_prefix_caching": cfg.prefix_caching},
+                                    max_replications=cfg.max_replications)
     say = progress or (lambda s: None)
-    say(f"plan: {len(r.hardware)} GPUs x {len(cfg.modes)} modes x {len(qps_values)} QPS, {cfg.duration_s:g} simulated s per point, "
-        f"{settings.jobs} processes")
+    window = f"{cfg.duration_s:g} simulated s" if cfg.duration_s else "a window from the load"
+    say(f"plan: {len(r.hardware)} GPUs x {len(cfg.modes)} modes x {len(qps_values)} QPS, {window} per replication, "
+        f"{MIN_REPLICATIONS}-{cfg.max_replications} replications per point until its verdict settles, {settings.jobs} processes")
     specs = {h: p.hardware_spec() for h, p in r.profiles.items()}
-    cells = planner.run_searches(settings, progress=progress, scheduler=cfg.scheduler)
+    with ProcessPool(settings.jobs) as pool:
+        cells = planner.run_searches(settings, progress=progress, scheduler=cfg.scheduler, pool=pool)
 
-    def analysis():
-        return analyse(planner.points_frame(cells), r.slo, cfg.pricing, specs, qps_values, planner.cell_notes(cells), loads=cfg.qps)
+        def analysis():
+            return analyse(planner.points_frame(cells), r.slo, cfg.pricing, specs, sorted({c.qps for c in cells}), planner.cell_notes(cells),
+                           loads=cfg.qps)
 
-    a = analysis()
-    used: dict[str, int] = {}  # bisection steps per crossover (over all GPUs, and each GPU's where there are several)
-    while (probe := _next_probe(a, qps_values, used, cfg)) is not None:
-        scope, q, lo, hi = probe
-        used[scope] = used.get(scope, 0) + 1
-        if lo is None:
-            say(f"crossover search ({scope}): DiffusionGemma costs more already at {hi:g} QPS; simulating {q:g} QPS below it")
-            starts, skip = planner.below_starts(cells, hi), {}
-        else:
-            say(f"crossover search ({scope}): simulating {q:g} QPS inside the bracket {lo:g}-{hi:g}")
-            starts, skip = planner.bracket_starts(cells, lo, hi, cfg.max_replicas)
-        cells += planner.run_searches(settings, progress=progress, qps=[q], starts=starts, skip=skip, scheduler=cfg.scheduler)
-        qps_values = sorted(qps_values + [q])
         a = analysis()
-    settings.qps, settings.crossover_search_qps = qps_values, sorted(set(qps_values) - set(cfg.qps))
+        used: dict[str, int] = {}  # bisection steps per crossover (over all GPUs, and each GPU's where there are several)
+        while probes := _next_probes(a, cells, used, cfg, r.hardware):
+            chains = []
+            for scope, q, lo, hi in probes:
+                used[scope] = used.get(scope, 0) + 1
+                say(f"crossover search ({scope}): simulating {q:g} QPS " + (f"inside the bracket {lo:g}-{hi:g}" if lo is not None else f"below {hi:g}"))
+                chains += _probe_chains(cells, settings, scope, q, cfg.max_replicas, {(c.hardware, c.mode.name) for c in chains if q in c.qps})
+            cells += planner.run_chains(settings, chains, progress=progress, scheduler=cfg.scheduler, pool=pool)
+            a = analysis()
+    settings.qps = sorted({c.qps for c in cells})
+    settings.crossover_search_qps = sorted(set(settings.qps) - set(cfg.qps))
     return PlanOutcome(settings, r.slo, cfg.pricing, {h: r.profiles[h] for h in r.hardware}, cells, a, time.perf_counter() - t0)
 
 
-def _next_probe(a: Analysis, qps_values: list[float], used: dict[str, int], cfg: PlanConfig) -> tuple[str, float, float | None, float] | None:
-    """The next QPS the crossover search simulates: the midpoint of a bracket wider than
-    CROSSOVER_TOLERANCE_FRAC of its upper end, or half the lowest QPS where DiffusionGemma already
-    costs more (down to an eighth of the lowest QPS asked); each crossover at most cfg.refine_crossover
-    steps. (scope, qps, bracket low or None below the range, bracket high), or None when done."""
+def _probe_chains(cells, settings, scope: str, q: float, max_replicas: int, taken: set) -> list:
+    """The chains one crossover probe simulates at `q`: the scope's GPU's (or every GPU's), each not
+    already evaluated at `q`, its search bounded by its own answers at the nearest QPS below and
+    above (more load never needs fewer replicas); a chain with no fleet below needs no search."""
+    by_chain: dict = {}
+    for c in cells:
+        by_chain.setdefault((c.hardware, c.mode), []).append(c)
+    out = []
+    for h in settings.hardware:
+        if scope != "all hardware" and h != scope:
+            continue
+        for m in settings.modes:
+            key = (h, m.name)
+            seen = by_chain.get(key, [])
+            if any(c.qps == q for c in seen) or key in taken:
+                continue
+            below = max((c for c in seen if c.qps < q and not c.note), key=lambda c: c.qps, default=None)
+            above = min((c for c in seen if c.qps > q and not c.note), key=lambda c: c.qps, default=None)
+            if below is not None and below.replicas_low is None:
+                cells.append(planner.CellSearch(h, m.name, q, None, note=planner.none_fits(max_replicas, below.qps)))
+                continue
+            start = planner.ChainStart(lower=below.replicas_low if below is not None else 1,
+                                       upper=above.replicas if above is not None and above.replicas is not None else None,
+                                       prev_qps=below.qps if below is not None else None)
+            out.append(planner.Chain(h, m, (q,), start))
+    return out
+
+
+def _next_probes(a: Analysis, cells, used: dict[str, int], cfg: PlanConfig, hardware: list[str]) -> list[tuple[str, float, float | None, float]]:
+    """One QPS per crossover still to narrow: the midpoint of its widest bracket (Crossover.refine)
+    wider than CROSSOVER_TOLERANCE_FRAC of its upper end, or half the lowest QPS where DiffusionGemma
+    already costs more (down to an eighth of the lowest QPS asked); each crossover at most
+    cfg.refine_crossover steps. [(scope, qps, bracket low or None below the range, bracket high)]."""
     crossovers = [a.crossover] + (list(a.crossover_by_hardware.values()) if len(a.crossover_by_hardware) > 1 else [])
     floor = max(min(cfg.qps) / 8, QPS_MIN)
+    done = {}
+    for c in cells:
+        done.setdefault(c.qps, set()).add(c.hardware)
+    out = []
     for c in crossovers:
         if used.get(c.scope, 0) >= cfg.refine_crossover:
             continue
-        if c.status == "bracketed" and c.qps_high - c.qps_low > CROSSOVER_TOLERANCE_FRAC * c.qps_high:
-            q = planner.refine_point(c.qps_low, c.qps_high)
-            if q not in qps_values:
-                return c.scope, q, c.qps_low, c.qps_high
-        if c.status == "below-range" and c.qps_high / 2 >= floor:
+        need = set(hardware) if c.scope == "all hardware" else {c.scope}
+        if c.status == "bracketed":
+            gaps = sorted(((lo, hi) for lo, hi in c.refine if hi - lo > CROSSOVER_TOLERANCE_FRAC * hi), key=lambda g: g[0] - g[1])
+            for lo, hi in gaps:
+                q = planner.refine_point(lo, hi)
+                if q > lo and q < hi and not need <= done.get(q, set()):
+                    out.append((c.scope, q, lo, hi))
+                    break
+        elif c.status == "below-range" and c.qps_high / 2 >= floor:
             q = float(f"{c.qps_high / 2:.3g}")
-            if q not in qps_values:
-                return c.scope, q, None, c.qps_high
-    return None
+            if not need <= done.get(q, set()):
+                out.append((c.scope, q, None, c.qps_high))
+    return out
+
+
+def plan_provenance(profiles: dict[str, Profile], modes) -> dict[str, dict]:
+    """Each GPU's profile provenance (costmodel/schemas/provenance.py) with the engine model's held-out
+    error where the profile records it (costmodel/schemas/profile.py heldout_error): what the answer rests on."""
+    out = {}
+    for h, p in profiles.items():
+        prov = profile_provenance(p, modes=set(getattr(m, "name", m) for m in modes))
+        held = heldout_error(p)
+        out[h] = {**prov, "heldout_error": held} if held else prov
+    return out
 
 
 def write_plan(outcome: PlanOutcome, out_dir: str | Path) -> list[Path]:
@@ -205,8 +261,8 @@ def write_plan(outcome: PlanOutcome, out_dir: str | Path) -> list[Path]:
 
 
 def _write_plan_files(outcome: PlanOutcome, out: Path) -> list[Path]:
-    a, cells, modes = outcome.analysis, outcome.cells, set(outcome.settings.modes)
-    provenance = {h: profile_provenance(p, modes=modes) for h, p in outcome.profiles.items()}
+    a, cells, modes = outcome.analysis, outcome.cells, set(outcome.settings.mode_names)
+    provenance = plan_provenance(outcome.profiles, modes)
     written = write_table(a.cells, out / "plan.csv")
     written += write_table(answer_frame(a, provenance), out / "answer.csv", ANSWER_DOCS)  # the answer's words and numbers
     for name, (table, _) in outcome.extras.items():  # plan --seeds / --sensitivity (simulate/plan/sensitivity.py)
@@ -222,7 +278,8 @@ def _write_plan_files(outcome: PlanOutcome, out: Path) -> list[Path]:
                     "crossover_by_hardware": {h: c.to_dict() for h, c in a.crossover_by_hardware.items()},
                     "prices": {h: p.__dict__ for h, p in a.prices.items()}},
         **{name: record for name, (_, record) in outcome.extras.items()},
-        "simulations": sum(len(c.probes) for c in cells),
+        "simulations": sum(int(p.get("replications", 1)) for c in cells for p in c.points),
+        "points_evaluated": sum(len(c.points) for c in cells),
         "wall_s": outcome.wall_s,
     }
     written.append(write_plan_json(out / "plan.json", doc))

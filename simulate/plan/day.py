@@ -343,7 +343,7 @@ def _resolve_profiles(cfg: DayConfig) -> dict[str, Profile]:
     cfg.hardware = list(dict.fromkeys(cfg.hardware))
     for path in cfg.profiles:
         prof = resolve_profile(path, "")
-        hid = prof.hardware.get("id")
+        hid = prof.hardware.id
         if hid in cfg.profile_paths:
             raise UserError(f"two --profile files are for {hid}", "pass one profile per GPU")
         cfg.profile_paths[hid] = str(Path(path).resolve())

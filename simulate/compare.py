@@ -316,7 +316,7 @@ def compare_bench(cfg: CompareBenchConfig) -> CompareBenchOutcome:
             raise UserError(f"{f}: its counters do not say which mode the server ran (no spec_decode_* or diffusion_* keys, model "
                             f"{model or 'unnamed'}: one of {', '.join(unsettled_modes())})",
                             "pass --mode " + " or --mode ".join(unsettled_modes()))
-        modes[f] = (cfg.mode, "--mode") if cfg.mode else (settled, "from the file (its counters, its server settings or the model name)")
+        modes[f] = (cfg.mode, "--mode") if cfg.mode else (settled, "from the file")
     if len({m for m, _ in modes.values()}) > 1:
         raise UserError("the bench files are of different modes (" + ", ".join(f"{Path(f).name}: {m}" for f, (m, _) in modes.items()) + ")",
                         "compare each mode's files on their own, or give --mode")

@@ -67,7 +67,7 @@ def test_a_file_whose_counters_do_not_settle_the_mode_asks_for_it(cli, tmp_path)
     f = bench_file(tmp_path / "mtp.json", spec_decode_num_drafts=100, spec_decode_draft_tokens=400, spec_decode_accepted_tokens=250)
     code, out, err = cli("compare-bench", f, "--hardware", "h200")
     assert code == 0, err
-    assert "mode mtp (from the file" in " ".join(out.split())  # its counters settle it
+    assert "mode mtp (from the file)" in " ".join(out.split())  # its counters settle it
 
 
 def test_a_published_mtp_figure_is_mtp_by_its_transcribed_server():

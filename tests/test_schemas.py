@@ -30,16 +30,18 @@ def test_every_point_summary_column_is_documented():
 
 def test_simulation_results_round_trip(tmp_path):
     class P:  # the profile fields the writer records
-        profile_id, hardware, precision = "p", {"id": "h200"}, "bf16"
+        profile_id, hardware, precision = "p", type("Hardware", (), {"id": "h200"})(), "bf16"
 
     s = PointSummary(mode="ar", hardware="h200", profile_id="p", qps=2.0, replicas=1, requests_arrived=3, requests_finished=3,
                      requests_unfinished=0, stable=True, stability_reason="flat", duration_s=10.0, throughput_rps=0.3,
                      output_tokens_per_s=30.0, total_tokens_per_s=60.0, output_tokens=300, prompt_tokens=300, gpu_busy_frac=0.2,
                      mean_batch_seqs=1.0, mean_batch_tokens=1.0)
-    write_simulation(tmp_path, [(s, pd.DataFrame({"request_id": [0, 1, 2]}))], P)
+    requests = pd.DataFrame({"request_id": [0, 1, 2], "arrival_s": [0.0, 1.0, 2.0], "finish_s": [1.0, 2.0, 3.0], "finished": [True] * 3,
+                             "prompt_tokens": [100] * 3, "output_tokens": [100] * 3, "ttft_ms": [50.0] * 3, "e2e_ms": [1000.0] * 3})
+    write_simulation(tmp_path, [(s, requests)], P)
     back = read_simulation(tmp_path)
     assert isinstance(back, SimulationResults) and back.points.loc[0, "qps"] == 2.0 and back.meta["hardware"] == "h200"
-    assert (tmp_path / "requests_ar_qps2_r1.parquet").exists()
+    assert (tmp_path / "requests_ar_qps2_r1.parquet").exists() and (tmp_path / "bench_ar_qps2_r1.json").exists()
 
 
 def test_a_table_is_written_with_its_dictionary(tmp_path):

@@ -100,13 +100,17 @@ def infer_mode(results: list[dict], model: str) -> str:
 
 
 TRANSCRIBED_SERVER = ("costmodel_transcription", "server")  # a published figure's server settings (measure/endpoint/bench_import.py)
+SIMULATED = "costmodel_simulation"  # a file `costmodel simulate -o` wrote (as_bench_result): the simulated point's mode, profile and engine
 
 
 def settled_mode(results: list[dict], model: str) -> str | None:
-    """The mode a file settles: its counters (a mode's bench_counter_prefix keys), a transcribed
+    """The mode a file settles: a simulated point's own (costmodel_simulation), its counters (a mode's bench_counter_prefix keys), a transcribed
     figure's server settings (num_speculative_tokens: a drafting mode; a canvas: a diffusion mode),
     else a word in the model's name (bench_model_hint); None where they leave several modes, e.g. a
     Gemma-4 file without spec_decode_* keys: AR, or MTP whose server or writer saved no counters."""
+    simulated = {(r.get(SIMULATED) or {}).get("mode") for r in results if isinstance(r.get(SIMULATED), dict)}
+    if len(simulated) == 1 and simulated <= {m.name for m in all_modes()}:
+        return simulated.pop()  # a file `costmodel simulate -o` wrote names its mode
     keys = {k for r in results for k in r}
     server = {k for r in results for k in (((r.get(TRANSCRIBED_SERVER[0]) or {}).get(TRANSCRIBED_SERVER[1])) or {})}
     signs = [m for m in all_modes() if (m.bench_counter_prefix and any(k.startswith(m.bench_counter_prefix) for k in keys))
@@ -114,6 +118,53 @@ def settled_mode(results: list[dict], model: str) -> str | None:
              or (m.canvas_sampler and server & {"canvas_length", "max_denoising_steps"})
              or (m.bench_model_hint and m.bench_model_hint in model.lower())]
     return signs[0].name if signs else None
+
+
+def as_bench_result(summary, requests) -> dict:
+    """One simulated point (a PointSummary and its per-request rows, costmodel/schemas/results.py) as
+    `vllm bench serve --save-result --save-detailed` writes a run, so that `costmodel compare-bench`
+    (or any reader of vllm bench files) reads it back: every request in arrival order (one that did
+    not finish is an error), the figures as vllm bench computes them over the finished requests
+    (duration to the last finish; TPOT over requests of more than one token), and a
+    `costmodel_simulation` section naming the mode, profile and engine settings."""
+    import numpy as np  # the numeric library, where the figures are computed (issue 40)
+
+    from costmodel.modes import get_mode
+
+    rows = requests.sort_values("arrival_s", kind="mergesort")
+    ok = rows["finished"].astype(bool).to_numpy()
+    done = rows[ok]
+    out = done["output_tokens"].to_numpy(float)
+    ttft, e2e = done["ttft_ms"].to_numpy(float), done["e2e_ms"].to_numpy(float)
+    duration = float(done["finish_s"].max()) if len(done) else float(summary.simulated_s)
+    multi = out > 1
+    tpot = (e2e - ttft)[multi] / (out[multi] - 1)
+
+    def stats(name: str, x) -> dict:
+        if not len(x):
+            return {}
+        p = np.percentile(x, [50, 90, 95, 99])
+        return {f"mean_{name}_ms": float(np.mean(x)), f"median_{name}_ms": float(p[0]), f"std_{name}_ms": float(np.std(x)),
+                **{f"p{q}_{name}_ms": float(v) for q, v in zip((90, 95, 99), p[1:])}}
+
+    rate = summary.qps if math.isfinite(summary.qps) else "inf"
+    gamma = re.search(r"burstiness ([0-9.e+-]+)", summary.workload or "")  # the workload's gamma arrivals (simulate/workload.py), else Poisson
+    return {
+        "date": "", "backend": "vllm", "label": f"costmodel simulate {summary.mode} {summary.qps:g} QPS"
+        + (f" {summary.concurrency} clients" if summary.concurrency else ""),
+        "model_id": get_mode(summary.mode).default_model, "num_prompts": int(len(rows)), "request_rate": rate,
+        "burstiness": float(gamma.group(1)) if gamma else 1.0, "max_concurrency": int(summary.concurrency) or None,
+        "duration": duration, "completed": int(ok.sum()), "failed": int((~ok).sum()),
+        "total_input_tokens": int(done["prompt_tokens"].sum()), "total_output_tokens": int(out.sum()),
+        "request_throughput": len(done) / duration, "output_throughput": float(out.sum()) / duration,
+        "total_token_throughput": float(done["prompt_tokens"].sum() + out.sum()) / duration,
+        "input_lens": [int(x) for x in rows["prompt_tokens"]], "output_lens": [int(x) if f else 0 for x, f in zip(rows["output_tokens"], ok)],
+        "ttfts": [float(x) / 1000 if f else 0.0 for x, f in zip(rows["ttft_ms"], ok)],
+        "errors": ["" if f else "unfinished when the simulation ended" for f in ok],
+        **stats("ttft", ttft), **stats("tpot", tpot), **stats("e2el", e2e),
+        SIMULATED: {"mode": summary.mode, "profile_id": summary.profile_id, "hardware": summary.hardware, "seed": summary.seed,
+                    "replicas": summary.replicas, "workload": summary.workload, "engine_settings": summary.engine_settings},
+    }
 
 
 def unsettled_modes() -> list[str]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.jsonfile import read_json
+from costmodel.schemas.bench_result import as_bench_result
 from costmodel.schemas.columns import ColumnDoc, meta
 
 if TYPE_CHECKING:
@@ -157,9 +158,14 @@ def point_stem(s: PointSummary) -> str:
     return f"requests_{s.mode}_qps{s.qps:g}{loop}_r{s.replicas}"
 
 
+def bench_stem(s: PointSummary) -> str:
+    return "bench" + point_stem(s).removeprefix("requests")
+
+
 def write_simulation(out_dir: str | Path, points: list[tuple[PointSummary, "pd.DataFrame"]], profile) -> list[Path]:
-    """requests_<mode>_qps<q>_r<n>.parquet per point, summary.csv (flat rows), summary.json, and
-    outputs.manifest.json: one output set, published whole (costmodel/outputset.py)."""
+    """requests_<mode>_qps<q>_r<n>.parquet and bench_<mode>_qps<q>_r<n>.json (vllm bench's form) per
+    point, summary.csv (flat rows), summary.json, and outputs.manifest.json: one output set,
+    published whole (costmodel/outputset.py)."""
     import pandas as pd  # the table library, where the tables are written (issue 40: a command imports what it runs)
 
     out = Path(out_dir)
@@ -167,6 +173,8 @@ def write_simulation(out_dir: str | Path, points: list[tuple[PointSummary, "pd.D
         raise UserError(f"-o {out} exists and is not a directory", "give a directory path")
     with outputset.publishing(out, "simulate") as stage:
         paths = [atomic.write_parquet(stage / f"{point_stem(s)}.parquet", requests) for s, requests in points]
+        # each point also as a `vllm bench serve --save-result` file, which `costmodel compare-bench` reads back
+        paths += [atomic.write_json(stage / f"{bench_stem(s)}.json", as_bench_result(s, requests)) for s, requests in points]
         paths.append(atomic.write_csv(stage / SUMMARY_CSV, pd.DataFrame([s.flat() for s, _ in points])))
         paths.append(atomic.write_json(stage / SUMMARY_JSON, {
             "profile_id": profile.profile_id, "hardware": profile.hardware.id, "precision": profile.precision,

@@ -175,12 +175,12 @@ def render_table(results, profile) -> Table:
     closed = any(r.summary.concurrency for r in results)
     t = Table(title=f"costmodel simulate: {profile.profile_id} ({first.hardware}), {first.replicas} replica(s), "
                     f"{first.workload}")
-    for c in ["mode", "QPS", *(["clients"] if closed else []), "stable", "req/s", "out tok/s", "TTFT p50 ms", "TTFT p95 ms", "E2E p50 ms",
-              "E2E p95 ms", "E2E p99 ms", "busy", "batch"]:
+    for c in ["mode", "QPS", *(["clients"] if closed else []), "stable", "req/s", "out tok/s", "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms",
+              "E2E p50 ms", "E2E p95 ms", "E2E p99 ms", "busy", "batch"]:
         t.add_column(c, justify="left" if c in ("mode", "stable") else "right")
     for r in results:
         s = r.summary
-        lat = [s.ttft_ms["p50"], s.ttft_ms["p95"], s.e2e_ms["p50"], s.e2e_ms["p95"], s.e2e_ms["p99"]]
+        lat = [s.ttft_ms["p50"], s.ttft_ms["p95"], s.tpot_ms.get("p50", math.nan), s.e2e_ms["p50"], s.e2e_ms["p95"], s.e2e_ms["p99"]]
         shown = [_ms(x) for x in lat] if s.stable else ["-"] * len(lat)
         rate = ["n/a", "n/a"] if _no_rate(s) else [f"{s.throughput_rps:.2f}", f"{s.output_tokens_per_s:,.0f}"]
         load = [f"{s.qps:g}", *([str(s.concurrency) if s.concurrency else "-"] if closed else [])]
@@ -193,7 +193,8 @@ def render_table(results, profile) -> Table:
     if any(_no_rate(r.summary) for r in results):
         notes.append("req/s n/a: no request finished inside the arrival window (a single request, or all arriving at one instant), "
                      "so there is no span to measure a rate over; give more requests or spread arrivals")
-    notes.append("TPOT and per-request rows in -o; provenance: " + " | ".join(sorted({f'{r.summary.mode}: {r.summary.provenance}' for r in results})))
+    notes.append("TPOT: (E2E - TTFT) / (output tokens - 1), requests of more than one token; per-request rows and each point as a "
+                 "`vllm bench serve` result file (compare-bench reads it) in -o; provenance: " + " | ".join(sorted({f'{r.summary.mode}: {r.summary.provenance}' for r in results})))
     hits = [r.summary for r in results if r.summary.prefill_tokens_saved]
     if hits:  # shared prefixes in the workload: what the prefix cache saved
         notes.append("prefix cache hit rate " + ", ".join(f"{s.mode} {load_label(s)} {100 * s.prefix_hit_rate_tokens:.0f}%" for s in hits)

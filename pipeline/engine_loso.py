@@ -1,4 +1,5 @@
-"""Leave one settings set out (issue 49): the engine model on settings its fit never saw.
+"""Leave one settings set out (issue 49): the engine model on settings its fit never saw. A chain of two
+stages (measure fits, simulate checks: pipeline/__init__.py), so it lives above them.
 
 A mode's recorded setups (data/runs/engine/<gpu>-<precision>-<mode>/<setup>/) group into settings sets: the
 setups whose engine settings (measure/vllm/gpu_design.py EngineSetup.settings: token budget, max_num_seqs,
@@ -14,7 +15,7 @@ are its own: they are settings or the model's, not what the engine model is aske
     result.summary()   # per mode and figure: loads scored, median and worst error, within target
     result.heldout_error("...")   # the profile field `heldout_error` (costmodel/schemas/profile.py)
 
-    python -m measure.validate.engine_loso [--gpu h200] [--precision fp8] [--modes diffusion] [--write-into P.json]
+    python -m pipeline.engine_loso [--gpu h200] [--precision fp8] [--modes diffusion] [--write-into P.json]
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from costmodel.cli import steps
 from costmodel.errors import UserError
 from costmodel.schemas.engine_loads import read_load_windows
 from costmodel.schemas.engine_setup import WARMUP, RecordedSetup
@@ -40,12 +40,13 @@ from costmodel.stepcost.resolved import CUDA_GRAPHS_KEY
 from measure.fit.assemble import FitOptions
 from measure.fit.steps import PARTS_FROM_STEPS, build_step_profile, graph_max_tokens
 from measure.validate.engine_repeats import Repeat, e2e_p95_ms, load_repeats
+from simulate.validate.engine_loads import check_loads, with_frontend_latency
 
 # figure -> (profile field name, target %: issue 49, None: reported without one)
 FIGURES = {"tok_s": ("output_tok_s", 10.0), "ttft_p50_ms": ("p50_ttft_ms", 15.0), "ttft_p95_ms": ("p95_ttft_ms", 20.0),
            "tpot_p50_ms": ("p50_tpot_ms", 10.0), "e2e_p95_ms": ("p95_e2e_ms", None)}
 SATURATED_FIGURES = ("tok_s",)  # at saturation only throughput is scored: latencies there are the queue's
-ROOT = Path(__file__).resolve().parents[2] / "data" / "runs" / "engine"
+ROOT = Path(__file__).resolve().parents[1] / "data" / "runs" / "engine"
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ def fit_without(train: list[SettingsSet], seed: int = 0) -> tuple[Profile, list[
     """A profile fitted on every load (bar the warm-up) of the given settings sets, with its front-end latency."""
     recs = [replace(r, setup=replace(r.setup, holdout=())) for s in train for r in s.setups]
     res = build_step_profile([r.path for r in recs], FitOptions(holdout_loads=(), seed=seed))
-    msgs = list(res.messages) + list(steps.call("frontend-latency", res.profile, recs))
+    msgs = list(res.messages) + list(with_frontend_latency(res.profile, recs))
     return res.profile, msgs
 
 
@@ -183,7 +184,7 @@ def score_held_out(prof: Profile, mode: str, held: SettingsSet, repeats: dict[tu
     checked = as_held_out(prof, mode, held)
     recs = [replace(r, setup=replace(r.setup, holdout=tuple(ld.name for ld in r.setup.loads if ld.name != WARMUP.name))) for r in held.setups]
     out = []
-    for chk in steps.call("check-engine-loads", checked, recs, seed=seed):
+    for chk in check_loads(checked, recs, seed=seed):
         rec = next(r for r in recs if r.path == chk.path)
         req = pd.read_parquet(rec.path / "requests.parquet")
         req = req[req["load"] == chk.load.name]
@@ -284,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
                           for r in result.rows]).to_csv(a.csv, index=False)
         if a.write_into is not None:
             held = "; ".join(f"{m}: {', '.join(v)} in turn" for m, v in result.held_out.items())
-            basis = (f"python -m measure.validate.engine_loso --gpu {a.gpu} --precision {a.precision}: leave one settings set out of "
+            basis = (f"python -m pipeline.engine_loso --gpu {a.gpu} --precision {a.precision}: leave one settings set out of "
                      f"{a.root.name}/{a.gpu}-{a.precision}-* ({held})")
             print(write_into(a.write_into, result, basis))
     except UserError as e:

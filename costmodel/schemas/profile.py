@@ -203,6 +203,8 @@ class Profile:
             out[k] = v
             if k == "modes":
                 out.update(parts)
+        if isinstance(self.__dict__.get("heldout_error"), dict):  # optional: the engine model's held-out error (pipeline/engine_loso.py)
+            out["heldout_error"] = self.__dict__["heldout_error"]
         return out
 
     def save(self, path: str | Path) -> Path:
@@ -230,6 +232,8 @@ class Profile:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise UserError(f"{where} is not a valid costmodel profile ({e.__class__.__name__}: {e})", "regenerate it with `costmodel fit` or `costmodel profile validate` it") from None
+        if isinstance(d.get("heldout_error"), dict):
+            prof.__dict__["heldout_error"] = d["heldout_error"]
         prof.validate(where)
         return prof
 

@@ -194,6 +194,7 @@ OPTIONS: tuple[Input, ...] = (
     _o("--seeds", "count", "plan", F.SEEDS), _o("--max-seeds", "count", "plan", F.MAX_SEEDS, with_option("seeds", "--seeds")),
     _o("--sensitivity", "flag", "plan"), _o("--max-replicas", "count", "plan", F.MAX_REPLICAS),
     _o("--refine-crossover", "count", "plan", F.REFINE_CROSSOVER),
+    _o("--max-replications", "count", "plan", Field("--max-replications", 1, 1000, whole=True, why="each replication re-simulates a point")),
     _o("--load-curve", "text", "plan"), _o("--compress", "real", "plan", Field("--compress", 0, 1e6, above=True), DAY),
     _o("--fleet", "path", "plan", scope=DAY), _o("--load-scale", "real", "plan", Field("--load-scale", 0, 1e4, above=True), DAY),
     _o("--autoscale-headroom", "real", "plan", HEADROOM, DAY), _o("--startup-s", "real", "plan", STARTUP_S, DAY),
@@ -220,7 +221,7 @@ OPTIONS: tuple[Input, ...] = (
     _o("--max-output-tokens", "count", "validate", Field("--max-output-tokens", 1, 1e6, whole=True)), _o("--ar-checkpoint", "path", "validate"),
     _o("--warmup-requests", "count", "validate", Field("--warmup-requests", 0, 1e5, whole=True)), _o("--score-only", "flag", "validate"),
     # measure (GPU harness, vLLM engine, endpoint)
-    _o("--endpoint", "text", "measure"), _o("--canvases", "list", "measure"), _o("--decode-batches", "list", "measure"),
+    _o("--endpoint", "text", "measure"), _o("--gpus", "list", "measure"), _o("--setups", "list", "measure"), _o("--canvases", "list", "measure"), _o("--decode-batches", "list", "measure"),
     _o("--contexts", "list", "measure"), _o("--grid", "name", "measure"), _o("--no-timing-grid", "flag", "measure"),
     _o("--blocks", "count", "measure", SMALL_COUNT), _o("--decode-steps", "count", "measure", SMALL_COUNT),
     _o("--mtp-rounds", "count", "measure", SMALL_COUNT), _o("--mtp-acceptance-rate", "real", "measure", RATE_0_1),

@@ -58,6 +58,22 @@ def _one(con, hw, mode, prec, settings, contexts):
     con.print(c)
 
 
+def check_engine_limits(mode, max_model_len, block_size) -> None:
+    """The relations simulate checks too (costmodel/inputs.py RELATIONS): a max_model_len within the
+    model's context, a KV block a multiple of vLLM's GPU block unit."""
+    from costmodel.engine_settings import BLOCK_MULTIPLE_GPU, SRC_BLOCK_KERNEL
+    from costmodel.models import get_model
+
+    model = get_model(mode.default_model)
+    ctx = int(model.text_config.get("max_position_embeddings", 262144))
+    if max_model_len is not None and max_model_len > ctx:
+        raise UserError(f"--max-model-len {max_model_len:,} is above {model.name}'s context of {ctx:,} tokens (max_position_embeddings)",
+                        f"give --max-model-len <= {ctx:,}")
+    if block_size is not None and block_size % BLOCK_MULTIPLE_GPU:
+        raise UserError(f"--block-size {block_size} is not a multiple of {BLOCK_MULTIPLE_GPU}: vLLM's FlashAttention backend cannot page KV in it "
+                        f"({SRC_BLOCK_KERNEL})", f"give a multiple of {BLOCK_MULTIPLE_GPU}, e.g. {max(16, block_size // 16 * 16)}")
+
+
 def check_contexts(mem, contexts) -> None:
     """A context no request can have on this replica (the model's context, max_model_len, the KV
     cache) is refused, naming the limit, not shown as a concurrency."""
@@ -132,6 +148,7 @@ def memory(hardware, hardware_file, mode, precision, all_, context, max_num_seqs
     """Replica memory budget per term and the engine limits it implies (vLLM 0.32's own formulas)."""
 
     contexts = parse_ints(context, "context")
+    check_engine_limits(get_mode(mode), max_model_len, block_size)
     settings = _settings(max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, max_model_len, block_size, k, canvas_length).validate()
     con = make_console()
     if all_:

@@ -17,6 +17,7 @@ OUT=${1:?usage: scripts/build_engine_profiles.sh OUT_DIR}
 CM=${COSTMODEL:-.venv/bin/costmodel}
 PY=${PYTHON:-.venv/bin/python}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}  # the fits' least squares are small: BLAS threads only fight
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's packages, also one an older editable install does not map
 RUNS=${ENGINE_RUNS:-data/runs/engine}
 mkdir -p "$OUT"
 for key in $(ls "$RUNS" | grep -o '^[a-z0-9-]*-\(fp8\|bf16\)' | sort -u); do

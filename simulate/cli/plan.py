@@ -126,6 +126,12 @@ def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duratio
     print_extras(con, outcome.extras)
     con.print(f"{sum(len(c.probes) for c in outcome.cells)} simulations; wrote " + ", ".join(str(p) for p in written))
     con.print(f"wall time: {time.perf_counter() - t0:.1f} s")
+    if cfg.prefix_caching is False:  # an option that changed nothing says so (simulate/cli/prefix_note.py)
+        from simulate.cli.prefix_note import caching_off_note
+
+        note = caching_off_note(workload, "--prefix-caching off", sum(int(p.get("preemptions") or 0) for c in outcome.cells for p in c.points))
+        if note:
+            con.print(note, soft_wrap=True)
     print_answer(con, outcome.analysis, outcome.profiles, cfg.modes)
 
 

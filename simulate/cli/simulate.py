@@ -96,6 +96,12 @@ def simulate(qps, concurrency, burstiness, modes, hardware, profile_path, replic
     con.print(render_table(outcome.results, outcome.profile))
     for line in engine_notes(outcome.profile, cfg):
         con.print(f"[yellow]{line}[/yellow]")
+    if prefix_caching is False:
+        from simulate.cli.prefix_note import caching_off_note
+
+        note = caching_off_note(workload_path, "--no-prefix-caching", sum(r.summary.preemptions for r in outcome.results))
+        if note:
+            con.print(note, soft_wrap=True)
     if pricing is not None:
         con.print(cost_table([r.summary.flat() for r in outcome.results], outcome.profile.hardware_spec(), pricing))
     for r in outcome.results:

@@ -35,6 +35,7 @@ class Scope:
     text: Callable[[], str]
     applies: Callable[[dict, Callable[[str], bool]], bool]
     fix: str = ""
+    outside: Callable[[str], list[str]] = lambda tmp: []  # noqa: E731 - command-line words that put a run outside the scope (the fuzz suite's)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,11 @@ def modes_with(attr: str, what: str) -> Scope:
             return True  # an unknown mode: the command names it
         return any(m in names() for m in modes)
 
-    return Scope(lambda: f"--mode {' or '.join(names())} ({what})", applies, "drop it, or add such a mode to --mode")
+    def outside(tmp: str) -> list[str]:
+        from costmodel.modes import all_modes
+        return ["--mode", next(m.name for m in all_modes() if not getattr(m, attr, None))]
+
+    return Scope(lambda: f"--mode {' or '.join(names())} ({what})", applies, "drop it, or add such a mode to --mode", outside)
 
 
 def with_option(name: str, flag: str) -> Scope:
@@ -95,7 +100,12 @@ def _prompt_pass(params, given) -> bool:
     return any(k not in PASS_KINDS or PASS_KINDS[k].query_tokens == "prompt" for k in names)
 
 
-PROMPT_PASS = Scope(lambda: "--pass-kind with a prompt pass (prefill)", _prompt_pass, "drop --prompt, or add a prompt pass kind")
+def _decode_kind(tmp: str) -> list[str]:
+    from costmodel.roofline import PASS_KINDS
+    return ["--pass-kind", next(k for k, v in PASS_KINDS.items() if v.query_tokens != "prompt")]
+
+
+PROMPT_PASS = Scope(lambda: "--pass-kind with a prompt pass (prefill)", _prompt_pass, "drop --prompt, or add a prompt pass kind", _decode_kind)
 
 
 def _not_gamma(params, given) -> bool:
@@ -110,8 +120,14 @@ def _not_gamma(params, given) -> bool:
     return not (isinstance(arrival, dict) and arrival.get("process") == "gamma")
 
 
+def _gamma_workload(tmp: str) -> list[str]:
+    p = Path(tmp) / "gamma-workload.json"
+    p.write_text(json.dumps({"arrival": {"process": "gamma", "cv": 3}}))
+    return ["--workload", str(p)]
+
+
 NOT_GAMMA = Scope(lambda: "workloads without gamma arrivals (closed-loop clients replace the arrival process)", _not_gamma,
-                  "drop --concurrency, or the workload's gamma arrival")
+                  "drop --concurrency, or the workload's gamma arrival", _gamma_workload)
 
 DIFFUSION = modes_with("canvas_sampler", "a canvas sampler")
 MTP = modes_with("assistant", "a drafter")

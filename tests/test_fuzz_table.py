@@ -1,0 +1,97 @@
+"""Fuzz drawn from the table of inputs (costmodel/inputs.py), so a new option is fuzzed the day it
+is declared: every numeric option just past its bounds, every scoped option outside its scope, every
+single-valued option given twice - each refused in one line naming it, exit 2, no traceback, before
+any work (the edge checks them, so each run is milliseconds, in-process)."""
+
+from __future__ import annotations
+
+import io
+import math
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import click
+import pytest
+
+from costmodel import inputs
+from costmodel.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILE = str(ROOT / "costmodel" / "data" / "profiles" / "h200.json")
+# the cheapest invocation of each command that parses ("OUT": a fresh output path)
+BASE = {
+    "roofline": [], "memory": [], "hardware": [], "simulate": ["--qps", "1", "--requests", "5", "--jobs", "1"],
+    "plan": ["--hardware", "h200", "-o", "OUT"], "sweep": [PROFILE, "-o", "OUT"], "report": [PROFILE, "-o", "OUT"],
+    "analyze": [PROFILE, "-o", "OUT"], "import-bench": [PROFILE, "-o", "OUT"], "fit": [PROFILE, "-o", "OUT"],
+    "measure": ["-o", "OUT"], "validate": ["-o", "OUT"], "compare-bench": [PROFILE],
+    "profile roofline": ["--hardware", "h200", "-o", "OUT"], "profile project": [PROFILE, "--hardware", "h200", "--precision", "fp8", "-o", "OUT"],
+    "profile carry-term": [PROFILE, "--from", PROFILE, "-o", "OUT"],
+}
+
+
+def _params():
+    from tests.test_input_table import _commands
+
+    for path, cmd in _commands():
+        if path in BASE:
+            for p in cmd.params:
+                if isinstance(p, click.Option) and p.name not in ("help", "version"):
+                    decl = next((d for d in (inputs.option(path, o) for o in p.opts) if d is not None), None)
+                    yield path, p, decl
+
+
+PARAMS = list(_params())
+
+
+def run(tmp_path: Path, path: str, *extra: str) -> tuple[int, str]:
+    args = [*path.split(), *[str(tmp_path / "out") if a == "OUT" else a for a in BASE[path]], *extra]
+    err = io.StringIO()
+    with redirect_stdout(io.StringIO()), redirect_stderr(err):
+        code = main(args)
+    return code, err.getvalue()
+
+
+def _one_line(code: int, err: str, *needles: str) -> None:
+    assert code == 2 and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    for n in needles:
+        assert n in err, (n, err)
+
+
+def _text(v) -> str:
+    return v if isinstance(v, str) else (f"{v:.17g}" if isinstance(v, float) else str(v))
+
+
+NUMERIC = [(path, p, d) for path, p, d in PARAMS if d is not None and d.field is not None and not p.is_flag]
+
+
+@pytest.mark.parametrize("path, param, decl", NUMERIC, ids=[f"{c} {d.name}" for c, _, d in NUMERIC])
+def test_every_number_past_its_bounds_is_one_line(tmp_path, path, param, decl):
+    for v in inputs.past_bounds(decl.field):
+        if isinstance(v, float) and math.isnan(v):
+            continue  # click's own parse refuses 'nan' for an int; a float 'nan' is below
+        code, err = run(tmp_path, path, param.opts[-1], _text(v))
+        assert code == 2 and "Traceback" not in err, (v, err)
+        assert decl.name in err or param.opts[-1] in err or "Invalid value" in err, (v, err)
+        assert not (tmp_path / "out").exists()
+
+
+SCOPED = [(path, p, d) for path, p, d in PARAMS if d is not None and d.scope is not None]
+
+
+@pytest.mark.parametrize("path, param, decl", SCOPED, ids=[f"{c} {d.name}" for c, _, d in SCOPED])
+def test_every_option_outside_its_scope_is_refused_naming_the_scope(tmp_path, path, param, decl):
+    value = [] if param.is_flag else [_text(inputs.at_bounds(decl.field)[0]) if decl.field is not None else PROFILE]
+    code, err = run(tmp_path, path, *decl.scope.outside(str(tmp_path)), param.opts[-1], *value)
+    _one_line(code, err, f"{decl.name} applies to {decl.scope.text()} only")
+
+
+SINGLE = [(path, p, d) for path, p, d in PARAMS if not p.multiple and not p.count and not p.is_flag and d is not None]
+
+
+@pytest.mark.parametrize("path, param, decl", SINGLE, ids=[f"{c} {d.name}" for c, _, d in SINGLE])
+def test_every_single_valued_option_given_twice_is_refused(tmp_path, path, param, decl):
+    code, err = run(tmp_path, path, param.opts[-1], "1", param.opts[-1], "2")
+    _one_line(code, err, f"{max(param.opts, key=len)} is given twice", f"and {param.opts[-1]} 1)" if param.opts[-1] in BASE[path] or
+              param.opts[0] in BASE[path] else f"({param.opts[-1]} 1 and {param.opts[-1]} 2)")
+    assert not (tmp_path / "out").exists()

@@ -69,7 +69,7 @@ import numpy as np
 
 from costmodel.errors import UserError
 from costmodel.fields import APPS, GAMMA_CV, LENGTH_MEDIAN, LOGNORMAL_SIGMA, THINK_S, TOKENS, TRACE_SPAN_S, TURNS, WEIGHT, Field
-from costmodel.jsonfile import read_json
+from costmodel.jsonfile import read_csv, read_json
 from costmodel.options import check_burstiness, check_concurrency, check_rate
 from costmodel.schemas.profile import Profile
 from costmodel.seeding import rng_for
@@ -404,7 +404,7 @@ def load_trace(path: Path) -> Trace:
         if suffix in (".jsonl", ".ndjson"):
             df = pd.read_json(path, lines=True)
         elif suffix == ".csv":
-            df = pd.read_csv(path)
+            df = read_csv(path, "trace")  # a column named twice refused, a BOM read as UTF-8's
         else:
             raise UserError(f"{where} is neither .csv nor .jsonl", "give the trace a .csv or .jsonl name")
     except UserError:
@@ -440,6 +440,11 @@ def load_trace(path: Path) -> Trace:
         i = int(np.argmax(~np.isfinite(t)))
         raise UserError(f"{where}: row {i + 1} has {tcol} {_plain(df[tcol].iloc[i])!r}, not a number of seconds", "fix the trace")
     _check_span(t, tcol, where)
+    back = np.flatnonzero(np.diff(t) < 0)
+    if len(back):  # never sorted silently: a trace out of order is a trace edited by hand or joined wrongly
+        i = int(back[0])
+        raise UserError(f"{where}: row {i + 2} ({tcol} {t[i + 1]:g}) is before row {i + 1} ({t[i]:g}): the trace is not sorted by arrival",
+                        f"sort it by {tcol}")
     order = np.argsort(t, kind="stable")
     take = lambda tup: tuple(tup[i] for i in order)  # noqa: E731
     prompt = take(ints("prompt_tokens"))

@@ -205,13 +205,21 @@ def read_price_file(path: str) -> tuple[dict, dict]:
     price_usd_per_gpu_hour and optionally purchase_usd; every row needs a price >= 0."""
     import pandas as pd  # the table library, where the price table is read: the pricing options load without it (issue 40)
 
+    from costmodel.jsonfile import read_csv
+
     try:
-        df = pd.read_csv(path, dtype={"hardware": str})
+        df = read_csv(path, "--price-file", dtype={"hardware": str})  # a column named twice refused
     except (OSError, ValueError) as e:
         raise UserError(f"--price-file {path} cannot be read ({e.__class__.__name__}: {str(e).splitlines()[0]})",
                         "give a CSV with columns hardware,price_usd_per_gpu_hour[,purchase_usd]") from None
     if "hardware" not in df or "price_usd_per_gpu_hour" not in df:
         raise UserError(f"--price-file {path} lacks the column hardware or price_usd_per_gpu_hour", "give a CSV with columns hardware,price_usd_per_gpu_hour[,purchase_usd]")
+    if df.empty:  # a header alone would override nothing without a word
+        raise UserError(f"--price-file {path} holds a header and no GPU", "add a row per GPU, e.g. h200,3.50")
+    twice = df["hardware"].astype(str).duplicated()
+    if twice.any():
+        i = int(twice.to_numpy().argmax())
+        raise UserError(f"--price-file {path} line {i + 2} prices {df['hardware'].iloc[i]} again", "give each GPU one row (never the last of two)")
     prices, buys = {}, {}
     for i, r in df.iterrows():
         for col, out in (("price_usd_per_gpu_hour", prices), ("purchase_usd", buys)):

@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 
 from costmodel.errors import UserError
+from costmodel.fields import BENCH_PROMPTS
+from costmodel.jsonfile import DuplicateKey, loads_unique
 from costmodel.modes import all_modes, recorded_mode
 
 BENCH_KIND = "bench-import"  # the manifest kind of its run directory
@@ -38,15 +40,19 @@ def read_results(path: Path) -> list[dict]:
     if not text.strip():
         raise UserError(f"bench result {path} is empty", "pass a `vllm bench serve --save-result` JSON file")
     try:
-        obj = json.loads(text)
+        obj = loads_unique(text)  # a key given twice refused, never the last of two
         results = obj if isinstance(obj, list) else [obj]
+    except DuplicateKey as e:
+        raise UserError(f"bench result {path} gives the key {e.key!r} twice in one object", "keep one (JSON readers silently keep the last)") from None
     except json.JSONDecodeError:
         results = []  # --append-result writes one JSON object per line
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                results.append(json.loads(line))
+                results.append(loads_unique(line))
+            except DuplicateKey as e:
+                raise UserError(f"bench result {path} line {n} gives the key {e.key!r} twice", "keep one (JSON readers silently keep the last)") from None
             except json.JSONDecodeError as e:
                 raise UserError(f"bench result {path} is not valid JSON (line {n}: {e.msg})", "pass the file `vllm bench serve --save-result` wrote, unedited") from None
     if not results:
@@ -68,6 +74,9 @@ def validate(r, where: str) -> None:
             raise UserError(f"bench result {where}: {k} is {v!r}, not a number", "regenerate the file with `vllm bench serve --save-result`")
         if v is not None and v < 0:
             raise UserError(f"bench result {where}: {k} is negative ({v})", "regenerate the file")
+    for k in ("completed", "num_prompts"):  # bounded before any prompt is built (costmodel/inputs.py's bench file fields)
+        if isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool):
+            BENCH_PROMPTS.named(k).check(r[k], f"bench result {where}")
     if not r["duration"] > 0:
         raise UserError(f"bench result {where}: duration is {r['duration']}", "a result needs a positive duration")
     for k, v in r.items():

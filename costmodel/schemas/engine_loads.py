@@ -32,7 +32,7 @@ class RecordedLoad:
     times relative to the load's first send)."""
 
     name: str
-    kind: str  # closed | poisson
+    kind: str  # closed | poisson | gamma (bursty open arrivals; replayed at their recorded send times like Poisson)
     concurrency: int | None
     rate_rps: float | None
     prompt_tokens: tuple
@@ -46,7 +46,7 @@ class RecordedLoad:
     ttft_ms: tuple = ()  # each request's time to first token, in send order (NaN: none)
 
 
-SAME_REQUESTS = ("name", "kind", "n", "concurrency", "rate_rps", "prompt_tokens", "output_tokens", "seed")
+SAME_REQUESTS = ("name", "kind", "n", "concurrency", "rate_rps", "arrival_cv", "prompt_tokens", "output_tokens", "seed")
 
 
 def requests_key(load: dict) -> str:

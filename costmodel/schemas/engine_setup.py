@@ -16,8 +16,10 @@ from costmodel.schemas.rundir import load_run
 
 @dataclass(frozen=True)
 class Load:
-    """`n` requests, either `concurrency` in flight (a closed loop) or arriving at `rate_rps` (Poisson).
-    Prompt lengths log-uniform in `prompt_tokens`, output lengths uniform in `output_tokens`."""
+    """`n` requests, either `concurrency` in flight (a closed loop) or arriving at `rate_rps`: Poisson, or
+    bursty when `arrival_cv` is set (gamma inter-arrival gaps of that coefficient of variation; 1 is
+    Poisson). Prompt lengths log-uniform in `prompt_tokens` (a fixed length when both ends are equal),
+    output lengths uniform in `output_tokens`."""
 
     name: str
     n: int
@@ -25,10 +27,11 @@ class Load:
     rate_rps: float | None = None
     prompt_tokens: tuple[int, int] = (128, 4096)
     output_tokens: tuple[int, int] = (128, 1024)
+    arrival_cv: float | None = None
 
     @property
     def kind(self) -> str:
-        return "closed" if self.concurrency else "poisson"
+        return "closed" if self.concurrency else "gamma" if self.arrival_cv else "poisson"
 
 
 @dataclass(frozen=True)

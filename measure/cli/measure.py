@@ -33,7 +33,10 @@ COMMON = [
 # --engine vllm on a GPU (measure/cli/measure_vllm.py run_gpu reads them)
 VLLM_GPU_OPTIONS = [
     click.option("--precision", default=None, help="--engine vllm on a GPU: the weights' precision, fp8 | bf16 [default fp8]."),
-    click.option("--budget-s", type=float, default=None, help="--engine vllm on a GPU: seconds the calibration design may take [default 540]."),
+    click.option("--budget-s", type=float, default=None,
+                 help="--engine vllm on a GPU: seconds of loads the design may take, engine start-ups (30-330 s each) not counted [default: the whole design]."),
+    click.option("--gpus", default=None, help="--engine vllm on a GPU: comma list of GPU indices; the design's setups run in parallel, one engine per GPU."),
+    click.option("--setups", default=None, help="--engine vllm on a GPU: comma list of the design's engine setups to run [default: all]."),
 ]
 
 
@@ -56,7 +59,7 @@ def _measure(**opts):
     eager|compiled, the default), or load-test a live endpoint.
 
     \b
-    vLLM:     costmodel measure --engine vllm --mode ar -o runs/vllm-ar   then: costmodel fit runs/vllm-ar --hardware ID -o vllm.json
+    vLLM:     costmodel measure --engine vllm --mode ar -o runs/vllm-ar   then: costmodel fit runs/vllm-ar/*/ --behaviour prior -o vllm.json
     GPU:      costmodel measure --model diffusiongemma-26b-a4b --random-weights -o runs/h200-dg
     Endpoint: costmodel measure --endpoint http://localhost:8000 --model google/diffusiongemma-26B-A4B-it --qps 2 -o runs/live
     """

@@ -29,7 +29,7 @@ OPTIONS = [
                       "instead of the mode's tiny model (a GPU with the catalog model's config); --model names it."),
 ]
 PARAMS = frozenset({"vllm_settings", "tiny_models", "model_dir"})
-GPU_PARAMS = frozenset({"precision", "budget_s"})  # on a GPU: the weights' precision, the seconds the design may take
+GPU_PARAMS = frozenset({"precision", "budget_s", "gpus", "setups"})  # on a GPU: the weights' precision, the seconds of loads, GPUs, setups
 NEUTRAL = frozenset({"out", "seed", "engine", "mode", "model"})
 
 
@@ -69,9 +69,12 @@ def gpu_present() -> bool:
 
 def run_gpu(opts: dict, given: dict[str, str]) -> int:
     """GPU vLLM in process (measure/vllm/gpu_run.py): the catalog's full-size model with dummy weights,
-    the calibration design's setups and loads (measure/vllm/gpu_design.py)."""
+    the calibration design's setups and loads (measure/vllm/gpu_design.py); with --gpus, the setups spread
+    over several GPUs, one engine each, in parallel. --budget-s counts the loads' time, not start-ups."""
+    import math
+
     from costmodel.modes import get_mode
-    from measure.vllm.gpu_run import record
+    from measure.vllm.gpu_run import Budget, parse_gpus, record, record_parallel
 
     for name, flag in given.items():
         if name not in GPU_PARAMS and name not in NEUTRAL:
@@ -79,10 +82,17 @@ def run_gpu(opts: dict, given: dict[str, str]) -> int:
     precision = opts.get("precision") or "fp8"
     if precision not in ("fp8", "bf16"):
         raise UserError(f"--precision {precision} is not one GPU vLLM is recorded in here", "use fp8 or bf16")
-    budget = float(opts.get("budget_s") or 540.0)
-    record(get_mode(opts["mode"]), precision, Path(opts["out"]), budget, model=opts.get("model"), seed=int(opts.get("seed") or 0),
-           say=lambda s: click.echo(s))
-    click.echo(f"next: costmodel fit {opts['out']}/<setup> ... -o profile.json (the GPU and precision come from the runs)")
+    budget = Budget(measure_s=float(opts["budget_s"]) if opts.get("budget_s") else math.inf)
+    gpus = parse_gpus(opts.get("gpus"))
+    out = Path(opts["out"])
+    kw = dict(model=opts.get("model"), seed=int(opts.get("seed") or 0), setups=opts.get("setups"), say=lambda s: click.echo(s))
+    if len(gpus) > 1:
+        record_parallel(get_mode(opts["mode"]), precision, out, budget, gpus, **kw)
+    else:
+        if gpus:
+            os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]
+        record(get_mode(opts["mode"]), precision, out, budget, **kw)
+    click.echo(f"next: costmodel fit {out}/*/ --behaviour prior -o profile.json (the GPU and precision come from the runs)")
     return 0
 
 

@@ -28,10 +28,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
+import shutil
+import subprocess
+import tempfile
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +50,7 @@ from measure.vllm.gpu_design import EngineSetup, Load, design_for
 from measure.vllm.model_dirs import PROMPT_ID_RANGE, write_model_dirs
 
 SUPPORTED_VLLM = ("0.26.0",)
+CUT = ("deadline", "budget")  # why a load was skipped when a run was cut short (EngineSetup.as_recorded refits such a run)
 # vLLM picks FlashAttention 4 (CuTe DSL) on Hopper, which needs nvidia-cutlass-dsl (not stageable: it wants
 # protobuf < 7); Triton attention is what 0.26 serves every mode with here, recorded in each run's manifest
 ATTENTION_BACKEND = "TRITON_ATTN"
@@ -78,6 +84,7 @@ def engine_args(sm: ServingMode, precision: str, dirs: dict, setup: EngineSetup,
         kw["quantization"] = "fp8"
     else:
         kw["dtype"] = "bfloat16"
+    kw["max_model_len"] = int(s.pop("max_model_len", max_model_len))
     for key in ("max_num_seqs", "max_num_batched_tokens"):
         if key in s:
             kw[key] = int(s.pop(key))
@@ -152,7 +159,7 @@ class Client:
 
             await asyncio.gather(*(worker() for _ in range(min(load.concurrency, len(specs)))))
         else:
-            gaps = np.random.default_rng(seed + 1).exponential(1.0 / load.rate_rps, len(specs))
+            gaps = arrival_gaps_s(load, np.random.default_rng(seed + 1), len(specs))
             tasks, t_next = [], time.monotonic()
             for (ids, o), g in zip(specs, gaps):
                 t_next += float(g)
@@ -160,11 +167,20 @@ class Client:
                 tasks.append(asyncio.create_task(self.one(load, ids, o)))
             await asyncio.gather(*tasks)
         mine = [r for r in self.requests if r["load"] == load.name]
-        return {"name": load.name, "kind": load.kind, "n": load.n, "concurrency": load.concurrency, "rate_rps": load.rate_rps,
+        return {"name": load.name, "kind": load.kind, "n": load.n, "concurrency": load.concurrency, "rate_rps": load.rate_rps, "arrival_cv": load.arrival_cv,
                 "prompt_tokens": list(load.prompt_tokens), "output_tokens": list(load.output_tokens), "seed": seed,
                 "start_s": t0, "duration_s": time.time() - t0, "completed": sum(r["status"] == "ok" for r in mine),
                 "refused": sum(r["status"] != "ok" for r in mine),
                 "refusal": next((r["error"] for r in mine if r["status"] != "ok"), "")}
+
+
+def arrival_gaps_s(load: Load, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Inter-arrival gaps of an open load: exponential (Poisson), or gamma with the load's coefficient of
+    variation (bursty: cv 3 sends runs of requests close together and then pauses) at the same mean rate."""
+    if not load.arrival_cv:
+        return rng.exponential(1.0 / load.rate_rps, n)
+    shape = 1.0 / load.arrival_cv ** 2
+    return rng.gamma(shape, 1.0 / (load.rate_rps * shape), n)
 
 
 def scaled(setup: EngineSetup, n: int, prompt: int, output: int) -> EngineSetup:
@@ -229,7 +245,24 @@ def _plain(obj) -> dict | None:
     return {k: (v if isinstance(v, (int, float, str, list, type(None))) else str(v)) for k in keep if (v := getattr(obj, k, None)) is not None}
 
 
-async def run_setup(sm: ServingMode, precision: str, dirs: dict, setup: EngineSetup, out: Path, deadline: float, seed: int, say,
+@dataclass
+class Budget:
+    """When loads stop: a wall-clock `deadline` (time.monotonic(): a device call's end, start-ups included) and
+    `measure_s`, the seconds of loads a user asked for, engine start-ups NOT counted (a cold start takes
+    150-330 s on a fresh machine and would otherwise swallow the measurement). `measured_s` accumulates."""
+
+    deadline: float = math.inf
+    measure_s: float = math.inf
+    measured_s: float = 0.0
+
+    def spent(self) -> str | None:
+        """Why no further load may start ('deadline', 'budget'), or None."""
+        if time.monotonic() > self.deadline:
+            return "deadline"
+        return "budget" if self.measured_s >= self.measure_s else None
+
+
+async def run_setup(sm: ServingMode, precision: str, dirs: dict, setup: EngineSetup, out: Path, budget: Budget, seed: int, say,
                     extra: dict | None = None, log: Path | None = None, only: frozenset = frozenset()) -> None:
     """One engine start and its loads; `only`: the load names to run (empty: all), the warm-up and the setup's anchor always.
     A load not run is listed in loads.json as skipped, with why, and keeps its place (its seed)."""
@@ -269,18 +302,21 @@ async def run_setup(sm: ServingMode, precision: str, dirs: dict, setup: EngineSe
             if only and load.name not in only | {WARMUP.name, setup.anchor}:
                 done.append({"name": load.name, "kind": load.kind, "skipped": "not selected (--loads)"})
                 continue
-            if time.monotonic() > deadline:
-                if not any(d.get("skipped") == "deadline" for d in done):  # said once, for the rest
-                    say(f"{mode} {setup.label}: deadline reached, the {'selected ' if only else ''}loads from {load.name} on not run")
-                done.append({"name": load.name, "kind": load.kind, "skipped": "deadline"})
+            why = budget.spent()
+            if why:
+                if not any(d.get("skipped") in CUT for d in done):  # said once, for the rest
+                    say(f"{mode} {setup.label}: {'deadline' if why == 'deadline' else f'measurement budget ({budget.measure_s:g} s of loads)'} "
+                        f"reached, the {'selected ' if only else ''}loads from {load.name} on not run")
+                done.append({"name": load.name, "kind": load.kind, "skipped": why})
                 continue
             summary = await client.run(load, seed + 17 * i)
+            budget.measured_s += summary["duration_s"]
             done.append(summary)
             say(f"{mode} {setup.label}: {load.name}: {summary['completed']} requests in {summary['duration_s']:.1f} s"
                 + (f", {summary['refused']} refused ({summary['refusal']})" if summary["refused"] else ""))
     finally:
-        pd.DataFrame(client.requests).to_parquet(sdir / "requests.parquet")
-        pd.DataFrame(client.chunks, columns=["request_id", "chunk_index", "t_s", "tokens"]).to_parquet(sdir / "chunks.parquet")
+        pd.DataFrame(client.requests).to_parquet(sdir / "requests.parquet", compression="zstd")
+        pd.DataFrame(client.chunks, columns=["request_id", "chunk_index", "t_s", "tokens"]).to_parquet(sdir / "chunks.parquet", compression="zstd")
         (sdir / "loads.json").write_text(json.dumps(done, indent=1))
         engine.shutdown()
         for lg in getattr(getattr(engine, "logger_manager", None), "stat_loggers", []) or []:
@@ -345,7 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--out", type=Path, default=None)
     ap.add_argument("--setups", default=None, help="comma list of the design's engine setups [default: all]")
     ap.add_argument("--loads", default=None, help="comma list of the setups' loads to run, the warm-up and each setup's anchor load always (e.g. those a deadline cut) [default: all]")
-    ap.add_argument("--deadline-s", type=float, default=540.0, help="start no load after this many seconds")
+    ap.add_argument("--deadline-s", type=float, default=math.inf, help="wall clock: start no load after this many seconds, start-ups included (a device call's end)")
+    ap.add_argument("--budget-s", type=float, default=math.inf, help="seconds of loads in all (the measurement), engine start-ups not counted")
+    ap.add_argument("--gpus", default=None, help="comma list of GPU indices: the setups are spread over them, one engine per GPU, in parallel")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", default=None, help="catalog model to serve [default: the mode's 26B-A4B model]")
     ap.add_argument("--engine-args", default="{}", help="JSON of further AsyncEngineArgs (e.g. a CPU dry run: enforce_eager, kv_cache_memory_bytes)")
@@ -367,20 +405,37 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.monotonic() - t_start:6.1f} s] {s}", flush=True)
 
     try:
-        record(get_mode(a.mode), a.precision, a.out, a.deadline_s, model=a.model, setups=a.setups, seed=a.seed, say=say,
-               engine_args=json.loads(a.engine_args), scale_loads=a.scale_loads, log=a.log, t_start=t_start, loads=a.loads)
+        budget = Budget(t_start + a.deadline_s, a.budget_s)
+        kw = dict(model=a.model, setups=a.setups, seed=a.seed, say=say, engine_args=json.loads(a.engine_args), scale_loads=a.scale_loads,
+                  log=a.log, t_start=t_start, loads=a.loads)
+        gpus = parse_gpus(a.gpus)
+        if len(gpus) > 1:
+            record_parallel(get_mode(a.mode), a.precision, a.out, budget, gpus, **kw)
+        else:
+            record(get_mode(a.mode), a.precision, a.out, budget, **kw)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
 
 
+def parse_gpus(text: str | None) -> list[str]:
+    """GPU indices as CUDA_VISIBLE_DEVICES takes them; each once."""
+    gpus = [g.strip() for g in (text or "").split(",") if g.strip()]
+    if any(not g.isdigit() for g in gpus) or len(set(gpus)) != len(gpus):
+        raise UserError(f"--gpus {text!r} is not a list of distinct GPU indices", "e.g. --gpus 0,1 (nvidia-smi -L lists them)")
+    return gpus
+
+
 def chosen_setups(sm, setups: str | None = None, loads: str | None = None) -> list[EngineSetup]:
     """The design's setups of mode `sm` that --setups names (all by default) and that hold a load
     --loads names (any, by default); a name that is neither is a one-line error."""
-    chosen = [s for s in design_for(sm) if not setups or s.label in setups.split(",")]
-    if not chosen:
-        raise UserError(f"--setups {setups!r} names none of {sm.name}'s engine setups", f"use {', '.join(s.label for s in design_for(sm))}")
+    names = [n.strip() for n in (setups or "").split(",") if n.strip()]
+    labels = [s.label for s in design_for(sm)]
+    unknown_setups = [n for n in names if n not in labels]
+    if unknown_setups:
+        raise UserError(f"--setups {', '.join(unknown_setups)}: not an engine setup of {sm.name}", f"use {', '.join(labels)}")
+    chosen = [s for s in design_for(sm) if not names or s.label in names]
     only = {n.strip() for n in (loads or "").split(",") if n.strip()}
     unknown = only - {ld.name for s in chosen for ld in s.loads}
     if unknown:
@@ -389,12 +444,14 @@ def chosen_setups(sm, setups: str | None = None, loads: str | None = None) -> li
     return [s for s in chosen if not only or only & {ld.name for ld in s.loads}]
 
 
-def record(sm, precision: str, out: Path, deadline_s: float, *, model: str | None = None, setups: str | None = None, seed: int = 0,
+def record(sm, precision: str, out: Path, budget: Budget, *, model: str | None = None, setups: str | None = None, seed: int = 0,
            say=print, engine_args: dict | None = None, scale_loads: str | None = None, log: Path | None = None,
            t_start: float | None = None, loads: str | None = None) -> Path:
     """Every engine setup of mode `sm`'s calibration design, recorded into `out` (the layout in the
-    module docstring); a setup that would start within 90 s of the deadline is skipped, said."""
-    t_start = time.monotonic() if t_start is None else t_start
+    module docstring); a setup that would start within 90 s of the wall deadline, or once the measurement
+    budget is spent, is skipped, said. The model directories (configs for dummy weights) live in a
+    temporary folder, so that `out` holds setups only (`costmodel fit out/*/` takes each). A run that
+    recorded no load is an error (exit 2), never a success with nothing in it."""
     if out.exists() and any(p for p in out.iterdir() if p.name != "models"):
         raise UserError(f"{out} already exists and is not empty", "choose another -o (an engine run is recorded in one go)")
     chosen = chosen_setups(sm, setups, loads)
@@ -402,20 +459,87 @@ def record(sm, precision: str, out: Path, deadline_s: float, *, model: str | Non
     if needs_v2_runner(sm):
         os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
     shape = get_model(model or sm.default_model)
-    dirs = write_model_dirs(out / "models", shape)
     only = frozenset(n.strip() for n in (loads or "").split(",") if n.strip())
     if scale_loads:
         chosen = [scaled(s, *(int(x) for x in scale_loads.split(","))) for s in chosen]
-    say(f"vLLM {version}; {sm.name} {precision}; setups {[s.label for s in chosen]}")
-    for s in chosen:
-        if time.monotonic() > t_start + deadline_s - 90:  # an engine start (~35-60 s warm) and a load or two would not fit
-            say(f"{sm.name} {s.label}: not started (deadline)")
-            continue
-        asyncio.run(run_setup(sm, precision, dirs, s, out, t_start + deadline_s, seed, say, engine_args, log, only))
+    say(f"vLLM {version}; {sm.name} {precision}; setups {[s.label for s in chosen]}"
+        + (f"; {budget.measure_s:g} s of loads (engine start-ups not counted: 30-330 s each)" if math.isfinite(budget.measure_s) else ""))
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="costmodel-models-") as models:
+        dirs = write_model_dirs(Path(models), shape)
+        for s in chosen:
+            if time.monotonic() > budget.deadline - 90 or budget.spent():  # an engine start (~35-60 s warm) and a load or two would not fit
+                say(f"{sm.name} {s.label}: not started ({budget.spent() or 'deadline'})")
+                continue
+            asyncio.run(run_setup(sm, precision, dirs, s, out, budget, seed, say, engine_args, log, only))
     refused = [json.loads(p.read_text()).get("refused") for p in sorted(out.glob("engine-*.json"))]
     if refused and all(refused):
         raise UserError(f"the engine refused every setup of {sm.name}: {refused[0]}",
                         f"see {out}/engine-*.json and the engine's log; lower max_num_seqs or raise gpu_memory_utilization where memory ran out")
+    require_loads(out)
+    return out
+
+
+def require_loads(out: Path) -> None:
+    """One line, exit 2, when no setup under `out` recorded a load beyond its warm-up."""
+    from costmodel.schemas.engine_loads import loads_json
+
+    ran = [ld for d in out.iterdir() if d.is_dir() for ld in loads_json(d) if not ld.get("skipped") and ld["name"] != WARMUP.name]
+    if not ran:
+        raise UserError(f"{out}: no load was recorded (engine start-up and warm-up only)",
+                        "raise --budget-s or the call's deadline (a cold engine start takes 150-330 s on a fresh machine, ~35 s warm)")
+
+
+def split_setups(chosen: list[EngineSetup], n: int) -> list[list[EngineSetup]]:
+    """Setups spread over n GPUs, largest first onto the least loaded (requests as the size), so that the
+    slowest GPU finishes as early as it can."""
+    lanes: list[list[EngineSetup]] = [[] for _ in range(n)]
+    size = lambda s: sum(ld.n for ld in s.loads)  # noqa: E731
+    for s in sorted(chosen, key=size, reverse=True):
+        min(lanes, key=lambda lane: sum(map(size, lane))).append(s)
+    return [lane for lane in lanes if lane]
+
+
+def record_parallel(sm, precision: str, out: Path, budget: Budget, gpus: list[str], *, setups: str | None = None,
+                    loads: str | None = None, say=print, log: Path | None = None, t_start: float | None = None, **kw) -> Path:
+    """The chosen setups spread over several GPUs: one engine per GPU (CUDA_VISIBLE_DEVICES), each GPU's setups
+    recorded by its own `gpu_run` process into OUT/.gpu<i>, then moved into OUT as if one GPU had run them all.
+    Each GPU gets its own compile cache (VLLM_CACHE_ROOT/gpu<i>): two engines compiling into one cache race.
+    A user with an 8-GPU node gets the design in the time of its largest setup."""
+    if out.exists() and any(out.iterdir()):
+        raise UserError(f"{out} already exists and is not empty", "choose another -o (an engine run is recorded in one go)")
+    lanes = split_setups(chosen_setups(sm, setups, loads), len(gpus))
+    out.mkdir(parents=True, exist_ok=True)
+    left = budget.deadline - time.monotonic()
+    procs = []
+    for gpu, lane in zip(gpus, lanes):
+        labels = ",".join(s.label for s in lane)
+        say(f"GPU {gpu}: {sm.name} {labels}")
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu, "PYTHONUNBUFFERED": "1",
+               "VLLM_CACHE_ROOT": str(Path(os.environ.get("VLLM_CACHE_ROOT", Path.home() / ".cache" / "vllm")) / f"gpu{gpu}")}
+        cmd = [sys.executable, "-m", "measure.vllm.gpu_run", "--mode", sm.name, "--precision", precision, "-o", str(out / f".gpu{gpu}"),
+               "--setups", labels, "--seed", str(kw.get("seed") or 0)]
+        cmd += ["--deadline-s", f"{left:.0f}"] if math.isfinite(left) else []
+        cmd += ["--budget-s", f"{budget.measure_s:g}"] if math.isfinite(budget.measure_s) else []
+        cmd += ["--loads", loads] if loads else []
+        cmd += ["--model", kw["model"]] if kw.get("model") else []
+        cmd += ["--scale-loads", kw["scale_loads"]] if kw.get("scale_loads") else []
+        cmd += ["--engine-args", json.dumps(kw["engine_args"])] if kw.get("engine_args") else []
+        glog = out / f"gpu{gpu}.log"
+        cmd += ["--log", str(glog)]
+        procs.append((gpu, glog, subprocess.Popen(cmd, env=env, stdout=glog.open("w"), stderr=subprocess.STDOUT)))
+    for gpu, glog, proc in procs:
+        rc = proc.wait()
+        tail = [ln for ln in glog.read_text(errors="replace").splitlines() if ln.startswith("[") or ln.startswith("error")]
+        for ln in tail:
+            say(f"GPU {gpu}: {ln}")
+        part = out / f".gpu{gpu}"
+        for item in sorted(part.iterdir()) if part.exists() else []:
+            shutil.move(str(item), str(out / item.name))
+        shutil.rmtree(part, ignore_errors=True)
+        if rc not in (0, 2):
+            say(f"GPU {gpu}: its recorder exited {rc} (its log: {glog})")
+    require_loads(out)
     return out
 
 

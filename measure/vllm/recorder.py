@@ -120,6 +120,14 @@ def engine_description(vllm_config) -> tuple[ServingMode, dict, str, str]:
     return mode, engine, model, weights
 
 
+def catalog_gpu(device_name: str) -> str | None:
+    """The catalog id of the GPU the engine runs on, recorded at run time (a fit then needs no --hardware)."""
+    from costmodel.hardware import match_nvml_name
+
+    spec = match_nvml_name(device_name or "")
+    return spec.id if spec else None
+
+
 def _device_name(platform) -> str:
     try:
         return str(platform.get_device_name())
@@ -213,7 +221,7 @@ class StepRecorder(StatLoggerBase):
             notes.append("--enable-logging-iteration-details was off: no elapsed_ms, and the prefill/decode split is inferred from the counters")
         manifest = RunManifest(run_id=new_run_id("steps"), kind="engine-steps", mode=self.mode, model=model, weights=weights,
                                commit_source=("random-weights" if weights == "random" else "model") if self.serving.decodes_canvases else "none",
-                               hardware=None, gpu_name=engine["device_name"], precision=run_precision(engine),
+                               hardware=catalog_gpu(engine["device_name"]), gpu_name=engine["device_name"], precision=run_precision(engine),
                                engine=engine, settings={"flush_every": self.flush_every}, software=software_versions(), notes=notes)
         self.writer = _Writer(path, manifest)
         self.run_dir = path

@@ -24,6 +24,7 @@ import pandas as pd
 
 from costmodel.errors import UserError
 from costmodel.fields import CURVE_HOURS
+from costmodel.jsonfile import read_csv
 from costmodel.options import QPS_MAX, check_rate
 from costmodel.schemas.profile import Profile
 from simulate.workload import Requests, Workload, build_requests
@@ -125,7 +126,7 @@ def read_curve_csv(path: Path) -> LoadCurve:
     if not path.is_file():
         raise UserError(f"{where} {'is not a file' if path.exists() else 'does not exist'}", f"give a CSV with columns time_s,qps or a preset ({PRESETS})")
     try:
-        df = pd.read_csv(path)
+        df = read_csv(path, "load curve")  # a BOM read as UTF-8's, a column named twice refused (costmodel/jsonfile.py)
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
         raise UserError(f"{where} could not be parsed ({str(e).splitlines()[0] if str(e) else type(e).__name__})", "give a CSV with columns time_s,qps") from None
     missing = [c for c in ("time_s", "qps") if c not in df.columns]
@@ -142,6 +143,8 @@ def _params(text: str, body: str, allowed: dict) -> dict:
         k, sep, v = part.partition("=")
         if not sep or k.strip() not in allowed:
             raise UserError(f"load curve {text!r}: {part!r} is not one of {', '.join(f'{a}=' for a in allowed)}", f"e.g. {PRESETS}")
+        if k.strip() in out:  # never the last of two: a typo or a conflict
+            raise UserError(f"load curve {text!r} gives {k.strip()} twice", f"give {k.strip()}= once")
         try:
             out[k.strip()] = float(v)
         except ValueError:

@@ -27,6 +27,7 @@ import pandas as pd
 
 from costmodel.errors import UserError
 from costmodel.fields import DAY_REQUESTS, TOKENS, TRACE_SPAN_S, Field
+from costmodel.jsonfile import read_csv
 from costmodel.schemas.profile import Profile
 from costmodel.seeding import rng_for
 from simulate.workload import STREAM_REGIME, Requests
@@ -76,7 +77,7 @@ def _frame(path: Path, max_rows: int | None = None) -> pd.DataFrame:
         if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
             df = pd.read_json(path, lines=True, nrows=None if max_rows is None else max_rows + 1)
         else:
-            df = pd.read_csv(path, skipinitialspace=True, nrows=None if max_rows is None else max_rows + 1)
+            df = read_csv(path, "trace", skipinitialspace=True, nrows=None if max_rows is None else max_rows + 1)  # a column named twice refused
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UserError(f"{where} could not be parsed ({str(e).splitlines()[0] if str(e) else type(e).__name__})", f"formats read: {FORMAT_NAMES}") from None
     if max_rows is not None and len(df) > max_rows:

@@ -123,7 +123,7 @@ def frontend_loads(setups: list[RecordedSetup]) -> list[tuple[Path, RecordedLoad
         share = {n: s / d if d > 0 else math.inf for n, (_, s, d) in rec.stalls.items()}
         for ld in recorded_loads(rec.path):
             if rec.setup.role(ld.name) == "fit" and not ld.refused:
-                (poisson if ld.kind == "poisson" else closed).append((rec.path, ld, share.get(ld.name, 0.0)))
+                {"poisson": poisson, "closed": closed}.get(ld.kind, []).append((rec.path, ld, share.get(ld.name, 0.0)))  # bursty loads: neither
     lowest = [c for c in poisson if c[1].rate_rps == min(p[1].rate_rps for p in poisson) and c[2] <= POISSON_STALL_SHARE]
     if lowest:
         return [c[:2] for c in lowest]

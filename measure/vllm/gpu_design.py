@@ -75,9 +75,12 @@ CANVAS = (*CANVAS, _steady(CANVAS[0], CANVAS_STEADY))
 # set out: benchmarks/bench_engine.py). Token budgets 2,048 / 16,384 beside vLLM serve's 8,192; max_num_seqs 64 / 256
 # (AR, MTP) and 4 / 8 / 12 (DiffusionGemma); 24 denoising steps; MTP k 2 / 5 at acceptance 0.6 / 0.9; prompts 64 to
 # 8,192 tokens (fixed long ones and mixes), outputs 64 to 2,048; closed loops, Poisson at three rates, bursty arrivals.
-LONG_CONTEXT = 16384  # max_model_len of the long-prompt sets: an 8,192-token prompt and a 2,048-token answer
-MIXED = dict(prompt_tokens=(64, 6000), output_tokens=(64, 2048))  # Poisson's mixed lengths (within 8,192 in all)
+LONG_CONTEXT = 16384  # max_model_len of the long-prompt sets: an 8,192-token prompt and its answer
+MIXED = dict(prompt_tokens=(64, 6000), output_tokens=(64, 2048))  # open loads' mixed lengths (within 8,192 in all)
 LONG = dict(prompt_tokens=(8000, 8192), output_tokens=(64, 256))  # a fixed long prompt
+LONG_MIXED = dict(prompt_tokens=(64, 8192), output_tokens=(64, 1024))
+# Sized so that a setup's loads take about a minute on an H200 beside its engine start: three settings sets of one
+# mode fit one ten-minute device call on one GPU (a cold start is 150-330 s, a warm one 30-90 s).
 
 
 def _warmup(longest: int) -> Load:
@@ -85,46 +88,43 @@ def _warmup(longest: int) -> Load:
     return Load(WARMUP.name, n=WARMUP.n, concurrency=WARMUP.concurrency, prompt_tokens=(64, longest), output_tokens=WARMUP.output_tokens)
 
 
-def _open(rates, n_per_s: float = 12.0, cv: float | None = None, min_n: int = 24, **lengths) -> tuple[Load, ...]:
-    """Open loads at each rate, about n_per_s seconds of arrivals each (at least min_n requests for a p95)."""
+def _open(rates_n, cv: float | None = None, **lengths) -> tuple[Load, ...]:
+    """Open loads, (rate, requests) each: Poisson, or gamma-bursty with coefficient of variation `cv`."""
     kind = f"gamma-cv{cv:g}" if cv else "poisson"
-    return tuple(Load(f"{kind}-r{r:g}", n=int(max(min_n, min(120, n_per_s * r))), rate_rps=r, arrival_cv=cv, **lengths) for r in rates)
+    return tuple(Load(f"{kind}-r{r:g}", n=n, rate_rps=r, arrival_cv=cv, **lengths) for r, n in rates_n)
+
+
+def _loop(c: int, n: int, **lengths) -> Load:
+    return Load(f"closed-c{c}", n=n, concurrency=c, **{"output_tokens": (64, 1024), **lengths})
 
 
 def _causal_matrix(extra: dict) -> tuple[EngineSetup, ...]:
     """AR and MTP: a small token budget with few sequences, a large budget with many, and long prompts."""
-    small = (_warmup(6000), *_closed((8, 32, 64), output=(64, 1024)),
-             Load("closed-c8-long-prompt", n=16, concurrency=8, prompt_tokens=(3000, 6000), output_tokens=(64, 256)),
-             *_open((2, 5, 10), **MIXED), *_open((5,), cv=3.0, **MIXED))
-    large = (_warmup(6000), *_closed((16, 64, 128), output=(64, 1024)), *_open((2, 6, 12), **MIXED), *_open((6,), cv=3.0, **MIXED))
-    long = (_warmup(8192), Load("closed-c4-8k", n=12, concurrency=4, **LONG), Load("closed-c16-8k", n=32, concurrency=16, **LONG),
-            *_open((1, 2, 4), n_per_s=10, prompt_tokens=(64, 8192), output_tokens=(64, 2048)),
-            *_open((2,), n_per_s=10, cv=3.0, prompt_tokens=(64, 8192), output_tokens=(64, 2048)))
-    return (EngineSetup("b2048-s64", small, {**extra, "max_num_batched_tokens": 2048, "max_num_seqs": 64}, ("closed-c32", "poisson-r5"),
-                        anchor="closed-c8"),
-            EngineSetup("b16384-s256", large, {**extra, "max_num_batched_tokens": 16384, "max_num_seqs": 256}, ("closed-c64", "poisson-r6"),
-                        anchor="closed-c16"),
+    small = (_warmup(6000), _loop(8, 16), _loop(64, 96), *_open(((3, 24), (6, 36), (10, 60)), **MIXED), *_open(((6, 36),), cv=3.0, **MIXED))
+    large = (_warmup(6000), _loop(16, 32), _loop(128, 192), *_open(((3, 24), (8, 48), (14, 84)), **MIXED), *_open(((8, 48),), cv=3.0, **MIXED))
+    long = (_warmup(8192), Load("closed-c4-8k", n=8, concurrency=4, **LONG), Load("closed-c16-8k", n=24, concurrency=16, **LONG),
+            *_open(((1, 16), (2, 20), (4, 32)), **LONG_MIXED), *_open(((2, 20),), cv=3.0, **LONG_MIXED))
+    return (EngineSetup("b2048-s64", small, {**extra, "max_num_batched_tokens": 2048, "max_num_seqs": 64}, ("poisson-r6",), anchor="closed-c8"),
+            EngineSetup("b16384-s256", large, {**extra, "max_num_batched_tokens": 16384, "max_num_seqs": 256}, ("poisson-r8",), anchor="closed-c16"),
             EngineSetup("long8k", long, {**extra, "max_model_len": LONG_CONTEXT}, ("poisson-r2",), anchor="closed-c4-8k"))
 
 
 CAUSAL_MATRIX = _causal_matrix({})
-ASSISTED_MATRIX = (*(EngineSetup(f"k{k}-a{a:g}", (_warmup(6000), *_closed((4, 16, 64), output=(64, 1024)),
-                                                  Load("closed-c16-long-prompt", n=32, concurrency=16, prompt_tokens=(3072, 6000), output_tokens=(64, 256)),
-                                                  *_open((2, 5, 10), **MIXED), *_open((5,), cv=3.0, **MIXED)),
-                                 {"num_speculative_tokens": k, "acceptance": a}, ("closed-c16", "poisson-r5"), anchor="closed-c4")
+_DRAFTS = (_warmup(6000), _loop(4, 8), _loop(32, 64), *_open(((3, 24), (6, 36), (10, 60)), **MIXED), *_open(((6, 36),), cv=3.0, **MIXED))
+ASSISTED_MATRIX = (*(EngineSetup(f"k{k}-a{a:g}", _DRAFTS, {"num_speculative_tokens": k, "acceptance": a}, ("poisson-r6",), anchor="closed-c4")
                      for k, a in ((2, 0.6), (5, 0.9))),
                    _causal_matrix({"num_speculative_tokens": 4, "acceptance": 0.8})[0])
 CANVAS_MATRIX = (
-    EngineSetup("steps24-s4", (_warmup(6000), *_closed((1, 2, 4), output=(64, 1024)), *_open((0.5, 1, 2), n_per_s=16, min_n=16, **MIXED),
-                               *_open((1,), n_per_s=16, min_n=16, cv=3.0, **MIXED)),
-                {"max_denoising_steps": 24, "max_num_seqs": 4}, ("closed-c2", "poisson-r1"), anchor="closed-c4"),
-    EngineSetup("steps24-s12", (_warmup(6000), *_closed((4, 8, 12), output=(64, 1024)), *_open((1, 2.5, 4), n_per_s=12, **MIXED),
-                                *_open((2.5,), n_per_s=12, cv=3.0, **MIXED)),
-                {"max_denoising_steps": 24, "max_num_seqs": 12}, ("closed-c8", "poisson-r2.5"), anchor="closed-c4"),
-    EngineSetup("steps48-s8-long", (_warmup(8192), Load("closed-c2-8k", n=6, concurrency=2, **LONG), *_closed((4, 8), output=(64, 2048)),
-                                    *_open((0.5, 1, 1.5), n_per_s=16, min_n=16, prompt_tokens=(64, 8192), output_tokens=(64, 2048))),
+    EngineSetup("steps24-s4", (_warmup(6000), _loop(1, 3), _loop(4, 8), *_open(((0.5, 12), (1, 16), (2, 20)), **MIXED),
+                               *_open(((1, 16),), cv=3.0, **MIXED)),
+                {"max_denoising_steps": 24, "max_num_seqs": 4}, ("poisson-r1",), anchor="closed-c4"),
+    EngineSetup("steps24-s12", (_warmup(6000), _loop(4, 8), _loop(12, 24), *_open(((1, 16), (2.5, 25), (4, 40)), **MIXED),
+                                *_open(((2.5, 25),), cv=3.0, **MIXED)),
+                {"max_denoising_steps": 24, "max_num_seqs": 12}, ("poisson-r2.5",), anchor="closed-c4"),
+    EngineSetup("steps48-s8-long", (_warmup(8192), Load("closed-c2-8k", n=4, concurrency=2, **LONG), _loop(8, 16, output_tokens=(64, 2048)),
+                                    *_open(((0.5, 12), (1, 16), (1.5, 20)), prompt_tokens=(64, 8192), output_tokens=(64, 2048))),
                 {"max_denoising_steps": 48, "max_num_seqs": 8, "max_num_batched_tokens": 4096, "max_model_len": LONG_CONTEXT},
-                ("poisson-r1",), anchor="closed-c4"))
+                ("poisson-r1",), anchor="closed-c8"))
 
 CAUSAL = (*CAUSAL, *CAUSAL_MATRIX)
 ASSISTED = (*ASSISTED, *ASSISTED_MATRIX)

@@ -84,3 +84,17 @@ def test_settings_sets_of_other_k_keep_one_acceptance():
 
     acc, msg = mtp_acceptance_from_steps(df, [_Run()])
     assert acc.num_speculative_tokens == 4 and np.allclose(acc.per_position[:2], [0.8, 0.8])  # conditional: 80/100, 64/80
+
+
+def test_a_miss_the_engines_own_spread_reaches_is_told_apart():
+    """Per figure: the loads within target, and of the misses those no larger than the engine's own spread there."""
+    from pipeline.engine_loso import HeldOutLoad
+
+    def row(pred, spread, status="steady", saturated=False):
+        return HeldOutLoad("ar", "b2048", "x/y", "l", "closed", status, saturated, {"ttft_p95_ms": 100.0}, {"ttft_p95_ms": pred},
+                           {"ttft_p95_ms": spread})
+
+    rows = [row(110, 5), row(70, 40), row(150, 10), row(300, 500, status="cold"), row(300, 500, saturated=True)]
+    st = LosoResult(rows, {"ar": ["b2048"]}, {}, []).summary()["ar"]["ttft_p95_ms"]
+    assert (st["n_loads"], st["within"], st["misses"], st["misses_within_spread"]) == (3, 1, 2, 1)  # cold and saturated: not scored
+    assert st["worst_pct"] == 50.0 and st["median_pct"] == 10.0

@@ -10,10 +10,10 @@ in closed form; a third checks it. The term is written net of overlap (the figur
 whatever async scheduling hid), so it is added in full whatever the engine setting
 (costmodel/stepcost/host_overhead.py).
 
-`costmodel fit --calibrate RUN --profile P --apply-to MODES` drives it (`calibrate_bench`, the step
-`calibrate-bench` of costmodel/cli/steps.py): the constant fitted on the
-run's mode can be applied to other modes of the same engine, whose own figures then stay a held-out
-check (`benchmarks/bench_published.py`).
+`costmodel fit --calibrate RUN --profile P --apply-to MODES` drives it (`calibrate_bench`, run by
+pipeline/fit.py on the run measure's fit checked): the constant fitted on the run's mode can be
+applied to other modes of the same engine, whose own figures then stay a held-out check
+(`benchmarks/bench_published.py`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -157,16 +156,13 @@ def frontend_latency_fit(profile: Profile, mode: str, loads: list, engine: Engin
             "method": "median over low-load loads of measured TTFT p50 - simulated TTFT p50 (simulate/calibrate.py frontend_latency_fit)"}
 
 
-def calibrate_bench(base: Profile, runs: list[Run], hardware: str | None, apply_to: str | None,
-                    check: Callable[[Profile, Run, str | None], object]) -> tuple[Profile, list[str]]:
+def calibrate_bench(base: Profile, runs: list[Run], apply_to: str | None) -> tuple[Profile, list[str]]:
     """The constant step term of one concurrency-1 bench import, on its mode and the --apply-to modes.
-    `check(base, run, hardware)` refuses a run of another model or GPU (the fitting stage's own check,
-    handed in by `costmodel fit`)."""
+    The run is of `base`'s model and GPU (measure's fit checked it: measure/fit/calibrate.py check_same_setup)."""
     if len(runs) != 1 or len(figs := batch1_figures(runs[0])) != 1:
         raise UserError("--calibrate on bench imports takes one run of one load (one mode's concurrency-1 figure)",
                         "import the one `vllm bench serve --max-concurrency 1` result to calibrate on")
     fig = figs[0]
-    check(base, runs[0], hardware)
     _, recorded = recorded_settings(runs[0].path)  # the server's settings the import carries (a canvas from its counters)
     fitted = fit_step_constant(base, fig, recorded)
     modes = list(base.modes) if apply_to == "all" else [m.strip() for m in (apply_to or fig.mode).split(",") if m.strip()]

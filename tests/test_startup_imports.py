@@ -63,13 +63,13 @@ HELP_LOADS = {
     "measure": {"httpx", "pandas", "pyarrow", "scipy", "statsmodels"},
     "import-bench": {"httpx", "pandas", "pyarrow"},
     "analyze": {"pandas", "pyarrow", "scipy"},
-    "fit": {"pandas", "pyarrow", "scipy", "statsmodels", "simpy"},
+    "fit": {"pandas", "pyarrow", "scipy", "statsmodels"},
     "profile": {"pandas", "pyarrow", "scipy", "statsmodels"},
     "simulate": set(),
     "plan": {"pandas", "pyarrow", "simpy"},
     "sweep": {"pandas", "pyarrow"},
     "report": {"openpyxl", "pandas", "plotly", "pyarrow"},
-    "validate": {"pandas", "pyarrow", "simpy", "scipy", "statsmodels"},
+    "validate": {"pandas", "pyarrow", "simpy"},
     "compare-bench": {"pandas", "pyarrow"},
 }
 

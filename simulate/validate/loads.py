@@ -12,7 +12,9 @@ import numpy as np
 from costmodel.errors import UserError
 from costmodel.modes import ServingMode
 from costmodel.modes.diffusion import COMMIT_STATS
+from costmodel.options import parse_floats
 from costmodel.schemas.profile import Profile
+from costmodel.schemas.validation_loads import ModeLoads
 from simulate.static_batch import CANVAS, BatchRequest
 from simulate.validate.runner import auto_rates
 
@@ -46,10 +48,22 @@ def poisson_workload(profile: Profile, mode: ServingMode, rate_rps: float, n_req
     return out
 
 
+def parse_rates(rates: str) -> list[float] | None:
+    """--rates: requests per second (a comma list), or None for 'auto'."""
+    if rates == "auto":
+        return None
+    given = parse_floats(rates, "rates")
+    bad = [r for r in given if not (r > 0 and math.isfinite(r))]
+    if bad:
+        raise UserError(f"--rates {bad} are not positive", "give positive requests per second, or 'auto'")
+    return given
+
+
 @dataclass(frozen=True)
 class ValidationWorkload:
-    """The workload of a GPU validation (`costmodel validate`) as the load run (measure/validate/gpu.py)
-    asks for it: each rate's seeded Poisson requests, and the rates the profile's capacity suggests."""
+    """The workload of a GPU validation (`costmodel validate`): each mode's loads (`mode_loads`: each
+    rate's seeded Poisson requests, at the rates given or those the profile's capacity suggests), which
+    the load run (measure/validate/gpu.py) serves."""
 
     profile: Profile
     prompt_tokens: tuple[int, int] = (128, 1024)
@@ -62,3 +76,15 @@ class ValidationWorkload:
 
     def auto_rates(self, mode: ServingMode, probe: list[BatchRequest], max_batch: int) -> list[float]:
         return auto_rates(self.profile, mode, probe, max_batch)
+
+    def mode_loads(self, mode: ServingMode, rates: list[float] | None, n_requests: int, max_batch: int, seed: int,
+                   warmup_requests: int) -> ModeLoads:
+        """One mode's loads: a warm-up of another seed (at least one full batch), then each rate's requests
+        (rates None: 25%, 55% and 85% of the capacity the profile predicts for a full batch)."""
+        batch = mode.static_batch_requests or max_batch
+        rate_list = rates if rates is not None else self.auto_rates(mode, self.requests(mode, 1.0, n_requests, seed), batch)
+        warm = self.requests(mode, 1.0, max(batch, warmup_requests), seed + 10_000)
+        workload = {"prompt_tokens": list(self.prompt_tokens), "max_output_tokens": self.max_output_tokens, "draft_tokens": self.draft_tokens,
+                    "seed": seed, "profile": self.profile.profile_id, "n_requests": n_requests}
+        return ModeLoads(mode.name, batch, self.draft_tokens, warm, [(r, self.requests(mode, r, n_requests, seed)) for r in rate_list], workload)
+

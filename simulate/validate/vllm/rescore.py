@@ -1,6 +1,7 @@
 """Re-score a recorded vLLM validation on any CPU (`costmodel validate --engine vllm --score-only`):
-per mode, refit the profile from the calibration's engine steps (with the `fit` the caller passes:
-measure.validate.vllm_campaign.fit_scratch), replay every scored load in the simulator and score it. Writes OUT/scores.csv (per load), OUT/steps.csv (per step),
+per mode, replay every scored load in the simulator on the profile refitted from the calibration's engine
+steps and score it (the profiles are read from a folder measure wrote just before: measure/validate/vllm_campaign.py
+fit_recorded, run by pipeline/validate_vllm.py). Writes OUT/scores.csv (per load), OUT/steps.csv (per step),
 OUT/requests.csv (per request), OUT/drift.csv (step-cost drift from the calibration), OUT/schedule.csv (per load: the
 simulator's schedule against vLLM's with the engine's own step times, replay.replay_recorded) and OUT/summary.csv (per
 mode: the largest error per metric below saturation, the schedule's share and step-count error), atomically.
@@ -12,13 +13,11 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
 from costmodel import atomic
 from costmodel.errors import UserError
-from costmodel.modes import ServingMode
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.rundir import load_run
 from costmodel.schemas.engine_trace import EngineTrace, read_trace
@@ -47,16 +46,10 @@ def _client(run_dir: Path) -> pd.DataFrame | None:
     return req[req["status"] == "ok"]
 
 
-# the profile a trace's engine steps fit: (trace, mode, the recording it came from, profile id) -> Profile,
-# rewriting none of the recordings (measure.validate.vllm_campaign.fit_scratch)
-StepFit = Callable[[EngineTrace, ServingMode, Path, str], Profile]
-
-
-def _profile(mdir: Path, fit: StepFit) -> tuple[Profile, object]:
-    """The calibration's trace and the profile refitted from it, so that a change to the fit shows in
-    the scores as a change to the simulator does."""
+def _profile(mdir: Path, profiles: Path) -> tuple[Profile, EngineTrace]:
+    """The profile refitted from the calibration's steps (`profiles`/<mode>/calibration.json) and the calibration's trace."""
     cal = read_trace(mdir / "calibration" / "sched.jsonl.gz", mdir.name)
-    return fit(cal, cal.serving, mdir / "calibration", f"vllm-cpu-{mdir.name}-calibration"), cal
+    return Profile.load(profiles / mdir.name / "calibration.json"), cal
 
 
 def step_cost_drift(cal, trace, load: str) -> dict:
@@ -95,9 +88,9 @@ def overload_check(profile: Profile, mode: str, cal) -> dict:
     return {"capacity_rps": cap, "offered_rps": rate, "stable": bool(summary.stable)}
 
 
-def rescore_mode(mdir: Path, fit: StepFit) -> tuple[list, list, list, dict, list]:
+def rescore_mode(mdir: Path, profiles: Path) -> tuple[list, list, list, dict, list]:
     mode = mdir.name
-    profile, cal = _profile(mdir, fit)
+    profile, cal = _profile(mdir, profiles)
     cal_client = _client(mdir / "calibration")
     front = frontend_overhead_ms(cal, cal_client) if cal_client is not None else None
     scores, steps, reqs, sched = [], [], [], []
@@ -108,7 +101,7 @@ def rescore_mode(mdir: Path, fit: StepFit) -> tuple[list, list, list, dict, list
         scores += load_scores(trace, rep, ldir.name, front, _client(ldir))
         # diagnosis: the same replay priced by a fit of this load's own steps (in sample): what is left
         # is the scheduling model's error; the difference to the row above is the step-cost drift
-        own = fit(trace, trace.serving, ldir, f"vllm-cpu-{mode}-{ldir.name}-own-steps")
+        own = Profile.load(profiles / mode / f"{ldir.name}.json")
         scores += [dataclasses.replace(x, pricing="own steps") for x in load_scores(trace, replay(own, trace), ldir.name)]
         steps.append(step_table(trace, rep, ldir.name).assign(kind="step"))
         row, srt = schedule_row(trace, replay_recorded(profile, trace), ldir.name)
@@ -144,8 +137,9 @@ def summarise(scores: pd.DataFrame, reqs: pd.DataFrame, over: dict[str, dict], s
     return pd.DataFrame(rows)
 
 
-def rescore(out: str | Path, modes: list[str] | None, fit: StepFit) -> Rescored:
-    """Every recorded mode under `out` re-scored, its profiles refitted with `fit`."""
+def rescore(out: str | Path, modes: list[str] | None, profiles: Path) -> Rescored:
+    """Every recorded mode under `out` re-scored on the profiles refitted from its steps (`profiles`: <mode>/calibration.json,
+    <mode>/<load>.json)."""
     out = Path(out)
     mdirs = [d for d in sorted(out.iterdir()) if (d / "calibration").is_dir()] if out.is_dir() else []
     if modes:
@@ -154,7 +148,7 @@ def rescore(out: str | Path, modes: list[str] | None, fit: StepFit) -> Rescored:
         raise UserError(f"{out} holds no recorded vLLM validation (<mode>/calibration/)", "run `costmodel validate --engine vllm -o DIR` first")
     scores, steps, reqs, over, sched = [], [], [], {}, []
     for d in mdirs:
-        s, st, rq, ov, sc = rescore_mode(d, fit)
+        s, st, rq, ov, sc = rescore_mode(d, Path(profiles))
         scores += s
         steps += st
         reqs += rq

@@ -78,16 +78,48 @@ def default_processes(n_points: int) -> int:
     return max(1, min(n_points, cores()))
 
 
+class ProcessPool:
+    """Forked worker processes kept across several run_tasks calls (a plan's grid, then each round
+    of its crossover search): one fork per worker for the whole command instead of one per call.
+
+        with ProcessPool(2) as pool:
+            run_tasks(fn, jobs, cluster=Workers(None, 2, local="processes"), pool=pool)
+    """
+
+    def __init__(self, workers: int):
+        self.workers = max(1, int(workers))
+        self._executor = None
+
+    def executor(self):
+        if self._executor is None:
+            from concurrent.futures import ProcessPoolExecutor
+
+            method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+            self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context(method))
+        return self._executor
+
+    def __enter__(self) -> "ProcessPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=exc[0] is None, cancel_futures=exc[0] is not None)
+            self._executor = None
+
+
 def run_tasks(fn: Callable, args_list: list[tuple], *, cluster: Workers = Workers(), on_done: OnDone | None = None,
-              shared: dict | None = None) -> list:
+              shared: dict | None = None, pool: ProcessPool | None = None) -> list:
     """[fn(*args, **shared) for args in args_list], in input order. `shared` holds large arguments
-    every job takes (a profile): sent to each Dask worker once, not with every job."""
+    every job takes (a profile): sent to each Dask worker once, not with every job. `pool`: forked
+    processes kept by the caller, used for a local run of several jobs."""
     cluster.check()
     n, shared = len(args_list), shared or {}
     address = cluster.resolved_address()
     workers = cluster.workers or default_processes(n)
     if address is None and (n <= 1 or workers == 1 or (cluster.workers is None and cluster.local == "dask" and not dask_installed())):
         return _serial(fn, args_list, shared, on_done)  # the default with no `sweep` extra: one process, same results
+    if address is None and pool is not None and pool.workers > 1:
+        return _on_processes(fn, args_list, shared, on_done, pool.workers, pool.executor())
     if address is None and cluster.local == "processes":
         return _on_processes(fn, args_list, shared, on_done, min(workers, n))
     with dask_client(address, min(workers, max(n, 1))) as client:
@@ -103,13 +135,14 @@ def _serial(fn, args_list, shared, on_done) -> list:
     return out
 
 
-def _on_processes(fn, args_list, shared, on_done, workers: int) -> list:
+def _on_processes(fn, args_list, shared, on_done, workers: int, kept=None) -> list:
     """The jobs on `workers` forked processes (they inherit this process's modules, profiles and
-    step-price caches, so a worker starts in milliseconds); results in input order."""
+    step-price caches, so a worker starts in milliseconds); results in input order. `kept`: an
+    executor the caller keeps (ProcessPool), left running afterwards."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context(method))
+    pool = kept or ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context(method))
     results: list = [None] * len(args_list)
     try:
         index = {pool.submit(fn, *args, **shared): i for i, args in enumerate(args_list)}
@@ -124,7 +157,8 @@ def _on_processes(fn, args_list, shared, on_done, workers: int) -> list:
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
+    if kept is None:
+        pool.shutdown(wait=True)
     return results
 
 

@@ -84,15 +84,16 @@ def check_warmup_leaves(reqs, warmup_frac: float) -> None:
                         "give a smaller --warmup (warmup_frac) or a longer run (--requests, --duration)")
 
 
-def check_mode(profile: Profile, mode: str) -> ServingMode:
-    """The registered mode named `mode`, which the profile must carry: the one place simulate's
-    entry points turn a mode name into its ServingMode (everything below takes the object)."""
-    serving = get_mode(mode)
-    profile.mode(mode)
+def check_mode(profile: Profile, mode: "str | ServingMode") -> ServingMode:
+    """The registered mode named `mode` (or the ServingMode itself, resolved at an edge), which the
+    profile must carry: the one place simulate's entry points turn a mode name into its ServingMode
+    (everything below takes the object)."""
+    serving = mode if isinstance(mode, ServingMode) else get_mode(mode)
+    profile.mode(serving.name)
     return serving
 
 
-def run_point(profile: Profile, mode: str, qps: float | None, *, replicas: int = 1, workload=None, duration_s: float | None = None,
+def run_point(profile: Profile, mode: "str | ServingMode", qps: float | None, *, replicas: int = 1, workload=None, duration_s: float | None = None,
               n_requests: int | None = None, seed: int = 0, engine=None, router: str = DEFAULT_ROUTER,
               warmup_frac: float = DEFAULT_WARMUP_FRAC, abort_backlog_s: float | None = DEFAULT_ABORT_BACKLOG_S,
               drain_s: float | None = None, miss_bounds: tuple = (), concurrency: int | None = None,

@@ -18,7 +18,8 @@ import pandas as pd
 from costmodel.modes import mode_order
 from costmodel.schemas.provenance import rests_on_items
 from costmodel.costing.cheapest import Analysis
-from costmodel.costing.crossover import best_per_cell, rank_options, ties
+from costmodel.costing.crossover import best_per_cell, option_name, rank_options, tie_group
+from costmodel.slo import Slo
 from costmodel.costing.pricing import HOURS_PER_MONTH
 from costmodel.costing.terms import HOURS_PER_YEAR
 
@@ -39,6 +40,9 @@ class Decision:
     runner_up_more_pct: float
     rests_on: str  # e.g. "projected pass timings (...); prior MTP acceptance"; of a tie: every tied option's
     tied: tuple[str, ...] = ()  # every option of a tie ("1 x h100-sxm (bf16), diffusion", ...); empty: one winner
+    cost_usd_per_month_low: float = math.nan  # the low end of the cost's interval (a borderline count below the settled one); NaN: none
+    borderline: str = ""  # the winner's counts below its settled one whose verdict is borderline, and why
+    heldout: str = ""  # the engine model's held-out error on the SLO's figure, one clause
 
     @property
     def tie(self) -> bool:
@@ -57,8 +61,16 @@ class Decision:
             return f"At {self.qps:g} QPS no option meets the SLO."
         runner = f"; runner-up {self.runner_up} {self.margin}" if self.runner_up else "; no other option meets the SLO"
         cost = f"${self.cost_usd_per_month:,.0f}/month (${self.cost_usd_per_year:,.0f}/year)"
-        head = (f"a tie at {cost} each: {self.fleet} (the same fleet cost: no winner)" if self.tie else f"{self.fleet}, {cost}")
-        return f"At {self.qps:g} QPS: {head}{runner}. Rests on {self.rests_on}."
+        if self.interval:
+            cost += f", 95% interval ${self.cost_usd_per_month_low:,.0f}-{self.cost_usd_per_month:,.0f}/month (fewer replicas are borderline)"
+        head = (f"a tie at {cost}: {self.fleet} (the same fleet cost or overlapping intervals: no winner)" if self.tie else f"{self.fleet}, {cost}")
+        held = f"; {self.heldout}" if self.heldout else ""
+        return f"At {self.qps:g} QPS: {head}{runner}. Rests on {self.rests_on}{held}."
+
+    @property
+    def interval(self) -> bool:
+        """The winner's cost has an interval: a borderline count below its settled one."""
+        return math.isfinite(self.cost_usd_per_month_low) and self.cost_usd_per_month_low < self.cost_usd_per_month
 
 
 def fleet_name(r: dict, prov: dict) -> str:
@@ -80,6 +92,32 @@ def _rests_on(rows: list[dict], profiles: dict[str, dict]) -> str:
     return "; ".join(dict.fromkeys(items))
 
 
+HELDOUT_FIGURES = {"ttft_ms_p95": ("p95_ttft_ms", "p95 TTFT"), "ttft_ms_p50": ("p50_ttft_ms", "p50 TTFT"), "e2e_ms_p95": ("p95_e2e_ms", "p95 E2E"),
+                   "tpot_ms_p50": ("p50_tpot_ms", "p50 TPOT")}
+
+
+def heldout_clause(slo: Slo, profiles: dict[str, dict], hardware: list[str]) -> str:
+    """The engine model's held-out error on the SLO's first figure it records, for the answer's GPUs
+    (profile provenance key `heldout_error`, from costmodel/schemas/profile.py heldout_error):
+    "engine model's held-out p95 TTFT error on h200: median -8%, worst -22% (6 loads)", or "... not
+    measured for this profile" where the profile does not carry it."""
+    cols = [b.column for b in slo.bounds if b.column in HELDOUT_FIGURES] or ["ttft_ms_p95"]
+    key, label = HELDOUT_FIGURES[cols[0]]
+    parts, measured = [], False
+    for h in dict.fromkeys(hardware):
+        f = ((profiles.get(h) or {}).get("heldout_error") or {}).get("figures", {}).get(key)
+        if isinstance(f, dict) and all(k in f for k in ("median_pct", "worst_pct", "n_loads")):
+            parts.append(f"{h} median {f['median_pct']:+.0f}%, worst {f['worst_pct']:+.0f}% ({int(f['n_loads'])} loads)")
+            measured = True
+        else:
+            parts.append(f"{h} not measured for this profile")
+    if not parts:
+        return ""
+    if not measured:
+        return f"engine model's held-out {label} error: not measured for this profile"
+    return f"engine model's held-out {label} error: " + "; ".join(parts)
+
+
 def decisions(a: Analysis, profiles: dict[str, dict]) -> list[Decision]:
     """One Decision per load asked about (Analysis.loads); `profiles` maps hardware -> costmodel.schemas.provenance.profile_provenance()."""
     best = best_per_cell(a.points)
@@ -92,21 +130,24 @@ def decisions(a: Analysis, profiles: dict[str, dict]) -> list[Decision]:
             out.append(Decision(q, False, "", "", "", 0, math.nan, math.nan, math.nan, "", math.nan, math.nan, ""))
             continue
         rows = cand.to_dict("records")
-        low = float(rows[0]["cost_usd_per_month"])
-        # the winner and its tie in the order cheapest_per_qps lists them (fewer GPUs, then the mode registry; never USD per 1M tokens)
-        group = sorted((r for r in rows if ties(float(r["cost_usd_per_month"]), low)), key=lambda r: (int(r["gpus"]), mode_order(r["mode"])))
+        # the winner and its tie (tie_group: equal costs or overlapping intervals) in the order cheapest_per_qps lists them
+        group = [r.to_dict() for r in tie_group(cand)]
         first = next(r for r in group if r["hardware"] == c["hardware"] and r["mode"] == c["mode"])
         group = [first] + [r for r in group if r is not first]
         names = tuple(fleet_name(r, profiles.get(str(r["hardware"]), {})) for r in group) if len(group) > 1 else ()
-        rest = [r for r in rows if not ties(float(r["cost_usd_per_month"]), low)]
+        inside = {option_name(r) for r in group}
+        rest = [r for r in rows if option_name(r) not in inside]
         runner = rest[0] if rest else None
         usd = float(first["cost_usd_per_month"])
         more = float(runner["cost_usd_per_month"]) - usd if runner else math.nan
         pct = 100.0 * more / usd if runner and usd > 0 else math.nan
+        cell = a.cells[(a.cells["qps"] == q) & (a.cells["hardware"] == first["hardware"]) & (a.cells["mode"] == first["mode"])] if not a.cells.empty else a.cells
+        border = str(cell.iloc[0].get("borderline") or "") if not cell.empty and "borderline" in cell else ""
         out.append(Decision(q, True, _group_name(group, profiles), str(first["hardware"]), str(first["mode"]), int(first["gpus"]), usd,
                             usd / HOURS_PER_MONTH * HOURS_PER_YEAR, float(first.get("upfront_usd", 0.0) or 0.0),
                             fleet_name(runner, profiles.get(str(runner["hardware"]), {})) if runner else "", more, pct,
-                            _rests_on(group, profiles), names))
+                            _rests_on(group, profiles), names, float(first.get("cost_usd_per_month_low", usd)), border,
+                            heldout_clause(a.slo, profiles, [str(r["hardware"]) for r in group])))
     return out
 
 
@@ -124,14 +165,18 @@ def answer_lines(a: Analysis, profiles: dict[str, dict]) -> list[str]:
 def answer_frame(a: Analysis, profiles: dict[str, dict]) -> pd.DataFrame:
     """The answer as a CSV table (answer.csv; columns documented in costmodel/schemas/plan.py ANSWER_DOCS):
     one row per load, then the crossover rows, each with the words plan prints in `answer`."""
-    rows = [{"question": f"cheapest at {d.qps:g} QPS", "qps": d.qps, "answer": d.text, "meets_slo": d.meets, "tie": d.tie, "fleet": d.fleet,
-             "cost_usd_per_month": d.cost_usd_per_month, "cost_usd_per_year": d.cost_usd_per_year, "runner_up": d.runner_up,
-             "runner_up_more_usd_per_month": d.runner_up_more_usd_per_month, "rests_on": d.rests_on} for d in decisions(a, profiles)]
+    rows = [{"question": f"cheapest at {d.qps:g} QPS", "qps": d.qps, "answer": d.text, "meets_slo": d.meets, "tie": d.tie,
+             "tied_with": " | ".join(d.tied[1:]), "fleet": d.fleet, "cost_usd_per_month": d.cost_usd_per_month,
+             "cost_usd_per_month_ci95_low": d.cost_usd_per_month_low if d.meets else math.nan, "cost_usd_per_year": d.cost_usd_per_year,
+             "runner_up": d.runner_up, "runner_up_more_usd_per_month": d.runner_up_more_usd_per_month, "borderline": d.borderline,
+             "rests_on": d.rests_on, "heldout_error": d.heldout} for d in decisions(a, profiles)]
     crossovers = list(a.crossover_by_hardware.values()) if len(a.crossover_by_hardware) > 1 else []
     for c in crossovers + [a.crossover]:
         if c.status == "not-compared":
             continue
         rows.append({"question": f"crossover ({c.scope})", "answer": c.text, "crossover_status": c.status, "crossover_qps": c.qps_estimate,
                      "crossover_qps_low": c.qps_low, "crossover_qps_high": c.qps_high, "crossover_qps_ci95_low": c.qps_ci95_low,
-                     "crossover_qps_ci95_high": c.qps_ci95_high, "tie": c.tied_below})
+                     "crossover_qps_ci95_high": c.qps_ci95_high, "tie": c.tied_below,
+                     "tied_with": " | ".join(o for p in c.per_qps if p["qps"] == c.qps_low and p["verdict"] == "tie"
+                                             for o in p["diffusion_options"] + p["rival_options"])})
     return pd.DataFrame(rows)

@@ -13,12 +13,13 @@ import pandas as pd
 from costmodel.hardware import HardwareSpec
 from costmodel.modes import mode_order
 from costmodel.costing.costs import add_costs
-from costmodel.costing.crossover import Crossover, best_per_cell, cheapest_per_qps, find_crossover, ties
+from costmodel.costing.crossover import Crossover, best_per_cell, cheapest_per_qps, find_crossover, overlaps, ties
+from costmodel.costing.verdict import PASS, judge
 from costmodel.costing.pricing import GpuPrice, PricingConfig, gpu_price
 from costmodel.slo import Slo
 
 LEAD_COLUMNS = (
-    "hardware", "mode", "qps", "meets_slo", "replicas", "gpus", "cost_usd_per_month", "cost_usd_per_hour", "cost_usd_per_mtok_output",
+    "hardware", "mode", "qps", "meets_slo", "replicas", "gpus", "cost_usd_per_month", "replicas_low", "cost_usd_per_month_low", "borderline", "cost_usd_per_hour", "cost_usd_per_mtok_output",
     "cost_usd_per_mtok_total", "cost_usd_per_1k_requests", "energy_kwh_per_mtok_output", "cheapest_at_qps", "slo", "slo_failures", "evaluations",
 )
 
@@ -44,10 +45,19 @@ def _winners(best: pd.DataFrame, cheapest: pd.DataFrame) -> dict[tuple, float]:
         if r["none_meets"]:
             continue
         at = best[best["qps"] == r["qps"]]
+        lo, hi = float(r.get("cost_usd_per_month_low", r["cost_usd_per_month"])), float(r["cost_usd_per_month"])
         for x in at.to_dict("records"):
-            if ties(float(x["cost_usd_per_month"]), float(r["cost_usd_per_month"])):
+            if ties(float(x["cost_usd_per_month"]), hi) or overlaps(float(x["cost_usd_per_month_low"]), float(x["cost_usd_per_month"]), lo, hi):
                 out[(r["qps"], x["hardware"], x["mode"])] = float(x["cost_usd_per_month"])
     return out
+
+
+def _borderline_below(tried: pd.DataFrame, replicas: int) -> str:
+    """The counts below a cell's settled one whose verdict is borderline, with why: '1 replica: ttft_ms_p95 980 against 1000: borderline (...)'."""
+    if "slo_verdict" not in tried:
+        return ""
+    b = tried[(tried["slo_verdict"] == "borderline") & (tried["replicas"] < replicas)].sort_values("replicas")
+    return "; ".join(f"{int(r['replicas'])} replica{'s' if int(r['replicas']) != 1 else ''}: {r['slo_failures']}" for r in b.to_dict("records"))
 
 
 def _order(df: pd.DataFrame) -> pd.DataFrame:
@@ -66,9 +76,11 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
     prices = {h: gpu_price(s, pricing) for h, s in specs.items()}
     pts = add_costs(points.reset_index(drop=True), prices)
     pts["qps"] = pts["qps"].astype(float)
-    fails = [slo.failures(r) for r in pts.to_dict("records")]
-    pts["meets_slo"] = [not f for f in fails]
-    pts["slo_failures"] = ["; ".join(f) for f in fails]
+    verdicts = [judge(r, slo) for r in pts.to_dict("records")]  # pass / fail / borderline on the replications' intervals (verdict.py)
+    pts["meets_slo"] = [v.status == PASS for v in verdicts]
+    pts["slo_verdict"] = [v.status for v in verdicts]
+    pts["slo_meets_on_mean"] = [v.meets_on_mean for v in verdicts]
+    pts["slo_failures"] = [v.text for v in verdicts]
     pts["slo"] = slo.text or "stable"
     pts = _order(pts)
     qps_values = sorted(set(float(q) for q in (qps if qps is not None else pts["qps"])))
@@ -84,6 +96,7 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
                 tried = pts[(pts["hardware"] == h) & (pts["mode"] == m) & (pts["qps"] == q)]
                 if not b.empty:
                     row = b.iloc[0].to_dict()
+                    row["borderline"] = _borderline_below(tried, int(row["replicas"]))
                 elif not tried.empty:
                     top = int(tried["replicas"].max())
                     row = {"hardware": h, "mode": m, "qps": q, "meets_slo": False, "slo": pts["slo"].iloc[0],
@@ -102,7 +115,7 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
     win = _winners(best, cheapest)
     if not cells_df.empty:
         cells_df["cheapest_at_qps"] = [(r["qps"], r["hardware"], r["mode"]) in win for r in cells_df.to_dict("records")]
-        for c in ("replicas", "gpus", "evaluations"):
+        for c in ("replicas", "gpus", "evaluations", "replicas_low"):
             if c in cells_df:
                 cells_df[c] = cells_df[c].astype("Int64")
         cells_df["meets_slo"] = cells_df["meets_slo"].astype(bool)

@@ -55,27 +55,75 @@ def _sides() -> tuple[str, tuple[str, ...], str]:
 def method_text() -> str:
     return (f"at each QPS the cheapest SLO-meeting fleet of DiffusionGemma and of {_sides()[2]} are compared by monthly cost "
             f"(within {TIE_FRAC:.0%}: a tie); the crossover lies between the last QPS where DiffusionGemma is cheaper or tied and the "
-            f"first above it where it costs more; `costmodel plan` bisects that bracket with the simulator to {CROSSOVER_TOLERANCE_FRAC:.0%} "
-            "of its upper end; the estimate is the bracket's midpoint; --seeds gives its spread over seeds")
+            f"first above it where it costs more; where a fleet's verdict is borderline over its replications the two costs' intervals "
+            f"overlap (a tie), so the 95% interval runs from the last QPS where every verdict is settled to the first where DiffusionGemma "
+            f"certainly costs more; the estimate is the midpoint of the bracket where the figures' means flip the verdict; `costmodel plan` "
+            f"bisects the brackets with the simulator to {CROSSOVER_TOLERANCE_FRAC:.0%} of their upper end; --seeds widens the interval to "
+            "the seeds' estimates")
 
 
 def best_per_cell(options: pd.DataFrame) -> pd.DataFrame:
     """The cheapest SLO-meeting row per (hardware, mode, qps); `options` needs hardware, mode, qps,
-    meets_slo, cost_usd_per_month (plus whatever else to carry along)."""
+    meets_slo, cost_usd_per_month (plus whatever else to carry along). Where the rows carry their
+    verdicts (slo_verdict: plan's replications), each row also gets the cell's cost interval:
+    `cost_usd_per_month_low` and `replicas_low`, the cheapest count not settled to miss (below the
+    settled one only where the counts between are borderline), and `cost_usd_per_month_mean`, the
+    cheapest count meeting the SLO on its figures' means (the point estimate)."""
     ok = options[options["meets_slo"].astype(bool)]
     if ok.empty:
         return ok
     ok = ok.sort_values(["qps", "hardware", "mode", "cost_usd_per_month", "gpus"], kind="mergesort")
-    return ok.groupby(["hardware", "mode", "qps"], sort=True, as_index=False).head(1).reset_index(drop=True)
+    best = ok.groupby(["hardware", "mode", "qps"], sort=True, as_index=False).head(1).reset_index(drop=True)
+    best = best.drop(columns=[c for c in ("cost_usd_per_month_low", "replicas_low", "cost_usd_per_month_mean") if c in best.columns])
+    if "slo_verdict" not in options.columns:
+        return best.assign(cost_usd_per_month_low=best["cost_usd_per_month"], replicas_low=best["replicas"],
+                           cost_usd_per_month_mean=best["cost_usd_per_month"])
+    keys = ["hardware", "mode", "qps"]
+    possible = options[options["slo_verdict"].astype(str) != "fail"].sort_values("cost_usd_per_month", kind="mergesort")
+    low = possible.groupby(keys, as_index=False).head(1)[keys + ["cost_usd_per_month", "replicas"]].rename(
+        columns={"cost_usd_per_month": "cost_usd_per_month_low", "replicas": "replicas_low"})
+    on_mean = options["meets_slo"].astype(bool) | ((options["slo_verdict"].astype(str) == "borderline")
+                                                   & options.get("slo_meets_on_mean", pd.Series(False, index=options.index)).fillna(False).astype(bool))
+    mean = options[on_mean].sort_values("cost_usd_per_month", kind="mergesort").groupby(keys, as_index=False).head(1)[keys + ["cost_usd_per_month"]]
+    best = best.merge(low, on=keys, how="left").merge(mean.rename(columns={"cost_usd_per_month": "cost_usd_per_month_mean"}), on=keys, how="left")
+    best["cost_usd_per_month_low"] = best["cost_usd_per_month_low"].fillna(best["cost_usd_per_month"])
+    best["cost_usd_per_month_mean"] = best["cost_usd_per_month_mean"].fillna(best["cost_usd_per_month"])
+    best["replicas_low"] = best["replicas_low"].fillna(best["replicas"])
+    return best
+
+
+def overlaps(a_low: float, a_high: float, b_low: float, b_high: float) -> bool:
+    """Two cost intervals that overlap, or whose nearest ends tie (TIE_FRAC): no winner between them."""
+    if not all(math.isfinite(x) for x in (a_low, a_high, b_low, b_high)):
+        return False
+    return (a_low <= b_high and b_low <= a_high) or ties(a_high, b_low) or ties(b_high, a_low)
 
 
 def option_name(r) -> str:
     return f"{r['hardware']} / {r['mode']}"
 
 
+def _interval(r) -> tuple[float, float]:
+    hi = float(r["cost_usd_per_month"])
+    lo = r.get("cost_usd_per_month_low", hi) if hasattr(r, "get") else hi
+    lo = hi if lo is None or not math.isfinite(float(lo)) else float(lo)
+    return lo, hi
+
+
+def tie_group(cand: pd.DataFrame) -> list:
+    """The cheapest option of `cand` (ranked rows of one QPS) and every option tied with it: the same
+    monthly cost within TIE_FRAC, or a cost interval overlapping its interval (a borderline count)."""
+    rows = [x for _, x in cand.iterrows()]
+    first = rows[0]
+    lo, hi = _interval(first)
+    group = [x for x in rows if ties(float(x["cost_usd_per_month"]), hi) or overlaps(*_interval(x), lo, hi)]
+    group.sort(key=lambda x: (int(x["gpus"]), mode_order(x["mode"])))  # a tie is listed in registry order, not by a noise tie-break
+    return group
+
+
 def cheapest_per_qps(options: pd.DataFrame, qps_values) -> pd.DataFrame:
     """One row per QPS: the cheapest SLO-meeting (hardware, mode), every option tied with it
-    (`tied_with`), the first option that costs more (runner-up), or none_meets=True."""
+    (`tied_with`; tie_group), the first option that costs more (runner-up), or none_meets=True."""
     best = best_per_cell(options)
     rows = []
     for q in sorted(set(float(x) for x in qps_values)):
@@ -83,15 +131,15 @@ def cheapest_per_qps(options: pd.DataFrame, qps_values) -> pd.DataFrame:
         if cand is None or cand.empty:
             rows.append({"qps": q, "none_meets": True, "tie": False, "tied_with": ""})
             continue
-        low = float(cand.iloc[0]["cost_usd_per_month"])
-        group = [x for _, x in cand.iterrows() if ties(float(x["cost_usd_per_month"]), low)]
-        group.sort(key=lambda x: (int(x["gpus"]), mode_order(x["mode"])))  # a tie is listed in registry order, not by a noise tie-break
+        group = tie_group(cand)
         r, tied = group[0], group[1:]
-        rest = cand.iloc[len(group):]
-        runner = rest.iloc[0] if len(rest) else None
+        names = {option_name(x) for x in group}
+        rest = [x for _, x in cand.iterrows() if option_name(x) not in names]
+        runner = rest[0] if rest else None
         rows.append({
             "qps": q, "none_meets": False, "hardware": r["hardware"], "mode": r["mode"], "replicas": int(r["replicas"]), "gpus": int(r["gpus"]),
-            "cost_usd_per_month": float(r["cost_usd_per_month"]), "cost_usd_per_mtok_output": float(r["cost_usd_per_mtok_output"]),
+            "cost_usd_per_month": float(r["cost_usd_per_month"]), "cost_usd_per_month_low": _interval(r)[0],
+            "cost_usd_per_mtok_output": float(r["cost_usd_per_mtok_output"]),
             "tie": bool(tied), "tied_with": ", ".join(option_name(x) for x in tied),
             "runner_up": option_name(runner) if runner is not None else "",
             "runner_up_cost_usd_per_month": float(runner["cost_usd_per_month"]) if runner is not None else math.nan,
@@ -115,36 +163,48 @@ class Crossover:
     qps_ci95_low: float | None = None  # 95% interval of the estimate over the seeds
     qps_ci95_high: float | None = None
     detail: str = ""  # what holds below and above the bracket (the text after the interval)
+    estimate_low: float | None = None  # the point estimate's bracket: where the figures' means flip the verdict
+    estimate_high: float | None = None
+    refine: list = field(default_factory=list)  # (low, high) QPS gaps a bisection would narrow: the estimate's and the interval's ends
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @property
     def interval_text(self) -> str:
-        """'8.8 QPS (bracket 8.59-9.06)' plus the seeds' interval, or '' where there is no estimate."""
+        """'~2.6 QPS (95% interval 1.9-3.3 QPS)', or '' where there is no estimate. The interval runs
+        from the last QPS up to which DiffusionGemma is cheaper or tied in every verdict's interval
+        to the first above which it costs more in every one (with --seeds, widened to every seed's estimate)."""
         if self.status != "bracketed":
             return ""
-        head = f"~{self.qps_estimate:.3g} QPS (between {self.qps_low:g} and {self.qps_high:g} QPS)"
-        if self.qps_ci95_low is not None and len(self.seeds_qps) > 1:
-            head += f"; over {len(self.seeds_qps)} seeds {self.qps_ci95_low:.3g}-{self.qps_ci95_high:.3g} QPS (95% interval)"
-        return head
+        lo = self.qps_ci95_low if self.qps_ci95_low is not None else self.qps_low
+        hi = self.qps_ci95_high if self.qps_ci95_high is not None else self.qps_high
+        seeds = f" over {len(self.seeds_qps)} seeds" if len(self.seeds_qps) > 1 else ""
+        return f"~{self.qps_estimate:.3g} QPS (95% interval {lo:.3g}-{hi:.3g} QPS{seeds})"
 
 
-def _best(best: pd.DataFrame, q: float, modes) -> tuple[float, list[str]]:
-    """(monthly cost, every "mode on hardware" at that cost within TIE_FRAC) of the cheapest option of `modes` at `q`."""
+def _best(best: pd.DataFrame, q: float, modes) -> tuple[float, list[str], float, float]:
+    """(monthly cost, every "mode on hardware" tied with the cheapest (tie_group), the lowest cost any
+    option's interval reaches, the cheapest cost on the figures' means) of the cheapest option of `modes` at `q`."""
     sel = best[(best["qps"] == q) & best["mode"].isin(modes)] if not best.empty else best
     if sel.empty:
-        return math.inf, []
+        return math.inf, [], math.inf, math.inf
     sel = rank_options(sel)
-    low = float(sel.iloc[0]["cost_usd_per_month"])
-    return low, [f"{r['mode']} on {r['hardware']}" for _, r in sel.iterrows() if ties(float(r["cost_usd_per_month"]), low)]
+    group = tie_group(sel)
+    low = float(sel["cost_usd_per_month_low"].min()) if "cost_usd_per_month_low" in sel else float(sel.iloc[0]["cost_usd_per_month"])
+    mean = float(sel["cost_usd_per_month_mean"].min()) if "cost_usd_per_month_mean" in sel else float(sel.iloc[0]["cost_usd_per_month"])
+    return float(sel.iloc[0]["cost_usd_per_month"]), [f"{r['mode']} on {r['hardware']}" for r in group], low, mean
 
 
-def verdict(d_usd: float, o_usd: float) -> str:
-    """DiffusionGemma at one QPS: cheaper, a tie, costs more than AR/MTP, or none (no option of either side meets the SLO)."""
+def verdict(d_usd: float, o_usd: float, d_low: float | None = None, o_low: float | None = None) -> str:
+    """DiffusionGemma at one QPS: cheaper, a tie, costs more than AR/MTP, or none (no option of either
+    side meets the SLO). With cost intervals ([d_low, d_usd], [o_low, o_usd]: borderline counts)
+    that overlap, a tie: the replications do not settle which is cheaper."""
     if not math.isfinite(d_usd) and not math.isfinite(o_usd):
         return NONE
-    if ties(d_usd, o_usd):
+    d_low = d_usd if d_low is None else d_low
+    o_low = o_usd if o_low is None else o_low
+    if ties(d_usd, o_usd) or overlaps(d_low, d_usd, o_low, o_usd):
         return TIE
     return CHEAPER if d_usd < o_usd else COSTLIER
 
@@ -167,16 +227,19 @@ def _side(p: dict) -> str:
 
 
 def per_qps(options: pd.DataFrame, qps_values, hardware: str | None = None) -> list[dict]:
-    """Per evaluated QPS: each side's cheapest monthly cost and options, and the verdict."""
+    """Per evaluated QPS: each side's cheapest monthly cost, options and interval, and the verdict
+    (`verdict`, on the intervals) and the point estimate's (`verdict_mean`, on the figures' means)."""
     opts = options if hardware is None else options[options["hardware"] == hardware]
     best = best_per_cell(opts)
     subject, rivals, _ = _sides()
     out = []
     for q in sorted(set(float(x) for x in qps_values)):
-        d, d_opts = _best(best, q, (subject,))
-        o, o_opts = _best(best, q, rivals)
+        d, d_opts, d_low, d_mean = _best(best, q, (subject,))
+        o, o_opts, o_low, o_mean = _best(best, q, rivals)
+        v = verdict(d, o, d_low, o_low)
         out.append({"qps": q, "diffusion_cost_usd_per_month": d, "diffusion_options": d_opts, "rival_cost_usd_per_month": o,
-                    "rival_options": o_opts, "verdict": verdict(d, o)})
+                    "rival_options": o_opts, "verdict": v, "diffusion_cost_usd_per_month_low": d_low, "rival_cost_usd_per_month_low": o_low,
+                    "settled": v != TIE or (d_low == d and o_low == o), "verdict_mean": verdict(d_mean, o_mean)})
     return out
 
 
@@ -218,9 +281,27 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
                          f"no crossover{where} up to {per[k]['qps']:g} QPS: {below} at every evaluated QPS "
                          f"({_qlist(p['qps'] for p in per)}); the crossover, if any, lies above {per[k]['qps']:g} QPS{gap}", per_qps=every, tied_below=tied_below)
     lo, hi = per[k], per[k + 1]
-    est = (lo["qps"] + hi["qps"]) / 2
-    c = Crossover(scope, "bracketed", lo["qps"], hi["qps"], est, hi["rival_options"][0] if hi["rival_options"] else None, "",
-                  per_qps=every, tied_below=tied_below, detail=f"below it {below}; above it {_side(hi)} at {hi['qps']:g} QPS{tail}")
+    j = 0
+    while j <= k and per[j]["settled"]:
+        j += 1
+    low_end = per[j - 1]["qps"] if j > 0 else None  # the last QPS up to which every verdict is settled (cheaper or an exact tie)
+    m = 0
+    while m + 1 < len(per) and per[m + 1]["verdict_mean"] in (CHEAPER, TIE):
+        m += 1
+    est_lo, est_hi = (per[m]["qps"], per[m + 1]["qps"]) if per[0]["verdict_mean"] in (CHEAPER, TIE) and m + 1 < len(per) else (lo["qps"], hi["qps"])
+    est_lo, est_hi = max(est_lo, low_end if low_end is not None else est_lo), min(est_hi, hi["qps"])
+    if est_lo >= est_hi:
+        est_lo, est_hi = lo["qps"], hi["qps"]
+    refine = [(est_lo, est_hi), (lo["qps"], hi["qps"])]
+    if low_end is not None and j <= k:
+        refine.append((low_end, per[j]["qps"]))
+    unsettled = [p["qps"] for p in per[: k + 1] if not p["settled"]]
+    note = (f"; at {_qspan(unsettled)} QPS the replications leave a fleet borderline, so the costs' intervals overlap (a tie)"
+            if unsettled else "")
+    c = Crossover(scope, "bracketed", lo["qps"], hi["qps"], (est_lo + est_hi) / 2, hi["rival_options"][0] if hi["rival_options"] else None, "",
+                  per_qps=every, tied_below=tied_below, detail=f"below it {below}{note}; above it {_side(hi)} at {hi['qps']:g} QPS{tail}",
+                  qps_ci95_low=low_end if low_end is not None else 0.0, qps_ci95_high=hi["qps"], estimate_low=est_lo, estimate_high=est_hi,
+                  refine=refine)
     return _compose(c)
 
 
@@ -245,14 +326,18 @@ def _compose(c: Crossover) -> Crossover:
 
 
 def with_seeds(c: Crossover, seeds_qps: list[float]) -> Crossover:
-    """The crossover with its estimate per seed (plan --seeds): a 95% interval of their mean (normal
-    approximation), widened to this seed's bracket where that is wider, written into the text."""
+    """The crossover with its estimate per seed (plan --seeds): the interval widened to a 95%
+    interval of the seeds' mean (t-interval) and to every seed's estimate, written into the text."""
     vals = [float(q) for q in seeds_qps if q is not None and math.isfinite(q)]
     if c.status != "bracketed" or len(vals) < 2:
         return replace(c, seeds_qps=vals)
-    mean, half = statistics.fmean(vals), 1.96 * statistics.stdev(vals) / math.sqrt(len(vals))
-    # the interval covers both the seeds' spread and the bisection's resolution (this seed's bracket)
-    return _compose(replace(c, seeds_qps=vals, qps_ci95_low=min(mean - half, c.qps_low), qps_ci95_high=max(mean + half, c.qps_high)))
+    from scipy.special import stdtrit  # imported where the interval is computed
+
+    mean = statistics.fmean(vals)
+    half = float(stdtrit(len(vals) - 1, 0.975)) * statistics.stdev(vals) / math.sqrt(len(vals))
+    lo = c.qps_ci95_low if c.qps_ci95_low is not None else c.qps_low
+    hi = c.qps_ci95_high if c.qps_ci95_high is not None else c.qps_high
+    return _compose(replace(c, seeds_qps=vals, qps_ci95_low=min(mean - half, lo, *vals), qps_ci95_high=max(mean + half, hi, *vals)))
 
 
 def _qlist(qs) -> str:

@@ -21,6 +21,7 @@ from costmodel.fields import MAX_REPLICAS, REFINE_CROSSOVER
 from costmodel.options import parse_floats, parse_list, parse_profile_modes
 from simulate.plan.prefix_compare import compare, parse_choice
 from costmodel.schemas.provenance import profile_provenance
+from simulate.plan.settle import DEFAULT_MAX_REPLICATIONS, MIN_REPLICATIONS
 from simulate.plan.api import (
     DEFAULT_CROSSOVER_STEPS, DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, run_plan, write_plan,
 )
@@ -39,7 +40,7 @@ def _text(v) -> str:
 def print_analysis(con, a) -> None:
     """The rich tables: every (GPU, mode, QPS) and the cheapest per QPS (ties named as ties)."""
     t = Table(title=f"Fewest replicas meeting {a.slo.text or 'stability'} ({a.pricing.model} pricing)")
-    for c in ("hardware", "mode", "qps", "replicas", "$/month", "$/1M out tok", "meets SLO", "binding limit", "why not"):
+    for c in ("hardware", "mode", "qps", "replicas", "$/month", "$/1M out tok", "meets SLO", "binding limit", "why not / borderline"):
         t.add_column(c, justify="left" if c in ("hardware", "mode", "why not") else "right")
     for r in a.cells.to_dict("records"):
         rep = r.get("replicas")
@@ -49,7 +50,8 @@ def print_analysis(con, a) -> None:
         t.add_row(str(r["hardware"]), str(r["mode"]), f"{r['qps']:g}", "" if rep is None or pd.isna(rep) else str(int(rep)),
                   _money(r.get("cost_usd_per_month")) if ok else "",
                   f"{mtok:.3f}" if ok and isinstance(mtok, float) and math.isfinite(mtok) else "",
-                  "yes" if ok else "no", _text(r.get("binding_limit")) if ok else "", "" if ok else _text(r.get("slo_failures")), style=style)
+                  "yes" if ok else "no", _text(r.get("binding_limit")) if ok else "", _text(r.get("borderline")) if ok else _text(r.get("slo_failures")),
+                  style=style)
     con.print(t)
     c = Table(title="Cheapest SLO-meeting option per QPS")
     for col in ("qps", "hardware / mode", "replicas", "$/month", "$/1M out tok", "runner-up", "runner-up $/month"):
@@ -59,7 +61,9 @@ def print_analysis(con, a) -> None:
             c.add_row(f"{r['qps']:g}", "no option meets the SLO", "", "", "", "", "")
         else:
             who = " = ".join([f"{r['hardware']} / {r['mode']}"] + (r["tied_with"].split(", ") if r.get("tie") else [])) + (" (tie)" if r.get("tie") else "")
-            c.add_row(f"{r['qps']:g}", who, str(r["replicas"]), _money(r["cost_usd_per_month"]),
+            low = r.get("cost_usd_per_month_low")
+            usd = _money(r["cost_usd_per_month"]) if low is None or not low < r["cost_usd_per_month"] else f"{_money(low)}-{_money(r['cost_usd_per_month'])}"
+            c.add_row(f"{r['qps']:g}", who, str(r["replicas"]), usd,
                       f"{r['cost_usd_per_mtok_output']:.3f}", r.get("runner_up", ""), _money(r.get("runner_up_cost_usd_per_month")))
     con.print(c)
     con.print(f"[dim]crossover, how: {a.crossover.method}[/dim]")
@@ -84,8 +88,12 @@ def print_answer(con, a, profiles: dict, modes) -> None:
 @pricing_options
 @day_options
 @click.option("--workload", type=click.Path(dir_okay=False), default=None, help="Workload JSON (arrivals, regime mix, lengths, or a trace); default: the simulator's.")
-@click.option("--duration", "duration_s", type=float, default=DEFAULT_DURATION_S, show_default=True, help="Simulated seconds of arrivals per point (the simulator's own default is 300 s; 60 s keeps plan + report under a minute on 2 CPU cores).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--duration", "duration_s", type=float, default=DEFAULT_DURATION_S, show_default="from the load: 300 arrivals within 20-120 s",
+              help="Simulated seconds of arrivals per replication; a point runs replications until its SLO verdict settles "
+                   "(every figure's 95% interval on one side of its bound), so its simulated time follows from the verdict.")
+@click.option("--max-replications", type=int, default=DEFAULT_MAX_REPLICATIONS, show_default=True,
+              help=f"Replications a point may take (at least {MIN_REPLICATIONS}) before it is reported borderline with its intervals.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Replication i of seed s simulates the simulator's seed 1000*s + i.")
 @extras_options
 @click.option("--max-replicas", type=int, default=DEFAULT_MAX_REPLICAS, show_default=True, callback=checked(MAX_REPLICAS), help="Give up on a (GPU, mode, QPS) above this many replicas.")
 @click.option("--refine-crossover", type=int, default=DEFAULT_CROSSOVER_STEPS, show_default=True, callback=checked(REFINE_CROSSOVER),
@@ -97,7 +105,7 @@ def print_answer(con, a, profiles: dict, modes) -> None:
               help="vLLM's prefix caching: on (vLLM's default), off, or on,off to plan both and compare fleet, cost and TTFT (written to "
                    "OUT/prefix-caching-on and OUT/prefix-caching-off).")
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, help="Directory for plan.csv, its dictionary and plan.json.")
-def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duration_s, seed, seeds, max_seeds, sensitivity, max_replicas, refine_crossover,
+def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duration_s, max_replications, seed, seeds, max_seeds, sensitivity, max_replicas, refine_crossover,
          jobs, scheduler, prefix_caching, out):
     """Fewest replicas meeting an SLO per (GPU, mode, QPS), their monthly cost, the cheapest option
     per QPS and the crossover QPS above which DiffusionGemma stops being the cheapest.
@@ -115,7 +123,7 @@ def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duratio
     check_seeds(seeds, max_seeds)
     cfg = PlanConfig(qps=parse_floats(qps, "qps"), slo=slo, hardware=parse_list(hardware, "hardware"), modes=parse_profile_modes(modes),
                      profiles=list(profiles), pricing=pricing or PricingConfig(), workload=workload, duration_s=duration_s, seed=seed,
-                     max_replicas=max_replicas, refine_crossover=refine_crossover, jobs=jobs, scheduler=scheduler,
+                     max_replications=max_replications, max_replicas=max_replicas, refine_crossover=refine_crossover, jobs=jobs, scheduler=scheduler,
                      prefix_caching=None if caching is None else caching[0])
     err = make_console(stderr=True)
     outcome = run_plan(cfg, progress=lambda s: err.print(f"[dim]{s}[/dim]"))
@@ -124,7 +132,8 @@ def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duratio
     con = make_console()
     print_analysis(con, outcome.analysis)
     print_extras(con, outcome.extras)
-    con.print(f"{sum(len(c.probes) for c in outcome.cells)} simulations; wrote " + ", ".join(str(p) for p in written))
+    points = [p for c in outcome.cells for p in c.points]
+    con.print(f"{len(points)} points, {sum(int(p.get('replications', 1)) for p in points)} simulations; wrote " + ", ".join(str(p) for p in written))
     con.print(f"wall time: {time.perf_counter() - t0:.1f} s")
     if cfg.prefix_caching is False:  # an option that changed nothing says so (simulate/cli/prefix_note.py)
         from simulate.cli.prefix_note import caching_off_note
@@ -151,7 +160,7 @@ def _compare_prefix_caching(a: dict) -> None:
     for v, d in dirs.items():
         cfg = PlanConfig(qps=parse_floats(a["qps"], "qps"), slo=a["slo"], hardware=parse_list(a["hardware"], "hardware"), modes=parse_profile_modes(a["modes"]),
                          profiles=list(a["profiles"]), pricing=pricing or PricingConfig(), workload=a["workload"], duration_s=a["duration_s"],
-                         seed=a["seed"], max_replicas=a["max_replicas"], refine_crossover=a["refine_crossover"], jobs=a["jobs"],
+                         max_replications=a["max_replications"], seed=a["seed"], max_replicas=a["max_replicas"], refine_crossover=a["refine_crossover"], jobs=a["jobs"],
                          scheduler=a["scheduler"], prefix_caching=v)
         outcome = run_plan(cfg, progress=lambda s, v=v: err.print(f"[dim]prefix caching {'on' if v else 'off'}: {s}[/dim]"))
         write_plan(outcome, d)

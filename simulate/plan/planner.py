@@ -22,7 +22,9 @@ from costmodel.errors import UserError
 from costmodel.modes import get_mode
 from costmodel.shipped import resolve_profile
 from costmodel.slo import Slo, parse_slo
+from costmodel.costing.verdict import BORDERLINE, FAIL, PASS, judge
 from simulate.plan.search import fewest_replicas
+from simulate.plan.settle import settled_point
 from simulate.api import resolve_workload, run_point
 from simulate.sim import MISS_METRICS, MISS_STOP, MissBound
 from simulate.parallel import Workers, cores, run_tasks
@@ -33,9 +35,9 @@ class PlanSettings:
     qps: list[float]
     slo: str
     hardware: list[str]
-    modes: list[str]
+    modes: list  # ServingMode objects (resolved at the edge; names are accepted and resolved here)
     profiles: dict[str, str | None]  # hardware -> profile path (None: the shipped default)
-    duration_s: float
+    duration_s: float | None  # one replication's arrival window (None: settle.window_s, from the load)
     seed: int = 0
     max_replicas: int = 64
     jobs: int = 1
@@ -43,9 +45,18 @@ class PlanSettings:
     refine_crossover: int = 0  # bisection steps of the crossover at most (the QPS they simulate are appended to qps)
     engine: dict | None = None  # engine settings given for every point (e.g. enable_prefix_caching); None: the defaults
     crossover_search_qps: list[float] = field(default_factory=list)  # the QPS of qps the crossover's bisection added (not asked about)
+    max_replications: int = 1  # replications a point may take to settle its verdict (simulate/plan/settle.py; 1: one window, judged as it is)
+
+    def __post_init__(self):
+        self.modes = [get_mode(m) if isinstance(m, str) else m for m in self.modes]
+
+    @property
+    def mode_names(self) -> list[str]:
+        return [m.name for m in self.modes]
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        d["modes"] = self.mode_names
         if d["engine"] is None:
             del d["engine"]  # a plan with the default engine records what it did before the setting existed
         return d
@@ -58,10 +69,12 @@ class CellSearch:
     hardware: str
     mode: str
     qps: float
-    replicas: int | None  # fewest meeting the SLO; None when none <= max_replicas does (or skipped)
+    replicas: int | None  # fewest whose SLO verdict is a settled pass; None when none <= max_replicas is (or skipped)
     probes: list[tuple[int, bool]] = field(default_factory=list)
-    points: list[dict] = field(default_factory=list)  # flat PointSummary rows of every probe
+    points: list[dict] = field(default_factory=list)  # flat PointSummary rows of every probe (over its replications)
     note: str = ""  # why a cell was not searched
+    verdicts: dict = field(default_factory=dict)  # replicas -> pass | fail | borderline (costmodel/costing/verdict.py)
+    replicas_low: int | None = None  # fewest not settled to miss (below `replicas` only where the counts between are borderline)
 
 
 # A point evaluator: (hardware, mode, qps, replicas) -> flat PointSummary row
@@ -103,7 +116,9 @@ class _Loads:
 def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo, max_replicas: int,
                  start: ChainStart = ChainStart()) -> list[CellSearch]:
     """Search each QPS of one (hardware, mode) in ascending order, each starting at the previous
-    answer, the first guess from the per-replica loads seen so far (_Loads.guess)."""
+    answer, the first guess from the per-replica loads seen so far (_Loads.guess). A count meets
+    the SLO where its verdict is a settled pass; below the fewest that does, the counts whose
+    verdict is borderline are probed down to the first settled miss (CellSearch.replicas_low)."""
     out: list[CellSearch] = []
     lower, prev_q = start.lower, start.prev_qps
     loads = _Loads()
@@ -117,8 +132,10 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
         def evaluate(r: int, q=q, cell=cell):
             row = point(hardware, mode, q, r)
             cell.points.append(row)
-            ok = slo.meets(row)
-            if not ok:
+            status = judge(row, slo).status
+            cell.verdicts[r] = status
+            ok = status == PASS
+            if status == FAIL:
                 seen.fail = min(seen.fail, q / r)
             hint = None
             thr = row.get("throughput_rps") or 0.0
@@ -131,8 +148,17 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
         top = max_replicas if i > 0 or start.upper is None else min(max_replicas, start.upper)
         res = fewest_replicas(evaluate, lower=lower, max_replicas=top, start=min(guess, top))
         cell.replicas, cell.probes = res.replicas, res.probes
+        low = res.replicas if res.replicas is not None else top + 1
+        while low - 1 >= lower and cell.verdicts.get(low - 1, None) != FAIL:
+            if low - 1 not in cell.verdicts:
+                evaluate(low - 1)
+                cell.probes.append((low - 1, False))
+            if cell.verdicts[low - 1] != BORDERLINE:
+                break
+            low -= 1
+        cell.replicas_low = low if low <= top else None
         out.append(cell)
-        lower, prev_q, loads = res.replicas, q, seen
+        lower, prev_q, loads = cell.replicas_low, q, seen
     return out
 
 
@@ -150,15 +176,36 @@ def miss_bounds(slo: Slo) -> tuple[MissBound, ...]:
                  if b.metric in MISS_METRICS and b.stat.startswith("p"))
 
 
-def simulator_point(profile, duration_s: float, seed: int, workload: str | None = None, miss_bounds: tuple = (), engine: dict | None = None) -> PointFn:
+def simulator_point(profile, duration_s: float | None, seed: int, workload: str | None = None, miss_bounds: tuple = (), engine: dict | None = None) -> PointFn:
     """A PointFn that runs the discrete-event simulator on `profile` (with `engine` settings over the
-    defaults); a point that certainly misses one of `miss_bounds` (the SLO's percentile bounds)
-    stops early, reported unstable."""
+    defaults) once, for `duration_s` seconds of arrivals drawn with `seed`; a point that certainly
+    misses one of `miss_bounds` (the SLO's percentile bounds) stops early, reported unstable."""
     wl = resolve_workload(workload)
 
-    def point(hardware: str, mode: str, qps: float, replicas: int) -> dict:
+    def point(hardware: str, mode, qps: float, replicas: int) -> dict:
         return run_point(profile, mode, qps, replicas=replicas, workload=wl, duration_s=duration_s, seed=seed,
                          miss_bounds=miss_bounds, engine=engine).summary.flat()
+
+    return point
+
+
+def replicated_point(profile, duration_s: float | None, seed: int, workload: str | None, bounds: tuple, engine: dict | None, slo: Slo,
+                     max_replications: int) -> PointFn:
+    """A PointFn whose point runs in replications until its SLO verdict settles (simulate/plan/settle.py:
+    replication i runs simulator_point with seed 1000*seed + i, the same for every option); with
+    `max_replications` 1, one window of `seed`, judged as it is."""
+    if max_replications <= 1:
+        return simulator_point(profile, duration_s, seed, workload, bounds, engine)
+    made: dict = {}
+
+    def point(hardware: str, mode, qps: float, replicas: int) -> dict:
+        def once(q: float, r: int, rep_seed: int, window_s: float) -> dict:
+            fn = made.get((rep_seed, window_s))
+            if fn is None:
+                fn = made[(rep_seed, window_s)] = simulator_point(profile, window_s, rep_seed, workload, bounds, engine)
+            return fn(hardware, mode, q, r)
+
+        return settled_point(once, qps, replicas, slo, seed, duration_s, max_replications)
 
     return point
 
@@ -169,37 +216,57 @@ def _profile(profile_path: str | None, hardware: str):
     return resolve_profile(profile_path, hardware)
 
 
-def _chain_job(hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas, workload, start, engine=None) -> list[CellSearch]:
+def _chain_job(hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas, workload, start, engine=None,
+               max_replications=1) -> list[CellSearch]:
     profile = _profile(profile_path, hardware)
     slo = parse_slo(slo_text)
-    return search_chain(simulator_point(profile, duration_s, seed, workload, miss_bounds(slo), engine), hardware, mode, qps_values, slo,
-                        max_replicas, start)
+    point = replicated_point(profile, duration_s, seed, workload, miss_bounds(slo), engine, slo, max_replications)
+    return search_chain(point, hardware, getattr(mode, "name", mode), qps_values, slo, max_replicas, start)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """One replica-search chain to run: a (hardware, mode) over some QPS, with what is known before it."""
+
+    hardware: str
+    mode: object  # a ServingMode
+    qps: tuple
+    start: ChainStart = ChainStart()
 
 
 def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None = None, qps=None,
-                 starts: dict | None = None, skip: dict | None = None, scheduler: str | None = None) -> list[CellSearch]:
+                 starts: dict | None = None, skip: dict | None = None, scheduler: str | None = None, pool=None) -> list[CellSearch]:
     """Every (hardware, mode) chain over `qps` (default settings.qps), on `scheduler` (None: a
     local cluster of settings.jobs workers; serially for one job or settings.jobs == 1); `starts[(hardware, mode)]` is a ChainStart (bounds known from other QPS);
     `skip[(hardware, mode)]` is a note for a chain that needs no search."""
-    qps_values = list(qps if qps is not None else settings.qps)
+    qps_values = tuple(qps if qps is not None else settings.qps)
     skip = skip or {}
-    jobs = [(h, m, qps_values, settings.profiles.get(h), settings.slo, settings.duration_s, settings.seed,
-             settings.max_replicas, settings.workload, (starts or {}).get((h, m), ChainStart()), settings.engine)
-            for h in settings.hardware for m in settings.modes if (h, m) not in skip]
+    chains = [Chain(h, m, qps_values, (starts or {}).get((h, m.name), ChainStart()))
+              for h in settings.hardware for m in settings.modes if (h, m.name) not in skip]
     cells: list[CellSearch] = [CellSearch(h, m, q, None, note=note) for (h, m), note in skip.items() for q in qps_values]
+    return cells + run_chains(settings, chains, progress, scheduler, pool)
+
+
+def run_chains(settings: PlanSettings, chains: list[Chain], progress: Callable[[str], None] | None = None, scheduler: str | None = None,
+               pool=None) -> list[CellSearch]:
+    """The chains in parallel (a persistent `pool` of forked processes when given: simulate/parallel.py ProcessPool)."""
+    jobs = [(c.hardware, c.mode, list(c.qps), settings.profiles.get(c.hardware), settings.slo, settings.duration_s, settings.seed,
+             settings.max_replicas, settings.workload, c.start, settings.engine, settings.max_replications) for c in chains]
+    cells: list[CellSearch] = []
     t0 = time.perf_counter()
 
     def done(chain: list[CellSearch]):
         if progress and chain:
             c = chain[0]
             got = ", ".join(f"{x.qps:g}->{x.replicas if x.replicas is not None else '-'}" for x in chain)
-            progress(f"{c.hardware}/{c.mode}: replicas per QPS {got} ({sum(len(x.probes) for x in chain)} simulations, {time.perf_counter() - t0:.1f} s)")
+            progress(f"{c.hardware}/{c.mode}: replicas per QPS {got} ({sum(len(x.probes) for x in chain)} points, "
+                     f"{sum(int(p.get('replications', 1)) for x in chain for p in x.points)} simulations, {time.perf_counter() - t0:.1f} s)")
 
     # longest chains first (each mode's sim_cost_rank: MTP prices three passes per step shape), so the workers drain evenly
-    jobs.sort(key=lambda j: get_mode(j[1]).sim_cost_rank)
+    jobs.sort(key=lambda j: (j[1].sim_cost_rank, -max(j[2])))
     # on one machine, forked processes (no Dask start-up: the plan is interactive); on --scheduler, Dask
     cluster = Workers(scheduler, settings.jobs, local="processes")
-    for chain in run_tasks(_chain_job, jobs, cluster=cluster, on_done=lambda i, chain: done(chain)):
+    for chain in run_tasks(_chain_job, jobs, cluster=cluster, on_done=lambda i, chain: done(chain), pool=pool):
         cells.extend(chain)  # in job order, whichever finished first
     return cells
 
@@ -246,5 +313,6 @@ def cell_notes(cells: list[CellSearch]) -> dict:
 
 
 def probes_record(cells: list[CellSearch]) -> list[dict]:
-    return [{"hardware": c.hardware, "mode": c.mode, "qps": c.qps, "replicas": c.replicas,
-             "probes": [{"replicas": r, "meets_slo": ok} for r, ok in c.probes], "note": c.note} for c in cells]
+    return [{"hardware": c.hardware, "mode": c.mode, "qps": c.qps, "replicas": c.replicas, "replicas_low": c.replicas_low,
+             "probes": [{"replicas": r, "meets_slo": ok, "verdict": c.verdicts.get(r, "pass" if ok else "fail")} for r, ok in c.probes],
+             "note": c.note} for c in cells]

@@ -1,0 +1,99 @@
+"""A point's SLO verdict: pass, fail or borderline, judged on the intervals its replications give.
+
+A plan point (simulate/plan/settle.py) carries, per SLO bound, the 95% interval of its figure's mean
+over replications (`ttft_ms_p95_ci95_low`, `ttft_ms_p95_ci95_high`) and how many of its
+replications stayed stable. It passes when every interval lies wholly below its bound and every
+replication was stable; it fails when an interval lies wholly above its bound or every replication
+(at least two) was unstable; anything else is BORDERLINE, never a clean pass or fail. A row with no
+intervals (one window: `costmodel simulate`, an older plan) is judged on its figures as they are.
+A report that re-judges a plan under another SLO uses the same rule on the same columns.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from costmodel.slo import Slo
+
+PASS, FAIL, BORDERLINE = "pass", "fail", "borderline"
+FAIL_REPLICATIONS = 2  # every one of at least this many unstable settles a fail
+
+
+def ci_columns(column: str) -> tuple[str, str]:
+    """The interval columns of a figure: ttft_ms_p95 -> ttft_ms_p95_ci95_low, ttft_ms_p95_ci95_high."""
+    return f"{column}_ci95_low", f"{column}_ci95_high"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # pass | fail | borderline
+    failures: tuple[str, ...] = ()  # why it fails, or why it is not settled (borderline)
+    meets_on_mean: bool = False  # the figures' means meet every bound and most replications were stable (the point estimate's reading)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def text(self) -> str:
+        return "; ".join(self.failures)
+
+
+def _num(v) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return x
+
+
+def _ms(x: float) -> str:
+    return "unbounded" if math.isinf(x) else f"{x:,.0f}"
+
+
+def _within(b, x: float) -> bool:
+    """x on the bound's side of its limit (an interval's end may be infinite)."""
+    return x <= b.limit_ms if b.op == "<=" else x < b.limit_ms
+
+
+def judge(row: dict, slo: Slo) -> Verdict:
+    """The verdict of one flat point row against `slo` (module docstring)."""
+    reps = row.get("replications")
+    reps = int(reps) if reps is not None and math.isfinite(_num(reps)) else None
+    stable_reps = int(_num(row.get("stable_replications"))) if reps is not None and math.isfinite(_num(row.get("stable_replications"))) else None
+    out_fail, out_open = [], []
+    stable = bool(row.get("stable", False))
+    if reps is None or stable_reps is None:
+        if not stable:
+            out_fail.append(f"unstable ({row.get('stability_reason') or 'queue grows without bound'})")
+        majority_stable = stable
+    else:
+        majority_stable = 2 * stable_reps > reps
+        if stable_reps < reps:
+            why = row.get("stability_reason") or "queue grows without bound"
+            if stable_reps == 0 and reps >= FAIL_REPLICATIONS:
+                out_fail.append(f"unstable in all {reps} replications ({why})")
+            else:
+                out_open.append(f"unstable in {reps - stable_reps} of {reps} replications ({why})")
+    on_mean = majority_stable
+    for b in slo.bounds:
+        v = _num(row.get(b.column))
+        lo_col, hi_col = ci_columns(b.column)
+        has_ci = lo_col in row and hi_col in row and not (math.isnan(_num(row[lo_col])) or math.isnan(_num(row[hi_col])))
+        on_mean = on_mean and b.holds(v)
+        shown = "n/a" if not math.isfinite(v) else f"{v:,.0f}"
+        if not has_ci:
+            if not b.holds(v):
+                out_fail.append(f"{b.column} {shown} > {b.limit_ms:g}" if b.op == "<=" else f"{b.column} {shown} >= {b.limit_ms:g}")
+            continue
+        lo, hi = _num(row[lo_col]), _num(row[hi_col])
+        span = f"95% interval {_ms(lo)}-{_ms(hi)} over {reps or '?'} replications"
+        if _within(b, hi):
+            continue
+        if not _within(b, lo):
+            out_fail.append(f"{b.column} {shown} > {b.limit_ms:g} ({span})")
+        else:
+            out_open.append(f"{b.column} {shown} against {b.limit_ms:g}: borderline ({span})")
+    if out_fail:
+        return Verdict(FAIL, tuple(out_fail + out_open), on_mean)
+    if out_open:
+        return Verdict(BORDERLINE, tuple(out_open), on_mean)
+    return Verdict(PASS, (), on_mean)

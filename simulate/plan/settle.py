@@ -1,0 +1,120 @@
+"""A plan point's SLO verdict, settled over replications instead of read off one window.
+
+One (GPU, mode, QPS, replicas) point is simulated in independent replications (replication i of
+plan --seed s runs the simulator's seed REPLICATION_STRIDE*s + i, so that every option at a load -
+each GPU, mode and replica count - serves the same arrivals and lengths in replication i: common
+random numbers). After each replication every SLO figure (each bound's percentile column) gets a
+95% t-interval of its mean over the replications, and stability the count of replications whose
+queue stayed bounded (costmodel/costing/verdict.py judges them):
+
+- pass: every interval lies wholly below its bound, every replication stable (>= MIN_REPLICATIONS);
+- fail: an interval lies wholly above its bound, or every replication (>= 2) missed it for certain
+  (the simulator's early stop) or grew its queue without bound;
+- otherwise one more replication, up to the cap; then BORDERLINE with the intervals.
+
+The window of one replication follows from the load: long enough for MIN_REQUESTS arrivals (a p95
+resting on >= 15 requests above it), within [MIN_WINDOW_S, MAX_WINDOW_S]; the point's simulated
+time is then as long as its verdict needs (replications x window), not a fixed 60 s.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from costmodel.costing.verdict import BORDERLINE, FAIL, PASS, ci_columns, judge
+from costmodel.slo import Slo
+from simulate.sim import MISS_STOP
+
+MIN_REPLICATIONS = 3  # a t-interval of the mean on 2 degrees of freedom at least before a pass
+FAIL_REPLICATIONS = 2  # every one of at least this many missing for certain settles a fail
+DEFAULT_MAX_REPLICATIONS = 10  # then the point is BORDERLINE (plan --max-replications)
+REPLICATION_STRIDE = 1000  # replication i of --seed s simulates seed s * 1000 + i (disjoint between seeds below the stride)
+MIN_REQUESTS = 300
+MIN_WINDOW_S, MAX_WINDOW_S = 20.0, 120.0
+CONFIDENCE = 0.95
+
+# (qps, replicas, seed, duration_s) -> a flat PointSummary row
+RepFn = Callable[[float, int, int, float], dict]
+
+
+def replication_seed(seed: int, i: int) -> int:
+    return int(seed) * REPLICATION_STRIDE + int(i)
+
+
+def window_s(qps: float, duration_s: float | None = None) -> float:
+    """One replication's arrival window: `duration_s` when given, else MIN_REQUESTS arrivals' worth within the bounds."""
+    if duration_s is not None:
+        return float(duration_s)
+    return float(min(MAX_WINDOW_S, max(MIN_WINDOW_S, math.ceil(MIN_REQUESTS / qps))))
+
+
+def t_quantile(df: int) -> float:
+    """The two-sided CONFIDENCE quantile of Student's t on `df` degrees of freedom (scipy)."""
+    from scipy.special import stdtrit  # imported where intervals are computed (scipy.special, not the heavier scipy.stats)
+
+    return float(stdtrit(df, 0.5 + CONFIDENCE / 2))
+
+
+def _interval(values: list[float], limit: float) -> tuple[float, float]:
+    """(low, high) of the mean's t-interval; a replication stopped early (value None: it missed for
+    certain) makes the high end unbounded, and when every replication missed the interval is
+    [the lowest figure, unbounded] (its figures all lie above the bound)."""
+    k = len(values)
+    if any(v is None for v in values):
+        known = [v for v in values if v is not None]
+        if all(v > limit for v in known) and k >= FAIL_REPLICATIONS:
+            return max(min(known, default=limit), math.nextafter(limit, math.inf)), math.inf
+        return -math.inf, math.inf
+    if k < 2:
+        return -math.inf, math.inf
+    mean = sum(values) / k
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (k - 1))
+    half = t_quantile(k - 1) * sd / math.sqrt(k)
+    return mean - half, mean + half
+
+
+def aggregate(reps: list[dict], slo: Slo) -> dict:
+    """One point row from its replications' rows: numbers averaged over the replications, `replications`,
+    `stable_replications`, `stable` (every one), `duration_s` (one replication's window),
+    `simulated_window_s` (all of them), and per SLO bound its mean's interval (ci_columns)."""
+    row = dict(reps[0])
+    k = len(reps)
+    for key, v in reps[0].items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and key not in ("seed", "replicas", "qps", "duration_s"):
+            vals = [r.get(key) for r in reps]
+            fin = [float(x) for x in vals if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)]
+            row[key] = sum(fin) / len(fin) if fin else v
+    stopped = [str(r.get("stability_reason", "")).startswith(MISS_STOP) for r in reps]
+    row["replications"] = k
+    row["stable_replications"] = sum(bool(r.get("stable")) for r in reps)
+    row["stable"] = row["stable_replications"] == k
+    if not row["stable"]:
+        row["stability_reason"] = next(str(r.get("stability_reason", "")) for r in reps if not r.get("stable"))
+    row["simulated_window_s"] = sum(float(r.get("duration_s") or 0.0) for r in reps)
+    row["seed"] = reps[0].get("seed")
+    for b in slo.bounds:
+        vals = [None if s else r.get(b.column) for r, s in zip(reps, stopped)]
+        vals = [None if v is None or not math.isfinite(float(v)) else float(v) for v in vals]
+        lo_col, hi_col = ci_columns(b.column)
+        row[lo_col], row[hi_col] = _interval(vals, b.limit_ms)
+        known = [v for v in vals if v is not None]
+        row[b.column] = sum(known) / len(known) if known else row.get(b.column)
+    return row
+
+
+def settled_point(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, duration_s: float | None = None,
+                  max_replications: int = DEFAULT_MAX_REPLICATIONS) -> dict:
+    """Replications of one point until its verdict is settled or `max_replications` ran: the
+    aggregated row with `slo_verdict` (pass, fail, or borderline) and `slo_meets_on_mean`."""
+    w = window_s(qps, duration_s)
+    reps: list[dict] = []
+    while True:
+        reps.append(run(qps, replicas, replication_seed(seed, len(reps)), w))
+        row = aggregate(reps, slo)
+        v = judge(row, slo)
+        if v.status == FAIL or (v.status == PASS and len(reps) >= MIN_REPLICATIONS) or len(reps) >= max_replications:
+            break
+    row["slo_verdict"] = v.status if v.status != PASS or len(reps) >= MIN_REPLICATIONS else BORDERLINE
+    row["slo_meets_on_mean"] = v.meets_on_mean
+    return row

@@ -27,6 +27,9 @@ class PassPredictor(Protocol):
     # whether a model's coef are a linear model on roofline features, which profile validation holds above
     # the roofline on the model's support (False: the model is no such sum, or is floored as it was fitted)
     linear_above_roofline: bool
+    # the coefficient names its models take, which profile validation accepts (optional; absent or None:
+    # the roofline features, costmodel/stepcost/linear.py FEATURES); `check` holds a model to them
+    coefficients: tuple[str, ...] | None
 
     def check(self, pm, where: str) -> None:
         """Refuse (UserError) a pass model this predictor could not price."""

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
 TOY = Path(__file__).resolve().parent
-PACKAGES = ("costmodel", "measure", "simulate", "reports")
+PACKAGES = ("costmodel", "measure", "simulate", "reports", "pipeline")
 # one process runs a session of commands (the copy's imports are paid once): python code, then each `costmodel ARGS`
 SESSION = """
 import json, sys

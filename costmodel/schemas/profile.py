@@ -525,3 +525,18 @@ def _check_model_type(pm: PassCostModel, where: str) -> None:
 def _data_only(obj) -> dict:
     """An object's fields without what was derived from them (underscore keys: resolutions, memos)."""
     return {k: v for k, v in obj.__dict__.items() if not k.startswith("_")}
+
+
+HELDOUT_ERROR_KEY = "heldout_error"  # optional top-level key: the engine model's error on settings the fit left out
+
+
+def heldout_error(profile) -> dict | None:
+    """The engine model's held-out error as the profile records it (top-level `heldout_error`: a
+    one-line `basis` and per figure - p95_ttft_ms, p50_ttft_ms, p95_e2e_ms, p50_tpot_ms, output_tok_s -
+    median_pct, worst_pct (signed, predicted/measured - 1) and n_loads), or None where it carries none.
+    Read-only: the plan states it beside its SLO verdict."""
+    d = getattr(profile, "__dict__", {})
+    v = d.get(HELDOUT_ERROR_KEY)
+    if v is None:
+        v = (d.get("parts") or {}).get(HELDOUT_ERROR_KEY)
+    return v if isinstance(v, dict) and isinstance(v.get("figures"), dict) else None

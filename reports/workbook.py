@@ -7,7 +7,8 @@ reviewer can edit and recompute in any spreadsheet program.
   output tokens are formulas of the Prices sheet; unstable or SLO-missing rows are flagged, their
   costs blank.
 - Summary: per QPS the cheapest fleet at the workbook's current prices (MIN / INDEX-MATCH over the
-  Fleet rows, so a price change can change the winner) and how many options tie with it, next to
+  Fleet rows, so a price change can change the winner), or the tie named whole (TEXTJOIN of every
+  option within 1%) and how many options tie with it, next to
   the answer as planned (its words are plan's: costmodel/costing/answer.py) and the crossover.
 
 Every formula carries its computed value (reports/xlsx_values.py), so pandas and previewers read
@@ -26,6 +27,7 @@ import pandas as pd
 from openpyxl import Workbook
 from openpyxl.styles import Font, PatternFill
 from openpyxl.utils import get_column_letter
+from openpyxl.worksheet.formula import ArrayFormula
 
 from costmodel import atomic
 from costmodel.modes import mode_order
@@ -37,6 +39,7 @@ from reports.xlsx_values import FormulaValues
 
 INPUT = PatternFill("solid", fgColor="FFF2CC")  # editable cells
 BOLD = Font(bold=True)
+TIE_TEXT = "tie (the same monthly cost, no winner): "
 PRICE_COLUMNS = ("GPU", "pricing model", "on-demand USD per GPU-hour", "purchase USD per GPU", "host USD per GPU", "amortisation years",
                  "discount (reserved or spot, 0-1)", "spot availability (0-1)", "effective USD per GPU-hour", "how", "source")
 
@@ -139,19 +142,22 @@ def _summary_sheet(ws, res: Results, a: Analysis, rows: pd.DataFrame, months: li
                    "" if math.isnan(d.runner_up_more_usd_per_month) else round(d.runner_up_more_usd_per_month, 2), d.rests_on])
         if not meets:
             continue
-        month = f"Fleet!$J${block[0]}:$J${block[-1]}"
+        month, names = f"Fleet!$J${block[0]}:$J${block[-1]}", f"Fleet!$P${block[0]}:$P${block[-1]}"
         usd = [months[k - 2] for k in block]
         low = min((x for x in usd if not math.isnan(x)), default=math.nan)
         first = next((k for k, x in zip(block, usd) if x == low), block[0])
-        cache.put(ws, f"B{i}", f"=INDEX(Fleet!$P${block[0]}:$P${block[-1]},MATCH(C{i},{month},0))", ws.parent["Fleet"][f"P{first}"].value)
+        tied = [ws.parent["Fleet"][f"P{k}"].value for k, x in zip(block, usd) if not math.isnan(x) and x <= low * (1 + TIE_FRAC)]
+        # one option, or the tie named whole (every option within TIE_FRAC of the cheapest; none wins)
+        winner = ArrayFormula(f"B{i}", f'=IF(E{i}>0,"{TIE_TEXT}"&_xlfn.TEXTJOIN(" = ",TRUE,IF(ISNUMBER({month})*({month}<=C{i}*{1 + TIE_FRAC:g}),'
+                                       f'{names},"")),INDEX({names},MATCH(C{i},{month},0)))')
+        cache.put(ws, f"B{i}", winner, TIE_TEXT + " = ".join(tied) if len(tied) > 1 else ws.parent["Fleet"][f"P{first}"].value)
         cache.put(ws, f"C{i}", f"=MIN({month})", low)
         cache.put(ws, f"D{i}", f"=C{i}*{HOURS_PER_YEAR / HOURS_PER_MONTH:g}", low * HOURS_PER_YEAR / HOURS_PER_MONTH)
-        tied = sum(1 for x in usd if not math.isnan(x) and x <= low * (1 + TIE_FRAC)) - 1
-        cache.put(ws, f"E{i}", f'=COUNTIF({month},"<="&C{i}*{1 + TIE_FRAC:g})-1', tied)
+        cache.put(ws, f"E{i}", f'=COUNTIF({month},"<="&C{i}*{1 + TIE_FRAC:g})-1', len(tied) - 1)
     k = ws.max_row + 2
     ws.cell(k, 1, f"SLO: {a.slo.text or 'stable only'}; pricing: {a.pricing.model}; month = {HOURS_PER_MONTH:g} h. "
                   "Costs recompute from the Prices sheet; 'as planned' columns are the report's answer at the prices it was made with. "
-                  f"Options within {TIE_FRAC:.0%} of each other's monthly cost are a tie: the first is listed, none wins.")
+                  f"Options within {TIE_FRAC:.0%} of each other's monthly cost are a tie: all are named, none wins.")
     notes = [f"{q:g} QPS over {text}; {more}" for q, (text, more) in seed_intervals(res).items()]
     if a.crossover.status != "not-compared":
         notes.append(a.crossover.text)

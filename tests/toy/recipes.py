@@ -102,6 +102,19 @@ class Tree:
         return p.stdout
 
 
+    def pytest(self, *node_ids: str) -> str:
+        """The repository's own tests `node_ids` (with tests/conftest.py) run on the copy, as they run on the tree."""
+        tests = self.root / "tests"
+        tests.mkdir(exist_ok=True)
+        for f in {"tests/conftest.py", *(n.split("::")[0] for n in node_ids)}:
+            shutil.copy2(ROOT / f, self.root / f)
+        env = {**os.environ, "PYTHONPATH": str(self.root), "COSTMODEL_PURE_PYTHON": "1"}
+        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *node_ids], cwd=self.root, env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, f"the tree's own tests failed on the copy:\n{p.stdout[-3000:]}\n{p.stderr[-2000:]}"
+        return p.stdout
+
+
 def snapshot(root: Path) -> dict[str, str]:
     """Every source and data file of the tree by relative path (bytecode left out)."""
     return {p.relative_to(root).as_posix(): p.read_text(errors="replace") for p in sorted(root.rglob("*"))

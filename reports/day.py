@@ -58,6 +58,14 @@ def pricing_models_table(day: DayRecord) -> tuple[pd.DataFrame, dict[str, str]]:
     return out, winners
 
 
+def span_note(day: DayRecord) -> str:
+    """' The load covers N h: ...' where the day's span is not 24 h ('' where it is)."""
+    if abs(day.span_h - DAY_H) < 1e-9:
+        return ""
+    return (f" The load covers {day.span_h:g} h, not a whole day: its per-day figures (requests, GPU-hours, energy, USD) are scaled to "
+            f"24 h, as the month is.")
+
+
 def fleet_key(b: MonthBill) -> str:
     return f"{b.hardware} / {b.mode} / {b.policy}"
 

@@ -15,7 +15,7 @@ from costmodel import __version__
 from costmodel.schemas.day import DayRecord
 from costmodel.timestamps import now_iso
 from costmodel.costing.day_answer import answer, day_basis
-from reports.day import cheapest, fleet_key, price_sensitivity, pricing, pricing_models_table
+from reports.day import cheapest, fleet_key, price_sensitivity, pricing, pricing_models_table, span_note
 from reports.html import CSS, e, plotly_js
 
 
@@ -29,7 +29,7 @@ def _answer_block(day: DayRecord) -> str:
             "(<code>costmodel measure</code> + <code>fit</code>) before committing to it.</p>") if a.projected else ""
     return (f'<section id="decision" class="answer"><h2>The answer</h2><p class="lead">{e(a.text)}</p>{warn}'
             f'<p class="muted">Load: {e(day.load)}. SLO: {e(day.slo)}, every hour. Pricing: {e(pricing(day).model)}; '
-            f"a month is the day repeated for 365.25/12 days.</p></section>")
+            f"a month is the day repeated for 365.25/12 days.{e(span_note(day))}</p></section>")
 
 
 def _hours_chart(day: DayRecord) -> str:

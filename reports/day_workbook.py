@@ -29,7 +29,7 @@ from costmodel.costing import DAYS_PER_MONTH, HOURS_PER_MONTH, HOURS_PER_YEAR, T
 from costmodel.costing.day import committed
 from costmodel.schemas.day import DayRecord
 from costmodel.costing.day_answer import answer, day_basis
-from reports.day import billed_gpu_hours, fleet_key, owned, price_sensitivity, prices, pricing, pricing_models_table
+from reports.day import billed_gpu_hours, fleet_key, owned, price_sensitivity, prices, pricing, pricing_models_table, span_note
 from reports.xlsx_values import FormulaValues
 
 INPUT = PatternFill("solid", fgColor="FFF2CC")
@@ -135,7 +135,7 @@ def _summary_sheet(ws, day: DayRecord, month_rows: list[tuple[str, float, bool]]
         ws.append(("Projection", f"The winner rests on {a.rests_on}. Measure that GPU before committing to it."))
     ws.append(("Load", day.load))
     ws.append(("SLO (every hour)", day.slo))
-    ws.append(("Pricing", pricing(day).model))
+    ws.append(("Pricing", pricing(day).model + span_note(day)))
     r = summary_row(day)
     for c, v in enumerate(SUMMARY_HEAD, start=1):
         ws.cell(r - 1, c, v).font = BOLD

@@ -39,6 +39,7 @@ def test_the_day_is_an_output_set_and_reports_answer_first(cli, tmp_path):
     answer = page.index('id="decision"')
     assert answer < page.index("The fleet hour by hour") and answer < page.index("The month's bills")  # the answer first
     assert "rests on a projection" in page and "Price sensitivity" in page and "Pricing models" in page
+    assert "The load covers 0.1 h, not a whole day: its per-day figures (requests, GPU-hours, energy, USD) are scaled to 24 h" in page
 
     code, text, err = cli("report", str(out), "-o", str(tmp_path / "day.xlsx"), "--pricing", "reserved-1y")
     assert code == 0, err

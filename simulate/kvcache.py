@@ -58,6 +58,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from simulate.prefix import OFFSET_BITS, OWN, SYS
 
 PRIVATE_SPAN = 1 << 24  # blocks per request in the private hash space (contexts below 2**24 blocks)
 
@@ -68,12 +69,35 @@ def private_hashes(rid: int, blocks: int) -> list:
     return list(range(base, base + blocks))
 
 
-class PrefixCache:
-    """One replica's cached blocks: `ref[hash]` = running requests holding the block (0: cached and
-    free, in `free`, oldest first). Counters: `hit_tokens` over every admission (a preempted
-    request's re-admission included: prefill tokens the engine did not compute), `evicted_blocks`."""
+class SharedRun:
+    """The blocks of one shared system prompt (simulate/prefix.py: the leading blocks whose hashes
+    name a SYS segment) on one replica, counted as a whole: a request that takes the first k of
+    them on admission (a hit) is one holder of the prefix k (`holders[k]`), not k reference counts,
+    so its admission and its release cost O(1) while another request holds the prompt. Block j is
+    held while `top` (the longest prefix held) is above j or a request took it block by block
+    (`ref`, the first request computing the prompt); `lead` is how many leading blocks are cached
+    (recounted only after one of them was cached or evicted). The cache's answers are the ones
+    per-block counting gives (tests/test_prefix.py replays random operations against it)."""
 
-    __slots__ = ("bs", "align", "ref", "free", "hit_tokens", "evicted_blocks", "drop_last")
+    __slots__ = ("hashes", "n", "index", "holders", "top", "lead", "dirty")
+
+    def __init__(self, hashes: list, n: int):
+        self.hashes = hashes[:n]
+        self.n = n
+        self.index = {h: j for j, h in enumerate(self.hashes)}
+        self.holders: dict = {}
+        self.top = 0
+        self.lead = 0
+        self.dirty = True
+
+
+class PrefixCache:
+    """One replica's cached blocks: `ref[hash]` = running requests holding the block block by block
+    (0: cached and, unless a SharedRun's prefix holders hold it, free, in `free`, oldest first).
+    Counters: `hit_tokens` over every admission (a preempted request's re-admission included:
+    prefill tokens the engine did not compute), `evicted_blocks`."""
+
+    __slots__ = ("bs", "align", "ref", "free", "hit_tokens", "evicted_blocks", "drop_last", "runs")
 
     def __init__(self, block_size: int, unit: int | None = None):
         # hashes (and the blocks kept here) are `unit` tokens (vLLM's hash_block_size, the prefix-match
@@ -88,6 +112,24 @@ class PrefixCache:
         self.free: OrderedDict = OrderedDict()
         self.hit_tokens = 0
         self.evicted_blocks = 0
+        self.runs: dict = {}  # system prompt segment id -> SharedRun
+
+    def run_of(self, hashes: list):
+        """The SharedRun `hashes` open with (a system prompt's blocks), or None."""
+        if not hashes:
+            return None
+        sid = hashes[0] >> OFFSET_BITS
+        if sid < SYS or sid >= OWN:
+            return None
+        run = self.runs.get(sid)
+        if run is None:
+            n = 0
+            for h in hashes:
+                if h >> OFFSET_BITS != sid:
+                    break
+                n += 1
+            run = self.runs[sid] = SharedRun(hashes, n)
+        return run
 
     def lookup(self, hashes: list, num_tokens: int) -> int:
         """Hashed blocks (units) of a cache hit for a request of `num_tokens` tokens (prompt, or prompt
@@ -96,6 +138,19 @@ class PrefixCache:
         n = min(len(hashes), (num_tokens - 1) // self.bs)
         ref = self.ref
         i = 0
+        run = self.run_of(hashes)
+        if run is not None:
+            if run.dirty:
+                lead = 0
+                for h in run.hashes:
+                    if h not in ref:
+                        break
+                    lead += 1
+                run.lead = lead
+                run.dirty = False
+            i = run.lead if run.lead < n else n
+            if i < run.n:
+                n = i  # a system prompt block is not cached, or the bound is inside the prompt
         while i < n and hashes[i] in ref:
             i += 1
         if self.drop_last and i:
@@ -105,21 +160,42 @@ class PrefixCache:
     def shared_tokens(self, hashes: list, blocks: int) -> int:
         """Tokens of the first `blocks` hit blocks that running requests hold (no new memory)."""
         ref = self.ref
-        n = 0
-        for i in range(blocks):
-            if ref[hashes[i]] > 0:
+        n = i = 0
+        run = self.run_of(hashes)
+        if run is not None:
+            i = run.n if run.n < blocks else blocks
+            n = run.top if run.top < i else i
+            for j in range(n, i):
+                if ref[hashes[j]] > 0:
+                    n += 1
+        for j in range(i, blocks):
+            if ref[hashes[j]] > 0:
                 n += 1
         return n * self.bs
 
     def acquire(self, r, blocks: int) -> int:
         """r takes the first `blocks` blocks of its hit (BlockPool.touch); returns the tokens that
-        left the free queue (now in use)."""
+        left the free queue (now in use). A system prompt's blocks are taken as a prefix of its run."""
         if r.refs is None:
             r.refs = []
         ref, free, hashes, refs = self.ref, self.free, r.hashes, r.refs
         moved = 0
-        for i in range(blocks):
-            h = hashes[i]
+        i = 0
+        run = self.run_of(hashes)
+        if run is not None and blocks > 0:
+            k = run.n if run.n < blocks else blocks
+            for j in range(run.top, k):  # blocks no prefix held before: out of the free queue unless taken block by block
+                h = hashes[j]
+                if ref[h] == 0:
+                    del free[h]
+                    moved += self.bs
+            if k > run.top:
+                run.top = k
+            run.holders[k] = run.holders.get(k, 0) + 1
+            r.pre = k
+            i = k
+        for j in range(i, blocks):
+            h = hashes[j]
             c = ref[h]
             if c == 0:
                 del free[h]
@@ -142,13 +218,19 @@ class PrefixCache:
         if r.refs is None:
             r.refs = []
         ref, free, refs = self.ref, self.free, r.refs
+        run = self.run_of(hashes)
+        top = run_n = 0
+        if run is not None:
+            top, run_n = run.top, run.n
         for j in range(r.ncached, end):
             h = hashes[j]
             c = ref.get(h)
             if c is None:
                 ref[h] = 1
                 refs.append(h)
-            elif c == 0:
+                if j < run_n:
+                    run.dirty = True
+            elif c == 0 and j >= top:
                 del free[h]
                 ref[h] = 1
                 refs.append(h)
@@ -159,13 +241,40 @@ class PrefixCache:
         blocks other running requests still hold (their memory is not freed)."""
         ref, free = self.ref, self.free
         held = 0
+        run = self.run_of(r.hashes) if r.hashes is not None else None
+        top = 0
+        if run is not None:
+            top = run.top
         for h in reversed(r.refs or ()):
             c = ref[h] - 1
             ref[h] = c
             if c:
                 held += self.bs
+            elif top and run.index.get(h, top) < top:
+                held += self.bs  # a system prompt block a prefix holder holds
             else:
                 free[h] = None
+        k = r.pre
+        if k:
+            holders = run.holders
+            c = holders[k] - 1
+            if c:
+                holders[k] = c
+            else:
+                del holders[k]
+            new_top = top
+            if k == top and not c:
+                new_top = max(holders) if holders else 0
+                run.top = new_top
+            lo = k if new_top > k else new_top
+            held += lo * self.bs
+            for j in range(k - 1, lo - 1, -1):  # tail first, as its block-by-block references would go
+                h = run.hashes[j]
+                if ref[h] > 0:
+                    held += self.bs
+                else:
+                    free[h] = None
+            r.pre = 0
         r.refs = None
         r.ncached = 0
         return held
@@ -177,6 +286,13 @@ class PrefixCache:
         n = len(free) - max(0, room_blocks)
         if n > 0:
             self.evicted_blocks += n
+            runs = self.runs
             for _ in range(n):
                 h, _ = free.popitem(last=False)
                 del ref[h]
+                if runs:
+                    sid = h >> OFFSET_BITS
+                    if SYS <= sid < OWN:
+                        run = runs.get(sid)
+                        if run is not None:
+                            run.dirty = True

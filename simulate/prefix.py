@@ -59,6 +59,34 @@ def plain(i: int, prompt: int, output: int, system: tuple | None = None) -> list
     return segs
 
 
+class PlainContent:
+    """The content of every request of a workload without sessions, as `plain` makes it, held as
+    arrays and made per request when asked for (`content[i]`): a day of a million requests holds no
+    million lists. `content[:k]` keeps the first k requests; other slices are lists."""
+
+    __slots__ = ("apps", "system_tokens", "prompt", "output")
+
+    def __init__(self, apps, system_tokens: int, prompt, output):
+        self.apps, self.system_tokens, self.prompt, self.output = apps, int(system_tokens), prompt, output
+
+    def __len__(self) -> int:
+        return len(self.prompt)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            if start == 0 and step == 1:
+                return PlainContent(None if self.apps is None else self.apps[:stop], self.system_tokens, self.prompt[:stop], self.output[:stop])
+            return [self[j] for j in range(start, stop, step)]
+        if i < 0:
+            i += len(self)
+        system = None if self.apps is None else (int(self.apps[i]), self.system_tokens)
+        return plain(int(i), int(self.prompt[i]), int(self.output[i]), system)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
 def session_turns(idx: list, own: list, outputs: list, system: tuple | None = None) -> dict:
     """The content of each turn of one session (requests `idx` in turn order, each with its own new
     message and output lengths): the system prompt, every earlier turn's message and reply, its

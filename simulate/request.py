@@ -18,7 +18,7 @@ class Request:
     __slots__ = (
         "rid", "prompt", "n_out", "arrival_s", "emitted", "prefill_len", "prefill_done", "epoch",
         "dec_start", "ctx0", "steps", "preemptions", "started", "first", "replica",
-        "block", "committing", "cum", "mpos", "eligible", "state", "hashes", "refs", "ncached", "hit",
+        "block", "committing", "cum", "mpos", "eligible", "state", "hashes", "refs", "ncached", "hit", "pre",
     )
 
     def __init__(self, rid: int, arrival_s: float, prompt: int, n_out: int):
@@ -45,11 +45,13 @@ class Request:
         self.state = None  # a mode's own progress for this request, kept by its engine (the built-in modes use the typed fields above)
         # prefix caching (simulate/kvcache.py): its blocks' hashes (None: content shared with no other
         # request, never looked up), the hashes of the cached blocks it holds, how many of its leading
-        # blocks it has cached or hit, and its first admission's hit in tokens (-1: not admitted yet)
+        # blocks it has cached or hit, and its first admission's hit in tokens (-1: not admitted yet);
+        # `pre`: the leading blocks of a shared system prompt it holds as one holder (kvcache.SharedRun)
         self.hashes = None
         self.refs = None
         self.ncached = 0
         self.hit = -1
+        self.pre = 0
 
 
 def check_fits(kv_need: np.ndarray, capacity: int, mode: str) -> None:

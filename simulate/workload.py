@@ -726,11 +726,8 @@ def _content(wl: Workload, prompt: np.ndarray, output: np.ndarray, tidx, sess, s
         return None
     apps = rng_for(seed, STREAM_APP).integers(0, pre.apps, n) if pre.system_tokens else None
     if sess is None:
-        content = []
-        for i in range(n):
-            prompt[i] += pre.system_tokens
-            content.append(PX.plain(i, int(prompt[i]), int(output[i]), (int(apps[i]), pre.system_tokens) if apps is not None else None))
-        return content
+        prompt += pre.system_tokens
+        return PX.PlainContent(apps, pre.system_tokens, prompt, output)  # each request's segments made when it arrives
     content: list = [None] * n
     for s_id in np.unique(sess):
         idx = np.nonzero(sess == s_id)[0].tolist()
@@ -789,15 +786,21 @@ def expected_requests(workload: Workload | None, qps: float | None, n_requests: 
 CLI_SIZE_KNOBS = "fewer --requests, a shorter --duration or a lower --qps"
 
 
-def check_run_size(requests: float, replicas: int = 1, what: str = "this point", knobs: str = CLI_SIZE_KNOBS) -> None:
+def fits_budget(requests: float, replicas: int = 1) -> bool:
+    """Whether a run of `requests` on `replicas` is within the memory budget (check_run_size's test)."""
+    return requests * BYTES_PER_REQUEST + replicas * BYTES_PER_REPLICA <= memory_budget_bytes()
+
+
+def check_run_size(requests: float, replicas: int = 1, what: str = "this point", knobs: str = CLI_SIZE_KNOBS, repeat: bool = True) -> None:
     """Refuse a run whose memory estimate exceeds the budget, naming the limit and how to split it
-    (`knobs`: the settings that shrink it, in the user's terms: CLI options, or a sweep spec's keys)."""
+    (`knobs`: the settings that shrink it, in the user's terms: CLI options, or a sweep spec's keys;
+    `repeat`: whether repeating the smaller run with other seeds makes up for it, as for a point)."""
     need = requests * BYTES_PER_REQUEST + replicas * BYTES_PER_REPLICA
     budget = memory_budget_bytes()
     if need <= budget:
         return
     cap = int((budget - replicas * BYTES_PER_REPLICA) // BYTES_PER_REQUEST)
-    split = (f"at most {cap:,} requests per run ({knobs}), repeated with different seeds"
+    split = (f"at most {cap:,} requests per run ({knobs}){', repeated with different seeds' if repeat else ''}"
              if cap >= 1000 else f"at most {int(budget // BYTES_PER_REPLICA) // 2:,} replicas per run")
     raise UserError(
         f"{what} would simulate about {requests:,.0f} requests on {replicas:,} replica(s), needing about {need / 2**30:,.1f} GiB, "

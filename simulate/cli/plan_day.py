@@ -24,8 +24,8 @@ from costmodel.costing import PricingConfig, pricing_config
 from simulate.plan.day import DEFAULT_COMPRESS, DayConfig, run_day, run_fleet_day, write_day
 from simulate.plan.prefix_compare import parse_choice
 
-# plan's options that mean nothing for a day: the curve sets the rate; the day runs on local processes
-NOT_WITH_DAY = ("qps", "refine_crossover", "scheduler")
+# plan's options that mean nothing for a day: the curve sets the rate
+NOT_WITH_DAY = ("qps", "refine_crossover")
 # plan's options a day refuses, with why (never silently ignored)
 REFUSED_WITH_DAY = {
     "seeds": "a day is one long run under --seed (its hours are its replicates): run it again with another --seed to compare",
@@ -76,6 +76,8 @@ def day_options(f):
             for name in ("hardware", "modes", "profiles"):
                 if given(name):
                     raise UserError(f"--{name.rstrip('s')} does not apply with --fleet", "the fleet file names each pool's GPU and mode")
+            if given("scheduler"):
+                raise UserError("--scheduler does not apply with --fleet", "a fleet file's day is one run: drop --scheduler")
             po = kwargs.get("pricing_options")
             if po is not None and getattr(po, "given", lambda: False)():
                 raise UserError("pricing options do not apply with --fleet (each pool bills its price_usd_per_gpu_hour, or the catalog's)",
@@ -99,7 +101,8 @@ def _plan_day(day: dict, kw: dict) -> None:
                     workload=kw["workload"], seed=kw["seed"], compress=day["compress"], duration_s=kw["duration_s"],
                     max_replicas=kw["max_replicas"], scaling=scaling, jobs=kw["jobs"], load_scale=day["load_scale"],
                     autoscale_headroom=day["autoscale_headroom"], profiles=list(kw["profiles"]), pricing=pricing or PricingConfig(),
-                    prefix_caching=None if caching is None else caching[0], max_requests=day["max_requests"] or int(DAY_REQUESTS.hi))
+                    prefix_caching=None if caching is None else caching[0], max_requests=day["max_requests"] or int(DAY_REQUESTS.hi),
+                    scheduler=kw.get("scheduler"))
     err = make_console(stderr=True)
     say = lambda s: err.print(f"[dim]{s}[/dim]")  # noqa: E731
     out = run_fleet_day(cfg, day["fleet"], progress=say) if day["fleet"] else run_day(cfg, progress=say)

@@ -78,6 +78,13 @@ class LoadCurve:
     def scaled(self, factor: float) -> "LoadCurve":
         return LoadCurve(self.time_s, tuple(q * factor for q in self.qps), f"{self.source} x {factor:g}")
 
+    def window(self, t0: float, t1: float) -> "LoadCurve":
+        """The curve between t0 and t1 (within its span), its time shifted to start at 0."""
+        t = np.asarray(self.time_s, float)
+        inner = t[(t > t0) & (t < t1)]
+        times = np.concatenate([[t0], inner, [t1]])
+        return LoadCurve(tuple((times - t0).tolist()), tuple(self.rate_at(times).tolist()), f"{self.source}, {t0:g}-{t1:g} s")
+
     def hourly_qps(self) -> np.ndarray:
         """Mean offered rate of each hour of the span."""
         hours = max(1, math.ceil(self.span_s / 3600 - 1e-9))

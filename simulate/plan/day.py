@@ -55,7 +55,10 @@ from simulate.plan.api import carried_modes
 from costmodel.costing import GpuPrice, PricingConfig, gpu_price
 from costmodel.costing.day import price_bill, price_hours
 from costmodel.slo import parse_slo
-from simulate.workload import build_requests, check_run_size
+from simulate.plan.day_hours import check_hours, compressed, compressed_scaling, fleet_days, hour_job, hour_windows
+from simulate.workload import build_requests, check_run_size, fits_budget
+
+DAY_SIZE_KNOBS = "a lower peak or --load-scale, fewer hours, fewer --hardware or --mode, or a higher --compress"
 
 DEFAULT_COMPRESS = 4.0
 UTIL_TERM = "max_utilisation"
@@ -82,6 +85,7 @@ class DayConfig:
     profiles: list[str] = field(default_factory=list)  # profile JSONs replacing the shipped default of their GPU (plan --profile)
     pricing: PricingConfig = field(default_factory=PricingConfig)  # how the bills are priced (costmodel/costing/day.py)
     prefix_caching: bool | None = None  # vLLM's prefix caching, for the peak search and the day alike (None: its default, on)
+    scheduler: str | None = None  # a Dask scheduler the fleets (and a large day's hours) run on (None: this machine)
     profile_paths: dict = field(default_factory=dict)  # hardware -> profile path (None: shipped); filled by run_day
 
     def engine(self) -> dict | None:
@@ -106,11 +110,28 @@ class DayLoad:
     trace: str | None = None
 
     def requests(self, profile, cfg: "DayConfig", c: float):
-        """The (time-compressed) day's requests."""
+        """The (time-compressed) day's requests: drawn once per process for every fleet whose
+        profile draws the same lengths (common random numbers: every fleet serves the same requests)."""
+        key = (self.source, self.trace, cfg.workload, cfg.seed, c, cfg.load_scale, cfg.max_requests, _lengths_key(profile))
+        reqs = _SHARED_REQUESTS.get(key)
+        if reqs is None:
+            reqs = _SHARED_REQUESTS[key] = self._draw(profile, cfg, c)
+        return reqs
+
+    def _draw(self, profile, cfg: "DayConfig", c: float):
         if self.curve is not None:
             return curve_requests(profile, resolve_workload(cfg.workload), compressed(self.curve, c), cfg.seed)
         # a trace's times divided by c, thinned to 1/c of its requests: the same rates in a shorter day
         return trace_requests(profile, load_trace(self.trace, compress=c, rate_scale=cfg.load_scale / c, seed=cfg.seed, max_rows=cfg.max_requests), cfg.seed)
+
+
+# the day's requests per (load, workload, seed, compression, lengths): forked workers inherit them
+_SHARED_REQUESTS: dict = {}
+
+
+def _lengths_key(profile: Profile) -> tuple:
+    """What of a profile the requests depend on: its regimes' output lengths (workload.py _outputs)."""
+    return tuple((name, tuple(cs.content_length.values), tuple(cs.content_length.probs)) for name, cs in sorted(profile.regimes.items()))
 
 
 def _is_curve_file(text: str) -> bool:
@@ -184,15 +205,6 @@ def split_slo(text: str) -> SloSplit:
     return SloSplit(lat_text, [RequestBound(b.stat, b.metric, b.limit_ms) for b in slo.bounds], util)
 
 
-def compressed(lc: LoadCurve, c: float) -> LoadCurve:
-    return LoadCurve(tuple(t / c for t in lc.time_s), lc.qps, f"{lc.source}, time compressed {c:g}x" if c != 1 else lc.source)
-
-
-def compressed_scaling(s: Scaling, c: float) -> Scaling:
-    return replace(s, scrape_interval_s=s.scrape_interval_s / c, scale_down_window_s=s.scale_down_window_s / c,
-                   startup_s=s.startup_s / c, load_gb_per_s=s.load_gb_per_s * c)
-
-
 @dataclass
 class DayOutcome:
     config: DayConfig
@@ -216,9 +228,11 @@ def _check(cfg: DayConfig) -> None:
     cfg.scaling.check("--load-curve fleet")
 
 
-def check_size(cfg: DayConfig, lc: DayLoad, fleets: int) -> None:
+def check_size(cfg: DayConfig, lc: DayLoad, fleets: int, can_stream: bool = False) -> bool:
     """The day's run size before any request is drawn: its requests (1/compress of the real day's) on
-    each of `fleets` fleets within --max-requests, and one fleet's within the memory budget."""
+    each of `fleets` fleets within --max-requests, and one fleet's within the memory budget; True
+    when it is not, and the day (`can_stream`: a curve) runs hour by hour instead (day_hours.py),
+    within the budget if its busiest hour is."""
     per_fleet = lc.expected_requests / cfg.compress
     total = per_fleet * fleets
     if total > cfg.max_requests:
@@ -227,7 +241,11 @@ def check_size(cfg: DayConfig, lc: DayLoad, fleets: int) -> None:
                         f"above the bound of {cfg.max_requests:,}{over}",
                         "plan fewer hours or a lower rate, fewer --hardware or --mode, or a higher --compress"
                         + (f"; or pass {DAY_REQUESTS.override} to run it" if cfg.max_requests == DAY_REQUESTS.hi else "; or a larger --max-requests"))
-    check_run_size(per_fleet, cfg.max_replicas, "each fleet of the day")
+    if can_stream and lc.curve is not None and not fits_budget(per_fleet, cfg.max_replicas):
+        check_hours(cfg, lc, fleets)
+        return True
+    check_run_size(per_fleet, cfg.max_replicas, "each fleet of the day", knobs=DAY_SIZE_KNOBS, repeat=False)
+    return False
 
 
 def _check_workload(cfg: DayConfig, lc: DayLoad) -> None:
@@ -249,7 +267,7 @@ def _peak_search(cfg: DayConfig, lc: DayLoad, slo: SloSplit, workload: str | Non
     settings = planner.PlanSettings([lc.peak_qps], slo.text, cfg.hardware, cfg.modes, {h: cfg.profile_paths.get(h) for h in cfg.hardware},
                                     cfg.duration_s, cfg.seed, cfg.max_replicas, cfg.jobs or planner.default_jobs(), workload, engine=cfg.engine())
     out = {}
-    for c in planner.run_searches(settings, progress=say):
+    for c in planner.run_searches(settings, progress=say, scheduler=cfg.scheduler):
         row = next((p for p in c.points if p.get("replicas") == c.replicas), None)
         out[(c.hardware, c.mode)] = (c.replicas, lc.peak_qps / c.replicas if c.replicas else None)
     return out
@@ -401,7 +419,7 @@ def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> Da
     slo = split_slo(cfg.slo)
     lc = load_day(cfg.load, cfg.load_scale, cfg.seed, cfg.max_requests)
     _check_workload(cfg, lc)
-    check_size(cfg, lc, len(cfg.hardware) * len(cfg.modes) * len(POLICIES))
+    stream = check_size(cfg, lc, len(cfg.hardware) * len(cfg.modes) * len(POLICIES), can_stream=True)
     say(f"day: {lc.source}, {lc.expected_requests:,.0f} requests, peak {lc.peak_qps:.3g} QPS; sizing the peak fleet")
     with tempfile.TemporaryDirectory() as tmp:
         workload = _peak_workload(lc, cfg, Path(tmp))
@@ -410,13 +428,7 @@ def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> Da
             peaks = _headroom(cfg, lc, peaks, slo.max_utilisation, workload, say)
     jobs = [(h, m, pol, peaks[(h, m)][0], peaks[(h, m)][1], cfg, lc, slo) for h in cfg.hardware for m in cfg.modes for pol in POLICIES
             if peaks[(h, m)][0] is not None]
-    say(f"simulating {len(jobs)} days ({cfg.compress:g}x time compression) on {min(len(jobs), cfg.jobs or planner.default_jobs())} processes")
-
-    def done(i, res):
-        b = res["bill"]
-        say(f"{b.hardware}/{b.mode} {b.policy}: {res['requests']:,} requests in {res['wall_s']:.1f} s, ${b.cost_usd_per_month:,.0f}/month at catalog prices")
-
-    results = run_tasks(_day_job, jobs, cluster=Workers(None, cfg.jobs or planner.default_jobs(), local="processes"), on_done=done)
+    results = _run_hours(jobs, cfg, lc, say) if stream else _run_days(jobs, cfg, lc, profiles, say)
     bills = _with_savings([price_bill(r["bill"], prices[r["bill"].hardware]) for r in results])
     for (h, m), (n, _) in peaks.items():
         if n is None:
@@ -425,6 +437,41 @@ def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> Da
     hours = price_hours(pd.DataFrame([row for r in results for row in r["rows"]]), prices)
     return DayOutcome(cfg, lc, slo, {k: v[0] for k, v in peaks.items()}, hours, sorted(bills, key=bill_order), time.perf_counter() - t0,
                       profiles=profiles, prices=prices)
+
+
+def _say_done(say):
+    def done(i, res):
+        b = res["bill"]
+        say(f"{b.hardware}/{b.mode} {b.policy}: {res['requests']:,} requests in {res['wall_s']:.1f} s, ${b.cost_usd_per_month:,.0f}/month at catalog prices")
+    return done
+
+
+def _run_days(jobs: list, cfg: DayConfig, lc: DayLoad, profiles: dict, say) -> list[dict]:
+    """Each fleet's continuous day, one job per fleet: on forked processes here (they inherit the
+    day's requests, drawn once), or on the Dask scheduler given."""
+    _SHARED_REQUESTS.clear()  # one day's requests held at a time
+    for h in dict.fromkeys(j[0] for j in jobs):  # drawn here once, before the workers fork
+        lc.requests(profiles[h], cfg, float(cfg.compress))
+    workers = min(len(jobs), cfg.jobs or planner.default_jobs())
+    say(f"simulating {len(jobs)} days ({cfg.compress:g}x time compression) on {workers} {'Dask workers' if cfg.scheduler else 'processes'}")
+    cluster = Workers(cfg.scheduler, cfg.jobs or planner.default_jobs(), local="processes")
+    return run_tasks(_day_job, jobs, cluster=cluster, on_done=_say_done(say))
+
+
+def _run_hours(jobs: list, cfg: DayConfig, lc: DayLoad, say) -> list[dict]:
+    """A day too large to hold: every (fleet, hour) one job drawing only its hour's requests
+    (simulate/plan/day_hours.py), on Dask (a local cluster, or the scheduler given)."""
+    at_once = check_hours(cfg, lc, len(jobs))
+    windows = hour_windows(lc.span_s, cfg.interval_s)
+    hours = [(*j, k, t0, t1) for j in jobs for k, (t0, t1) in enumerate(windows)]
+    workers = min(cfg.jobs or planner.default_jobs(), at_once)
+    say(f"the day holds {lc.expected_requests / cfg.compress:,.0f} requests per fleet, more than the memory budget: simulating {len(jobs)} fleets "
+        f"hour by hour ({len(hours)} jobs, each drawing its own hour's requests) on {'the Dask scheduler' if cfg.scheduler else f'{workers} Dask workers'}")
+    results = run_tasks(hour_job, hours, cluster=Workers(cfg.scheduler, workers, local="dask"))
+    days = fleet_days(results, [h[:3] for h in hours], cfg, lc, lambda *a: over_a_day(_bill(*a), lc.span_s / 3600), _flat)
+    for i, d in enumerate(days):
+        _say_done(say)(i, d)
+    return days
 
 
 def _with_savings(bills: list[MonthBill]) -> list[MonthBill]:

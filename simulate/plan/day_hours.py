@@ -1,0 +1,111 @@
+"""A day too large to hold in memory, simulated hour by hour (simulate.plan.day calls it when one
+fleet's continuous day would need more than the memory budget: workload.check_run_size).
+
+Each (fleet, hour) is one job: the worker that runs it draws only that hour's requests (the curve's
+window, time-rescaled arrivals from a seed of its own), simulates the fleet over the hour and hands
+back the hour's row (simulate/cluster/outcome.py), so memory is bounded by one hour's requests per
+worker, never by the day, and the jobs spread over the workers: Dask's local cluster (one worker
+per core) or a running scheduler (`plan --scheduler`).
+
+What it gives up against the continuous day: each hour starts with empty replicas at the size the
+fleet has at the hour's start (static: the peak fleet; autoscaled: the request-rate policy's size
+for the rate at that instant), so a queue, a replica still provisioning or the scale-down window's
+memory does not carry over an hour's boundary. An hour of a large service holds hundreds of
+thousands of requests: its first seconds (empty queues) barely move its percentiles.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from costmodel.errors import UserError
+from simulate.api import resolve_workload
+from simulate.cluster.autoscalers import make_autoscaler
+from simulate.cluster.fleet import simulate_fleet
+from simulate.cluster.load import LoadCurve, curve_requests
+from simulate.cluster.outcome import interval_rows, summarise_span
+from simulate.cluster.pool import PoolSpec
+from simulate.cluster.scaling import Scaling
+from simulate.workload import BYTES_PER_REQUEST, check_run_size, memory_budget_bytes
+
+HOUR_SEED_STRIDE = 1_000_003  # an hour's requests are drawn from seed * stride + hour + 1
+
+
+def compressed(lc: LoadCurve, c: float) -> LoadCurve:
+    """The curve's time axis c times faster (the day's time compression, simulate/plan/day.py)."""
+    return LoadCurve(tuple(t / c for t in lc.time_s), lc.qps, f"{lc.source}, time compressed {c:g}x" if c != 1 else lc.source)
+
+
+def compressed_scaling(s: Scaling, c: float) -> Scaling:
+    """The autoscaler's clocks c times faster (scrape interval, scale-down window, provisioning)."""
+    return replace(s, scrape_interval_s=s.scrape_interval_s / c, scale_down_window_s=s.scale_down_window_s / c,
+                   startup_s=s.startup_s / c, load_gb_per_s=s.load_gb_per_s * c)
+
+
+def hour_windows(span_s: float, interval_s: float) -> list[tuple[float, float]]:
+    """The day's intervals (uncompressed seconds)."""
+    n = max(1, math.ceil(span_s / interval_s - 1e-9))
+    return [(k * interval_s, min((k + 1) * interval_s, span_s)) for k in range(n)]
+
+
+def busiest_hour_requests(lc, interval_s: float, c: float) -> float:
+    """Requests of the busiest interval of the (compressed) day: what one job holds."""
+    cum = lc.curve.cumulative()
+    at = [float(x) for x in (lc.curve.time_s)]
+    edges = [t for w in hour_windows(lc.span_s, interval_s) for t in w]
+    lam = np.interp(edges, at, cum)
+    return float(max(lam[1::2] - lam[0::2])) / c
+
+
+def check_hours(cfg, lc, fleets: int) -> int:
+    """Refuse a day whose busiest hour alone exceeds the memory budget (one line naming the knobs);
+    returns how many hour jobs may run at once within it."""
+    per_hour = busiest_hour_requests(lc, cfg.interval_s, float(cfg.compress))
+    check_run_size(per_hour, cfg.max_replicas, "the busiest hour of the day", knobs="a lower peak or --load-scale, or a higher --compress", repeat=False)
+    return max(1, int(memory_budget_bytes() // max(1.0, per_hour * BYTES_PER_REQUEST)))
+
+
+def hour_job(hardware: str, mode: str, policy: str, n_peak: int, target: float | None, cfg, lc, slo, hour: int, t0: float, t1: float) -> dict:
+    """One fleet over one hour of the day, in a worker: that hour's requests drawn here, its row back."""
+    w0 = time.perf_counter()
+    c = float(cfg.compress)
+    profile = cfg.profile(hardware)
+    window = lc.curve.window(t0, t1)
+    if window.expected_requests <= 0:
+        raise UserError(f"{lc.source}: no request is expected between {t0:g} and {t1:g} s", "give a curve with a positive rate in every hour")
+    reqs = curve_requests(profile, resolve_workload(cfg.workload), compressed(window, c), cfg.seed * HOUR_SEED_STRIDE + hour + 1)
+    scaling = compressed_scaling(cfg.scaling, c)
+    if policy == "static":
+        scaling = replace(scaling, min_replicas=n_peak, max_replicas=n_peak, initial_replicas=n_peak)
+        auto = make_autoscaler("static", replicas=n_peak)
+    else:
+        first = max(scaling.min_replicas, min(n_peak, math.ceil(window.qps[0] / target)))  # as the continuous day's first size
+        target *= cfg.autoscale_headroom
+        scaling = replace(scaling, initial_replicas=first, max_replicas=max(scaling.max_replicas, n_peak))
+        auto = make_autoscaler("request-rate", target=target)
+    pool = PoolSpec(f"{hardware}/{mode}", profile, mode, autoscaler=auto, scaling=scaling, engine=cfg.engine())
+    span = (t1 - t0) / c
+    run = simulate_fleet([pool], reqs, seed=cfg.seed, sample_s=span)
+    row = interval_rows(run, slo.bounds, span, span, max_utilisation=slo.max_utilisation)[0]
+    row = replace(row, interval=hour, start_s=t0 / c, end_s=t1 / c)
+    name = "static" if policy == "static" else f"request-rate:target={target:.3g}"
+    return {"row": row, "name": name, "requests": len(reqs), "wall_s": time.perf_counter() - w0}
+
+
+def fleet_days(results: list[dict], keys: list[tuple], cfg, lc, bill, flat) -> list[dict]:
+    """The hour jobs' rows gathered per fleet (key: hardware, mode, policy) into the day's bill and
+    rows, as simulate.plan.day._day_job returns them for a continuous day."""
+    c = float(cfg.compress)
+    out = []
+    for key in dict.fromkeys(keys):
+        mine = [r for r, k in zip(results, keys) if k == key]
+        rows = sorted((r["row"] for r in mine), key=lambda r: r.interval)
+        summ = summarise_span(rows, lc.span_s / c)[0]
+        policy = key[2]
+        out.append({"rows": flat(rows, policy, c, cfg.interval_s), "bill": bill(summ, rows, policy, mine[0]["name"], c),
+                    "wall_s": sum(r["wall_s"] for r in mine), "requests": sum(r["requests"] for r in mine)})
+    return out

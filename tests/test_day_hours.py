@@ -1,0 +1,38 @@
+"""A day larger than the memory budget runs hour by hour (simulate/plan/day_hours.py) instead of being
+refused: every hour a job of its own that draws only its hour's requests; and a day whose busiest
+hour alone is too large is refused in one line naming the day's own knobs."""
+
+from __future__ import annotations
+
+import pytest
+
+from costmodel.errors import UserError
+from simulate.plan.day import DayConfig, run_day
+
+SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=8000"
+
+
+def _day(**kw):
+    return run_day(DayConfig(load="flat:6,hours=2", slo=SLO, hardware=["h100-sxm"], modes=["ar"], duration_s=30, jobs=1, **kw))
+
+
+def test_a_day_over_the_memory_budget_runs_hour_by_hour(monkeypatch):
+    whole = _day()
+    notes = []
+    monkeypatch.setenv("COSTMODEL_MEMORY_BUDGET_GIB", "0.012")  # 12 MiB: a fleet's 10,800 requests (21 MiB) do not fit, an hour's 5,400 do
+    hourly = run_day(DayConfig(load="flat:6,hours=2", slo=SLO, hardware=["h100-sxm"], modes=["ar"], duration_s=30, jobs=1), progress=notes.append)
+    assert any("hour by hour" in n for n in notes)
+    assert len(hourly.hours) == len(whole.hours) == 4  # two hours, autoscaled and static
+    by = {b.policy: b for b in hourly.bills}
+    ref = {b.policy: b for b in whole.bills}
+    assert by["static"].cost_usd_per_month == pytest.approx(ref["static"].cost_usd_per_month)  # the peak fleet all day, either way
+    assert by["static"].requests_per_day == pytest.approx(ref["static"].requests_per_day, rel=0.05)  # other draws, the same rate
+    assert by["static"].meets_slo_every_hour and hourly.hours.slo_attainment.min() > 0.95
+
+
+def test_a_busiest_hour_over_the_budget_is_refused_with_the_days_knobs(monkeypatch):
+    monkeypatch.setenv("COSTMODEL_MEMORY_BUDGET_GIB", "0.005")  # 5 MiB: not even an hour
+    with pytest.raises(UserError) as e:
+        _day()
+    msg = str(e.value)
+    assert "busiest hour" in msg and "--compress" in msg and "--requests" not in msg and "--duration" not in msg and "\n" not in msg

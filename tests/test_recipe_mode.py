@@ -1,8 +1,10 @@
 """Recipe, followed by editing files: a fourth serving mode with its own pass kind, profile part and
 per-request state ("burst", tests/toy/burst/) is the files and lines docs/architecture.md names: the
 mode's module and its registration, its engine's module and its registration, its pass kind's
-entry. On a copy of the tree so edited, `fit`, `simulate` and `plan` run it, and a profile without
-it (the shipped ones) still runs as before: the default modes are the ones a profile carries."""
+entry, and docs/metrics.md regenerated (its description enters the data dictionary; the tree's own
+test of that file passes on the copy). On a copy of the tree so edited, `fit`, `simulate` and `plan`
+run it, and a profile without it (the shipped ones) still runs as before: the default modes are the
+ones a profile carries."""
 
 from __future__ import annotations
 
@@ -40,11 +42,13 @@ TRUTH_MS = {"prefill": {"const": 5.0, "roofline_ms": 1.5}, KIND: {"const": 8.0, 
 def tree(tmp_path_factory):
     t = recipes.Tree(tmp_path_factory.mktemp("recipe-mode") / "tree")
     t.changed = t.edit(EDITS)
+    t.changed["docs/metrics.md"] = t.regenerate("docs/metrics.md")  # the recipe's last step
     return t
 
 
 def test_the_mode_recipe_is_the_files_and_lines_the_doc_names(tree):
     assert tree.changed == recipes.recipe_edits("A serving mode", mode=MODE)
+    tree.pytest("tests/test_schemas.py::test_docs_metrics_md_is_generated_from_the_schemas")  # as a real member must
     # the mode module is vocabulary: it imports no stage (its engine is the simulator's)
     assert not recipes.imported_packages(recipes.TOY / "burst" / "mode.py") & {"measure", "simulate", "reports"}
 

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
 TOY = Path(__file__).resolve().parent
 PACKAGES = ("costmodel", "measure", "simulate", "reports", "pipeline")
+GENERATED = {"docs/metrics.md": "costmodel.schemas.dictionary"}  # generated doc -> the module whose output it is
 # one process runs a session of commands (the copy's imports are paid once): python code, then each `costmodel ARGS`
 SESSION = """
 import json, sys
@@ -75,6 +76,9 @@ class Tree:
         for pkg in PACKAGES:
             shutil.copytree(ROOT / pkg, root / pkg, ignore=shutil.ignore_patterns("*.so", "*.c", "*.html"))
         shutil.copy2(ROOT / "pyproject.toml", root / "pyproject.toml")
+        for doc in GENERATED:  # generated docs a recipe regenerates, and the tests that hold them current
+            (root / doc).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / doc, root / doc)
         self.before = snapshot(root)
 
     def edit(self, edits: tuple[Edit, ...]) -> dict[str, str | int]:
@@ -101,6 +105,16 @@ class Tree:
         assert p.returncode == 0, f"the session failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
         return p.stdout
 
+
+    def regenerate(self, doc: str) -> str | None:
+        """`python -m <its generator> > doc` on the copy, as the recipe says: "regenerated" where it changed, else None."""
+        env = {**os.environ, "PYTHONPATH": str(self.root), "COSTMODEL_PURE_PYTHON": "1"}
+        p = subprocess.run([sys.executable, "-m", GENERATED[doc]], cwd=self.root, env=env, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        target = self.root / doc
+        was = target.read_text()
+        target.write_text(p.stdout)
+        return "regenerated" if p.stdout != was else None
 
     def pytest(self, *node_ids: str) -> str:
         """The repository's own tests `node_ids` (with tests/conftest.py) run on the copy, as they run on the tree."""
@@ -134,7 +148,7 @@ def recipe_edits(title: str, **placeholders: str) -> dict[str, str | int | None]
         for k, v in placeholders.items():
             path = path.replace(f"<{k}>", v)
         n = re.match(r"\+?(\d+) lines?", count)
-        out[path] = "new" if count == "new" else int(n.group(1)) if n else None
+        out[path] = "new" if count == "new" else "regenerated" if count.startswith("regenerated") else int(n.group(1)) if n else None
     return out
 
 

@@ -145,3 +145,6 @@ MAX_REQUESTS = Field("--max-requests", 1, 1e12, whole=True, example="200000000")
 # plan's search: replicas per (GPU, mode, QPS) and the crossover's bisection steps.
 MAX_REPLICAS = Field("--max-replicas", 1, 100_000, whole=True, example="64")
 REFINE_CROSSOVER = Field("--refine-crossover", 0, 64, whole=True, example="8", why="each step halves the bracket; 64 is below a float's resolution")
+# A `vllm bench serve` result's prompts (completed, num_prompts): simulating it builds one request each,
+# so it is bounded as a day is, before any request is built.
+BENCH_PROMPTS = Field("completed", 0, DAY_REQUESTS.hi, whole=True, example="1000", why="a bench run above the bound of requests a simulation builds")

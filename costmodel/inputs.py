@@ -311,8 +311,7 @@ FILE_FIELDS: tuple[Input, ...] = (
     _f("price file", "hardware", "name"), _f("price file", "price_usd_per_gpu_hour", "real", F.PRICE_USD_PER_GPU_HOUR),
     # bench file (vllm bench serve --save-result JSON, import-bench / compare-bench)
     *(_f("bench file", n, k, fl) for n, k, fl in (
-        ("completed", "count", Field("completed", 0, 10_000_000, whole=True, why="a bench file of more prompts than a day simulates")),
-        ("num_prompts", "count", Field("num_prompts", 1, 10_000_000, whole=True, why="a bench file of more prompts than a day simulates")),
+        ("completed", "count", F.BENCH_PROMPTS), ("num_prompts", "count", F.BENCH_PROMPTS),
         ("request_rate", "real", None), ("burstiness", "real", None), ("max_concurrency", "count", None), ("duration", "real", None),
         ("input_lens", "list", F.TOKENS), ("output_lens", "list", F.TOKENS), ("ttfts", "list", None), ("itls", "list", None))),
     # hardware file (--hardware-file): the catalog's fields; an unknown one is refused

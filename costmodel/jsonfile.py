@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import csv
+import errno
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,10 +19,26 @@ if TYPE_CHECKING:
 from costmodel.errors import UserError
 
 
-def read_json(path: str | Path, what: str = "file") -> Any:
+def check_readable(path: str | Path, what: str) -> Path:
+    """`path` as a Path, or one line for what is wrong with it: a symbolic link loop (reported as
+    such, not as a missing file), a path that does not exist."""
     p = Path(path)
     if not p.exists():
+        if p.is_symlink():
+            try:
+                p.resolve(strict=True)
+            except RuntimeError:
+                raise UserError(f"{what} {p} is a symbolic link loop", "point the link at a file") from None
+            except OSError as e:
+                if e.errno == errno.ELOOP:
+                    raise UserError(f"{what} {p} is a symbolic link loop", "point the link at a file") from None
+            raise UserError(f"{what} {p} is a link to a file that does not exist ({os.readlink(p)})", "point the link at a file")
         raise UserError(f"{what} {p} does not exist", "check the path")
+    return p
+
+
+def read_json(path: str | Path, what: str = "file") -> Any:
+    p = check_readable(path, what)
     if p.is_dir():
         raise UserError(f"{what} {p} is a directory, not a JSON file", "pass the .json file inside it")
     try:
@@ -55,6 +74,33 @@ def _unique_pairs(pairs: list) -> dict:
 def loads_unique(text: str) -> Any:
     """json.loads refusing an object that gives one key twice (DuplicateKey) instead of keeping the last."""
     return json.loads(text, object_pairs_hook=_unique_pairs)
+
+
+def csv_header(path: str | Path, what: str) -> list[str]:
+    """A CSV file's header, read as the table readers will (a UTF-8 byte-order mark dropped), a
+    column named twice refused with the line it repeats on: pandas would rename the second `qps.1`
+    and read the first, silently."""
+    p = check_readable(path, what)
+    try:
+        with open(p, encoding="utf-8-sig", newline="") as f:
+            header = next(csv.reader(f), [])
+    except UnicodeDecodeError as e:
+        raise UserError(f"{what} {p} is not UTF-8 text (byte {e.start})", "save it as UTF-8 CSV") from None
+    except csv.Error as e:
+        raise UserError(f"{what} {p} line 1 is not CSV ({e})", "give a header line of column names") from None
+    names = [h.strip() for h in header]
+    twice = next((n for i, n in enumerate(names) if n and n in names[:i]), None)
+    if twice is not None:
+        raise UserError(f"{what} {p} line 1 names the column {twice!r} twice", "keep one column of each name (a reader would keep one silently)")
+    return names
+
+
+def read_csv(path: str | Path, what: str, **kw) -> "pd.DataFrame":
+    """pandas.read_csv after csv_header's checks; a BOM is read as the encoding's, not as a column name's start."""
+    import pandas as pd
+
+    csv_header(path, what)
+    return pd.read_csv(path, encoding="utf-8-sig", **kw)
 
 
 def jsonable(x):

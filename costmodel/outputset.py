@@ -152,6 +152,7 @@ def claim(out: str | os.PathLike, command: str, what: str = "-o") -> Path:
     atomic.check_output(out, directory=True, what=what)
     target = _target(out)
     _refuse_unsafe(target, what)
+    refuse_foreign(target, command, what)
     with _HELD_MUTEX:
         held = _HELD.get(target)
     if held is not None and held.mine():
@@ -204,6 +205,37 @@ def hold(out: str | os.PathLike, command: str, what: str = "-o") -> Callable[[],
     return stack.close
 
 
+def _owned_files(d: Path) -> dict[str, list[str]]:
+    """command -> the files in `d` named like its outputs (OWNED)."""
+    names = [p.name for p in d.iterdir() if p.is_file()]
+    return {cmd: found for cmd, pats in OWNED.items() if (found := sorted(n for n in names if any(fnmatch.fnmatch(n, p) for p in pats)))}
+
+
+def refuse_foreign(target: Path, command: str, what: str = "-o") -> None:
+    """A set that cannot be checked is not used: `target` holding another command's output set (its
+    files would stay beside the new set's: a sweep's points/ beside a plan), or outputs without the
+    manifest that checks them, is refused before any work, naming the fix. A sweep's points/ without
+    results (a sweep interrupted before it published) is the sweep's to resume."""
+    if not target.is_dir():
+        return
+    doc = _read_manifest(target)
+    owned = _owned_files(target)
+    if doc is None:
+        if owned:
+            cmd, files = next(iter(owned.items()))
+            raise UserError(f"{what} {target} holds {cmd} outputs ({', '.join(files[:3])}) but no {MANIFEST}: a set that cannot be checked "
+                            "is not replaced, resumed or read", f"delete {target}, or choose another {what}")
+        if (target / "points").is_dir() and command != "sweep":
+            raise UserError(f"{what} {target} holds a sweep's points/ (an unfinished sweep)", f"resume it with `costmodel sweep`, or choose another {what}")
+        return
+    prev = doc.get("command") if isinstance(doc, dict) and doc.get("kind") == MANIFEST_KIND else None
+    if prev is None:
+        raise UserError(f"{target / MANIFEST} is not a costmodel output manifest", f"delete {target}, or choose another {what}")
+    if prev != command:
+        raise UserError(f"{what} {target} holds a {prev} output set; a {command} set written there would leave its files beside its own",
+                        f"choose another {what} (or delete {target})")
+
+
 def _refuse_unsafe(target: Path, what: str) -> None:
     """Publishing replaces the directory whole, from a sibling folder: never the working directory,
     one of its parents or a mount point, and only where its parent folder takes new entries."""
@@ -240,6 +272,7 @@ def publishing(out: str | os.PathLike, command: str, keep: Iterable[str] = (), w
     """Yield a staging folder; on success its files become `out` in one step (see the module doc).
     `keep`: names in `out` that carry over even if a command owns them (a sweep's points/)."""
     atomic.check_output(out, directory=True, what=what)
+    refuse_foreign(_target(out), command, what)
     with locked(out, command, what) as target:
 
         def publish(stage: Path) -> None:
@@ -378,6 +411,10 @@ def verify(d: str | os.PathLike, rerun: str = "re-run the command that wrote it"
     d = Path(d)
     doc = _read_manifest(d)
     if doc is None:
+        owned = _owned_files(d) if d.is_dir() else {}
+        if owned:  # outputs whose manifest was deleted: an edited plan.json would be read as written
+            cmd, files = next(iter(owned.items()))
+            raise UserError(f"{d} holds {cmd} outputs ({', '.join(files[:3])}) but no {MANIFEST}: they cannot be checked, so they are not read", rerun)
         return False
     files = doc.get("files") if isinstance(doc, dict) and doc.get("kind") == MANIFEST_KIND else None
     if not isinstance(files, dict):

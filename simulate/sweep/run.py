@@ -184,6 +184,7 @@ def run_sweep(spec: SweepSpec, out_dir: str | Path, cluster: Workers = Workers()
     whole run (a second sweep into it is refused); the table is one output set (costmodel/outputset.py)."""
     out = atomic.check_output(out_dir, directory=True)
     cluster.check()  # --jobs, --scheduler and DASK_SCHEDULER_ADDRESS, before any point
+    outputset.refuse_foreign(out, "sweep")  # another command's set, or outputs without their manifest: refused before any point
     with outputset.locked(out, "sweep"):
         if out.is_dir():
             outputset.verify(out, f"delete {out}/results.* and re-run the sweep (finished points in {out}/points are kept)")

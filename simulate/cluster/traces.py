@@ -142,6 +142,9 @@ def load_trace(path: str | Path, *, compress: float = 1.0, rate_scale: float = 1
     t, p, o = t[keep] / compress, p[keep].astype(np.int64), o[keep].astype(np.int64)
     if len(t) == 0:
         raise UserError(f"{where} has no request with both prompt and output tokens", "give a trace of completed requests")
+    if max_rows is not None and len(t) * rate_scale > max_rows:  # bounded by the product before the copies are built
+        raise UserError(f"{where}: {len(t):,} requests x {LOAD_SCALE.name} {rate_scale:g} would build about {len(t) * rate_scale:,.0f} requests, "
+                        f"above the bound of {max_rows:,} ({DAY_REQUESTS.why})", f"give a smaller {LOAD_SCALE.name}; or pass {DAY_REQUESTS.override} to run it")
     t, p, o = _rate_scale(t, p, o, rate_scale, seed)
     return TraceLoad(str(path), fmt, t - t[0], p, o, int((~keep).sum()))
 

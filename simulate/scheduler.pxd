@@ -11,8 +11,11 @@ cdef class Replica:
     cdef public PrefixCache pc
     cdef public bint cache_outputs
     cdef public StepPricer pricer
-    cdef public bint async_sched, woken
-    cdef public list departures, prefilling, chunks, dues, woken_list, acc_groups
+    cdef public bint async_sched, woken, eager
+    cdef public long graph_max
+    cdef public double launch_s
+    cdef public tuple group_tokens
+    cdef public list departures, prefilling, chunks, dues, woken_list, acc_groups, pending_first
     cdef public dict running, events
     cdef public double now, kv_cap, kv_used, kv_reserved, t_start, quiet_until, busy_s, busy_window_s
     cdef double[:] start_s, first_s, finish_s
@@ -40,8 +43,10 @@ cdef class Replica:
     cpdef release(self, Request r, double kv)
     cpdef record_finish(self, Request r, double t)
     cpdef first_output(self, Request r, double t)
-    @cython.locals(end=double, t0=double, i=long, n=long)
+    cpdef double eager_launch_s(self) except? -1.0
+    @cython.locals(end=double, t0=double, i=long, n=long, tokens=long)
     cpdef account(self, double dt, long m, long tp, tuple group_seqs)
+    @cython.locals(dt=double, lag=double, seen=double, r=Request)
     cpdef start(self, double t)
     cpdef coast(self, double t, double bound, double prev)
     @cython.locals(done=long, busy=double, k=long, wend=double, last=double, i=long, n=long)

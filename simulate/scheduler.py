@@ -119,6 +119,19 @@ class Replica:
         self.woken = False  # idle, and a request arrived: the loop starts a step at the arrival
         self.woken_list: list = []  # the loop's list of woken replicas (it replaces this one)
         self.preemptions = 0
+        # Async scheduling hands a step's outputs back only once the next step is launched (vLLM 0.26
+        # vllm/v1/engine/core.py step_with_batch_queue: schedule and launch N+1, then wait for N's result). A step
+        # past the largest CUDA graph is launched kernel by kernel from the host, so a first token sampled in the
+        # step before it reaches the client that launch later (at most the step itself: `start`). The launch is the
+        # profile's price of the smallest eager step, a lone prefill one token past the graphs (`eager_launch_s`).
+        self.pending_first: list = []  # first tokens of the step that just ended, until the next step is known
+        cost = getattr(pricer, "cost", None)
+        self.graph_max = int(getattr(cost, "graph_max_tokens", 0) or 0) if self.async_sched else 0
+        draws = getattr(pricer, "draws", None)
+        gt = tuple(getattr(draws, "group_tokens", ()) or ())
+        self.group_tokens = gt if len(gt) == n_groups else (tokens_per_seq,) * n_groups  # budget tokens per sequence, per group
+        self.eager = False  # the step in flight runs past the largest CUDA graph
+        self.launch_s = -1.0  # the eager launch (s), priced when first needed
         # per-step accumulators (batch composition, utilisation)
         self.busy_s = self.busy_window_s = 0.0
         self.n_steps = self.acc_prefill_seqs = self.acc_prefill_tokens = 0
@@ -329,8 +342,23 @@ class Replica:
         if not r.first:
             r.first = True
             self.first_s[r.rid] = t
+            if self.graph_max:
+                self.pending_first.append(r)  # seen later if the next step is eager (start)
+
+    def eager_launch_s(self) -> float:
+        """Seconds the host takes to launch an eager step: the price of the smallest one (a lone prefill one token
+        past the largest CUDA graph), from the profile's own step model."""
+        if self.launch_s < 0:
+            n = len(self.group_tokens)
+            self.launch_s = self.pricer.price(1, self.graph_max + 1, 0, (0,) * n, (0.0,) * n)
+        return self.launch_s
 
     def account(self, dt: float, m: int, tp: int, group_seqs: tuple) -> None:
+        if self.graph_max:
+            tokens = tp
+            for n, g in zip(group_seqs, self.group_tokens):
+                tokens += n * g
+            self.eager = tokens > self.graph_max
         if self.trace is not None:
             self.trace.append((self.idx, self.step, self.now, dt, m, tp, tuple(group_seqs)))
         self.busy_s += dt
@@ -353,7 +381,16 @@ class Replica:
         """Schedule a step at t (the replica was idle, or its last step ended at t)."""
         self.now = self.t_start = t
         self.woken = False
-        self.t_end = self.quiet_until = t + self.schedule()
+        dt = self.schedule()
+        self.t_end = self.quiet_until = t + dt
+        if self.pending_first:
+            if self.eager:  # the first tokens of the step before reach the client once this one is launched
+                lag = self.eager_launch_s()
+                seen = t + (dt if dt < lag else lag)
+                for r in self.pending_first:
+                    if self.first_s[r.rid] == t:
+                        self.first_s[r.rid] = seen
+            self.pending_first = []
 
     def coast(self, t: float, bound: float, prev: float):
         """Steps a mode can run from t without the per-step bookkeeping; returns the time the next
@@ -405,10 +442,11 @@ class Replica:
             self.now = te
             self.complete(te)
             if not self.running and not self.waiting:
+                self.pending_first = []
                 self.t_end = None
                 self.quiet_until = float("inf")
                 return
-            t = self.coast(te, bound, prev) if self.trace is None else te
+            t = self.coast(te, bound, prev) if self.trace is None and not self.pending_first else te
             if t is not None:
                 self.start(t)
 

@@ -138,6 +138,10 @@ def validate_spec(hid: str, d: dict, where: str) -> HardwareSpec:
     """A HardwareSpec from a catalog-style dict, every required field checked (one-line errors)."""
     if not isinstance(d, dict):
         raise UserError(f"hardware entry {hid!r} in {where} is not an object", "describe it with the fields of costmodel/data/hardware.json")
+    unknown = sorted(set(d) - {f.name for f in fields(HardwareSpec)} - READ_ELSEWHERE)
+    if unknown:  # a typo (memory_GB) must not leave the field it meant at another value silently
+        raise UserError(f"hardware entry {hid!r} in {where} has unknown field(s) {', '.join(map(str, unknown))}",
+                        f"fields are {', '.join(f.name for f in fields(HardwareSpec))} (see `costmodel hardware --template`)")
     missing = [k for k in REQUIRED if k not in d]
     if missing:
         raise UserError(f"hardware entry {hid!r} in {where} lacks {', '.join(missing)}", "add them (see costmodel/data/hardware.json for the fields)")
@@ -170,6 +174,8 @@ def validate_spec(hid: str, d: dict, where: str) -> HardwareSpec:
     return spec
 
 
+# fields of an entry that other readers take (costmodel/costing/terms.py: a GPU's pricing terms)
+READ_ELSEWHERE = {"pricing_terms"}
 # Every number of a hardware entry, in its field's unit, lies in this range (or is 0 where 0 is allowed)
 PLAUSIBLE = (1e-6, 1e12)
 

@@ -48,6 +48,7 @@ class Input:
     scope: Scope | None = None
     unit: str = ""
     note: str = ""
+    items: Field | None = None  # a list's count of items (each one a point, a search, a run)
 
     def checks(self, value):
         return value if self.field is None or value is None else self.field.check(value)
@@ -166,11 +167,14 @@ SMALL_COUNT = Field("count", 1, 1e6, whole=True, example="8")
 RATE_0_1 = Field("rate", 0, 1, example="0.7")
 FILL_ROOFLINE = Field("--fill-roofline", 1e-3, 1, example="0.33")
 ARRIVAL_CV = Field("--arrival-cv", F.GAMMA_CV.lo, F.GAMMA_CV.hi, example="1")
+LIST_POINTS = Field("values", 1, 1000, whole=True, example="5,20,50", why="each value is a point (a search per GPU and mode in plan)")
 MS = Field("ms", 1, 3_600_000, whole=True, unit="ms", example="1000")
 
 
-def _o(name: str, kind: str, commands: str = "*", fld: Field | None = None, scope: Scope | None = None, note: str = "") -> Input:
-    return Input(name, kind, "option", None if fld is None else fld.named(name), tuple(commands.split(";")), scope, note=note)
+def _o(name: str, kind: str, commands: str = "*", fld: Field | None = None, scope: Scope | None = None, note: str = "",
+       items: Field | None = None) -> Input:
+    return Input(name, kind, "option", None if fld is None else fld.named(name), tuple(commands.split(";")), scope, note=note,
+                 items=None if items is None else items.named(f"{name}'s values"))
 
 
 PRICING = "simulate;plan;sweep;report"
@@ -182,7 +186,7 @@ OPTIONS: tuple[Input, ...] = (
     _o("--draft-tokens", "count", "roofline;validate", Field("--draft-tokens", 1, 16, whole=True)),
     _o("--draft-tokens", "list", "measure", note="comma list of MTP k values"),
     _o("--workload", "path"), _o("--requests", "count", "simulate", REQUESTS), _o("--requests", "count", "measure;validate", SMALL_COUNT),
-    _o("--duration", "real", "simulate;plan;measure", DURATION_S), _o("--qps", "list", note="rates, each checked by costmodel.options.check_rate"),
+    _o("--duration", "real", "simulate;plan;measure", DURATION_S), _o("--qps", "list", note="rates, each checked by costmodel.options.check_rate", items=LIST_POINTS),
     _o("--slo", "text"), _o("--random-weights", "flag"), _o("--checkpoint", "path"), _o("--assistant-checkpoint", "path"),
     _o("--experts-implementation", "name"), _o("--device", "name"), _o("--engine", "name"), _o("--id", "text"),
     _o("--compare", "path"), _o("--warmup", "real", "simulate", WARMUP), _o("--warmup", "count", "measure", Field("--warmup", 0, 1e4, whole=True)),
@@ -198,7 +202,7 @@ OPTIONS: tuple[Input, ...] = (
     _o("--async-scheduling", "flag"), _o("--prefix-caching", "flag", "simulate"), _o("--prefix-caching", "list", "plan"),
     _o("--engine-from", "path"), _o("--router", "name"),
     # simulate
-    _o("--concurrency", "list", "simulate", scope=NOT_GAMMA), _o("--concurrency", "count", "measure", Field("--concurrency", 1, 100_000, whole=True)),
+    _o("--concurrency", "list", "simulate", scope=NOT_GAMMA, items=LIST_POINTS), _o("--concurrency", "count", "measure", Field("--concurrency", 1, 100_000, whole=True)),
     _o("--burstiness", "real", "simulate", note="costmodel.options.check_burstiness"),
     _o("--replicas", "count", "simulate", REPLICAS),
     # pricing (costmodel/cli/pricing_options.py)

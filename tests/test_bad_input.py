@@ -366,7 +366,7 @@ def test_a_sweep_point_error_names_its_spec_file(cli, tmp_path):
 
 def test_a_bad_engine_setting_is_fixed_in_the_terms_it_was_given_in(cli, tmp_path):
     spec = _wl(tmp_path, {"kind": "simulate", "base": {"mode": "ar", "n_requests": 8}, "points": [{"qps": 1, "max_num_seqs": 0}]}, "seqs.json")
-    one_line_error(*cli("sweep", spec, "--jobs", "1", "-o", str(tmp_path / "o"))[::2], "seqs.json: point", "e.g. max_num_seqs: 8")
+    one_line_error(*cli("sweep", spec, "--jobs", "1", "-o", str(tmp_path / "o"))[::2], "seqs.json: point", "give max_num_seqs a whole number")
     one_line_error(*cli("simulate", "--qps", "1", "--mode", "ar", "--requests", "5", "--max-num-seqs", "0")[::2], "--max-num-seqs 0 is below its bound of 1", "give --max-num-seqs a whole number")
 
 

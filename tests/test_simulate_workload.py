@@ -61,6 +61,12 @@ def test_length_distributions_and_regime_mix():
 
 def test_trace_replay_recorded_and_rescaled(tmp_path):
     rows = [(100.0, 50, 20, "R4"), (100.5, 400, 300, "R1"), (102.0, 30, 5, "R6"), (101.0, 80, 80, "R5")]
+    unsorted = tmp_path / "unsorted.csv"  # never sorted silently: refused naming the row out of order
+    unsorted.write_text("arrival_s,prompt_tokens,output_tokens,regime\n" + "\n".join(",".join(map(str, r)) for r in rows) + "\n")
+    (tmp_path / "uns.json").write_text(json.dumps({"trace": "unsorted.csv"}))
+    with pytest.raises(UserError, match=r"row 4 \(arrival_s 101\) is before row 3 \(102\): the trace is not sorted by arrival"):
+        run_point(PROFILE, "ar", None, workload=str(tmp_path / "uns.json"))
+    rows = sorted(rows)
     csv = tmp_path / "t.csv"
     csv.write_text("arrival_s,prompt_tokens,output_tokens,regime\n" + "\n".join(",".join(map(str, r)) for r in rows) + "\n")
     (tmp_path / "rec.json").write_text(json.dumps({"trace": "t.csv", "trace_time_scale": "recorded"}))

@@ -74,6 +74,10 @@ def check_params(cmd: click.Command, path: str, ctx: click.Context) -> None:
         value = ctx.params.get(p.name)
         if decl.field is not None and value is not None and not isinstance(value, bool) and isinstance(value, (int, float)):
             decl.field.check(value)
+        n = len(value.split(",")) if decl.items is not None and isinstance(value, str) else 0
+        if n > decl.items.hi if decl.items is not None else False:
+            raise UserError(f"{decl.name} lists {n:,} values, above the bound of {decl.items.hi:,.0f} ({decl.items.why})",
+                            f"give at most {decl.items.hi:,.0f}, or split the run")
         if decl.scope is not None and not decl.scope.applies(ctx.params, given):
             raise UserError(f"{flag} applies to {decl.scope.text()} only", decl.scope.fix)
 

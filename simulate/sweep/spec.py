@@ -25,6 +25,7 @@ from pathlib import Path
 
 from costmodel.engine_settings import USER_SETTINGS
 from costmodel.errors import UserError
+from costmodel.inputs import fields_of
 from costmodel.hardware import default_hardware
 from costmodel.jsonfile import NESTING_FIX, DuplicateKey, loads_unique
 from simulate.routers import DEFAULT_ROUTER, router_names
@@ -52,6 +53,7 @@ PARAMS = {
 DEFAULTS = {"hardware": default_hardware(), "duration_s": 60.0, "seed": 0, "replicas": 1, "router": DEFAULT_ROUTER, "warmup_frac": 0.1,
             "max_replicas": 64}
 REQUIRED = ("mode", "qps")
+SPEC_FIELDS = {i.name: i for i in fields_of("sweep spec")}
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,9 @@ def _check_value(where: str, name: str, value) -> None:
     types = PARAMS[name][0]
     if (isinstance(value, bool) and types is not bool) or not isinstance(value, types):
         raise UserError(f"{where}: {name} = {value!r} is not {PARAMS[name][1]}", f"give {name} a {' or '.join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))}")
+    decl = SPEC_FIELDS.get(name)
+    if decl is not None and decl.field is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+        decl.field.check(value, where)  # the table's range, named as the spec names it (costmodel/inputs.py)
 
 
 def _params(where: str, d) -> dict:

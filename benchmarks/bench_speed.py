@@ -81,10 +81,11 @@ def run(case: Case, keep: Path | None) -> tuple[float, float, float, int, str]:
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    lines = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.strip()]
-    last = lines[-1] if lines else ""
+    out = [ln for ln in p.stdout.splitlines() if ln.strip()]
+    last = out[-1] if out else ""  # a plan's answer line
     if p.returncode:
-        last = next((ln for ln in reversed(lines) if "error" in ln.lower()), last)
+        err = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        last = next((ln for ln in reversed(err) if "error" in ln.lower()), err[-1] if err else last)
     return wall, cpu, after.ru_maxrss / 1024, p.returncode, last
 
 

@@ -58,15 +58,20 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from simulate.prefix import OFFSET_BITS, OWN, SYS
+from simulate.prefix import OFFSET_BITS, OWN, SYS, spread
 
 PRIVATE_SPAN = 1 << 24  # blocks per request in the private hash space (contexts below 2**24 blocks)
 
 
 def private_hashes(rid: int, blocks: int) -> list:
-    """Hashes of content no other request shares (negative: workload hashes are >= 0)."""
+    """Hashes of content no other request shares (negative: workload hashes are >= 0), each
+    request's rotated within its span so that their low bits differ (simulate/prefix.py spread)."""
     base = -(rid + 1) * PRIVATE_SPAN
-    return list(range(base, base + blocks))
+    lo = spread(rid) & (PRIVATE_SPAN - 1)
+    top = lo + blocks
+    if top <= PRIVATE_SPAN:
+        return list(range(base + lo, base + top))
+    return list(range(base + lo, base + PRIVATE_SPAN)) + list(range(base, base + top - PRIVATE_SPAN))
 
 
 class SharedRun:

@@ -7,8 +7,12 @@ content up to the block's end, as vLLM's chained block hash does (vllm/v1/core/k
 A segment id stands for the same tokens wherever it appears, and always after the same segments
 (a system prompt opens a prompt; a session's turn t follows its turns before t), so the content up
 to a position is named by (segment holding the position's last token, offset in it): block j of
-size B hashes to `segment_id * 2**21 + offset of (j + 1) * B in that segment`. Two requests share
-block j exactly when their content up to (j + 1) * B is the same, whatever B the engine runs.
+size B hashes to `segment_id * 2**21 + (offset of (j + 1) * B in that segment + spread(segment_id))
+mod 2**21`. Two requests share block j exactly when their content up to (j + 1) * B is the same,
+whatever B the engine runs. The spread (a segment's own rotation of its offsets) changes no
+equality; it varies the hashes' low bits, which index Python's dicts: with the offset alone there,
+every request's block j landed on one slot of the prefix cache's tables and each lookup probed
+through a chain of them (a third of a shared-prompt day's time went to dict lookups).
 
 Segment ids (>= 0; simulate/kvcache.py private_hashes are < 0): system prompt of app a:
 SYS + a; request i's own message: OWN + i, its output: OUT + i; a trace's prefix-block hash h
@@ -22,6 +26,15 @@ SYS, OWN, OUT, TRACE = 1 << 36, 2 << 36, 3 << 36, 4 << 36
 MAX_SEGMENT_ID = 1 << 36  # per kind (apps, requests, trace hashes)
 
 
+OFFSET_SPAN = 1 << OFFSET_BITS
+SPREAD_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing's multiplier: the spread takes the product's high bits
+
+
+def spread(sid: int) -> int:
+    """A segment's rotation of its offsets, in [0, 2**21) (module docstring)."""
+    return ((sid * SPREAD_MUL) >> 40) & (OFFSET_SPAN - 1)
+
+
 def block_hashes(segments, block_size: int) -> list:
     """The hash of every full block of `segments` ((id, tokens), ...) at `block_size` tokens."""
     out: list = []
@@ -30,9 +43,16 @@ def block_hashes(segments, block_size: int) -> list:
     for sid, n in segments:
         stop = start + n
         if end <= stop:
-            base = (sid << OFFSET_BITS) - start
             k = (stop - end) // block_size + 1  # blocks ending in this segment
-            out.extend(range(base + end, base + end + k * block_size, block_size))
+            hi = sid << OFFSET_BITS
+            lo = end - start + spread(sid)  # the first block's rotated offset, < 2**22
+            top = lo + k * block_size
+            if top <= OFFSET_SPAN:
+                out.extend(range(hi + lo, hi + top, block_size))
+            else:  # the rotation wraps past 2**21 inside the segment
+                cut = lo if lo >= OFFSET_SPAN else lo + -(-(OFFSET_SPAN - lo) // block_size) * block_size
+                out.extend(range(hi + lo, hi + min(cut, top), block_size))
+                out.extend(range(hi + cut - OFFSET_SPAN, hi + top - OFFSET_SPAN, block_size))
             end += k * block_size
         start = stop
     return out

@@ -265,7 +265,12 @@ class DiffusionMode(ServingMode):
         changes = {}
         eng = profile.engine if isinstance(profile.engine, dict) else {}
         c = settings.canvas_length
-        if c and c != (eng.get("canvas_length") or profile.resolved().models[self.name].canvas_length or 256):
+        own = eng.get("canvas_length") or profile.resolved().models[self.name].canvas_length or 256
+        if c and c != own and settings.source("canvas_length") in ("CLI", "CLI or spec"):  # never the statistics of another canvas, silently
+            raise UserError(f"canvas_length {c} is not the {own}-token canvas profile {profile.profile_id}'s commit statistics were recorded on: "
+                            "its steps per canvas would be reused for another canvas", f"drop --canvas-length (canvas_length in a spec), or fit a "
+                            f"profile from commits recorded at canvas_length {c} (costmodel measure --canvas-length {c}, costmodel fit)")
+        if c and c != own:
             changes["engine"] = {**eng, "canvas_length": int(c)}
         clipped = _clip_commit_stats(getattr(profile, COMMIT_STATS.key), settings.max_denoising_steps)
         if clipped is not None:

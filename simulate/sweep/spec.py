@@ -123,7 +123,36 @@ def _unique_key_loader(yaml):
                 seen.add(key)
             return super().construct_mapping(node, deep)
 
+        def construct_document(self, node):
+            size = _expanded_size(node, {}, set())
+            if size > YAML_MAX_NODES:  # aliases of aliases (a "billion laughs" spec) expand when the points are built
+                raise yaml.constructor.ConstructorError(None, None, f"expands to more than {YAML_MAX_NODES:,} values through its aliases "
+                                                        f"({size:,.0f})", node.start_mark)
+            return super().construct_document(node)
+
     return UniqueKeyLoader
+
+
+YAML_MAX_NODES = 1_000_000  # values a spec expands to, aliases followed: far above any sweep (MAX_POINTS points of a few fields)
+
+
+def _expanded_size(node, memo: dict, open_: set) -> float:
+    """Values `node` stands for once every alias is expanded (memoised per node, so it is computed in
+    the size of the document, not of its expansion); a node that contains itself counts as unbounded."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in open_:
+        return float("inf")
+    open_.add(key)
+    children = node.value if isinstance(node.value, list) else []
+    total = 1.0
+    for c in children:
+        for sub in (c if isinstance(c, tuple) else (c,)):
+            total += _expanded_size(sub, memo, open_)
+    open_.discard(key)
+    memo[key] = total
+    return total
 
 
 def _check_value(where: str, name: str, value) -> None:

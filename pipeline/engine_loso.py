@@ -144,6 +144,7 @@ def leave_one_setting_out(setups: list[RecordedSetup], modes: tuple[str, ...] = 
     repeats = {(r.mode, r.setup, r.load): r for r in load_repeats(setups)}
     rows: list[HeldOutLoad] = []
     held_out, single, notes = {}, {}, []
+    cache: dict = {}  # each run's steps and design, read once for every fit it takes part in
     for mode, msets in sets.items():
         if modes and mode not in modes:
             continue
@@ -153,16 +154,17 @@ def leave_one_setting_out(setups: list[RecordedSetup], modes: tuple[str, ...] = 
         held_out[mode] = [s.label for s in msets]
         for held in msets:
             train = [s for s in msets if s is not held]
-            prof, msgs = fit_without(train, seed)
+            prof, msgs = fit_without(train, seed, cache)
             notes += [f"{mode} without {held.label}: {m}" for m in msgs if "front-end latency" in m]
             rows += score_held_out(prof, mode, held, repeats, seed)
     return LosoResult(rows, held_out, single, notes)
 
 
-def fit_without(train: list[SettingsSet], seed: int = 0) -> tuple[Profile, list[str]]:
-    """A profile fitted on every load (bar the warm-up) of the given settings sets, with its front-end latency."""
+def fit_without(train: list[SettingsSet], seed: int = 0, cache: dict | None = None) -> tuple[Profile, list[str]]:
+    """A profile fitted on every load (bar the warm-up) of the given settings sets, with its front-end latency
+    (`cache`: FitOptions.design_cache, kept across the fits of one leave-one-out)."""
     recs = [replace(r, setup=replace(r.setup, holdout=())) for s in train for r in s.setups]
-    res = build_step_profile([r.path for r in recs], FitOptions(holdout_loads=(), seed=seed))
+    res = build_step_profile([r.path for r in recs], FitOptions(holdout_loads=(), seed=seed, design_cache=cache))
     msgs = list(res.messages) + list(with_frontend_latency(res.profile, recs))
     return res.profile, msgs
 

@@ -76,6 +76,9 @@ class FitOptions:
     # engine-steps fits of the wall time: model time in the pass models and the engine's host work as its own step
     # term (measure/fit/calibrate.py), instead of the run's mean overhead folded into the passes
     host_overhead: bool = False
+    # engine-steps fits: a dict the caller keeps across fits of overlapping runs (leave one settings set out,
+    # pipeline/engine_loso.py): each run's read steps and design, built once (measure/fit/steps.py run_design)
+    design_cache: dict | None = None
 
 
 @dataclass

@@ -772,14 +772,45 @@ def _check_runs(runs: list[Run], opts: FitOptions) -> None:
             raise UserError(f"the {mode} engine-steps runs differ in canvas length ({sorted(canvases, key=str)})", "fit one engine set-up per mode")
 
 
+def run_design(run: Run, serving: ServingMode, target, time_column: str, held: tuple[str, ...], msgs: list[str],
+               cache: dict | None = None) -> tuple[pd.DataFrame, Design]:
+    """One run's steps as fitted (less the held-out loads') and their design, each step shaped by the run's own
+    engine; kept in `cache` (the caller's, across fits of overlapping runs) with the lines reading them said."""
+    key = (str(Path(run.path).resolve()), serving.name, time_column, held, target.hw.id, target.precision)
+    if cache is not None and key in cache:
+        st, d, said = cache[key]
+        msgs.extend(said)
+        return st, d
+    said: list[str] = []
+    st = without_loads(run, load_steps(run, time_column, said), held, said)
+    d = build_design(st, serving, target, run.manifest.engine) if len(st) else None
+    msgs.extend(said)
+    if cache is not None:
+        cache[key] = (st, d, said)
+    return st, d
+
+
+def joined_design(parts: list) -> Design:
+    """The designs of several runs' steps, in their order (a copy: a fit adds its knee's columns to its own)."""
+    parts = [d for d in parts if d is not None]
+    shapes: dict[str, list] = {}
+    for d in parts:
+        for k, v in d.shapes.items():
+            shapes.setdefault(k, []).extend(v)
+    return Design(parts[0].kinds, pd.concat([d.share for d in parts], ignore_index=True), pd.concat([d.feats for d in parts], ignore_index=True),
+                  pd.concat([d.side_feats for d in parts], ignore_index=True).fillna(0.0), np.concatenate([d.roofline_ms for d in parts]), shapes,
+                  max(d.graph_max_tokens for d in parts))
+
+
 def fit_mode(serving: ServingMode, runs: list[Run], target, time_column: str, seed: int, msgs: list[str],
-             objective: str = "relative", holdout_loads: tuple[str, ...] | dict = ()) -> tuple[dict[str, PassFit], StepFit]:
+             objective: str = "relative", holdout_loads: tuple[str, ...] | dict = (), cache: dict | None = None) -> tuple[dict[str, PassFit], StepFit]:
     """One mode's pass cost models from its runs' recorded steps (less the steps of held-out loads)."""
     mode = serving.name
-    steps = pd.concat([without_loads(r, load_steps(r, time_column, msgs), _patterns(holdout_loads, r), msgs) for r in runs], ignore_index=True)
+    parts = [run_design(r, serving, target, time_column, _patterns(holdout_loads, r), msgs, cache) for r in runs]
+    steps = pd.concat([st for st, _ in parts], ignore_index=True)
     if len(steps) < MIN_STEPS:
         raise UserError(f"{mode}: only {len(steps)} busy engine steps recorded", f"record at least {MIN_STEPS} (serve some load while recording)")
-    d = build_design(steps, serving, target, {r.manifest.run_id: r.manifest.engine for r in runs})
+    d = joined_design([dd for _, dd in parts])
     d.start = anchored_starts(steps, runs, holdout_loads)
     for kind in d.kinds:
         steps[f"_share_{kind}"] = d.share[kind].to_numpy()
@@ -829,7 +860,8 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
         # of consecutive steps ("windows"); the engine's own model time per step, unbiased per step ("mean")
         asynchronous = any(r.manifest.engine.get("async_scheduling") for r in mruns)
         objective = "mean" if own else "windows" if asynchronous else opts.step_objective
-        mfits, fit = fit_mode(serving, mruns, target, "elapsed_ms" if own else time_column, opts.seed, msgs, objective, opts.holdout_loads)
+        mfits, fit = fit_mode(serving, mruns, target, "elapsed_ms" if own else time_column, opts.seed, msgs, objective, opts.holdout_loads,
+                              opts.design_cache)
         if fit.knee_tokens:
             knees[mode] = fit.knee_tokens
         if own:

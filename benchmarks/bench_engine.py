@@ -37,7 +37,7 @@ import pandas as pd  # noqa: E402
 
 from costmodel.errors import UserError  # noqa: E402
 from measure.validate.engine_campaign import fit_campaign, recorded_setups, recorded_steps_priced  # noqa: E402
-from pipeline.engine_loso import leave_one_setting_out, print_table  # noqa: E402
+from pipeline.engine_loso import as_held_out, leave_one_setting_out, print_table, settings_sets  # noqa: E402
 from measure.validate.engine_repeats import load_repeats  # noqa: E402
 from simulate.validate.engine_loads import COLD_SHARE, TARGETS, check_loads, with_frontend_latency  # noqa: E402
 
@@ -79,7 +79,10 @@ def held_out_loads(a, setups) -> int:
     try:
         prof, msgs = fit_campaign(setups)
         msgs += with_frontend_latency(prof, setups)
-        rows = check_loads(prof, setups, include_fit=a.all_loads)
+        # each settings set with its own behaviour (MTP acceptance, denoising steps) and CUDA graphs, as LOSO scores it
+        sets = settings_sets([s for s in setups if (s.path / "loads.json").exists()])
+        rows = [row for mode, msets in sets.items() if mode in prof.modes for st in msets
+                for row in check_loads(as_held_out(prof, mode, st), list(st.setups), include_fit=a.all_loads)]
         priced = recorded_steps_priced(prof, setups)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -75,8 +75,8 @@ def test_the_held_out_error_is_written_into_the_profile(held_out_rows, tmp_path)
 
 
 def test_settings_sets_of_other_k_keep_one_acceptance():
-    """MTP runs at k = 2 and k = 4 in one fit: the acceptance is that of the k that drafted most, not a mix."""
-    df = pd.DataFrame({"sd_per_pos": ["[8, 6]", "[8, 6]", "[80, 64, 51, 41]"], "sd_drafts": [10, 10, 100]})
+    """MTP runs at k = 2 and k = 4 in one fit: the acceptance is that of the largest k (it serves both), not a mix."""
+    df = pd.DataFrame({"sd_per_pos": ["[8, 6]", "[8, 6]", "[80, 64, 51, 41]", "[30, 12]"], "sd_drafts": [10, 10, 100, 300]})
 
     class _Run:  # the manifest fields the provenance names
         class manifest:

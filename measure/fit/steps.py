@@ -701,7 +701,8 @@ def commit_stats_from_steps(df: pd.DataFrame, runs: list[Run]) -> tuple[dict[str
 
 def mtp_acceptance_from_steps(df: pd.DataFrame, runs: list[Run]):
     """Acceptance per position from the recorded spec-decode counters; where the runs drafted different k (settings
-    sets), those of the k that drafted most (one acceptance per profile: a mix of k's would be no engine's)."""
+    sets), those of the largest k (one acceptance per profile: a mix of k's would be no engine's; the largest serves
+    every recorded k, whose first positions the simulator takes: costmodel/modes/mtp.py engine_view)."""
     per_k: dict[int, list] = {}  # k -> [accepted per position, drafts]
     drafts_col = df["sd_drafts"].to_numpy(float) if "sd_drafts" in df else np.zeros(len(df))
     for s, n in zip(df["sd_per_pos"], drafts_col):
@@ -711,7 +712,7 @@ def mtp_acceptance_from_steps(df: pd.DataFrame, runs: list[Run]):
         acc = per_k.setdefault(len(v), [np.zeros(len(v)), 0.0])
         acc[0] += np.asarray(v, float)
         acc[1] += float(n)
-    k = max(per_k, key=lambda j: per_k[j][1], default=None)
+    k = max(per_k, default=None)
     per_pos, drafts = per_k[k] if k is not None else (None, 0.0)
     if per_pos is None or drafts <= 0:
         raise UserError("the MTP step records hold no drafts", "record an MTP server while it decodes")

@@ -10,7 +10,7 @@ from costmodel.errors import UserError
 from costmodel.hardware import get_hardware
 from costmodel.schemas.dictionary import describe, dictionary_paths, write_table as write_finance_csv
 from costmodel.costing import PricingConfig, add_costs, gpu_price, point_cost
-from test_reports_fakes import point
+from test_reports_fakes import point, simulate_dir
 
 
 def test_cloud_cost_by_hand():
@@ -140,9 +140,7 @@ def test_telemetry_power_from_a_measured_run(tmp_path, cli):
     # through the CLI: on-prem electricity uses 550 W x utilisation instead of the 700 W board power
     import pandas as pd
 
-    d = tmp_path / "sim"
-    d.mkdir()
-    pd.DataFrame([point("ar", "h200", 5.0, 1, busy=1.0)]).to_csv(d / "summary.csv", index=False)
+    d = simulate_dir(tmp_path / "sim", [point("ar", "h200", 5.0, 1, busy=1.0)])
     code, out, err = cli("report", str(d), "-o", str(tmp_path / "t.csv"), "--onprem", "--telemetry", str(tmp_path / "run"))
     assert code == 0, err
     row = pd.read_csv(tmp_path / "t.full.csv").iloc[0]  # every column (the finance view leaves power out)
@@ -154,10 +152,8 @@ def test_telemetry_power_from_a_measured_run(tmp_path, cli):
 def test_the_finance_csv_is_budget_ready(cli, tmp_path):
     """Rounded for a spreadsheet, an unstable row's latencies and per-token costs blank and the row flagged;
     the .full.csv keeps every digit."""
-    d = tmp_path / "sim"
-    d.mkdir()
-    pd.DataFrame([point("ar", "h200", 20.025484, 1, ttft_p95=123.456789), point("ar", "h200", 30.0, 1, stable=False, ttft_p95=56000.0)]).to_csv(
-        d / "summary.csv", index=False)
+    d = simulate_dir(tmp_path / "sim", [point("ar", "h200", 20.025484, 1, ttft_p95=123.456789),
+                                        point("ar", "h200", 30.0, 1, stable=False, ttft_p95=56000.0)])
     assert cli("report", str(d), "-o", str(tmp_path / "fin.csv"))[0] == 0
     fin, full = pd.read_csv(tmp_path / "fin.csv"), pd.read_csv(tmp_path / "fin.full.csv")
     ok, bad = fin.iloc[0], fin.iloc[1]

@@ -54,3 +54,16 @@ def toy_min_replicas(hardware, mode, qps, ttft_ms, e2e_ms, max_r=500):
         if p["stable"] and p["ttft_ms_p95"] <= ttft_ms and p["e2e_ms_p95"] <= e2e_ms:
             return r
     return None
+
+
+def simulate_dir(d, rows: list[dict]):
+    """`rows` as a `costmodel simulate -o` directory's summary.csv, published as its output set (the
+    reports read a simulate directory through its manifest, costmodel/outputset.py)."""
+    import pandas as pd
+
+    from costmodel import atomic, outputset
+
+    with outputset.publishing(d, "simulate") as stage:
+        written = [atomic.write_csv(stage / "summary.csv", pd.DataFrame(rows))]
+    outputset.published(written, stage, d)
+    return d

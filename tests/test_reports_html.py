@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from benchmarks.browser_check import check_html, find_chromium, screenshot, static_remote_refs
-from test_reports_fakes import toy_point
+from test_reports_fakes import simulate_dir, toy_point
 
 
 @pytest.fixture
@@ -51,12 +51,7 @@ def test_html_is_self_contained(report_html):
 
 
 def test_the_crossover_section_only_where_it_applies(cli, tmp_path):
-    from costmodel import atomic, outputset
-
-    d = tmp_path / "sim"
-    with outputset.publishing(d, "simulate") as stage:  # a simulate directory is read through its manifest
-        written = [atomic.write_csv(stage / "summary.csv", pd.DataFrame([toy_point("h200", "ar", q, r) for q in (5.0, 20.0) for r in (2, 8)]))]
-    outputset.published(written, stage, d)
+    d = simulate_dir(tmp_path / "sim", [toy_point("h200", "ar", q, r) for q in (5.0, 20.0) for r in (2, 8)])
     assert cli("report", str(d), "-o", str(tmp_path / "ar.html"))[0] == 0
     page = (tmp_path / "ar.html").read_text()
     assert 'data-chart="crossover"' not in page and "Crossover" not in page

@@ -176,6 +176,11 @@ def load_label(s) -> str:
     return ", ".join(parts) or f"{s.qps:g} QPS"
 
 
+def samples_for(q: float) -> int:
+    """Requests a q-th percentile needs: at least one beyond it (p99: 100, p95: 20, p50: 2)."""
+    return math.ceil(100 / (100 - q) - 1e-9)
+
+
 def render_table(results, profile) -> Table:
     first = results[0].summary
     closed = any(r.summary.concurrency for r in results)
@@ -187,11 +192,15 @@ def render_table(results, profile) -> Table:
     for r in results:
         s = r.summary
         lat = [s.ttft_ms["p50"], s.ttft_ms["p95"], s.tpot_ms.get("p50", math.nan), s.e2e_ms["p50"], s.e2e_ms["p95"], s.e2e_ms["p99"]]
-        shown = [_ms(x) for x in lat] if s.stable else ["-"] * len(lat)
+        shown = [_ms(x) if s.requests_finished >= samples_for(q) else "-" for x, q in zip(lat, (50, 95, 50, 50, 95, 99))] if s.stable else ["-"] * len(lat)
         rate = ["n/a", "n/a"] if _no_rate(s) else [f"{s.throughput_rps:.2f}", f"{s.output_tokens_per_s:,.0f}"]
         load = [f"{s.qps:g}", *([str(s.concurrency) if s.concurrency else "-"] if closed else [])]
         t.add_row(s.mode, *load, "yes" if s.stable else "[red]NO[/red]", *rate, *shown, f"{s.gpu_busy_frac:.2f}", f"{s.mean_batch_seqs:.1f}")
     notes = [_warmup_caption([r.summary for r in results])]
+    few = min(r.summary.requests_finished for r in results)
+    if few < samples_for(99):  # a percentile is printed only where the sample reaches past it
+        notes.append(f"a pXX is shown where at least 100 / (100 - XX) requests finished (p95: {samples_for(95)}, p99: {samples_for(99)}); "
+                     f"'-' where fewer did (here {few}): give more --requests")
     if closed:
         notes.append("closed loop: at most `clients` requests in flight, each further request sent when one finishes (vllm bench serve "
                      "--max-concurrency)" + ("; QPS inf: no rate limit" if any(math.isinf(r.summary.qps) for r in results) else "")

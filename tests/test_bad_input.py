@@ -351,7 +351,10 @@ def test_a_sweep_is_bounded_and_reports_progress_off_a_terminal(cli, tmp_path):
     big = {"kind": "simulate", "base": {"mode": "ar", "n_requests": 5}, "grid": {"qps": list(range(1, 1001)), "seed": list(range(100))}}
     code, out, err = cli("sweep", _wl(tmp_path, big, "big.json"), "-o", str(tmp_path / "o"))
     one_line_error(code, err, "big.json: grid has 100,000 points (1,000 qps x 100 seed)", "--max-points")
-    assert len(parse_spec(big, max_points=100_000).points) == 100_000  # the override lets it through
+    small = {**big, "grid": {"qps": list(range(1, 101)), "seed": [0, 1]}}  # the override lets it through (200 points: building 100,000 took 4 CPU-s)
+    with pytest.raises(UserError, match="--max-points"):
+        parse_spec(small, max_points=199)
+    assert len(parse_spec(small, max_points=200).points) == 200
     lines = io.StringIO()
     tick = progress_lines(lines, every_s=3600)
     for done in range(0, 21):

@@ -90,8 +90,8 @@ def _check_size(cfg: SimulateConfig, workload: Workload | None, qps_list: list) 
 def _profile(cfg: SimulateConfig) -> tuple[Profile, list[ServingMode]]:
     """The profile and the modes it runs (`cfg.modes`, default the modes the profile carries)."""
     profile = resolve_profile(cfg.profile_path, cfg.hardware or DEFAULT_HARDWARE)
-    if cfg.profile_path and cfg.hardware and profile.hardware.get("id") != cfg.hardware:
-        raise UserError(f"--profile {cfg.profile_path} is for {profile.hardware.get('id')}, not --hardware {cfg.hardware}",
+    if cfg.profile_path and cfg.hardware and profile.hardware.id != cfg.hardware:
+        raise UserError(f"--profile {cfg.profile_path} is for {profile.hardware.id}, not --hardware {cfg.hardware}",
                         "drop --hardware (the profile fixes the GPU) or pass a profile for that GPU")
     if cfg.modes is None:
         cfg.modes = profile.mode_names()

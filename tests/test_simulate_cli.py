@@ -60,10 +60,10 @@ def test_recorded_trace_needs_no_qps(cli, tmp_path):
     (["--qps", "1", "--seed", "-1"], "--seed"),
     (["--qps", "1", "--requests", "10", "--duration", "5"], "not both"),
     (["--qps", "1", "--duration", "-5"], "--duration"),
-    (["--qps", "1", "--max-num-seqs", "0"], "max_num_seqs"),
+    (["--qps", "1", "--max-num-seqs", "0"], "--max-num-seqs 0 is below its bound of 1"),
     (["--qps", "1", "--mode", "diffusion", "--max-num-batched-tokens", "100"], "canvas_length 256 does not fit"),
     (["--qps", "1", "--mode", "diffusion", "--max-num-seqs", "100"], "the largest max_num_seqs that fits is"),  # sampler buffers
-    (["--qps", "1", "--gpu-memory-utilization", "1.5"], "gpu_memory_utilization"),
+    (["--qps", "1", "--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization 1.5 is above its bound of 1"),
     (["--qps", "1", "--gpu-memory-utilization", "0.05"], "GB for weights"),  # 7 GB: less than the weights at any precision
     (["--qps", "1", "--warmup", "1"], "--warmup"),
     (["--qps", "1", "--jobs", "0"], "--jobs"),

@@ -9,7 +9,7 @@ cdef class SharedRun:
     cdef public bint dirty
 
 cdef class PrefixCache:
-    cdef public long bs, align, hit_tokens, evicted_blocks
+    cdef public long bs, align, hit_tokens, evicted_blocks, run_lo, run_hi
     cdef public bint drop_last
     cdef public dict ref, runs
     cdef public object free
@@ -26,5 +26,5 @@ cdef class PrefixCache:
     cpdef insert(self, Request r, long upto_tokens)
     @cython.locals(held=long, c=long, k=long, top=long, new_top=long, lo=long, j=long, ref=dict, holders=dict, run=SharedRun)
     cpdef long release(self, Request r) except? -1
-    @cython.locals(n=long, ref=dict, runs=dict, run=SharedRun)
+    @cython.locals(n=long, lo=long, hi=long, hv=long, ref=dict, runs=dict, run=SharedRun)
     cpdef evict(self, long room_blocks)

@@ -102,7 +102,7 @@ class PrefixCache:
     Counters: `hit_tokens` over every admission (a preempted request's re-admission included:
     prefill tokens the engine did not compute), `evicted_blocks`."""
 
-    __slots__ = ("bs", "align", "ref", "free", "hit_tokens", "evicted_blocks", "drop_last", "runs")
+    __slots__ = ("bs", "align", "ref", "free", "hit_tokens", "evicted_blocks", "drop_last", "runs", "run_lo", "run_hi")
 
     def __init__(self, block_size: int, unit: int | None = None):
         # hashes (and the blocks kept here) are `unit` tokens (vLLM's hash_block_size, the prefix-match
@@ -118,6 +118,7 @@ class PrefixCache:
         self.hit_tokens = 0
         self.evicted_blocks = 0
         self.runs: dict = {}  # system prompt segment id -> SharedRun
+        self.run_lo, self.run_hi = SYS << OFFSET_BITS, OWN << OFFSET_BITS  # the hashes system prompts' blocks take
 
     def run_of(self, hashes: list):
         """The SharedRun `hashes` open with (a system prompt's blocks), or None."""
@@ -292,12 +293,12 @@ class PrefixCache:
         if n > 0:
             self.evicted_blocks += n
             runs = self.runs
+            lo, hi = self.run_lo, self.run_hi
             for _ in range(n):
                 h, _ = free.popitem(last=False)
                 del ref[h]
-                if runs:
-                    sid = h >> OFFSET_BITS
-                    if SYS <= sid < OWN:
-                        run = runs.get(sid)
-                        if run is not None:
-                            run.dirty = True
+                hv = h
+                if runs and lo <= hv < hi:  # a system prompt's block: its run's leading count is stale
+                    run = runs.get(hv >> OFFSET_BITS)
+                    if run is not None:
+                        run.dirty = True

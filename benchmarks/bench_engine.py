@@ -125,6 +125,7 @@ def held_out_loads(a, setups) -> int:
         loops = steady[steady["setup"].str.endswith("-steady")]  # the design's steady-state checks (measure/vllm/gpu_design.py)
         print(f"{mode}: {int(steady['within_targets'].sum())}/{len(steady)} steady held-out loads within every target; median |error| tok/s "
               f"{steady['tok_s_error_pct'].abs().median():.1f}%, TTFT p50 {steady['ttft_p50_ms_error_pct'].abs().median():.1f}%, "
+              f"TTFT p95 {steady['ttft_p95_ms_error_pct'].abs().median():.1f}%, "
               f"TPOT p50 {steady['tpot_p50_ms_error_pct'].abs().median():.1f}% (TTFT per request {steady['ttft_request_error_pct'].abs().median():.1f}%)"
               + (f"; of them steady loops (8 requests per client) {int(loops['within_targets'].sum())}/{len(loops)}" if len(loops) else "")
               + (f"; not scored: {', '.join(f'{n} ({st})' for n, st in zip(other['load'], other['status']))}" if len(other) else ""))

@@ -32,7 +32,8 @@ from simulate.compare import LoadComparison, compare_loads, from_recorded
 
 COLD_SHARE = 0.02  # a load that spent more of its time in first-use stalls is not scored as a steady state
 POISSON_STALL_SHARE = 0.10
-TARGETS = {"tok_s": 10.0, "tpot_p50_ms": 10.0, "ttft_p50_ms": 15.0}  # % (issue 37): TTFT p50 below saturation
+# % (issue 37; TTFT p95 issue 49): the latencies below saturation
+TARGETS = {"tok_s": 10.0, "tpot_p50_ms": 10.0, "ttft_p50_ms": 15.0, "ttft_p95_ms": 20.0}
 
 
 @dataclass(frozen=True)

@@ -41,14 +41,26 @@ def test_a_new_set_replaces_the_old_one_whole_and_keeps_foreign_files(tmp_path):
     assert _siblings(out) == []  # no lock, staging or old folder left behind
 
 
-def test_a_legacy_directory_without_manifest_loses_its_costmodel_files_only(tmp_path):
+def test_outputs_without_their_manifest_are_neither_read_nor_replaced(tmp_path):
     out = tmp_path / "plan"
     out.mkdir()
-    for name in ("plan.csv", "plan.json", "requests_ar_qps5_r2.parquet", "README"):
+    for name in ("plan.csv", "plan.json", "README"):
         (out / name).write_text(name)
-    assert outputset.verify(out) is False  # no manifest: read as before
+    with pytest.raises(UserError, match="holds plan outputs .* but no outputs.manifest.json: they cannot be checked"):
+        outputset.verify(out)  # an edited plan.json would otherwise be read as written
+    with pytest.raises(UserError, match="a set that cannot be checked is not replaced"):
+        _write_set(out, {"plan.json": "{}"}, "plan")
+    (out / "plan.csv").unlink(), (out / "plan.json").unlink()
+    assert outputset.verify(out) is False  # no outputs, no manifest: nothing to check
     _write_set(out, {"plan.json": "{}"}, "plan")
     assert sorted(p.name for p in out.iterdir()) == ["README", outputset.MANIFEST, "plan.json"]
+
+
+def test_a_set_of_another_command_is_not_written_over(tmp_path):
+    out = tmp_path / "sweep"
+    _write_set(out, {"results.csv": "a\n1\n"}, "sweep")
+    with pytest.raises(UserError, match="holds a sweep output set; a plan set written there would leave its files beside its own"):
+        _write_set(out, {"plan.json": "{}"}, "plan")
 
 
 def test_a_reader_refuses_a_set_that_does_not_match_its_manifest(tmp_path):

@@ -36,3 +36,15 @@ def test_a_busiest_hour_over_the_budget_is_refused_with_the_days_knobs(monkeypat
         _day()
     msg = str(e.value)
     assert "busiest hour" in msg and "--compress" in msg and "--requests" not in msg and "--duration" not in msg and "\n" not in msg
+
+
+def test_a_day_on_a_dask_scheduler_equals_the_local_run(monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setenv("COSTMODEL_MEMORY_BUDGET_GIB", "0.012")  # hour by hour, as above
+    local = _day()
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None)
+    try:
+        remote = _day(scheduler=cluster.scheduler_address)  # plan --load-curve ... --scheduler ADDRESS
+    finally:
+        cluster.close()
+    assert [(b.policy, b.cost_usd_per_month, b.slo_attainment) for b in remote.bills] == [(b.policy, b.cost_usd_per_month, b.slo_attainment) for b in local.bills]

@@ -95,3 +95,47 @@ def test_every_single_valued_option_given_twice_is_refused(tmp_path, path, param
     _one_line(code, err, f"{max(param.opts, key=len)} is given twice", f"and {param.opts[-1]} 1)" if param.opts[-1] in BASE[path] or
               param.opts[0] in BASE[path] else f"({param.opts[-1]} 1 and {param.opts[-1]} 2)")
     assert not (tmp_path / "out").exists()
+
+
+# ---- every repeated key, row or column: refused with the place that repeats ----------------------
+def _json_twice(key: str, value, rest: str = "") -> str:
+    v = __import__("json").dumps(value)
+    return "{" + f'"{key}": {v}, "{key}": {v}' + (", " + rest if rest else "") + "}"
+
+
+def _first_key(source: str) -> str:
+    return next(i.name for i in inputs.fields_of(source) if "." not in i.name)
+
+
+def _repeated(tmp: Path) -> list[tuple[str, list[str], str]]:
+    """(source, argv, needle): a document of each file the table declares, its first declared key given twice."""
+    w = lambda name, text: str((tmp / name).write_text(text, encoding="utf-8") and tmp / name)  # noqa: E731
+    plan = ["plan", "--hardware", "h200", "--mode", "ar", "-o", str(tmp / "out")]
+    hw = (ROOT / "costmodel" / "data" / "hardware.json").read_text()
+    return [
+        ("workload", ["simulate", "--qps", "1", "--requests", "5", "--workload", w("w.json", _json_twice(_first_key("workload"), "poisson"))], "twice"),
+        ("sweep spec", ["sweep", w("s.yaml", f"{_first_key('sweep spec')}: simulate\n{_first_key('sweep spec')}: plan\n"), "-o", str(tmp / "out")],
+         "appears twice"),
+        ("sweep spec", ["sweep", w("s.json", _json_twice(_first_key("sweep spec"), "simulate")), "-o", str(tmp / "out")], "twice"),
+        ("hardware file", ["roofline", "--hardware-file", w("hw.json", hw.replace('"gpus": {', '"gpus": {"x": {}, "x": {}, ', 1))], "twice"),
+        ("bench file", ["compare-bench", w("b.json", _json_twice(_first_key("bench file"), 5, '"duration": 10'))], "twice"),
+        ("profile", ["profile", "validate", w("p.json", (ROOT / "costmodel/data/profiles/h200.json").read_text().replace("{", '{"notes": [], ', 1))],
+         "twice"),
+        ("price file", [*plan, "--qps", "2", "--price-file", w("pr.csv", "hardware,price_usd_per_gpu_hour\nh200,3\nh200,4\n")], "line 3 prices h200 again"),
+        ("price file", [*plan, "--qps", "2", "--price-file", w("pr2.csv", "hardware,price_usd_per_gpu_hour,price_usd_per_gpu_hour\nh200,3,4\n")],
+         "line 1 names the column 'price_usd_per_gpu_hour' twice"),
+        ("load curve", [*plan, "--load-curve", w("c.csv", "time_s,qps,qps\n0,1,2\n3600,1,2\n")], "line 1 names the column 'qps' twice"),
+        ("load curve", [*plan, "--load-curve", "diurnal:peak=4,trough=2,hours=1,hours=2"], "gives hours twice"),
+        ("trace", [*plan, "--load-curve", w("t.csv", "arrival_s,prompt_tokens,output_tokens,output_tokens\n0,1,1,2\n1,1,1,2\n")],
+         "names the column 'output_tokens' twice"),
+        ("fleet", ["plan", "--load-curve", "flat:2,hours=1", "--fleet", w("f.json", _json_twice("pools", [])), "-o", str(tmp / "out")], "twice"),
+    ]
+
+
+def test_every_repeated_key_row_or_column_is_refused(tmp_path):
+    for source, argv, needle in _repeated(tmp_path):
+        err = io.StringIO()
+        with redirect_stdout(io.StringIO()), redirect_stderr(err):
+            code = main(argv)
+        _one_line(code, err.getvalue(), needle)
+        assert not (tmp_path / "out").exists(), source

@@ -13,6 +13,7 @@ import pandas as pd
 from costmodel.errors import UserError
 from costmodel.hardware import validate_spec
 from costmodel.schemas.day import DAY_H, DayRecord, MonthBill, bill_order
+from costmodel.schemas.day import cheapest as day_cheapest
 from costmodel.costing import TIE_FRAC, GpuPrice, PricingConfig, get_model, gpu_price, model_names, resolve_terms
 from costmodel.costing.day import committed, price_bill
 
@@ -71,19 +72,8 @@ def fleet_key(b: MonthBill) -> str:
 
 
 def cheapest(bills: list[MonthBill]) -> list[MonthBill]:
-    """The cheapest fleet meeting the SLO every hour and every fleet of another (GPU, mode) costing
-    the same within TIE_FRAC (the answer's rule, costmodel/costing/day_answer.py: the (GPU, mode)s
-    compete, one fleet each): one bill is a winner, several a tie that none wins, none: no fleet
-    meets the SLO every hour."""
-    first: dict[tuple, MonthBill] = {}
-    for b in sorted(bills, key=bill_order):
-        if b.meets_slo_every_hour and math.isfinite(b.cost_usd_per_month):
-            first.setdefault((b.hardware, b.mode), b)
-    best = list(first.values())
-    if not best:
-        return []
-    low = best[0].cost_usd_per_month
-    return [b for b in best if b.cost_usd_per_month - low <= TIE_FRAC * low]
+    """The winner, or every fleet of a tie (costmodel/schemas/day.py cheapest, at the plan's TIE_FRAC)."""
+    return day_cheapest(bills, TIE_FRAC)
 
 
 def cheapest_text(bills: list[MonthBill]) -> str:

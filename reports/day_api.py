@@ -11,12 +11,12 @@ import pandas as pd
 
 from costmodel import atomic, outputset
 from costmodel.errors import UserError
-from costmodel.schemas.day import DayRecord, day_docs, read_day
+from costmodel.schemas.day import DayRecord, answer_column, day_docs, read_day
 from costmodel.schemas.dictionary import write_table
-from costmodel.costing import PricingConfig
+from costmodel.costing import TIE_FRAC, PricingConfig
 from costmodel.costing.day import price_hours
 from costmodel.costing.day_answer import DayAnswer, answer
-from reports.day import cheapest, fleet_key, prices, repriced
+from reports.day import prices, repriced
 from reports.day_html import render_day
 from reports.day_workbook import write_day_workbook
 
@@ -50,10 +50,8 @@ def make_day_report(results: str | Path, out: str | Path, pricing: PricingConfig
         if suffix == ".xlsx":
             written = write_day_workbook(day, staged)
         elif suffix == ".csv":
-            best = {fleet_key(b) for b in cheapest(day.bills)}
-            mark = "tie" if len(best) > 1 else "cheapest"
-            bills = pd.DataFrame([{**asdict(b), "meets_slo_every_hour": b.meets_slo_every_hour, "answer": mark if fleet_key(b) in best else ""}
-                                  for b in day.bills])
+            bills = pd.DataFrame([{**asdict(b), "meets_slo_every_hour": b.meets_slo_every_hour, "answer": a}
+                                  for b, a in zip(day.bills, answer_column(day.bills, TIE_FRAC))])
             written = write_table(bills, staged, day_docs())
         else:
             written = [atomic.write_text(staged, render_day(day))]

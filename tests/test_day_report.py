@@ -28,7 +28,8 @@ def test_the_day_is_an_output_set_and_reports_answer_first(cli, tmp_path):
     assert code == 0, err
     assert (out / "outputs.manifest.json").is_file()  # manifested, published whole
     assert "projected rtx-5090 profile" in text  # the console's answer names the projection it rests on
-    month = pd.read_csv(out / "month.csv")
+    month = pd.read_csv(out / "month.csv", keep_default_na=False)
+    assert month["answer"].tolist()[0] == "cheapest" and set(month["answer"].tolist()[1:]) == {""}  # one winner, named
     # the real requests (not 1/compress of them), the 6-minute span scaled to a day as the month scales it (not per 6 minutes)
     assert month.requests_per_day.iloc[0] == pytest.approx(6 * 86400, rel=0.1)
     assert month.cost_usd_per_month.iloc[0] == pytest.approx(month.cost_usd_per_day.iloc[0] * 365.25 / 12)

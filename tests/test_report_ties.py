@@ -38,6 +38,12 @@ def test_the_day_page_highlights_no_single_row_in_a_tie(cli, tied_day, tmp_path)
     assert f"<li>on-demand: {TIE}</li>" in html  # the cheapest per pricing model: the tie, not one of it
 
 
+def test_month_csv_names_the_tie(tied_day):
+    month = pd.read_csv(tied_day / "month.csv", keep_default_na=False)
+    assert month[month["answer"] != ""][["hardware", "mode", "policy", "answer"]].values.tolist() == [
+        ["rtx-5090", "ar", "autoscaled", "tie"], ["rtx-5090", "mtp", "autoscaled", "tie"]]
+
+
 def test_the_day_csv_and_sensitivity_name_the_tie(cli, tied_day, tmp_path):
     code, _, err = cli("report", str(tied_day), "-o", str(tmp_path / "bills.csv"))
     assert code == 0, err

@@ -92,6 +92,32 @@ def over_a_day(bill: MonthBill, span_h: float) -> MonthBill:
                    cost_usd_per_day=bill.cost_usd_per_day * k)
 
 
+def cheapest(bills: list[MonthBill], tie_frac: float) -> list[MonthBill]:
+    """The cheapest fleet meeting the SLO every hour and every fleet of another (GPU, mode) costing
+    the same within `tie_frac` (the answer's rule, costmodel/costing/day_answer.py, with its
+    TIE_FRAC: the (GPU, mode)s compete, one fleet each): one bill is a winner, several a tie that
+    none wins, none: no fleet meets the SLO every hour."""
+    first: dict[tuple, MonthBill] = {}
+    for b in sorted(bills, key=bill_order):
+        if b.meets_slo_every_hour and b.cost_usd_per_month == b.cost_usd_per_month:
+            first.setdefault((b.hardware, b.mode), b)
+    best = list(first.values())
+    if not best:
+        return []
+    low = best[0].cost_usd_per_month
+    return [b for b in best if b.cost_usd_per_month - low <= tie_frac * low]
+
+
+def answer_column(bills: list[MonthBill], tie_frac: float) -> list[str]:
+    """month.csv's `answer` per bill: 'cheapest', 'tie' (each fleet of a tie) or ''; all '' for a
+    fleet file's pools (parts of one fleet, not options to choose between)."""
+    if any(b.policy not in ("autoscaled", "static") for b in bills):
+        return [""] * len(bills)
+    best = cheapest(bills, tie_frac)
+    mark = "tie" if len(best) > 1 else "cheapest"
+    return [mark if any(b is x for x in best) else "" for b in bills]
+
+
 DAY_COMMAND = "day"  # the output set's command (costmodel/outputset.py OWNED)
 DAY_JSON = "day.json"
 DAY_FILES = ("day.csv", "day.dictionary.csv", "day.dictionary.md", "month.csv", "month.dictionary.csv", "month.dictionary.md", DAY_JSON)
@@ -110,8 +136,8 @@ def day_docs() -> dict:
     docs.update(docs_of(MonthBill, DAY))
     extra = {"policy": ("autoscaled | static (peak) | fleet (a fleet file's run)", "-"), "hour": ("hour of the day the interval starts", "h"),
              "meets_slo_every_hour": ("every interval of the day meets the SLO (month.csv: fleets missing it are listed after those meeting it)", "bool"),
-             "answer": ("`costmodel report DAYDIR -o x.csv`: 'cheapest' for the cheapest fleet meeting the SLO every hour; 'tie' for each of "
-                        "several fleets of different GPUs or modes within 1% of each other's monthly cost (none wins); empty otherwise", "-")}
+             "answer": ("'cheapest' for the cheapest fleet meeting the SLO every hour; 'tie' for each of several fleets of different GPUs "
+                        "or modes within 1% of each other's monthly cost (none wins); empty otherwise (and for a fleet file's pools)", "-")}
     docs.update({k: ColumnDoc(k, m, u, DAY) for k, (m, u) in extra.items()})
     return docs
 

@@ -35,7 +35,7 @@ import pandas as pd
 from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.fields import DAY_REQUESTS
-from costmodel.schemas.day import DAY_COMMAND, DAY_JSON, MonthBill, bill_order, day_docs, over_a_day
+from costmodel.schemas.day import DAY_COMMAND, DAY_JSON, MonthBill, answer_column, bill_order, day_docs, over_a_day
 from costmodel.schemas.dictionary import write_table
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.provenance import profile_provenance
@@ -52,7 +52,7 @@ from simulate.cluster.scaling import Scaling
 from simulate.parallel import Workers, run_tasks
 from simulate.plan import planner
 from simulate.plan.api import carried_modes
-from costmodel.costing import GpuPrice, PricingConfig, gpu_price
+from costmodel.costing import TIE_FRAC, GpuPrice, PricingConfig, gpu_price
 from costmodel.costing.day import price_bill, price_hours
 from costmodel.slo import parse_slo
 from simulate.plan.day_hours import check_hours, compressed, compressed_scaling, fleet_days, hour_job, hour_windows
@@ -501,7 +501,8 @@ def _write_day_files(out: DayOutcome, d: Path) -> list[Path]:
     hours = out.hours
     lat = [b.column for b in out.slo.bounds]
     cols = [c for c in HOUR_COLUMNS + lat if c in hours.columns]
-    bills = pd.DataFrame([{**asdict(b), "meets_slo_every_hour": b.meets_slo_every_hour} for b in out.bills])
+    bills = pd.DataFrame([{**asdict(b), "meets_slo_every_hour": b.meets_slo_every_hour, "answer": a}  # a tie named on every fleet of it
+                          for b, a in zip(out.bills, answer_column(out.bills, TIE_FRAC))])
     cfg = out.config
     modes = set(cfg.modes or ())
     doc = {"load": out.curve.source, "slo": cfg.slo, "compress": cfg.compress, "scaling": asdict(cfg.scaling),

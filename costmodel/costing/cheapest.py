@@ -57,7 +57,7 @@ def _borderline_below(tried: pd.DataFrame, replicas: int) -> str:
     if "slo_verdict" not in tried:
         return ""
     b = tried[(tried["slo_verdict"] == "borderline") & (tried["replicas"] < replicas)].sort_values("replicas")
-    return "; ".join(f"{int(r['replicas'])} replica{'s' if int(r['replicas']) != 1 else ''}: {r['slo_failures']}" for r in b.to_dict("records"))
+    return "; ".join(f"{int(n)} replica{'s' if int(n) != 1 else ''}: {why}" for n, why in zip(b["replicas"], b["slo_failures"]))
 
 
 def _order(df: pd.DataFrame) -> pd.DataFrame:
@@ -68,10 +68,11 @@ def _order(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[str, HardwareSpec], qps=None,
-            cell_notes: dict | None = None, loads=None) -> Analysis:
+            cell_notes: dict | None = None, loads=None, crossovers_only: bool = False) -> Analysis:
     """Price and judge `points`; `specs` maps every hardware id in them to its catalog entry;
     `cell_notes[(hardware, mode, qps)]` explains cells with no point (e.g. skipped by the search);
-    `loads`: the QPS the answer is given for (default: every QPS; a plan's crossover search adds its own)."""
+    `loads`: the QPS the answer is given for (default: every QPS; a plan's crossover search adds its own);
+    `crossovers_only`: the crossovers alone (cells and cheapest left empty: a plan's crossover search)."""
     pricing.check_hardware(specs)
     prices = {h: gpu_price(s, pricing) for h, s in specs.items()}
     pts = add_costs(points.reset_index(drop=True), prices)
@@ -87,15 +88,19 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
     hardware = list(dict.fromkeys(specs))
     modes = sorted(set(pts["mode"]) | {m for (_, m, _) in (cell_notes or {})}, key=mode_order)
 
+    if crossovers_only:
+        return _with_crossovers(Analysis(slo, pricing, prices, pts, pd.DataFrame(), pd.DataFrame(), None, {}, qps_values, []), cell_notes, hardware)
     best = best_per_cell(pts)
+    best_at = {(r["hardware"], r["mode"], float(r["qps"])): r for r in best.to_dict("records")}
+    tried_at = {k: g for k, g in pts.groupby(["hardware", "mode", "qps"], sort=False)}
     cells = []
     for q in qps_values:
         for h in hardware:
             for m in modes:
-                b = best[(best["hardware"] == h) & (best["mode"] == m) & (best["qps"] == q)] if not best.empty else best
-                tried = pts[(pts["hardware"] == h) & (pts["mode"] == m) & (pts["qps"] == q)]
-                if not b.empty:
-                    row = b.iloc[0].to_dict()
+                b = best_at.get((h, m, q))
+                tried = tried_at.get((h, m, q), pts.iloc[:0])
+                if b is not None:
+                    row = dict(b)
                     row["borderline"] = _borderline_below(tried, int(row["replicas"]))
                 elif not tried.empty:
                     top = int(tried["replicas"].max())
@@ -126,7 +131,21 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
         pts.loc[idx, "cheapest_at_qps"] = True
     lead = [c for c in LEAD_COLUMNS if c in pts.columns]
     pts = pts[lead + [c for c in pts.columns if c not in lead]]
-    cross = find_crossover(pts, qps_values)
-    by_hw = {h: find_crossover(pts, qps_values, hardware=h) for h in hardware}
     asked = sorted(set(float(q) for q in loads)) if loads is not None else qps_values
-    return Analysis(slo, pricing, prices, pts, cells_df, cheapest, cross, by_hw, qps_values, asked)
+    return _with_crossovers(Analysis(slo, pricing, prices, pts, cells_df, cheapest, None, {}, qps_values, asked), cell_notes, hardware)
+
+
+def _with_crossovers(a: Analysis, cell_notes: dict | None, hardware: list[str]) -> Analysis:
+    """The crossover over every GPU and each GPU's, each over the QPS where every GPU of its scope was evaluated."""
+    pts = a.points
+    seen = {(h, float(q)) for h, q in zip(pts["hardware"], pts["qps"])} | {(h, float(q)) for (h, _, q) in (cell_notes or {})}
+
+    def evaluated(scope: list[str]) -> list[float]:
+        """The QPS where every GPU of a crossover's scope was evaluated (a crossover-search QPS may have probed one GPU only)."""
+        return [q for q in a.qps if all((h, q) in seen for h in scope)]
+
+    a.crossover = find_crossover(pts, evaluated(hardware))
+    a.crossover_by_hardware = {h: find_crossover(pts, evaluated([h]), hardware=h) for h in hardware}
+    return a
+
+

@@ -231,11 +231,13 @@ def per_qps(options: pd.DataFrame, qps_values, hardware: str | None = None) -> l
     (`verdict`, on the intervals) and the point estimate's (`verdict_mean`, on the figures' means)."""
     opts = options if hardware is None else options[options["hardware"] == hardware]
     best = best_per_cell(opts)
+    at = {float(q): g for q, g in best.groupby("qps", sort=False)} if not best.empty else {}
     subject, rivals, _ = _sides()
     out = []
     for q in sorted(set(float(x) for x in qps_values)):
-        d, d_opts, d_low, d_mean = _best(best, q, (subject,))
-        o, o_opts, o_low, o_mean = _best(best, q, rivals)
+        here = at.get(q, best.iloc[:0])
+        d, d_opts, d_low, d_mean = _best(here, q, (subject,))
+        o, o_opts, o_low, o_mean = _best(here, q, rivals)
         v = verdict(d, o, d_low, o_low)
         out.append({"qps": q, "diffusion_cost_usd_per_month": d, "diffusion_options": d_opts, "rival_cost_usd_per_month": o,
                     "rival_options": o_opts, "verdict": v, "diffusion_cost_usd_per_month_low": d_low, "rival_cost_usd_per_month_low": o_low,
@@ -246,6 +248,8 @@ def per_qps(options: pd.DataFrame, qps_values, hardware: str | None = None) -> l
 def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = None) -> Crossover:
     """The crossover over all hardware (`hardware=None`: each side takes its cheapest GPU) or on one GPU."""
     scope = hardware or "all hardware"
+    qps_values = sorted(set(float(x) for x in qps_values))
+    options = options[options["qps"].isin(qps_values)]
     opts = options if hardware is None else options[options["hardware"] == hardware]
     subject, rivals, rival_label = _sides()
     per = per_qps(options, qps_values, hardware)

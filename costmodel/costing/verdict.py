@@ -18,6 +18,7 @@ from costmodel.slo import Slo
 
 PASS, FAIL, BORDERLINE = "pass", "fail", "borderline"
 FAIL_REPLICATIONS = 2  # every one of at least this many unstable settles a fail
+STABILITY = "backlog_growth_ratio"  # a replication's backlog growth / its stability test's limit (simulate/plan/settle.py)
 
 
 def ci_columns(column: str) -> tuple[str, str]:
@@ -45,6 +46,10 @@ def _num(v) -> float:
     return x
 
 
+def _ms2(x: float) -> str:
+    return "unbounded" if math.isinf(x) else "n/a" if math.isnan(x) else f"{x:.2f}"
+
+
 def _ms(x: float) -> str:
     return "unbounded" if math.isinf(x) else f"{x:,.0f}"
 
@@ -55,7 +60,14 @@ def _within(b, x: float) -> bool:
 
 
 def judge(row: dict, slo: Slo) -> Verdict:
-    """The verdict of one flat point row against `slo` (module docstring)."""
+    """The verdict of one flat point row against `slo` (module docstring). A row the plan pinned
+    between two QPS instead of simulating (`slo_pinned`) keeps its verdict under the SLO it was pinned
+    for, and has none under another."""
+    pinned = row.get("slo_pinned")
+    if isinstance(pinned, str) and pinned:
+        if row.get("slo_pinned_for") == slo.text:
+            return Verdict(str(row.get("slo_verdict")), (), str(row.get("slo_verdict")) == PASS)
+        return Verdict(FAIL, (f"{pinned}, for the SLO {row.get('slo_pinned_for')}; no figures under another",), False)
     reps = row.get("replications")
     reps = int(reps) if reps is not None and math.isfinite(_num(reps)) else None
     stable_reps = int(_num(row.get("stable_replications"))) if reps is not None and math.isfinite(_num(row.get("stable_replications"))) else None
@@ -67,12 +79,18 @@ def judge(row: dict, slo: Slo) -> Verdict:
         majority_stable = stable
     else:
         majority_stable = 2 * stable_reps > reps
+        lo, hi = (_num(row.get(c)) for c in ci_columns(STABILITY))
         if stable_reps < reps:
             why = row.get("stability_reason") or "queue grows without bound"
+            span = f"backlog growth / its limit, 95% interval {_ms2(lo)}-{_ms2(hi)}"
             if stable_reps == 0 and reps >= FAIL_REPLICATIONS:
                 out_fail.append(f"unstable in all {reps} replications ({why})")
+            elif math.isfinite(hi) and hi <= 1.0:
+                pass  # a replication's test flagged growth, but the replications' mean growth lies below the limit
+            elif math.isfinite(lo) and lo > 1.0:
+                out_fail.append(f"unstable in {reps - stable_reps} of {reps} replications ({span}; {why})")
             else:
-                out_open.append(f"unstable in {reps - stable_reps} of {reps} replications ({why})")
+                out_open.append(f"unstable in {reps - stable_reps} of {reps} replications ({span}; {why})")
     on_mean = majority_stable
     for b in slo.bounds:
         v = _num(row.get(b.column))

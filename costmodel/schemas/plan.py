@@ -27,6 +27,8 @@ COST = "costmodel/costing/costs.py from the simulated point and the GPU price"
 PRICE = "pricing: the row's price_source column (catalog source or user override)"
 PLAN = "costmodel plan / report (costmodel/costing/cheapest.py)"
 SENS = "costmodel plan --seeds / --sensitivity (simulate/plan/sensitivity.py)"
+VERDICT = "costmodel/costing/verdict.py, on the replications' intervals"
+SETTLE = "costmodel plan's replications (simulate/plan/settle.py)"
 PLAN_DOCS = (
     ColumnDoc("meets_slo", "true when the point is stable and every SLO bound holds", "boolean", PLAN),
     ColumnDoc("gpus", "GPUs in use = replicas x gpus_per_replica", "count", COST),
@@ -61,7 +63,7 @@ PLAN_DOCS = (
     ColumnDoc("seeds", "plans run, one per seed", "count", SENS),
     ColumnDoc("winners", "the cheapest SLO-meeting (GPU / mode x GPUs) at this QPS per seed, with how many seeds chose it", "text", SENS),
     ColumnDoc("cost_usd_per_month_mean", "the winner's monthly cost, mean over the seeds", "USD/month", SENS),
-    ColumnDoc("cost_usd_per_month_ci95_low", "lower end of the 95% confidence interval of that mean (normal approximation, 1.96 standard errors)", "USD/month", SENS),
+    ColumnDoc("cost_usd_per_month_ci95_low", "lower end of the 95% confidence interval of that mean (Student's t over the seeds)", "USD/month", SENS),
     ColumnDoc("cost_usd_per_month_ci95_high", "upper end of that interval", "USD/month", SENS),
     ColumnDoc("cost_usd_per_month_min", "the winner's monthly cost, smallest over the seeds", "USD/month", SENS),
     ColumnDoc("cost_usd_per_month_max", "the winner's monthly cost, largest over the seeds", "USD/month", SENS),
@@ -78,6 +80,29 @@ PLAN_DOCS = (
               "price rows re-price the plan's points; the verdict tells them apart)", "QPS", SENS),
     ColumnDoc("high_crossover_qps", "the same, input at its high end", "QPS", SENS),
     ColumnDoc("evaluations", "simulated points the replica search evaluated for this (hardware, mode, QPS)", "count", "simulate/plan/search.py"),
+    ColumnDoc("slo_verdict", "the point's SLO verdict over its replications: pass (every figure's 95% interval below its bound, every replication "
+                             "stable or their mean backlog growth below its limit), fail (an interval above its bound, or every replication unstable), "
+                             "borderline (neither, at the replication cap: never a clean pass or fail)", "text", VERDICT),
+    ColumnDoc("slo_meets_on_mean", "the figures' means over the replications meet every bound and most replications were stable (the point "
+                                   "estimate's reading, used for the crossover's estimate)", "boolean", VERDICT),
+    ColumnDoc("replications", "independent replications simulated for the point (replication i of plan --seed s: the simulator's seed 1000 s + i, "
+                              "the same arrivals and lengths for every option at that load); 0: pinned, not simulated (slo_pinned)", "count", SETTLE),
+    ColumnDoc("stable_replications", "replications whose queue stayed bounded", "count", SETTLE),
+    ColumnDoc("simulated_window_s", "arrival seconds simulated over all the point's replications (replications x duration_s)", "s", SETTLE),
+    ColumnDoc("backlog_growth_ratio", "backlog growth over the steady window as a share of the simulator's stability limit, mean over the "
+                                      "replications (above 1: unstable)", "ratio", SETTLE),
+    ColumnDoc("backlog_growth_ratio_ci95_low", "lower end of the 95% t-interval of backlog_growth_ratio's mean over the replications", "ratio", SETTLE),
+    ColumnDoc("backlog_growth_ratio_ci95_high", "upper end of that interval (unbounded where a replication was unstable for another reason)", "ratio", SETTLE),
+    ColumnDoc("slo_pinned", "a crossover-search cell not simulated, and why: its count settled the same at the QPS below and above", "text", SETTLE),
+    ColumnDoc("slo_pinned_for", "the SLO a pinned cell's verdict holds for", "text", SETTLE),
+    ColumnDoc("replicas_low", "the fewest replicas not settled to miss the SLO: below `replicas` where those counts are borderline (the low end "
+                              "of the fleet's interval)", "count", PLAN),
+    ColumnDoc("cost_usd_per_month_low", "the monthly cost at replicas_low: the low end of the cost's 95% interval (cost_usd_per_month is its "
+                                        "high end, the settled fleet)", "USD/month", PLAN),
+    ColumnDoc("borderline", "the counts below the settled one whose verdict is borderline, each with the figure and its interval", "text", PLAN),
+    *[ColumnDoc(f"{m}_ms_{st}_ci95_{end}", f"{'lower' if end == 'low' else 'upper'} end of the 95% t-interval of {m}_ms_{st}'s mean over the "
+                f"point's replications (when it is an SLO figure; unbounded above where a replication stopped early, missing it for certain)",
+                "ms", SETTLE) for m in ("ttft", "e2e", "tpot", "queue") for st in ("p50", "p90", "p95", "p99", "mean") for end in ("low", "high")],
 )
 
 ANSWER = "the answer plan prints (costmodel/costing/answer.py; crossover: costmodel/costing/crossover.py)"
@@ -85,8 +110,15 @@ ANSWER = "the answer plan prints (costmodel/costing/answer.py; crossover: costmo
 ANSWER_DOCS = {d.column: d for d in (
     ColumnDoc("question", "what the row answers: the cheapest SLO-meeting fleet at a load, or the crossover (over all GPUs or on one)", "text", ANSWER),
     ColumnDoc("answer", "the answer in words, as plan's console, the HTML answer box and the workbook print it", "text", ANSWER),
-    ColumnDoc("tie", "a load's row: true when several options cost the same within 1% (all named in fleet; none wins); a crossover row: true when "
-                     "below the crossover DiffusionGemma only ties (is never cheaper)", "boolean", ANSWER),
+    ColumnDoc("tie", "a load's row: true when several options cost the same within 1% or their cost intervals overlap (all named in fleet "
+                     "and tied_with; none wins); a crossover row: true when below the crossover DiffusionGemma only ties (is never cheaper)", "boolean", ANSWER),
+    ColumnDoc("tied_with", "the options tied with the first one named in fleet, joined by ' | ' (empty: one winner); a crossover row: the options "
+                           "tied at its bracket's lower end", "text", ANSWER),
+    ColumnDoc("cost_usd_per_month_ci95_low", "the low end of the winner's monthly cost interval: its cost at the fewest replicas not settled to "
+                                             "miss (borderline counts below the settled one); equal to cost_usd_per_month when settled", "USD/month", ANSWER),
+    ColumnDoc("borderline", "the winner's replica counts below its settled one whose SLO verdict is borderline, with each figure's interval", "text", ANSWER),
+    ColumnDoc("heldout_error", "the engine model's held-out error on the SLO's figure for the winning GPUs' profiles (signed predicted / "
+                               "measured - 1), or 'not measured for this profile'", "text", "the profile's heldout_error (costmodel/schemas/profile.py)"),
     ColumnDoc("fleet", "the cheapest SLO-meeting fleet (GPUs x GPU (precision), mode), or every fleet of a tie joined by =", "text", ANSWER),
     ColumnDoc("runner_up", "the cheapest option that costs more than the winner (or the tie)", "text", ANSWER),
     ColumnDoc("runner_up_more_usd_per_month", "how much more the runner-up costs per month", "USD/month", ANSWER),
@@ -94,11 +126,13 @@ ANSWER_DOCS = {d.column: d for d in (
                           "precision), roofline-only or prior (published) inputs: pass timings, MTP acceptance, commit statistics, the engine step term; "
                           "anything not measured on the winning GPU is named here", "text", ANSWER),
     ColumnDoc("crossover_status", "bracketed (found between two QPS), below-range, above-range (not within the evaluated loads), diffusion-never-meets", "text", ANSWER),
-    ColumnDoc("crossover_qps", "the QPS above which DiffusionGemma costs more than the cheapest AR/MTP option: the midpoint of the bisected bracket", "requests/s", ANSWER),
-    ColumnDoc("crossover_qps_low", "the bracket's lower end: the highest evaluated QPS where DiffusionGemma is cheaper or tied", "requests/s", ANSWER),
-    ColumnDoc("crossover_qps_high", "the bracket's upper end: the lowest evaluated QPS above it where DiffusionGemma costs more", "requests/s", ANSWER),
-    ColumnDoc("crossover_qps_ci95_low", "the crossover's 95% interval over seeds (plan --seeds), lower end, widened to this seed's bracket", "requests/s", ANSWER),
-    ColumnDoc("crossover_qps_ci95_high", "the same interval's upper end", "requests/s", ANSWER),
+    ColumnDoc("crossover_qps", "the QPS above which DiffusionGemma costs more than the cheapest AR/MTP option: the midpoint of the bracket where "
+                               "the figures' means flip the verdict (the point estimate)", "requests/s", ANSWER),
+    ColumnDoc("crossover_qps_low", "the bracket's lower end: the highest evaluated QPS where DiffusionGemma is cheaper or tied (intervals overlapping included)", "requests/s", ANSWER),
+    ColumnDoc("crossover_qps_high", "the bracket's upper end: the lowest evaluated QPS above it where DiffusionGemma costs more in every verdict's interval", "requests/s", ANSWER),
+    ColumnDoc("crossover_qps_ci95_low", "the crossover's 95% interval, lower end: the last evaluated QPS up to which every verdict is settled "
+                                        "(DiffusionGemma cheaper or an exact tie); with plan --seeds, widened to every seed's estimate", "requests/s", ANSWER),
+    ColumnDoc("crossover_qps_ci95_high", "the same interval's upper end: the first evaluated QPS where DiffusionGemma certainly costs more", "requests/s", ANSWER),
 )}
 
 

@@ -36,6 +36,9 @@ DEFAULT_SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
 DEFAULT_HARDWARE = shipped_hardware()  # every GPU a profile ships for
 DEFAULT_QPS = (5.0, 20.0, 50.0)
 DEFAULT_MAX_REPLICAS = 64
+# what analyse needs of a point to price and judge it (the crossover search's analyses read no other column)
+SLIM_COLUMNS = {"hardware", "mode", "qps", "replicas", "stable", "stability_reason", "replications", "stable_replications", "slo_pinned",
+                "slo_pinned_for", "slo_verdict", "gpu_busy_frac", "throughput_rps", "output_tokens_per_s", "total_tokens_per_s", "backlog_growth_ratio"}
 DEFAULT_CROSSOVER_STEPS = 8  # bisection steps at most (each simulates one QPS for every GPU and mode); they stop at the tolerance
 
 
@@ -166,29 +169,37 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
     with ProcessPool(settings.jobs) as pool:
         cells = planner.run_searches(settings, progress=progress, scheduler=cfg.scheduler, pool=pool)
 
-        def analysis():
-            return analyse(planner.points_frame(cells), r.slo, cfg.pricing, specs, sorted({c.qps for c in cells}), planner.cell_notes(cells),
-                           loads=cfg.qps)
+        def analysis(slim: bool = False):
+            pts = planner.points_frame(cells)
+            if slim:  # the crossover search reads the crossovers only: the columns that price and judge a point
+                pts = pts[[c for c in pts.columns if c in SLIM_COLUMNS or c.endswith(("_ci95_low", "_ci95_high")) or c in slo_columns]]
+            return analyse(pts, r.slo, cfg.pricing, specs, sorted({c.qps for c in cells}), planner.cell_notes(cells), loads=cfg.qps,
+                           crossovers_only=slim)
 
-        a = analysis()
+        slo_columns = {b.column for b in r.slo.bounds}
+        a = analysis(slim=True)
         used: dict[str, int] = {}  # bisection steps per crossover (over all GPUs, and each GPU's where there are several)
         while probes := _next_probes(a, cells, used, cfg, r.hardware):
             chains = []
             for scope, q, lo, hi in probes:
                 used[scope] = used.get(scope, 0) + 1
                 say(f"crossover search ({scope}): simulating {q:g} QPS " + (f"inside the bracket {lo:g}-{hi:g}" if lo is not None else f"below {hi:g}"))
-                chains += _probe_chains(cells, settings, scope, q, cfg.max_replicas, {(c.hardware, c.mode.name) for c in chains if q in c.qps})
+                chains += _probe_chains(cells, settings, scope, q, cfg.max_replicas, {(c.hardware, c.mode.name) for c in chains if q in c.qps},
+                                        pin=not cfg.pricing.onprem)
             cells += planner.run_chains(settings, chains, progress=progress, scheduler=cfg.scheduler, pool=pool)
-            a = analysis()
+            a = analysis(slim=True)
+        a = analysis()
     settings.qps = sorted({c.qps for c in cells})
     settings.crossover_search_qps = sorted(set(settings.qps) - set(cfg.qps))
     return PlanOutcome(settings, r.slo, cfg.pricing, {h: r.profiles[h] for h in r.hardware}, cells, a, time.perf_counter() - t0)
 
 
-def _probe_chains(cells, settings, scope: str, q: float, max_replicas: int, taken: set) -> list:
+def _probe_chains(cells, settings, scope: str, q: float, max_replicas: int, taken: set, pin: bool = True) -> list:
     """The chains one crossover probe simulates at `q`: the scope's GPU's (or every GPU's), each not
     already evaluated at `q`, its search bounded by its own answers at the nearest QPS below and
-    above (more load never needs fewer replicas); a chain with no fleet below needs no search."""
+    above (more load never needs fewer replicas); a chain with no fleet below needs no search, and
+    one whose settled count is the same below and above (none borderline) is pinned there, not
+    simulated, where `pin` (a price that does not depend on the GPUs' utilisation)."""
     by_chain: dict = {}
     for c in cells:
         by_chain.setdefault((c.hardware, c.mode), []).append(c)
@@ -205,6 +216,10 @@ def _probe_chains(cells, settings, scope: str, q: float, max_replicas: int, take
             above = min((c for c in seen if c.qps > q and not c.note), key=lambda c: c.qps, default=None)
             if below is not None and below.replicas_low is None:
                 cells.append(planner.CellSearch(h, m.name, q, None, note=planner.none_fits(max_replicas, below.qps)))
+                continue
+            if pin and below is not None and above is not None and below.replicas is not None and \
+                    below.replicas == above.replicas == below.replicas_low == above.replicas_low:
+                cells.append(planner.pinned_cell(h, m.name, q, below, above, settings.slo))  # no count between can differ: not simulated
                 continue
             start = planner.ChainStart(lower=below.replicas_low if below is not None else 1,
                                        upper=above.replicas if above is not None and above.replicas is not None else None,
@@ -231,7 +246,8 @@ def _next_probes(a: Analysis, cells, used: dict[str, int], cfg: PlanConfig, hard
         if c.status == "bracketed":
             gaps = sorted(((lo, hi) for lo, hi in c.refine if hi - lo > CROSSOVER_TOLERANCE_FRAC * hi), key=lambda g: g[0] - g[1])
             for lo, hi in gaps:
-                q = planner.refine_point(lo, hi)
+                inside = sorted((x for x in done if lo < x < hi), key=lambda x: abs(x - (lo + hi) / 2))
+                q = inside[0] if inside else planner.refine_point(lo, hi)  # a QPS another crossover probed: its cells are reused
                 if q > lo and q < hi and not need <= done.get(q, set()):
                     out.append((c.scope, q, lo, hi))
                     break

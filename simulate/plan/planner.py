@@ -162,6 +162,17 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
     return out
 
 
+def pinned_cell(hardware: str, mode: str, qps: float, below: CellSearch, above: CellSearch, slo_text: str) -> CellSearch:
+    """A crossover-search cell not simulated: its chain's settled count is the same at the QPS below and
+    above (none borderline), and more load never needs fewer replicas, so the count here is that one.
+    Its row carries the count and the verdict, no figures (it prices a fleet, it measured nothing)."""
+    r = below.replicas
+    why = f"not simulated: {r} replica{'s' if r != 1 else ''} settled at both {below.qps:g} and {above.qps:g} QPS"
+    row = {"hardware": hardware, "mode": mode, "qps": qps, "replicas": r, "stable": True, "stability_reason": why,
+           "slo_verdict": PASS, "slo_pinned": why, "slo_pinned_for": slo_text, "replications": 0}
+    return CellSearch(hardware, mode, qps, r, [(r, True)], [row], verdicts={r: PASS}, replicas_low=r)
+
+
 def none_fits(max_replicas: int, at_qps: float | None) -> str:
     """Why a cell was not searched: no fleet fits at a lower load, so none fits at this one."""
     where = f" at {at_qps:g} QPS" if at_qps is not None else ""

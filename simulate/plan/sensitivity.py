@@ -35,6 +35,7 @@ from costmodel.errors import UserError
 from costmodel.modes import get_mode, profile_parts
 from simulate.plan import planner
 from simulate.plan.api import PlanConfig, PlanOutcome, run_plan
+from simulate.plan.settle import t_quantile
 from simulate.workload import DEFAULT_PROMPT
 
 # The pass-cost error where a profile records no fit error (projected or composed tables): the profile
@@ -72,8 +73,18 @@ class Sensitivity:
         return cls(pd.DataFrame(d["table"]), float(d["base_usd_per_month"]), str(d["base_winner"]), str(d["verdict"]))
 
 
+def _winner_name(r: dict) -> str:
+    """'h200 / mtp', or a tie named whole: 'h200 / ar = h200 / mtp (tie)' (cheapest_per_qps's tied_with)."""
+    tied = [t for t in str(r.get("tied_with") or "").split(", ") if t] if r.get("tie") else []
+    return " = ".join([f"{r['hardware']} / {r['mode']}"] + tied) + (" (tie)" if tied else "")
+
+
 def _winners(cheapest: pd.DataFrame) -> dict[float, str]:
-    return {float(r["qps"]): ("none meets the SLO" if r["none_meets"] else f"{r['hardware']} / {r['mode']}") for r in cheapest.to_dict("records")}
+    return {float(r["qps"]): ("none meets the SLO" if r["none_meets"] else _winner_name(r)) for r in cheapest.to_dict("records")}
+
+
+def _options(name: str | None) -> set:
+    return set((name or "").replace(" (tie)", "").split(" = "))
 
 
 def _total(cheapest: pd.DataFrame) -> float:
@@ -246,13 +257,13 @@ def _flip(q: float, old: str, new: str, end: str, value: str, data: dict) -> str
     """'20 QPS: A -> B at the low end (x0.5): B $1,336 vs A $1,336/month (a tie ...)'."""
     c = data.get("cheapest")
     new_usd = c[(c["qps"] == q) & ~c["none_meets"]]["cost_usd_per_month"] if c is not None and not c.empty else pd.Series(dtype=float)
-    old_usd = data.get("costs", {}).get((q, old))
+    old_usd = next((data.get("costs", {}).get((q, o)) for o in _options(old) if (q, o) in data.get("costs", {})), None)
     text = f"{q:g} QPS: {old} -> {new} at the {end} end ({value})"
     if "costs" not in data or new_usd.empty:
-        return text
+        return text + (f" ({TIE}: no winner)" if _options(old) & _options(new) else "")
     if old_usd is None:
         return text + f": {new} ${new_usd.iloc[0]:,.0f}/month, {old} no longer meets the SLO"
-    tie = f" ({TIE}, won on USD per 1M output tokens)" if new_usd.iloc[0] == old_usd else ""
+    tie = f" ({TIE}: no winner)" if new_usd.iloc[0] == old_usd or _options(old) & _options(new) else ""
     return text + f": {new} ${new_usd.iloc[0]:,.0f} vs {old} ${old_usd:,.0f}/month{tie}"
 
 
@@ -336,9 +347,9 @@ def replicates(cfg: PlanConfig, outcome: PlanOutcome, n: int, progress: Callable
             c = r.analysis.cheapest[r.analysis.cheapest["qps"] == q]
             if not c.empty and not c.iloc[0]["none_meets"]:
                 costs.append(float(c.iloc[0]["cost_usd_per_month"]))
-                wins.append(f"{c.iloc[0]['hardware']} / {c.iloc[0]['mode']} x{int(c.iloc[0]['gpus'])}")
+                wins.append(f"{_winner_name(c.iloc[0].to_dict())} x{int(c.iloc[0]['gpus'])}")
         mean = statistics.fmean(costs) if costs else math.nan
-        half = 1.96 * statistics.stdev(costs) / math.sqrt(len(costs)) if len(costs) > 1 else math.nan
+        half = t_quantile(len(costs) - 1) * statistics.stdev(costs) / math.sqrt(len(costs)) if len(costs) > 1 else math.nan
         rows.append({"qps": q, "seeds": len(runs), "winners": "; ".join(f"{w} ({wins.count(w)})" for w in dict.fromkeys(wins)),
                      "cost_usd_per_month_mean": mean, "cost_usd_per_month_ci95_low": mean - half, "cost_usd_per_month_ci95_high": mean + half,
                      "cost_usd_per_month_min": min(costs) if costs else math.nan, "cost_usd_per_month_max": max(costs) if costs else math.nan})

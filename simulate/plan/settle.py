@@ -20,15 +20,16 @@ time is then as long as its verdict needs (replications x window), not a fixed 6
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable
 
-from costmodel.costing.verdict import BORDERLINE, FAIL, PASS, ci_columns, judge
+from costmodel.costing.verdict import BORDERLINE, FAIL, PASS, STABILITY, ci_columns, judge
 from costmodel.slo import Slo
 from simulate.sim import MISS_STOP
 
-MIN_REPLICATIONS = 3  # a t-interval of the mean on 2 degrees of freedom at least before a pass
+MIN_REPLICATIONS = 2  # a t-interval of the mean (1 degree of freedom: t = 12.7) at least before a pass
 FAIL_REPLICATIONS = 2  # every one of at least this many missing for certain settles a fail
-DEFAULT_MAX_REPLICATIONS = 10  # then the point is BORDERLINE (plan --max-replications)
+DEFAULT_MAX_REPLICATIONS = 6  # then the point is BORDERLINE (plan --max-replications)
 REPLICATION_STRIDE = 1000  # replication i of --seed s simulates seed s * 1000 + i (disjoint between seeds below the stride)
 MIN_REQUESTS = 300
 MIN_WINDOW_S, MAX_WINDOW_S = 20.0, 120.0
@@ -74,6 +75,22 @@ def _interval(values: list[float], limit: float) -> tuple[float, float]:
     return mean - half, mean + half
 
 
+_LIMIT = re.compile(r"limit (\d+(?:\.\d+)?)\)")
+
+
+def growth_ratio(rep: dict) -> float | None:
+    """A replication's backlog growth as a share of the limit its stability test used (simulate/metrics.py:
+    stable below 1); None where the replication was unstable for another reason (stopped early, aborted,
+    requests left unfinished): above the limit for certain."""
+    m = _LIMIT.search(str(rep.get("stability_reason", "")))
+    g = rep.get("backlog_growth")
+    if m is None or g is None or not math.isfinite(float(g)) or float(m.group(1)) <= 0:
+        return 0.0 if rep.get("stable") else None
+    if not rep.get("stable") and "backlog grew" not in str(rep.get("stability_reason", "")):
+        return None
+    return float(g) / float(m.group(1))
+
+
 def aggregate(reps: list[dict], slo: Slo) -> dict:
     """One point row from its replications' rows: numbers averaged over the replications, `replications`,
     `stable_replications`, `stable` (every one), `duration_s` (one replication's window),
@@ -92,6 +109,12 @@ def aggregate(reps: list[dict], slo: Slo) -> dict:
     if not row["stable"]:
         row["stability_reason"] = next(str(r.get("stability_reason", "")) for r in reps if not r.get("stable"))
     row["simulated_window_s"] = sum(float(r.get("duration_s") or 0.0) for r in reps)
+    ratios = [growth_ratio(r) for r in reps]
+    lo_col, hi_col = ci_columns(STABILITY)
+    row[lo_col], row[hi_col] = _interval(ratios, 1.0)
+    known = [v for v in ratios if v is not None]
+    row[STABILITY] = sum(known) / len(known) if known else math.nan
+    row["stable"] = row["stable"] or row[hi_col] <= 1.0  # the replications' mean growth lies below the limit
     row["seed"] = reps[0].get("seed")
     for b in slo.bounds:
         vals = [None if s else r.get(b.column) for r, s in zip(reps, stopped)]

@@ -184,7 +184,7 @@ def cases50(d: Path, f: dict[str, str]) -> list[tuple[str, list[str], str]]:
         ("simulate --replicas 100000 (unbounded)", [*sim, "--mode", "ar", "--replicas", "100000"], ENTRY),
         ("a YAML spec of nested aliases ('billion laughs')", ["sweep", f["laughs.yaml"], "-o", o("s2")], ENTRY),
         ("a profile that is a symlink loop (was 'does not exist')", ["profile", "validate", f["loop.json"]], ENTRY),
-        ("a load curve with a UTF-8 BOM (was 'in no format read')", [*plan, "--load-curve", f["bom.csv"], "--duration", "5", "-o", o("d4")], ENTRY),
+        ("a load curve with a UTF-8 BOM (was 'in no format read')", [*plan, "--load-curve", f["bom.csv"], "-o", o("d4")], ENTRY),
         ("a sweep-spec value out of range (named neither spec nor point; CLI-flag fix)", ["sweep", f["badpoint.yaml"], "-o", o("s3")], ENTRY),
         ("an option given twice (last won)", [*sim, "--mode", "ar", "--seed", "1", "--seed", "2"], ENTRY),
     ]

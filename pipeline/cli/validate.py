@@ -73,15 +73,15 @@ def validate(engine, models_dir, settings_path, profile_path, modes, rates, n_re
     mode_list = parse_modes(modes, allowed=tuple(m.name for m in harness_modes()))
     for m in mode_list:
         profile.mode(m)
-    workload = None
+    loads = None  # --score-only: nothing recorded, the runs in -o scored
     if not score_only:
         lo_hi = [TOKENS.named("--prompt-tokens").check(x) for x in parse_floats(prompt_tokens, "prompt-tokens", minimum=1, strict=False, unique=False)]
         if len(lo_hi) != 2 or lo_hi[0] > lo_hi[1]:
             raise UserError(f"--prompt-tokens {prompt_tokens!r} is not MIN,MAX", "e.g. --prompt-tokens 128,1024")
-        workload = GpuLoads(ValidationWorkload(profile, tuple(lo_hi), max_output_tokens, draft_tokens), parse_rates(rates), n_requests, max_batch,
+        loads = GpuLoads(ValidationWorkload(profile, tuple(lo_hi), max_output_tokens, draft_tokens), parse_rates(rates), n_requests, max_batch,
                             seed, warmup_requests, dict(model=model, random_weights=random_weights, checkpoint=checkpoint, ar_checkpoint=ar_checkpoint,
                                                         assistant_checkpoint=assistant_checkpoint, experts=experts_implementation, device=device))
-    validate_gpu(profile, mode_list, workload, Path(out))
+    validate_gpu(profile, mode_list, loads, Path(out))
 
 
 GPU_RUN_OPTIONS = ("rates", "n_requests", "max_batch", "prompt_tokens", "max_output_tokens", "draft_tokens", "model", "random_weights",

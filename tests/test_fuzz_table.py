@@ -139,3 +139,42 @@ def test_every_repeated_key_row_or_column_is_refused(tmp_path):
             code = main(argv)
         _one_line(code, err.getvalue(), needle)
         assert not (tmp_path / "out").exists(), source
+
+
+# ---- every declared file field past its bounds: refused naming the field and where it was given ---
+SPEC_NUMBERS = [i for i in inputs.fields_of("sweep spec") if i.field is not None and i.kind in ("count", "real") and "." not in i.name]
+
+
+@pytest.mark.parametrize("decl", SPEC_NUMBERS, ids=lambda i: i.name)
+def test_every_sweep_spec_number_past_its_bounds_names_spec_point_and_field(tmp_path, decl):
+    for v in inputs.past_bounds(decl.field):
+        if isinstance(v, float) and math.isnan(v):
+            continue  # JSON has no NaN: the spec reader refuses it as not a number (test_fuzz_cli)
+        spec = tmp_path / "s.json"
+        base = {"mode": "ar", "qps": 1, "n_requests": 5, "hardware": "h200"}
+        spec.write_text(__import__("json").dumps({"kind": "simulate", "base": base, "points": [{decl.name: v}]}))
+        err = io.StringIO()
+        with redirect_stdout(io.StringIO()), redirect_stderr(err):
+            code = main(["sweep", str(spec), "--jobs", "1", "-o", str(tmp_path / "out")])
+        _one_line(code, err.getvalue(), "s.json", decl.name)
+        assert not (tmp_path / "out" / "results.csv").exists()
+
+
+HW_NUMBERS = [i for i in inputs.fields_of("hardware file") if i.field is not None]
+
+
+@pytest.mark.parametrize("decl", HW_NUMBERS, ids=lambda i: i.name)
+def test_every_hardware_file_number_past_its_bounds_is_one_line(tmp_path, decl):
+    import json
+
+    entry = json.loads((ROOT / "costmodel/data/hardware.json").read_text())["gpus"]["h200"]
+    for v in inputs.past_bounds(decl.field):
+        if isinstance(v, float) and math.isnan(v):
+            continue
+        doc = {**entry, decl.name: ({k: v for k in entry[decl.name]} if isinstance(entry.get(decl.name), dict) else v)}
+        f = tmp_path / "hw.json"
+        f.write_text(json.dumps({"gpus": {"my-gpu": doc}}))
+        err = io.StringIO()
+        with redirect_stdout(io.StringIO()), redirect_stderr(err):
+            code = main(["roofline", "--hardware", "my-gpu", "--hardware-file", str(f)])
+        _one_line(code, err.getvalue(), "my-gpu")

@@ -39,6 +39,7 @@ def _one_line(code, err, *needles):
      "content_length holds -42.0, not a number of tokens >= 0"),
     (lambda p: [c.update(tokens_per_call=0) for c in p["commit_stats"].values()], "tokens_per_call 0.0 is not a positive number of tokens"),
     (lambda p: p["hardware"].update(memory_GB=80), "unknown field(s) memory_GB"),
+    (lambda p: [c.update(tokens_per_call=300) for c in p["commit_stats"].values()], "tokens_per_call 300 is more than the 256-token canvas holds"),
 ])
 def test_a_profile_is_checked_like_any_input_by_every_reader(cli, tmp_path, edit, needle):
     f = _profile(tmp_path, edit)

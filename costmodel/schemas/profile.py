@@ -338,8 +338,15 @@ def check_physical(p: "Profile", where: str) -> None:
                     bound = f"below {INTERCEPT_MIN_MS:g} ms" if f == "const" and c < INTERCEPT_MIN_MS else f"beyond +-{COEF_MAX:g}"
                     raise UserError(f"{where}: pass model {name}/{kind} coefficient {f}={c!r} is {bound}",
                                     "refit it (`costmodel fit`): no fitted step price is that large")
+    eng = p.engine if isinstance(p.engine, dict) else {}
+    canvases = [int(eng.get("canvas_length") or get_model(m.model).canvas_length or 0) for name, m in p.modes.items()
+                if name in mode_names() and get_mode(name).canvas_sampler]
+    canvas = min([c for c in canvases if c > 0], default=None)
     for r, c in (p.regimes or {}).items():
         at = f"{where}: commit_stats.{r}"
+        if canvas is not None and isinstance(c.tokens_per_call, (int, float)) and c.tokens_per_call > canvas:
+            raise UserError(f"{at}.tokens_per_call {c.tokens_per_call:g} is more than the {canvas}-token canvas holds: no canvas produces it",
+                            "regenerate the profile (commit statistics recorded at its canvas length)")
         if not (isinstance(c.tokens_per_call, (int, float)) and math.isfinite(c.tokens_per_call) and c.tokens_per_call > 0):
             raise UserError(f"{at}.tokens_per_call {c.tokens_per_call!r} is not a positive number of tokens", "a commit call commits at least one token: regenerate the profile")
         bad = [v for v in c.content_length.values if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0)]

@@ -12,7 +12,7 @@ from costmodel.hardware import get_hardware
 from costmodel.slo import STABLE_ONLY, parse_slo
 from costmodel.costing import PricingConfig, analyse, find_crossover
 from simulate.plan.search import fewest_replicas
-from test_reports_fakes import point, toy_min_replicas, toy_point
+from test_reports_fakes import point, simulate_dir, toy_min_replicas, toy_point
 
 SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
 
@@ -207,9 +207,7 @@ def test_plan_parallel_matches_serial(cli, tmp_path, toy_sim):
 
 
 def test_report_from_a_simulate_directory(cli, tmp_path):
-    d = tmp_path / "sim"
-    d.mkdir()
-    pd.DataFrame([toy_point("h200", m, q, r) for m in ("diffusion", "ar") for q in (5.0, 20.0) for r in (2, 8)]).to_csv(d / "summary.csv", index=False)
+    d = simulate_dir(tmp_path / "sim", [toy_point("h200", m, q, r) for m in ("diffusion", "ar") for q in (5.0, 20.0) for r in (2, 8)])
     code, out, err = cli("report", str(d), "-o", str(tmp_path / "s.csv"), "--price", "h200=3.5")
     assert code == 0, err
     df = pd.read_csv(tmp_path / "s.csv")

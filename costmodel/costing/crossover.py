@@ -110,10 +110,10 @@ def _interval(r) -> tuple[float, float]:
     return lo, hi
 
 
-def tie_group(cand: pd.DataFrame) -> list:
-    """The cheapest option of `cand` (ranked rows of one QPS) and every option tied with it: the same
-    monthly cost within TIE_FRAC, or a cost interval overlapping its interval (a borderline count)."""
-    rows = [x for _, x in cand.iterrows()]
+def tie_group(cand) -> list:
+    """The cheapest option of `cand` (ranked rows of one QPS: a frame, or its records) and every option
+    tied with it: the same monthly cost within TIE_FRAC, or a cost interval overlapping its interval (a borderline count)."""
+    rows = [x for _, x in cand.iterrows()] if isinstance(cand, pd.DataFrame) else list(cand)
     first = rows[0]
     lo, hi = _interval(first)
     group = [x for x in rows if ties(float(x["cost_usd_per_month"]), hi) or overlaps(*_interval(x), lo, hi)]
@@ -183,17 +183,24 @@ class Crossover:
         return f"~{self.qps_estimate:.3g} QPS (95% interval {lo:.3g}-{hi:.3g} QPS{seeds})"
 
 
-def _best(best: pd.DataFrame, q: float, modes) -> tuple[float, list[str], float, float]:
+def _rank_key(r: dict) -> tuple:
+    """rank_options' order for one record (missing figures last)."""
+    return tuple(math.inf if not isinstance(r.get(c), (int, float)) or not math.isfinite(float(r[c])) else float(r[c])
+                 for c in RANK_COLUMNS if c in r)
+
+
+def _best(rows: list[dict], modes) -> tuple[float, list[str], float, float]:
     """(monthly cost, every "mode on hardware" tied with the cheapest (tie_group), the lowest cost any
-    option's interval reaches, the cheapest cost on the figures' means) of the cheapest option of `modes` at `q`."""
-    sel = best[(best["qps"] == q) & best["mode"].isin(modes)] if not best.empty else best
-    if sel.empty:
+    option's interval reaches, the cheapest cost on the figures' means) of the cheapest option of `modes`
+    among `rows` (best_per_cell's records at one QPS)."""
+    sel = sorted((r for r in rows if r["mode"] in modes), key=_rank_key)
+    if not sel:
         return math.inf, [], math.inf, math.inf
-    sel = rank_options(sel)
     group = tie_group(sel)
-    low = float(sel["cost_usd_per_month_low"].min()) if "cost_usd_per_month_low" in sel else float(sel.iloc[0]["cost_usd_per_month"])
-    mean = float(sel["cost_usd_per_month_mean"].min()) if "cost_usd_per_month_mean" in sel else float(sel.iloc[0]["cost_usd_per_month"])
-    return float(sel.iloc[0]["cost_usd_per_month"]), [f"{r['mode']} on {r['hardware']}" for r in group], low, mean
+    hi = float(sel[0]["cost_usd_per_month"])
+    low = min(float(r.get("cost_usd_per_month_low", hi)) for r in sel)
+    mean = min(float(r.get("cost_usd_per_month_mean", hi)) for r in sel)
+    return hi, [f"{r['mode']} on {r['hardware']}" for r in group], low, mean
 
 
 def verdict(d_usd: float, o_usd: float, d_low: float | None = None, o_low: float | None = None) -> str:
@@ -231,13 +238,15 @@ def per_qps(options: pd.DataFrame, qps_values, hardware: str | None = None) -> l
     (`verdict`, on the intervals) and the point estimate's (`verdict_mean`, on the figures' means)."""
     opts = options if hardware is None else options[options["hardware"] == hardware]
     best = best_per_cell(opts)
-    at = {float(q): g for q, g in best.groupby("qps", sort=False)} if not best.empty else {}
+    at: dict = {}
+    for r in best.to_dict("records"):
+        at.setdefault(float(r["qps"]), []).append(r)
     subject, rivals, _ = _sides()
     out = []
     for q in sorted(set(float(x) for x in qps_values)):
-        here = at.get(q, best.iloc[:0])
-        d, d_opts, d_low, d_mean = _best(here, q, (subject,))
-        o, o_opts, o_low, o_mean = _best(here, q, rivals)
+        here = at.get(q, [])
+        d, d_opts, d_low, d_mean = _best(here, (subject,))
+        o, o_opts, o_low, o_mean = _best(here, rivals)
         v = verdict(d, o, d_low, o_low)
         out.append({"qps": q, "diffusion_cost_usd_per_month": d, "diffusion_options": d_opts, "rival_cost_usd_per_month": o,
                     "rival_options": o_opts, "verdict": v, "diffusion_cost_usd_per_month_low": d_low, "rival_cost_usd_per_month_low": o_low,

@@ -145,7 +145,9 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
             return ok, hint
 
         guess = loads.guess(q, lower, prev_q)
-        top = max_replicas if i > 0 or start.upper is None else min(max_replicas, start.upper)
+        if i == 0 and start.upper is not None:  # the answer at a higher QPS: the count here is at most that (a first guess, not a cap,
+            guess = min(guess, start.upper)      # since a verdict here may be borderline where the higher load's settled)
+        top = max_replicas
         res = fewest_replicas(evaluate, lower=lower, max_replicas=top, start=min(guess, top))
         cell.replicas, cell.probes = res.replicas, res.probes
         low = res.replicas if res.replicas is not None else top + 1

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec
 from costmodel.models import ModelShape, get_model
-from costmodel.modes import get_mode
+from costmodel.modes import ServingMode, get_mode
 from costmodel.precision import Precision, get_precision
 from costmodel.roofline import Roofline, Segment
 from costmodel.stepcost.base import get_predictor, step_terms
@@ -26,11 +26,11 @@ class ModeCost:
 
     __slots__ = ("profile", "mode", "serving", "roofline", "pass_models", "hardware_id", "precision", "memo", "graph_max_tokens", "knee_tokens")
 
-    def __init__(self, resolved: "ResolvedProfile", mode: str):
+    def __init__(self, resolved: "ResolvedProfile", mode: "ServingMode | str"):
         p = resolved.profile
         self.profile = p
-        self.mode = mode
-        self.serving = get_mode(mode)
+        self.serving = mode if isinstance(mode, ServingMode) else get_mode(mode)  # the object, resolved at the edge (a name still resolves)
+        self.mode = mode = self.serving.name
         self.pass_models = p.mode(mode).pass_models
         self.roofline = Roofline(resolved.models[mode], resolved.spec, resolved.precision, resolved.assistants[mode])
         self.hardware_id = p.hardware.id
@@ -104,10 +104,11 @@ class ResolvedProfile:
     step_caches: dict[tuple, dict] = field(default_factory=dict)
     memos: dict[str, dict] = field(default_factory=dict)
 
-    def cost(self, mode: str) -> ModeCost:
-        c = self.costs.get(mode)
+    def cost(self, mode: "ServingMode | str") -> ModeCost:
+        name = mode.name if isinstance(mode, ServingMode) else mode
+        c = self.costs.get(name)
         if c is None:
-            c = self.costs[mode] = ModeCost(self, mode)
+            c = self.costs[name] = ModeCost(self, mode)
         return c
 
     def roofline(self, mode: str) -> Roofline:

@@ -319,10 +319,7 @@ async def run_setup(sm: ServingMode, precision: str, dirs: dict, setup: EngineSe
         pd.DataFrame(client.chunks, columns=["request_id", "chunk_index", "t_s", "tokens"]).to_parquet(sdir / "chunks.parquet", compression="zstd")
         (sdir / "loads.json").write_text(json.dumps(done, indent=1))
         engine.shutdown()
-        for lg in getattr(getattr(engine, "logger_manager", None), "stat_loggers", []) or []:
-            close = getattr(lg, "close", None)
-            if close:
-                close()
+        StepRecorder.close_at(sdir)  # its manifest final before amend_manifest adds the driver's record
     if (sdir / "manifest.json").exists():
         amend_manifest(sdir, out / f"engine-{setup.label}.json", log)
 

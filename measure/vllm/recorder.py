@@ -188,6 +188,9 @@ class _Writer:
         self.rw.complete()
 
 
+OPEN: dict[str, "StepRecorder"] = {}  # run directory -> its open recorder (StepRecorder.close_at)
+
+
 class StepRecorder(StatLoggerBase):
     """Records one row per engine step (see the module docstring). Off unless a run directory is given."""
 
@@ -225,9 +228,18 @@ class StepRecorder(StatLoggerBase):
                                engine=engine, settings={"flush_every": self.flush_every}, software=software_versions(), notes=notes)
         self.writer = _Writer(path, manifest)
         self.run_dir = path
+        OPEN[str(Path(target))] = self
         self.t0 = time.perf_counter()
         self.last = None
         atexit.register(self.close)
+
+    @classmethod
+    def close_at(cls, run_dir: str | os.PathLike) -> None:
+        """Close the recorder writing into run_dir (if any) now, so that its manifest is final before a driver
+        adds to it: a recorder left to atexit would rewrite the manifest over the driver's additions."""
+        rec = OPEN.pop(str(Path(run_dir)), None)
+        if rec is not None:
+            rec.close()
 
     @classmethod
     def factory(cls, run_dir: str | os.PathLike, flush_every: int | None = None):

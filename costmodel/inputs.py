@@ -286,7 +286,7 @@ FILE_FIELDS: tuple[Input, ...] = (
         ("prompt_tokens.sigma", "real", F.LOGNORMAL_SIGMA), ("trace", "path", None), ("trace_time_scale", "name", None),
         ("description", "text", None), ("system_prompt.tokens", "count", F.TOKENS), ("system_prompt.apps", "count", F.APPS),
         ("sessions.turns", "count", F.TURNS), ("sessions.think_s", "real", F.THINK_S),
-        ("trace_hash_block_tokens", "count", Field("trace_hash_block_tokens", 1, 1e6, whole=True)))),
+        ("trace_hash_block_tokens", "count", Field("trace_hash_block_tokens", 1, whole=True)))),
     # request traces (simulate/cluster/traces.py): one row per request, sorted by arrival
     *(_f("trace", n, k, fl) for n, k, fl in (
         ("arrival_s", "real", F.TRACE_SPAN_S), ("prompt_tokens", "count", F.TOKENS), ("output_tokens", "count", F.TOKENS),

@@ -178,3 +178,52 @@ def test_every_hardware_file_number_past_its_bounds_is_one_line(tmp_path, decl):
         with redirect_stdout(io.StringIO()), redirect_stderr(err):
             code = main(["roofline", "--hardware", "my-gpu", "--hardware-file", str(f)])
         _one_line(code, err.getvalue(), "my-gpu")
+
+
+def _workload(name: str, v):
+    """A workload whose field `name` (as the table declares it) holds v, the rest valid."""
+    leaf = name.split(".")[-1]
+    return {"arrival.cv": {"arrival": {"process": "gamma", "cv": v}}, "regime_mix": {"regime_mix": {"R1": v}},
+            "prompt_tokens": {"prompt_tokens": v}, "output_tokens": {"output_tokens": v},
+            "prompt_tokens.median": {"prompt_tokens": {"dist": "lognormal", "median": v, "sigma": 0.5}},
+            "prompt_tokens.sigma": {"prompt_tokens": {"dist": "lognormal", "median": 100, "sigma": v}},
+            "system_prompt.tokens": {"system_prompt": {"tokens": v, "apps": 1}}, "system_prompt.apps": {"system_prompt": {"tokens": 10, "apps": v}},
+            "sessions.turns": {"sessions": {"turns": v, "think_s": 1}}, "sessions.think_s": {"sessions": {"turns": 2, "think_s": v}},
+            "trace_hash_block_tokens": {"trace_hash_block_tokens": v}}.get(name, {leaf: v})
+
+
+WORKLOAD_NUMBERS = [i for i in inputs.fields_of("workload") if i.field is not None]
+
+
+@pytest.mark.parametrize("decl", WORKLOAD_NUMBERS, ids=lambda i: i.name)
+def test_every_workload_number_past_its_bounds_is_one_line(tmp_path, decl):
+    import json
+
+    for v in inputs.past_bounds(decl.field):
+        if isinstance(v, float) and math.isnan(v):
+            continue
+        f = tmp_path / "w.json"
+        f.write_text(json.dumps(_workload(decl.name, v)))
+        err = io.StringIO()
+        with redirect_stdout(io.StringIO()), redirect_stderr(err):
+            code = main(["simulate", "--qps", "1", "--requests", "5", "--mode", "ar", "--jobs", "1", "--workload", str(f)])
+        _one_line(code, err.getvalue(), "w.json", decl.name.split(".")[-1])
+
+
+TRACE_NUMBERS = [i for i in inputs.fields_of("trace") if i.field is not None and i.name != "arrival_s"]
+
+
+@pytest.mark.parametrize("decl", TRACE_NUMBERS, ids=lambda i: i.name)
+def test_every_trace_cell_past_its_bounds_names_its_row(tmp_path, decl):
+    import json
+
+    for v in inputs.past_bounds(decl.field):
+        if isinstance(v, float) and math.isnan(v):
+            continue
+        row = {"arrival_s": 1, "prompt_tokens": 10, "output_tokens": 10, decl.name: v}
+        (tmp_path / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,10,10\n" + ",".join(str(row[k]) for k in row) + "\n")
+        (tmp_path / "w.json").write_text(json.dumps({"trace": "t.csv", "trace_time_scale": "recorded"}))
+        err = io.StringIO()
+        with redirect_stdout(io.StringIO()), redirect_stderr(err):
+            code = main(["simulate", "--mode", "ar", "--jobs", "1", "--workload", str(tmp_path / "w.json")])
+        _one_line(code, err.getvalue(), "t.csv")  # the row and field named, or (past a billion tokens) the request past the model's context

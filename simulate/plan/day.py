@@ -466,8 +466,13 @@ def _run_hours(jobs: list, cfg: DayConfig, lc: DayLoad, say) -> list[dict]:
     hours = [(*j, k, t0, t1) for j in jobs for k, (t0, t1) in enumerate(windows)]
     workers = min(cfg.jobs or planner.default_jobs(), at_once)
     say(f"the day holds {lc.expected_requests / cfg.compress:,.0f} requests per fleet, more than the memory budget: simulating {len(jobs)} fleets "
-        f"hour by hour ({len(hours)} jobs, each drawing its own hour's requests) on {'the Dask scheduler' if cfg.scheduler else f'{workers} Dask workers'}")
-    results = run_tasks(hour_job, hours, cluster=Workers(cfg.scheduler, workers, local="dask"))
+        f"hour by hour ({len(hours)} jobs, each drawing its own hour's requests) on {'the Dask scheduler' if cfg.scheduler else f'{workers} Dask worker(s)'}")
+
+    def done(i, res):
+        h, m, pol = hours[i][:3]
+        say(f"{h}/{m} {pol} hour {hours[i][8]}: {res['requests']:,} requests in {res['wall_s']:.1f} s")
+
+    results = run_tasks(hour_job, hours, cluster=Workers(cfg.scheduler, workers, local="dask"), on_done=done)
     days = fleet_days(results, [h[:3] for h in hours], cfg, lc, lambda *a: over_a_day(_bill(*a), lc.span_s / 3600), _flat)
     for i, d in enumerate(days):
         _say_done(say)(i, d)

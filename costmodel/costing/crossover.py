@@ -308,6 +308,8 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
     refine = [(est_lo, est_hi), (lo["qps"], hi["qps"])]
     if low_end is not None and j <= k:
         refine.append((low_end, per[j]["qps"]))
+    elif low_end is None:
+        refine.append((0.0, per[0]["qps"]))  # unsettled already at the lowest QPS: the interval's low end lies below it
     unsettled = [p["qps"] for p in per[: k + 1] if not p["settled"]]
     note = (f"; at {_qspan(unsettled)} QPS the replications leave a fleet borderline, so the costs' intervals overlap (a tie)"
             if unsettled else "")

@@ -80,17 +80,19 @@ def judge(row: dict, slo: Slo) -> Verdict:
     else:
         majority_stable = 2 * stable_reps > reps
         lo, hi = (_num(row.get(c)) for c in ci_columns(STABILITY))
-        if stable_reps < reps:
-            why = row.get("stability_reason") or "queue grows without bound"
-            span = f"backlog growth / its limit, 95% interval {_ms2(lo)}-{_ms2(hi)}"
-            if stable_reps == 0 and reps >= FAIL_REPLICATIONS:
-                out_fail.append(f"unstable in all {reps} replications ({why})")
-            elif math.isfinite(hi) and hi <= 1.0:
-                pass  # a replication's test flagged growth, but the replications' mean growth lies below the limit
-            elif math.isfinite(lo) and lo > 1.0:
-                out_fail.append(f"unstable in {reps - stable_reps} of {reps} replications ({span}; {why})")
-            else:
-                out_open.append(f"unstable in {reps - stable_reps} of {reps} replications ({span}; {why})")
+        stopped = int(_num(row.get("stopped_replications"))) if math.isfinite(_num(row.get("stopped_replications"))) else 0
+        aborted = int(_num(row.get("aborted_replications"))) if math.isfinite(_num(row.get("aborted_replications"))) else 0
+        queue = reps - stable_reps - stopped  # unstable for their queue, not stopped at a certain latency miss (the latency figures count those)
+        why = row.get("stability_reason") or "queue grows without bound"
+        span = f"backlog growth / its limit, 95% interval {_ms2(lo)}-{_ms2(hi)}"
+        if queue <= 0 or (math.isfinite(hi) and hi <= 1.0):
+            pass  # every watched replication stable, or their mean growth below the limit
+        elif aborted >= FAIL_REPLICATIONS and aborted == reps:
+            out_fail.append(f"arrivals outpace service in all {reps} replications ({why})")
+        elif math.isfinite(lo) and lo > 1.0:
+            out_fail.append(f"unstable in {queue} of {reps} replications ({span}; {why})")
+        else:
+            out_open.append(f"unstable in {queue} of {reps} replications ({span}; {why})")
     on_mean = majority_stable
     for b in slo.bounds:
         v = _num(row.get(b.column))

@@ -246,6 +246,12 @@ def _next_probes(a: Analysis, cells, used: dict[str, int], cfg: PlanConfig, hard
         if c.status == "bracketed":
             gaps = sorted(((lo, hi) for lo, hi in c.refine if hi - lo > CROSSOVER_TOLERANCE_FRAC * hi), key=lambda g: g[0] - g[1])
             for lo, hi in gaps:
+                if lo == 0.0:  # the interval's low end lies below the lowest QPS: halve it (down to the floor)
+                    q = float(f"{hi / 2:.3g}")
+                    if q >= floor and not need <= done.get(q, set()):
+                        out.append((c.scope, q, None, hi))
+                        break
+                    continue
                 inside = sorted((x for x in done if lo < x < hi), key=lambda x: abs(x - (lo + hi) / 2))
                 q = inside[0] if inside else planner.refine_point(lo, hi)  # a QPS another crossover probed: its cells are reused
                 if q > lo and q < hi and not need <= done.get(q, set()):

@@ -8,8 +8,9 @@ random numbers). After each replication every SLO figure (each bound's percentil
 queue stayed bounded (costmodel/costing/verdict.py judges them):
 
 - pass: every interval lies wholly below its bound, every replication stable (>= MIN_REPLICATIONS);
-- fail: an interval lies wholly above its bound, or every replication (>= 2) missed it for certain
-  (the simulator's early stop) or grew its queue without bound;
+- fail: an interval lies wholly above its bound (a replication the simulator stopped early, missing
+  it for certain, counts at the bound), every one of >= ALL_MISS_REPLICATIONS replications missed it,
+  or arrivals outpaced service in every one (>= 2);
 - otherwise one more replication, up to the cap; then BORDERLINE with the intervals.
 
 The window of one replication follows from the load: long enough for MIN_REQUESTS arrivals (a p95
@@ -28,7 +29,7 @@ from costmodel.slo import Slo
 from simulate.sim import MISS_STOP
 
 MIN_REPLICATIONS = 2  # a t-interval of the mean (1 degree of freedom: t = 12.7) at least before a pass
-FAIL_REPLICATIONS = 2  # every one of at least this many missing for certain settles a fail
+ALL_MISS_REPLICATIONS = 5  # every one of at least this many missing a bound settles a fail (a sign test: 1/32 < 5%)
 DEFAULT_MAX_REPLICATIONS = 6  # then the point is BORDERLINE (plan --max-replications)
 REPLICATION_STRIDE = 1000  # replication i of --seed s simulates seed s * 1000 + i (disjoint between seeds below the stride)
 MIN_REQUESTS = 300
@@ -57,22 +58,22 @@ def t_quantile(df: int) -> float:
     return float(stdtrit(df, 0.5 + CONFIDENCE / 2))
 
 
-def _interval(values: list[float], limit: float) -> tuple[float, float]:
-    """(low, high) of the mean's t-interval; a replication stopped early (value None: it missed for
-    certain) makes the high end unbounded, and when every replication missed the interval is
-    [the lowest figure, unbounded] (its figures all lie above the bound)."""
+def _interval(values: list[float | None], limit: float) -> tuple[float, float]:
+    """(low, high) of the mean's t-interval. A replication stopped early (value None: it missed for
+    certain) counts at the bound for the low end and leaves the high end unbounded; where every
+    replication missed (at least ALL_MISS_REPLICATIONS: a sign test at 97%) the interval is [the
+    lowest figure, unbounded]."""
     k = len(values)
-    if any(v is None for v in values):
-        known = [v for v in values if v is not None]
-        if all(v > limit for v in known) and k >= FAIL_REPLICATIONS:
-            return max(min(known, default=limit), math.nextafter(limit, math.inf)), math.inf
-        return -math.inf, math.inf
     if k < 2:
         return -math.inf, math.inf
-    mean = sum(values) / k
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (k - 1))
+    known = [v for v in values if v is not None]
+    if k >= ALL_MISS_REPLICATIONS and all(v > limit for v in known):
+        return max(min(known, default=limit), math.nextafter(limit, math.inf)), math.inf
+    vals = [limit if v is None else v for v in values]
+    mean = sum(vals) / k
+    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (k - 1))
     half = t_quantile(k - 1) * sd / math.sqrt(k)
-    return mean - half, mean + half
+    return mean - half, (mean + half if len(known) == k else math.inf)
 
 
 _LIMIT = re.compile(r"limit (\d+(?:\.\d+)?)\)")
@@ -82,6 +83,8 @@ def growth_ratio(rep: dict) -> float | None:
     """A replication's backlog growth as a share of the limit its stability test used (simulate/metrics.py:
     stable below 1); None where the replication was unstable for another reason (stopped early, aborted,
     requests left unfinished): above the limit for certain."""
+    if str(rep.get("stability_reason", "")).startswith(MISS_STOP):
+        return math.nan  # stopped at a certain latency miss: its queue's stability was not watched (the latency figure counts it)
     m = _LIMIT.search(str(rep.get("stability_reason", "")))
     g = rep.get("backlog_growth")
     if m is None or g is None or not math.isfinite(float(g)) or float(m.group(1)) <= 0:
@@ -109,7 +112,9 @@ def aggregate(reps: list[dict], slo: Slo) -> dict:
     if not row["stable"]:
         row["stability_reason"] = next(str(r.get("stability_reason", "")) for r in reps if not r.get("stable"))
     row["simulated_window_s"] = sum(float(r.get("duration_s") or 0.0) for r in reps)
-    ratios = [growth_ratio(r) for r in reps]
+    ratios = [x for x in (growth_ratio(r) for r in reps) if x is None or not math.isnan(x)]
+    row["stopped_replications"] = sum(stopped)
+    row["aborted_replications"] = sum(str(r.get("stability_reason", "")).startswith("aborted") for r in reps)
     lo_col, hi_col = ci_columns(STABILITY)
     row[lo_col], row[hi_col] = _interval(ratios, 1.0)
     known = [v for v in ratios if v is not None]

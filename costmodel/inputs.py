@@ -144,11 +144,11 @@ GPU_UTIL = Field("--gpu-memory-utilization", 0, 1, above=True, example="0.92")
 CANVAS = Field("--canvas-length", 1, 65536, whole=True, unit="tokens", example="256")
 DENOISE = Field("--max-denoising-steps", 1, 4096, whole=True, unit="steps", example="48")
 SPEC_TOKENS = Field("--num-speculative-tokens", 1, 16, whole=True, unit="tokens", example="4",
-                    why="MTP drafts at most 16 positions (vLLM's speculative config)")
+                    why="MTP drafts at most 16 positions")
 BLOCK = Field("--block-size", 16, 4096, whole=True, unit="tokens", example="16")
 MODEL_LEN = Field("--max-model-len", 1, 262_144, whole=True, unit="tokens", example="32768",
-                  why="the catalog models' context (max_position_embeddings); a smaller model's own limit is checked by memory")
-REPLICAS = Field("--replicas", 1, 4096, whole=True, example="4", why="a simulated replica per GPU: 4,096 GPUs is a cluster, more is a typo")
+                  why="the catalog models' context, max_position_embeddings")
+REPLICAS = Field("--replicas", 1, 4096, whole=True, example="4", why="one simulated replica per GPU: 4,096 GPUs is a cluster, more a typo")
 DURATION_S = Field("--duration", 0, 1e12, above=True, unit="s", example="300")
 REQUESTS = Field("--requests", 1, 1e12, whole=True, example="1000")  # the run-size check bounds a run by its memory (COSTMODEL_MEMORY_BUDGET_GIB)
 WARMUP = Field("--warmup", 0, 1, example="0.1")
@@ -164,11 +164,12 @@ PROMPT = Field("--prompt", 1, 1e6, whole=True, unit="tokens", example="1024")
 CONTEXT = Field("--context", 0, 1e7, whole=True, unit="tokens", example="1024")
 TOKENS_PER_SEQ = Field("--tokens", 1, 1e6, whole=True, unit="tokens", example="1")
 SMALL_COUNT = Field("count", 1, 1e6, whole=True, example="8")
+ZERO_COUNT = Field("count", 0, 1e6, whole=True, example="0")
 RATE_0_1 = Field("rate", 0, 1, example="0.7")
 FILL_ROOFLINE = Field("--fill-roofline", 1e-3, 1, example="0.33")
 ARRIVAL_CV = Field("--arrival-cv", F.GAMMA_CV.lo, F.GAMMA_CV.hi, example="1")
-LIST_POINTS = Field("values", 1, 1000, whole=True, example="5,20,50", why="each value is a point (a search per GPU and mode in plan)")
-MS = Field("ms", 1, 3_600_000, whole=True, unit="ms", example="1000")
+LIST_POINTS = Field("values", 1, 1000, whole=True, example="5,20,50", why="each value is a point: in plan, a search per GPU and mode")
+MS = Field("ms", 0, 3_600_000, whole=True, unit="ms", example="1000")  # 0: no telemetry
 
 
 def _o(name: str, kind: str, commands: str = "*", fld: Field | None = None, scope: Scope | None = None, note: str = "",
@@ -246,9 +247,9 @@ OPTIONS: tuple[Input, ...] = (
     _o("--blocks", "count", "measure", SMALL_COUNT), _o("--decode-steps", "count", "measure", SMALL_COUNT),
     _o("--mtp-rounds", "count", "measure", SMALL_COUNT), _o("--mtp-acceptance-rate", "real", "measure", RATE_0_1),
     _o("--repeats", "count", "measure", SMALL_COUNT), _o("--replay", "path", "measure"), _o("--replay-regimes", "list", "measure"),
-    _o("--probe-prompts-per-regime", "count", "measure", SMALL_COUNT), _o("--probe-seeds", "list", "measure"),
+    _o("--probe-prompts-per-regime", "count", "measure", ZERO_COUNT), _o("--probe-seeds", "list", "measure"),
     _o("--probe-regimes", "list", "measure"), _o("--probe-split", "name", "measure"),
-    _o("--hook-overhead-repeats", "count", "measure", SMALL_COUNT), _o("--profile-steps", "count", "measure", SMALL_COUNT),
+    _o("--hook-overhead-repeats", "count", "measure", ZERO_COUNT), _o("--profile-steps", "count", "measure", ZERO_COUNT),
     _o("--roofline-gpu", "name", "measure"), _o("--telemetry-interval-ms", "count", "measure", MS), _o("--vllm-settings", "path", "measure"),
     _o("--tiny-models", "path", "measure"), _o("--model-dir", "path", "measure"), _o("--budget-s", "real", "measure", SECONDS),
     _o("--arrivals", "name", "measure"), _o("--arrival-cv", "real", "measure", ARRIVAL_CV), _o("--prompts", "path", "measure"),

@@ -88,6 +88,9 @@ PLAN_DOCS = (
     ColumnDoc("replications", "independent replications simulated for the point (replication i of plan --seed s: the simulator's seed 1000 s + i, "
                               "the same arrivals and lengths for every option at that load); 0: pinned, not simulated (slo_pinned)", "count", SETTLE),
     ColumnDoc("stable_replications", "replications whose queue stayed bounded", "count", SETTLE),
+    ColumnDoc("stopped_replications", "replications the simulator stopped early, each missing a latency bound for certain (counted at the bound "
+                                      "in that figure's interval)", "count", SETTLE),
+    ColumnDoc("aborted_replications", "replications stopped with more than a minute of arrivals waiting (arrivals outpace service)", "count", SETTLE),
     ColumnDoc("simulated_window_s", "arrival seconds simulated over all the point's replications (replications x duration_s)", "s", SETTLE),
     ColumnDoc("backlog_growth_ratio", "backlog growth over the steady window as a share of the simulator's stability limit, mean over the "
                                       "replications (above 1: unstable)", "ratio", SETTLE),

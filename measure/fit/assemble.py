@@ -616,6 +616,10 @@ def build_profile(run_paths: list[str | Path], opts: FitOptions | None = None) -
         msgs.extend(cmsgs)
     elif commit_runs:
         raise UserError("--commit-runs was given but the profile has no diffusion mode", "add diffusion runs or drop --commit-runs")
+    else:  # no mode commits, but the default workload draws its answer lengths per regime: a profile of AR or MTP alone plans too
+        commit_stats = published_commit_prior()
+        msgs.append(f"commit statistics: the published prior ({CITATION}), for the default workload's answer lengths per regime "
+                    "(no diffusion mode in these runs)")
     mtp = _mtp_acceptance(modes, runs, opts, msgs)
     parts = _prior_parts(modes, msgs)
 

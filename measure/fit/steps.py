@@ -878,6 +878,10 @@ def build_step_profile(run_paths: list[str | Path], opts: FitOptions | None = No
                 continue
             parts[part.key], pmsg = PARTS_FROM_STEPS[part.key](pd.concat([r.table("steps") for r in mruns]), mruns)
             msgs.append(pmsg)
+    if COMMIT_STATS.key not in parts:  # no mode commits, but the default workload draws its answer lengths per regime
+        parts[COMMIT_STATS.key] = published_parts()[COMMIT_STATS.key]
+        msgs.append(f"commit statistics: the published prior ({CITATION}), for the default workload's answer lengths per regime "
+                    "(no diffusion mode in these runs)")
     prof = _profile(runs, opts, target, modes, parts, time_column, msgs)
     if knees:
         prof.engine[KNEE_KEY] = knees

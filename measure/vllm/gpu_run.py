@@ -117,6 +117,7 @@ class Client:
         self.engine, self.mode = engine, mode
         self.requests: list[dict] = []
         self.chunks: list[tuple] = []
+        self.done: list[dict] = []  # each load's summary, or why it was skipped (loads.json)
 
     def params(self, max_tokens: int):
         from vllm import SamplingParams
@@ -262,6 +263,29 @@ class Budget:
         return "budget" if self.measured_s >= self.measure_s else None
 
 
+async def run_loads(client: "Client", setup: EngineSetup, budget: Budget, seed: int, say, only: frozenset) -> list[dict]:
+    """The setup's loads in order into `client.done`; a load not run is listed as skipped, with why, and keeps its
+    place (its seed: seed + 17 x its index)."""
+    mode, done = client.mode.name, client.done
+    for i, load in enumerate(setup.loads):
+        if only and load.name not in only | {WARMUP.name, setup.anchor}:
+            done.append({"name": load.name, "kind": load.kind, "skipped": "not selected (--loads)"})
+            continue
+        why = budget.spent()
+        if why:
+            if not any(d.get("skipped") in CUT for d in done):  # said once, for the rest
+                say(f"{mode} {setup.label}: {'deadline' if why == 'deadline' else f'measurement budget ({budget.measure_s:g} s of loads)'} "
+                    f"reached, the {'selected ' if only else ''}loads from {load.name} on not run")
+            done.append({"name": load.name, "kind": load.kind, "skipped": why})
+            continue
+        summary = await client.run(load, seed + 17 * i)
+        budget.measured_s += summary["duration_s"]
+        done.append(summary)
+        say(f"{mode} {setup.label}: {load.name}: {summary['completed']} requests in {summary['duration_s']:.1f} s"
+            + (f", {summary['refused']} refused ({summary['refusal']})" if summary["refused"] else ""))
+    return done
+
+
 async def run_setup(sm: ServingMode, precision: str, dirs: dict, setup: EngineSetup, out: Path, budget: Budget, seed: int, say,
                     extra: dict | None = None, log: Path | None = None, only: frozenset = frozenset()) -> None:
     """One engine start and its loads; `only`: the load names to run (empty: all), the warm-up and the setup's anchor always.
@@ -296,28 +320,12 @@ async def run_setup(sm: ServingMode, precision: str, dirs: dict, setup: EngineSe
     say(f"{mode} {setup.label}: engine up in {start_s:.0f} s; {info['resolved']['num_gpu_blocks']} KV blocks; "
         f"budget {info['resolved']['max_num_batched_tokens']}, max_num_seqs {info['resolved']['max_num_seqs']}")
     client = Client(engine, sm)
-    done = []
     try:
-        for i, load in enumerate(setup.loads):
-            if only and load.name not in only | {WARMUP.name, setup.anchor}:
-                done.append({"name": load.name, "kind": load.kind, "skipped": "not selected (--loads)"})
-                continue
-            why = budget.spent()
-            if why:
-                if not any(d.get("skipped") in CUT for d in done):  # said once, for the rest
-                    say(f"{mode} {setup.label}: {'deadline' if why == 'deadline' else f'measurement budget ({budget.measure_s:g} s of loads)'} "
-                        f"reached, the {'selected ' if only else ''}loads from {load.name} on not run")
-                done.append({"name": load.name, "kind": load.kind, "skipped": why})
-                continue
-            summary = await client.run(load, seed + 17 * i)
-            budget.measured_s += summary["duration_s"]
-            done.append(summary)
-            say(f"{mode} {setup.label}: {load.name}: {summary['completed']} requests in {summary['duration_s']:.1f} s"
-                + (f", {summary['refused']} refused ({summary['refusal']})" if summary["refused"] else ""))
+        done = await run_loads(client, setup, budget, seed, say, only)
     finally:
         pd.DataFrame(client.requests).to_parquet(sdir / "requests.parquet", compression="zstd")
         pd.DataFrame(client.chunks, columns=["request_id", "chunk_index", "t_s", "tokens"]).to_parquet(sdir / "chunks.parquet", compression="zstd")
-        (sdir / "loads.json").write_text(json.dumps(done, indent=1))
+        (sdir / "loads.json").write_text(json.dumps(client.done, indent=1))
         engine.shutdown()
         StepRecorder.close_at(sdir)  # its manifest final before amend_manifest adds the driver's record
     if (sdir / "manifest.json").exists():

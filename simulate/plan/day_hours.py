@@ -33,6 +33,10 @@ from simulate.cluster.scaling import Scaling
 from simulate.workload import BYTES_PER_REQUEST, check_run_size, memory_budget_bytes
 
 HOUR_SEED_STRIDE = 1_000_003  # an hour's requests are drawn from seed * stride + hour + 1
+# peak resident memory of an hour job per request: 3.6 GB for an MTP hour of 0.9 million requests
+# (benchmarks/bench_speed.py, 2026-11-29: the mode's per-request draws, the records, the latencies),
+# twice workload.BYTES_PER_REQUEST: how many hour jobs run at once within the budget
+HOUR_BYTES_PER_REQUEST = 4096
 
 
 def compressed(lc: LoadCurve, c: float) -> LoadCurve:
@@ -66,7 +70,7 @@ def check_hours(cfg, lc, fleets: int) -> int:
     returns how many hour jobs may run at once within it."""
     per_hour = busiest_hour_requests(lc, cfg.interval_s, float(cfg.compress))
     check_run_size(per_hour, cfg.max_replicas, "the busiest hour of the day", knobs="a lower peak or --load-scale, or a higher --compress", repeat=False)
-    return max(1, int(memory_budget_bytes() // max(1.0, per_hour * BYTES_PER_REQUEST)))
+    return max(1, int(memory_budget_bytes() // max(1.0, per_hour * HOUR_BYTES_PER_REQUEST)))
 
 
 def hour_job(hardware: str, mode: str, policy: str, n_peak: int, target: float | None, cfg, lc, slo, hour: int, t0: float, t1: float) -> dict:

@@ -115,6 +115,8 @@ class DayLoad:
         key = (self.source, self.trace, cfg.workload, cfg.seed, c, cfg.load_scale, cfg.max_requests, _lengths_key(profile))
         reqs = _SHARED_REQUESTS.get(key)
         if reqs is None:
+            if len(_SHARED_REQUESTS) >= SHARED_DAYS_KEPT:  # a long-lived Dask worker keeps no day for ever
+                _SHARED_REQUESTS.clear()
             reqs = _SHARED_REQUESTS[key] = self._draw(profile, cfg, c)
         return reqs
 
@@ -127,6 +129,7 @@ class DayLoad:
 
 # the day's requests per (load, workload, seed, compression, lengths): forked workers inherit them
 _SHARED_REQUESTS: dict = {}
+SHARED_DAYS_KEPT = 4
 
 
 def _lengths_key(profile: Profile) -> tuple:

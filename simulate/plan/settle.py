@@ -4,8 +4,9 @@ One (GPU, mode, QPS, replicas) point is simulated in independent replications (r
 plan --seed s runs the simulator's seed REPLICATION_STRIDE*s + i, so that every option at a load -
 each GPU, mode and replica count - serves the same arrivals and lengths in replication i: common
 random numbers). After each replication every SLO figure (each bound's percentile column) gets a
-95% t-interval of its mean over the replications, and stability the count of replications whose
-queue stayed bounded (costmodel/costing/verdict.py judges them):
+95% t-interval of its mean over the replications (widened for the repeated looks: Bonferroni over
+the replication cap, so that the verdict errs less than 5%), and stability the replications' backlog
+growth against its limit (costmodel/costing/verdict.py judges them):
 
 - pass: every interval lies wholly below its bound, every replication stable (>= MIN_REPLICATIONS);
 - fail: an interval lies wholly above its bound (a replication the simulator stopped early, missing
@@ -51,14 +52,16 @@ def window_s(qps: float, duration_s: float | None = None) -> float:
     return float(min(MAX_WINDOW_S, max(MIN_WINDOW_S, math.ceil(MIN_REQUESTS / qps))))
 
 
-def t_quantile(df: int) -> float:
-    """The two-sided CONFIDENCE quantile of Student's t on `df` degrees of freedom (scipy)."""
+def t_quantile(df: int, looks: int = 1) -> float:
+    """The two-sided quantile of Student's t on `df` degrees of freedom for a CONFIDENCE interval
+    looked at up to `looks` times (Bonferroni: each look at 1 - (1 - CONFIDENCE) / looks, so the
+    verdict a sequence of looks settles errs less than 1 - CONFIDENCE) (scipy)."""
     from scipy.special import stdtrit  # imported where intervals are computed (scipy.special, not the heavier scipy.stats)
 
-    return float(stdtrit(df, 0.5 + CONFIDENCE / 2))
+    return float(stdtrit(df, 1 - (1 - CONFIDENCE) / (2 * max(1, looks))))
 
 
-def _interval(values: list[float | None], limit: float) -> tuple[float, float]:
+def _interval(values: list[float | None], limit: float, looks: int = 1) -> tuple[float, float]:
     """(low, high) of the mean's t-interval. A replication stopped early (value None: it missed for
     certain) counts at the bound for the low end and leaves the high end unbounded; where every
     replication missed (at least ALL_MISS_REPLICATIONS: a sign test at 97%) the interval is [the
@@ -72,7 +75,7 @@ def _interval(values: list[float | None], limit: float) -> tuple[float, float]:
     vals = [limit if v is None else v for v in values]
     mean = sum(vals) / k
     sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (k - 1))
-    half = t_quantile(k - 1) * sd / math.sqrt(k)
+    half = t_quantile(k - 1, looks) * sd / math.sqrt(k)
     return mean - half, (mean + half if len(known) == k else math.inf)
 
 
@@ -94,7 +97,7 @@ def growth_ratio(rep: dict) -> float | None:
     return float(g) / float(m.group(1))
 
 
-def aggregate(reps: list[dict], slo: Slo) -> dict:
+def aggregate(reps: list[dict], slo: Slo, looks: int = 1) -> dict:
     """One point row from its replications' rows: numbers averaged over the replications, `replications`,
     `stable_replications`, `stable` (every one), `duration_s` (one replication's window),
     `simulated_window_s` (all of them), and per SLO bound its mean's interval (ci_columns)."""
@@ -116,7 +119,7 @@ def aggregate(reps: list[dict], slo: Slo) -> dict:
     row["stopped_replications"] = sum(stopped)
     row["aborted_replications"] = sum(str(r.get("stability_reason", "")).startswith("aborted") for r in reps)
     lo_col, hi_col = ci_columns(STABILITY)
-    row[lo_col], row[hi_col] = _interval(ratios, 1.0)
+    row[lo_col], row[hi_col] = _interval(ratios, 1.0, looks)
     known = [v for v in ratios if v is not None]
     row[STABILITY] = sum(known) / len(known) if known else math.nan
     row["stable"] = row["stable"] or row[hi_col] <= 1.0  # the replications' mean growth lies below the limit
@@ -125,7 +128,7 @@ def aggregate(reps: list[dict], slo: Slo) -> dict:
         vals = [None if s else r.get(b.column) for r, s in zip(reps, stopped)]
         vals = [None if v is None or not math.isfinite(float(v)) else float(v) for v in vals]
         lo_col, hi_col = ci_columns(b.column)
-        row[lo_col], row[hi_col] = _interval(vals, b.limit_ms)
+        row[lo_col], row[hi_col] = _interval(vals, b.limit_ms, looks)
         known = [v for v in vals if v is not None]
         row[b.column] = sum(known) / len(known) if known else row.get(b.column)
     return row
@@ -139,7 +142,7 @@ def settled_point(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, du
     reps: list[dict] = []
     while True:
         reps.append(run(qps, replicas, replication_seed(seed, len(reps)), w))
-        row = aggregate(reps, slo)
+        row = aggregate(reps, slo, looks=max(1, max_replications - 1))  # a look after each replication from the second
         v = judge(row, slo)
         if v.status == FAIL or (v.status == PASS and len(reps) >= MIN_REPLICATIONS) or len(reps) >= max_replications:
             break

@@ -440,11 +440,7 @@ def load_trace(path: Path) -> Trace:
         i = int(np.argmax(~np.isfinite(t)))
         raise UserError(f"{where}: row {i + 1} has {tcol} {_plain(df[tcol].iloc[i])!r}, not a number of seconds", "fix the trace")
     _check_span(t, tcol, where)
-    back = np.flatnonzero(np.diff(t) < 0)
-    if len(back):  # never sorted silently: a trace out of order is a trace edited by hand or joined wrongly
-        i = int(back[0])
-        raise UserError(f"{where}: row {i + 2} ({tcol} {t[i + 1]:g}) is before row {i + 1} ({t[i]:g}): the trace is not sorted by arrival",
-                        f"sort it by {tcol}")
+    _check_sorted(t, tcol, where)
     order = np.argsort(t, kind="stable")
     take = lambda tup: tuple(tup[i] for i in order)  # noqa: E731
     prompt = take(ints("prompt_tokens"))
@@ -456,6 +452,15 @@ def load_trace(path: Path) -> Trace:
     if session is not None and "turn" in df.columns:
         _check_turn_order(session, take(ints("turn")), where)
     return Trace(str(path), tuple(float(v) for v in ts), prompt, out, reg, hashes, session)
+
+
+def _check_sorted(t: np.ndarray, col: str, where: str) -> None:
+    """Never sorted silently: a trace out of order is a trace edited by hand or joined wrongly."""
+    back = np.flatnonzero(np.diff(t) < 0)
+    if len(back):
+        i = int(back[0])
+        raise UserError(f"{where}: row {i + 2} ({col} {t[i + 1]:g}) is before row {i + 1} ({t[i]:g}): the trace is not sorted by arrival",
+                        f"sort it by {col}")
 
 
 def _check_span(t: np.ndarray, col: str, where: str) -> None:

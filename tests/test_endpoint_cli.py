@@ -146,7 +146,7 @@ def test_api_key_is_sent_and_never_written(keyed_server, prompts, tmp_path, monk
     (["--endpoint", "http://127.0.0.1:1", "--requests", "1"], "give --qps RATE"),
     (["--endpoint", "http://127.0.0.1:1", "--qps", "1"], "give --requests N or --duration SECONDS"),
     (["--endpoint", "http://127.0.0.1:1", "--qps", "inf", "--duration", "5", "--concurrency", "2"], "unboundedly many"),
-    (["--endpoint", "http://127.0.0.1:1", "--qps", "1", "--requests", "1", "--concurrency", "0"], "--concurrency 0 must be > 0"),
+    (["--endpoint", "http://127.0.0.1:1", "--qps", "1", "--requests", "1", "--concurrency", "0"], "--concurrency 0 is below its bound of 1"),
     (["--endpoint", "http://127.0.0.1:1", "--qps", "1", "--requests", "1", "--prompts", "/nonexistent/p.jsonl"], "--prompts /nonexistent/p.jsonl does not exist"),
     (["--endpoint", "http://127.0.0.1:1", "--qps", "1", "--requests", "1", "--api-key-env", "COSTMODEL_NO_SUCH_VAR"], "COSTMODEL_NO_SUCH_VAR: the environment variable is not set"),
     (["--endpoint", "http://127.0.0.1:1", "--qps", "1", "--requests", "1", "--metrics-url", "ftp://x"], "--metrics-url"),

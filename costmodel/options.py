@@ -146,7 +146,7 @@ QPS_MAX = 1e9
 def check_rate(qps: float, what: str = "--qps") -> float:
     """An arrival rate within [QPS_MIN, QPS_MAX] requests/s (finite gaps, bounded runs)."""
     if isinstance(qps, bool) or not isinstance(qps, (int, float)) or not math.isfinite(qps) or qps <= 0:
-        raise UserError(f"{what} {qps!r} must be a finite positive number of requests/s",
+        raise UserError(f"{what} {qps!r} must be a positive, finite number of requests/s",
                         f"e.g. {what} 4" if what.startswith("--") else f"give a rate in [{QPS_MIN:g}, {QPS_MAX:g}] requests/s, e.g. 4")
     if qps < QPS_MIN:
         gap = 1 / qps

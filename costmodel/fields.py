@@ -148,3 +148,13 @@ REFINE_CROSSOVER = Field("--refine-crossover", 0, 64, whole=True, example="8", w
 # A `vllm bench serve` result's prompts (completed, num_prompts): simulating it builds one request each,
 # so it is bounded as a day is, before any request is built.
 BENCH_PROMPTS = Field("completed", 0, DAY_REQUESTS.hi, whole=True, example="1000", why="a bench run above the bound of requests a simulation builds")
+# A GPU entry's numbers (the catalog, a --hardware-file, a profile's hardware section): a datasheet's
+# range, so a unit slip (memory in bytes, bandwidth in GB/s) is refused, not priced.
+HARDWARE_FIELDS = {
+    "memory_gb": Field("memory_gb", 0, 1e5, above=True, unit="GB", example="141"),
+    "memory_bandwidth_tbps": Field("memory_bandwidth_tbps", 0, 1e3, above=True, unit="TB/s", example="4.8"),
+    "tflops": Field("tflops", 0, 1e6, above=True, unit="TFLOP/s", example="989"),
+    "board_power_w": Field("board_power_w", 0, 1e5, above=True, unit="W", example="700"),
+    "price_usd_per_gpu_hour": PRICE_USD_PER_GPU_HOUR.named("price_usd_per_gpu_hour"),
+    "purchase_usd": PURCHASE_USD.named("purchase_usd"),
+}

@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from costmodel.errors import UserError
+from costmodel.fields import HARDWARE_FIELDS
 from costmodel.jsonfile import read_json
 from costmodel.precision import Precision
 
@@ -167,13 +168,10 @@ def validate_spec(hid: str, d: dict, where: str) -> HardwareSpec:
     except (TypeError, ValueError, AttributeError) as e:
         raise UserError(f"hardware entry {hid!r} in {where} has a bad value ({e})", "numbers must be numbers; tflops maps a format to TFLOP/s") from None
     _check_finite(spec, hid, where)
-    from costmodel.inputs import fields_of  # the table's ranges (costmodel/inputs.py), one check for every reader of an entry
-
-    for decl in fields_of("hardware file"):
-        v = getattr(spec, decl.name, None)
-        if decl.field is not None and v is not None:
-            for key, x in (v.items() if isinstance(v, dict) else [("", v)]):
-                decl.field.named(f"{decl.name}.{key}" if key else decl.name).check(x, f"hardware entry {hid!r} in {where}")
+    for name, fld in HARDWARE_FIELDS.items():  # the table's ranges (costmodel/inputs.py declares these), one check for every reader of an entry
+        v = getattr(spec, name, None)
+        for key, x in (v.items() if isinstance(v, dict) else [("", v)] if v is not None else []):
+            fld.named(f"{name}.{key}" if key else name).check(x, f"hardware entry {hid!r} in {where}")
     if spec.memory_gb <= 0 or spec.memory_bandwidth_tbps <= 0 or not spec.tflops or min(spec.tflops.values()) <= 0:
         raise UserError(f"hardware entry {hid!r} in {where} has a non-positive memory, bandwidth or TFLOP/s", "give positive datasheet values")
     if spec.price_usd_per_gpu_hour < 0:

@@ -321,10 +321,10 @@ FILE_FIELDS: tuple[Input, ...] = (
         ("input_lens", "list", F.TOKENS), ("output_lens", "list", F.TOKENS), ("ttfts", "list", None), ("itls", "list", None))),
     # hardware file (--hardware-file): the catalog's fields; an unknown one is refused
     *(_f("hardware file", n, k, fl) for n, k, fl in (
-        ("name", "text", None), ("memory_gb", "real", Field("memory_gb", 0, 1e5, above=True, unit="GB")),
-        ("memory_bandwidth_tbps", "real", Field("memory_bandwidth_tbps", 0, 1e3, above=True, unit="TB/s")),
-        ("tflops", "object", Field("tflops", 0, 1e6, above=True, unit="TFLOP/s")), ("board_power_w", "real", Field("board_power_w", 0, 1e5, above=True)),
-        ("price_usd_per_gpu_hour", "real", F.PRICE_USD_PER_GPU_HOUR), ("purchase_usd", "real", F.PURCHASE_USD), ("nvml_names", "list", None),
+        ("name", "text", None), ("memory_gb", "real", F.HARDWARE_FIELDS["memory_gb"]),
+        ("memory_bandwidth_tbps", "real", F.HARDWARE_FIELDS["memory_bandwidth_tbps"]), ("tflops", "object", F.HARDWARE_FIELDS["tflops"]),
+        ("board_power_w", "real", F.HARDWARE_FIELDS["board_power_w"]), ("price_usd_per_gpu_hour", "real", F.HARDWARE_FIELDS["price_usd_per_gpu_hour"]),
+        ("purchase_usd", "real", F.HARDWARE_FIELDS["purchase_usd"]), ("nvml_names", "list", None),
         ("l2_mb", "real", None), ("sms", "count", None), ("measured_memory_bandwidth_tbps", "real", None), ("measured_tflops", "object", None),
         ("measured_memory_gib", "real", None), ("sources", "object", None), ("architecture", "object", None), ("id", "name", None))),
     # environment

@@ -141,7 +141,7 @@ def _is_curve_file(text: str) -> bool:
     p = Path(text)
     if not p.is_file() or p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
         return not p.is_file()
-    head = p.open(errors="replace").readline()
+    head = p.open(encoding="utf-8-sig", errors="replace").readline()  # a BOM is the encoding's, not the first column's
     return {"time_s", "qps"} <= {c.strip() for c in head.split(",")}
 
 

@@ -101,8 +101,8 @@ def test_files_read_as_given_or_refused_naming_the_place(cli, tmp_path):
     os.symlink(loop, loop)
     _one_line(*cli("profile", "validate", str(loop))[::2], "is a symbolic link loop")
     bom = _write(tmp_path, "bom.csv", "\ufefftime_s,qps\n0,2\n3600,2\n".encode("utf-8"))
-    from simulate.cluster.load import parse_curve
-    assert parse_curve(bom).peak_qps == 2
+    code, out, err = cli("plan", "--hardware", "h200", "--mode", "ar", "--load-curve", bom, "--duration", "5", "--jobs", "1", "-o", str(tmp_path / "day"))
+    assert code == 0 and "1 x h200" in out, err  # read as the curve it is, not as a trace "in no format read"
     prices = _write(tmp_path, "prices.csv", "hardware,price_usd_per_gpu_hour\n")
     _one_line(*cli("plan", "--hardware", "h200", "--mode", "ar", "--qps", "2", "--price-file", prices, "-o", str(tmp_path / "o"))[::2],
               "holds a header and no GPU")

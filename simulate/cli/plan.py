@@ -20,10 +20,10 @@ from costmodel.errors import UserError
 from costmodel.fields import MAX_REPLICAS, REFINE_CROSSOVER
 from costmodel.options import parse_floats, parse_list, parse_profile_modes
 from simulate.plan.prefix_compare import compare, parse_choice
-from costmodel.schemas.provenance import profile_provenance
 from simulate.plan.settle import DEFAULT_MAX_REPLICATIONS, MIN_REPLICATIONS
 from simulate.plan.api import (
-    DEFAULT_CROSSOVER_STEPS, DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, run_plan, write_plan,
+    DEFAULT_CROSSOVER_STEPS, DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, plan_provenance, run_plan,
+    write_plan,
 )
 from simulate.plan.sensitivity import plan_extras
 
@@ -71,8 +71,7 @@ def print_analysis(con, a) -> None:
 
 def print_answer(con, a, profiles: dict, modes) -> None:
     """The answer, last (costmodel/costing/answer.py: the words the HTML, the workbook and the CSV print)."""
-    prov = {h: profile_provenance(p, modes=set(modes)) for h, p in profiles.items()}
-    lines = answer_lines(a, prov)
+    lines = answer_lines(a, plan_provenance(profiles, modes))  # the provenance plan.json and answer.csv carry (the held-out error with it)
     for line in lines[:-1]:
         con.print(line, soft_wrap=True)
     if lines:

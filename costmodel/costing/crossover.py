@@ -233,13 +233,27 @@ def _side(p: dict) -> str:
     return f"{d} is cheaper than {o}" if p["verdict"] == CHEAPER else f"{o} is cheaper than {d}"
 
 
-def per_qps(options: pd.DataFrame, qps_values, hardware: str | None = None) -> list[dict]:
+# what per_qps reads of best_per_cell's rows (records of these columns only: a plan's points carry ~100)
+_BEST_COLUMNS = ("hardware", "mode", "qps", "cost_usd_per_month_low", "cost_usd_per_month_mean") + RANK_COLUMNS
+
+
+def best_records(options: pd.DataFrame) -> list[dict]:
+    """best_per_cell's rows as records of the columns the crossover reads: computed once for every
+    scope of a plan's analysis (a cell's best row does not depend on which other cells are present)."""
+    best = best_per_cell(options)
+    return best[[c for c in best.columns if c in _BEST_COLUMNS]].to_dict("records")
+
+
+def per_qps(options: pd.DataFrame, qps_values, hardware: str | None = None, best: list[dict] | None = None) -> list[dict]:
     """Per evaluated QPS: each side's cheapest monthly cost, options and interval, and the verdict
-    (`verdict`, on the intervals) and the point estimate's (`verdict_mean`, on the figures' means)."""
-    opts = options if hardware is None else options[options["hardware"] == hardware]
-    best = best_per_cell(opts)
+    (`verdict`, on the intervals) and the point estimate's (`verdict_mean`, on the figures' means).
+    `best`: best_records(options) when already computed (filtered here to `hardware`)."""
+    if best is None:
+        best = best_records(options if hardware is None else options[options["hardware"] == hardware])
+    elif hardware is not None:
+        best = [r for r in best if r["hardware"] == hardware]
     at: dict = {}
-    for r in best.to_dict("records"):
+    for r in best:
         at.setdefault(float(r["qps"]), []).append(r)
     subject, rivals, _ = _sides()
     out = []
@@ -254,17 +268,25 @@ def per_qps(options: pd.DataFrame, qps_values, hardware: str | None = None) -> l
     return out
 
 
-def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = None) -> Crossover:
-    """The crossover over all hardware (`hardware=None`: each side takes its cheapest GPU) or on one GPU."""
+def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = None, best: list[dict] | None = None) -> Crossover:
+    """The crossover over all hardware (`hardware=None`: each side takes its cheapest GPU) or on one GPU.
+    `best`: best_records(options) when already computed for another scope (the same answer, sooner)."""
     scope = hardware or "all hardware"
     qps_values = sorted(set(float(x) for x in qps_values))
-    options = options[options["qps"].isin(qps_values)]
-    opts = options if hardware is None else options[options["hardware"] == hardware]
     subject, rivals, rival_label = _sides()
-    per = per_qps(options, qps_values, hardware)
+    if best is None:
+        options = options[options["qps"].isin(qps_values)]
+    else:
+        wanted = set(qps_values)
+        best = [r for r in best if float(r["qps"]) in wanted]
+    opts = options if hardware is None else options[options["hardware"] == hardware]
+    per = per_qps(options, qps_values, hardware, best)
     qs = [p["qps"] for p in per]
     where = "" if hardware is None else f" on {hardware}"
-    present = set(opts["mode"]) if not opts.empty else set()
+    if best is None:
+        present = set(opts["mode"]) if not opts.empty else set()
+    else:
+        present = {m for m, q in zip(opts["mode"], opts["qps"]) if float(q) in wanted}
     if subject not in present or not present & set(rivals):
         missing = "DiffusionGemma (mode diffusion)" if subject not in present else f"Gemma-4 {rival_label.replace('/', ' or ')}"
         return Crossover(scope, "not-compared", None, None, None, None, f"no crossover{where}: the results hold no {missing} points", per_qps=per)

@@ -24,7 +24,7 @@ class ModeCost:
     """The price of one mode's passes and engine steps on one profile (the `StepCost` a
     simulator's step pricer, the static-batch server and the fits ask)."""
 
-    __slots__ = ("profile", "mode", "serving", "roofline", "pass_models", "hardware_id", "precision", "memo", "graph_max_tokens", "knee_tokens")
+    __slots__ = ("profile", "mode", "serving", "roofline", "pass_models", "hardware_id", "precision", "memo", "graph_max_tokens", "knee_tokens", "by_kinds")
 
     def __init__(self, resolved: "ResolvedProfile", mode: "ServingMode | str"):
         p = resolved.profile
@@ -36,6 +36,7 @@ class ModeCost:
         self.hardware_id = p.hardware.id
         self.precision = p.precision
         self.memo: dict = {}
+        self.by_kinds: dict = {}  # the segments' kinds -> (their pass models, the predictor pricing them): resolved once per kinds
         graphs = p.engine.get(CUDA_GRAPHS_KEY) if isinstance(p.engine, dict) else None
         self.graph_max_tokens = int((graphs or {}).get(mode) or 0)  # the engine's largest CUDA graph (0: no regime priced)
         knees = p.engine.get(KNEE_KEY) if isinstance(p.engine, dict) else None
@@ -67,12 +68,21 @@ class ModeCost:
         return pred
 
     def _price(self, segments: tuple) -> float:
+        kinds = tuple(seg.kind for seg in segments)
+        found = self.by_kinds.get(kinds)
+        if found is None:
+            found = self.by_kinds[kinds] = self._pricer(kinds)
+        models, pred = found
+        return pred.pass_ms(self, models, segments)
+
+    def _pricer(self, kinds: tuple) -> tuple[list, object]:
+        """The pass models of `kinds` and the one predictor that prices them together."""
         models = []
-        for seg in segments:
+        for kind in kinds:
             try:
-                models.append(self.pass_models[seg.kind])
+                models.append(self.pass_models[kind])
             except KeyError:
-                raise UserError(f"profile {self.profile.profile_id} has no cost model for {self.mode}/{seg.kind}",
+                raise UserError(f"profile {self.profile.profile_id} has no cost model for {self.mode}/{kind}",
                                 "refit the profile with that pass kind") from None
         preds = [self.predictor_of(pm) for pm in models]
         if any(p is not preds[0] for p in preds):  # kinds priced by different predictors: their common fallback
@@ -80,7 +90,7 @@ class ModeCost:
             if any(p is not preds[0] for p in preds):
                 raise UserError(f"profile {self.profile.profile_id}: a {self.mode} pass mixes model types {sorted({p.name for p in preds})}",
                                 "give the pass kinds a mode runs together one model type")
-        return preds[0].pass_ms(self, models, segments)
+        return models, preds[0]
 
 
 def _root(pred):

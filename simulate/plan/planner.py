@@ -210,17 +210,41 @@ def replicated_point(profile, duration_s: float | None, seed: int, workload: str
     if max_replications <= 1:
         return simulator_point(profile, duration_s, seed, workload, bounds, engine)
     made: dict = {}
+    done = _simulated(profile, workload, bounds, engine)
 
     def point(hardware: str, mode, qps: float, replicas: int) -> dict:
         def once(q: float, r: int, rep_seed: int, window_s: float) -> dict:
+            key = (getattr(mode, "name", mode), float(q), int(r), rep_seed, float(window_s))
+            row = done.get(key)
+            if row is not None:
+                return dict(row)
             fn = made.get((rep_seed, window_s))
             if fn is None:
                 fn = made[(rep_seed, window_s)] = simulator_point(profile, window_s, rep_seed, workload, bounds, engine)
-            return fn(hardware, mode, q, r)
+            row = done[key] = fn(hardware, mode, q, r)
+            return dict(row)
 
         return settled_point(once, qps, replicas, slo, seed, duration_s, max_replications)
 
     return point
+
+
+SIMULATED_MAX = 4096  # replications kept per (profile, workload, SLO bounds, engine) in a worker process
+
+
+def _simulated(profile, workload, bounds: tuple, engine: dict | None) -> dict:
+    """The replications this process already simulated for one profile object, workload, SLO bounds
+    and engine settings, keyed by (mode, QPS, replicas, replication seed, window): a replica search,
+    a crossover round or a later chain in the same worker that asks for one again reuses it (a run is
+    a pure function of these). Kept on the profile's resolution (dropped with the profile)."""
+    from costmodel.stepcost.resolved import resolve
+
+    memo = resolve(profile).memo("plan-replications")
+    key = (str(workload), tuple(bounds), repr(sorted((engine or {}).items())))
+    done = memo.get(key)
+    if done is None or len(done) >= SIMULATED_MAX:
+        done = memo[key] = {}
+    return done
 
 
 @lru_cache(maxsize=16)

@@ -109,6 +109,19 @@ class KVLayout:
     def blocks_per_request(self, tokens: int, step_tokens: int) -> int:
         return sum(g.blocks_held(tokens, step_tokens) for g in self.groups)
 
+    def blocks_total(self, tokens: Sequence[int], step_tokens: int) -> int:
+        """sum(blocks_per_request(t, step_tokens) for t in tokens), in integer arrays (a point's every request)."""
+        import numpy as np
+
+        t = np.asarray(tokens, dtype=np.int64)
+        total = 0
+        for g in self.groups:
+            held = -(-t // g.block_size_tokens)
+            if g.sliding_window is not None:
+                held = np.minimum(held, -(-np.minimum(t, g.sliding_window - 1 + step_tokens) // g.block_size_tokens) + 1)
+            total += int(held.sum())
+        return total
+
     def admission_blocks(self, max_model_len: int, in_flight_tokens: int, extra_retained: int = 0) -> int:
         return sum(g.admission_blocks(max_model_len, in_flight_tokens, extra_retained) for g in self.groups)
 
@@ -617,8 +630,7 @@ def kv_capacity(mem: ReplicaMemory, context_tokens: int | Sequence[int]) -> KVCa
     if not ctx or min(ctx) < 0:
         raise UserError("context_tokens must be one or more lengths >= 0", "pass e.g. [512, 2048]")
     lim = mem.limits
-    per = [mem.layout.blocks_per_request(c + lim.step_tokens, lim.step_tokens) for c in ctx]
-    mean_blocks = sum(per) / len(per)
+    mean_blocks = mem.layout.blocks_total([c + lim.step_tokens for c in ctx], lim.step_tokens) / len(ctx)
     requests = int((lim.num_gpu_blocks - 1) // mean_blocks)
     tokens = int(requests * sum(ctx) / len(ctx))
     running = min(requests, lim.max_num_seqs)

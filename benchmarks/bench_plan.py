@@ -8,8 +8,9 @@ CPU seconds are printed beside it (the machine is shared), and what the plan sim
 
 --breakdown runs the plan once serially in this process (`--jobs 1`) and splits its CPU time into
 importing the CLI, step pricing (the outermost pass prices, `costmodel.stepcost.ModeCost.pass_ms`:
-the pass predictors' table interpolation or linear model and the roofline floor) and the rest (the simulations, deploying points, summaries,
-analysis, files).
+the pass predictors' table interpolation or linear model and the roofline floor), the analyses (pricing,
+verdicts and crossovers: `costmodel.costing.analyse`, once per crossover round in the main process while the
+workers wait) and the rest (the simulations, deploying points, summaries, files).
 """
 
 from __future__ import annotations
@@ -105,6 +106,20 @@ def breakdown(extra: list[str]) -> int:
             pricing["depth"] = 0
 
     ModeCost.pass_ms = timed
+    import simulate.plan.api as plan_api
+
+    analyse = plan_api.analyse
+    analysis = {"s": 0.0, "calls": 0}
+
+    def timed_analyse(*args, **kw):  # the plan's pricing and crossovers, in the main process between the crossover rounds
+        c0 = time.process_time()
+        try:
+            return analyse(*args, **kw)
+        finally:
+            analysis["s"] += time.process_time() - c0
+            analysis["calls"] += 1
+
+    plan_api.analyse = timed_analyse
     out = tempfile.mkdtemp(prefix="bench-plan-")
     w0, c0 = time.perf_counter(), time.process_time()
     try:
@@ -113,13 +128,15 @@ def breakdown(extra: list[str]) -> int:
         code = e.code
     finally:
         ModeCost.pass_ms = pass_ms
+        plan_api.analyse = analyse
         shutil.rmtree(out, ignore_errors=True)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     from simulate import native
 
     print(native.status())
     print(f"serial plan in one process: imports {t_imports:.2f} s CPU; plan {wall:.2f} s wall, {cpu:.2f} s CPU, of which step pricing "
-          f"{pricing['s']:.2f} s ({pricing['calls']:,} ModeCost.pass_ms calls) and the rest {cpu - pricing['s']:.2f} s")
+          f"{pricing['s']:.2f} s ({pricing['calls']:,} ModeCost.pass_ms calls), the analyses {analysis['s']:.2f} s ({analysis['calls']} of them: "
+          f"one per crossover round, then the full one) and the rest {cpu - pricing['s'] - analysis['s']:.2f} s (the simulations, files)")
     return int(code or 0)
 
 

@@ -41,12 +41,14 @@ class Analysis:
 def _winners(best: pd.DataFrame, cheapest: pd.DataFrame) -> dict[tuple, float]:
     """(qps, hardware, mode) -> monthly cost of every cheapest option per QPS, the options tied with it included."""
     out = {}
+    by_qps: dict = {}
+    for x in best[[c for c in ("qps", "hardware", "mode", "cost_usd_per_month", "cost_usd_per_month_low") if c in best.columns]].to_dict("records"):
+        by_qps.setdefault(x["qps"], []).append(x)
     for r in cheapest.to_dict("records"):
         if r["none_meets"]:
             continue
-        at = best[best["qps"] == r["qps"]]
         lo, hi = float(r.get("cost_usd_per_month_low", r["cost_usd_per_month"])), float(r["cost_usd_per_month"])
-        for x in at.to_dict("records"):
+        for x in by_qps.get(r["qps"], []):
             if ties(float(x["cost_usd_per_month"]), hi) or overlaps(float(x["cost_usd_per_month_low"]), float(x["cost_usd_per_month"]), lo, hi):
                 out[(r["qps"], x["hardware"], x["mode"])] = float(x["cost_usd_per_month"])
     return out
@@ -56,8 +58,9 @@ def _borderline_below(tried: pd.DataFrame, replicas: int) -> str:
     """The counts below a cell's settled one whose verdict is borderline, with why: '1 replica: ttft_ms_p95 980 against 1000: borderline (...)'."""
     if "slo_verdict" not in tried:
         return ""
-    b = tried[(tried["slo_verdict"] == "borderline") & (tried["replicas"] < replicas)].sort_values("replicas")
-    return "; ".join(f"{int(n)} replica{'s' if int(n) != 1 else ''}: {why}" for n, why in zip(b["replicas"], b["slo_failures"]))
+    b = sorted(((int(n), why) for n, v, why in zip(tried["replicas"], tried["slo_verdict"], tried["slo_failures"])
+                if v == "borderline" and n < replicas), key=lambda x: x[0])
+    return "; ".join(f"{n} replica{'s' if n != 1 else ''}: {why}" for n, why in b)
 
 
 def _order(df: pd.DataFrame) -> pd.DataFrame:

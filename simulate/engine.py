@@ -96,7 +96,8 @@ def replica_limits(profile: Profile, mode: ServingMode, cfg: EngineSettings, con
     r = profile.resolved()
     s, _ = mode_settings(profile, mode, cfg)
     m = profile.mode(mode.name)
-    mem = replica_memory(r.spec, mode, r.precision, s.memory_settings(), model=m.model, assistant=m.assistant)
+    memo, key = r.memo("replica-memory"), (mode.name, s.memory_settings(), m.model, m.assistant)  # one budget per setting, not per point
+    mem = memo.get(key) or memo.setdefault(key, replica_memory(r.spec, mode, r.precision, key[1], model=m.model, assistant=m.assistant))
     lim = mem.limits
     memory_src = "default: costmodel/memory.py "
     filled = s

@@ -47,3 +47,29 @@ def test_one_best_per_cell_gives_every_scope_the_same_crossover():
     for hw in (None, "h100-sxm", "h200"):
         assert cx.find_crossover(pts, [1.0, 2.0, 4.0, 8.0], hardware=hw, best=best) == cx.find_crossover(pts, [1.0, 2.0, 4.0, 8.0], hardware=hw)
     assert cx.find_crossover(pts, [1.0, 2.0], best=best) == cx.find_crossover(pts, [1.0, 2.0])
+
+
+def test_a_points_kv_blocks_summed_in_arrays_match_the_per_request_count():
+    from costmodel.memory import replica_memory
+    from costmodel.modes import get_mode
+
+    profile = resolve_profile(None, "h200")
+    r = profile.resolved()
+    for name in profile.mode_names():
+        m = profile.mode(name)
+        mem = replica_memory(r.spec, get_mode(name), r.precision, None, model=m.model, assistant=m.assistant)
+        step = mem.limits.step_tokens
+        tokens = [0, 1, 15, 16, 17, 511, 512, 513, 4095, 4096, 70_000, 131_072] + list(range(0, 3000, 7))
+        assert mem.layout.blocks_total(tokens, step) == sum(mem.layout.blocks_per_request(t, step) for t in tokens)
+
+
+def test_one_replica_memory_budget_per_setting_serves_every_point():
+    from simulate.engine import EngineConfig, replica_limits
+    from costmodel.modes import get_mode
+
+    profile = resolve_profile(None, "h100-sxm")
+    cfg = EngineConfig.for_profile(profile)
+    a = replica_limits(profile, get_mode("ar"), cfg, [1000, 2000])
+    budgets = dict(profile.resolved().memo("replica-memory"))
+    b = replica_limits(profile, get_mode("ar"), cfg, [1000, 2000])
+    assert a == b and profile.resolved().memo("replica-memory") == budgets  # the second point computed no budget

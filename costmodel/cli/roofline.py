@@ -59,7 +59,7 @@ def roofline_table(model_name: str, hardware: str, precision: str, kinds: list[s
 @click.option("--precision", default="bf16", show_default=True)
 @click.option("--pass-kind", "kinds", default=None, help="Comma list; default: every pass kind of the model's modes.")
 @click.option("--batch", "batch", default=None, help="Sequences in the pass; a comma list gives a sweep.")
-@click.option("--sweep", is_flag=True, help="Sweep batch 1,2,4,...,256 (ignored if --batch is a list).")
+@click.option("--sweep", is_flag=True, help="Sweep batch 1,2,4,...,256 (instead of --batch).")
 @click.option("--tokens", type=int, default=None, help="Query tokens per sequence (default: natural for the kind).")
 @click.option("--prompt", type=click.IntRange(min=1), default=1024, show_default=True, help="Prompt tokens for prefill passes.")
 @click.option("--context", type=click.IntRange(min=0), default=1024, show_default=True, help="Cached tokens before non-prefill passes.")
@@ -80,6 +80,8 @@ def roofline(model_name, hardware, hardware_file, precision, kinds, batch, sweep
         kind_list = list(dict.fromkeys(k for md in modes_of_family(model.family) for k in md.pass_kinds))
     if tokens is not None and tokens < 1:
         raise UserError(f"--tokens {tokens} is below 1", "give at least one token per sequence")
+    if sweep and batch:
+        raise UserError("--sweep sweeps its own batches (1, 2, 4, ..., 256) and --batch gives others", "give one of --sweep and --batch")
     batches = parse_ints(batch, "batch") if batch else ([1, 2, 4, 8, 16, 32, 64, 128, 256] if sweep else [1])
     df = roofline_table(model_name, hardware, precision, kind_list, batches, prompt, context, draft_tokens, tokens, hardware_file)
     con = make_console()

@@ -119,6 +119,11 @@ class Replica:
         self.woken = False  # idle, and a request arrived: the loop starts a step at the arrival
         self.woken_list: list = []  # the loop's list of woken replicas (it replaces this one)
         self.preemptions = 0
+        self._init_steps(pricer, n_groups, tokens_per_seq)
+
+    def _init_steps(self, pricer, n_groups: int, tokens_per_seq: int):
+        """What a step's pricing and accounting keep: the eager launch under async scheduling, each group's budget
+        tokens per sequence, the per-step accumulators."""
         # Async scheduling hands a step's outputs back only once the next step is launched (vLLM 0.26
         # vllm/v1/engine/core.py step_with_batch_queue: schedule and launch N+1, then wait for N's result). A step
         # past the largest CUDA graph is launched kernel by kernel from the host, so a first token sampled in the

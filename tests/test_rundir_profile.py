@@ -74,7 +74,7 @@ def test_malformed_profiles_are_one_line_errors(tmp_path):
         (lambda x: x.pop("modes"), "not a valid costmodel profile"),
         (lambda x: x.__setitem__("schema_version", 99), "schema_version"),
         (lambda x: x["modes"]["ar"]["pass_models"].pop("decode_step"), "lacks a cost model"),
-        (lambda x: x["hardware"].__setitem__("memory_gb", -1), "non-positive"),
+        (lambda x: x["hardware"].__setitem__("memory_gb", -1), "memory_gb -1 GB is below its bound"),
         (lambda x: x["commit_stats"]["R1"]["steps_per_canvas"].__setitem__("probs", [0.5]), "distribution"),
         (lambda x: x["modes"]["diffusion"]["pass_models"]["denoise_step"]["coef"].__setitem__("bogus", 1.0), "unknown features"),
     ]:

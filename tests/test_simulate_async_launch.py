@@ -19,10 +19,10 @@ PROFILE = resolve_profile(None, "h200")  # AR: CUDA graphs up to 512 tokens
 
 
 def _run(async_scheduling: bool):
-    """A decoding request, then two 6,000-token prompts 2 ms apart, each arriving during another step (async: each
+    """A decoding request, then two 6,000-token prompts 6 ms apart, each arriving during another step (async: each
     admitted two steps on, so they are prefilled in consecutive eager steps); every step traced (start s, seconds,
     prefill tokens)."""
-    reqs = Requests(np.array([0.0, 0.5, 0.502]), np.array([200, 6000, 6000], np.int64), np.array([400, 20, 20], np.int64),
+    reqs = Requests(np.array([0.0, 0.5, 0.506]), np.array([200, 6000, 6000], np.int64), np.array([400, 20, 20], np.int64),
                     np.zeros(3, np.int64), ("R1",), 0.0, 1.0)
     cfg = EngineSettings(async_scheduling=async_scheduling, shape_bits=0, kv_capacity_tokens=10**6, max_num_batched_tokens=8192, max_num_seqs=64)
     trace: list = []

@@ -70,30 +70,22 @@ def _order(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(_m=key).sort_values(["qps", "hardware", "_m", "replicas"], kind="mergesort").drop(columns="_m").reset_index(drop=True)
 
 
-def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[str, HardwareSpec], qps=None,
-            cell_notes: dict | None = None, loads=None, crossovers_only: bool = False) -> Analysis:
-    """Price and judge `points`; `specs` maps every hardware id in them to its catalog entry;
-    `cell_notes[(hardware, mode, qps)]` explains cells with no point (e.g. skipped by the search);
-    `loads`: the QPS the answer is given for (default: every QPS; a plan's crossover search adds its own);
-    `crossovers_only`: the crossovers alone (cells and cheapest left empty: a plan's crossover search)."""
-    pricing.check_hardware(specs)
-    prices = {h: gpu_price(s, pricing) for h, s in specs.items()}
+def _judged(points: pd.DataFrame, slo: Slo, prices: dict) -> pd.DataFrame:
+    """The points priced and judged: pass / fail / borderline on the replications' intervals (verdict.py)."""
     pts = add_costs(points.reset_index(drop=True), prices)
     pts["qps"] = pts["qps"].astype(float)
-    verdicts = [judge(r, slo) for r in pts.to_dict("records")]  # pass / fail / borderline on the replications' intervals (verdict.py)
+    verdicts = [judge(r, slo) for r in pts.to_dict("records")]
     pts["meets_slo"] = [v.status == PASS for v in verdicts]
     pts["slo_verdict"] = [v.status for v in verdicts]
     pts["slo_meets_on_mean"] = [v.meets_on_mean for v in verdicts]
     pts["slo_failures"] = [v.text for v in verdicts]
     pts["slo"] = slo.text or "stable"
-    pts = _order(pts)
-    qps_values = sorted(set(float(q) for q in (qps if qps is not None else pts["qps"])))
-    hardware = list(dict.fromkeys(specs))
-    modes = sorted(set(pts["mode"]) | {m for (_, m, _) in (cell_notes or {})}, key=mode_order)
+    return _order(pts)
 
-    if crossovers_only:
-        return _with_crossovers(Analysis(slo, pricing, prices, pts, pd.DataFrame(), pd.DataFrame(), None, {}, qps_values, []), cell_notes, hardware)
-    best = best_per_cell(pts)
+
+def _cells(pts: pd.DataFrame, best: pd.DataFrame, slo: Slo, qps_values, hardware, modes, cell_notes) -> list[dict]:
+    """One row per (QPS, GPU, mode): its cheapest passing fleet, else why none passed (of the counts tried, or
+    the search's note for a cell it skipped); a cell with neither is left out."""
     best_at = {(r["hardware"], r["mode"], float(r["qps"])): r for r in best.to_dict("records")}
     tried_at = {k: g for k, g in pts.groupby(["hardware", "mode", "qps"], sort=False)}
     cells = []
@@ -116,6 +108,26 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
                     continue
                 row["evaluations"] = len(tried)
                 cells.append(row)
+    return cells
+
+
+def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[str, HardwareSpec], qps=None,
+            cell_notes: dict | None = None, loads=None, crossovers_only: bool = False) -> Analysis:
+    """Price and judge `points`; `specs` maps every hardware id in them to its catalog entry;
+    `cell_notes[(hardware, mode, qps)]` explains cells with no point (e.g. skipped by the search);
+    `loads`: the QPS the answer is given for (default: every QPS; a plan's crossover search adds its own);
+    `crossovers_only`: the crossovers alone (cells and cheapest left empty: a plan's crossover search)."""
+    pricing.check_hardware(specs)
+    prices = {h: gpu_price(s, pricing) for h, s in specs.items()}
+    pts = _judged(points, slo, prices)
+    qps_values = sorted(set(float(q) for q in (qps if qps is not None else pts["qps"])))
+    hardware = list(dict.fromkeys(specs))
+    modes = sorted(set(pts["mode"]) | {m for (_, m, _) in (cell_notes or {})}, key=mode_order)
+
+    if crossovers_only:
+        return _with_crossovers(Analysis(slo, pricing, prices, pts, pd.DataFrame(), pd.DataFrame(), None, {}, qps_values, []), cell_notes, hardware)
+    best = best_per_cell(pts)
+    cells = _cells(pts, best, slo, qps_values, hardware, modes, cell_notes)
     # the same columns whether or not any cell meets the SLO (a finance CSV keeps one schema)
     columns = list(LEAD_COLUMNS) + [c for c in pts.columns if c not in LEAD_COLUMNS]
     cells_df = pd.DataFrame(cells, columns=columns)

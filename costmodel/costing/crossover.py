@@ -315,6 +315,13 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
         return Crossover(scope, "above-range", per[k]["qps"], None, None, None,
                          f"no crossover{where} up to {per[k]['qps']:g} QPS: {below} at every evaluated QPS "
                          f"({_qlist(p['qps'] for p in per)}); the crossover, if any, lies above {per[k]['qps']:g} QPS{gap}", per_qps=every, tied_below=tied_below)
+    return _compose(_bracketed(scope, per, every, k, below, tail, tied_below))
+
+
+def _bracketed(scope: str, per: list[dict], every: list[dict], k: int, below: str, tail: str, tied_below: bool) -> Crossover:
+    """The crossover between per[k] (the last QPS where DiffusionGemma pays) and per[k + 1]: its 95% interval from
+    the last QPS where every verdict is settled, its estimate where the figures' means flip the verdict, and the
+    brackets the plan's search refines with the simulator."""
     lo, hi = per[k], per[k + 1]
     j = 0
     while j <= k and per[j]["settled"]:
@@ -339,7 +346,7 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
                   per_qps=every, tied_below=tied_below, detail=f"below it {below}{note}; above it {_side(hi)} at {hi['qps']:g} QPS{tail}",
                   qps_ci95_low=low_end if low_end is not None else 0.0, qps_ci95_high=hi["qps"], estimate_low=est_lo, estimate_high=est_hi,
                   refine=refine)
-    return _compose(c)
+    return c
 
 
 def _below_text(per: list[dict], rival_label: str) -> str:

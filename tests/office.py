@@ -37,3 +37,16 @@ def recalculated(src: Path, out_dir: Path) -> Path:
     """The workbook as LibreOffice recalculates and saves it (cached values are LibreOffice's)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     return convert(src, out_dir)
+
+
+def set_price(src: Path, dst: Path, hardware: str, usd: float) -> Path:
+    """A copy of a budget workbook with one GPU's hourly price edited in its Prices sheet (column C), as a
+    planner edits it; the workbook's own formulas recompute the rest once recalculated."""
+    import openpyxl
+
+    wb = openpyxl.load_workbook(src)
+    ws = wb["Prices"]
+    row = next(r for r in range(2, ws.max_row + 1) if ws[f"A{r}"].value == hardware)
+    ws[f"C{row}"] = usd
+    wb.save(dst)
+    return dst

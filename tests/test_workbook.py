@@ -26,14 +26,6 @@ def budget(cli, tmp_path, monkeypatch):
     return tmp_path / "budget.xlsx"
 
 
-def _set_price(src, dst, hardware: str, usd: float):
-    wb = openpyxl.load_workbook(src)
-    ws = wb["Prices"]
-    row = next(r for r in range(2, ws.max_row + 1) if ws[f"A{r}"].value == hardware)
-    ws[f"C{row}"] = usd
-    wb.save(dst)
-
-
 def _fleet(wb):
     ws = wb["Fleet"]
     head = [c.value for c in ws[1]]
@@ -53,7 +45,7 @@ def test_the_sheets_and_their_inputs(budget):
 
 def test_a_price_change_recomputes_the_totals(budget, tmp_path):
     import formulas  # the `dev` extra
-    _set_price(budget, tmp_path / "changed.xlsx", "rtx-5090", 10.0)
+    office.set_price(budget, tmp_path / "changed.xlsx", "rtx-5090", 10.0)
     sol = formulas.ExcelModel().loads(str(tmp_path / "changed.xlsx")).finish().calculate()
     cell = {k.split("]")[1].upper(): v.value[0][0] for k, v in sol.items() if hasattr(v, "value")}
     fleet = _fleet(openpyxl.load_workbook(tmp_path / "changed.xlsx"))
@@ -66,7 +58,7 @@ def test_a_price_change_recomputes_the_totals(budget, tmp_path):
 
 def test_libreoffice_opens_and_recomputes_it(budget, tmp_path):
     soffice = office.soffice()  # `make test` installs LibreOffice: its absence fails, never skips
-    _set_price(budget, tmp_path / "changed.xlsx", "rtx-5090", 10.0)
+    office.set_price(budget, tmp_path / "changed.xlsx", "rtx-5090", 10.0)
     env = {**os.environ, "HOME": str(tmp_path / "home")}
     run = lambda *a: subprocess.run([soffice, "--headless", "--norestore", *a], capture_output=True, text=True, timeout=120, env=env)
     assert run("--convert-to", "pdf", "--outdir", str(tmp_path / "pdf"), str(budget)).returncode == 0

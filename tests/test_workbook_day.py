@@ -9,7 +9,7 @@ import openpyxl
 import pandas as pd
 import pytest
 
-from office import recalculated
+from office import recalculated, set_price
 
 DAY = ["plan", "--load-curve", "flat:6,hours=0.1", "--slo", "p95_ttft_ms<=1000,p95_e2e_ms<=8000", "--jobs", "1", "--duration", "30"]
 DAYS_PER_MONTH = 365.25 / 12
@@ -42,14 +42,6 @@ def _summary(path) -> dict:
     return dict(zip(rows[i], rows[i + 1]))
 
 
-def _set_price(src, dst, hardware: str, usd: float):
-    wb = openpyxl.load_workbook(src)
-    ws = wb["Prices"]
-    row = next(r for r in range(3, ws.max_row + 1) if ws[f"A{r}"].value == hardware)
-    ws[f"C{row}"] = usd
-    wb.save(dst)
-
-
 def test_pandas_reads_the_shipped_workbooks_costs_as_numbers(one_winner):
     month = pd.read_excel(one_winner, sheet_name="Month")
     for col in ("USD per day", "USD per month", "USD per year"):
@@ -72,7 +64,7 @@ def test_libreoffice_recalculates_the_same_answer(one_winner, tmp_path):
 
 
 def test_a_price_edit_recalculated_gives_the_new_winner_and_totals(one_winner, tmp_path):
-    _set_price(one_winner, tmp_path / "edited.xlsx", "rtx-5090", 10.0)
+    set_price(one_winner, tmp_path / "edited.xlsx", "rtx-5090", 10.0)
     calc = recalculated(tmp_path / "edited.xlsx", tmp_path / "calc")
     s = _summary(calc)
     assert s["Cheapest fleet meeting the SLO every hour at these prices"] == "h100-sxm / mtp / autoscaled"  # $10/h: the H100 wins now
@@ -90,7 +82,7 @@ def test_a_tie_is_named_not_picked_and_an_edit_can_break_it(a_tie, tmp_path):
     assert s["fleets of other GPUs or modes tied with it (within 1%)"] == 1
     again = _summary(recalculated(a_tie, tmp_path / "calc"))
     assert again["Cheapest fleet meeting the SLO every hour at these prices"] == s["Cheapest fleet meeting the SLO every hour at these prices"]
-    _set_price(a_tie, tmp_path / "edited.xlsx", "rtx-5090", 10.0)  # the RTX 5090s out: the H100's AR and MTP tie instead
+    set_price(a_tie, tmp_path / "edited.xlsx", "rtx-5090", 10.0)  # the RTX 5090s out: the H100's AR and MTP tie instead
     edited = _summary(recalculated(tmp_path / "edited.xlsx", tmp_path / "calc2"))
     assert edited["Cheapest fleet meeting the SLO every hour at these prices"].endswith("h100-sxm / ar / autoscaled = h100-sxm / mtp / autoscaled")
     assert edited["USD per month"] == pytest.approx(pd.read_excel(a_tie, sheet_name="Month").set_index("fleet").loc[

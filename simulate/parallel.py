@@ -268,7 +268,24 @@ def run_points(profile, points: list[tuple], *, processes: int | None = None, pr
             progress(done[0], n, res)
 
     args = [(p[0], p[1], {**kwargs, "concurrency": p[2]} if len(p) > 2 and p[2] is not None else kwargs) for p in points]
-    return run_tasks(_one, args, cluster=Workers(scheduler, processes), on_done=on_done, shared={"profile": profile})
+    if processes is None and scheduler is None and os.environ.get(SCHEDULER_ENV, "").strip() == "" and _small(points, kwargs):
+        processes = 1  # a few hundred requests in all: starting workers would cost more than it saves
+    return run_tasks(_one, args, cluster=Workers(scheduler, processes, local="processes"), on_done=on_done, shared={"profile": profile})
+
+
+SERIAL_REQUESTS = 2000  # at about 50k simulated requests per CPU-second, below this a grid is done before a worker has started
+
+
+def _small(points: list[tuple], kwargs: dict) -> bool:
+    """Whether a grid's requests in all are few enough to simulate in this process (an estimate: the
+    explicit request count, else rate x window; an unknown length counts as large)."""
+    n = kwargs.get("n_requests")
+    if n is not None:
+        return n * len(points) <= SERIAL_REQUESTS
+    d = kwargs.get("duration_s")
+    if d is None or any(p[1] is None for p in points):
+        return False
+    return sum(p[1] * d for p in points) <= SERIAL_REQUESTS
 
 
 def simulate_grid(profile, modes, qps_list, *, processes: int | None = None, progress=None, scheduler: str | None = None,

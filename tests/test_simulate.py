@@ -378,3 +378,13 @@ def test_a_replica_class_without_the_engine_part_is_refused_when_built():
     with pytest.raises(TypeError, match="HalfEngine is not an engine: it does not implement complete, enter_decode, drop_decoder"):
         build(HalfEngine)
     assert build(ArReplica).max_seqs == 4
+
+
+def test_a_small_grid_runs_in_this_process_without_workers():
+    """A few hundred requests in all: simulated here, serially (starting workers would cost more than the grid)."""
+    from simulate.parallel import SERIAL_REQUESTS, _small
+
+    assert _small([("ar", 1.0), ("mtp", 1.0)], {"n_requests": 10})
+    assert not _small([("ar", 20.0)] * 3, {"duration_s": 300.0})
+    assert not _small([("ar", None)], {"duration_s": 60.0})  # a trace at its own rate: length unknown, so large
+    assert _small([("ar", 2.0)], {"duration_s": SERIAL_REQUESTS / 2.0})

@@ -13,8 +13,8 @@ import pandas as pd
 from costmodel.errors import UserError
 from costmodel.hardware import validate_spec
 from costmodel.schemas.day import DAY_H, DayRecord, MonthBill, bill_order
-from costmodel.schemas.day import cheapest as day_cheapest
-from costmodel.costing import TIE_FRAC, GpuPrice, PricingConfig, get_model, gpu_price, model_names, resolve_terms
+from costmodel.costing.day_answer import cheapest as day_cheapest
+from costmodel.costing import GpuPrice, PricingConfig, get_model, gpu_price, model_names, resolve_terms
 from costmodel.costing.day import committed, price_bill
 
 
@@ -72,8 +72,9 @@ def fleet_key(b: MonthBill) -> str:
 
 
 def cheapest(bills: list[MonthBill]) -> list[MonthBill]:
-    """The winner, or every fleet of a tie (costmodel/schemas/day.py cheapest, at the plan's TIE_FRAC)."""
-    return day_cheapest(bills, TIE_FRAC)
+    """The winner, or every fleet of a tie (costmodel/costing/day_answer.py cheapest: the plan's rule,
+    costs within TIE_FRAC or overlapping 95% intervals)."""
+    return day_cheapest(bills)
 
 
 def cheapest_text(bills: list[MonthBill]) -> str:

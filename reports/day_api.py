@@ -11,11 +11,11 @@ import pandas as pd
 
 from costmodel import atomic, outputset
 from costmodel.errors import UserError
-from costmodel.schemas.day import DayRecord, answer_column, day_docs, read_day
+from costmodel.schemas.day import DayRecord, day_docs, read_day
 from costmodel.schemas.dictionary import write_table
 from costmodel.costing import TIE_FRAC, PricingConfig
 from costmodel.costing.day import price_hours
-from costmodel.costing.day_answer import DayAnswer, answer
+from costmodel.costing.day_answer import DayAnswer, answer, answer_column
 from reports.day import prices, repriced
 from reports.day_html import render_day
 from reports.day_workbook import write_day_workbook
@@ -50,8 +50,8 @@ def make_day_report(results: str | Path, out: str | Path, pricing: PricingConfig
         if suffix == ".xlsx":
             written = write_day_workbook(day, staged)
         elif suffix == ".csv":
-            bills = pd.DataFrame([{**asdict(b), "meets_slo_every_hour": b.meets_slo_every_hour, "answer": a}
-                                  for b, a in zip(day.bills, answer_column(day.bills, TIE_FRAC))])
+            bills = pd.DataFrame([{**asdict(b), "meets_slo_every_hour": b.meets_slo_every_hour, "slo_verdict": b.slo_verdict, "answer": a}
+                                  for b, a in zip(day.bills, answer_column(day.bills))])
             written = write_table(bills, staged, day_docs())
         else:
             written = [atomic.write_text(staged, render_day(day))]

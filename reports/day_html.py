@@ -67,16 +67,21 @@ def _bills_block(day: DayRecord) -> str:
     rows = []
     for b in day.bills:
         k = fleet_key(b)
-        rows.append({"fleet": k, "answer": ("tie (same cost, no winner)" if tie else "cheapest") if k in best else "",
+        rows.append({"fleet": k, "answer": ("tie (no winner)" if tie else "cheapest") if k in best else "",
                      "replicas": f"{b.replicas_min}-{b.replicas_max}", "meets the SLO every hour":
                      ("yes" if b.meets_slo_every_hour else f"NO: {b.hours_meeting_slo}/{b.hours} hours" if not b.note else b.note),
+                     "SLO verdict": b.slo_verdict + (f": {b.borderline}" if b.borderline else ""),
                      "SLO attainment": f"{100 * b.slo_attainment:.2f}%" if b.slo_attainment == b.slo_attainment else "",
                      "requests per day": f"{b.requests_per_day:,}", "GPU-h per day": f"{b.gpu_hours_per_day:,.1f}",
-                     "USD/month": b.cost_usd_per_month if b.meets_slo_every_hour else math.nan})
+                     "USD/month": b.cost_usd_per_month if b.meets_slo_every_hour else math.nan,
+                     "USD/month, 95% interval": (f"{_money(b.cost_low)}-{_money(b.cost_usd_per_month)}" if b.meets_slo_every_hour and b.cost_low < b.cost_usd_per_month
+                                                 else "")})
     df = pd.DataFrame(rows)
     return ("<h2>The month's bills</h2><p class=\"muted\">Fleets meeting the SLO every hour first, cheapest first; those missing it "
             "follow, greyed, without a price (their cost buys a service that misses the SLO). Fleets of other GPUs or modes within 1% of "
-            "the cheapest's monthly cost tie with it: all are marked, none wins.</p>"
+            "the cheapest's monthly cost, or whose 95% cost interval overlaps its interval, tie with it: all are marked, none wins. An interval "
+            "runs from the day of the fewest peak replicas not settled to miss the SLO (borderline) to the settled one's; an hour is borderline "
+            "where a bound's 95% batch-means interval over its requests straddles the bound.</p>"
             + _table(df, lambda r: ("tie" if tie else "win") if r["fleet"] in best else ("miss" if not r["meets the SLO every hour"] == "yes" else "")))
 
 

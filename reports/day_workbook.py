@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from openpyxl import Workbook
@@ -57,18 +58,22 @@ def _prices_sheet(ws, day: DayRecord, ps: dict) -> dict[str, str]:
 MONTH_COLUMNS = ("fleet", "GPU", "mode", "policy", "meets SLO every hour", "hours meeting SLO", "hours", "replicas min", "replicas max",
                  "requests per day", "SLO attainment", "GPU-hours per day", "billed GPU-hours per day", "electricity USD per day",
                  "USD per day", "USD per month", "USD per year", "USD per month (as simulated)", "flag", "competes for the answer",
-                 f"ties the cheapest (within {TIE_FRAC:.0%})")
+                 f"ties the cheapest (within {TIE_FRAC:.0%}, or intervals overlapping)", "SLO verdict", "billed GPU-hours per day, low end",
+                 "electricity USD per day, low end", "USD per month, 95% interval low end")
 
 
-def _month_sheet(ws, day: DayRecord, ps: dict, refs: dict, cache: FormulaValues, low_ref: str) -> list[tuple[str, float, bool]]:
+def _month_sheet(ws, day: DayRecord, ps: dict, refs: dict, cache: FormulaValues, low_ref: str) -> list[tuple[str, float, bool, float]]:
     """Writes Month (costs as formulas of Prices, each with its value cached); returns each row's
     fleet, USD per month at the day's prices (NaN: no price, or the fleet misses the SLO in some
     hour) and whether it ties the cheapest (`low_ref`: the Summary cell of the cheapest). Rows
     meeting the SLO every hour come first (bill_order). 'competes for the answer': meets the SLO
     every hour and is its (GPU, mode)'s cheapest fleet (the answer compares (GPU, mode)s; a price
-    edit scales a GPU's fleets alike, so which of its policies is cheaper does not change)."""
+    edit scales a GPU's fleets alike, so which of its policies is cheaper does not change). The low
+    end of each cost's 95% interval (the day from the fewest peak replicas not settled to miss) is
+    priced alike (V-X); a fleet ties the cheapest where its low end is within TIE_FRAC of the
+    cheapest's cost (the plan's rule: costs within TIE_FRAC, or intervals overlapping)."""
     ws.append(MONTH_COLUMNS)
-    months, competes, seen = [], [], set()
+    months, lows, competes, seen = [], [], [], set()
     for i, b in enumerate(day.bills, start=2):
         p = ps.get(b.hardware)
         ok = b.meets_slo_every_hour
@@ -78,27 +83,37 @@ def _month_sheet(ws, day: DayRecord, ps: dict, refs: dict, cache: FormulaValues,
         flag = "" if ok else (b.note or f"misses the SLO in {b.hours - b.hours_meeting_slo} of {b.hours} hours")
         first = ok and has and (b.hardware, b.mode) not in seen
         seen |= {(b.hardware, b.mode)} if first else set()
+        low_end = has and b.gpu_hours_per_day_low == b.gpu_hours_per_day_low
+        billed_low = billed_gpu_hours(replace(b, replicas_max=b.replicas_max_low, gpu_hours_per_day=b.gpu_hours_per_day_low), p) if low_end else billed
+        elec_low = (((b.energy_kwh_per_day_low + billed_low * p.host_power_w_per_gpu / 1000.0) * p.pue * p.electricity_usd_per_kwh)
+                    if low_end and owned(p) else elec)
+        if b.slo_verdict == "borderline":
+            flag = "; ".join(x for x in (flag, f"borderline: {b.borderline}" if b.borderline else "borderline") if x)
         ws.append([fleet_key(b), b.hardware, b.mode, b.policy, ok, b.hours_meeting_slo, b.hours, b.replicas_min, b.replicas_max, b.requests_per_day,
                    b.slo_attainment if b.slo_attainment == b.slo_attainment else None, b.gpu_hours_per_day, billed, round(elec, 4), None, None, None,
-                   b.cost_usd_per_month if b.cost_usd_per_month == b.cost_usd_per_month else None, flag, first, None])
+                   b.cost_usd_per_month if b.cost_usd_per_month == b.cost_usd_per_month else None, flag, first, None, b.slo_verdict,
+                   billed_low, round(elec_low, 4) if has else None, None])
         usd_day = billed * p.rate_usd_per_gpu_hour + round(elec, 4) if has else math.nan
+        usd_day_low = billed_low * p.rate_usd_per_gpu_hour + round(elec_low, 4) if has else math.nan
         months.append(usd_day * DAYS_PER_MONTH if has and ok else math.nan)
+        lows.append(min(usd_day, usd_day_low) * DAYS_PER_MONTH if has and ok else math.nan)
         competes.append(first)
         if has:
             cache.put(ws, f"O{i}", f"=M{i}*{refs[b.hardware]}+N{i}", usd_day)
             cache.put(ws, f"P{i}", f"=O{i}*{DAYS_PER_MONTH_CELL}", usd_day * DAYS_PER_MONTH)
             cache.put(ws, f"Q{i}", f"=P{i}*{YEAR_PER_MONTH:g}", usd_day * DAYS_PER_MONTH * YEAR_PER_MONTH)
+            cache.put(ws, f"Y{i}", f"=MIN(P{i},(W{i}*{refs[b.hardware]}+X{i})*{DAYS_PER_MONTH_CELL})", min(usd_day, usd_day_low) * DAYS_PER_MONTH)
     low = min((m for m in months if m == m), default=math.nan)
     out = []
-    for i, (b, m, first) in enumerate(zip(day.bills, months, competes), start=2):
-        tied = bool(first and m == m and m <= low * (1 + TIE_FRAC))
-        cache.put(ws, f"U{i}", f"=AND(T{i},E{i},P{i}<={low_ref}*{1 + TIE_FRAC:g})", tied)
-        out.append((fleet_key(b), m, tied))
+    for i, (b, m, lo, first) in enumerate(zip(day.bills, months, lows, competes), start=2):
+        tied = bool(first and m == m and lo <= low * (1 + TIE_FRAC))
+        cache.put(ws, f"U{i}", f"=AND(T{i},E{i},Y{i}<={low_ref}*{1 + TIE_FRAC:g})", tied)
+        out.append((fleet_key(b), m, tied, lo))
     return out
 
 
 HOUR_COLUMNS = ("hour", "GPU", "mode", "policy", "offered QPS", "replicas mean", "replicas max", "SLO attainment", "meets SLO", "GPU-hours",
-                "USD (as simulated)", "USD at these prices")
+                "USD (as simulated)", "USD at these prices", "SLO verdict (95% batch-means intervals)")
 
 
 def _hours_sheet(ws, day: DayRecord, ps: dict, refs: dict, cache: FormulaValues) -> None:
@@ -112,13 +127,14 @@ def _hours_sheet(ws, day: DayRecord, ps: dict, refs: dict, cache: FormulaValues)
         held = float(peak[k]) * (r["end_s"] - r["start_s"]) / 3600 if p is not None and committed(p) else float(r["gpu_hours"])
         ws.append([float(r["hour"]), r["hardware"], r["mode"], r["policy"], round(float(r["offered_qps"]), 3), round(float(r["replicas_mean"]), 3),
                    int(r["replicas_max"]), float(r["slo_attainment"]) if r["slo_attainment"] == r["slo_attainment"] else None, bool(r["meets_slo"]),
-                   round(float(r["gpu_hours"]), 4), round(float(r["cost_usd"]), 4), None])
+                   round(float(r["gpu_hours"]), 4), round(float(r["cost_usd"]), 4), None,
+                   str(r["slo_verdict"]) if isinstance(r.get("slo_verdict"), str) else None])
         if p is not None:
             cache.put(ws, f"L{i}", f"={held:.6g}*{refs[r['hardware']]}", float(f"{held:.6g}") * p.rate_usd_per_gpu_hour)
 
 
 SUMMARY_HEAD = ("Cheapest fleet meeting the SLO every hour at these prices", "USD per month", "USD per year",
-                f"fleets of other GPUs or modes tied with it (within {TIE_FRAC:.0%})")
+                f"fleets of other GPUs or modes tied with it (within {TIE_FRAC:.0%}, or intervals overlapping)", "USD per month, 95% interval low end")
 
 
 def summary_row(day: DayRecord) -> int:
@@ -126,7 +142,7 @@ def summary_row(day: DayRecord) -> int:
     return (6 if answer(day).projected else 5) + 2
 
 
-def _summary_sheet(ws, day: DayRecord, month_rows: list[tuple[str, float, bool]], cache: FormulaValues) -> None:
+def _summary_sheet(ws, day: DayRecord, month_rows: list[tuple[str, float, bool, float]], cache: FormulaValues) -> None:
     """The answer as planned (text), then the cheapest fleet at the workbook's prices (formulas of
     Month: MIN, INDEX/MATCH, and a tie named by TEXTJOIN over Month's 'ties the cheapest')."""
     a = answer(day)
@@ -140,11 +156,11 @@ def _summary_sheet(ws, day: DayRecord, month_rows: list[tuple[str, float, bool]]
     for c, v in enumerate(SUMMARY_HEAD, start=1):
         ws.cell(r - 1, c, v).font = BOLD
     meeting = sum(b.meets_slo_every_hour for b in day.bills)
-    months = [m for _, m, _ in month_rows[:meeting] if m == m]
+    months = [m for _, m, _, _ in month_rows[:meeting] if m == m]
     if months:
         low = min(months)
-        tied = [k for k, _, t in month_rows if t]
-        first = next(k for k, m, _ in month_rows if m == low)
+        tied = [k for k, _, t, _ in month_rows if t]
+        first, first_low = next((k, lo) for k, m, _, lo in month_rows if m == low)
         n = len(month_rows) + 1
         rng, names = f"Month!$P$2:$P${meeting + 1}", f"Month!$A$2:$A${meeting + 1}"
         name = ArrayFormula(f"A{r}", f'=IF(D{r}>0,"{TIE_TEXT}"&_xlfn.TEXTJOIN(" = ",TRUE,IF(Month!$U$2:$U${n},Month!$A$2:$A${n},"")),'
@@ -153,10 +169,13 @@ def _summary_sheet(ws, day: DayRecord, month_rows: list[tuple[str, float, bool]]
         cache.put(ws, f"B{r}", f"=MIN({rng})", low)
         cache.put(ws, f"C{r}", f"=B{r}*{YEAR_PER_MONTH:g}", low * YEAR_PER_MONTH)
         cache.put(ws, f"D{r}", f"=COUNTIF(Month!$U$2:$U${n},TRUE)-1", len(tied) - 1)
+        cache.put(ws, f"E{r}", f"=INDEX(Month!$Y$2:$Y${meeting + 1},MATCH(B{r},{rng},0))", first_low)
     else:
         ws.cell(r, 1, "no fleet meets the SLO in every hour")
     ws.cell(r + 2, 1, "Fleets missing the SLO in any hour are listed after those meeting it in Month, flagged, and never chosen here. "
-                      f"Fleets of different GPUs or modes within {TIE_FRAC:.0%} of each other's monthly cost are a tie: all are named, none wins.")
+                      f"Fleets of different GPUs or modes within {TIE_FRAC:.0%} of each other's monthly cost, or whose 95% intervals overlap, are a tie: "
+                      "all are named, none wins. A cost's interval runs from the day of the fewest peak replicas not settled to miss the SLO "
+                      "(Month's low end) to the settled fleet's.")
 
 
 def _values_sheet(ws, df) -> None:

@@ -79,7 +79,7 @@ def test_a_tie_is_named_not_picked_and_an_edit_can_break_it(a_tie, tmp_path):
     s = _summary(a_tie)
     assert s["Cheapest fleet meeting the SLO every hour at these prices"].startswith("tie")
     assert "rtx-5090 / ar / autoscaled = rtx-5090 / mtp / autoscaled" in s["Cheapest fleet meeting the SLO every hour at these prices"]
-    assert s["fleets of other GPUs or modes tied with it (within 1%)"] == 1
+    assert s["fleets of other GPUs or modes tied with it (within 1%, or intervals overlapping)"] == 1
     again = _summary(recalculated(a_tie, tmp_path / "calc"))
     assert again["Cheapest fleet meeting the SLO every hour at these prices"] == s["Cheapest fleet meeting the SLO every hour at these prices"]
     set_price(a_tie, tmp_path / "edited.xlsx", "rtx-5090", 10.0)  # the RTX 5090s out: the H100's AR and MTP tie instead

@@ -38,7 +38,11 @@ def price_bill(bill: MonthBill, price: GpuPrice) -> MonthBill:
         return bill
     billed = bill.replicas_max * DAY_H if committed(price) else bill.gpu_hours_per_day
     day = _cost(price, billed, bill.energy_kwh_per_day)
-    return replace(bill, cost_usd_per_day=day, cost_usd_per_month=day * DAYS_PER_MONTH)
+    low = bill.cost_usd_per_month_low
+    if bill.gpu_hours_per_day_low == bill.gpu_hours_per_day_low:  # the low end's fleet, priced alike
+        billed_low = bill.replicas_max_low * DAY_H if committed(price) else bill.gpu_hours_per_day_low
+        low = min(day, _cost(price, billed_low, bill.energy_kwh_per_day_low)) * DAYS_PER_MONTH
+    return replace(bill, cost_usd_per_day=day, cost_usd_per_month=day * DAYS_PER_MONTH, cost_usd_per_month_low=low)
 
 
 def price_hours(hours: pd.DataFrame, prices: dict[str, GpuPrice]) -> pd.DataFrame:

@@ -45,7 +45,10 @@ class IntervalRow:
     gpu_hours: float = field(metadata=meta("GPU time billed in the interval", "GPU-h", CLUSTER))
     energy_kwh: float = field(metadata=meta("GPU energy: idle-to-board-power linear in utilisation (no PUE)", "kWh", "simulate/cluster/power.py"))
     cost_usd: float = field(metadata=meta("GPU-hours x the pool's price per GPU-hour", "USD", CLUSTER))
-    latency_ms: dict = field(default_factory=dict)  # SLO bound column (e.g. ttft_ms_p95) -> its value over the interval
+    latency_ms: dict = field(default_factory=dict)  # SLO bound column (e.g. ttft_ms_p95) -> its value over the interval, and its batch-means interval (_ci95_low/_high)
+    slo_verdict: str = field(default="", metadata=meta("pass | fail | borderline: each bound's 95% batch-means interval wholly within it, one wholly beyond it, or "
+                                                        "one straddling it (too close to call); the headroom term on the utilisation", "-", CLUSTER))
+    slo_borderline: str = field(default="", metadata=meta("why a borderline interval is not settled (the interval straddling its bound)", "-", CLUSTER))
 
     def flat(self) -> dict:
         d = asdict(self)
@@ -75,11 +78,41 @@ class MonthBill:
     energy_kwh_per_month: float = field(metadata=meta("the day's energy repeated for 365.25/12 days", "kWh", DAY))
     saving_vs_static_frac: float = field(default=float("nan"), metadata=meta("1 - this fleet's monthly cost / the static peak fleet's", "fraction", DAY))
     note: str = field(default="", metadata=meta("why a fleet has no figures (no fleet meets the SLO at the peak)", "-", DAY))
+    hours_borderline: int = field(default=0, metadata=meta("intervals whose SLO verdict is borderline (a bound's 95% batch-means interval straddles it: "
+                                                           "day.csv slo_verdict)", "count", DAY))
+    hours_failing: int = field(default=0, metadata=meta("intervals whose SLO verdict is a settled fail", "count", DAY))
+    borderline: str = field(default="", metadata=meta("why the fleet is borderline: its borderline hours, and a peak fleet whose smaller counts' "
+                                                      "verdicts are borderline", "-", DAY))
+    replicas_peak: int = field(default=0, metadata=meta("the peak fleet's replicas: the fewest whose verdict at the peak rate is a settled pass "
+                                                        "(the static fleet; the autoscaled fleet's target is the peak rate / this)", "replicas", DAY))
+    replicas_peak_low: int = field(default=0, metadata=meta("the fewest replicas at the peak not settled to miss the SLO (below replicas_peak where "
+                                                            "those counts' verdicts are borderline): the low end of the peak fleet's 95% interval", "replicas", DAY))
+    cost_usd_per_month_low: float = field(default=float("nan"), metadata=meta(
+        "the low end of the monthly cost's 95% interval: the same policy's day simulated from replicas_peak_low (cost_usd_per_month is the high end, "
+        "from replicas_peak); equal to it where the peak verdict is settled", "USD", DAY))
+    replicas_max_low: int = field(default=0, metadata=meta("most replicas at once of the low end's fleet (from replicas_peak_low)", "replicas", DAY))
+    gpu_hours_per_day_low: float = field(default=float("nan"), metadata=meta(f"GPU time billed over the day by the low end's fleet{PER_DAY}", "GPU-h", DAY))
+    energy_kwh_per_day_low: float = field(default=float("nan"), metadata=meta(f"GPU energy over the day of the low end's fleet{PER_DAY}", "kWh", DAY))
 
     @property
     def meets_slo_every_hour(self) -> bool:
-        """Every interval of the day meets the SLO (and the fleet has figures)."""
+        """Every interval of the day meets the SLO on its own statistics (and the fleet has figures);
+        some may still be borderline (slo_verdict)."""
         return not self.note and self.hours > 0 and self.hours_meeting_slo == self.hours
+
+    @property
+    def slo_verdict(self) -> str:
+        """fail: an hour misses (or no figures); borderline: an hour's or the peak's verdict is not
+        settled; pass: every hour a settled pass."""
+        if self.note or self.hours <= 0 or self.hours_failing or (not self.meets_slo_every_hour and not self.hours_borderline):
+            return "fail"
+        return "borderline" if self.hours_borderline or self.borderline or not self.meets_slo_every_hour else "pass"
+
+    @property
+    def cost_low(self) -> float:
+        """The low end of the monthly cost's interval (the cost itself where none was simulated)."""
+        lo = self.cost_usd_per_month_low
+        return self.cost_usd_per_month if lo != lo or lo > self.cost_usd_per_month else lo
 
 
 def over_a_day(bill: MonthBill, span_h: float) -> MonthBill:
@@ -90,32 +123,6 @@ def over_a_day(bill: MonthBill, span_h: float) -> MonthBill:
     return replace(bill, requests_per_day=round(bill.requests_per_day * k), rejected_per_day=round(bill.rejected_per_day * k),
                    gpu_hours_per_day=bill.gpu_hours_per_day * k, energy_kwh_per_day=bill.energy_kwh_per_day * k,
                    cost_usd_per_day=bill.cost_usd_per_day * k)
-
-
-def cheapest(bills: list[MonthBill], tie_frac: float) -> list[MonthBill]:
-    """The cheapest fleet meeting the SLO every hour and every fleet of another (GPU, mode) costing
-    the same within `tie_frac` (the answer's rule, costmodel/costing/day_answer.py, with its
-    TIE_FRAC: the (GPU, mode)s compete, one fleet each): one bill is a winner, several a tie that
-    none wins, none: no fleet meets the SLO every hour."""
-    first: dict[tuple, MonthBill] = {}
-    for b in sorted(bills, key=bill_order):
-        if b.meets_slo_every_hour and b.cost_usd_per_month == b.cost_usd_per_month:
-            first.setdefault((b.hardware, b.mode), b)
-    best = list(first.values())
-    if not best:
-        return []
-    low = best[0].cost_usd_per_month
-    return [b for b in best if b.cost_usd_per_month - low <= tie_frac * low]
-
-
-def answer_column(bills: list[MonthBill], tie_frac: float) -> list[str]:
-    """month.csv's `answer` per bill: 'cheapest', 'tie' (each fleet of a tie) or ''; all '' for a
-    fleet file's pools (parts of one fleet, not options to choose between)."""
-    if any(b.policy not in ("autoscaled", "static") for b in bills):
-        return [""] * len(bills)
-    best = cheapest(bills, tie_frac)
-    mark = "tie" if len(best) > 1 else "cheapest"
-    return [mark if any(b is x for x in best) else "" for b in bills]
 
 
 DAY_COMMAND = "day"  # the output set's command (costmodel/outputset.py OWNED)
@@ -137,7 +144,14 @@ def day_docs() -> dict:
     extra = {"policy": ("autoscaled | static (peak) | fleet (a fleet file's run)", "-"), "hour": ("hour of the day the interval starts", "h"),
              "meets_slo_every_hour": ("every interval of the day meets the SLO (month.csv: fleets missing it are listed after those meeting it)", "bool"),
              "answer": ("'cheapest' for the cheapest fleet meeting the SLO every hour; 'tie' for each of several fleets of different GPUs "
-                        "or modes within 1% of each other's monthly cost (none wins); empty otherwise (and for a fleet file's pools)", "-")}
+                        "or modes whose monthly costs are within 1% or whose 95% intervals overlap (none wins); empty otherwise (and for a fleet file's pools)", "-"),
+             "slo_verdict": ("pass | fail | borderline: the hour's (day.csv) or the fleet's (month.csv: borderline where an hour is, or the peak "
+                             "fleet's smaller counts are; fail where an hour misses on its figures and is not borderline)", "-")}
+    for col, end in ((c, e) for m in ("ttft", "e2e", "tpot", "queue") for st in ("p50", "p90", "p95", "p99", "mean")
+                     for c, e in ((f"{m}_ms_{st}_ci95_low", "lower"), (f"{m}_ms_{st}_ci95_high", "upper"))):
+        extra_doc = (f"{end} end of the 95% Student-t interval of {col.rsplit('_ci95', 1)[0]} over the hour's batch means "
+                     "(its requests in arrival order cut into 10 batches; simulate/cluster/outcome.py)")
+        docs[col] = ColumnDoc(col, extra_doc, "ms", CLUSTER)
     docs.update({k: ColumnDoc(k, m, u, DAY) for k, (m, u) in extra.items()})
     return docs
 
@@ -149,12 +163,14 @@ def read_bills(folder) -> list[MonthBill]:
         raise UserError(f"{folder} holds no month.csv", "give the -o directory of `costmodel plan --load-curve`")
     df = pd.read_csv(path, keep_default_na=False, na_values=[""])
     names = [f.name for f in fields(MonthBill)]
-    missing = [n for n in names if n not in df.columns]
+    optional = {f.name for f in fields(MonthBill)[fields(MonthBill).index(next(f for f in fields(MonthBill) if f.name == "hours_borderline")):]}
+    missing = [n for n in names if n not in df.columns and n not in optional]
     if missing:
         raise UserError(f"{path} lacks column(s) {', '.join(missing)}", "re-run `costmodel plan --load-curve` with this costmodel version")
     out = []
-    for r in df[names].to_dict("records"):
-        r["note"] = r["note"] if isinstance(r["note"], str) else ""
+    for r in df[[n for n in names if n in df.columns]].to_dict("records"):
+        for k in ("note", "borderline"):
+            r[k] = r[k] if isinstance(r.get(k), str) else ""
         out.append(MonthBill(**r))
     return out
 

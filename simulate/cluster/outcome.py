@@ -10,6 +10,13 @@ when it finished and every such limit holds. Per interval (requests by arrival t
   `max_utilisation` when the SLO has that headroom term.
 GPU time is billed from a replica's request to its retirement, inside [0, span): the span is one
 period of a recurring load (a day), so the drain after it belongs to the next period.
+
+Each interval's SLO verdict (pass, fail or borderline, costmodel/costing/verdict.py's words) rests on
+batch means: the interval's requests, in arrival order, cut into BATCHES contiguous batches; each
+bound's statistic per batch; the 95% Student-t interval of their mean. Pass: every interval lies
+wholly within its bound; fail: one lies wholly beyond it; otherwise borderline (the interval's figure
+is too close to its bound to call), never a clean pass or fail. An interval with too few requests for
+two batches of MIN_BATCH_REQUESTS is judged on its figures; the headroom term on its utilisation.
 """
 
 from __future__ import annotations
@@ -25,6 +32,10 @@ from costmodel.schemas.day import IntervalRow
 from simulate.cluster.fleet import REJECT_FULL, REJECT_TIMEOUT, FleetRun
 from simulate.cluster.power import IDLE_POWER_FRAC, power_w
 
+BATCHES = 10  # batch means per interval (a classic choice: enough degrees of freedom, batches long enough to be nearly independent)
+MIN_BATCH_REQUESTS = 20  # a batch's p95 rests on at least one request above it
+CONFIDENCE = 0.95
+PASS, FAIL, BORDERLINE = "pass", "fail", "borderline"  # costmodel/costing/verdict.py's words
 LATE_MS = 1e18  # a rejected or unfinished request's latency in the interval statistics
 METRIC_END = {"queue": "start_s", "ttft": "first_s", "e2e": "finish_s"}
 
@@ -57,6 +68,53 @@ def _stat(x: np.ndarray, stat: str) -> float:
         return float("nan")
     v = float(x.mean()) if stat == "mean" else float(np.percentile(x, float(stat[1:])))
     return math.inf if v >= LATE_MS / 10 else v
+
+
+def ci_columns(column: str) -> tuple[str, str]:
+    """An interval's batch-means interval columns of a bound: ttft_ms_p95 -> ttft_ms_p95_ci95_low, ..._high."""
+    return f"{column}_ci95_low", f"{column}_ci95_high"
+
+
+def batch_interval(x: np.ndarray, stat: str, limit_ms: float) -> tuple[float, float]:
+    """The 95% t-interval of the mean of `stat` over up to BATCHES contiguous batches of `x` (latencies
+    in arrival order); (nan, nan) when fewer than two batches of MIN_BATCH_REQUESTS fit. A batch whose
+    statistic is unbounded (rejected or unfinished requests) counts at the bound for the low end and
+    leaves the high end unbounded (as the plan's replications: simulate/plan/settle.py)."""
+    k = min(BATCHES, len(x) // MIN_BATCH_REQUESTS)
+    if k < 2:
+        return math.nan, math.nan
+    from scipy.special import stdtrit  # scipy.special, not the heavier scipy.stats
+
+    vals = np.array([_stat(b, stat) for b in np.array_split(x, k)])
+    late = ~np.isfinite(vals)
+    v = np.where(late, limit_ms, vals)
+    half = float(stdtrit(k - 1, 1 - (1 - CONFIDENCE) / 2)) * float(v.std(ddof=1)) / math.sqrt(k)
+    mean = float(v.mean())
+    return mean - half, (math.inf if late.any() else mean + half)
+
+
+def hour_verdict(stats: dict, cis: dict, bounds, meets: bool, util: float, max_util: float | None) -> tuple[str, str]:
+    """(pass | fail | borderline, why it is not settled) of one interval (module docstring)."""
+    fail, open_ = [], []
+    for b in bounds:
+        v = stats[b.column]
+        lo, hi = cis.get(ci_columns(b.column)[0], math.nan), cis.get(ci_columns(b.column)[1], math.nan)
+        if math.isnan(lo) or math.isnan(hi):
+            (fail if not v <= b.limit_ms else []).append(b.column)
+        elif hi <= b.limit_ms:
+            continue
+        elif lo > b.limit_ms:
+            fail.append(b.column)
+        else:
+            shown = "unbounded" if math.isinf(hi) else f"{hi:,.0f}"
+            open_.append(f"{b.column} 95% batch-means interval {lo:,.0f}-{shown} ms straddles {b.limit_ms:g}")
+    if max_util is not None and util > max_util:
+        fail.append("utilisation")
+    if fail and not meets:
+        return FAIL, ""
+    if open_ or fail:  # a figure meeting its bound whose interval lies beyond it is not settled either
+        return BORDERLINE, "; ".join(open_) or f"{', '.join(fail)}: the interval's figure and its batch means disagree"
+    return (PASS, "") if meets else (FAIL, "")
 
 
 def _lives_in(lives, lo: float, hi: float) -> tuple[float, float, int]:
@@ -141,10 +199,14 @@ def _row(run, name, hw, mode, pools, pts, j, lo, hi, sel, lat, ok, bounds, max_u
     meets = n > 0 and all(v <= b.limit_ms for b, v in zip(bounds, stats.values()))
     if max_util is not None:
         meets = meets and util <= max_util
+    cis = {}
+    for b in bounds:
+        cis.update(zip(ci_columns(b.column), batch_interval(lat[b.metric][sel], b.stat, b.limit_ms)))
+    verdict, why = hour_verdict(stats, cis, bounds, meets, util, max_util) if n > 0 else (FAIL, "")
     good = int(ok[sel].sum())
     return IntervalRow(name, hw, mode, j, lo, hi, n / length, n, int((rej == REJECT_FULL).sum()), int((rej == REJECT_TIMEOUT).sum()),
                        int((~np.isfinite(run.rec.finish_s[sel]) & (rej == 0)).sum()), good / length, good / n if n else float("nan"), bool(meets),
-                       util, billed / length, peak, billed / 3600, energy_j / 3.6e6, cost, stats)
+                       util, billed / length, peak, billed / 3600, energy_j / 3.6e6, cost, {**stats, **cis}, verdict, why)
 
 
 @dataclass
@@ -161,6 +223,8 @@ class SpanSummary:
     intervals_meeting_slo: int
     intervals: int
     replicas_max: int
+    intervals_borderline: int
+    intervals_failing: int
     gpu_hours: float
     energy_kwh: float
     cost_usd: float
@@ -176,7 +240,9 @@ def summarise_span(rows: list[IntervalRow], span_s: float) -> list[SpanSummary]:
         n = int(g.requests_arrived.sum())
         good = float((g.goodput_rps * (g.end_s - g.start_s)).sum())
         out.append(SpanSummary(pool, hw, mode, n, int(g.requests_rejected.sum() + g.requests_timed_out.sum()), good / n if n else float("nan"),
-                               good / span_s, int(g.meets_slo.sum()), len(g), int(g.replicas_max.max()), float(g.gpu_hours.sum()),
+                               good / span_s, int(g.meets_slo.sum()), len(g), int(g.replicas_max.max()),
+                               int((g.slo_verdict == BORDERLINE).sum()), int((g.slo_verdict == FAIL).sum()), float(g.gpu_hours.sum()),
                                float(g.energy_kwh.sum()), float(g.cost_usd.sum()), float(g.cost_usd.sum()) * per_month,
                                float(g.energy_kwh.sum()) * per_month))
     return out
+

@@ -13,6 +13,13 @@ replicas) becomes the autoscaled fleet's request-rate target: each replica is ke
 loaded as the peak fleet's were (below their capacity by the peak fleet's rounding up). (2) the day: both fleets serve the same day of
 requests in the cluster simulator (simulate.cluster), continuously.
 
+Intervals: the peak search settles each count's verdict over replications (simulate/plan/settle.py);
+where the counts below the settled one are borderline (CellSearch.replicas_low < replicas), both
+policies' days are simulated again from replicas_low, the low end of each bill's 95% cost interval
+(only those fleets: a settled peak costs one day per policy). Each hour's verdict rests on batch
+means of its requests (simulate/cluster/outcome.py): pass, fail or borderline; the answer
+(costmodel/costing/day_answer.py) names a borderline winner and a tie where intervals overlap.
+
 Time compression (`compress`, C): the curve's time axis and the autoscaler's clocks (scrape
 interval, scale-down window, provisioning delay) run C times faster, requests at their real speed;
 GPU-hours and energy are scaled back by C. The load then changes C times faster relative to a
@@ -35,7 +42,7 @@ import pandas as pd
 from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.fields import DAY_REQUESTS
-from costmodel.schemas.day import DAY_COMMAND, DAY_JSON, MonthBill, answer_column, bill_order, day_docs, over_a_day
+from costmodel.schemas.day import DAY_COMMAND, DAY_JSON, MonthBill, bill_order, day_docs, over_a_day
 from costmodel.schemas.dictionary import write_table
 from costmodel.schemas.profile import Profile
 from costmodel.schemas.provenance import profile_provenance
@@ -46,14 +53,15 @@ from simulate.cluster.fleet import simulate_fleet
 from simulate.cluster.fleetfile import load_fleet
 from simulate.cluster.load import PRESETS, LoadCurve, curve_requests, parse_curve
 from simulate.cluster.traces import FORMAT_NAMES, load_trace, trace_requests
-from simulate.cluster.outcome import RequestBound, interval_rows, summarise_span
+from simulate.cluster.outcome import RequestBound, ci_columns, interval_rows, summarise_span
 from simulate.cluster.pool import PoolSpec
 from simulate.cluster.scaling import Scaling
 from simulate.parallel import Workers, run_tasks
 from simulate.plan import planner
-from simulate.plan.api import carried_modes
-from costmodel.costing import TIE_FRAC, GpuPrice, PricingConfig, gpu_price
+from simulate.plan.api import carried_modes, plan_provenance
+from costmodel.costing import GpuPrice, PricingConfig, gpu_price
 from costmodel.costing.day import price_bill, price_hours
+from costmodel.costing.day_answer import answer_column
 from costmodel.slo import parse_slo
 from simulate.plan.day_hours import check_hours, compressed, compressed_scaling, fleet_days, hour_job, hour_windows
 from simulate.workload import build_requests, check_run_size, fits_budget
@@ -219,6 +227,7 @@ class DayOutcome:
     wall_s: float
     profiles: dict = field(default_factory=dict)  # hardware -> Profile the fleets ran on
     prices: dict = field(default_factory=dict)  # hardware -> GpuPrice the bills are priced at
+    peak_replicas_low: dict = field(default_factory=dict)  # (hardware, mode) -> the fewest replicas at the peak not settled to miss
 
 
 def _check(cfg: DayConfig) -> None:
@@ -266,13 +275,14 @@ def _check_workload(cfg: DayConfig, lc: DayLoad) -> None:
 
 
 def _peak_search(cfg: DayConfig, lc: DayLoad, slo: SloSplit, workload: str | None, say) -> dict:
-    """(hardware, mode) -> (replicas at the peak or None, requests/s per replica there)."""
+    """(hardware, mode) -> (replicas at the peak or None, requests/s per replica there, the fewest
+    replicas not settled to miss there: below the first where those counts are borderline)."""
     settings = planner.PlanSettings([lc.peak_qps], slo.text, cfg.hardware, cfg.modes, {h: cfg.profile_paths.get(h) for h in cfg.hardware},
                                     cfg.duration_s, cfg.seed, cfg.max_replicas, cfg.jobs or planner.default_jobs(), workload, engine=cfg.engine())
     out = {}
     for c in planner.run_searches(settings, progress=say, scheduler=cfg.scheduler):
-        row = next((p for p in c.points if p.get("replicas") == c.replicas), None)
-        out[(c.hardware, c.mode)] = (c.replicas, lc.peak_qps / c.replicas if c.replicas else None)
+        low = c.replicas_low if c.replicas and c.replicas_low and c.replicas_low < c.replicas else c.replicas
+        out[(c.hardware, c.mode)] = (c.replicas, lc.peak_qps / c.replicas if c.replicas else None, low)
     return out
 
 
@@ -294,9 +304,9 @@ def _headroom(cfg: DayConfig, lc: DayLoad, peaks: dict, limit: float, workload: 
     """With `max_utilisation<=U` in the SLO: the peak fleet grows until its utilisation at the peak
     is at most U (utilisation falls about as 1/replicas, so each try scales by utilisation / U)."""
     out = {}
-    for (h, m), (n, _) in peaks.items():
+    for (h, m), (n, _, low) in peaks.items():
         if n is None:
-            out[(h, m)] = (n, None)
+            out[(h, m)] = (n, None, None)
             continue
         n0, u = n, _utilisation_at(cfg, h, m, n, lc.peak_qps, workload)
         for _ in range(HEADROOM_TRIES):
@@ -306,7 +316,7 @@ def _headroom(cfg: DayConfig, lc: DayLoad, peaks: dict, limit: float, workload: 
             u = _utilisation_at(cfg, h, m, n, lc.peak_qps, workload)
         if n != n0:
             say(f"{h}/{m}: {n} replicas for utilisation {u:.2f} <= {limit:g} at the peak ({n0} met the latency bounds)")
-        out[(h, m)] = (n, lc.peak_qps / n)
+        out[(h, m)] = (n, lc.peak_qps / n, low if n == n0 else n)  # grown for headroom: the utilisation probe sets the count, no interval
     return out
 
 
@@ -331,7 +341,7 @@ def _day_job(hardware: str, mode: str, policy: str, n_peak: int, target: float |
     rows = interval_rows(run, slo.bounds, span_s, cfg.interval_s / c, max_utilisation=slo.max_utilisation)
     summ = summarise_span(rows, span_s)[0]
     name = "static" if policy == "static" else f"request-rate:target={target:.3g}"
-    bill = over_a_day(_bill(summ, rows, policy, name, c), lc.span_s / 3600)
+    bill = over_a_day(_bill(summ, rows, policy, name, c, interval_s=cfg.interval_s), lc.span_s / 3600)
     flat = _flat(rows, policy, c, cfg.interval_s)
     return {"rows": flat, "bill": bill, "wall_s": time.perf_counter() - t0, "requests": len(reqs)}
 
@@ -351,11 +361,21 @@ def _flat(rows: list, policy: str, c: float, interval_s: float) -> list[dict]:
     return out
 
 
-def _bill(summ, rows: list, policy: str, name: str, c: float) -> MonthBill:
+def _bill(summ, rows: list, policy: str, name: str, c: float, interval_s: float = 3600.0) -> MonthBill:
     mine = [r for r in rows if r.pool == summ.pool]
     return MonthBill(summ.hardware, summ.mode, policy, name, int(min(r.replicas_max for r in mine)), summ.replicas_max,
                      round(summ.requests_arrived * c), round(summ.requests_rejected * c), summ.slo_attainment, summ.intervals_meeting_slo, summ.intervals, summ.gpu_hours * c,
-                     summ.energy_kwh * c, summ.cost_usd * c, summ.cost_usd_per_month, summ.energy_kwh_per_month)
+                     summ.energy_kwh * c, summ.cost_usd * c, summ.cost_usd_per_month, summ.energy_kwh_per_month,
+                     hours_borderline=summ.intervals_borderline, hours_failing=summ.intervals_failing, borderline=borderline_hours(mine, interval_s))
+
+
+def borderline_hours(rows: list, interval_s: float) -> str:
+    """The borderline intervals by the hour they start (of the real day), and the first one's reason."""
+    b = [r for r in rows if r.slo_verdict == "borderline"]
+    if not b:
+        return ""
+    hours = ", ".join(f"{r.interval * interval_s / 3600:g}" for r in b[:6]) + (f" and {len(b) - 6} more" if len(b) > 6 else "")
+    return f"{'hour' if len(b) == 1 else 'hours'} {hours}: {b[0].slo_borderline}"
 
 
 def _resolve_profiles(cfg: DayConfig) -> dict[str, Profile]:
@@ -402,7 +422,7 @@ def run_fleet_day(cfg: DayConfig, fleet: str, progress: Callable[[str], None] | 
     run = simulate_fleet(pools, reqs, seed=cfg.seed, sample_s=cfg.interval_s / c)
     span_s = lc.span_s / c
     rows = interval_rows(run, slo.bounds, span_s, cfg.interval_s / c, max_utilisation=slo.max_utilisation)
-    bills = [over_a_day(_bill(s, rows, s.pool, next((p.policy().name for p in pools if p.name == s.pool), "fleet"), c), lc.span_s / 3600)
+    bills = [over_a_day(_bill(s, rows, s.pool, next((p.policy().name for p in pools if p.name == s.pool), "fleet"), c, interval_s=cfg.interval_s), lc.span_s / 3600)
              for s in summarise_span(rows, span_s)]
     hours = pd.DataFrame(_flat(rows, "fleet", c, cfg.interval_s))
     return DayOutcome(cfg, lc, slo, {}, hours, bills, time.perf_counter() - t0, profiles=profiles)
@@ -431,15 +451,35 @@ def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> Da
             peaks = _headroom(cfg, lc, peaks, slo.max_utilisation, workload, say)
     jobs = [(h, m, pol, peaks[(h, m)][0], peaks[(h, m)][1], cfg, lc, slo) for h in cfg.hardware for m in cfg.modes for pol in POLICIES
             if peaks[(h, m)][0] is not None]
-    results = _run_hours(jobs, cfg, lc, say) if stream else _run_days(jobs, cfg, lc, profiles, say)
+    lows = [(h, m, pol, low, lc.peak_qps / low, cfg, lc, slo) for h, m, pol, n, *_ in jobs for low in [peaks[(h, m)][2]] if low < n]
+    if lows:
+        say(f"{len(lows)} fleet day(s) again from the fewest peak replicas not settled to miss (the low ends of their cost intervals)")
+    results = _run_hours(jobs + lows, cfg, lc, say) if stream else _run_days(jobs + lows, cfg, lc, profiles, say)
+    results, low_results = results[:len(jobs)], results[len(jobs):]
     bills = _with_savings([price_bill(r["bill"], prices[r["bill"].hardware]) for r in results])
-    for (h, m), (n, _) in peaks.items():
+    bills = _with_lows(bills, [price_bill(r["bill"], prices[r["bill"].hardware]) for r in low_results], peaks)
+    for (h, m), (n, *_) in peaks.items():
         if n is None:
             bills.append(MonthBill(h, m, "static", "static", 0, 0, 0, 0, float("nan"), 0, 0, float("nan"), float("nan"), float("nan"),
                                    float("nan"), float("nan"), note=f"no fleet of <= {cfg.max_replicas} replicas meets the SLO at the peak"))
     hours = price_hours(pd.DataFrame([row for r in results for row in r["rows"]]), prices)
     return DayOutcome(cfg, lc, slo, {k: v[0] for k, v in peaks.items()}, hours, sorted(bills, key=bill_order), time.perf_counter() - t0,
-                      profiles=profiles, prices=prices)
+                      profiles=profiles, prices=prices, peak_replicas_low={k: v[2] for k, v in peaks.items()})
+
+
+def _with_lows(bills: list[MonthBill], lows: list[MonthBill], peaks: dict) -> list[MonthBill]:
+    """Each bill with its peak fleet's replica interval and the low end of its cost interval (the
+    same policy's day from the fewest peak replicas not settled to miss; itself where settled)."""
+    low_of = {(b.hardware, b.mode, b.policy): b for b in lows}
+    out = []
+    for b in bills:
+        n, _, n_low = peaks[(b.hardware, b.mode)]
+        lo = low_of.get((b.hardware, b.mode, b.policy), b)
+        why = (f"{n_low}-{n - 1} replicas at the peak are borderline (settled pass at {n})" if n_low < n else "")
+        out.append(replace(b, replicas_peak=n, replicas_peak_low=n_low, cost_usd_per_month_low=min(lo.cost_usd_per_month, b.cost_usd_per_month),
+                           replicas_max_low=lo.replicas_max, gpu_hours_per_day_low=lo.gpu_hours_per_day, energy_kwh_per_day_low=lo.energy_kwh_per_day,
+                           borderline="; ".join(x for x in (b.borderline, why) if x)))
+    return out
 
 
 def _say_done(say):
@@ -466,7 +506,7 @@ def _run_hours(jobs: list, cfg: DayConfig, lc: DayLoad, say) -> list[dict]:
     (simulate/plan/day_hours.py), on Dask (a local cluster, or the scheduler given)."""
     at_once = check_hours(cfg, lc, len(jobs))
     windows = hour_windows(lc.span_s, cfg.interval_s)
-    hours = [(*j, k, t0, t1) for j in jobs for k, (t0, t1) in enumerate(windows)]
+    hours = [(*j, k, t0, t1) for j in jobs for k, (t0, t1) in enumerate(windows)]  # a fleet: (hardware, mode, policy, peak replicas)
     workers = min(cfg.jobs or planner.default_jobs(), at_once)
     say(f"the day holds {lc.expected_requests / cfg.compress:,.0f} requests per fleet, more than the memory budget: simulating {len(jobs)} fleets "
         f"hour by hour ({len(hours)} jobs, each drawing its own hour's requests) on {'the Dask scheduler' if cfg.scheduler else f'{workers} Dask worker(s)'}")
@@ -476,7 +516,7 @@ def _run_hours(jobs: list, cfg: DayConfig, lc: DayLoad, say) -> list[dict]:
         say(f"{h}/{m} {pol} hour {hours[i][8]}: {res['requests']:,} requests in {res['wall_s']:.1f} s")
 
     results = run_tasks(hour_job, hours, cluster=Workers(cfg.scheduler, workers, local="dask"), on_done=done)
-    days = fleet_days(results, [h[:3] for h in hours], cfg, lc, lambda *a: over_a_day(_bill(*a), lc.span_s / 3600), _flat)
+    days = fleet_days(results, [h[:4] for h in hours], cfg, lc, lambda *a: over_a_day(_bill(*a, interval_s=cfg.interval_s), lc.span_s / 3600), _flat)
     for i, d in enumerate(days):
         _say_done(say)(i, d)
     return days
@@ -491,7 +531,7 @@ def _with_savings(bills: list[MonthBill]) -> list[MonthBill]:
     return bills
 
 
-HOUR_COLUMNS = ["pool", "hardware", "mode", "policy", "hour", "start_s", "end_s", "offered_qps", "replicas_mean", "replicas_max", "utilisation", "slo_attainment", "meets_slo",
+HOUR_COLUMNS = ["pool", "hardware", "mode", "policy", "hour", "start_s", "end_s", "offered_qps", "replicas_mean", "replicas_max", "utilisation", "slo_attainment", "meets_slo", "slo_verdict", "slo_borderline",
                 "goodput_rps", "requests_arrived", "requests_rejected", "requests_timed_out", "requests_unfinished", "gpu_hours", "energy_kwh",
                 "cost_usd"]
 
@@ -507,10 +547,10 @@ def write_day(out: DayOutcome, out_dir: str | Path) -> list[Path]:
 
 def _write_day_files(out: DayOutcome, d: Path) -> list[Path]:
     hours = out.hours
-    lat = [b.column for b in out.slo.bounds]
+    lat = [c for b in out.slo.bounds for c in (b.column, *ci_columns(b.column))]
     cols = [c for c in HOUR_COLUMNS + lat if c in hours.columns]
-    bills = pd.DataFrame([{**asdict(b), "meets_slo_every_hour": b.meets_slo_every_hour, "answer": a}  # a tie named on every fleet of it
-                          for b, a in zip(out.bills, answer_column(out.bills, TIE_FRAC))])
+    bills = pd.DataFrame([{**asdict(b), "meets_slo_every_hour": b.meets_slo_every_hour, "slo_verdict": b.slo_verdict, "answer": a}  # a tie named on every fleet of it
+                          for b, a in zip(out.bills, answer_column(out.bills))])
     cfg = out.config
     modes = set(cfg.modes or ())
     doc = {"load": out.curve.source, "slo": cfg.slo, "compress": cfg.compress, "scaling": asdict(cfg.scaling),
@@ -519,9 +559,10 @@ def _write_day_files(out: DayOutcome, d: Path) -> list[Path]:
                         "profiles": dict(cfg.profile_paths), "interval_s": cfg.interval_s},
            "pricing": cfg.pricing.to_dict(), "prices": {h: asdict(p) for h, p in out.prices.items()},
            "hardware_specs": {h: p.hardware_spec().to_dict() for h, p in out.profiles.items()},
-           "profiles": {h: profile_provenance(p, modes=modes or None) for h, p in out.profiles.items()},
+           "profiles": plan_provenance(out.profiles, modes) if modes else {h: profile_provenance(p) for h, p in out.profiles.items()},
            "span_s": out.curve.span_s, "expected_requests": out.curve.expected_requests,
-           "peak_qps": out.curve.peak_qps, "peak_replicas": [{"hardware": h, "mode": m, "replicas": n} for (h, m), n in out.peak_replicas.items()],
+           "peak_qps": out.curve.peak_qps, "peak_replicas": [{"hardware": h, "mode": m, "replicas": n, "replicas_low": out.peak_replicas_low.get((h, m), n)}
+                                                                 for (h, m), n in out.peak_replicas.items()],
            "bills": bills.to_dict("records"), "hours": hours[cols].to_dict("records") if len(hours) else [], "wall_s": out.wall_s}
     docs = day_docs()
     return [*write_table(hours[cols] if len(hours) else hours, d / "day.csv", docs), *write_table(bills, d / "month.csv", docs),

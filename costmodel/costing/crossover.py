@@ -31,6 +31,9 @@ from costmodel.modes import all_modes, mode_order
 RANK_COLUMNS = ("cost_usd_per_month", "cost_usd_per_mtok_output", "gpus")
 TIE_FRAC = 0.01  # monthly costs within 1% of each other are a tie (whole GPUs: equal fleets cost exactly the same)
 CROSSOVER_TOLERANCE_FRAC = 0.05  # plan bisects until the bracket is narrower than 5% of its upper end
+# ... or narrower than this share of the crossover's 95% interval: the replications' spread, not the bisection, is what
+# the interval reports, and a bracket well inside it moves the estimate by less than the interval already allows
+INTERVAL_SHARE = 0.25
 CHEAPER, TIE, COSTLIER, NONE = "cheaper", "tie", "costs-more", "none"  # DiffusionGemma against AR/MTP at one QPS
 
 
@@ -58,7 +61,8 @@ def method_text() -> str:
             f"first above it where it costs more; where a fleet's verdict is borderline over its replications the two costs' intervals "
             f"overlap (a tie), so the 95% interval runs from the last QPS where every verdict is settled to the first where DiffusionGemma "
             f"certainly costs more; the estimate is the midpoint of the bracket where the figures' means flip the verdict; `costmodel plan` "
-            f"bisects the brackets with the simulator to {CROSSOVER_TOLERANCE_FRAC:.0%} of their upper end; --seeds widens the interval to "
+            f"bisects the brackets with the simulator to {CROSSOVER_TOLERANCE_FRAC:.0%} of their upper end or {INTERVAL_SHARE:.0%} of the "
+            f"95% interval, whichever is wider; --seeds widens the interval to "
             "the seeds' estimates")
 
 
@@ -169,6 +173,15 @@ class Crossover:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def gaps_to_refine(self) -> list[tuple[float, float]]:
+        """The brackets of `refine` a plan still bisects, widest first: wider than CROSSOVER_TOLERANCE_FRAC of
+        their upper end and than INTERVAL_SHARE of the 95% interval (a bracket inside a quarter of the
+        interval moves the estimate and the interval's ends by less than the replications' spread)."""
+        lo_ci = self.qps_ci95_low if self.qps_ci95_low is not None else (self.qps_low or 0.0)
+        hi_ci = self.qps_ci95_high if self.qps_ci95_high is not None else (self.qps_high or 0.0)
+        floor = INTERVAL_SHARE * max(0.0, hi_ci - lo_ci)
+        return sorted(((lo, hi) for lo, hi in self.refine if hi - lo > max(CROSSOVER_TOLERANCE_FRAC * hi, floor)), key=lambda g: g[0] - g[1])
 
     @property
     def interval_text(self) -> str:

@@ -96,7 +96,7 @@ PLAN_DOCS = (
                                       "replications (above 1: unstable)", "ratio", SETTLE),
     ColumnDoc("backlog_growth_ratio_ci95_low", "lower end of the 95% t-interval of backlog_growth_ratio's mean over the replications", "ratio", SETTLE),
     ColumnDoc("backlog_growth_ratio_ci95_high", "upper end of that interval (unbounded where a replication was unstable for another reason)", "ratio", SETTLE),
-    ColumnDoc("slo_pinned", "a crossover-search cell not simulated, and why: its count settled the same at the QPS below and above", "text", SETTLE),
+    ColumnDoc("slo_pinned", "a crossover-search count not simulated, and why: it settled the same at the QPS below and above, or to pass at a higher QPS", "text", SETTLE),
     ColumnDoc("slo_pinned_for", "the SLO a pinned cell's verdict holds for", "text", SETTLE),
     ColumnDoc("replicas_low", "the fewest replicas not settled to miss the SLO: below `replicas` where those counts are borderline (the low end "
                               "of the fleet's interval)", "count", PLAN),

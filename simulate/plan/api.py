@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from costmodel import outputset
-from costmodel.costing import CROSSOVER_TOLERANCE_FRAC, Analysis, PricingConfig, analyse, answer_frame, answer_lines, gpu_price
+from costmodel.costing import Analysis, PricingConfig, analyse, answer_frame, answer_lines, gpu_price
 from costmodel.errors import UserError
 from costmodel.modes import get_mode
 from costmodel.options import QPS_MIN, check_rate
@@ -150,8 +150,8 @@ def carried_modes(profiles: list[Profile]) -> list[str]:
 def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> PlanOutcome:
     """Search, price, and search the crossover along QPS: each round bisects, for every crossover
     (over all GPUs, and each GPU's where there are several), the widest of its brackets (its
-    estimate's and its interval's two ends: Crossover.refine) wider than CROSSOVER_TOLERANCE_FRAC of
-    its upper end, at most cfg.refine_crossover steps each; a round simulates only the chains its
+    estimate's and its interval's two ends) still to narrow (Crossover.gaps_to_refine: wider than 5% of its
+    upper end and a quarter of the 95% interval), at most cfg.refine_crossover steps each; a round simulates only the chains its
     crossover compares (one GPU's, or all) and every round's chains run together on one pool of
     forked workers: the crossover does not depend on the grid."""
     t0 = time.perf_counter()
@@ -199,7 +199,8 @@ def _probe_chains(cells, settings, scope: str, q: float, max_replicas: int, take
     already evaluated at `q`, its search bounded by its own answers at the nearest QPS below and
     above (more load never needs fewer replicas); a chain with no fleet below needs no search, and
     one whose settled count is the same below and above (none borderline) is pinned there, not
-    simulated, where `pin` (a price that does not depend on the GPUs' utilisation)."""
+    simulated, where `pin` (a price that does not depend on the GPUs' utilisation); with `pin`, the
+    count settled above passes here too and is pinned (only the counts below it are simulated)."""
     by_chain: dict = {}
     for c in cells:
         by_chain.setdefault((c.hardware, c.mode), []).append(c)
@@ -223,14 +224,15 @@ def _probe_chains(cells, settings, scope: str, q: float, max_replicas: int, take
                 continue
             start = planner.ChainStart(lower=below.replicas_low if below is not None else 1,
                                        upper=above.replicas if above is not None and above.replicas is not None else None,
-                                       prev_qps=below.qps if below is not None else None)
+                                       prev_qps=below.qps if below is not None else None,
+                                       upper_qps=above.qps if pin and above is not None and above.replicas is not None else None)
             out.append(planner.Chain(h, m, (q,), start))
     return out
 
 
 def _next_probes(a: Analysis, cells, used: dict[str, int], cfg: PlanConfig, hardware: list[str]) -> list[tuple[str, float, float | None, float]]:
-    """One QPS per crossover still to narrow: the midpoint of its widest bracket (Crossover.refine)
-    wider than CROSSOVER_TOLERANCE_FRAC of its upper end, or half the lowest QPS where DiffusionGemma
+    """One QPS per crossover still to narrow: the midpoint of its widest bracket still to narrow
+    (Crossover.gaps_to_refine), or half the lowest QPS where DiffusionGemma
     already costs more (down to an eighth of the lowest QPS asked); each crossover at most
     cfg.refine_crossover steps. [(scope, qps, bracket low or None below the range, bracket high)]."""
     crossovers = [a.crossover] + (list(a.crossover_by_hardware.values()) if len(a.crossover_by_hardware) > 1 else [])
@@ -244,8 +246,7 @@ def _next_probes(a: Analysis, cells, used: dict[str, int], cfg: PlanConfig, hard
             continue
         need = set(hardware) if c.scope == "all hardware" else {c.scope}
         if c.status == "bracketed":
-            gaps = sorted(((lo, hi) for lo, hi in c.refine if hi - lo > CROSSOVER_TOLERANCE_FRAC * hi), key=lambda g: g[0] - g[1])
-            for lo, hi in gaps:
+            for lo, hi in c.gaps_to_refine():
                 if lo == 0.0:  # the interval's low end lies below the lowest QPS: halve it (down to the floor)
                     q = float(f"{hi / 2:.3g}")
                     if q >= floor and not need <= done.get(q, set()):

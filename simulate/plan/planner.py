@@ -89,6 +89,8 @@ class ChainStart:
     lower: int = 1
     upper: int | None = None
     prev_qps: float | None = None
+    upper_qps: float | None = None  # where given: `upper` settled to pass at this higher QPS, so it passes here too (more load never
+    #                                needs fewer replicas) and is pinned, not simulated (a crossover probe with a price independent of utilisation)
 
 
 @dataclass
@@ -129,7 +131,12 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
             continue
         cell = CellSearch(hardware, mode, q, None)
 
-        def evaluate(r: int, q=q, cell=cell):
+        def evaluate(r: int, q=q, cell=cell, first=i == 0):
+            if first and start.upper_qps is not None and start.upper is not None and r >= start.upper:
+                why = f"not simulated: {start.upper} replica{'s' if start.upper != 1 else ''} settled to pass at {start.upper_qps:g} QPS, a higher load"
+                cell.points.append(pinned_row(hardware, mode, q, r, why, slo.text))
+                cell.verdicts[r] = PASS
+                return True, None
             row = point(hardware, mode, q, r)
             cell.points.append(row)
             status = judge(row, slo).status
@@ -170,9 +177,14 @@ def pinned_cell(hardware: str, mode: str, qps: float, below: CellSearch, above: 
     Its row carries the count and the verdict, no figures (it prices a fleet, it measured nothing)."""
     r = below.replicas
     why = f"not simulated: {r} replica{'s' if r != 1 else ''} settled at both {below.qps:g} and {above.qps:g} QPS"
-    row = {"hardware": hardware, "mode": mode, "qps": qps, "replicas": r, "stable": True, "stability_reason": why,
-           "slo_verdict": PASS, "slo_pinned": why, "slo_pinned_for": slo_text, "replications": 0}
+    row = pinned_row(hardware, mode, qps, r, why, slo_text)
     return CellSearch(hardware, mode, qps, r, [(r, True)], [row], verdicts={r: PASS}, replicas_low=r)
+
+
+def pinned_row(hardware: str, mode: str, qps: float, replicas: int, why: str, slo_text: str) -> dict:
+    """The row of a count passed by inference, not simulated (`why`): the count and the verdict, no figures."""
+    return {"hardware": hardware, "mode": mode, "qps": qps, "replicas": replicas, "stable": True, "stability_reason": why,
+            "slo_verdict": PASS, "slo_pinned": why, "slo_pinned_for": slo_text, "replications": 0}
 
 
 def none_fits(max_replicas: int, at_qps: float | None) -> str:

@@ -123,9 +123,22 @@ def canvas_content_distribution(content_length, C: int) -> tuple[np.ndarray, np.
     return vals, probs / probs.sum()
 
 
+_CANVAS_CDF: dict = {}  # (id of a content-length distribution, canvas) -> (it, values, probs, CDF): a plan draws thousands of runs from one
+
+
+def _canvas_cdf(content_length, C: int) -> tuple:
+    """canvas_content_distribution and its CDF, computed once per distribution object and canvas."""
+    hit = _CANVAS_CDF.get((id(content_length), C))
+    if hit is None or hit[0] is not content_length:
+        if len(_CANVAS_CDF) >= 256:
+            _CANVAS_CDF.clear()
+        vals, probs = canvas_content_distribution(content_length, C)
+        hit = _CANVAS_CDF[(id(content_length), C)] = (content_length, vals, probs, np.cumsum(probs))
+    return hit[1:]
+
+
 def _coupled_steps(cs, C: int, content: np.ndarray, v: np.ndarray) -> np.ndarray:
-    cvals, cprobs = canvas_content_distribution(cs.content_length, C)
-    ccdf = np.cumsum(cprobs)
+    cvals, cprobs, ccdf = _canvas_cdf(cs.content_length, C)
     below = np.searchsorted(cvals, content, side="left")  # values < x
     f_minus = np.where(below > 0, ccdf[np.maximum(below - 1, 0)], 0.0)
     at = (below < len(cvals)) & (cvals[np.minimum(below, len(cvals) - 1)] == content)

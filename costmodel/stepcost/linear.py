@@ -18,16 +18,45 @@ graphed steps did (costmodel/schemas/profile.py SIGNED_SLOPES keeps every regime
 features do the same at a smaller size where the engine's kernels change regime, found in its
 recorded steps (measure/fit/steps.py; vLLM 0.26 on Hopper: an AR decode step of 17 sequences costs
 1.5x one of 16, and no more up to 32; past the graphs, where the GPU's work crosses the host's floor:
-DiffusionGemma at 8 canvases on an H200)."""
+DiffusionGemma at 8 canvases on an H200).
+
+An engine that drafts (MTP, k draft tokens a sequence) captures its full CUDA graphs of uniform verify steps at
+its capture sizes rounded up to multiples of k + 1 (vLLM CompilationConfig.adjust_cudagraph_sizes_for_spec_decode:
+1, 2, 4, 8, 16, 24, ... each rounded up). A verify step whose tokens are not one of those sizes is padded to the
+next and runs slower: `graph_padded` (1 for such a step, 0 otherwise; vLLM 0.26 on an H200 in fp8: k = 2 at 4
+sequences, 12 tokens, 22 ms where 3 sequences take 9 ms and 6 take 11 ms; k = 4 at 3 sequences 18.5 ms, at 4 10.2 ms;
+k = 5 at 5 sequences 18.3 ms, at 4 and 6 11 ms: data/runs/engine/h200-fp8-mtp*)."""
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 from costmodel.errors import UserError
 from costmodel.roofline import Segment
 
 FEATURES = ("const", "roofline_ms", "memory_ms", "compute_ms", "kv_ms", "seqs", "tokens", "context_ktokens", "graph_off", "graph_off_tokens",
-            "past_knee", "past_knee_tokens")
-REGIME_FEATURES = ("graph_off", "graph_off_tokens", "past_knee", "past_knee_tokens")  # a step-size regime's: the joint pass's alone
+            "past_knee", "past_knee_tokens", "graph_padded")
+REGIME_FEATURES = ("graph_off", "graph_off_tokens", "past_knee", "past_knee_tokens", "graph_padded")  # a step-size regime's: the joint pass's alone
+
+
+@lru_cache(maxsize=64)
+def captured_sizes(query_tokens: int, graph_max_tokens: int) -> frozenset[int]:
+    """The step sizes (tokens) an engine captures as CUDA graphs for uniform steps of `query_tokens` tokens a
+    sequence: vLLM's default capture sizes up to its largest (1, 2, 4, then every 8 below 256, every 16 from 256),
+    each rounded up to a multiple of `query_tokens` where that stays within the largest (vLLM 0.26
+    CompilationConfig.adjust_cudagraph_sizes_for_spec_decode)."""
+    base = [1, 2, 4, *range(8, min(graph_max_tokens + 1, 256), 8), *range(256, graph_max_tokens + 1, 16)]
+    q = max(1, int(query_tokens))
+    return frozenset(r for r in (-(-b // q) * q for b in base if b <= graph_max_tokens) if r <= graph_max_tokens)
+
+
+def padded(segments, tokens: float, graph_max_tokens: int) -> float:
+    """1.0 for a uniform multi-token step (one group of sequences of k + 1 tokens each, no prefill beside it) within
+    the largest CUDA graph whose size is not a captured one (it is padded to the next: `graph_padded`), else 0.0."""
+    if not graph_max_tokens or len(segments) != 1 or tokens > graph_max_tokens:
+        return 0.0
+    q = segments[0].tokens
+    return 1.0 if q > 1 and int(tokens) not in captured_sizes(q, graph_max_tokens) else 0.0
 
 
 def features(roof_pass, segments, graph_max_tokens: int = 0, knee_tokens: int = 0) -> dict[str, float]:
@@ -51,6 +80,7 @@ def features(roof_pass, segments, graph_max_tokens: int = 0, knee_tokens: int = 
         "graph_off_tokens": off * tokens,
         "past_knee": knee,
         "past_knee_tokens": knee * tokens,
+        "graph_padded": padded(segments, tokens, graph_max_tokens),
     }
 
 

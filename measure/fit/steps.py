@@ -80,7 +80,11 @@ _BASE_SETS: tuple[tuple[str, ...], ...] = (
 )
 # each set again with the CUDA-graph regime (costmodel/stepcost/linear.py): only where the runs hold
 # steps on both sides of the engine's largest captured size (else the columns are rank-deficient and skipped)
-FEATURE_SETS: tuple[tuple[str, ...], ...] = _BASE_SETS + tuple(f + ("graph_off", "graph_off_tokens") for f in _BASE_SETS)
+_GRAPH_SETS = tuple(f + ("graph_off", "graph_off_tokens") for f in _BASE_SETS)
+# and with the padded uniform steps of an engine that drafts (costmodel/stepcost/linear.py graph_padded): tried first
+# where its steps ran both padded and at captured sizes (a model without them is misspecified there: vLLM 0.26 MTP)
+_PADDED_SETS = tuple(f + ("graph_padded",) for f in _GRAPH_SETS)
+FEATURE_SETS: tuple[tuple[str, ...], ...] = _BASE_SETS + _GRAPH_SETS + _PADDED_SETS
 # where a GPU engine's kernels may change regime (a step of more tokens pays a jump, costmodel/stepcost/linear.py
 # past_knee; its MoE and attention kernels' configurations are chosen by batch size): each size is tried on the chosen feature set, and the best kept where its k-fold error per row beats
 # the set's by more than SELECT_TOL_POINTS (vLLM 0.26 on Hopper: AR decode 5.6 ms at 16 sequences, 8.4 ms at 17-32)
@@ -518,9 +522,11 @@ def _choose_features(ob: _Objective, seed: int, cands: dict) -> tuple[tuple[str,
     d = ob.d
     ok = []
     crosses = bool((d.feats["graph_off"] > 0).any() and (d.feats["graph_off"] == 0).any())
-    # an engine whose steps ran on both sides of its largest CUDA graph: a model without the regime is
-    # misspecified there, so the regime-aware sets come first (the simplest within tolerance wins)
-    order = FEATURE_SETS[len(_BASE_SETS):] + FEATURE_SETS[:len(_BASE_SETS)] if crosses else FEATURE_SETS
+    pads = bool((d.feats["graph_padded"] > 0).any() and (d.feats["graph_padded"] == 0).any())
+    # an engine whose steps ran on both sides of its largest CUDA graph (or, drafting, both padded and at captured
+    # sizes): a model without the regime is misspecified there, so the regime-aware sets come first (the simplest
+    # within tolerance wins); the padded sets are tried only where steps were padded
+    order = (_PADDED_SETS if pads else ()) + (_GRAPH_SETS + _BASE_SETS if crosses else _BASE_SETS + _GRAPH_SETS)
     for feats in order:
         X, _ = ob.matrix(feats)
         name = " + ".join(feats)

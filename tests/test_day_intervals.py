@@ -18,7 +18,6 @@ from costmodel.costing.day_answer import DayAnswer, answer, answer_column, cheap
 from costmodel.schemas.day import DayRecord, MonthBill, bill_order
 from simulate.cluster.outcome import RequestBound, batch_interval, hour_verdict
 from simulate.plan import day as day_mod
-from simulate.plan.day import DayConfig, run_day
 
 TTFT = RequestBound("p95", "ttft", 1000.0)
 
@@ -83,13 +82,14 @@ def test_a_borderline_peak_gives_every_bill_a_cost_interval(monkeypatch, cli, tm
         return {k: (n + 1, lc.peak_qps / (n + 1), n) for k, (n, _, _) in out.items()}  # one more settled; the search's count borderline
 
     monkeypatch.setattr(day_mod, "_peak_search", borderline_peak)
-    cfg = DayConfig(load="flat:6,hours=0.1", slo="p95_ttft_ms<=1000,p95_e2e_ms<=8000", hardware=["rtx-5090"], modes=["mtp"], duration_s=30, jobs=1)
-    out = run_day(cfg)
-    static = next(b for b in out.bills if b.policy == "static")
+    code, text, err = cli("plan", "--load-curve", "flat:6,hours=0.1", "--slo", "p95_ttft_ms<=1000,p95_e2e_ms<=8000", "--hardware", "rtx-5090",
+                          "--mode", "mtp", "--duration", "30", "--jobs", "1", "-o", str(tmp_path / "day"))
+    assert code == 0, err
+    assert "(fewer replicas at the peak are borderline)" in text.splitlines()[-1]  # the console's answer line
+    static = next(b for b in day_mod_read(tmp_path / "day").bills if b.policy == "static")
     assert static.replicas_peak == static.replicas_peak_low + 1 and static.replicas_max_low == static.replicas_peak_low
     assert static.cost_usd_per_month_low == pytest.approx(static.cost_usd_per_month * static.replicas_peak_low / static.replicas_peak)
     assert "borderline (settled pass at" in static.borderline and static.slo_verdict == "borderline"
-    day_mod.write_day(out, tmp_path / "day")
     month = pd.read_csv(tmp_path / "day" / "month.csv")
     assert (month.cost_usd_per_month_low < month.cost_usd_per_month).all() and set(month.slo_verdict) == {"borderline"}
     assert "95% interval $" in answer(day_mod_read(tmp_path / "day")).text

@@ -163,9 +163,10 @@ def print_bills(con, out) -> str | None:
         miss = "" if b.meets_slo_every_hour else "*"
         fleet = {"autoscaled": b.autoscaler, "static": "static (peak)"}.get(b.policy, f"{b.policy}: {b.autoscaler}" if b.policy != "fleet" else "whole fleet")
         t.add_row(b.hardware, b.mode, fleet, f"{b.replicas_min}-{b.replicas_max}",
-                  f"{100 * b.slo_attainment:.2f}" if math.isfinite(b.slo_attainment) else "n/a (no requests)", f"{b.hours_meeting_slo}/{b.hours}{miss}",
+                  f"{100 * b.slo_attainment:.2f}" if math.isfinite(b.slo_attainment) else "n/a (no requests)", f"{b.hours_meeting_slo}/{b.hours}{miss}" + (f" ({b.hours_borderline} borderline)" if b.hours_borderline else ""),
                   f"{b.gpu_hours_per_day:,.1f}",
-                  f"{b.energy_kwh_per_month:,.0f}", _money(b.cost_usd_per_month),
+                  f"{b.energy_kwh_per_month:,.0f}",
+                  _money(b.cost_usd_per_month) if not b.cost_low < b.cost_usd_per_month else f"{_money(b.cost_low)}-{_money(b.cost_usd_per_month)}",
                   "" if b.policy == "static" or not math.isfinite(b.saving_vs_static_frac) else f"{round(-100 * b.saving_vs_static_frac) + 0:+d}%",
                   style=None if miss == "" else "dim")
     con.print(t)

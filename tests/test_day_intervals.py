@@ -14,6 +14,8 @@ import openpyxl
 import pandas as pd
 import pytest
 
+from office import recalculated
+
 from costmodel.costing.day_answer import DayAnswer, answer, answer_column, cheapest
 from costmodel.schemas.day import DayRecord, MonthBill, bill_order
 from simulate.cluster.outcome import RequestBound, batch_interval, hour_verdict
@@ -99,6 +101,8 @@ def test_a_borderline_peak_gives_every_bill_a_cost_interval(monkeypatch, cli, tm
     assert (m["USD per month, 95% interval low end"] < m["USD per month"]).all()
     ws = openpyxl.load_workbook(tmp_path / "day.xlsx")["Month"]
     assert str(ws["Y2"].value).startswith("=MIN(P2,")  # the low end recomputed from Prices, as the cost is
+    calc = pd.read_excel(recalculated(tmp_path / "day.xlsx", tmp_path / "calc"), sheet_name="Month")  # LibreOffice agrees with the stored values
+    assert calc["USD per month, 95% interval low end"].tolist() == pytest.approx(m["USD per month, 95% interval low end"].tolist())
 
 
 def day_mod_read(path):

@@ -48,3 +48,19 @@ def test_a_day_on_a_dask_scheduler_equals_the_local_run(monkeypatch):
     finally:
         cluster.close()
     assert [(b.policy, b.cost_usd_per_month, b.slo_attainment) for b in remote.bills] == [(b.policy, b.cost_usd_per_month, b.slo_attainment) for b in local.bills]
+
+
+def test_an_hourly_day_with_a_borderline_peak_prices_its_low_end(monkeypatch):
+    """Hour by hour, a borderline peak's low-end fleets are jobs of their own (keyed by their peak
+    replicas), not mixed into the settled fleets' hours."""
+    from simulate.plan import day as day_mod
+
+    real = day_mod._peak_search
+    monkeypatch.setattr(day_mod, "_peak_search", lambda cfg, lc, slo, wl, say: {
+        k: (n + 1, lc.peak_qps / (n + 1), n) for k, (n, _, _) in real(cfg, lc, slo, wl, say).items()})
+    monkeypatch.setenv("COSTMODEL_MEMORY_BUDGET_GIB", "0.012")
+    out = _day()
+    assert len(out.hours) == 4  # the settled fleets' hours only
+    static = next(b for b in out.bills if b.policy == "static")
+    assert static.replicas_peak_low == static.replicas_peak - 1
+    assert static.cost_usd_per_month_low == pytest.approx(static.cost_usd_per_month * static.replicas_peak_low / static.replicas_peak)

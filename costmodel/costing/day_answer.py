@@ -18,7 +18,7 @@ from costmodel.costing.pricing import HOURS_PER_MONTH
 from costmodel.costing.terms import HOURS_PER_YEAR
 from costmodel.errors import UserError
 from costmodel.schemas.day import DayRecord, MonthBill, bill_order
-from costmodel.schemas.provenance import provenance_kinds, rests_on
+from costmodel.schemas.provenance import provenance_kinds, rests_on, rests_on_items
 from costmodel.slo import Slo, parse_slo
 
 
@@ -34,6 +34,27 @@ def day_basis(prov: dict | None, mode: str) -> str:
     if whole.get("kind") == "projected" or "projected" in provenance_kinds(prov):
         return f"a projected {prov.get('hardware') or '?'} profile, not measured on that GPU: {basis}"
     return basis
+
+
+def group_basis(bills: list[MonthBill], profiles: dict) -> tuple[str, bool]:
+    """What the winner or every fleet of a tie rests on, per GPU: the projection named once, the
+    modes' inputs without repeats (as answer.py's plan answer); and whether a GPU is projected."""
+    modes: dict[str, list[str]] = {}
+    for b in bills:
+        modes.setdefault(b.hardware, []).append(b.mode)
+    parts, projected = [], False
+    for h, ms in modes.items():
+        prov = profiles.get(h)
+        if not prov:
+            continue
+        first = day_basis(prov, ms[0])
+        items = "; ".join(dict.fromkeys(i for m in ms for i in rests_on_items(prov, m)))
+        if first.startswith("a projected"):
+            projected = True
+            parts.append(f"a projected {prov.get('hardware') or h} profile, not measured on that GPU: {items}")
+        else:
+            parts.append(items)
+    return "; ".join(parts), projected
 
 
 def fleet_label(b: MonthBill, prov: dict | None = None) -> str:
@@ -157,12 +178,11 @@ def answer(day: DayRecord, bills: list[MonthBill] | None = None) -> DayAnswer:
     group = cheapest(bills)
     w = group[0]
     p = prov.get(w.hardware)
-    bases = [day_basis(prov.get(b.hardware), b.mode) for b in group]
-    basis = "; ".join(dict.fromkeys(bases))  # of a tie: every tied fleet's
+    basis, projected = group_basis(group, prov)  # of a tie: every tied fleet's
     inside = {(b.hardware, b.mode) for b in group}
     tied = tuple(fleet_label(b, prov.get(b.hardware)) for b in group[1:])
     r = group[1] if len(group) > 1 else next((b for b in ok if (b.hardware, b.mode) not in inside), None)  # the best other (GPU, mode)
     slo = latency_slo(day.slo)
     held = heldout_clause(slo, prov, [b.hardware for b in group]) if slo is not None and slo.bounds else ""
-    return DayAnswer(w, fleet_label(w, p), basis, any(x.startswith("a projected") for x in bases), r, fleet_label(r, prov.get(r.hardware)) if r else "",
+    return DayAnswer(w, fleet_label(w, p), basis, projected, r, fleet_label(r, prov.get(r.hardware)) if r else "",
                      tied, held)

@@ -109,3 +109,19 @@ def day_mod_read(path):
     from costmodel.schemas.day import read_day
 
     return read_day(path)
+
+
+def test_the_headroom_term_is_judged_on_its_sub_windows_interval(tmp_path):
+    """With max_utilisation in the SLO the fleet samples its counters ten times an interval; the
+    hour's utilisation interval decides (here wholly below 0.5: a pass), and day.csv carries it."""
+    util = {"utilisation_ci95_low": 0.45, "utilisation_ci95_high": 0.55}
+    status, why = hour_verdict({}, util, [], True, 0.49, 0.5)
+    assert status == "borderline" and "utilisation 95% batch-means interval 0.45-0.55 straddles 0.5" in why
+    assert hour_verdict({}, {"utilisation_ci95_low": 0.6, "utilisation_ci95_high": 0.7}, [], False, 0.65, 0.5)[0] == "fail"
+    cfg = day_mod.DayConfig(load="flat:6,hours=0.2", slo="p95_ttft_ms<=1000,max_utilisation<=0.5", hardware=["rtx-5090"], modes=["mtp"],
+                            duration_s=30, jobs=1)
+    out = day_mod.run_day(cfg)
+    day_mod.write_day(out, tmp_path / "day")
+    hours = pd.read_csv(tmp_path / "day" / "day.csv")
+    assert (hours.utilisation_ci95_low <= hours.utilisation).all() and (hours.utilisation <= hours.utilisation_ci95_high).all()
+    assert (hours.utilisation_ci95_high < 0.5).all() and set(hours.slo_verdict) == {"pass"}

@@ -152,6 +152,10 @@ def day_docs() -> dict:
         extra_doc = (f"{end} end of the 95% Student-t interval of {col.rsplit('_ci95', 1)[0]} over the hour's batch means "
                      "(its requests in arrival order cut into 10 batches; simulate/cluster/outcome.py)")
         docs[col] = ColumnDoc(col, extra_doc, "ms", CLUSTER)
+    for end in ("low", "high"):
+        docs[f"utilisation_ci95_{end}"] = ColumnDoc(f"utilisation_ci95_{end}", f"{'lower' if end == 'low' else 'upper'} end of the 95% Student-t "
+                                                    "interval of the hour's utilisation over 10 equal sub-windows (with a max_utilisation term)",
+                                                    "fraction 0-1", CLUSTER)
     docs.update({k: ColumnDoc(k, m, u, DAY) for k, (m, u) in extra.items()})
     return docs
 

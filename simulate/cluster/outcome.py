@@ -16,7 +16,10 @@ batch means: the interval's requests, in arrival order, cut into BATCHES contigu
 bound's statistic per batch; the 95% Student-t interval of their mean. Pass: every interval lies
 wholly within its bound; fail: one lies wholly beyond it; otherwise borderline (the interval's figure
 is too close to its bound to call), never a clean pass or fail. An interval with too few requests for
-two batches of MIN_BATCH_REQUESTS is judged on its figures; the headroom term on its utilisation.
+two batches of MIN_BATCH_REQUESTS is judged on its figures. The headroom term (`max_utilisation`)
+is judged alike on the utilisation of BATCHES equal sub-windows of the interval where the run
+sampled its counters that often (util_sample_s: the day does when the SLO has the term), else on
+the interval's utilisation.
 """
 
 from __future__ import annotations
@@ -75,6 +78,22 @@ def ci_columns(column: str) -> tuple[str, str]:
     return f"{column}_ci95_low", f"{column}_ci95_high"
 
 
+UTIL_CI = ("utilisation_ci95_low", "utilisation_ci95_high")
+
+
+def util_sample_s(interval_s: float) -> float:
+    """The counter sampling a run needs for the headroom term's batch means: BATCHES per interval."""
+    return interval_s / BATCHES
+
+
+def t_interval(v: np.ndarray) -> tuple[float, float]:
+    """The 95% Student-t interval of the mean of `v` (at least two values)."""
+    from scipy.special import stdtrit  # scipy.special, not the heavier scipy.stats
+
+    half = float(stdtrit(len(v) - 1, 1 - (1 - CONFIDENCE) / 2)) * float(np.std(v, ddof=1)) / math.sqrt(len(v))
+    return float(np.mean(v)) - half, float(np.mean(v)) + half
+
+
 def batch_interval(x: np.ndarray, stat: str, limit_ms: float) -> tuple[float, float]:
     """The 95% t-interval of the mean of `stat` over up to BATCHES contiguous batches of `x` (latencies
     in arrival order); (nan, nan) when fewer than two batches of MIN_BATCH_REQUESTS fit. A batch whose
@@ -83,14 +102,10 @@ def batch_interval(x: np.ndarray, stat: str, limit_ms: float) -> tuple[float, fl
     k = min(BATCHES, len(x) // MIN_BATCH_REQUESTS)
     if k < 2:
         return math.nan, math.nan
-    from scipy.special import stdtrit  # scipy.special, not the heavier scipy.stats
-
     vals = np.array([_stat(b, stat) for b in np.array_split(x, k)])
     late = ~np.isfinite(vals)
-    v = np.where(late, limit_ms, vals)
-    half = float(stdtrit(k - 1, 1 - (1 - CONFIDENCE) / 2)) * float(v.std(ddof=1)) / math.sqrt(k)
-    mean = float(v.mean())
-    return mean - half, (math.inf if late.any() else mean + half)
+    lo, hi = t_interval(np.where(late, limit_ms, vals))
+    return lo, (math.inf if late.any() else hi)
 
 
 def hour_verdict(stats: dict, cis: dict, bounds, meets: bool, util: float, max_util: float | None) -> tuple[str, str]:
@@ -108,8 +123,14 @@ def hour_verdict(stats: dict, cis: dict, bounds, meets: bool, util: float, max_u
         else:
             shown = "unbounded" if math.isinf(hi) else f"{hi:,.0f}"
             open_.append(f"{b.column} 95% batch-means interval {lo:,.0f}-{shown} ms straddles {b.limit_ms:g}")
-    if max_util is not None and util > max_util:
-        fail.append("utilisation")
+    if max_util is not None:
+        lo, hi = cis.get(UTIL_CI[0], math.nan), cis.get(UTIL_CI[1], math.nan)
+        if math.isnan(lo) or math.isnan(hi):
+            (fail if util > max_util else []).append("utilisation")
+        elif lo > max_util:
+            fail.append("utilisation")
+        elif hi > max_util:
+            open_.append(f"utilisation 95% batch-means interval {lo:.2f}-{hi:.2f} straddles {max_util:g}")
     if fail and not meets:
         return FAIL, ""
     if open_ or fail:  # a figure meeting its bound whose interval lies beyond it is not settled either
@@ -202,11 +223,33 @@ def _row(run, name, hw, mode, pools, pts, j, lo, hi, sel, lat, ok, bounds, max_u
     cis = {}
     for b in bounds:
         cis.update(zip(ci_columns(b.column), batch_interval(lat[b.metric][sel], b.stat, b.limit_ms)))
+    if max_util is not None:
+        cis.update(zip(UTIL_CI, _util_interval(run, pools, pts, lo, hi)))
     verdict, why = hour_verdict(stats, cis, bounds, meets, util, max_util) if n > 0 else (FAIL, "")
     good = int(ok[sel].sum())
     return IntervalRow(name, hw, mode, j, lo, hi, n / length, n, int((rej == REJECT_FULL).sum()), int((rej == REJECT_TIMEOUT).sum()),
                        int((~np.isfinite(run.rec.finish_s[sel]) & (rej == 0)).sum()), good / length, good / n if n else float("nan"), bool(meets),
                        util, billed / length, peak, billed / 3600, energy_j / 3.6e6, cost, {**stats, **cis}, verdict, why)
+
+
+def _util_interval(run, pools, pts, lo: float, hi: float) -> tuple[float, float]:
+    """The 95% t-interval of the interval's utilisation over BATCHES equal sub-windows (ready-time
+    weighted over its pools, as the interval's own); (nan, nan) where the run sampled its counters
+    less often than that or the fleet was not ready in two sub-windows."""
+    width = (hi - lo) / BATCHES
+    if run.sample_s > width * (1 + 1e-9):
+        return math.nan, math.nan
+    vals = []
+    for k in range(BATCHES):
+        a, b = lo + k * width, lo + (k + 1) * width
+        used = ready = 0.0
+        for p in pools:
+            _, r, _ = _lives_in(p.lives.values(), a, b)
+            used += p.utilisation(*_delta(pts[p.index], a, b), r) * r
+            ready += r
+        if ready > 0:
+            vals.append(used / ready)
+    return t_interval(np.array(vals)) if len(vals) >= 2 else (math.nan, math.nan)
 
 
 @dataclass

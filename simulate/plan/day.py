@@ -53,7 +53,7 @@ from simulate.cluster.fleet import simulate_fleet
 from simulate.cluster.fleetfile import load_fleet
 from simulate.cluster.load import PRESETS, LoadCurve, curve_requests, parse_curve
 from simulate.cluster.traces import FORMAT_NAMES, load_trace, trace_requests
-from simulate.cluster.outcome import RequestBound, ci_columns, interval_rows, summarise_span
+from simulate.cluster.outcome import UTIL_CI, RequestBound, ci_columns, interval_rows, summarise_span, util_sample_s
 from simulate.cluster.pool import PoolSpec
 from simulate.cluster.scaling import Scaling
 from simulate.parallel import Workers, run_tasks
@@ -337,13 +337,19 @@ def _day_job(hardware: str, mode: str, policy: str, n_peak: int, target: float |
         target *= cfg.autoscale_headroom
         auto = make_autoscaler("request-rate", target=target)
     pool = PoolSpec(f"{hardware}/{mode}", profile, mode, autoscaler=auto, scaling=scaling, engine=cfg.engine())  # the plan's engine
-    run = simulate_fleet([pool], reqs, seed=cfg.seed, sample_s=cfg.interval_s / c)
+    run = simulate_fleet([pool], reqs, seed=cfg.seed, sample_s=_sample_s(min(cfg.interval_s, lc.span_s) / c, slo))
     rows = interval_rows(run, slo.bounds, span_s, cfg.interval_s / c, max_utilisation=slo.max_utilisation)
     summ = summarise_span(rows, span_s)[0]
     name = "static" if policy == "static" else f"request-rate:target={target:.3g}"
     bill = over_a_day(_bill(summ, rows, policy, name, c, interval_s=cfg.interval_s), lc.span_s / 3600)
     flat = _flat(rows, policy, c, cfg.interval_s)
     return {"rows": flat, "bill": bill, "wall_s": time.perf_counter() - t0, "requests": len(reqs)}
+
+
+def _sample_s(interval_s: float, slo: SloSplit) -> float:
+    """The fleet's counter sampling: each interval's edges, and with a headroom term BATCHES per
+    interval, for its utilisation's batch means (simulate/cluster/outcome.py)."""
+    return interval_s if slo.max_utilisation is None else util_sample_s(interval_s)
 
 
 COUNTS = ("requests_arrived", "requests_rejected", "requests_timed_out", "requests_unfinished")
@@ -419,7 +425,7 @@ def run_fleet_day(cfg: DayConfig, fleet: str, progress: Callable[[str], None] | 
         p.engine = cfg.engine()
     reqs = lc.requests(pools[0].profile, cfg, c)
     say(f"fleet {fleet}: {len(pools)} pools, {lc.source}, {len(reqs):,} requests simulated ({c:g}x time compression)")
-    run = simulate_fleet(pools, reqs, seed=cfg.seed, sample_s=cfg.interval_s / c)
+    run = simulate_fleet(pools, reqs, seed=cfg.seed, sample_s=_sample_s(min(cfg.interval_s, lc.span_s) / c, slo))
     span_s = lc.span_s / c
     rows = interval_rows(run, slo.bounds, span_s, cfg.interval_s / c, max_utilisation=slo.max_utilisation)
     bills = [over_a_day(_bill(s, rows, s.pool, next((p.policy().name for p in pools if p.name == s.pool), "fleet"), c, interval_s=cfg.interval_s), lc.span_s / 3600)
@@ -547,7 +553,7 @@ def write_day(out: DayOutcome, out_dir: str | Path) -> list[Path]:
 
 def _write_day_files(out: DayOutcome, d: Path) -> list[Path]:
     hours = out.hours
-    lat = [c for b in out.slo.bounds for c in (b.column, *ci_columns(b.column))]
+    lat = [c for b in out.slo.bounds for c in (b.column, *ci_columns(b.column))] + (list(UTIL_CI) if out.slo.max_utilisation is not None else [])
     cols = [c for c in HOUR_COLUMNS + lat if c in hours.columns]
     bills = pd.DataFrame([{**asdict(b), "meets_slo_every_hour": b.meets_slo_every_hour, "slo_verdict": b.slo_verdict, "answer": a}  # a tie named on every fleet of it
                           for b, a in zip(out.bills, answer_column(out.bills))])

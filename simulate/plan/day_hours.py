@@ -27,7 +27,7 @@ from simulate.api import resolve_workload
 from simulate.cluster.autoscalers import make_autoscaler
 from simulate.cluster.fleet import simulate_fleet
 from simulate.cluster.load import LoadCurve, curve_requests
-from simulate.cluster.outcome import interval_rows, summarise_span
+from simulate.cluster.outcome import interval_rows, summarise_span, util_sample_s
 from simulate.cluster.pool import PoolSpec
 from simulate.cluster.scaling import Scaling
 from simulate.workload import BYTES_PER_REQUEST, check_run_size, memory_budget_bytes
@@ -93,7 +93,7 @@ def hour_job(hardware: str, mode: str, policy: str, n_peak: int, target: float |
         auto = make_autoscaler("request-rate", target=target)
     pool = PoolSpec(f"{hardware}/{mode}", profile, mode, autoscaler=auto, scaling=scaling, engine=cfg.engine())
     span = (t1 - t0) / c
-    run = simulate_fleet([pool], reqs, seed=cfg.seed, sample_s=span)
+    run = simulate_fleet([pool], reqs, seed=cfg.seed, sample_s=span if slo.max_utilisation is None else util_sample_s(span))
     row = interval_rows(run, slo.bounds, span, span, max_utilisation=slo.max_utilisation)[0]
     row = replace(row, interval=hour, start_s=t0 / c, end_s=t1 / c)
     name = "static" if policy == "static" else f"request-rate:target={target:.3g}"

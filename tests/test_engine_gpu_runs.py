@@ -190,9 +190,9 @@ def test_the_fit_finds_where_the_engines_kernels_change_regime(campaign):
 
 def test_async_gaps_are_fitted_on_sums_of_consecutive_steps(monkeypatch):
     """Under async scheduling the gap before a step that prefills a new request carries most of that prefill's
-    time. The same MTP run fitted per step prices its 8-sequence step (verify + 4 drafts) far above the 10.8 ms
-    its steady steps took; fitted on sums of consecutive steps (the "windows" objective async gaps get) it lands
-    within 10% of it."""
+    time. Fitted on sums of consecutive steps (the "windows" objective async gaps get) the MTP runs' 8-sequence
+    step (verify + 4 drafts) lands within 10% of the 10.8 ms its steady steps took, and nearer than a fit per step
+    (which the padded verify steps' own feature, graph_padded, now brings within a few per cent too)."""
     from types import SimpleNamespace
 
     import measure.fit.steps as fit_steps
@@ -209,7 +209,7 @@ def test_async_gaps_are_fitted_on_sums_of_consecutive_steps(monkeypatch):
     price = {name: pass_cost(p, "mtp").step_ms(None, step, SimpleNamespace(side_passes=4)) for name, p in
              (("windows", windows), ("per step", per_step_fit))}
     assert steady == pytest.approx(10.8, abs=0.3)
-    assert abs(price["windows"] / steady - 1) < 0.10 < price["per step"] / steady - 1, price
+    assert abs(price["windows"] / steady - 1) < min(0.10, abs(price["per step"] / steady - 1)), price
 
 
 def test_checked_on_loads_outside_the_fit(campaign):
@@ -430,8 +430,9 @@ def test_the_fits_wall_check_prices_each_step_at_its_requests_context():
 
 def test_a_miss_is_told_apart_as_the_step_price_or_the_schedule(campaign):
     """The profile's price of a load's recorded steps (the engine's own schedule) beside their recorded time: AR's is
-    within a few percent where its loads are predicted well, while MTP's steady loops are priced 10-20% above what the
-    engine took, which is what their TPOT misses by (the bench prints both)."""
+    within a few percent where its loads are predicted well, while MTP's steady loops are priced 5-15% above what the
+    engine took (10-20% before the padded verify steps were priced apart: graph_padded), which is what their TPOT
+    misses by (the bench prints both)."""
     from measure.validate.engine_campaign import recorded_steps_priced
 
     prof, _, _ = campaign
@@ -439,4 +440,4 @@ def test_a_miss_is_told_apart_as_the_step_price_or_the_schedule(campaign):
               s.path.name.endswith("-steady")]
     priced = {(p.parent.name, load): v for (p, load), v in recorded_steps_priced(prof, picked).items()}
     assert abs(priced[("h200-fp8-ar-cut", "closed-c128-steady")]) < 0.05
-    assert all(0.10 < priced[("h200-fp8-mtp", f"closed-c{n}-steady")] < 0.20 for n in (16, 32, 64))
+    assert all(0.05 < priced[("h200-fp8-mtp", f"closed-c{n}-steady")] < 0.15 for n in (16, 32, 64))

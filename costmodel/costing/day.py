@@ -31,6 +31,12 @@ def _cost(price: GpuPrice, billed_gpu_hours: float, energy_kwh: float) -> float:
     return usd
 
 
+def cost_floor_usd_per_day(price: GpuPrice, gpu_hours_per_day: float, replicas_max: int) -> float:
+    """A fleet's day under `price` from its GPU-hours and most replicas alone (energy unpriced): no
+    higher than price_bill's, the floor a fleet not simulated is listed with (simulate/plan/day_bounds.py)."""
+    return _cost(price, replicas_max * DAY_H if committed(price) else gpu_hours_per_day, 0.0)
+
+
 def price_bill(bill: MonthBill, price: GpuPrice) -> MonthBill:
     """One fleet's day and month under `price` (a bill with a note has no figures to price; its
     per-day figures are a day's whatever the span: costmodel/schemas/day.py over_a_day)."""

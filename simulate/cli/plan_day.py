@@ -21,6 +21,7 @@ from costmodel.schemas.day import DAY_COMMAND, bill_order, read_day
 from costmodel.costing.day_answer import answer
 from simulate.cluster.scaling import DEFAULT_LOAD_GB_PER_S, DEFAULT_STARTUP_S, Scaling
 from costmodel.costing import PricingConfig, pricing_config
+from simulate.plan.day_bounds import NOT_SIMULATED
 from simulate.plan.day import DEFAULT_COMPRESS, DayConfig, run_day, run_fleet_day, write_day
 from simulate.plan.prefix_compare import parse_choice
 
@@ -157,6 +158,10 @@ def print_bills(con, out) -> str | None:
         t.add_column(c, justify="left" if c in ("GPU", "mode", "fleet") else "right")
     bills = sorted(out.bills, key=bill_order)
     for b in bills:
+        if b.note.startswith(NOT_SIMULATED):  # its floor in the $/month column, the whole note under the table
+            t.add_row(b.hardware, b.mode, {"static": "static (peak)"}.get(b.policy, b.policy), "", "", NOT_SIMULATED, "", "",
+                      ">= " + b.note.split("$", 1)[1].split("/", 1)[0], "", style="dim")
+            continue
         if b.note:
             t.add_row(b.hardware, b.mode, b.policy, "", "", "", "", "", "", b.note[:40], style="dim")
             continue
@@ -170,6 +175,9 @@ def print_bills(con, out) -> str | None:
                   "" if b.policy == "static" or not math.isfinite(b.saving_vs_static_frac) else f"{round(-100 * b.saving_vs_static_frac) + 0:+d}%",
                   style=None if miss == "" else "dim")
     con.print(t)
+    for b in bills:
+        if b.note.startswith(NOT_SIMULATED):
+            con.print(f"[dim]{b.hardware}/{b.mode} {b.policy}: {b.note}[/dim]", soft_wrap=True)
     whole = [b for b in bills if b.policy == "fleet"] or bills
     if any(b.policy not in ("autoscaled", "static") for b in bills):  # a fleet file: its own total
         b = whole[0]

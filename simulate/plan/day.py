@@ -59,10 +59,11 @@ from simulate.cluster.scaling import Scaling
 from simulate.parallel import Workers, run_tasks
 from simulate.plan import planner
 from simulate.plan.api import carried_modes, plan_provenance
-from costmodel.costing import GpuPrice, PricingConfig, gpu_price
+from costmodel.costing import GpuPrice, PricingConfig, get_model, gpu_price
 from costmodel.costing.day import price_bill, price_hours
 from costmodel.costing.day_answer import answer_column
 from costmodel.slo import parse_slo
+from simulate.plan.day_bounds import cost_floor, floor_replicas, not_simulated, prune_limit
 from simulate.plan.day_hours import check_hours, compressed, compressed_scaling, fleet_days, hour_job, hour_windows
 from simulate.workload import build_requests, check_run_size, fits_budget
 
@@ -457,13 +458,14 @@ def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> Da
             peaks = _headroom(cfg, lc, peaks, slo.max_utilisation, workload, say)
     jobs = [(h, m, pol, peaks[(h, m)][0], peaks[(h, m)][1], cfg, lc, slo) for h in cfg.hardware for m in cfg.modes for pol in POLICIES
             if peaks[(h, m)][0] is not None]
-    lows = [(h, m, pol, low, lc.peak_qps / low, cfg, lc, slo) for h, m, pol, n, *_ in jobs for low in [peaks[(h, m)][2]] if low < n]
+    lows = {i: (h, m, pol, low, lc.peak_qps / low, cfg, lc, slo) for i, (h, m, pol, n, *_) in enumerate(jobs) for low in [peaks[(h, m)][2]] if low < n}
     if lows:
-        say(f"{len(lows)} fleet day(s) again from the fewest peak replicas not settled to miss (the low ends of their cost intervals)")
-    results = _run_hours(jobs + lows, cfg, lc, say) if stream else _run_days(jobs + lows, cfg, lc, profiles, say)
-    results, low_results = results[:len(jobs)], results[len(jobs):]
-    bills = _with_savings([price_bill(r["bill"], prices[r["bill"].hardware]) for r in results])
-    bills = _with_lows(bills, [price_bill(r["bill"], prices[r["bill"].hardware]) for r in low_results], peaks)
+        say(f"{len(lows)} fleet day(s) again from the fewest peak replicas not settled to miss (the low ends of their cost intervals), where simulated")
+    if not stream:
+        _draw_days(jobs, cfg, lc, profiles)
+    results, low_results, skipped = _run_cheapest_first(jobs, lows, peaks, cfg, lc, profiles, prices, stream, say)
+    bills = _with_savings([price_bill(r["bill"], prices[r["bill"].hardware]) for r in results], _static_costs(skipped, peaks, prices, lc, cfg))
+    bills = _with_lows(bills, [price_bill(r["bill"], prices[r["bill"].hardware]) for r in low_results], peaks) + skipped
     for (h, m), (n, *_) in peaks.items():
         if n is None:
             bills.append(MonthBill(h, m, "static", "static", 0, 0, 0, 0, float("nan"), 0, 0, float("nan"), float("nan"), float("nan"),
@@ -495,12 +497,75 @@ def _say_done(say):
     return done
 
 
+def _fleet_floor(job: tuple, peaks: dict, cfg: DayConfig, lc: DayLoad, price) -> float:
+    """The floor of a fleet's monthly cost, its cost interval's low end included (day_bounds.py)."""
+    h, m, pol = job[:3]
+    n_low = peaks[(h, m)][2]
+    if pol == "static":
+        counts = floor_replicas(lc, None, cfg.scaling, cfg.interval_s, n_static=n_low)
+    else:
+        counts = floor_replicas(lc, lc.peak_qps / n_low * cfg.autoscale_headroom, cfg.scaling, cfg.interval_s)
+    return cost_floor(lc, price, counts, cfg.interval_s)
+
+
+def _run_cheapest_first(jobs: list, lows: dict, peaks: dict, cfg: DayConfig, lc: DayLoad, profiles: dict, prices: dict, stream: bool,
+                        say) -> tuple[list, list, list]:
+    """The fleets' days, cheapest floor first, a round at a time (as many fleets as workers; one with
+    hour-by-hour days, which use every worker): a fleet whose floor is above what the answer can still
+    use (day_bounds.prune_limit) is listed as not simulated, said here and in the month table.
+    Returns the simulated fleets' results, their low ends' results, and the bills of those not simulated."""
+    floors = [_fleet_floor(j, peaks, cfg, lc, prices[j[0]]) for j in jobs]
+    pending = sorted(range(len(jobs)), key=lambda i: floors[i])
+    done: dict[int, dict] = {}
+    low_done: dict[int, dict] = {}
+    skipped: list[MonthBill] = []
+    per_round = 1 if stream else max(1, cfg.jobs or planner.default_jobs())
+    while pending:
+        priced = _with_lows([price_bill(done[i]["bill"], prices[jobs[i][0]]) for i in done],
+                            [price_bill(low_done[i]["bill"], prices[jobs[i][0]]) for i in low_done], peaks)
+        batch = []
+        for i in list(pending):
+            h, m, pol = jobs[i][:3]
+            limit, than = prune_limit(priced, h, m)
+            if floors[i] > limit:
+                pending.remove(i)
+                skipped.append(not_simulated(h, m, pol, floors[i], than))
+                say(f"{h}/{m} {pol}: {skipped[-1].note}")
+            elif len(batch) < per_round:
+                pending.remove(i)
+                batch.append(i)
+        if not batch:
+            break
+        todo = [jobs[i] for i in batch] + [lows[i] for i in batch if i in lows]
+        res = _run_hours(todo, cfg, lc, say) if stream else _run_days(todo, cfg, lc, profiles, say)
+        done.update(zip(batch, res[:len(batch)]))
+        low_done.update(zip([i for i in batch if i in lows], res[len(batch):]))
+    order = sorted(done)
+    return [done[i] for i in order], [low_done[i] for i in order if i in low_done], skipped
+
+
+def _static_costs(skipped: list[MonthBill], peaks: dict, prices: dict, lc: DayLoad, cfg: DayConfig) -> dict:
+    """(hardware, mode) -> the monthly cost of a static fleet not simulated where its price makes it
+    exact (its replicas all day; not an owned GPU, whose electricity depends on the simulated energy)."""
+    out = {}
+    for b in skipped:
+        p = prices[b.hardware]
+        if b.policy == "static" and not get_model(p.basis).owned:
+            out[(b.hardware, b.mode)] = cost_floor(lc, p, floor_replicas(lc, None, cfg.scaling, cfg.interval_s, n_static=peaks[(b.hardware, b.mode)][0]),
+                                                   cfg.interval_s)
+    return out
+
+
+def _draw_days(jobs: list, cfg: DayConfig, lc: DayLoad, profiles: dict) -> None:
+    """The day's requests, drawn here once for every GPU's lengths before any worker forks."""
+    _SHARED_REQUESTS.clear()  # one day's requests held at a time
+    for h in dict.fromkeys(j[0] for j in jobs):
+        lc.requests(profiles[h], cfg, float(cfg.compress))
+
+
 def _run_days(jobs: list, cfg: DayConfig, lc: DayLoad, profiles: dict, say) -> list[dict]:
     """Each fleet's continuous day, one job per fleet: on forked processes here (they inherit the
-    day's requests, drawn once), or on the Dask scheduler given."""
-    _SHARED_REQUESTS.clear()  # one day's requests held at a time
-    for h in dict.fromkeys(j[0] for j in jobs):  # drawn here once, before the workers fork
-        lc.requests(profiles[h], cfg, float(cfg.compress))
+    day's requests, drawn once: _draw_days), or on the Dask scheduler given."""
     workers = min(len(jobs), cfg.jobs or planner.default_jobs())
     say(f"simulating {len(jobs)} days ({cfg.compress:g}x time compression) on {workers} {'Dask workers' if cfg.scheduler else 'processes'}")
     cluster = Workers(cfg.scheduler, cfg.jobs or planner.default_jobs(), local="processes")
@@ -528,8 +593,8 @@ def _run_hours(jobs: list, cfg: DayConfig, lc: DayLoad, say) -> list[dict]:
     return days
 
 
-def _with_savings(bills: list[MonthBill]) -> list[MonthBill]:
-    static = {(b.hardware, b.mode): b.cost_usd_per_month for b in bills if b.policy == "static"}
+def _with_savings(bills: list[MonthBill], static_known: dict | None = None) -> list[MonthBill]:
+    static = {**(static_known or {}), **{(b.hardware, b.mode): b.cost_usd_per_month for b in bills if b.policy == "static"}}
     for b in bills:
         s = static.get((b.hardware, b.mode))
         if s:

@@ -1,0 +1,92 @@
+"""Which fleets of a day need not be simulated: each fleet's monthly cost has a floor known before its
+day runs, and a fleet whose floor is above what the answer can still use is listed, not simulated.
+
+The floor (the low end of its cost interval can be no lower):
+- static for the peak: its replicas (the fewest not settled to miss at the peak, replicas_low) all
+  day, at the GPU's price (exact for a rental; an owned GPU's electricity adds to it);
+- autoscaled (request-rate target T per replica): in each interval at least
+  ceil(r * BOUND_RATE_SHARE / ((1 + tolerance) * T)) replicas, r the curve's lowest rate over the
+  interval and the BOUND_LOOKBACK_S before it (a rising load is served by replicas asked for
+  earlier), and never fewer than min_replicas. BOUND_RATE_SHARE allows the measured rate to read below
+  the curve's by its Poisson noise (the rate over a minute of at least 1 request/s reads 20% low
+  with odds of ~3%, and the scale-down window keeps the most wanted over five such minutes); the
+  tolerance lets a fleet stay up to 10% over its target. A trace's fleet: min_replicas.
+
+What the answer can use (costmodel/costing/day_answer.py): the cheapest fleet meeting the SLO every
+hour per (GPU, mode), the winner among them, the runner-up (the next (GPU, mode)) and every fleet tied
+with the winner (crossover.tie_group: within TIE_FRAC or overlapping intervals). A fleet whose floor
+is above its own (GPU, mode)'s cheapest simulated fleet meeting the SLO, or above both the runner-up's
+cost and the winner's by more than TIE_FRAC, changes none of these: it is listed in the month table
+with its floor (`not_simulated`). Fleets are simulated cheapest floor first, so the floors prune the most.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from costmodel.costing import DAYS_PER_MONTH, GpuPrice
+from costmodel.costing.crossover import TIE_FRAC
+from costmodel.costing.day import cost_floor_usd_per_day
+from costmodel.schemas.day import DAY_H, MonthBill
+
+BOUND_RATE_SHARE = 0.8  # the measured arrival rate's lowest plausible reading, as a share of the curve's
+BOUND_LOOKBACK_S = 900.0  # uncompressed seconds before an interval whose rate may still size its fleet
+NOT_SIMULATED = "not simulated"
+
+
+def floor_replicas(lc, target: float | None, scaling, interval_s: float, n_static: int | None = None) -> list[int]:
+    """The fewest replicas each interval of the day can hold: n_static all day (a static fleet), else
+    the request-rate autoscaler's floor against the curve (module docstring)."""
+    span = lc.span_s
+    n = max(1, math.ceil(span / interval_s - 1e-9))
+    if n_static is not None:
+        return [n_static] * n
+    if lc.curve is None or not target:
+        return [scaling.min_replicas] * n
+    t = np.asarray(lc.curve.time_s, float)
+    out = []
+    for k in range(n):
+        t0, t1 = k * interval_s, min((k + 1) * interval_s, span)
+        grid = np.concatenate([np.linspace(max(0.0, t0 - BOUND_LOOKBACK_S), t1, 64), t[(t > t0 - BOUND_LOOKBACK_S) & (t < t1)]])
+        low = float(lc.curve.rate_at(grid).min())
+        out.append(max(scaling.min_replicas, math.ceil(low * BOUND_RATE_SHARE / ((1 + scaling.tolerance) * target) - 1e-9)))
+    return out
+
+
+def cost_floor(lc, price: GpuPrice, counts: list[int], interval_s: float) -> float:
+    """USD per month of a fleet holding `counts` replicas in the day's intervals (its energy not priced:
+    a floor)."""
+    widths = [min((k + 1) * interval_s, lc.span_s) - k * interval_s for k in range(len(counts))]
+    gpu_hours_per_day = sum(n * w for n, w in zip(counts, widths)) / 3600 * DAY_H / (lc.span_s / 3600)
+    return cost_floor_usd_per_day(price, gpu_hours_per_day, max(counts)) * DAYS_PER_MONTH
+
+
+def prune_limit(bills: list[MonthBill], hardware: str, mode: str) -> tuple[float, str]:
+    """The cost above which a fleet of (hardware, mode) cannot change the day's answer, given the
+    priced bills simulated so far, and the fleet that sets it (inf, '' while nothing bounds it)."""
+    best: dict[tuple, MonthBill] = {}
+    for b in bills:
+        if b.meets_slo_every_hour and math.isfinite(b.cost_usd_per_month):
+            k = (b.hardware, b.mode)
+            if k not in best or b.cost_usd_per_month < best[k].cost_usd_per_month:
+                best[k] = b
+    limits = []
+    own = best.get((hardware, mode))
+    if own is not None:
+        limits.append((own.cost_usd_per_month, f"{own.hardware}/{own.mode} {own.policy} (${own.cost_usd_per_month:,.0f}/month, meeting the SLO every hour)"))
+    ranked = sorted(best.values(), key=lambda b: b.cost_usd_per_month)
+    if len(ranked) >= 2:
+        w, r = ranked[0], ranked[1]
+        lim = max(r.cost_usd_per_month, w.cost_usd_per_month * (1 + TIE_FRAC))
+        limits.append((lim, f"the cheapest fleet {w.hardware}/{w.mode} {w.policy} (${w.cost_usd_per_month:,.0f}) and the runner-up "
+                            f"{r.hardware}/{r.mode} {r.policy} (${r.cost_usd_per_month:,.0f}), both meeting the SLO every hour"))
+    return min(limits, key=lambda x: x[0]) if limits else (math.inf, "")
+
+
+def not_simulated(hardware: str, mode: str, policy: str, floor_usd: float, than: str) -> MonthBill:
+    """A fleet listed with its floor instead of its simulated day (no figures)."""
+    return MonthBill(hardware, mode, policy, policy, 0, 0, 0, 0, float("nan"), 0, 0, float("nan"), float("nan"), float("nan"),
+                     float("nan"), float("nan"),
+                     note=f"{NOT_SIMULATED}: costs at least ${floor_usd:,.0f}/month, more than {than}")

@@ -5,6 +5,7 @@ it is dearer than; a fleet whose floor could still make it a winner, runner-up o
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -60,6 +61,9 @@ def test_a_dearer_mode_is_listed_with_its_floor_and_the_cheaper_fleets_are_simul
     cfg = DayConfig(load="flat:4,hours=1", slo=SLO, hardware=["h100-sxm"], modes=["mtp", "ar", "diffusion"], duration_s=30, jobs=1)
     notes = []
     out = run_day(cfg, progress=notes.append)
+    every = run_day(replace(cfg, every_fleet=True, modes=list(cfg.modes), hardware=list(cfg.hardware)))  # --every-fleet: all simulated
+    assert not any(b.note for b in every.bills) and len(every.bills) == len(out.bills)
+    cost = {(b.mode, b.policy): b.cost_low for b in every.bills}
     skipped = [b for b in out.bills if b.note.startswith(NOT_SIMULATED)]
     simulated = [b for b in out.bills if not b.note]
     assert skipped and any(f"{b.hardware}/{b.mode} {b.policy}: {b.note}" in notes for b in skipped)  # said as it happens
@@ -68,5 +72,11 @@ def test_a_dearer_mode_is_listed_with_its_floor_and_the_cheaper_fleets_are_simul
         assert "more than" in b.note
         # never pruned when it could win: its floor is above its own mode's simulated fleet or the runner-up's
         assert floor > min(s.cost_usd_per_month for s in simulated if s.meets_slo_every_hour)
+        assert floor <= cost[(b.mode, b.policy)] + 0.5  # a floor (in whole dollars): its day, simulated, costs no less
     assert {(b.hardware, b.mode, b.policy) for b in out.bills} == {("h100-sxm", m, p) for m in cfg.modes for p in ("autoscaled", "static")}
     assert set(out.hours.policy) <= {"autoscaled", "static"} and len(out.hours) == len(simulated)  # a one-hour day: one row per simulated fleet
+
+
+def test_every_fleet_belongs_to_the_day(cli, tmp_path):
+    code, _, err = cli("plan", "--every-fleet", "--qps", "5", "-o", str(tmp_path / "plan"))
+    assert code == 2 and "--every-fleet applies to --load-curve only" in err

@@ -11,7 +11,8 @@ import pytest
 
 from office import recalculated, set_price
 
-DAY = ["plan", "--load-curve", "flat:6,hours=0.1", "--slo", "p95_ttft_ms<=1000,p95_e2e_ms<=8000", "--jobs", "1", "--duration", "30"]
+# --every-fleet: a price edit may make any fleet the winner, so none is left unsimulated for its cost floor
+DAY = ["plan", "--load-curve", "flat:6,hours=0.1", "--slo", "p95_ttft_ms<=1000,p95_e2e_ms<=8000", "--jobs", "1", "--duration", "30", "--every-fleet"]
 DAYS_PER_MONTH = 365.25 / 12
 
 

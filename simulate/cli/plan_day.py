@@ -52,6 +52,9 @@ def day_options(f):
                      help="[--load-curve] A new replica's start-up before loading weights (container, engine init; ASSUMED)."),
         click.option("--load-gb-per-s", type=float, default=DEFAULT_LOAD_GB_PER_S, show_default=True,
                      help="[--load-curve] Weight loading rate of a new replica (ASSUMED: local NVMe or network store)."),
+        click.option("--every-fleet", is_flag=True, default=False,
+                     help="[--load-curve] Simulate every fleet's day, also those listed as not simulated because their cost floor is above what the "
+                          "answer can use (for the workbook's price what-ifs: costmodel report DAYDIR -o day.xlsx)."),
         click.option("--max-requests", type=int, default=None, callback=checked(MAX_REQUESTS),
                      help=f"[--load-curve] Allow a day above {DAY_REQUESTS.hi:,.0f} simulated requests over all its fleets ({DAY_REQUESTS.why}), "
                           "or a trace of more rows."),
@@ -59,11 +62,11 @@ def day_options(f):
 
     @functools.wraps(f)
     def command(*args, **kwargs):
-        day = {k: kwargs.pop(k) for k in ("load_curve", "fleet", "compress", "load_scale", "autoscale_headroom", "startup_s", "load_gb_per_s", "max_requests")}
+        day = {k: kwargs.pop(k) for k in ("load_curve", "fleet", "compress", "load_scale", "autoscale_headroom", "startup_s", "load_gb_per_s", "max_requests", "every_fleet")}
         ctx = click.get_current_context()
         given = lambda name: ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)  # noqa: E731
         if day["load_curve"] is None:
-            for name in ("fleet", "compress", "load_scale", "autoscale_headroom", "startup_s", "load_gb_per_s", "max_requests"):
+            for name in ("fleet", "compress", "load_scale", "autoscale_headroom", "startup_s", "load_gb_per_s", "max_requests", "every_fleet"):
                 if given(name):
                     raise UserError(f"--{name.replace('_', '-')} applies to --load-curve only", "add --load-curve, or drop it")
             return f(*args, **kwargs)
@@ -77,6 +80,8 @@ def day_options(f):
             for name in ("hardware", "modes", "profiles"):
                 if given(name):
                     raise UserError(f"--{name.rstrip('s')} does not apply with --fleet", "the fleet file names each pool's GPU and mode")
+            if day["every_fleet"]:
+                raise UserError("--every-fleet does not apply with --fleet", "a fleet file's pools are one fleet, simulated whole: drop --every-fleet")
             if given("scheduler"):
                 raise UserError("--scheduler does not apply with --fleet", "a fleet file's day is one run: drop --scheduler")
             po = kwargs.get("pricing_options")
@@ -103,7 +108,7 @@ def _plan_day(day: dict, kw: dict) -> None:
                     max_replicas=kw["max_replicas"], scaling=scaling, jobs=kw["jobs"], load_scale=day["load_scale"],
                     autoscale_headroom=day["autoscale_headroom"], profiles=list(kw["profiles"]), pricing=pricing or PricingConfig(),
                     prefix_caching=None if caching is None else caching[0], max_requests=day["max_requests"] or int(DAY_REQUESTS.hi),
-                    scheduler=kw.get("scheduler"))
+                    scheduler=kw.get("scheduler"), every_fleet=day["every_fleet"])
     err = make_console(stderr=True)
     say = lambda s: err.print(f"[dim]{s}[/dim]")  # noqa: E731
     out = run_fleet_day(cfg, day["fleet"], progress=say) if day["fleet"] else run_day(cfg, progress=say)

@@ -96,6 +96,7 @@ class DayConfig:
     prefix_caching: bool | None = None  # vLLM's prefix caching, for the peak search and the day alike (None: its default, on)
     scheduler: str | None = None  # a Dask scheduler the fleets (and a large day's hours) run on (None: this machine)
     profile_paths: dict = field(default_factory=dict)  # hardware -> profile path (None: shipped); filled by run_day
+    every_fleet: bool = False  # simulate every fleet, none listed as not simulated for its cost floor (day_bounds.py): for a workbook's price what-ifs
 
     def engine(self) -> dict | None:
         """The engine settings given for every replica: the plan's points' (PlanSettings.engine) and
@@ -519,7 +520,7 @@ def _run_cheapest_first(jobs: list, lows: dict, peaks: dict, cfg: DayConfig, lc:
     done: dict[int, dict] = {}
     low_done: dict[int, dict] = {}
     skipped: list[MonthBill] = []
-    per_round = 1 if stream else max(1, cfg.jobs or planner.default_jobs())
+    per_round = len(jobs) if cfg.every_fleet else 1 if stream else max(1, cfg.jobs or planner.default_jobs())
     while pending:
         priced = _with_lows([price_bill(done[i]["bill"], prices[jobs[i][0]]) for i in done],
                             [price_bill(low_done[i]["bill"], prices[jobs[i][0]]) for i in low_done], peaks)
@@ -527,9 +528,9 @@ def _run_cheapest_first(jobs: list, lows: dict, peaks: dict, cfg: DayConfig, lc:
         for i in list(pending):
             h, m, pol = jobs[i][:3]
             limit, than = prune_limit(priced, h, m)
-            if floors[i] > limit:
+            if floors[i] > limit and not cfg.every_fleet:
                 pending.remove(i)
-                skipped.append(not_simulated(h, m, pol, floors[i], than))
+                skipped.append(not_simulated(h, m, pol, floors[i], than, cfg.pricing.model))
                 say(f"{h}/{m} {pol}: {skipped[-1].note}")
             elif len(batch) < per_round:
                 pending.remove(i)
@@ -627,7 +628,8 @@ def _write_day_files(out: DayOutcome, d: Path) -> list[Path]:
     doc = {"load": out.curve.source, "slo": cfg.slo, "compress": cfg.compress, "scaling": asdict(cfg.scaling),
            "settings": {"seed": cfg.seed, "workload": cfg.workload, "duration_s": cfg.duration_s, "max_replicas": cfg.max_replicas,
                         "load_scale": cfg.load_scale, "autoscale_headroom": cfg.autoscale_headroom, "engine": cfg.engine(),
-                        "profiles": dict(cfg.profile_paths), "interval_s": cfg.interval_s},
+                        "profiles": dict(cfg.profile_paths), "interval_s": cfg.interval_s,
+                        "every_fleet": cfg.every_fleet},
            "pricing": cfg.pricing.to_dict(), "prices": {h: asdict(p) for h, p in out.prices.items()},
            "hardware_specs": {h: p.hardware_spec().to_dict() for h, p in out.profiles.items()},
            "profiles": plan_provenance(out.profiles, modes) if modes else {h: profile_provenance(p) for h, p in out.profiles.items()},

@@ -85,8 +85,8 @@ def prune_limit(bills: list[MonthBill], hardware: str, mode: str) -> tuple[float
     return min(limits, key=lambda x: x[0]) if limits else (math.inf, "")
 
 
-def not_simulated(hardware: str, mode: str, policy: str, floor_usd: float, than: str) -> MonthBill:
-    """A fleet listed with its floor instead of its simulated day (no figures)."""
+def not_simulated(hardware: str, mode: str, policy: str, floor_usd: float, than: str, pricing: str) -> MonthBill:
+    """A fleet listed with its floor instead of its simulated day (no figures; --every-fleet simulates it)."""
     return MonthBill(hardware, mode, policy, policy, 0, 0, 0, 0, float("nan"), 0, 0, float("nan"), float("nan"), float("nan"),
                      float("nan"), float("nan"),
-                     note=f"{NOT_SIMULATED}: costs at least ${floor_usd:,.0f}/month, more than {than}")
+                     note=f"{NOT_SIMULATED}: costs at least ${floor_usd:,.0f}/month at {pricing} prices, more than {than} (--every-fleet simulates it)")

@@ -63,7 +63,7 @@ from costmodel.costing import GpuPrice, PricingConfig, get_model, gpu_price
 from costmodel.costing.day import price_bill, price_hours
 from costmodel.costing.day_answer import answer_column
 from costmodel.slo import parse_slo
-from simulate.plan.day_bounds import cost_floor, floor_replicas, not_simulated, prune_limit
+from simulate.plan.day_bounds import cost_floor, floor_replicas, not_simulated, prunable, prune_limit
 from simulate.plan.day_hours import check_hours, compressed, compressed_scaling, fleet_days, hour_job, hour_windows
 from simulate.workload import build_requests, check_run_size, fits_budget
 
@@ -516,7 +516,7 @@ def _run_cheapest_first(jobs: list, lows: dict, peaks: dict, cfg: DayConfig, lc:
     use (day_bounds.prune_limit) is listed as not simulated, said here and in the month table.
     Returns the simulated fleets' results, their low ends' results, and the bills of those not simulated."""
     floors = [_fleet_floor(j, peaks, cfg, lc, prices[j[0]]) for j in jobs]
-    pending = sorted(range(len(jobs)), key=lambda i: floors[i])
+    pending = sorted(range(len(jobs)), key=lambda i: (floors[i], jobs[i][2] != "autoscaled"))
     done: dict[int, dict] = {}
     low_done: dict[int, dict] = {}
     skipped: list[MonthBill] = []
@@ -524,17 +524,19 @@ def _run_cheapest_first(jobs: list, lows: dict, peaks: dict, cfg: DayConfig, lc:
     while pending:
         priced = _with_lows([price_bill(done[i]["bill"], prices[jobs[i][0]]) for i in done],
                             [price_bill(low_done[i]["bill"], prices[jobs[i][0]]) for i in low_done], peaks)
-        batch = []
         for i in list(pending):
             h, m, pol = jobs[i][:3]
-            limit, than = prune_limit(priced, h, m)
-            if floors[i] > limit and not cfg.every_fleet:
+            limit = prune_limit(priced, h, m)
+            if prunable(floors[i], limit) and not cfg.every_fleet:
                 pending.remove(i)
-                skipped.append(not_simulated(h, m, pol, floors[i], than, cfg.pricing.model))
+                skipped.append(not_simulated(h, m, pol, floors[i], limit[1], cfg.pricing.model))
                 say(f"{h}/{m} {pol}: {skipped[-1].note}")
-            elif len(batch) < per_round:
-                pending.remove(i)
-                batch.append(i)
+        # a round: the cheapest floors, one fleet per (GPU, mode) first (its cost bounds its other policy)
+        groups = [jobs[i][:2] for i in pending]
+        batch = [i for k, i in enumerate(pending) if groups[k] not in groups[:k]][:per_round]
+        batch += [i for i in pending if i not in batch][:per_round - len(batch)]
+        for i in batch:
+            pending.remove(i)
         if not batch:
             break
         todo = [jobs[i] for i in batch] + [lows[i] for i in batch if i in lows]
@@ -553,7 +555,7 @@ def _static_costs(skipped: list[MonthBill], peaks: dict, prices: dict, lc: DayLo
         p = prices[b.hardware]
         if b.policy == "static" and not get_model(p.basis).owned:
             out[(b.hardware, b.mode)] = cost_floor(lc, p, floor_replicas(lc, None, cfg.scaling, cfg.interval_s, n_static=peaks[(b.hardware, b.mode)][0]),
-                                                   cfg.interval_s)
+                                                   cfg.interval_s, slack=0.0)
     return out
 
 

@@ -15,7 +15,7 @@ The floor (the low end of its cost interval can be no lower):
 What the answer can use (costmodel/costing/day_answer.py): the cheapest fleet meeting the SLO every
 hour per (GPU, mode), the winner among them, the runner-up (the next (GPU, mode)) and every fleet tied
 with the winner (crossover.tie_group: within TIE_FRAC or overlapping intervals). A fleet whose floor
-is above its own (GPU, mode)'s cheapest simulated fleet meeting the SLO, or above both the runner-up's
+is no lower than its own (GPU, mode)'s cheapest simulated fleet meeting the SLO (SAME_COST_FRAC), or above both the runner-up's
 cost and the winner's by more than TIE_FRAC, changes none of these: it is listed in the month table
 with its floor (`not_simulated`). Fleets are simulated cheapest floor first, so the floors prune the most.
 """
@@ -31,6 +31,8 @@ from costmodel.costing.crossover import TIE_FRAC
 from costmodel.costing.day import cost_floor_usd_per_day
 from costmodel.schemas.day import DAY_H, MonthBill
 
+FLOOR_SLACK = 1e-3  # a simulated day's fleet can stand a little short of the span (its last arrival or drain): the floor is this much lower
+SAME_COST_FRAC = 2e-3  # within one (GPU, mode), a floor this close to its cheapest simulated fleet can at best equal it (one fleet competes)
 BOUND_RATE_SHARE = 0.8  # the measured arrival rate's lowest plausible reading, as a share of the curve's
 BOUND_LOOKBACK_S = 900.0  # uncompressed seconds before an interval whose rate may still size its fleet
 NOT_SIMULATED = "not simulated"
@@ -55,17 +57,25 @@ def floor_replicas(lc, target: float | None, scaling, interval_s: float, n_stati
     return out
 
 
-def cost_floor(lc, price: GpuPrice, counts: list[int], interval_s: float) -> float:
+def cost_floor(lc, price: GpuPrice, counts: list[int], interval_s: float, slack: float = FLOOR_SLACK) -> float:
     """USD per month of a fleet holding `counts` replicas in the day's intervals (its energy not priced:
-    a floor)."""
+    a floor; `slack` lower)."""
     widths = [min((k + 1) * interval_s, lc.span_s) - k * interval_s for k in range(len(counts))]
     gpu_hours_per_day = sum(n * w for n, w in zip(counts, widths)) / 3600 * DAY_H / (lc.span_s / 3600)
-    return cost_floor_usd_per_day(price, gpu_hours_per_day, max(counts)) * DAYS_PER_MONTH
+    return cost_floor_usd_per_day(price, gpu_hours_per_day, max(counts)) * DAYS_PER_MONTH * (1 - slack)
 
 
-def prune_limit(bills: list[MonthBill], hardware: str, mode: str) -> tuple[float, str]:
+def prunable(floor_usd: float, limit: tuple) -> bool:
+    """Whether a fleet of floor `floor_usd` cannot change the answer under prune_limit's `limit`."""
+    usd, _, own = limit
+    return floor_usd >= usd * (1 - SAME_COST_FRAC) if own else floor_usd > usd
+
+
+def prune_limit(bills: list[MonthBill], hardware: str, mode: str) -> tuple[float, str, bool]:
     """The cost above which a fleet of (hardware, mode) cannot change the day's answer, given the
-    priced bills simulated so far, and the fleet that sets it (inf, '' while nothing bounds it)."""
+    priced bills simulated so far, the fleet that sets it (inf, '' while nothing bounds it), and
+    whether that is its own (GPU, mode)'s cheapest fleet (then a floor at the same cost, within
+    SAME_COST_FRAC, is enough: only one fleet per (GPU, mode) competes, and ties within one are not named)."""
     best: dict[tuple, MonthBill] = {}
     for b in bills:
         if b.meets_slo_every_hour and math.isfinite(b.cost_usd_per_month):
@@ -75,18 +85,18 @@ def prune_limit(bills: list[MonthBill], hardware: str, mode: str) -> tuple[float
     limits = []
     own = best.get((hardware, mode))
     if own is not None:
-        limits.append((own.cost_usd_per_month, f"{own.hardware}/{own.mode} {own.policy} (${own.cost_usd_per_month:,.0f}/month, meeting the SLO every hour)"))
+        limits.append((own.cost_usd_per_month, f"{own.hardware}/{own.mode} {own.policy} (${own.cost_usd_per_month:,.0f}/month, meeting the SLO every hour)", True))
     ranked = sorted(best.values(), key=lambda b: b.cost_usd_per_month)
     if len(ranked) >= 2:
         w, r = ranked[0], ranked[1]
         lim = max(r.cost_usd_per_month, w.cost_usd_per_month * (1 + TIE_FRAC))
         limits.append((lim, f"the cheapest fleet {w.hardware}/{w.mode} {w.policy} (${w.cost_usd_per_month:,.0f}) and the runner-up "
-                            f"{r.hardware}/{r.mode} {r.policy} (${r.cost_usd_per_month:,.0f}), both meeting the SLO every hour"))
-    return min(limits, key=lambda x: x[0]) if limits else (math.inf, "")
+                            f"{r.hardware}/{r.mode} {r.policy} (${r.cost_usd_per_month:,.0f}), both meeting the SLO every hour", False))
+    return min(limits, key=lambda x: (x[0], not x[2])) if limits else (math.inf, "", False)
 
 
 def not_simulated(hardware: str, mode: str, policy: str, floor_usd: float, than: str, pricing: str) -> MonthBill:
     """A fleet listed with its floor instead of its simulated day (no figures; --every-fleet simulates it)."""
     return MonthBill(hardware, mode, policy, policy, 0, 0, 0, 0, float("nan"), 0, 0, float("nan"), float("nan"), float("nan"),
                      float("nan"), float("nan"),
-                     note=f"{NOT_SIMULATED}: costs at least ${floor_usd:,.0f}/month at {pricing} prices, more than {than} (--every-fleet simulates it)")
+                     note=f"{NOT_SIMULATED}: costs at least ${floor_usd:,.0f}/month at {pricing} prices, no less than {than} (--every-fleet simulates it)")

@@ -12,15 +12,16 @@ from simulate.plan.day import DayConfig, run_day
 SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=8000"
 
 
-def _day(**kw):
-    return run_day(DayConfig(load="flat:6,hours=2", slo=SLO, hardware=["h100-sxm"], modes=["ar"], duration_s=30, jobs=1, **kw))
+def _day(**kw):  # every fleet: on a flat day the static one costs what the autoscaled one does and would be listed, not simulated
+    return run_day(DayConfig(load="flat:6,hours=2", slo=SLO, hardware=["h100-sxm"], modes=["ar"], duration_s=30, jobs=1, every_fleet=True, **kw))
 
 
 def test_a_day_over_the_memory_budget_runs_hour_by_hour(monkeypatch):
     whole = _day()
     notes = []
     monkeypatch.setenv("COSTMODEL_MEMORY_BUDGET_GIB", "0.012")  # 12 MiB: a fleet's 10,800 requests (21 MiB) do not fit, an hour's 5,400 do
-    hourly = run_day(DayConfig(load="flat:6,hours=2", slo=SLO, hardware=["h100-sxm"], modes=["ar"], duration_s=30, jobs=1), progress=notes.append)
+    hourly = run_day(DayConfig(load="flat:6,hours=2", slo=SLO, hardware=["h100-sxm"], modes=["ar"], duration_s=30, jobs=1, every_fleet=True),
+                     progress=notes.append)
     assert any("hour by hour" in n for n in notes)
     assert len(hourly.hours) == len(whole.hours) == 4  # two hours, autoscaled and static
     by = {b.policy: b for b in hourly.bills}

@@ -82,3 +82,16 @@ def test_a_dearer_mode_is_listed_with_its_floor_and_the_cheaper_fleets_are_simul
 def test_every_fleet_belongs_to_the_day(cli, tmp_path):
     code, _, err = cli("plan", "--every-fleet", "--qps", "5", "-o", str(tmp_path / "plan"))
     assert code == 2 and "--every-fleet applies to --load-curve only" in err
+
+
+def test_an_autoscaled_fleets_floor_stays_below_its_simulated_day_on_a_changing_load():
+    from simulate.plan.day_bounds import cost_floor
+
+    cfg = DayConfig(load="diurnal:peak=40,trough=5,peak_hour=12", slo=SLO, hardware=["h100-sxm"], modes=["ar"], duration_s=30, jobs=1,
+                    compress=24, every_fleet=True)
+    out = run_day(cfg)
+    auto = next(b for b in out.bills if b.policy == "autoscaled")
+    target = out.curve.peak_qps / out.peak_replicas_low[("h100-sxm", "ar")]
+    counts = floor_replicas(out.curve, target, cfg.scaling, cfg.interval_s)
+    assert max(counts) > min(counts)  # the floor follows the curve: more replicas at noon than at night
+    assert cost_floor(out.curve, out.prices["h100-sxm"], counts, cfg.interval_s) <= auto.cost_low

@@ -9,7 +9,9 @@ plus every registered step term.
 Speed: an hour of traffic has ~10^5 engine steps but a step-price miss costs ~100 us, so a step's
 shape is reduced to a small integer key and the prices are cached. With resolution `shape_bits`
 b (default 5):
-- sequence counts are rounded to b significant bits (exact below 2**b = 32, within 1/2**b above);
+- sequence counts are rounded to b significant bits (exact below 2**b = 32, within 1/2**b above;
+  exact wherever the step fits the largest CUDA graph in a profile that prices padded verify steps,
+  exact_seqs_below: a drafting engine's 33 sequences are padded, its 34 are not);
 - mean contexts to b-2 significant bits (within 1/2**(b-2) = 12.5%, rounded, so 6.25% at most;
   context is a second-order term of a pass's cost); when several groups are non-empty (a
   diffusion step's denoising and committing canvases) they are priced at their pooled mean
@@ -47,6 +49,18 @@ def quantizer(bits: int):
     return q
 
 
+def exact_seqs_below(cost, group_tokens: tuple) -> int:
+    """The sequence count below which a step's count is kept exact: a drafting engine's uniform verify step is
+    priced by whether its tokens (seqs x (k + 1)) are one of its captured CUDA-graph sizes (costmodel/stepcost/
+    linear.py graph_padded), which rounding 33 sequences to 34 would change; so, where the profile prices padded
+    steps, every count whose step fits the largest graph is kept (0: none)."""
+    graph_max = int(getattr(cost, "graph_max_tokens", 0) or 0)
+    models = getattr(cost, "pass_models", None) or {}
+    if not graph_max or not any((pm.coef or {}).get("graph_padded") for pm in models.values()):
+        return 0
+    return max((graph_max // q + 1 for q in group_tokens if q > 1), default=0)
+
+
 class StepPricer:
     """Seconds of one engine step, from the prefill chunks' counts and the decode-phase groups'
     sequence counts and context sums.
@@ -71,6 +85,9 @@ class StepPricer:
         self.c_lim = 1 << self.qc_bits if not self.exact else 1 << 62
         resolved = resolve(profile)
         self.cost = resolved.cost(mode.name)
+        if not self.exact and (n := exact_seqs_below(self.cost, draws.group_tokens)) > self.n_lim:
+            self.n_lim, qn = n, self.qn
+            self.qn = lambda x: x if x < n else qn(x)
         # step prices shared by every run on this profile object (plan's repeated points reuse them)
         self.cache = resolved.step_cache((mode.name, shape_bits, draws.group_tokens, draws.price_key))
         self.misses = 0

@@ -39,3 +39,19 @@ def test_the_engine_ran_padded_steps_slower(run, padded_n, captured_n):
     st = load_run(ROOT / run).table("steps").query("prefill_reqs == 0")
     ms = {n: st[st["verify_reqs"] == n]["gap_ms"].median() for n in (padded_n, captured_n)}
     assert ms[padded_n] > 1.5 * ms[captured_n], ms
+
+
+def test_the_simulator_prices_a_padded_verify_step_at_its_own_count():
+    """The step pricer rounds counts of 32 sequences and more for its cache, but not where a padded verify step is
+    priced apart: at k = 4, 33 sequences (165 tokens) are padded to 170, 34 (170 tokens) are captured."""
+    import numpy as np
+
+    from costmodel.modes import ModeDraws, get_mode
+    from costmodel.shipped import default_profile
+    from simulate.steptime import StepPricer
+
+    draws = ModeDraws((5,), np.zeros(0, dtype=np.int64), price_key=(4,), side_passes=4)
+    fast, exact = (StepPricer(default_profile("h200"), get_mode("mtp"), draws, *b) for b in ((), (0,)))
+    for n in (33, 34, 35, 64, 101):
+        assert fast.price(0, 0, 0, (n,), (n * 1000,)) == pytest.approx(exact.price(0, 0, 0, (n,), (n * 1000,)), rel=0.07)
+    assert fast.price(0, 0, 0, (33,), (33 * 1024,)) > fast.price(0, 0, 0, (34,), (34 * 1024,))

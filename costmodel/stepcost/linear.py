@@ -18,7 +18,13 @@ graphed steps did (costmodel/schemas/profile.py SIGNED_SLOPES keeps every regime
 features do the same at a smaller size where the engine's kernels change regime, found in its
 recorded steps (measure/fit/steps.py; vLLM 0.26 on Hopper: an AR decode step of 17 sequences costs
 1.5x one of 16, and no more up to 32; past the graphs, where the GPU's work crosses the host's floor:
-DiffusionGemma at 8 canvases on an H200).
+DiffusionGemma at 8 canvases on an H200). Past that knee a decoding sequence's context costs more
+(`past_knee_context_ktokens`: the knee flag times the context of the sequences that decode, DECODE_QUERY_TOKENS
+query tokens or fewer each): vLLM 0.26 on an H200 in fp8 ran 62 AR sequences of 428 tokens' context in 6.7 ms
+and 51 of 1,654 tokens in 10.5 ms, while below the knee 15 sequences of 3,714 tokens took 5.7 ms and 14 of
+1,632 5.3 ms (data/runs/engine/h200-fp8-ar*, closed loops); AR decode steps of 17-32 sequences, all near
+1,600 tokens' context, take 8.4-8.7 ms whatever their count. Padding to the capture size (17 sequences run
+as 24, 25 as 32) does not make that shape: 17-24 and 25-32 sequences take the same time.
 
 An engine that drafts (MTP, k draft tokens a sequence) captures its full CUDA graphs of uniform verify steps at
 its capture sizes rounded up to multiples of k + 1 (vLLM CompilationConfig.adjust_cudagraph_sizes_for_spec_decode:
@@ -35,8 +41,9 @@ from costmodel.errors import UserError
 from costmodel.roofline import Segment
 
 FEATURES = ("const", "roofline_ms", "memory_ms", "compute_ms", "kv_ms", "seqs", "tokens", "context_ktokens", "graph_off", "graph_off_tokens",
-            "past_knee", "past_knee_tokens", "graph_padded")
-REGIME_FEATURES = ("graph_off", "graph_off_tokens", "past_knee", "past_knee_tokens", "graph_padded")  # a step-size regime's: the joint pass's alone
+            "past_knee", "past_knee_tokens", "decode_context_ktokens", "past_knee_context_ktokens", "graph_padded")
+DECODE_QUERY_TOKENS = 16  # a sequence of this many query tokens or fewer a step decodes (AR's 1, MTP's k + 1), a longer one prefills or denoises
+REGIME_FEATURES = ("graph_off", "graph_off_tokens", "past_knee", "past_knee_tokens", "past_knee_context_ktokens", "graph_padded")  # a step-size regime's: the joint pass's alone
 
 
 @lru_cache(maxsize=64)
@@ -64,6 +71,8 @@ def features(roof_pass, segments, graph_max_tokens: int = 0, knee_tokens: int = 
     engine's largest CUDA-graph capture size, `knee_tokens`: the size past which its kernels' regime
     changes (0: not known, no regime)."""
     tokens = float(sum(s.seqs * s.tokens for s in segments))
+    context = sum(s.seqs * s.context for s in segments) / 1000.0
+    decode_context = sum(s.seqs * s.context for s in segments if s.tokens <= DECODE_QUERY_TOKENS) / 1000.0
     off = 1.0 if graph_max_tokens and tokens > graph_max_tokens else 0.0
     knee = 1.0 if knee_tokens and tokens > knee_tokens else 0.0
     return {
@@ -75,11 +84,13 @@ def features(roof_pass, segments, graph_max_tokens: int = 0, knee_tokens: int = 
         "kv_ms": roof_pass.memory_ms * (roof_pass.kv_read_bytes + roof_pass.kv_write_bytes) / roof_pass.bytes if roof_pass.bytes else 0.0,
         "seqs": float(sum(s.seqs for s in segments)),
         "tokens": tokens,
-        "context_ktokens": sum(s.seqs * s.context for s in segments) / 1000.0,
+        "context_ktokens": context,
         "graph_off": off,
         "graph_off_tokens": off * tokens,
         "past_knee": knee,
         "past_knee_tokens": knee * tokens,
+        "decode_context_ktokens": decode_context,
+        "past_knee_context_ktokens": knee * decode_context,
         "graph_padded": padded(segments, tokens, graph_max_tokens),
     }
 

@@ -87,13 +87,15 @@ _PADDED_SETS = tuple(f + ("graph_padded",) for f in _GRAPH_SETS)
 FEATURE_SETS: tuple[tuple[str, ...], ...] = _BASE_SETS + _GRAPH_SETS + _PADDED_SETS
 # where a GPU engine's kernels may change regime (a step of more tokens pays a jump, costmodel/stepcost/linear.py
 # past_knee; its MoE and attention kernels' configurations are chosen by batch size): each size is tried on the chosen feature set, and the best kept where its k-fold error per row beats
-# the set's by more than SELECT_TOL_POINTS (vLLM 0.26 on Hopper: AR decode 5.6 ms at 16 sequences, 8.4 ms at 17-32)
+# the set's by more than SELECT_TOL_POINTS (vLLM 0.26 on Hopper: AR decode 5.6 ms at 16 sequences, 8.4 ms at 17-32);
+# past it the decoding sequences' context is priced apart (past_knee_context_ktokens; a prefill's is not: its
+# roofline carries it): 62 AR sequences of short context run in 6.7 ms, 51 of four times the context in 10.5 ms
 # Past the largest CUDA graph the sizes are eager steps' (DiffusionGemma's canvases): there the host's kernel
 # launches set a floor that the GPU's time crosses only at a larger step (vLLM 0.26 on an H200 in fp8, pure
 # denoising steps: 53 ms at 3 canvases, 69 ms at 8, 129 ms at 16), priced by a shallower eager slope (a signed
 # graph_off_tokens, costmodel.schemas.profile.SIGNED_SLOPES) and a knee where the GPU takes over
 KNEE_CANDIDATES = (4, 8, 16, 32, 64, 128, 256, 1024, 1536, 2048, 3072)
-KNEE_FEATURES = ("past_knee", "past_knee_tokens")
+KNEE_FEATURES = ("past_knee", "past_knee_tokens", "past_knee_context_ktokens")
 BLOCK_STEPS = 32
 START_KIND = "start"  # the columns of the engine starts' eager offsets (_start_offsets)
 MIN_START_EAGER_STEPS = 50
@@ -338,6 +340,8 @@ def _matrix(d: Design, feats: tuple[str, ...], mode: ServingMode) -> tuple[pd.Da
                 # pass's, whose constant carries it
                 continue
             col = d.share[kind].to_numpy() * src[f].to_numpy()
+            if f == "past_knee_context_ktokens" and kind == mode.prefill_kind:
+                continue  # the decoding sequences' attention regime (KNEE_FEATURES): a prefill chunk's context is priced by its roofline
             if f in REGIME_FEATURES and (kind in side or _one_regime(d, kind, f)):
                 # a kind that never ran past the engine's largest CUDA graph has no regime to price; side passes
                 # (MTP's drafts) run past it exactly when their step's joint pass does, whose columns carry it
@@ -624,6 +628,7 @@ def _set_knee(d: Design, tokens: int) -> None:
     """The design's past_knee columns for a regime change past `tokens` (0: none): the joint pass's."""
     over = (d.feats["tokens"] > tokens).astype(float) if tokens else d.feats["tokens"] * 0.0
     d.feats["past_knee"], d.feats["past_knee_tokens"] = over, over * d.feats["tokens"]
+    d.feats["past_knee_context_ktokens"] = over * d.feats["decode_context_ktokens"]
 
 
 def _heldout(X, y, d, blocks, mode: ServingMode, objective: str = "relative") -> tuple[dict[str, float | None], str]:

@@ -217,7 +217,7 @@ OPTIONS: tuple[Input, ...] = (
     _o("--refine-crossover", "count", "plan", F.REFINE_CROSSOVER),
     _o("--max-replications", "count", "plan", Field("--max-replications", 1, 1000, whole=True, why="each replication re-simulates a point")),
     _o("--load-curve", "text", "plan"), _o("--compress", "real", "plan", Field("--compress", 0, 1e6, above=True), DAY),
-    _o("--fleet", "path", "plan", scope=DAY), _o("--load-scale", "real", "plan", Field("--load-scale", 0, 1e4, above=True), DAY),
+    _o("--fleet", "path", "plan", scope=DAY), _o("--every-fleet", "flag", "plan", scope=DAY), _o("--load-scale", "real", "plan", Field("--load-scale", 0, 1e4, above=True), DAY),
     _o("--autoscale-headroom", "real", "plan", HEADROOM, DAY), _o("--startup-s", "real", "plan", STARTUP_S, DAY),
     _o("--load-gb-per-s", "real", "plan", LOAD_GB_PER_S, DAY), _o("--max-requests", "count", "plan", F.MAX_REQUESTS, DAY),
     # sweep, report

@@ -19,11 +19,11 @@ prints `Crossover.text`.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import asdict, dataclass, field, replace
 
 import pandas as pd
 
+from costmodel.intervals import t_interval
 from costmodel.modes import all_modes, mode_order
 
 
@@ -388,13 +388,10 @@ def with_seeds(c: Crossover, seeds_qps: list[float]) -> Crossover:
     vals = [float(q) for q in seeds_qps if q is not None and math.isfinite(q)]
     if c.status != "bracketed" or len(vals) < 2:
         return replace(c, seeds_qps=vals)
-    from scipy.special import stdtrit  # imported where the interval is computed
-
-    mean = statistics.fmean(vals)
-    half = float(stdtrit(len(vals) - 1, 0.975)) * statistics.stdev(vals) / math.sqrt(len(vals))
+    low, high = t_interval(vals)
     lo = c.qps_ci95_low if c.qps_ci95_low is not None else c.qps_low
     hi = c.qps_ci95_high if c.qps_ci95_high is not None else c.qps_high
-    return _compose(replace(c, seeds_qps=vals, qps_ci95_low=min(mean - half, lo, *vals), qps_ci95_high=max(mean + half, hi, *vals)))
+    return _compose(replace(c, seeds_qps=vals, qps_ci95_low=min(low, lo, *vals), qps_ci95_high=max(high, hi, *vals)))
 
 
 def _qlist(qs) -> str:

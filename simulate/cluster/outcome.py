@@ -31,14 +31,14 @@ import numpy as np
 import pandas as pd
 
 from costmodel.costing.terms import DAYS_PER_MONTH
+from costmodel.costing.verdict import BORDERLINE, FAIL, PASS, ci_columns
+from costmodel.intervals import t_interval
 from costmodel.schemas.day import IntervalRow
 from simulate.cluster.fleet import REJECT_FULL, REJECT_TIMEOUT, FleetRun
 from simulate.cluster.power import IDLE_POWER_FRAC, power_w
 
 BATCHES = 10  # batch means per interval (a classic choice: enough degrees of freedom, batches long enough to be nearly independent)
 MIN_BATCH_REQUESTS = 20  # a batch's p95 rests on at least one request above it
-CONFIDENCE = 0.95
-PASS, FAIL, BORDERLINE = "pass", "fail", "borderline"  # costmodel/costing/verdict.py's words
 LATE_MS = 1e18  # a rejected or unfinished request's latency in the interval statistics
 METRIC_END = {"queue": "start_s", "ttft": "first_s", "e2e": "finish_s"}
 
@@ -73,25 +73,12 @@ def _stat(x: np.ndarray, stat: str) -> float:
     return math.inf if v >= LATE_MS / 10 else v
 
 
-def ci_columns(column: str) -> tuple[str, str]:
-    """An interval's batch-means interval columns of a bound: ttft_ms_p95 -> ttft_ms_p95_ci95_low, ..._high."""
-    return f"{column}_ci95_low", f"{column}_ci95_high"
-
-
 UTIL_CI = ("utilisation_ci95_low", "utilisation_ci95_high")
 
 
 def util_sample_s(interval_s: float) -> float:
     """The counter sampling a run needs for the headroom term's batch means: BATCHES per interval."""
     return interval_s / BATCHES
-
-
-def t_interval(v: np.ndarray) -> tuple[float, float]:
-    """The 95% Student-t interval of the mean of `v` (at least two values)."""
-    from scipy.special import stdtrit  # scipy.special, not the heavier scipy.stats
-
-    half = float(stdtrit(len(v) - 1, 1 - (1 - CONFIDENCE) / 2)) * float(np.std(v, ddof=1)) / math.sqrt(len(v))
-    return float(np.mean(v)) - half, float(np.mean(v)) + half
 
 
 def batch_interval(x: np.ndarray, stat: str, limit_ms: float) -> tuple[float, float]:

@@ -53,7 +53,8 @@ from simulate.cluster.fleet import simulate_fleet
 from simulate.cluster.fleetfile import load_fleet
 from simulate.cluster.load import PRESETS, LoadCurve, curve_requests, parse_curve
 from simulate.cluster.traces import FORMAT_NAMES, load_trace, trace_requests
-from simulate.cluster.outcome import UTIL_CI, RequestBound, ci_columns, interval_rows, summarise_span, util_sample_s
+from costmodel.costing.verdict import ci_columns
+from simulate.cluster.outcome import UTIL_CI, RequestBound, interval_rows, summarise_span, util_sample_s
 from simulate.cluster.pool import PoolSpec
 from simulate.cluster.scaling import Scaling
 from simulate.parallel import Workers, run_tasks

@@ -35,7 +35,7 @@ from costmodel.errors import UserError
 from costmodel.modes import get_mode, profile_parts
 from simulate.plan import planner
 from simulate.plan.api import PlanConfig, PlanOutcome, run_plan
-from simulate.plan.settle import t_quantile
+from costmodel.intervals import t_quantile
 from simulate.workload import DEFAULT_PROMPT
 
 # The pass-cost error where a profile records no fit error (projected or composed tables): the profile

@@ -25,6 +25,7 @@ import math
 import re
 from typing import Callable
 
+from costmodel.intervals import CONFIDENCE, t_quantile
 from costmodel.costing.verdict import BORDERLINE, FAIL, PASS, STABILITY, ci_columns, judge
 from costmodel.slo import Slo
 from simulate.sim import MISS_STOP
@@ -35,7 +36,6 @@ DEFAULT_MAX_REPLICATIONS = 6  # then the point is BORDERLINE (plan --max-replica
 REPLICATION_STRIDE = 1000  # replication i of --seed s simulates seed s * 1000 + i (disjoint between seeds below the stride)
 MIN_REQUESTS = 300
 MIN_WINDOW_S, MAX_WINDOW_S = 20.0, 120.0
-CONFIDENCE = 0.95
 
 # (qps, replicas, seed, duration_s) -> a flat PointSummary row
 RepFn = Callable[[float, int, int, float], dict]
@@ -50,15 +50,6 @@ def window_s(qps: float, duration_s: float | None = None) -> float:
     if duration_s is not None:
         return float(duration_s)
     return float(min(MAX_WINDOW_S, max(MIN_WINDOW_S, math.ceil(MIN_REQUESTS / qps))))
-
-
-def t_quantile(df: int, looks: int = 1) -> float:
-    """The two-sided quantile of Student's t on `df` degrees of freedom for a CONFIDENCE interval
-    looked at up to `looks` times (Bonferroni: each look at 1 - (1 - CONFIDENCE) / looks, so the
-    verdict a sequence of looks settles errs less than 1 - CONFIDENCE) (scipy)."""
-    from scipy.special import stdtrit  # imported where intervals are computed (scipy.special, not the heavier scipy.stats)
-
-    return float(stdtrit(df, 1 - (1 - CONFIDENCE) / (2 * max(1, looks))))
 
 
 def _interval(values: list[float | None], limit: float, looks: int = 1) -> tuple[float, float]:

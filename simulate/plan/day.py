@@ -53,7 +53,7 @@ from simulate.cluster.fleet import simulate_fleet
 from simulate.cluster.fleetfile import load_fleet
 from simulate.cluster.load import PRESETS, LoadCurve, curve_requests, parse_curve
 from simulate.cluster.traces import FORMAT_NAMES, load_trace, trace_requests
-from costmodel.costing.verdict import ci_columns
+from costmodel.costing.verdict import BORDERLINE, ci_columns
 from simulate.cluster.outcome import UTIL_CI, RequestBound, interval_rows, summarise_span, util_sample_s
 from simulate.cluster.pool import PoolSpec
 from simulate.cluster.scaling import Scaling
@@ -380,7 +380,7 @@ def _bill(summ, rows: list, policy: str, name: str, c: float, interval_s: float 
 
 def borderline_hours(rows: list, interval_s: float) -> str:
     """The borderline intervals by the hour they start (of the real day), and the first one's reason."""
-    b = [r for r in rows if r.slo_verdict == "borderline"]
+    b = [r for r in rows if r.slo_verdict == BORDERLINE]
     if not b:
         return ""
     hours = ", ".join(f"{r.interval * interval_s / 3600:g}" for r in b[:6]) + (f" and {len(b) - 6} more" if len(b) > 6 else "")

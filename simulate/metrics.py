@@ -52,6 +52,7 @@ Stability (stable=False means: the queue grows without bound; its latencies are 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -145,6 +146,22 @@ def _stats(x: np.ndarray) -> dict:
     return {f"p{p}": float(v) for p, v in zip(PERCENTILES, q)} | {"mean": float(x.mean())}
 
 
+def mser_truncation(y: np.ndarray) -> int:
+    """How many leading bins are the ramp-up from an empty system, by the MSER rule (White 1997): the
+    truncation d < n/2 that minimises the marginal standard error var(y[d:]) / (n - d). A queue near
+    saturation takes several sojourn times to fill, longer than a fixed share of a short window, and a
+    ramp-up left in reads as growth. Where the minimum lies at half the window the series found no
+    level (a queue that grows): nothing is cut."""
+    n = len(y)
+    best, best_d = math.inf, 0
+    for d in range(n // 2 + 1):
+        rest = y[d:]
+        se = float(np.var(rest)) / (n - d)
+        if se < best - 1e-12:
+            best, best_d = se, d
+    return 0 if best_d == n // 2 else best_d  # still no level at half the window: growth, or a window too short to tell
+
+
 def backlog_trend(tracker: Tracker, warmup_s: float, end_s: float) -> tuple[float, float, float]:
     """(growth in requests over the steady span by a least-squares line, span seconds, mean
     requests in system over the span)."""
@@ -155,7 +172,9 @@ def backlog_trend(tracker: Tracker, warmup_s: float, end_s: float) -> tuple[floa
     if keep.sum() < 3:
         return 0.0, 0.0, float("nan")
     x, y = centres[keep], means[keep]
-    span = float(edges[1:][keep].max() - edges[:-1][keep].min())
+    d = mser_truncation(y)
+    x, y = x[d:], y[d:]
+    span = float(edges[1:][keep][d:].max() - edges[:-1][keep][d:].min())
     slope = np.polyfit(x, y, 1)[0]
     return float(slope * span), span, float(y.mean())
 

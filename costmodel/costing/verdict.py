@@ -4,7 +4,9 @@ A plan point (simulate/plan/settle.py) carries, per SLO bound, the 95% interval 
 over replications (`ttft_ms_p95_ci95_low`, `ttft_ms_p95_ci95_high`) and how many of its
 replications stayed stable. It passes when every interval lies wholly below its bound and every
 replication was stable; it fails when an interval lies wholly above its bound or every replication
-(at least two) was unstable; anything else is BORDERLINE, never a clean pass or fail. A row with no
+(at least two) was unstable; anything else is BORDERLINE, never a clean pass or fail. Stability is
+settled the same way in both directions: every replication agreeing, or the interval of their mean
+backlog growth lying wholly on one side of its limit; replications that disagree leave it open. A row with no
 intervals (one window: `costmodel simulate`, an older plan) is judged on its figures as they are.
 A report that re-judges a plan under another SLO uses the same rule on the same columns.
 """
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from costmodel.slo import Slo
 
 PASS, FAIL, BORDERLINE = "pass", "fail", "borderline"
-FAIL_REPLICATIONS = 2  # every one of at least this many unstable settles a fail
+FAIL_REPLICATIONS = 2  # every one of at least this many unstable settles a fail, as every one stable settles stability
 STABILITY = "backlog_growth_ratio"  # a replication's backlog growth / its stability test's limit (simulate/plan/settle.py)
 
 
@@ -31,6 +33,7 @@ class Verdict:
     status: str  # pass | fail | borderline
     failures: tuple[str, ...] = ()  # why it fails, or why it is not settled (borderline)
     meets_on_mean: bool = False  # the figures' means meet every bound and most replications were stable (the point estimate's reading)
+    stability_open: bool = False  # only the queue's growth in short windows decides it (no bound missed, no run aborted): a longer window may read it otherwise
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -72,6 +75,7 @@ def judge(row: dict, slo: Slo) -> Verdict:
     reps = int(reps) if reps is not None and math.isfinite(_num(reps)) else None
     stable_reps = int(_num(row.get("stable_replications"))) if reps is not None and math.isfinite(_num(row.get("stable_replications"))) else None
     out_fail, out_open = [], []
+    stability_open = False
     stable = bool(row.get("stable", False))
     if reps is None or stable_reps is None:
         if not stable:
@@ -85,14 +89,18 @@ def judge(row: dict, slo: Slo) -> Verdict:
         queue = reps - stable_reps - stopped  # unstable for their queue, not stopped at a certain latency miss (the latency figures count those)
         why = row.get("stability_reason") or "queue grows without bound"
         span = f"backlog growth / its limit, 95% interval {_ms2(lo)}-{_ms2(hi)}"
+        watched = reps - stopped
         if queue <= 0 or (math.isfinite(hi) and hi <= 1.0):
             pass  # every watched replication stable, or their mean growth below the limit
         elif aborted >= FAIL_REPLICATIONS and aborted == reps:
             out_fail.append(f"arrivals outpace service in all {reps} replications ({why})")
-        elif math.isfinite(lo) and lo > 1.0:
+        elif (queue == watched and watched >= FAIL_REPLICATIONS) or (math.isfinite(lo) and lo > 1.0):
             out_fail.append(f"unstable in {queue} of {reps} replications ({span}; {why})")
+            stability_open = aborted == 0
         else:
             out_open.append(f"unstable in {queue} of {reps} replications ({span}; {why})")
+            stability_open = aborted == 0
+    stability_fails = len(out_fail)
     on_mean = majority_stable
     for b in slo.bounds:
         v = _num(row.get(b.column))
@@ -112,8 +120,9 @@ def judge(row: dict, slo: Slo) -> Verdict:
             out_fail.append(f"{b.column} {shown} > {b.limit_ms:g} ({span})")
         else:
             out_open.append(f"{b.column} {shown} against {b.limit_ms:g}: borderline ({span})")
+    stability_open = stability_open and len(out_fail) <= stability_fails  # no bound certainly missed: the queue's growth decides
     if out_fail:
-        return Verdict(FAIL, tuple(out_fail + out_open), on_mean)
+        return Verdict(FAIL, tuple(out_fail + out_open), on_mean, stability_open)
     if out_open:
-        return Verdict(BORDERLINE, tuple(out_open), on_mean)
+        return Verdict(BORDERLINE, tuple(out_open), on_mean, stability_open)
     return Verdict(PASS, (), on_mean)

@@ -12,6 +12,9 @@ replications' backlog growth against its limit (costmodel/costing/verdict.py jud
 - fail: an interval lies wholly above its bound (a replication the simulator stopped early, missing
   it for certain, counts at the bound), every one of >= ALL_MISS_REPLICATIONS replications missed it,
   or arrivals outpaced service in every one (>= 2);
+- a verdict that rests on the queue's growth alone (replications that disagree on stability, or all
+  unstable while every latency bound holds: a short window cannot tell a queue that fills slowly from
+  one that grows) starts again in windows 4x as long, up to 480 s, and is judged there;
 - otherwise one more replication, up to the cap; then BORDERLINE with the intervals.
 
 The window of one replication follows from the load: long enough for MIN_REQUESTS arrivals (a p95
@@ -36,6 +39,8 @@ DEFAULT_MAX_REPLICATIONS = 6  # then the point is BORDERLINE (plan --max-replica
 REPLICATION_STRIDE = 1000  # replication i of --seed s simulates seed s * 1000 + i (disjoint between seeds below the stride)
 MIN_REQUESTS = 300
 MIN_WINDOW_S, MAX_WINDOW_S = 20.0, 120.0
+WINDOW_GROWTH = 4  # replications that disagree on stability start again in windows this many times as long
+MAX_STABILITY_WINDOW_S = 480.0  # ... up to this window; then the interval of their mean growth decides, or BORDERLINE
 
 # (qps, replicas, seed, duration_s) -> a flat PointSummary row
 RepFn = Callable[[float, int, int, float], dict]
@@ -128,15 +133,31 @@ def aggregate(reps: list[dict], slo: Slo, looks: int = 1) -> dict:
 def settled_point(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, duration_s: float | None = None,
                   max_replications: int = DEFAULT_MAX_REPLICATIONS) -> dict:
     """Replications of one point until its verdict is settled or `max_replications` ran: the
-    aggregated row with `slo_verdict` (pass, fail, or borderline) and `slo_meets_on_mean`."""
+    aggregated row with `slo_verdict` (pass, fail, or borderline) and `slo_meets_on_mean`. Where only
+    the queue's growth is in doubt the window is too short to tell a queue that fills slowly from one
+    that grows: the point starts again in windows WINDOW_GROWTH times as long, up to
+    MAX_STABILITY_WINDOW_S (a window given as `duration_s` is kept)."""
     w = window_s(qps, duration_s)
-    reps: list[dict] = []
     while True:
-        reps.append(run(qps, replicas, replication_seed(seed, len(reps)), w))
-        row = aggregate(reps, slo, looks=max(1, max_replications - 1))  # a look after each replication from the second
-        v = judge(row, slo)
-        if v.status == FAIL or (v.status == PASS and len(reps) >= MIN_REPLICATIONS) or len(reps) >= max_replications:
+        reps, v = _replications(run, qps, replicas, slo, seed, w, max_replications, longer=duration_s is None and w < MAX_STABILITY_WINDOW_S)
+        if not v.stability_open or duration_s is not None or w >= MAX_STABILITY_WINDOW_S:
             break
+        w = min(MAX_STABILITY_WINDOW_S, w * WINDOW_GROWTH)
+    row = aggregate(reps, slo, looks=max(1, max_replications - 1))
     row["slo_verdict"] = v.status if v.status != PASS or len(reps) >= MIN_REPLICATIONS else BORDERLINE
     row["slo_meets_on_mean"] = v.meets_on_mean
     return row
+
+
+def _replications(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, w: float, max_replications: int,
+                  longer: bool) -> tuple[list[dict], object]:
+    """Replications in windows of `w` seconds until the verdict settles, the cap, or (when a `longer`
+    window may follow) the replications disagree on stability."""
+    reps: list[dict] = []
+    while True:
+        reps.append(run(qps, replicas, replication_seed(seed, len(reps)), w))
+        v = judge(aggregate(reps, slo, looks=max(1, max_replications - 1)), slo)  # a look after each replication from the second
+        if longer and v.stability_open:
+            return reps, v
+        if v.status == FAIL or (v.status == PASS and len(reps) >= MIN_REPLICATIONS) or len(reps) >= max_replications:
+            return reps, v

@@ -145,7 +145,7 @@ def decisions(a: Analysis, profiles: dict[str, dict]) -> list[Decision]:
         border = str(cell.iloc[0].get("borderline") or "") if not cell.empty and "borderline" in cell else ""
         out.append(Decision(q, True, _group_name(group, profiles), str(first["hardware"]), str(first["mode"]), int(first["gpus"]), usd,
                             usd / HOURS_PER_MONTH * HOURS_PER_YEAR, float(first.get("upfront_usd", 0.0) or 0.0),
-                            fleet_name(runner, profiles.get(str(runner["hardware"]), {})) if runner else "", more, pct,
+                            " = ".join(fleet_name(r, profiles.get(str(r["hardware"]), {})) for r in tie_group(rest)) if runner else "", more, pct,
                             _rests_on(group, profiles), names, float(first.get("cost_usd_per_month_low", usd)), border,
                             heldout_clause(a.slo, profiles, [str(r["hardware"]) for r in group])))
     return out

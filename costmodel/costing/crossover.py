@@ -145,7 +145,7 @@ def cheapest_per_qps(options: pd.DataFrame, qps_values) -> pd.DataFrame:
             "cost_usd_per_month": float(r["cost_usd_per_month"]), "cost_usd_per_month_low": _interval(r)[0],
             "cost_usd_per_mtok_output": float(r["cost_usd_per_mtok_output"]),
             "tie": bool(tied), "tied_with": ", ".join(option_name(x) for x in tied),
-            "runner_up": option_name(runner) if runner is not None else "",
+            "runner_up": " = ".join(option_name(x) for x in tie_group(rest)) if runner is not None else "",  # a tied runner-up names every option
             "runner_up_cost_usd_per_month": float(runner["cost_usd_per_month"]) if runner is not None else math.nan,
         })
     return pd.DataFrame(rows)
@@ -240,10 +240,17 @@ def _side(p: dict) -> str:
     if p["verdict"] == TIE:
         return f"a tie at {_money(p['diffusion_cost_usd_per_month'])}: {' = '.join(d_opts + o_opts)}"
     if not d_opts or not o_opts:
-        only = f"{d_opts[0]} {_money(p['diffusion_cost_usd_per_month'])}" if d_opts else f"{o_opts[0]} {_money(p['rival_cost_usd_per_month'])}"
+        only = f"{_named(d_opts)} {_money(p['diffusion_cost_usd_per_month'])}" if d_opts else f"{_named(o_opts)} {_money(p['rival_cost_usd_per_month'])}"
         return f"only {only} meets the SLO; no {'DiffusionGemma' if not d_opts else rival_label} option does"
-    d, o = f"{d_opts[0]} {_money(p['diffusion_cost_usd_per_month'])}", f"{o_opts[0]} {_money(p['rival_cost_usd_per_month'])}"
-    return f"{d} is cheaper than {o}" if p["verdict"] == CHEAPER else f"{o} is cheaper than {d}"
+    d, o = f"{_named(d_opts)} {_money(p['diffusion_cost_usd_per_month'])}", f"{_named(o_opts)} {_money(p['rival_cost_usd_per_month'])}"
+    if p["verdict"] == CHEAPER:
+        return f"{d} {'is' if len(d_opts) == 1 else 'are'} cheaper than {o}"
+    return f"{o} {'is' if len(o_opts) == 1 else 'are'} cheaper than {d}"
+
+
+def _named(opts: list[str]) -> str:
+    """One option, or every option of a tie group (none picked by a tie-break)."""
+    return opts[0] if len(opts) == 1 else f"{' = '.join(opts)} (tied)"
 
 
 # what per_qps reads of best_per_cell's rows (records of these columns only: a plan's points carry ~100)
@@ -314,7 +321,7 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
         p = per[0]
         later = [x["qps"] for x, ok in zip(per[1:], pays[1:]) if ok]
         note = f"; note: DiffusionGemma is cheaper or tied at {_qlist(later)} QPS" if later else ""
-        return Crossover(scope, "below-range", None, p["qps"], None, p["rival_options"][0] if p["rival_options"] else None,
+        return Crossover(scope, "below-range", None, p["qps"], None, _named(p["rival_options"]) if p["rival_options"] else None,
                          f"DiffusionGemma costs more than {rival_label}{where} even at the lowest evaluated QPS {p['qps']:g} ({_side(p)}); "
                          f"the crossover, if any, lies below {p['qps']:g} QPS{note}{gap}", per_qps=every)
     k = 0
@@ -355,7 +362,7 @@ def _bracketed(scope: str, per: list[dict], every: list[dict], k: int, below: st
     unsettled = [p["qps"] for p in per[: k + 1] if not p["settled"]]
     note = (f"; at {_qspan(unsettled)} QPS the replications leave a fleet borderline, so the costs' intervals overlap (a tie)"
             if unsettled else "")
-    c = Crossover(scope, "bracketed", lo["qps"], hi["qps"], (est_lo + est_hi) / 2, hi["rival_options"][0] if hi["rival_options"] else None, "",
+    c = Crossover(scope, "bracketed", lo["qps"], hi["qps"], (est_lo + est_hi) / 2, _named(hi["rival_options"]) if hi["rival_options"] else None, "",
                   per_qps=every, tied_below=tied_below, detail=f"below it {below}{note}; above it {_side(hi)} at {hi['qps']:g} QPS{tail}",
                   qps_ci95_low=low_end if low_end is not None else 0.0, qps_ci95_high=hi["qps"], estimate_low=est_lo, estimate_high=est_hi,
                   refine=refine)

@@ -25,7 +25,7 @@ def _money(x) -> str:
 
 def _answer_block(day: DayRecord) -> str:
     a = answer(day)
-    warn = (f'<p class="callout"><b>The winner rests on a projection.</b> {e(a.rests_on)}. Measure that GPU '
+    warn = (f'<p class="callout"><b>The answer rests on a projection.</b> {e(a.rests_on)}. Measure that GPU '
             "(<code>costmodel measure</code> + <code>fit</code>) before committing to it.</p>") if a.projected else ""
     return (f'<section id="decision" class="answer"><h2>The answer</h2><p class="lead">{e(a.text)}</p>{warn}'
             f'<p class="muted">Load: {e(day.load)}. SLO: {e(day.slo)}, every hour. Pricing: {e(pricing(day).model)}; '

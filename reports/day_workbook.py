@@ -148,7 +148,7 @@ def _summary_sheet(ws, day: DayRecord, month_rows: list[tuple[str, float, bool, 
     a = answer(day)
     ws.append(("The answer (as planned)", a.text))
     if a.projected:
-        ws.append(("Projection", f"The winner rests on {a.rests_on}. Measure that GPU before committing to it."))
+        ws.append(("Projection", f"The answer rests on {a.rests_on}. Measure that GPU before committing to it."))
     ws.append(("Load", day.load))
     ws.append(("SLO (every hour)", day.slo))
     ws.append(("Pricing", pricing(day).model + span_note(day)))

@@ -57,8 +57,8 @@ def test_an_hourly_day_with_a_borderline_peak_prices_its_low_end(monkeypatch):
     from simulate.plan import day as day_mod
 
     real = day_mod._peak_search
-    monkeypatch.setattr(day_mod, "_peak_search", lambda cfg, lc, slo, wl, say: {
-        k: (n + 1, lc.peak_qps / (n + 1), n) for k, (n, _, _) in real(cfg, lc, slo, wl, say).items()})
+    monkeypatch.setattr(day_mod, "_peak_search", lambda cfg, lc, slo, wl, say, **kw: {
+        k: (n + 1, lc.peak_qps / (n + 1), n) for k, (n, _, _) in real(cfg, lc, slo, wl, say, **kw).items()})
     monkeypatch.setenv("COSTMODEL_MEMORY_BUDGET_GIB", "0.012")
     out = _day()
     assert len(out.hours) == 4  # the settled fleets' hours only

@@ -79,8 +79,8 @@ def test_a_borderline_peak_gives_every_bill_a_cost_interval(monkeypatch, cli, tm
     the low end of its cost's interval, in month.csv, the workbook and the answer."""
     real = day_mod._peak_search
 
-    def borderline_peak(cfg, lc, slo, workload, say):
-        out = real(cfg, lc, slo, workload, say)
+    def borderline_peak(cfg, lc, slo, workload, say, **kw):
+        out = real(cfg, lc, slo, workload, say, **kw)
         return {k: (n + 1, lc.peak_qps / (n + 1), n) for k, (n, _, _) in out.items()}  # one more settled; the search's count borderline
 
     monkeypatch.setattr(day_mod, "_peak_search", borderline_peak)

@@ -142,6 +142,8 @@ def day_docs() -> dict:
     docs = docs_of(IntervalRow, CLUSTER)
     docs.update(docs_of(MonthBill, DAY))
     extra = {"policy": ("autoscaled | static (peak) | fleet (a fleet file's run)", "-"), "hour": ("hour of the day the interval starts", "h"),
+             "simulated_s": ("seconds of the interval's arrivals simulated and judged: the interval, or for a day run hour by hour the span of the "
+                             "hour's busiest minutes its verdict settled in (its counts, GPU-hours, energy and dollars are the whole hour's; docs/cluster.md)", "s"),
              "meets_slo_every_hour": ("every interval of the day meets the SLO (month.csv: fleets missing it are listed after those meeting it)", "bool"),
              "answer": ("'cheapest' for the cheapest fleet meeting the SLO every hour; 'tie' for each of several fleets of different GPUs "
                         "or modes whose monthly costs are within 1% or whose 95% intervals overlap (none wins); empty otherwise (and for a fleet file's pools)", "-"),

@@ -164,15 +164,17 @@ def _delta(points: list, lo: float, hi: float) -> tuple[float, int, int]:
 
 
 def interval_rows(run: FleetRun, bounds: list[RequestBound], span_s: float, interval_s: float, *, max_utilisation: float | None = None,
-                  idle_frac: float = IDLE_POWER_FRAC) -> list[IntervalRow]:
-    """Per pool and interval (and for the whole fleet when it has several pools)."""
+                  idle_frac: float = IDLE_POWER_FRAC, start_s: float = 0.0) -> list[IntervalRow]:
+    """Per pool and interval of [start_s, start_s + span_s) (and for the whole fleet when it has several
+    pools). Arrivals before `start_s` are a warm-up: served, but neither counted, judged nor billed."""
     lat = _latencies(run)
     ok = np.ones(len(run.reqs), bool)
     for b in bounds:
         ok &= lat[b.metric] <= b.limit_ms
     ok &= np.isfinite(run.rec.finish_s)
     n_int = max(1, math.ceil(span_s / interval_s - 1e-9))
-    k = np.minimum((run.reqs.arrival_s // interval_s).astype(np.int64), n_int - 1)
+    rel = run.reqs.arrival_s - start_s
+    k = np.where(rel >= 0, np.minimum((np.maximum(rel, 0.0) // interval_s).astype(np.int64), n_int - 1), -1)
     rows = []
     groups = [(p.spec.name, p.spec.hardware, p.spec.mode, [p], run.pool_of == p.index) for p in run.pools]
     if len(run.pools) > 1:
@@ -181,7 +183,7 @@ def interval_rows(run: FleetRun, bounds: list[RequestBound], span_s: float, inte
     for name, hw, mode, pools, member in groups:
         pts = {p.index: _counters_at(run, p.index) for p in pools}
         for j in range(n_int):
-            lo, hi = j * interval_s, min((j + 1) * interval_s, span_s)
+            lo, hi = start_s + j * interval_s, start_s + min((j + 1) * interval_s, span_s)
             sel = member & (k == j)
             rows.append(_row(run, name, hw, mode, pools, pts, j, lo, hi, sel, lat, ok, bounds, max_utilisation, idle_frac))
     return rows

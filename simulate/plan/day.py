@@ -65,7 +65,7 @@ from costmodel.costing.day import price_bill, price_hours
 from costmodel.costing.day_answer import answer_column
 from costmodel.slo import parse_slo
 from simulate.plan.day_bounds import cost_floor, floor_replicas, not_simulated, prunable, prune_limit
-from simulate.plan.day_hours import check_hours, compressed, compressed_scaling, fleet_days, hour_job, hour_windows
+from simulate.plan.day_hours import SETTLE_FIRST_S, check_hours, compressed, compressed_scaling, fleet_days, hour_job, hour_windows, hour_workers
 from simulate.workload import build_requests, check_run_size, fits_budget
 
 DAY_SIZE_KNOBS = "a lower peak or --load-scale, fewer hours, fewer --hardware or --mode, or a higher --compress"
@@ -277,13 +277,22 @@ def _check_workload(cfg: DayConfig, lc: DayLoad) -> None:
                         "plan sessions with --qps, or give a workload of single requests (a shared system prompt is fine)")
 
 
-def _peak_search(cfg: DayConfig, lc: DayLoad, slo: SloSplit, workload: str | None, say) -> dict:
+PEAK_LADDER_SHARE = 0.1  # a large day's peak search sizes this share of the peak first (its probes a tenth as costly)
+
+
+def _peak_search(cfg: DayConfig, lc: DayLoad, slo: SloSplit, workload: str | None, say, large: bool = False) -> dict:
     """(hardware, mode) -> (replicas at the peak or None, requests/s per replica there, the fewest
-    replicas not settled to miss there: below the first where those counts are borderline)."""
-    settings = planner.PlanSettings([lc.peak_qps], slo.text, cfg.hardware, cfg.modes, {h: cfg.profile_paths.get(h) for h in cfg.hardware},
+    replicas not settled to miss there: below the first where those counts are borderline). A `large`
+    day's chain first searches PEAK_LADDER_SHARE of the peak: its answer is a lower bound at the peak
+    (more load never needs fewer replicas), and the per-replica load that missed there guesses the
+    peak's count (planner._Loads.guess), so the peak's search starts next to its answer."""
+    qps = [lc.peak_qps * PEAK_LADDER_SHARE, lc.peak_qps] if large else [lc.peak_qps]
+    settings = planner.PlanSettings(qps, slo.text, cfg.hardware, cfg.modes, {h: cfg.profile_paths.get(h) for h in cfg.hardware},
                                     cfg.duration_s, cfg.seed, cfg.max_replicas, cfg.jobs or planner.default_jobs(), workload, engine=cfg.engine())
     out = {}
     for c in planner.run_searches(settings, progress=say, scheduler=cfg.scheduler):
+        if c.qps != lc.peak_qps:
+            continue
         low = c.replicas_low if c.replicas and c.replicas_low and c.replicas_low < c.replicas else c.replicas
         out[(c.hardware, c.mode)] = (c.replicas, lc.peak_qps / c.replicas if c.replicas else None, low)
     return out
@@ -364,7 +373,7 @@ def _flat(rows: list, policy: str, c: float, interval_s: float) -> list[dict]:
     out = []
     for r in rows:
         d = r.flat()
-        d.update(policy=policy, hour=r.interval * interval_s / 3600, start_s=r.start_s * c, end_s=r.end_s * c,
+        d.update(policy=policy, hour=r.interval * interval_s / 3600, start_s=r.start_s * c, end_s=r.end_s * c, simulated_s=(r.end_s - r.start_s) * c,
                  gpu_hours=r.gpu_hours * c, energy_kwh=r.energy_kwh * c, cost_usd=r.cost_usd * c, **{k: round(d[k] * c) for k in COUNTS})
         out.append(d)
     return out
@@ -455,7 +464,7 @@ def run_day(cfg: DayConfig, progress: Callable[[str], None] | None = None) -> Da
     say(f"day: {lc.source}, {lc.expected_requests:,.0f} requests, peak {lc.peak_qps:.3g} QPS; sizing the peak fleet")
     with tempfile.TemporaryDirectory() as tmp:
         workload = _peak_workload(lc, cfg, Path(tmp))
-        peaks = _peak_search(cfg, lc, slo, workload, say)
+        peaks = _peak_search(cfg, lc, slo, workload, say, large=stream)
         if slo.max_utilisation is not None:
             peaks = _headroom(cfg, lc, peaks, slo.max_utilisation, workload, say)
     jobs = [(h, m, pol, peaks[(h, m)][0], peaks[(h, m)][1], cfg, lc, slo) for h in cfg.hardware for m in cfg.modes for pol in POLICIES
@@ -579,16 +588,19 @@ def _run_days(jobs: list, cfg: DayConfig, lc: DayLoad, profiles: dict, say) -> l
 def _run_hours(jobs: list, cfg: DayConfig, lc: DayLoad, say) -> list[dict]:
     """A day too large to hold: every (fleet, hour) one job drawing only its hour's requests
     (simulate/plan/day_hours.py), on Dask (a local cluster, or the scheduler given)."""
-    at_once = check_hours(cfg, lc, len(jobs))
+    check_hours(cfg, lc, len(jobs))
+    workers, cap_s = hour_workers(cfg, lc, cfg.jobs or planner.default_jobs())
     windows = hour_windows(lc.span_s, cfg.interval_s)
-    hours = [(*j, k, t0, t1) for j in jobs for k, (t0, t1) in enumerate(windows)]  # a fleet: (hardware, mode, policy, peak replicas)
-    workers = min(cfg.jobs or planner.default_jobs(), at_once)
+    hours = [(*j, k, t0, t1, cap_s) for j in jobs for k, (t0, t1) in enumerate(windows)]  # a fleet: (hardware, mode, policy, peak replicas)
+    cap = "the whole hour" if math.isinf(cap_s) else f"{cap_s * cfg.compress:,.0f} s of the hour (the memory budget's, over {workers} workers)"
     say(f"the day holds {lc.expected_requests / cfg.compress:,.0f} requests per fleet, more than the memory budget: simulating {len(jobs)} fleets "
-        f"hour by hour ({len(hours)} jobs, each drawing its own hour's requests) on {'the Dask scheduler' if cfg.scheduler else f'{workers} Dask worker(s)'}")
+        f"hour by hour ({len(hours)} jobs, each drawing its own hour's busiest {SETTLE_FIRST_S * cfg.compress:g} s, longer while its verdict is "
+        f"borderline, up to {cap}) on {'the Dask scheduler' if cfg.scheduler else f'{workers} Dask worker(s)'}")
 
     def done(i, res):
         h, m, pol = hours[i][:3]
-        say(f"{h}/{m} {pol} hour {hours[i][8]}: {res['requests']:,} requests in {res['wall_s']:.1f} s")
+        say(f"{h}/{m} {pol} hour {hours[i][8]}: {res['requests']:,} requests in {res['wall_s']:.1f} s "
+            f"({res['simulated_s']:,.0f} s of the hour's arrivals judged, verdict {res['row'].slo_verdict})")
 
     results = run_tasks(hour_job, hours, cluster=Workers(cfg.scheduler, workers, local="dask"), on_done=done)
     days = fleet_days(results, [h[:4] for h in hours], cfg, lc, lambda *a: over_a_day(_bill(*a, interval_s=cfg.interval_s), lc.span_s / 3600), _flat)
@@ -606,7 +618,7 @@ def _with_savings(bills: list[MonthBill], static_known: dict | None = None) -> l
     return bills
 
 
-HOUR_COLUMNS = ["pool", "hardware", "mode", "policy", "hour", "start_s", "end_s", "offered_qps", "replicas_mean", "replicas_max", "utilisation", "slo_attainment", "meets_slo", "slo_verdict", "slo_borderline",
+HOUR_COLUMNS = ["pool", "hardware", "mode", "policy", "hour", "start_s", "end_s", "simulated_s", "offered_qps", "replicas_mean", "replicas_max", "utilisation", "slo_attainment", "meets_slo", "slo_verdict", "slo_borderline",
                 "goodput_rps", "requests_arrived", "requests_rejected", "requests_timed_out", "requests_unfinished", "gpu_hours", "energy_kwh",
                 "cost_usd"]
 

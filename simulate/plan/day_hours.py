@@ -28,6 +28,7 @@ from simulate.api import resolve_workload
 from simulate.cluster.autoscalers import make_autoscaler
 from simulate.cluster.fleet import simulate_fleet
 from simulate.cluster.load import LoadCurve, curve_requests
+from costmodel.costing.verdict import BORDERLINE
 from simulate.cluster.outcome import interval_rows, summarise_span, util_sample_s
 from simulate.cluster.pool import PoolSpec
 from simulate.cluster.scaling import Scaling
@@ -66,22 +67,87 @@ def busiest_hour_requests(lc, interval_s: float, c: float) -> float:
     return float(max(lam[1::2] - lam[0::2])) / c
 
 
-def check_hours(cfg, lc, fleets: int) -> int:
-    """Refuse a day whose busiest hour alone exceeds the memory budget (one line naming the knobs);
-    returns how many hour jobs may run at once within it."""
+def check_hours(cfg, lc, fleets: int) -> None:
+    """Refuse a day whose busiest hour alone exceeds the memory budget (one line naming the knobs)."""
     per_hour = busiest_hour_requests(lc, cfg.interval_s, float(cfg.compress))
     check_run_size(per_hour, cfg.max_replicas, "the busiest hour of the day", knobs="a lower peak or --load-scale, or a higher --compress", repeat=False)
-    return max(1, int(memory_budget_bytes() // max(1.0, per_hour * HOUR_BYTES_PER_REQUEST)))
 
 
-def hour_job(hardware: str, mode: str, policy: str, n_peak: int, target: float | None, cfg, lc, slo, hour: int, t0: float, t1: float) -> dict:
-    """One fleet over one hour of the day, in a worker: that hour's requests drawn here, its row back."""
+def hour_workers(cfg, lc, cores: int) -> tuple[int, float]:
+    """How many hour jobs run at once within the memory budget (at most `cores`), and the longest span
+    (simulated seconds of judged arrivals) each may grow to: inf (the whole hour) where that many
+    whole busiest hours fit, else the longest span of the doubling sequence that does (the stated cap)."""
+    budget = memory_budget_bytes()
+    per_hour = busiest_hour_requests(lc, cfg.interval_s, float(cfg.compress))
+    per_span = lambda s: min(per_hour, lc.peak_qps * s * (1 + WARMUP_SAMPLES / SPAN_SAMPLES)) * HOUR_BYTES_PER_REQUEST  # noqa: E731
+    workers = max(1, min(cores, int(budget // max(1.0, per_span(SETTLE_FIRST_S)))))
+    if workers * per_hour * HOUR_BYTES_PER_REQUEST <= budget:
+        return workers, math.inf
+    cap = SETTLE_FIRST_S
+    while workers * per_span(cap * SPAN_GROWTH) <= budget:
+        cap *= SPAN_GROWTH
+    return workers, cap
+
+
+SETTLE_FIRST_S = 60.0  # simulated seconds of arrivals an hour's verdict is first judged on
+SPAN_GROWTH = 2  # a borderline span is simulated again this many times as long, up to the whole hour (the cap)
+SPAN_SAMPLES = 10  # counter samples per span (the headroom term's batch means: outcome.BATCHES sub-windows)
+WARMUP_SAMPLES = 2  # a span is preceded by this many sample steps of arrivals served on empty replicas and not judged
+
+
+def hour_job(hardware: str, mode: str, policy: str, n_peak: int, target: float | None, cfg, lc, slo, hour: int, t0: float, t1: float,
+             cap_s: float = math.inf) -> dict:
+    """One fleet over one hour of the day, in a worker: simulated until its verdict is settled (module
+    docstring: spans of SETTLE_FIRST_S, SPAN_GROWTH times longer while borderline, up to `cap_s` or the
+    whole hour), its row the hour's. `simulated_s`: seconds of the hour's arrivals (of the real day) judged."""
     w0 = time.perf_counter()
     c = float(cfg.compress)
-    profile = cfg.profile(hardware)
-    window = lc.curve.window(t0, t1)
-    if window.expected_requests <= 0:
+    if lc.curve.window(t0, t1).expected_requests <= 0:
         raise UserError(f"{lc.source}: no request is expected between {t0:g} and {t1:g} s", "give a curve with a positive rate in every hour")
+    span, n = SETTLE_FIRST_S, 0
+    while span * (1 + WARMUP_SAMPLES / SPAN_SAMPLES) < (t1 - t0) / c:
+        a, b = busiest_span(lc.curve, t0, t1, span * (1 + WARMUP_SAMPLES / SPAN_SAMPLES) * c)
+        row, name, k = _simulate(hardware, mode, policy, n_peak, target, cfg, slo, hour, lc.curve.window(a, b), warmup_s=span * WARMUP_SAMPLES / SPAN_SAMPLES)
+        n += k
+        if row.slo_verdict != BORDERLINE or span * SPAN_GROWTH > cap_s:
+            row = as_hour(row, hour, t0, t1, c, lc.curve.window(t0, t1).expected_requests / c)
+            return {"row": row, "name": name, "requests": n, "simulated_s": span * c, "wall_s": time.perf_counter() - w0}
+        span *= SPAN_GROWTH
+    row, name, k = _simulate(hardware, mode, policy, n_peak, target, cfg, slo, hour, lc.curve.window(t0, t1))
+    row = replace(row, interval=hour, start_s=t0 / c, end_s=t1 / c)
+    return {"row": row, "name": name, "requests": n + k, "simulated_s": t1 - t0, "wall_s": time.perf_counter() - w0}
+
+
+def busiest_span(curve: LoadCurve, t0: float, t1: float, length_s: float) -> tuple[float, float]:
+    """The `length_s` seconds of [t0, t1] centred on the hour's highest rate (clipped to the hour):
+    a static fleet meeting the SLO there meets it at every lower rate of the hour."""
+    t = np.asarray(curve.time_s, float)
+    grid = np.concatenate([np.linspace(t0, t1, 61), t[(t > t0) & (t < t1)]])
+    top = float(grid[int(np.argmax(curve.rate_at(grid)))])
+    a = min(max(top - length_s / 2, t0), t1 - length_s)
+    return a, a + length_s
+
+
+def as_hour(row, hour: int, t0: float, t1: float, c: float, requests: float):
+    """A span's row as its hour's (compressed units): the hour's expected requests and rate, the span's
+    shares of them rejected, timed out and unfinished, its attainment, latencies, utilisation and fleet,
+    and its GPU-hours, energy and dollars per second over the hour's length."""
+    hour_s = (t1 - t0) / c
+    scale = hour_s / max(row.end_s - row.start_s, 1e-9)
+    n = round(requests)
+    share = (lambda k: round(k / row.requests_arrived * n)) if row.requests_arrived else (lambda k: 0)
+    return replace(row, interval=hour, start_s=t0 / c, end_s=t1 / c, offered_qps=n / hour_s, requests_arrived=n,
+                   requests_rejected=share(row.requests_rejected), requests_timed_out=share(row.requests_timed_out),
+                   requests_unfinished=share(row.requests_unfinished), goodput_rps=row.slo_attainment * n / hour_s,
+                   gpu_hours=row.gpu_hours * scale, energy_kwh=row.energy_kwh * scale, cost_usd=row.cost_usd * scale)
+
+
+def _simulate(hardware: str, mode: str, policy: str, n_peak: int, target: float | None, cfg, slo, hour: int, window: LoadCurve,
+              warmup_s: float = 0.0) -> tuple:
+    """The fleet over one window of the curve (compressed), its first `warmup_s` simulated seconds a
+    warm-up: (its row, the policy's name, requests simulated)."""
+    c = float(cfg.compress)
+    profile = cfg.profile(hardware)
     reqs = curve_requests(profile, resolve_workload(cfg.workload), compressed(window, c), cfg.seed * HOUR_SEED_STRIDE + hour + 1)
     scaling = compressed_scaling(cfg.scaling, c)
     if policy == "static":
@@ -93,15 +159,18 @@ def hour_job(hardware: str, mode: str, policy: str, n_peak: int, target: float |
         scaling = replace(scaling, initial_replicas=first, max_replicas=max(scaling.max_replicas, n_peak))
         auto = make_autoscaler("request-rate", target=target)
     pool = PoolSpec(f"{hardware}/{mode}", profile, mode, autoscaler=auto, scaling=scaling, engine=cfg.engine())
-    span = (t1 - t0) / c
-    run = simulate_fleet([pool], reqs, seed=cfg.seed, sample_s=span if slo.max_utilisation is None else util_sample_s(span))
-    row = interval_rows(run, slo.bounds, span, span, max_utilisation=slo.max_utilisation)[0]
-    row = replace(row, interval=hour, start_s=t0 / c, end_s=t1 / c)
+    span = window.span_s / c - warmup_s
+    if warmup_s:
+        sample_s = span / SPAN_SAMPLES
+    else:
+        sample_s = span if slo.max_utilisation is None else util_sample_s(span)
+    run = simulate_fleet([pool], reqs, seed=cfg.seed, sample_s=sample_s)
+    row = interval_rows(run, slo.bounds, span, span, max_utilisation=slo.max_utilisation, start_s=warmup_s)[0]
     name = "static" if policy == "static" else f"request-rate:target={target:.3g}"
     n = len(reqs)
     del run, reqs, pool
     gc.collect()  # the hour's cyclic garbage (the simulation runs with gc off): left to accumulate, a worker grew ~250 MB an hour job
-    return {"row": row, "name": name, "requests": n, "wall_s": time.perf_counter() - w0}
+    return row, name, n
 
 
 def fleet_days(results: list[dict], keys: list[tuple], cfg, lc, bill, flat) -> list[dict]:
@@ -111,9 +180,11 @@ def fleet_days(results: list[dict], keys: list[tuple], cfg, lc, bill, flat) -> l
     out = []
     for key in dict.fromkeys(keys):
         mine = [r for r, k in zip(results, keys) if k == key]
-        rows = sorted((r["row"] for r in mine), key=lambda r: r.interval)
+        mine.sort(key=lambda r: r["row"].interval)
+        rows = [r["row"] for r in mine]
         summ = summarise_span(rows, lc.span_s / c)[0]
         policy = key[2]
-        out.append({"rows": flat(rows, policy, c, cfg.interval_s), "bill": bill(summ, rows, policy, mine[0]["name"], c),
+        flat_rows = [{**d, "simulated_s": r["simulated_s"]} for d, r in zip(flat(rows, policy, c, cfg.interval_s), mine)]
+        out.append({"rows": flat_rows, "bill": bill(summ, rows, policy, mine[0]["name"], c),
                     "wall_s": sum(r["wall_s"] for r in mine), "requests": sum(r["requests"] for r in mine)})
     return out

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -111,7 +110,8 @@ def jsonable(x):
         return [jsonable(v) for v in x]
     if x is None or x is _pandas_na():
         return None
-    if isinstance(x, np.generic):
+    np = sys.modules.get("numpy")  # where numpy is not loaded no value is a numpy scalar: reading JSON does not load it
+    if np is not None and isinstance(x, np.generic):
         x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
         return None

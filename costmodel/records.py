@@ -4,12 +4,16 @@ own profile part (costmodel/modes/<mode>.py) is made of them without importing t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 from dataclasses import dataclass
 
-import numpy as np
 
 from costmodel.errors import UserError
+
+if TYPE_CHECKING:  # annotations; the functions that compute import numpy (a CLI's --help does not load it)
+    import numpy as np
 
 PROVENANCE_KINDS = ("measured", "projected", "published", "roofline", "endpoint")
 
@@ -42,14 +46,17 @@ class Distribution:
 
     @property
     def mean(self) -> float:
+        import numpy as np
         return float(np.dot(self.values, self.probs))
 
     def quantile(self, q: float) -> float:
+        import numpy as np
         order = np.argsort(self.values)
         cdf = np.cumsum(np.asarray(self.probs)[order])
         return float(np.asarray(self.values)[order][min(np.searchsorted(cdf, q - 1e-12), len(cdf) - 1)])
 
     def sample(self, rng: np.random.Generator, n: int | None = None):
+        import numpy as np
         return rng.choice(np.asarray(self.values), size=n, p=np.asarray(self.probs))
 
     @classmethod
@@ -58,5 +65,6 @@ class Distribution:
 
     @classmethod
     def from_samples(cls, xs) -> "Distribution":
+        import numpy as np
         vals, counts = np.unique(np.asarray(xs, dtype=float), return_counts=True)
         return cls(vals.tolist(), (counts / counts.sum()).tolist())

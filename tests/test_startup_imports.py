@@ -34,6 +34,15 @@ def test_declaring_options_loads_no_heavy_library(argv):
     assert heavy_loaded(argv) == []
 
 
+def test_declaring_the_simulate_options_loads_no_numpy():
+    """The modes' and GPUs' names and settings are declared without numpy: a function that computes imports it."""
+    code = ("import sys\nfrom costmodel.cli import console_main\nsys.argv = ['costmodel', 'simulate', '--help']\n"
+            "try:\n    console_main()\nexcept SystemExit:\n    pass\n"
+            "print('numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout[-500:] + out.stderr[-2000:]
+
+
 def test_the_help_of_simulate_loads_no_simulator():
     """Declaring options needs the registries (modes, GPUs, routers), not the simulator that runs them."""
     code = ("import sys\nfrom costmodel.cli import console_main\nsys.argv = ['costmodel', 'simulate', '--help']\n"

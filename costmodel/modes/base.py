@@ -41,9 +41,10 @@ style, table order and CSV row is derived from the registry.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only: naming the modes (a CLI's --help) does not load numpy
+    import numpy as np
 
 from costmodel.roofline import Segment, get_pass_kind
 

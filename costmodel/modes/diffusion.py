@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from costmodel.errors import UserError
 from costmodel.modes.base import ModeDraws, ProfilePart, ServingMode
 from costmodel.records import Distribution, Provenance
 from costmodel.roofline import Segment
 from costmodel.seeding import rng_for
+
+if TYPE_CHECKING:  # annotations; each function that computes imports numpy (naming the modes does not load it)
+    import numpy as np
 
 STREAM_CANVAS_STEPS = 11
 CANVAS_DEFAULT = 256  # tokens per canvas of a model whose shape names none
@@ -110,6 +112,7 @@ def canvas_length(profile) -> int:
 def canvas_content_distribution(content_length, C: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-canvas content (values, probs) implied by per-generation content lengths: a generation of
     L tokens fills L // C canvases and leaves L % C in its last."""
+    import numpy as np
     acc: dict[int, float] = {}
     for L, p in zip(content_length.values, content_length.probs):
         L = int(round(L))
@@ -128,6 +131,7 @@ _CANVAS_CDF: dict = {}  # (id of a content-length distribution, canvas) -> (it, 
 
 def _canvas_cdf(content_length, C: int) -> tuple:
     """canvas_content_distribution and its CDF, computed once per distribution object and canvas."""
+    import numpy as np
     hit = _CANVAS_CDF.get((id(content_length), C))
     if hit is None or hit[0] is not content_length:
         if len(_CANVAS_CDF) >= 256:
@@ -138,6 +142,7 @@ def _canvas_cdf(content_length, C: int) -> tuple:
 
 
 def _coupled_steps(cs, C: int, content: np.ndarray, v: np.ndarray) -> np.ndarray:
+    import numpy as np
     cvals, cprobs, ccdf = _canvas_cdf(cs.content_length, C)
     below = np.searchsorted(cvals, content, side="left")  # values < x
     f_minus = np.where(below > 0, ccdf[np.maximum(below - 1, 0)], 0.0)
@@ -170,6 +175,7 @@ class DiffusionDraws(ModeDraws):
     request served partly in partial canvases runs more; simulate/engines/diffusion.py)."""
 
     def __init__(self, profile, reqs, seed: int):
+        import numpy as np
         self.canvas = C = canvas_length(profile)
         out = reqs.output_tokens
         blocks = np.maximum(1, -(-out // C))

@@ -9,14 +9,16 @@ of draws per request, fixed by the seed whatever the load, replica count or serv
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from costmodel.errors import UserError
 from costmodel.modes.base import ModeDraws, ProfilePart, ServingMode
 from costmodel.roofline import Segment
 from costmodel.records import Provenance
 from costmodel.seeding import rng_for
+
+if TYPE_CHECKING:  # annotations; each function that computes imports numpy (naming the modes does not load it)
+    import numpy as np
 
 STREAM_MTP, STREAM_MTP_EXTRA = 12, 13
 # draws per request: enough verify steps for twice the expected count plus slack; a request that
@@ -41,6 +43,7 @@ class MtpAcceptance:
 
     def sample_accepted(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Accepted draft tokens per verify step (0..k), n draws."""
+        import numpy as np
         k = self.num_speculative_tokens
         u = rng.random((n, k))
         ok = u < np.asarray(self.per_position[:k])[None, :]
@@ -92,6 +95,7 @@ MTP_ACCEPTANCE = MtpAcceptancePart()
 
 def mtp_tokens_pmf(per_position, k: int) -> np.ndarray:
     """P(tokens per verify step = 1 + j), j = 0..k: j drafts accepted then one rejected (or all k)."""
+    import numpy as np
     a = np.asarray(per_position[:k], float)
     pmf = np.empty(k + 1)
     run = 1.0
@@ -106,6 +110,7 @@ class MtpDraws(ModeDraws):
     """Tokens per verify step for every request, as a cumulative count per request region."""
 
     def __init__(self, profile, reqs, seed: int):
+        import numpy as np
         acc = profile.mtp_acceptance
         if acc is None:
             raise UserError(f"profile {profile.profile_id} has no mtp_acceptance", "use a profile with MTP acceptance for mode mtp")
@@ -135,6 +140,7 @@ class MtpDraws(ModeDraws):
         """steps_for of every request's first decode phase (all of its output after the prefill's
         token, from the start of its region) in one vectorised search; -1 where the region runs
         out (steps_for extends it then). The one call per request that is not after a preemption."""
+        import numpy as np
         a = np.asarray(self.start[:-1], dtype=np.int64)
         target = self.csum[a] + need
         steps = np.searchsorted(self.csum, target, side="left") - a
@@ -144,6 +150,7 @@ class MtpDraws(ModeDraws):
     def _replay(self, recorded, n: int) -> None:
         """One region per request holding its recorded tokens per verify step (exhausted regions
         extend from the request's own random stream, as drawn ones do)."""
+        import numpy as np
         if len(recorded) != n:
             raise UserError(f"recorded tokens per verify step cover {len(recorded)} requests, the run has {n}", "replay the requests the record belongs to")
         lens = np.array([len(x) for x in recorded], dtype=np.int64)
@@ -161,6 +168,7 @@ class MtpDraws(ModeDraws):
         1.0, never is), i.e. 1 + searchsorted(cdf, u, "right") clipped to k, by k vectorised
         comparisons instead of a binary search per draw (the same numbers), as uint8 (summed into
         int64 by the callers)."""
+        import numpy as np
         u = rng.random(n)
         out = np.ones(n, dtype=np.uint8)
         for c in self.cdf[:self.k]:
@@ -169,6 +177,7 @@ class MtpDraws(ModeDraws):
 
     def steps_for(self, r, tokens: int) -> int:
         """Verify steps from r's current position until `tokens` more tokens are emitted."""
+        import numpy as np
         if r.mpos == 0 and r.cum is None and tokens == self.first_need[r.rid] and self.first_steps[r.rid] >= 0:
             return self.first_steps[r.rid]
         if r.cum is None:

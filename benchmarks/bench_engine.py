@@ -16,8 +16,13 @@ fitted on the mode's other sets, every held-out load scored (tok/s, TTFT p50 and
 the engine-against-itself spread where several starts served it. Targets: tok/s and TPOT p50 within 10%, TTFT
 p50 within 15%, TTFT p95 within 20% on every held-out warm load below saturation. A mode with one settings set
 recorded has nothing to hold out; `--loads` adds the older check (the design's held-out loads of every set).
+Below it, the misses: each held-out warm load and figure outside its target, with the engine's own spread there, the
+same load's in-sample error (one more fit per mode, on every settings set) and why it misses (pipeline/loso_misses.py:
+the engine's own spread, transfer to unseen settings, or model structure), and per mode the misses by reason.
 
     .venv/bin/python benchmarks/bench_engine.py [--gpu h200] [--precision fp8] [--modes diffusion] [--loads [--all-loads]] [--csv out.csv]
+
+`--csv`: the misses table; with `--loads`, the held-out loads table instead.
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ import pandas as pd  # noqa: E402
 
 from costmodel.errors import UserError  # noqa: E402
 from measure.validate.engine_campaign import fit_campaign, recorded_setups, recorded_steps_priced  # noqa: E402
-from pipeline.engine_loso import as_held_out, leave_one_setting_out, print_table, settings_sets  # noqa: E402
+from pipeline.engine_loso import as_held_out, explain_misses, leave_one_setting_out, print_table, settings_sets  # noqa: E402
+from pipeline.loso_misses import as_records, print_misses  # noqa: E402
 from measure.validate.engine_repeats import load_repeats  # noqa: E402
 from simulate.validate.engine_loads import COLD_SHARE, TARGETS, check_loads, with_frontend_latency  # noqa: E402
 
@@ -56,17 +62,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="", help="comma-separated modes of the leave-one-setting-out table (default: all)")
     ap.add_argument("--loads", action="store_true", help="also the design's held-out loads of every settings set, on one fit of all the others")
     ap.add_argument("--all-loads", action="store_true", help="with --loads: also the fitted loads (marked 'fit')")
-    ap.add_argument("--csv", type=Path, default=None, help="with --loads: the per-load table")
+    ap.add_argument("--csv", type=Path, default=None, help="the misses table (with --loads: the per-load table instead)")
     a = ap.parse_args(argv)
-    if (a.all_loads or a.csv) and not a.loads:
-        print("error: --all-loads and --csv go with --loads (the held-out loads table)", file=sys.stderr)
+    if a.all_loads and not a.loads:
+        print("error: --all-loads goes with --loads (the held-out loads table)", file=sys.stderr)
         return 2
     try:
         setups = recorded_setups(a.root, a.gpu, a.precision)
-        print_table(leave_one_setting_out(setups, tuple(m for m in a.modes.split(",") if m)))
+        result = leave_one_setting_out(setups, tuple(m for m in a.modes.split(",") if m))
+        print_table(result)
+        missed = explain_misses(result)
+        print_misses(missed)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if a.csv and not a.loads:
+        pd.DataFrame(as_records(missed)).to_csv(a.csv, index=False)
+        print(f"wrote {a.csv}")
     if not a.loads:
         print_repeats(load_repeats(setups))
         return 0

@@ -40,6 +40,7 @@ from costmodel.stepcost.resolved import CUDA_GRAPHS_KEY
 from measure.fit.assemble import FitOptions
 from measure.fit.steps import PARTS_FROM_STEPS, build_step_profile, graph_max_tokens
 from measure.validate.engine_repeats import Repeat, e2e_p95_ms, load_repeats
+from pipeline.loso_misses import Miss, misses
 from simulate.validate.engine_loads import check_loads, with_frontend_latency
 
 # figure -> (profile field name, target %: issue 49, None: reported without one)
@@ -71,6 +72,7 @@ class HeldOutLoad:
     measured: dict = field(default_factory=dict)  # figure -> value
     predicted: dict = field(default_factory=dict)
     spread_pct: dict = field(default_factory=dict)  # figure -> the engine against itself (largest / smallest start - 1), where repeated
+    context: dict = field(default_factory=dict)  # what says why a miss misses (load_context): clients, requests, occupancy, budget
 
     def error_pct(self, fig: str) -> float:
         m, p = self.measured.get(fig, math.nan), self.predicted.get(fig, math.nan)
@@ -87,6 +89,7 @@ class LosoResult:
     held_out: dict[str, list[str]]  # mode -> the settings sets held out in turn
     single: dict[str, str]  # mode -> its only settings set (no leave-one-out possible)
     notes: list[str]
+    setups: list[RecordedSetup] = field(default_factory=list)  # what was fitted and scored (for `explain_misses`)
 
     def summary(self) -> dict[str, dict[str, dict]]:
         """mode -> figure -> {n_loads, median_pct (signed), median_abs_pct, worst_pct, within (count), target}."""
@@ -158,7 +161,39 @@ def leave_one_setting_out(setups: list[RecordedSetup], modes: tuple[str, ...] = 
             prof, msgs = fit_without(train, seed, cache)
             notes += [f"{mode} without {held.label}: {m}" for m in msgs if "front-end latency" in m]
             rows += score_held_out(prof, mode, held, repeats, seed)
-    return LosoResult(rows, held_out, single, notes)
+    return LosoResult(rows, held_out, single, notes, list(setups))
+
+
+def in_sample(result: LosoResult, keys: set[tuple[str, str, str]], seed: int = 0) -> tuple[dict, dict]:
+    """The given (mode, run, load) scored on the profile fitted on every settings set of the mode, the load's own
+    included (one extra fit per mode): (key -> figure -> error %, key -> that profile's price of the load's recorded
+    steps / their time - 1, %: the step price alone, on the engine's own schedule)."""
+    from measure.validate.engine_campaign import recorded_steps_priced
+
+    sets = settings_sets([s for s in result.setups if (s.path / "loads.json").exists()])
+    errors, priced, cache = {}, {}, {}
+    for mode in sorted({k[0] for k in keys}):
+        prof, _ = fit_without(sets[mode], seed, cache)
+        keep = {(run, load) for m, run, load in keys if m == mode}
+        for st in sets[mode]:
+            for r in score_held_out(prof, mode, st, {}, seed, keep=keep):
+                errors[(mode, r.run, r.load)] = {f: r.error_pct(f) for f in FIGURES}
+            runs = {run for run, _ in keep}
+            recs = [r for r in st.setups if f"{r.path.parent.name}/{r.path.name}" in runs]
+            if recs:
+                for (path, load), v in recorded_steps_priced(as_held_out(prof, mode, st), recs).items():
+                    if (key := (mode, f"{path.parent.name}/{path.name}", load)) in keys:
+                        priced[key] = 100 * v
+    return errors, priced
+
+
+def explain_misses(result: LosoResult, seed: int = 0) -> list[Miss]:
+    """Every held-out miss (pipeline/loso_misses.py) with its in-sample error and reason class."""
+    targets = {f: t for f, (_, t) in FIGURES.items()}
+    keys = {(m.mode, m.run, m.load) for m in misses(result.rows, {}, targets)}
+    errors, priced = in_sample(result, keys, seed) if keys else ({}, {})
+    rows = [replace(r, context=r.context | {"steps_priced_pct": priced.get((r.mode, r.run, r.load), math.nan)}) for r in result.rows]
+    return misses(rows, errors, targets)
 
 
 def fit_without(train: list[SettingsSet], seed: int = 0, cache: dict | None = None) -> tuple[Profile, list[str]]:
@@ -188,10 +223,15 @@ def as_held_out(prof: Profile, mode: str, held: SettingsSet) -> Profile:
     return out
 
 
-def score_held_out(prof: Profile, mode: str, held: SettingsSet, repeats: dict[tuple, Repeat], seed: int = 0) -> list[HeldOutLoad]:
-    """Every load (bar the warm-up) of the held-out set's engine starts, simulated on `prof` and set beside what was measured."""
+def score_held_out(prof: Profile, mode: str, held: SettingsSet, repeats: dict[tuple, Repeat], seed: int = 0,
+                   keep: set[tuple[str, str]] | None = None) -> list[HeldOutLoad]:
+    """Every load (bar the warm-up) of the held-out set's engine starts, simulated on `prof` and set beside what was
+    measured (`keep`: only these (run, load), run as HeldOutLoad.run)."""
     checked = as_held_out(prof, mode, held)
-    recs = [replace(r, setup=replace(r.setup, holdout=tuple(ld.name for ld in r.setup.loads if ld.name != WARMUP.name))) for r in held.setups]
+    def wanted(r, name):
+        return name != WARMUP.name and (keep is None or (f"{r.path.parent.name}/{r.path.name}", name) in keep)
+    recs = [replace(r, setup=replace(r.setup, holdout=tuple(ld.name for ld in r.setup.loads if wanted(r, ld.name)))) for r in held.setups]
+    recs = [r for r in recs if r.setup.holdout]
     out = []
     for chk in check_loads(checked, recs, seed=seed):
         rec = next(r for r in recs if r.path == chk.path)
@@ -205,8 +245,28 @@ def score_held_out(prof: Profile, mode: str, held: SettingsSet, repeats: dict[tu
         rep = repeats.get((mode, rec.setup.label.removesuffix("-steady"), chk.load.name))
         spread = {f: rep.spread_pct(f) for f in FIGURES} if rep is not None else {}
         out.append(HeldOutLoad(mode, held.label, f"{rec.path.parent.name}/{rec.path.name}", chk.load.name, chk.load.kind, chk.status,
-                               saturated(rec, chk.load), measured, predicted, spread))
+                               saturated(rec, chk.load), measured, predicted, spread, load_context(rec, chk)))
     return out
+
+
+def load_context(rec: RecordedSetup, chk) -> dict:
+    """What the load's own data says about a miss (pipeline/loso_misses.py structure_hint): its kind, clients and
+    requests; the engine's mean running requests beside the clients' in flight; a closed loop's opening burst in steps
+    of the token budget, and whether the requests at or above the measured TTFT p95 are that burst's."""
+    ld = chk.load
+    budget = int(load_run(rec.path).manifest.engine.get("max_num_batched_tokens") or 0)
+    clients = int(ld.concurrency or 0)
+    ctx = {"kind": ld.kind, "clients": clients, "requests": len(ld.prompt_tokens), "engine_running": chk.engine_running,
+           "client_in_flight": chk.client_in_flight, "budget_tokens": budget,
+           "rate_rps": len(ld.prompt_tokens) / chk.duration_s if chk.duration_s > 0 else math.nan}
+    ttft = np.asarray(ld.ttft_ms, float)
+    if ld.kind == "closed" and clients and budget:
+        ctx["burst_steps"] = math.ceil(sum(ld.prompt_tokens[:clients]) / budget)
+        ok = np.isfinite(ttft)
+        if ok.any():
+            top = np.flatnonzero(ok & (ttft >= np.percentile(ttft[ok], 95)))
+            ctx["p95_in_opening_burst"] = bool(len(top) and (top < clients).all())
+    return ctx
 
 
 def saturated(rec: RecordedSetup, load) -> bool:

@@ -1,5 +1,6 @@
 """A day larger than the memory budget runs hour by hour (simulate/plan/day_hours.py) instead of being
-refused: every hour a job of its own that draws only its hour's requests; and a day whose busiest
+refused: every hour a job of its own that draws only its own requests, simulated on the hour's busiest
+span until its verdict settles (or the cap) and reported as the whole hour; and a day whose busiest
 hour alone is too large is refused in one line naming the day's own knobs."""
 
 from __future__ import annotations
@@ -65,3 +66,66 @@ def test_an_hourly_day_with_a_borderline_peak_prices_its_low_end(monkeypatch):
     static = next(b for b in out.bills if b.policy == "static")
     assert static.replicas_peak_low == static.replicas_peak - 1
     assert static.cost_usd_per_month_low == pytest.approx(static.cost_usd_per_month * static.replicas_peak_low / static.replicas_peak)
+
+
+def _hour(policy="static", n_peak=2, **kw):
+    from simulate.plan.day import load_day, split_slo
+    from simulate.plan.day_hours import hour_job
+
+    cfg = DayConfig(load="flat:20,hours=1", slo=SLO, hardware=["h100-sxm"], modes=["ar"], jobs=1)
+    return hour_job("h100-sxm", "ar", policy, n_peak, 10.0, cfg, load_day(cfg.load, 1.0, 0), split_slo(SLO), 0, 0.0, 3600.0, **kw)
+
+
+def test_an_hour_of_many_more_requests_than_its_verdict_needs_settles_on_a_span():
+    """A 20 QPS hour (18,000 requests at the default 4x compression): its verdict settles on its first
+    60 simulated seconds (240 s of the hour), and its row is still the hour's: its requests, its
+    GPU-hours (2 replicas x the compressed hour's 0.25 h)."""
+    out = _hour()
+    row = out["row"]
+    assert out["simulated_s"] == 240.0 and row.slo_verdict == "pass"
+    assert out["requests"] < 2000  # the span and its warm-up, not the hour's 18,000
+    assert row.requests_arrived == 18000 and row.offered_qps == pytest.approx(20.0)
+    assert row.gpu_hours == pytest.approx(2 * 0.25) and (row.start_s, row.end_s) == (0.0, 900.0)
+
+
+def test_a_borderline_span_is_simulated_again_twice_as_long_up_to_its_cap(monkeypatch):
+    from dataclasses import replace
+
+    from simulate.plan import day_hours
+
+    spans = []
+    real = day_hours._simulate
+
+    def borderline(*a, warmup_s=0.0, **kw):  # every span borderline: it grows to the cap, and stays borderline there
+        row, name, n = real(*a, warmup_s=warmup_s, **kw)
+        spans.append(a[-1].span_s)
+        return replace(row, slo_verdict="borderline"), name, n
+
+    monkeypatch.setattr(day_hours, "_simulate", borderline)
+    out = _hour(cap_s=240.0)
+    assert spans == [288.0, 576.0, 1152.0]  # 60, 120, 240 simulated s (+ a fifth of warm-up), x4 compression: real seconds of the curve
+    assert out["simulated_s"] == 960.0 and out["row"].slo_verdict == "borderline"
+    spans.clear()
+    assert _hour(cap_s=float("inf"))["simulated_s"] == 3600.0  # no cap below the hour: at last the whole hour, simulated as it is
+    assert spans[-1] == 3600.0
+
+
+def test_the_span_sits_on_the_hours_busiest_minutes():
+    from simulate.cluster.load import LoadCurve
+    from simulate.plan.day_hours import busiest_span
+
+    rising = LoadCurve((0.0, 3600.0), (10.0, 20.0), "rising")
+    assert busiest_span(rising, 0.0, 3600.0, 600.0) == (3000.0, 3600.0)
+    peak = LoadCurve((0.0, 1800.0, 3600.0), (10.0, 30.0, 10.0), "peak mid-hour")
+    assert busiest_span(peak, 0.0, 3600.0, 600.0) == (1500.0, 2100.0)
+
+
+def test_hour_jobs_at_once_and_their_cap_follow_the_memory_budget(monkeypatch):
+    from simulate.plan.day import load_day
+    from simulate.plan.day_hours import hour_workers
+
+    cfg = DayConfig(load="diurnal:peak=1000,trough=300,peak_hour=14", hardware=["h100-sxm"], modes=["mtp"])
+    lc = load_day(cfg.load, 1.0, 0)
+    assert hour_workers(cfg, lc, 2) == (2, 240.0)  # 4 GiB over two workers holds two spans of 288 s at 1,000 QPS, not 576 s
+    monkeypatch.setenv("COSTMODEL_MEMORY_BUDGET_GIB", "64")
+    assert hour_workers(cfg, lc, 2) == (2, float("inf"))  # two whole busiest hours fit

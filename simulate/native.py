@@ -28,12 +28,12 @@ ROOT = Path(__file__).resolve().parent.parent
 NATIVE_MODULES = (
     "simulate.request",
     "simulate.kvcache",
+    "simulate.metrics",
     "simulate.scheduler",
     "simulate.engines.ar",
     "simulate.engines.mtp",
     "simulate.engines.diffusion",
     "simulate.steptime",
-    "simulate.metrics",
     "simulate.sim",
 )
 MANIFEST = "manifest.json"

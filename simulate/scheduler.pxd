@@ -3,11 +3,13 @@ cimport cython
 from simulate.request cimport Request
 from simulate.kvcache cimport PrefixCache
 from simulate.steptime cimport StepPricer
+from simulate.metrics cimport Tracker
 
 cdef class Replica:
     cdef public long idx, tokens_per_seq, budget, max_seqs, step, outstanding
-    cdef public long preemptions, n_steps, acc_prefill_seqs, acc_prefill_tokens
-    cdef public object trace, tracker, plan, waiting, t_end
+    cdef public long preemptions, n_steps, acc_prefill_seqs, acc_prefill_tokens, coasted
+    cdef public object trace, plan, waiting, t_end
+    cdef public Tracker tracker
     cdef public PrefixCache pc
     cdef public bint cache_outputs
     cdef public StepPricer pricer
@@ -49,8 +51,12 @@ cdef class Replica:
     @cython.locals(dt=double, lag=double, seen=double, r=Request)
     cpdef start(self, double t)
     cpdef coast(self, double t, double bound, double prev)
-    @cython.locals(done=long, busy=double, k=long, wend=double, last=double, i=long, n=long)
+    @cython.locals(done=long, busy=double)
     cpdef tuple book_run(self, double t, double bound, double prev, list segs, bint last_due, double kv_step, tuple group_seqs)
+    @cython.locals(mf=double, m=long, e=double, run_end=double)
+    cpdef book_one(self, double t, double bound, double prev, long n, double dt, bint last_due, double kv_step, tuple group_seqs)
+    @cython.locals(k=long, wend=double, last=double, i=long, n=long)
+    cpdef _book(self, double t, long done, double busy, bint in_flight, double f0, double f1, double run_end, double kv_step, tuple group_seqs)
     cpdef advance(self, double bound, double prev)
 
 @cython.locals(done=long, ts=double, last_ts=double, busy=double, n=long, dt=double, m=long, e=double, mf=double)

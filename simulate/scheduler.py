@@ -141,6 +141,7 @@ class Replica:
         self.busy_s = self.busy_window_s = 0.0
         self.n_steps = self.acc_prefill_seqs = self.acc_prefill_tokens = 0
         self.acc_groups = [0] * n_groups  # sequences per decode-phase group, summed over steps
+        self.coasted = 0  # steps done by the last booked coast (book_one, _book)
 
     # ---- an engine's part (simulate/engines) ---------------------------------------------------
     # Declared here so the scheduler's own methods call them directly (compiled: through the C
@@ -413,14 +414,44 @@ class Replica:
         happens here before it). Returns (coast's result - the time the next full step starts at, or
         None with a step in flight - and the steps done)."""
         done, busy, f0, f1, run_end = _position(t, bound, prev, segs, last_due)
-        k = done + (f0 is not None)
+        res = self._book(t, done, busy, f0 is not None, f0 if f0 is not None else 0.0, f1 if f1 is not None else 0.0, run_end, kv_step,
+                         group_seqs)
+        return res, done
+
+    def book_one(self, t: float, bound: float, prev: float, n: int, dt: float, last_due: bool, kv_step: float, group_seqs: tuple):
+        """book_run of a run of one price, [(n, dt)] (a coast's common case), without building the run's
+        list or its position's tuple; the steps done are left in `coasted`."""
+        mf = (bound - t) / dt  # the steps that end before the bound, as _position finds them
+        m = 0 if mf < 0 else (n if mf > n else int(mf))
+        while m > 0:
+            e = t + m * dt
+            if e < bound or (e == bound and t + (m - 1) * dt < prev):
+                break
+            m -= 1
+        while m < n:
+            e = t + (m + 1) * dt
+            if not (e < bound or (e == bound and t + m * dt < prev)):
+                break
+            m += 1
+        run_end = t + n * dt
+        if m < n:
+            return self._book(t, m, (m + 1) * dt, True, t + m * dt, t + (m + 1) * dt, run_end, kv_step, group_seqs)
+        if last_due:  # every step done: the last stays in flight for complete()
+            return self._book(t, n - 1, n * dt, True, t + (n - 1) * dt, run_end, run_end, kv_step, group_seqs)
+        return self._book(t, n, n * dt, False, 0.0, 0.0, run_end, kv_step, group_seqs)
+
+    def _book(self, t: float, done: int, busy: float, in_flight: bool, f0: float, f1: float, run_end: float, kv_step: float, group_seqs: tuple):
+        """Book a run's position (_position's): its steps done, and the one in flight [f0, f1) if any;
+        returns the time the next full step starts at, or None with a step in flight."""
+        k = done + in_flight
+        self.coasted = done
         self.quiet_until = run_end
         self.step += done
         self.kv_used += k * kv_step
         self.busy_s += busy
         wend = self.tracker.window_end
         if t < wend:
-            last = f1 if f1 is not None else run_end
+            last = f1 if in_flight else run_end
             self.busy_window_s += (last if last < wend else wend) - t
         self.n_steps += k
         acc = self.acc_groups
@@ -430,11 +461,11 @@ class Replica:
         if pc is not None and pc.free:  # as account() after each step: the KV only grew, so once at the end
             pc.evict(self._cache_room())
         self.chunks = []
-        if f0 is None:
-            return run_end, done
+        if not in_flight:
+            return run_end
         self.now = self.t_start = f0
         self.t_end = f1
-        return None, done
+        return None
 
     def advance(self, bound: float, prev: float) -> None:
         """Complete every step that ends before an event at `bound` scheduled at time `prev`: a step

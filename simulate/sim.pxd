@@ -7,7 +7,7 @@ from simulate.scheduler cimport Replica
 cdef class _Loop:
     cdef public object reqs, rec, route, abort_backlog_s, abort, miss, content
     cdef public long block_size, max_in_flight
-    cdef public bint drain_auto
+    cdef public bint drain_auto, pick_least
     cdef public list sent, returns
     cdef public double fe_s
     cdef public Tracker tracker
@@ -19,6 +19,8 @@ cdef class _Loop:
     cpdef _advance(self, double bound, double prev)
     @cython.locals(rep=Replica)
     cpdef bint _arrive(self, long i, double t, long prompt, long out) except? True
+    @cython.locals(reps=list, best=Replica, rep=Replica, j=long)
+    cpdef Replica _least_outstanding(self)
     @cython.locals(r=Request)
     cpdef Request enqueue(self, Replica rep, long i, double t, long prompt, long out)
     @cython.locals(i=long, t=double, now=double, t_next=double, deadline=double, nxt=double, cap=long, k=long, window=double, rep=Replica)

@@ -37,7 +37,7 @@ from simulate.engines import engine_for
 from simulate.metrics import FinishedRun, Records, Tracker, summarise
 from simulate.prefix import block_hashes
 from simulate.request import Request, check_fits
-from simulate.routers import make_router
+from simulate.routers import least_outstanding, make_router
 from simulate.steptime import StepPricer
 from simulate.workload import Requests
 
@@ -196,6 +196,8 @@ class _Loop:
                          n_groups=len(dep.mode.group_kinds)) for i in range(replicas)]
         route = make_router(router, self.reps)  # simulate/routers: the registry pools route with too
         self.route = route if replicas > 1 else _only(self.reps[0])
+        # the default router's choice made here, in the loop's own (compiled) code: the same pick, no call per arrival
+        self.pick_least = replicas > 1 and getattr(route, "__module__", None) == least_outstanding.__name__
         if step_trace is not None:  # every engine step recorded (scheduler.Replica.trace; simulate/validate/vllm)
             for rep in self.reps:
                 rep.trace = step_trace
@@ -241,7 +243,7 @@ class _Loop:
     def _arrive(self, i: int, t: float, prompt: int, out: int) -> bool:
         """Route arrival i; True when it aborts the run."""
         self.tracker.arrive(t)
-        rep = self.route(prompt, out)
+        rep = self._least_outstanding() if self.pick_least else self.route(prompt, out)
         rep.advance(self.bound, self.prev)  # it joins this replica's queue at this instant
         self.enqueue(rep, i, t, prompt, out)
         self.arrived = i + 1
@@ -250,6 +252,16 @@ class _Loop:
                           f"(more than {self.abort_backlog_s:g} s of its arrivals); arrivals outpace service")
             return True
         return False
+
+    def _least_outstanding(self):
+        """simulate/routers/least_outstanding.py's pick: the first replica with the fewest outstanding."""
+        reps = self.reps
+        best = reps[0]
+        for j in range(1, len(reps)):
+            rep = reps[j]
+            if rep.outstanding < best.outstanding:
+                best = rep
+        return best
 
     def enqueue(self, rep, i: int, t: float, prompt: int, out: int) -> Request:
         """Request i as the engine sees it (its prompt content's block hashes, for prefix caching)

@@ -34,6 +34,18 @@ from costmodel.stepcost import resolve
 DEFAULT_SHAPE_BITS = 5
 
 
+def bit_length(x: int) -> int:
+    """x.bit_length() for x >= 0 by shifts: compiled, plain C arithmetic instead of a Python method call."""
+    n = 0
+    while x >= 256:
+        x >>= 8
+        n += 8
+    while x:
+        x >>= 1
+        n += 1
+    return n
+
+
 def quantizer(bits: int):
     """x -> x rounded to `bits` significant bits (identity for bits <= 0 and for x < 2**bits)."""
     if bits <= 0:
@@ -89,7 +101,10 @@ class StepPricer:
             self.n_lim, qn = n, self.qn
             self.qn = lambda x: x if x < n else qn(x)
         # step prices shared by every run on this profile object (plan's repeated points reuse them)
-        self.cache = resolved.step_cache((mode.name, shape_bits, draws.group_tokens, draws.price_key))
+        key = (mode.name, shape_bits, draws.group_tokens, draws.price_key)
+        self.cache = resolved.step_cache(key)
+        self.dcache = resolved.step_cache(key + ("packed decode",))  # decode_at's prices, under integer keys
+        self.d_lo = self.d_hi = 0
         self.misses = 0
 
     def _group_key(self, ns: tuple, ss: tuple) -> tuple:
@@ -115,10 +130,10 @@ class StepPricer:
             return (0, 0)
         c = int(ssum / n + 0.5)
         if n >= self.n_lim:
-            sh = n.bit_length() - self.n_bits
+            sh = bit_length(n) - self.n_bits
             n = ((n + (1 << (sh - 1))) >> sh) << sh
         if c >= self.c_lim:
-            sh = c.bit_length() - self.c_bits
+            sh = bit_length(c) - self.c_bits
             c = ((c + (1 << (sh - 1))) >> sh) << sh
         return (n, c)
 
@@ -129,14 +144,14 @@ class StepPricer:
             return self._one_group(n1, ss[0]) + self._one_group(n2, ss[1]) if not self.exact else self._group_key(ns, ss)
         c = int((ss[0] + ss[1]) / (n1 + n2) + 0.5)
         if c >= self.c_lim:
-            sh = c.bit_length() - self.c_bits
+            sh = bit_length(c) - self.c_bits
             c = ((c + (1 << (sh - 1))) >> sh) << sh
         lim, bits = self.n_lim, self.n_bits
         if n1 >= lim:
-            sh = n1.bit_length() - bits
+            sh = bit_length(n1) - bits
             n1 = ((n1 + (1 << (sh - 1))) >> sh) << sh
         if n2 >= lim:
-            sh = n2.bit_length() - bits
+            sh = bit_length(n2) - bits
             n2 = ((n2 + (1 << (sh - 1))) >> sh) << sh
         return (n1, c, n2, c)
 
@@ -152,12 +167,15 @@ class StepPricer:
                 t = self._miss(rest, (0, 0, 0) + rest)
             return t
         x = tp // m
-        pc = self.qc(int(psum / m + 0.5))
+        pc = int(psum / m + 0.5)
+        if pc >= self.c_lim:  # the quantizer qc, inline
+            sh = bit_length(pc) - self.c_bits
+            pc = ((pc + (1 << (sh - 1))) >> sh) << sh
         b = self.grid_bits
         if self.exact or x < (1 << b):
             lo = hi = x
         else:
-            sh = x.bit_length() - b
+            sh = bit_length(x) - b
             lo = (x >> sh) << sh
             hi = lo if lo == x else lo + (1 << sh)
         key = (m, lo, pc) + rest
@@ -190,16 +208,40 @@ class StepPricer:
         """Seconds of a step of n sequences of one decode-phase group, context sum ssum (mean
         rounded: c), no prefill - what price(0, 0, 0, (n,), (ssum,)) returns - and the mean
         context below which the price holds (it rises with the context)."""
-        rest = self._one_group(n, ssum)
-        t = self.cache.get(rest)
-        if t is None:
-            t = self._miss(rest, (0, 0, 0) + rest)
+        t = self.decode_at(n, ssum, c)
+        return t, self.d_hi
+
+    def decode_at(self, n: int, ssum, c: int) -> float:
+        """decode_price's seconds, leaving the mean contexts the price holds for in [d_lo, d_hi): the
+        engines' coasts call this (compiled: no tuple made; the price found under one integer key)."""
+        if not n:
+            self.d_lo, self.d_hi = c, c + 1
+            return self.price(0, 0, 0, (0,), (ssum,))
+        if n >= self.n_lim:
+            sh = bit_length(n) - self.n_bits
+            n = ((n + (1 << (sh - 1))) >> sh) << sh
+        q = c
         if c < self.c_lim:  # exact pricing, or a context kept as it is
-            return t, c + 1
-        bl = c.bit_length()
-        sh = bl - self.c_bits
-        q = ((c + (1 << (sh - 1))) >> sh) << sh
-        return t, min(q + (1 << (sh - 1)), 1 << bl)
+            self.d_lo, self.d_hi = c, c + 1
+        else:
+            bl = bit_length(c)
+            sh = bl - self.c_bits
+            half = 1 << (sh - 1)
+            q = ((c + half) >> sh) << sh
+            lo, hi = q - half, q + half
+            self.d_lo = lo if lo > 1 << (bl - 1) else 1 << (bl - 1)
+            self.d_hi = hi if hi < 1 << bl else 1 << bl
+        if q >= 1 << 32:
+            return self.price(0, 0, 0, (n,), (ssum,))
+        key = (n << 32) + q  # (seqs, mean context) as one integer
+        t = self.dcache.get(key)
+        if t is None:
+            rest = (n, q)
+            t = self.cache.get(rest)
+            if t is None:
+                t = self._miss(rest, (0, 0, 0) + rest)
+            self.dcache[key] = t
+        return t
 
     def _miss(self, key: tuple, full: tuple) -> float:
         """Price the step of `full` (chunks, tokens per chunk, prefill context, then seqs and context

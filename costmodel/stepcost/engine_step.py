@@ -14,7 +14,7 @@ regime (`step_knee_tokens`, found in the recorded steps)."""
 from __future__ import annotations
 
 from costmodel.roofline import Segment
-from costmodel.stepcost.linear import features, linear_ms
+from costmodel.stepcost.linear import TOKENS_POS, feature_values, model_ms
 
 
 class EngineStepPredictor:
@@ -30,7 +30,7 @@ class EngineStepPredictor:
 
     def pass_ms(self, cost, models: list, segments: tuple[Segment, ...]) -> float:
         roof = cost.roofline.pass_cost(segments)
-        feats = features(roof, segments, cost.graph_max_tokens, cost.knee_tokens)
-        total = feats["tokens"]
-        ms = sum((seg.seqs * seg.tokens / total) * linear_ms(pm.coef, feats) for seg, pm in zip(segments, models))
+        vals = feature_values(roof, segments, cost.graph_max_tokens, cost.knee_tokens)
+        total = vals[TOKENS_POS]
+        ms = sum((seg.seqs * seg.tokens / total) * model_ms(cost, pm, vals) for seg, pm in zip(segments, models))
         return max(roof.roofline_ms, ms)

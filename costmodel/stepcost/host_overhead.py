@@ -113,7 +113,8 @@ class HostOverheadTerm:
             return 0.0
         if not async_on(engine, rec):
             return host
-        return overlapped_ms(host, cost.serving.step_ms(cost, prefill, groups, draws), True)
+        forward = cost.forward_ms(prefill, groups, draws) if hasattr(cost, "forward_ms") else cost.serving.step_ms(cost, prefill, groups, draws)
+        return overlapped_ms(host, forward, True)
 
 
 def with_terms(profile, records: dict[str, dict], calibrated_from=(), what: str = "profile"):

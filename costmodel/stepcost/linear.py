@@ -66,37 +66,71 @@ def padded(segments, tokens: float, graph_max_tokens: int) -> float:
     return 1.0 if q > 1 and int(tokens) not in captured_sizes(q, graph_max_tokens) else 0.0
 
 
+def feature_values(roof_pass, segments, graph_max_tokens: int = 0, knee_tokens: int = 0) -> tuple[float, ...]:
+    """features() as a tuple in FEATURES order (what a priced pass reads by position: no dict per pass)."""
+    tokens = seqs = context = decode_context = 0
+    for s in segments:  # each sum in the segments' order, as the generator sums it would
+        tokens += s.seqs * s.tokens
+        seqs += s.seqs
+        c = s.seqs * s.context
+        context += c
+        if s.tokens <= DECODE_QUERY_TOKENS:
+            decode_context += c
+    tokens = float(tokens)
+    context /= 1000.0
+    decode_context /= 1000.0
+    off = 1.0 if graph_max_tokens and tokens > graph_max_tokens else 0.0
+    knee = 1.0 if knee_tokens and tokens > knee_tokens else 0.0
+    return (
+        1.0,
+        roof_pass.roofline_ms,
+        roof_pass.memory_ms,
+        roof_pass.compute_ms,
+        # the KV-cache share of memory_ms: lets a fit price KV reads at another efficiency than weights
+        roof_pass.memory_ms * (roof_pass.kv_read_bytes + roof_pass.kv_write_bytes) / roof_pass.bytes if roof_pass.bytes else 0.0,
+        float(seqs),
+        tokens,
+        context,
+        off,
+        off * tokens,
+        knee,
+        knee * tokens,
+        decode_context,
+        knee * decode_context,
+        padded(segments, tokens, graph_max_tokens),
+    )
+
+
 def features(roof_pass, segments, graph_max_tokens: int = 0, knee_tokens: int = 0) -> dict[str, float]:
     """Feature values of one pass (see FEATURES) from its roofline and shape; `graph_max_tokens`: the
     engine's largest CUDA-graph capture size, `knee_tokens`: the size past which its kernels' regime
     changes (0: not known, no regime)."""
-    tokens = float(sum(s.seqs * s.tokens for s in segments))
-    context = sum(s.seqs * s.context for s in segments) / 1000.0
-    decode_context = sum(s.seqs * s.context for s in segments if s.tokens <= DECODE_QUERY_TOKENS) / 1000.0
-    off = 1.0 if graph_max_tokens and tokens > graph_max_tokens else 0.0
-    knee = 1.0 if knee_tokens and tokens > knee_tokens else 0.0
-    return {
-        "const": 1.0,
-        "roofline_ms": roof_pass.roofline_ms,
-        "memory_ms": roof_pass.memory_ms,
-        "compute_ms": roof_pass.compute_ms,
-        # the KV-cache share of memory_ms: lets a fit price KV reads at another efficiency than weights
-        "kv_ms": roof_pass.memory_ms * (roof_pass.kv_read_bytes + roof_pass.kv_write_bytes) / roof_pass.bytes if roof_pass.bytes else 0.0,
-        "seqs": float(sum(s.seqs for s in segments)),
-        "tokens": tokens,
-        "context_ktokens": context,
-        "graph_off": off,
-        "graph_off_tokens": off * tokens,
-        "past_knee": knee,
-        "past_knee_tokens": knee * tokens,
-        "decode_context_ktokens": decode_context,
-        "past_knee_context_ktokens": knee * decode_context,
-        "graph_padded": padded(segments, tokens, graph_max_tokens),
-    }
+    return dict(zip(FEATURES, feature_values(roof_pass, segments, graph_max_tokens, knee_tokens)))
+
+
+FEATURE_POS = {f: i for i, f in enumerate(FEATURES)}
+TOKENS_POS = FEATURE_POS["tokens"]
+
+
+def coef_positions(coef: dict[str, float]) -> tuple[tuple[int, float], ...] | None:
+    """coef as (position in FEATURES, coefficient) pairs in its own order, for linear_ms_at; None when it
+    names a feature outside FEATURES (priced by name then)."""
+    if any(f not in FEATURE_POS for f in coef):
+        return None
+    return tuple((FEATURE_POS[f], c) for f, c in coef.items())
 
 
 def linear_ms(coef: dict[str, float], feats: dict[str, float]) -> float:
     return sum(c * feats[f] for f, c in coef.items())
+
+
+def model_ms(cost, pm, values: tuple[float, ...]) -> float:
+    """linear_ms of pass model pm on feature_values: by position (the same terms summed in the same
+    order), with pm's positions kept by the mode's cost (`ModeCost.coef_positions`), else by name."""
+    pairs = cost.coef_positions(pm) if hasattr(cost, "coef_positions") else coef_positions(pm.coef)
+    if pairs is None:
+        return linear_ms(pm.coef, dict(zip(FEATURES, values)))
+    return sum(c * values[i] for i, c in pairs)
 
 
 class LinearPredictor:
@@ -114,9 +148,9 @@ class LinearPredictor:
 
     def pass_ms(self, cost, models: list, segments: tuple[Segment, ...]) -> float:
         roof = cost.roofline.pass_cost(segments)
-        feats = features(roof, segments)
-        total_tokens = feats["tokens"]
+        vals = feature_values(roof, segments)
+        total_tokens = vals[TOKENS_POS]
         ms = 0.0
         for seg, pm in zip(segments, models):
-            ms += (seg.seqs * seg.tokens / total_tokens) * linear_ms(pm.coef, feats)
+            ms += (seg.seqs * seg.tokens / total_tokens) * model_ms(cost, pm, vals)
         return max(roof.roofline_ms, ms)

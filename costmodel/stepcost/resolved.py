@@ -14,6 +14,7 @@ from costmodel.modes import ServingMode, get_mode
 from costmodel.precision import Precision, get_precision
 from costmodel.roofline import Roofline, Segment
 from costmodel.stepcost.base import get_predictor, step_terms
+from costmodel.stepcost.linear import coef_positions
 
 CUDA_GRAPHS_KEY = "cuda_graph_max_tokens"  # profile engine section: mode -> the largest step (tokens) the engine ran as a CUDA graph
 KNEE_KEY = "step_knee_tokens"  # profile engine section: mode -> the step size (tokens) past which the engine's kernels change regime
@@ -24,7 +25,8 @@ class ModeCost:
     """The price of one mode's passes and engine steps on one profile (the `StepCost` a
     simulator's step pricer, the static-batch server and the fits ask)."""
 
-    __slots__ = ("profile", "mode", "serving", "roofline", "pass_models", "hardware_id", "precision", "memo", "graph_max_tokens", "knee_tokens", "by_kinds")
+    __slots__ = ("profile", "mode", "serving", "roofline", "pass_models", "hardware_id", "precision", "memo", "graph_max_tokens", "knee_tokens", "by_kinds",
+                 "positions", "forward")
 
     def __init__(self, resolved: "ResolvedProfile", mode: "ServingMode | str"):
         p = resolved.profile
@@ -37,6 +39,8 @@ class ModeCost:
         self.precision = p.precision
         self.memo: dict = {}
         self.by_kinds: dict = {}  # the segments' kinds -> (their pass models, the predictor pricing them): resolved once per kinds
+        self.positions: dict = {}  # id(pass model) -> (the model, its coefficients by feature position): coef_positions
+        self.forward = None  # (prefill, groups, draws, ms) of the last step's passes: forward_ms
         graphs = p.engine.get(CUDA_GRAPHS_KEY) if isinstance(p.engine, dict) else None
         self.graph_max_tokens = int((graphs or {}).get(mode) or 0)  # the engine's largest CUDA graph (0: no regime priced)
         knees = p.engine.get(KNEE_KEY) if isinstance(p.engine, dict) else None
@@ -56,9 +60,25 @@ class ModeCost:
         """Milliseconds of one engine step: the mode's passes (`ServingMode.step_ms`) plus every
         registered step term."""
         ms = self.serving.step_ms(self, prefill, groups, draws)
+        self.forward = (prefill, groups, draws, ms)
         for term in step_terms():
             ms += term.step_ms(self, prefill, groups, draws)
         return ms
+
+    def forward_ms(self, prefill: Segment | None, groups: tuple[Segment, ...], draws) -> float:
+        """The mode's passes of one engine step (`ServingMode.step_ms`): what a step term that hides behind
+        them reads; the step being priced (step_ms) has them already."""
+        f = self.forward
+        if f is not None and f[0] is prefill and f[1] is groups and f[2] is draws:
+            return f[3]
+        return self.serving.step_ms(self, prefill, groups, draws)
+
+    def coef_positions(self, pm) -> tuple | None:
+        """pm's coefficients by feature position (costmodel/stepcost/linear.py coef_positions), once per model."""
+        hit = self.positions.get(id(pm))
+        if hit is None or hit[0] is not pm:
+            hit = self.positions[id(pm)] = (pm, coef_positions(pm.coef))
+        return hit[1]
 
     def predictor_of(self, pm):
         """The predictor that prices pass model `pm` here: its own, or down its fallbacks."""

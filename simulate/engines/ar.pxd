@@ -1,16 +1,20 @@
 # Cython declarations for ar.py (simulate/native.py compiles it; the .py runs as is without).
 cimport cython
 from simulate.request cimport Request
-from simulate.scheduler cimport Replica
+from simulate.scheduler cimport Replica, steps_within
 
 cdef class ArReplica(Replica):
     cdef public long n_dec
     cdef public double g, sum_ctx
+    cdef public long dm_n, dm_lo, dm_hi
+    cdef public double dm_dt
 
     @cython.locals(s=long, n=long, look=long, m=long, tp=long, psum=long, dt=double)
     cpdef double schedule(self) except? -1.0
-    @cython.locals(n=long, s=long, due=double, look_n=long, ng=double, steps=double, last_due=bint, done=long)
+    @cython.locals(n=long, s=long, due=double, look_n=long, ng=double, steps=double, last_due=bint, st=long, sc=double, dt=double)
     cpdef coast(self, double t, double bound, double prev)
+    @cython.locals(c=long, dt=double)
+    cpdef double _decode(self, long n, double x) except? -1.0
     @cython.locals(sc=double, dt=double, hi=long, j=long, j1=long, x=double)
     cpdef list _segments(self, long steps, long n, double ng)
     @cython.locals(s=long, r=Request, ep=long, done=long, kv=double)

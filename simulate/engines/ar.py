@@ -19,6 +19,7 @@ class ArReplica(Replica):
         self.g = g  # mean tokens emitted per decoding sequence per step
         self.n_dec = 0
         self.sum_ctx = 0
+        self.dm_n, self.dm_lo, self.dm_hi, self.dm_dt = -1, 0, 0, 0.0  # _decode's last price
 
     def schedule(self) -> float:
         s = self.step
@@ -51,21 +52,40 @@ class ArReplica(Replica):
             steps = due - s + 1
         if steps <= 0:
             return t
-        res, done = self.book_run(t, bound, prev, self._segments(int(steps), n, ng), last_due, ng, (n,))
-        self.sum_ctx += done * ng
+        st = int(steps)
+        sc = self.sum_ctx
+        dt = self._decode(n, sc)
+        if int((sc + (st - 1) * ng) / n + 0.5) < self.dm_hi:  # the common case: one price for the whole run
+            res = self.book_one(t, bound, prev, st, dt, last_due, ng, (n,))
+        else:
+            res = self.book_run(t, bound, prev, self._segments(st, n, ng), last_due, ng, (n,))[0]
+        self.sum_ctx += self.coasted * ng
         return res
+
+    def _decode(self, n: int, x) -> float:
+        """Seconds of a decode step of n sequences at context sum x (pricer.decode_at), remembering the
+        last price and the mean contexts it holds for [dm_lo, dm_hi): a coast resumed after an arrival
+        asks for the same one."""
+        c = int(x / n + 0.5)
+        if n == self.dm_n and self.dm_lo <= c < self.dm_hi:
+            return self.dm_dt
+        pricer = self.pricer
+        dt = pricer.decode_at(n, x, c)
+        self.dm_n, self.dm_lo, self.dm_hi, self.dm_dt = n, pricer.d_lo, pricer.d_hi, dt
+        return dt
 
     def _segments(self, steps: int, n: int, ng: float) -> list:
         """The next `steps` decode steps as runs of one price: [(steps, seconds), ...]. The price
-        holds while the rounded mean context stays below the pricer's bound for it."""
-        pricer, sc = self.pricer, self.sum_ctx
-        dt, hi = pricer.decode_price(n, sc, int(sc / n + 0.5))
-        if int((sc + (steps - 1) * ng) / n + 0.5) < hi:
-            return [(steps, dt)]  # the common case: one price for the whole run
+        holds while the rounded mean context stays below the bound _decode leaves for it."""
+        sc = self.sum_ctx
+        dt = self._decode(n, sc)
+        if int((sc + (steps - 1) * ng) / n + 0.5) < self.dm_hi:
+            return [(steps, dt)]
         segs, j = [], 0
         while j < steps:
             x = sc + j * ng
-            dt, hi = pricer.decode_price(n, x, int(x / n + 0.5))
+            dt = self._decode(n, x)
+            hi = self.dm_hi
             j1 = max(j + 1, min(steps, math.ceil(((hi - 0.5) * n - sc) / ng)))
             while j1 > j + 1 and int((sc + (j1 - 1) * ng) / n + 0.5) >= hi:
                 j1 -= 1

@@ -1,17 +1,19 @@
 # Cython declarations for diffusion.py (simulate/native.py compiles it; the .py runs as is without).
 cimport cython
 from simulate.request cimport Request
-from simulate.scheduler cimport Replica
+from simulate.scheduler cimport Replica, steps_within
 
 cdef class DiffusionReplica(Replica):
     cdef public long C, n_den, n_com, s_den, s_com, slots, part
+    cdef public long cm_nd, cm_nc, cm_sd, cm_sc
+    cdef public double cm_dt
     cdef public list k, kofs, nblocks
     cdef public object parked, pr
 
     @cython.locals(s=long, C=long, nc=long, nd=long, m=long, tp=long, psum=long, dt=double, grow=long, pr=Request, g=long)
     cpdef double schedule(self) except? -1.0
     cpdef long _part_growth(self)
-    @cython.locals(nd=long, nc=long, s=long, due=double, grow=long, steps=double, last_due=bint, dt=double, tokens=long, pr=Request, g=long)
+    @cython.locals(nd=long, nc=long, s=long, due=double, grow=long, steps=double, last_due=bint, dt=double, tokens=long, pr=Request, g=long, sd=long, sc=long)
     cpdef coast(self, double t, double bound, double prev)
     @cython.locals(s=long, r=Request, ep=long, freed=bint)
     cpdef complete(self, double t)

@@ -57,6 +57,8 @@ class DiffusionReplica(Replica):
         self.nblocks = plan.blocks_list
         self.n_den = self.n_com = 0
         self.s_den = self.s_com = 0
+        self.cm_nd = self.cm_nc = self.cm_sd = self.cm_sc = -1  # coast's last whole-canvas step (counters) and its price
+        self.cm_dt = 0.0
 
     def schedule(self) -> float:
         s = self.step
@@ -108,13 +110,18 @@ class DiffusionReplica(Replica):
         if steps <= 0 or steps == float("inf"):
             return t
         if pr is None:
-            dt = self.pricer.price(0, 0, 0, (nd, nc), (self.s_den, self.s_com))
+            sd, sc = self.s_den, self.s_com
+            if nd == self.cm_nd and nc == self.cm_nc and sd == self.cm_sd and sc == self.cm_sc:
+                dt = self.cm_dt  # the counters as at the last coast (resumed after an arrival): its price
+            else:
+                dt = self.cm_dt = self.pricer.price(0, 0, 0, (nd, nc), (sd, sc))
+                self.cm_nd, self.cm_nc, self.cm_sd, self.cm_sc = nd, nc, sd, sc
             seqs = (nd, nc)
         else:
             g = 1 if pr.committing else 0
             dt = self.pricer.price_part((nd, nc), (self.s_den, self.s_com), g, self.part, pr.ctx0)
             seqs = (nd + 1 - g, nc + g)
-        return self.book_run(t, bound, prev, [(int(steps), dt)], last_due, grow, seqs)[0]
+        return self.book_one(t, bound, prev, int(steps), dt, last_due, grow, seqs)
 
     def complete(self, t: float) -> None:
         s = self.step

@@ -46,7 +46,7 @@ cdef class Replica:
     cpdef record_finish(self, Request r, double t)
     cpdef first_output(self, Request r, double t)
     cpdef double eager_launch_s(self) except? -1.0
-    @cython.locals(end=double, t0=double, i=long, n=long, tokens=long)
+    @cython.locals(end=double, t0=double, i=long, n=long, g=long, tokens=long, gt=tuple)
     cpdef account(self, double dt, long m, long tp, tuple group_seqs)
     @cython.locals(dt=double, lag=double, seen=double, r=Request)
     cpdef start(self, double t)

@@ -362,7 +362,10 @@ class Replica:
     def account(self, dt: float, m: int, tp: int, group_seqs: tuple) -> None:
         if self.graph_max:
             tokens = tp
-            for n, g in zip(group_seqs, self.group_tokens):
+            gt = self.group_tokens
+            for i in range(min(len(group_seqs), len(gt))):  # (index loops: compiled, no iterator objects)
+                n = group_seqs[i]
+                g = gt[i]
                 tokens += n * g
             self.eager = tokens > self.graph_max
         if self.trace is not None:
@@ -376,8 +379,8 @@ class Replica:
         self.acc_prefill_seqs += m
         self.acc_prefill_tokens += tp
         acc = self.acc_groups
-        for i, n in enumerate(group_seqs):
-            acc[i] += n
+        for i in range(len(group_seqs)):
+            acc[i] += group_seqs[i]
         pc = self.pc
         if pc is not None and pc.free:  # the step's new blocks take the oldest free cached ones (BlockPool.get_new_blocks)
             pc.evict(self._cache_room())
@@ -455,8 +458,8 @@ class Replica:
             self.busy_window_s += (last if last < wend else wend) - t
         self.n_steps += k
         acc = self.acc_groups
-        for i, n in enumerate(group_seqs):
-            acc[i] += k * n
+        for i in range(len(group_seqs)):
+            acc[i] += k * group_seqs[i]
         pc = self.pc
         if pc is not None and pc.free:  # as account() after each step: the KV only grew, so once at the end
             pc.evict(self._cache_room())

@@ -15,7 +15,7 @@ cdef class ArReplica(Replica):
     cpdef coast(self, double t, double bound, double prev)
     @cython.locals(c=long, dt=double)
     cpdef double _decode(self, long n, double x) except? -1.0
-    @cython.locals(sc=double, dt=double, hi=long, j=long, j1=long, x=double)
+    @cython.locals(sc=double, dt=double, hi=long, j=long, j1=long, x=double, v=double, up=long)
     cpdef list _segments(self, long steps, long n, double ng)
     @cython.locals(s=long, r=Request, ep=long, done=long, kv=double)
     cpdef complete(self, double t)

@@ -4,7 +4,6 @@ path)."""
 
 from __future__ import annotations
 
-import math
 
 from simulate.scheduler import Replica, steps_within
 
@@ -86,7 +85,11 @@ class ArReplica(Replica):
             x = sc + j * ng
             dt = self._decode(n, x)
             hi = self.dm_hi
-            j1 = max(j + 1, min(steps, math.ceil(((hi - 0.5) * n - sc) / ng)))
+            v = ((hi - 0.5) * n - sc) / ng
+            up = int(v)  # math.ceil(v), in C arithmetic when compiled
+            if up < v:
+                up += 1
+            j1 = max(j + 1, min(steps, up))
             while j1 > j + 1 and int((sc + (j1 - 1) * ng) / n + 0.5) >= hi:
                 j1 -= 1
             while j1 < steps and int((sc + j1 * ng) / n + 0.5) < hi:

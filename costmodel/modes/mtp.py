@@ -131,10 +131,21 @@ class MtpDraws(ModeDraws):
         self.start = np.zeros(len(need) + 1, dtype=np.int64)
         np.cumsum(region, out=self.start[1:])
         self.start = self.start.tolist()
-        draws = self._draw(rng_for(seed, STREAM_MTP), self.start[-1])
-        self.csum = np.zeros(len(draws) + 1, dtype=np.int64)
-        np.cumsum(draws, dtype=np.int64, out=self.csum[1:])
+        self.csum = self._csum(rng_for(seed, STREAM_MTP), self.start[-1])
         self._first_decode(need)
+
+    def _csum(self, rng: np.random.Generator, n: int, chunk: int = 1 << 16) -> np.ndarray:
+        """[0, running sums of n draws], drawn and summed a chunk at a time: the same numbers as one
+        draw of n (the generator's stream is sequential), without an n-long array of uniforms."""
+        import numpy as np
+        csum = np.empty(n + 1, dtype=np.int64)
+        csum[0] = 0
+        for i in range(0, n, chunk):
+            j = min(n, i + chunk)
+            part = csum[i + 1:j + 1]
+            np.cumsum(self._draw(rng, j - i), dtype=np.int64, out=part)
+            part += csum[i]
+        return csum
 
     def _first_decode(self, need: np.ndarray) -> None:
         """steps_for of every request's first decode phase (all of its output after the prefill's

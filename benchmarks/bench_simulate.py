@@ -8,7 +8,8 @@ process (one core). Prints simulated requests per wall second and per CPU second
 Each mode runs `--repeat` times (a fresh profile each time, so every run prices its steps from
 cold) and the fastest run is reported: on a shared VM other tenants only ever add time. `--calls`
 adds one run per mode under cProfile and prints the event loop's calls per simulated request (where
-the time goes: full steps, coasts, completions, replica advances).
+the time goes: full steps, coasts, completions, replica advances, step-price misses), counted in a
+pure-Python run (cProfile does not see compiled functions; both make the same calls).
 
 Four replicas by default so that every mode is stable at 20 QPS on the default H200 profile (one
 replica of diffusion is overloaded there, and an overloaded run stops early, which would flatter
@@ -39,9 +40,15 @@ def main(argv=None) -> int:
     ap.add_argument("--workload", default=None, help="workload JSON (default: the simulator's default workload)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per mode; the fastest is reported")
     ap.add_argument("--calls", action="store_true", help="also print the event loop's calls per request (one profiled run per mode)")
+    ap.add_argument("--calls-only", action="store_true", help=argparse.SUPPRESS)  # --calls' pure-Python counting run
     a = ap.parse_args(argv)
     if a.repeat < 1:
         ap.error("--repeat must be >= 1")
+    if a.calls_only:
+        from simulate.workload import load_workload
+
+        _print_calls(a, int(round(a.qps * 3600 * a.hours)), load_workload(a.workload) if a.workload else None)
+        return 0
 
     from benchmarks.machine import cpu_ticks, steal
     from costmodel.shipped import resolve_profile
@@ -72,16 +79,31 @@ def main(argv=None) -> int:
               f"{'met' if met else 'MISSED'} (>= {TARGET_RPS_CPU:,}/CPU s)")
     print(f"during the runs: {steal(st0)}")
     if a.calls:
-        print("calls per simulated request (cProfile, one run per mode):")
-        for mode in a.mode.split(","):
-            counts = _calls(lambda: run_point(resolve_profile(a.profile, a.hardware), mode, a.qps, replicas=a.replicas, n_requests=n, seed=a.seed,
-                                              workload=wl))
-            print(f"  {mode:<10} " + ", ".join(f"{f} {counts.get(f, 0) / n:.2f}" for f in LOOP_CALLS))
+        print("calls per simulated request (cProfile, one run per mode):", flush=True)
+        if native.active():  # cProfile sees no compiled function: count in a pure-Python run (the same calls)
+            import os
+            import subprocess
+
+            subprocess.run([sys.executable, __file__, *(argv if argv is not None else sys.argv[1:]), "--calls-only"], check=True,
+                           env={**os.environ, native.PURE_ENV: "1"})
+        else:
+            _print_calls(a, n, wl)
     return 0 if ok else 1
 
 
-# the event loop's per-event calls: full steps (schedule), coasts, step completions, replica advances
-LOOP_CALLS = ("schedule", "coast", "book_run", "complete", "advance")
+# the event loop's per-event calls: full steps (schedule), coasts (booked in one price or several), step completions,
+# replica advances, step-price misses
+LOOP_CALLS = ("schedule", "coast", "book_one", "book_run", "complete", "advance", "_miss")
+
+
+def _print_calls(a, n: int, wl) -> None:
+    from costmodel.shipped import resolve_profile
+    from simulate.api import run_point
+
+    for mode in a.mode.split(","):
+        counts = _calls(lambda: run_point(resolve_profile(a.profile, a.hardware), mode, a.qps, replicas=a.replicas, n_requests=n, seed=a.seed,
+                                          workload=wl))
+        print(f"  {mode:<10} " + ", ".join(f"{f} {counts.get(f, 0) / n:.2f}" for f in LOOP_CALLS), flush=True)
 
 
 def _calls(run) -> dict[str, int]:

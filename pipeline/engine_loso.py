@@ -14,6 +14,7 @@ are its own: they are settings or the model's, not what the engine model is aske
     result.rows        # HeldOutLoad per held-out load: errors per figure, the engine-against-itself spread
     result.summary()   # per mode and figure: loads scored, median and worst error, within target
     result.heldout_error("...")   # the profile field `heldout_error` (costmodel/schemas/profile.py)
+    explain_misses(result)        # each miss with its in-sample error and why (pipeline/loso_misses.py): one more fit per mode
 
     python -m pipeline.engine_loso [--gpu h200] [--precision fp8] [--modes diffusion] [--write-into P.json]
 """
@@ -245,28 +246,41 @@ def score_held_out(prof: Profile, mode: str, held: SettingsSet, repeats: dict[tu
         rep = repeats.get((mode, rec.setup.label.removesuffix("-steady"), chk.load.name))
         spread = {f: rep.spread_pct(f) for f in FIGURES} if rep is not None else {}
         out.append(HeldOutLoad(mode, held.label, f"{rec.path.parent.name}/{rec.path.name}", chk.load.name, chk.load.kind, chk.status,
-                               saturated(rec, chk.load), measured, predicted, spread, load_context(rec, chk)))
+                               saturated(rec, chk.load), measured, predicted, spread, load_context(rec, chk, req)))
     return out
 
 
-def load_context(rec: RecordedSetup, chk) -> dict:
+def load_context(rec: RecordedSetup, chk, req: pd.DataFrame) -> dict:
     """What the load's own data says about a miss (pipeline/loso_misses.py structure_hint): its kind, clients and
-    requests; the engine's mean running requests beside the clients' in flight; a closed loop's opening burst in steps
-    of the token budget, and whether the requests at or above the measured TTFT p95 are that burst's."""
+    requests; the engine's mean running requests beside the clients' in flight; for a closed loop, whether the
+    requests at or above the measured TTFT p95 are its opening burst's, and how the engine admitted that burst
+    (`opening_burst`). `req`: the load's rows of requests.parquet."""
     ld = chk.load
-    budget = int(load_run(rec.path).manifest.engine.get("max_num_batched_tokens") or 0)
+    run = load_run(rec.path)
     clients = int(ld.concurrency or 0)
     ctx = {"kind": ld.kind, "clients": clients, "requests": len(ld.prompt_tokens), "engine_running": chk.engine_running,
-           "client_in_flight": chk.client_in_flight, "budget_tokens": budget,
-           "rate_rps": len(ld.prompt_tokens) / chk.duration_s if chk.duration_s > 0 else math.nan}
+           "client_in_flight": chk.client_in_flight, "budget_tokens": int(run.manifest.engine.get("max_num_batched_tokens") or 0)}
     ttft = np.asarray(ld.ttft_ms, float)
-    if ld.kind == "closed" and clients and budget:
-        ctx["burst_steps"] = math.ceil(sum(ld.prompt_tokens[:clients]) / budget)
-        ok = np.isfinite(ttft)
-        if ok.any():
-            top = np.flatnonzero(ok & (ttft >= np.percentile(ttft[ok], 95)))
-            ctx["p95_in_opening_burst"] = bool(len(top) and (top < clients).all())
+    if ld.kind == "closed" and clients and (ok := np.isfinite(ttft)).any():
+        top = np.flatnonzero(ok & (ttft >= np.percentile(ttft[ok], 95)))
+        ctx["p95_in_opening_burst"] = bool(len(top) and (top < clients).all())
+        ctx |= opening_burst(run.table("steps"), req, clients)
     return ctx
+
+
+def opening_burst(steps: pd.DataFrame, req: pd.DataFrame, clients: int) -> dict:
+    """How the engine took in a closed loop's opening burst (its first `clients` requests, sent at once): the prefill
+    steps from its first send to its last first token (`burst_steps`), and the first of them: its requests, its prompt
+    tokens and when its record reached the front end, ms after the first send."""
+    burst = req.sort_values("arrival_s").head(clients)
+    t0, t1 = float(burst["arrival_s"].min()), float(burst["first_token_s"].max())
+    if not math.isfinite(t1):
+        return {}
+    pre = steps[(steps["wall_time"] >= t0) & (steps["wall_time"] <= t1 + 1e-3) & (steps["prefill_tokens"] > 0)]
+    if not len(pre):
+        return {}
+    return {"burst_steps": int(len(pre)), "first_step_reqs": int(pre["prefill_reqs"].iloc[0]),
+            "first_step_tokens": int(pre["prefill_tokens"].iloc[0]), "first_step_ms": 1e3 * (float(pre["wall_time"].iloc[0]) - t0)}
 
 
 def saturated(rec: RecordedSetup, load) -> bool:

@@ -8,8 +8,8 @@ the mode, the held-out one included) and a reason class computed from the three:
   has seen it, so the miss is the step cost's transfer from the other settings sets.
 - "model structure": the in-sample error misses too: something the engine model does not capture
   (scheduling, queueing, the front end), with a hint where the load's data says more (`structure_hint`): requests
-  outside the engine's batch, a closed loop's opening burst, a p95 over few requests, the step price on the
-  engine's own steps.
+  outside the engine's batch, a closed loop's opening burst and how the engine took it in, a p95 over few
+  requests, the step price on the engine's own steps.
 
 It reads rows as pipeline/engine_loso.py scores them (HeldOutLoad: `error_pct`, `scored`, `spread_pct`,
 `context`) and imports nothing of it (engine_loso prints through it).
@@ -62,25 +62,32 @@ def structure_hint(fig: str, ctx: dict) -> str:
     """What the load's own data says about a miss the engine model cannot fit even in-sample (ctx: HeldOutLoad.context)."""
     hints = []
     closed = ctx.get("kind") == "closed"
-    run, held, rate = ctx.get("engine_running", math.nan), ctx.get("client_in_flight", math.nan), ctx.get("rate_rps", math.nan)
+    run, held = ctx.get("engine_running", math.nan), ctx.get("client_in_flight", math.nan)
     if fig in TTFT_FIGURES and held > FRONTEND_EXCESS * run:
-        hints.append(f"requests outside the engine's batch: clients hold {held:.1f}, the engine runs {run:.1f}"
-                     + (f" (~{1e3 * (held - run) / rate:,.0f} ms a request in the front end or the waiting queue, Little's law)" if rate > 0 else ""))
+        hints.append(f"requests outside the engine's batch (front end or waiting queue): the clients held {held:.1f} on average, "
+                     f"the engine ran {run:.1f} (mean over its steps)")
     clients, requests = ctx.get("clients") or 0, ctx.get("requests") or 0
     if fig in TTFT_FIGURES and closed and 0 < clients <= FEW_CLIENTS:
-        hints.append(f"{clients} client(s): prefill plus the front end's latency (one figure per mode, fitted on the lowest loads)")
+        hints.append(f"{clients} client{'s' if clients > 1 else ''}: prefill plus the front end's latency (one figure per mode, "
+                     "fitted on the lowest loads)")
     if fig == "ttft_p50_ms" and closed and clients and requests <= 2 * clients:
         hints.append(f"p50 on the edge of the opening burst ({clients} of {requests} requests sent at once)")
-    burst = ctx.get("burst_steps", 0)
     if fig == "ttft_p95_ms" and closed and ctx.get("p95_in_opening_burst"):
-        hints.append(f"p95 is the opening burst's ({ctx.get('clients')} prompts at once"
-                     + (f", admitted over {burst} steps of the {ctx.get('budget_tokens'):,}-token budget)" if burst > 1 else ")"))
+        hints.append(f"p95 is the opening burst's ({clients} prompts sent at once" + _burst_steps(ctx) + ")")
     if fig == "ttft_p95_ms" and ctx.get("requests", FEW_REQUESTS) < FEW_REQUESTS:
         hints.append(f"p95 of {ctx['requests']} requests")
     priced = ctx.get("steps_priced_pct", math.nan)
     if fig in ("tok_s", "tpot_p50_ms") and math.isfinite(priced):
         hints.append(f"step price {priced:+.0f}% on the engine's own steps" + (" (the schedule's share is the rest)" if abs(priced) < 5 else ""))
     return "; ".join(hints)
+
+
+def _burst_steps(ctx: dict) -> str:
+    n, first = ctx.get("burst_steps", 0), ctx.get("first_step_reqs", 0)
+    if n < 2 or not first:
+        return ""
+    return (f", admitted over {n} prefill steps of the {ctx.get('budget_tokens', 0):,}-token budget; the first, "
+            f"+{ctx.get('first_step_ms', math.nan):,.0f} ms after the send, held {first} of them ({ctx.get('first_step_tokens', 0):,} tokens)")
 
 
 def misses(rows, in_sample: dict, targets: dict[str, float | None]) -> list[Miss]:

@@ -129,3 +129,19 @@ def test_hour_jobs_at_once_and_their_cap_follow_the_memory_budget(monkeypatch):
     assert hour_workers(cfg, lc, 2) == (2, 240.0)  # 4 GiB over two workers holds two spans of 288 s at 1,000 QPS, not 576 s
     monkeypatch.setenv("COSTMODEL_MEMORY_BUDGET_GIB", "64")
     assert hour_workers(cfg, lc, 2) == (2, float("inf"))  # two whole busiest hours fit
+
+
+def test_an_autoscaled_span_starts_at_the_most_loaded_fleet_its_policy_holds():
+    """20 QPS at 9.5 per replica: the policy asks for 3 but holds 2 (10 per replica, within its 10% tolerance)."""
+    from simulate.plan.day_hours import fewest_held
+
+    assert fewest_held(20.0, 9.5, 0.1) == 2 and fewest_held(20.0, 9.5, 0.0) == 3 and fewest_held(0.5, 10.0, 0.1) == 1
+
+
+def test_whole_hours_when_spans_are_off():
+    from simulate.plan.day import load_day, split_slo
+    from simulate.plan.day_hours import hour_job
+
+    cfg = DayConfig(load="flat:20,hours=1", slo=SLO, hardware=["h100-sxm"], modes=["ar"], jobs=1, hour_spans=False)
+    out = hour_job("h100-sxm", "ar", "static", 2, 10.0, cfg, load_day(cfg.load, 1.0, 0), split_slo(SLO), 0, 0.0, 3600.0)
+    assert out["simulated_s"] == 3600.0 and out["requests"] == out["row"].requests_arrived  # the hour's own draws, every one simulated

@@ -99,6 +99,7 @@ class DayConfig:
     scheduler: str | None = None  # a Dask scheduler the fleets (and a large day's hours) run on (None: this machine)
     profile_paths: dict = field(default_factory=dict)  # hardware -> profile path (None: shipped); filled by run_day
     every_fleet: bool = False  # simulate every fleet, none listed as not simulated for its cost floor (day_bounds.py): for a workbook's price what-ifs
+    hour_spans: bool = True  # a day run hour by hour simulates each hour's busiest span until its verdict settles (day_hours.py); False: every whole hour
 
     def engine(self) -> dict | None:
         """The engine settings given for every replica: the plan's points' (PlanSettings.engine) and
@@ -652,7 +653,7 @@ def _write_day_files(out: DayOutcome, d: Path) -> list[Path]:
            "settings": {"seed": cfg.seed, "workload": cfg.workload, "duration_s": cfg.duration_s, "max_replicas": cfg.max_replicas,
                         "load_scale": cfg.load_scale, "autoscale_headroom": cfg.autoscale_headroom, "engine": cfg.engine(),
                         "profiles": dict(cfg.profile_paths), "interval_s": cfg.interval_s,
-                        "every_fleet": cfg.every_fleet},
+                        "every_fleet": cfg.every_fleet, "hour_spans": cfg.hour_spans},
            "pricing": cfg.pricing.to_dict(), "prices": {h: asdict(p) for h, p in out.prices.items()},
            "hardware_specs": {h: p.hardware_spec().to_dict() for h, p in out.profiles.items()},
            "profiles": plan_provenance(out.profiles, modes) if modes else {h: profile_provenance(p) for h, p in out.profiles.items()},

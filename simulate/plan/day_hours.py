@@ -105,7 +105,7 @@ def hour_job(hardware: str, mode: str, policy: str, n_peak: int, target: float |
     if lc.curve.window(t0, t1).expected_requests <= 0:
         raise UserError(f"{lc.source}: no request is expected between {t0:g} and {t1:g} s", "give a curve with a positive rate in every hour")
     span, n = SETTLE_FIRST_S, 0
-    while span * (1 + WARMUP_SAMPLES / SPAN_SAMPLES) < (t1 - t0) / c:
+    while cfg.hour_spans and span * (1 + WARMUP_SAMPLES / SPAN_SAMPLES) < (t1 - t0) / c:
         a, b = busiest_span(lc.curve, t0, t1, span * (1 + WARMUP_SAMPLES / SPAN_SAMPLES) * c)
         row, name, k = _simulate(hardware, mode, policy, n_peak, target, cfg, slo, hour, lc.curve.window(a, b), warmup_s=span * WARMUP_SAMPLES / SPAN_SAMPLES)
         n += k
@@ -142,6 +142,12 @@ def as_hour(row, hour: int, t0: float, t1: float, c: float, requests: float):
                    gpu_hours=row.gpu_hours * scale, energy_kwh=row.energy_kwh * scale, cost_usd=row.cost_usd * scale)
 
 
+def fewest_held(qps: float, target: float, tolerance: float) -> int:
+    """The fewest replicas a request-rate policy (target per replica) holds at `qps` without scaling
+    up: HPA acts only where the load per replica is beyond (1 + tolerance) x target."""
+    return max(1, math.ceil(qps / (target * (1 + tolerance)) - 1e-9))
+
+
 def _simulate(hardware: str, mode: str, policy: str, n_peak: int, target: float | None, cfg, slo, hour: int, window: LoadCurve,
               warmup_s: float = 0.0) -> tuple:
     """The fleet over one window of the curve (compressed), its first `warmup_s` simulated seconds a
@@ -156,6 +162,8 @@ def _simulate(hardware: str, mode: str, policy: str, n_peak: int, target: float 
     else:
         first = max(scaling.min_replicas, min(n_peak, math.ceil(window.qps[0] / target)))  # as the continuous day's first size
         target *= cfg.autoscale_headroom
+        if warmup_s:  # a span: the most loaded state the policy allows at its rate
+            first = max(scaling.min_replicas, min(n_peak, fewest_held(window.qps[0], target, scaling.tolerance)))
         scaling = replace(scaling, initial_replicas=first, max_replicas=max(scaling.max_replicas, n_peak))
         auto = make_autoscaler("request-rate", target=target)
     pool = PoolSpec(f"{hardware}/{mode}", profile, mode, autoscaler=auto, scaling=scaling, engine=cfg.engine())

@@ -78,12 +78,12 @@ def _hour(policy="static", n_peak=2, **kw):
 
 def test_an_hour_of_many_more_requests_than_its_verdict_needs_settles_on_a_span():
     """A 20 QPS hour (18,000 requests at the default 4x compression): its verdict settles on its first
-    60 simulated seconds (240 s of the hour), and its row is still the hour's: its requests, its
+    30 simulated seconds (120 s of the hour), and its row is still the hour's: its requests, its
     GPU-hours (2 replicas x the compressed hour's 0.25 h)."""
     out = _hour()
     row = out["row"]
-    assert out["simulated_s"] == 240.0 and row.slo_verdict == "pass"
-    assert out["requests"] < 2000  # the span and its warm-up, not the hour's 18,000
+    assert out["simulated_s"] == 120.0 and row.slo_verdict == "pass"
+    assert out["requests"] < 1000  # the span and its 12 s warm-up, not the hour's 18,000
     assert row.requests_arrived == 18000 and row.offered_qps == pytest.approx(20.0)
     assert row.gpu_hours == pytest.approx(2 * 0.25) and (row.start_s, row.end_s) == (0.0, 900.0)
 
@@ -103,7 +103,7 @@ def test_a_borderline_span_is_simulated_again_twice_as_long_up_to_its_cap(monkey
 
     monkeypatch.setattr(day_hours, "_simulate", borderline)
     out = _hour(cap_s=240.0)
-    assert spans == [288.0, 576.0, 1152.0]  # 60, 120, 240 simulated s (+ a fifth of warm-up), x4 compression: real seconds of the curve
+    assert spans == [168.0, 288.0, 528.0, 1056.0]  # 30, 60, 120, 240 simulated s (+ 12, 12, 12, 24 s of warm-up), x4: seconds of the curve
     assert out["simulated_s"] == 960.0 and out["row"].slo_verdict == "borderline"
     spans.clear()
     assert _hour(cap_s=float("inf"))["simulated_s"] == 3600.0  # no cap below the hour: at last the whole hour, simulated as it is
@@ -126,7 +126,7 @@ def test_hour_jobs_at_once_and_their_cap_follow_the_memory_budget(monkeypatch):
 
     cfg = DayConfig(load="diurnal:peak=1000,trough=300,peak_hour=14", hardware=["h100-sxm"], modes=["mtp"])
     lc = load_day(cfg.load, 1.0, 0)
-    assert hour_workers(cfg, lc, 2) == (2, 240.0)  # 4 GiB over two workers holds two spans of 288 s at 1,000 QPS, not 576 s
+    assert hour_workers(cfg, lc, 2) == (2, 240.0)  # 4 GiB over two workers holds two spans of 240 + 24 s at 1,000 QPS, not 480 + 48 s
     monkeypatch.setenv("COSTMODEL_MEMORY_BUDGET_GIB", "64")
     assert hour_workers(cfg, lc, 2) == (2, float("inf"))  # two whole busiest hours fit
 
@@ -145,3 +145,15 @@ def test_whole_hours_when_spans_are_off():
     cfg = DayConfig(load="flat:20,hours=1", slo=SLO, hardware=["h100-sxm"], modes=["ar"], jobs=1, hour_spans=False)
     out = hour_job("h100-sxm", "ar", "static", 2, 10.0, cfg, load_day(cfg.load, 1.0, 0), split_slo(SLO), 0, 0.0, 3600.0)
     assert out["simulated_s"] == 3600.0 and out["requests"] == out["row"].requests_arrived  # the hour's own draws, every one simulated
+
+
+def test_a_span_grows_only_while_it_draws_at_most_the_request_cap(monkeypatch):
+    from dataclasses import replace
+
+    from simulate.plan import day_hours
+
+    monkeypatch.setattr(day_hours, "SPAN_CAP_REQUESTS", 3000)  # 20 QPS: spans of 30 and 60 s (+12 s) draw 840 and 1,440; 120 s (+12) 2,640; 240 s 5,280
+    real = day_hours._simulate
+    monkeypatch.setattr(day_hours, "_simulate", lambda *a, **kw: (lambda r: (replace(r[0], slo_verdict="borderline"), *r[1:]))(real(*a, **kw)))
+    out = _hour()
+    assert out["simulated_s"] == 480.0 and out["row"].slo_verdict == "borderline"  # 120 simulated s, x4: the last span within the cap

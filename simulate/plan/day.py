@@ -66,7 +66,7 @@ from costmodel.costing.day import price_bill, price_hours
 from costmodel.costing.day_answer import answer_column
 from costmodel.slo import parse_slo
 from simulate.plan.day_bounds import cost_floor, floor_replicas, not_simulated, prunable, prune_limit
-from simulate.plan.day_hours import SETTLE_FIRST_S, check_hours, compressed, compressed_scaling, fleet_days, hour_job, hour_windows, hour_workers
+from simulate.plan.day_hours import SETTLE_FIRST_S, SPAN_CAP_REQUESTS, check_hours, compressed, compressed_scaling, fleet_days, hour_job, hour_windows, hour_workers
 from simulate.workload import build_requests, check_run_size, fits_budget
 
 DAY_SIZE_KNOBS = "a lower peak or --load-scale, fewer hours, fewer --hardware or --mode, or a higher --compress"
@@ -601,7 +601,8 @@ def _run_hours(jobs: list, cfg: DayConfig, lc: DayLoad, say) -> list[dict]:
     workers, cap_s = hour_workers(cfg, lc, cfg.jobs or planner.default_jobs())
     windows = hour_windows(lc.span_s, cfg.interval_s)
     hours = [(*j, k, t0, t1, cap_s) for j in jobs for k, (t0, t1) in enumerate(windows)]  # a fleet: (hardware, mode, policy, peak replicas)
-    cap = "the whole hour" if math.isinf(cap_s) else f"{cap_s * cfg.compress:,.0f} s of the hour (the memory budget's, over {workers} workers)"
+    cap = (f"the whole hour, at most {SPAN_CAP_REQUESTS:,} requests" + ("" if math.isinf(cap_s) else f" or {cap_s * cfg.compress:,.0f} s of the hour "
+                                                                       f"(the memory budget's, over {workers} workers)"))
     say(f"the day holds {lc.expected_requests / cfg.compress:,.0f} requests per fleet, more than the memory budget: simulating {len(jobs)} fleets "
         f"hour by hour ({len(hours)} jobs, each drawing its own hour's busiest {SETTLE_FIRST_S * cfg.compress:g} s, longer while its verdict is "
         f"borderline, up to {cap}) on {'the Dask scheduler' if cfg.scheduler else f'{workers} Dask worker(s)'}")

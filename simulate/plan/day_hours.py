@@ -79,7 +79,7 @@ def hour_workers(cfg, lc, cores: int) -> tuple[int, float]:
     whole busiest hours fit, else the longest span of the doubling sequence that does (the stated cap)."""
     budget = memory_budget_bytes()
     per_hour = busiest_hour_requests(lc, cfg.interval_s, float(cfg.compress))
-    per_span = lambda s: min(per_hour, lc.peak_qps * s * (1 + WARMUP_SAMPLES / SPAN_SAMPLES)) * HOUR_BYTES_PER_REQUEST  # noqa: E731
+    per_span = lambda s: min(per_hour, lc.peak_qps * (s + warmup_for(s))) * HOUR_BYTES_PER_REQUEST  # noqa: E731
     workers = max(1, min(cores, int(budget // max(1.0, per_span(SETTLE_FIRST_S)))))
     if workers * per_hour * HOUR_BYTES_PER_REQUEST <= budget:
         return workers, math.inf
@@ -89,10 +89,19 @@ def hour_workers(cfg, lc, cores: int) -> tuple[int, float]:
     return workers, cap
 
 
-SETTLE_FIRST_S = 60.0  # simulated seconds of arrivals an hour's verdict is first judged on
-SPAN_GROWTH = 2  # a borderline span is simulated again this many times as long, up to the whole hour (the cap)
+SETTLE_FIRST_S = 30.0  # simulated seconds of arrivals an hour's verdict is first judged on
+SPAN_GROWTH = 2  # a borderline span is simulated again this many times as long, up to the whole hour or a cap
+# the cap: a span grows only while it draws at most this many requests (10 batch means of 15,000: an hour
+# whose interval still straddles its bound there is within that noise of it: borderline)
+SPAN_CAP_REQUESTS = 150_000
 SPAN_SAMPLES = 10  # counter samples per span (the headroom term's batch means: outcome.BATCHES sub-windows)
-WARMUP_SAMPLES = 2  # a span is preceded by this many sample steps of arrivals served on empty replicas and not judged
+WARMUP_S = 12.0  # a span is preceded by at least this long (whole sample steps) of arrivals served on empty replicas and not judged
+
+
+def warmup_for(span_s: float) -> float:
+    """The warm-up before a span: WARMUP_S rounded up to whole sample steps (so its end is a counter sample)."""
+    step = span_s / SPAN_SAMPLES
+    return math.ceil(WARMUP_S / step - 1e-9) * step
 
 
 def hour_job(hardware: str, mode: str, policy: str, n_peak: int, target: float | None, cfg, lc, slo, hour: int, t0: float, t1: float,
@@ -105,17 +114,26 @@ def hour_job(hardware: str, mode: str, policy: str, n_peak: int, target: float |
     if lc.curve.window(t0, t1).expected_requests <= 0:
         raise UserError(f"{lc.source}: no request is expected between {t0:g} and {t1:g} s", "give a curve with a positive rate in every hour")
     span, n = SETTLE_FIRST_S, 0
-    while cfg.hour_spans and span * (1 + WARMUP_SAMPLES / SPAN_SAMPLES) < (t1 - t0) / c:
-        a, b = busiest_span(lc.curve, t0, t1, span * (1 + WARMUP_SAMPLES / SPAN_SAMPLES) * c)
-        row, name, k = _simulate(hardware, mode, policy, n_peak, target, cfg, slo, hour, lc.curve.window(a, b), warmup_s=span * WARMUP_SAMPLES / SPAN_SAMPLES)
+    while cfg.hour_spans and span + warmup_for(span) < (t1 - t0) / c:
+        a, b = busiest_span(lc.curve, t0, t1, (span + warmup_for(span)) * c)
+        row, name, k = _simulate(hardware, mode, policy, n_peak, target, cfg, slo, hour, lc.curve.window(a, b), warmup_s=warmup_for(span))
         n += k
-        if row.slo_verdict != BORDERLINE or span * SPAN_GROWTH > cap_s:
+        nxt = span * SPAN_GROWTH
+        if row.slo_verdict != BORDERLINE or nxt > cap_s or span_requests(lc.curve, t0, t1, nxt, c) > SPAN_CAP_REQUESTS:
             row = as_hour(row, hour, t0, t1, c, lc.curve.window(t0, t1).expected_requests / c)
             return {"row": row, "name": name, "requests": n, "simulated_s": span * c, "wall_s": time.perf_counter() - w0}
-        span *= SPAN_GROWTH
+        span = nxt
     row, name, k = _simulate(hardware, mode, policy, n_peak, target, cfg, slo, hour, lc.curve.window(t0, t1))
     row = replace(row, interval=hour, start_s=t0 / c, end_s=t1 / c)
     return {"row": row, "name": name, "requests": n + k, "simulated_s": t1 - t0, "wall_s": time.perf_counter() - w0}
+
+
+def span_requests(curve: LoadCurve, t0: float, t1: float, span_s: float, c: float) -> float:
+    """Requests a span of `span_s` simulated seconds (and its warm-up) of the hour [t0, t1] draws: the
+    whole hour's where the span would not fit in it."""
+    length = (span_s + warmup_for(span_s)) * c
+    a, b = (t0, t1) if length >= t1 - t0 else busiest_span(curve, t0, t1, length)
+    return curve.window(a, b).expected_requests / c
 
 
 def busiest_span(curve: LoadCurve, t0: float, t1: float, length_s: float) -> tuple[float, float]:
@@ -144,7 +162,9 @@ def as_hour(row, hour: int, t0: float, t1: float, c: float, requests: float):
 
 def fewest_held(qps: float, target: float, tolerance: float) -> int:
     """The fewest replicas a request-rate policy (target per replica) holds at `qps` without scaling
-    up: HPA acts only where the load per replica is beyond (1 + tolerance) x target."""
+    up: HPA scales up only where the load per replica is beyond (1 + tolerance) x target, so a rising
+    load reaches that edge before each scale-up (pass the tolerance); a falling one is scaled down to
+    the policy's own size, ceil(qps / target), and stays at most that loaded (pass 0)."""
     return max(1, math.ceil(qps / (target * (1 + tolerance)) - 1e-9))
 
 
@@ -162,8 +182,9 @@ def _simulate(hardware: str, mode: str, policy: str, n_peak: int, target: float 
     else:
         first = max(scaling.min_replicas, min(n_peak, math.ceil(window.qps[0] / target)))  # as the continuous day's first size
         target *= cfg.autoscale_headroom
-        if warmup_s:  # a span: the most loaded state the policy allows at its rate
-            first = max(scaling.min_replicas, min(n_peak, fewest_held(window.qps[0], target, scaling.tolerance)))
+        if warmup_s:  # a span: the most loaded fleet the policy holds at its rate (fewest_held)
+            tolerance = scaling.tolerance if window.qps[-1] > window.qps[0] else 0.0
+            first = max(scaling.min_replicas, min(n_peak, fewest_held(window.qps[0], target, tolerance)))
         scaling = replace(scaling, initial_replicas=first, max_replicas=max(scaling.max_replicas, n_peak))
         auto = make_autoscaler("request-rate", target=target)
     pool = PoolSpec(f"{hardware}/{mode}", profile, mode, autoscaler=auto, scaling=scaling, engine=cfg.engine())

@@ -18,7 +18,8 @@ p50 within 15%, TTFT p95 within 20% on every held-out warm load below saturation
 recorded has nothing to hold out; `--loads` adds the older check (the design's held-out loads of every set).
 Below it, the misses: each held-out warm load and figure outside its target, with the engine's own spread there, the
 same load's in-sample error (one more fit per mode, on every settings set) and why it misses (pipeline/loso_misses.py:
-the engine's own spread, transfer to unseen settings, or model structure), and per mode the misses by reason.
+the engine's own spread, transfer to unseen settings, or model structure), and per mode the misses by reason. On a
+shared 2-core machine the whole took about 6 minutes (2026-11-29), explaining the misses about a third of it.
 
     .venv/bin/python benchmarks/bench_engine.py [--gpu h200] [--precision fp8] [--modes diffusion] [--loads [--all-loads]] [--csv out.csv]
 

@@ -91,6 +91,7 @@ class LosoResult:
     single: dict[str, str]  # mode -> its only settings set (no leave-one-out possible)
     notes: list[str]
     setups: list[RecordedSetup] = field(default_factory=list)  # what was fitted and scored (for `explain_misses`)
+    design_cache: dict = field(default_factory=dict, repr=False)  # the folds' FitOptions.design_cache, reused by `in_sample`
 
     def summary(self) -> dict[str, dict[str, dict]]:
         """mode -> figure -> {n_loads, median_pct (signed), median_abs_pct, worst_pct, within (count), target}."""
@@ -162,7 +163,7 @@ def leave_one_setting_out(setups: list[RecordedSetup], modes: tuple[str, ...] = 
             prof, msgs = fit_without(train, seed, cache)
             notes += [f"{mode} without {held.label}: {m}" for m in msgs if "front-end latency" in m]
             rows += score_held_out(prof, mode, held, repeats, seed)
-    return LosoResult(rows, held_out, single, notes, list(setups))
+    return LosoResult(rows, held_out, single, notes, list(setups), cache)
 
 
 def in_sample(result: LosoResult, keys: set[tuple[str, str, str]], seed: int = 0) -> tuple[dict, dict]:
@@ -172,9 +173,9 @@ def in_sample(result: LosoResult, keys: set[tuple[str, str, str]], seed: int = 0
     from measure.validate.engine_campaign import recorded_steps_priced
 
     sets = settings_sets([s for s in result.setups if (s.path / "loads.json").exists()])
-    errors, priced, cache = {}, {}, {}
+    errors, priced = {}, {}
     for mode in sorted({k[0] for k in keys}):
-        prof, _ = fit_without(sets[mode], seed, cache)
+        prof, _ = fit_without(sets[mode], seed, result.design_cache)
         keep = {(run, load) for m, run, load in keys if m == mode}
         for st in sets[mode]:
             for r in score_held_out(prof, mode, st, {}, seed, keep=keep):

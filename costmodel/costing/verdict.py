@@ -62,6 +62,35 @@ def _within(b, x: float) -> bool:
     return x <= b.limit_ms if b.op == "<=" else x < b.limit_ms
 
 
+def _count(row: dict, key: str) -> int:
+    return int(_num(row.get(key))) if math.isfinite(_num(row.get(key))) else 0
+
+
+def _stability(row: dict, reps: int | None) -> tuple[list[str], list[str], bool, bool]:
+    """(failures, open readings, most replications stable, whether only the queue's growth is in doubt
+    (Verdict.stability_open)) of a row's stability: settled alike both ways, by every replication
+    agreeing or by the interval of their mean growth against its limit."""
+    stable = bool(row.get("stable", False))
+    if reps is None or not math.isfinite(_num(row.get("stable_replications"))):
+        why = f"unstable ({row.get('stability_reason') or 'queue grows without bound'})"
+        return ([] if stable else [why]), [], stable, False
+    stable_reps = int(_num(row.get("stable_replications")))
+    lo, hi = (_num(row.get(c)) for c in ci_columns(STABILITY))
+    stopped, aborted = _count(row, "stopped_replications"), _count(row, "aborted_replications")
+    queue = reps - stable_reps - stopped  # unstable for their queue, not stopped at a certain latency miss (the latency figures count those)
+    watched = reps - stopped
+    why = row.get("stability_reason") or "queue grows without bound"
+    text = f"unstable in {queue} of {reps} replications (backlog growth / its limit, 95% interval {_ms2(lo)}-{_ms2(hi)}; {why})"
+    majority = 2 * stable_reps > reps
+    if queue <= 0 or (math.isfinite(hi) and hi <= 1.0):
+        return [], [], majority, False  # every watched replication stable, or their mean growth below the limit
+    if aborted >= FAIL_REPLICATIONS and aborted == reps:
+        return [f"arrivals outpace service in all {reps} replications ({why})"], [], majority, False
+    if (queue == watched and watched >= FAIL_REPLICATIONS) or (math.isfinite(lo) and lo > 1.0):
+        return [text], [], majority, aborted == 0
+    return [], [text], majority, aborted == 0
+
+
 def judge(row: dict, slo: Slo) -> Verdict:
     """The verdict of one flat point row against `slo` (module docstring). A row the plan pinned
     between two QPS instead of simulating (`slo_pinned`) keeps its verdict under the SLO it was pinned
@@ -73,33 +102,7 @@ def judge(row: dict, slo: Slo) -> Verdict:
         return Verdict(FAIL, (f"{pinned}, for the SLO {row.get('slo_pinned_for')}; no figures under another",), False)
     reps = row.get("replications")
     reps = int(reps) if reps is not None and math.isfinite(_num(reps)) else None
-    stable_reps = int(_num(row.get("stable_replications"))) if reps is not None and math.isfinite(_num(row.get("stable_replications"))) else None
-    out_fail, out_open = [], []
-    stability_open = False
-    stable = bool(row.get("stable", False))
-    if reps is None or stable_reps is None:
-        if not stable:
-            out_fail.append(f"unstable ({row.get('stability_reason') or 'queue grows without bound'})")
-        majority_stable = stable
-    else:
-        majority_stable = 2 * stable_reps > reps
-        lo, hi = (_num(row.get(c)) for c in ci_columns(STABILITY))
-        stopped = int(_num(row.get("stopped_replications"))) if math.isfinite(_num(row.get("stopped_replications"))) else 0
-        aborted = int(_num(row.get("aborted_replications"))) if math.isfinite(_num(row.get("aborted_replications"))) else 0
-        queue = reps - stable_reps - stopped  # unstable for their queue, not stopped at a certain latency miss (the latency figures count those)
-        why = row.get("stability_reason") or "queue grows without bound"
-        span = f"backlog growth / its limit, 95% interval {_ms2(lo)}-{_ms2(hi)}"
-        watched = reps - stopped
-        if queue <= 0 or (math.isfinite(hi) and hi <= 1.0):
-            pass  # every watched replication stable, or their mean growth below the limit
-        elif aborted >= FAIL_REPLICATIONS and aborted == reps:
-            out_fail.append(f"arrivals outpace service in all {reps} replications ({why})")
-        elif (queue == watched and watched >= FAIL_REPLICATIONS) or (math.isfinite(lo) and lo > 1.0):
-            out_fail.append(f"unstable in {queue} of {reps} replications ({span}; {why})")
-            stability_open = aborted == 0
-        else:
-            out_open.append(f"unstable in {queue} of {reps} replications ({span}; {why})")
-            stability_open = aborted == 0
+    out_fail, out_open, majority_stable, stability_open = _stability(row, reps)
     stability_fails = len(out_fail)
     on_mean = majority_stable
     for b in slo.bounds:

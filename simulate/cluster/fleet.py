@@ -128,6 +128,7 @@ class Fleet:
             if timeouts:
                 env.process(self._sweeper(min(timeouts)))
             env.run(until=main)
+            env._queue.clear()  # the processes still waiting (sampler, scrapes) hold this fleet through their generators: let it go by refcount, no full gc
             t_end = self._close()
             self._as_seen()
         finally:
@@ -169,7 +170,8 @@ class Fleet:
         """The arrivals before `horizon` on a one-pool fleet without admission control (the common
         case: _arrivals' loop and _arrive inlined, about 10% faster); returns the next arrival."""
         loop = self.pools[0].loop
-        adv, route, arrive, enqueue = loop._advance, self.pools[0].route, loop.tracker.arrive, loop.enqueue
+        adv, arrive, enqueue = loop._advance, loop.tracker.arrive, loop.enqueue
+        pick, route = self.pools[0].pick, self.pools[0].route
         now = self.now
         while i < n:
             t = arr[i]
@@ -180,7 +182,7 @@ class Fleet:
                 adv(tn, now)
                 loop.wake_s = now = tn
             p, o = prompt[i], out[i]
-            rep = route(p, o)
+            rep = pick() if pick is not None else route(p, o)
             rep.advance(loop.bound, loop.prev)
             arrive(t)
             enqueue(rep, i, t, p, o)

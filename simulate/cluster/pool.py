@@ -119,6 +119,9 @@ class Pool:
         self.lives: dict[int, Life] = {}
         self.route = make_router(spec.router, self.ready)
         self.policy = spec.policy()
+        # a fleet that never changes behind the default router picks as a point does: the loop's compiled pick over
+        # the same replicas in the same order (its ready list is the loop's), no Python call per arrival
+        self.pick = self.loop._least_outstanding if spec.router == "least-outstanding" and not self.policy.ticks else None
         self.provision_s = provision_s(spec.profile, spec.serving, spec.scaling)
         self.max_running = max(1, int(self.dep.limits.max_running))
         self.retired = [0.0, 0, 0]  # busy seconds, sequence-steps, steps of retired replicas

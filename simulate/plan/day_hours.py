@@ -1,22 +1,28 @@
 """A day too large to hold in memory, simulated hour by hour (simulate.plan.day calls it when one
 fleet's continuous day would need more than the memory budget: workload.check_run_size).
 
-Each (fleet, hour) is one job: the worker that runs it draws only that hour's requests (the curve's
-window, time-rescaled arrivals from a seed of its own), simulates the fleet over the hour and hands
-back the hour's row (simulate/cluster/outcome.py), so memory is bounded by one hour's requests per
-worker, never by the day, and the jobs spread over the workers: Dask's local cluster (one worker
-per core) or a running scheduler (`plan --scheduler`).
+Each (fleet, hour) is one job: the worker that runs it draws only its own requests (the curve's
+window, time-rescaled arrivals from a seed of its own) and hands back the hour's row
+(simulate/cluster/outcome.py), so memory is bounded by a span's requests per worker, never by the
+day, and the jobs spread over the workers: Dask's local cluster (one worker per core) or a running
+scheduler (`plan --scheduler`).
 
-What it gives up against the continuous day: each hour starts with empty replicas at the size the
-fleet has at the hour's start (static: the peak fleet; autoscaled: the request-rate policy's size
-for the rate at that instant), so a queue, a replica still provisioning or the scale-down window's
-memory does not carry over an hour's boundary. An hour of a large service holds hundreds of
-thousands of requests: its first seconds (empty queues) barely move its percentiles.
+An hour of such a service holds many more requests than its verdict needs, so a job simulates a
+span of it: SETTLE_FIRST_S simulated seconds on the hour's busiest minutes after a warm-up
+(WARMUP_S, served and not judged), judged on batch means (pass, fail, borderline); a borderline span
+is simulated again SPAN_GROWTH times as long until the verdict settles or the cap (the whole hour,
+SPAN_CAP_REQUESTS, the memory budget's span), where it stays borderline. The span's figures become
+the hour's (as_hour): its requests and rate, GPU-hours, energy and dollars from the hour's rate and
+length; attainment, percentiles, utilisation and fleet from the span (docs/cluster.md says why).
+
+What it gives up against the continuous day: each span starts with empty replicas at the fleet's
+size then (static: the peak fleet; autoscaled: the most loaded fleet its policy holds at the rate,
+fewest_held), so a queue, a replica still provisioning or the scale-down window's memory does not
+carry over from earlier in the day.
 """
 
 from __future__ import annotations
 
-import gc
 import math
 import time
 from dataclasses import replace
@@ -106,9 +112,9 @@ def warmup_for(span_s: float) -> float:
 
 def hour_job(hardware: str, mode: str, policy: str, n_peak: int, target: float | None, cfg, lc, slo, hour: int, t0: float, t1: float,
              cap_s: float = math.inf) -> dict:
-    """One fleet over one hour of the day, in a worker: simulated until its verdict is settled (module
-    docstring: spans of SETTLE_FIRST_S, SPAN_GROWTH times longer while borderline, up to `cap_s` or the
-    whole hour), its row the hour's. `simulated_s`: seconds of the hour's arrivals (of the real day) judged."""
+    """One fleet over one hour of the day, in a worker: simulated until its verdict is settled (module docstring:
+    spans of SETTLE_FIRST_S, SPAN_GROWTH times longer while borderline, up to `cap_s`, SPAN_CAP_REQUESTS
+    or the whole hour), its row the hour's. `simulated_s`: seconds of the hour's arrivals (of the real day) judged."""
     w0 = time.perf_counter()
     c = float(cfg.compress)
     if lc.curve.window(t0, t1).expected_requests <= 0:
@@ -197,8 +203,6 @@ def _simulate(hardware: str, mode: str, policy: str, n_peak: int, target: float 
     row = interval_rows(run, slo.bounds, span, span, max_utilisation=slo.max_utilisation, start_s=warmup_s)[0]
     name = "static" if policy == "static" else f"request-rate:target={target:.3g}"
     n = len(reqs)
-    del run, reqs, pool
-    gc.collect()  # the hour's cyclic garbage (the simulation runs with gc off): left to accumulate, a worker grew ~250 MB an hour job
     return row, name, n
 
 

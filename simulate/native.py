@@ -13,11 +13,8 @@ Both paths give the same results (tests/test_native.py).
 
 from __future__ import annotations
 
-import hashlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
-import json
 import os
 import sys
 import warnings
@@ -53,6 +50,8 @@ def sources(module: str, root: Path = ROOT) -> list[Path]:
 
 def source_hash(module: str, root: Path = ROOT) -> str:
     """sha256 of a module's .py and .pxd as they are now."""
+    import hashlib  # (here, not at start-up: only a check of a build hashes)
+
     h = hashlib.sha256()
     for p in sources(module, root):
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
@@ -66,6 +65,8 @@ def compiled_modules(build: Path | None = None, root: Path = ROOT) -> tuple[dict
     man = build / MANIFEST
     if not man.exists():
         return {}, "not built"
+    import json
+
     try:
         entries = json.loads(man.read_text())["modules"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -84,8 +85,9 @@ def compiled_modules(build: Path | None = None, root: Path = ROOT) -> tuple[dict
     return out, ""
 
 
-class NativeFinder(importlib.abc.MetaPathFinder):
-    """Imports the modules of a current build from their compiled files."""
+class NativeFinder:
+    """Imports the modules of a current build from their compiled files (a meta path finder: `find_spec` is
+    all the import system asks of one; importlib.abc's base class would cost the start-up its import)."""
 
     def __init__(self, modules: dict[str, Path]):
         self.modules = modules

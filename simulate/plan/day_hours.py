@@ -206,12 +206,13 @@ def _simulate(hardware: str, mode: str, policy: str, n_peak: int, target: float 
     return row, name, n
 
 
-def fleet_days(results: list[dict], keys: list[tuple], cfg, lc, bill, flat) -> list[dict]:
-    """The hour jobs' rows gathered per fleet (key: hardware, mode, policy) into the day's bill and
-    rows, as simulate.plan.day._day_job returns them for a continuous day."""
+def fleet_days(results: list[dict], keys: list[tuple], fleets: list[tuple], cfg, lc, bill, flat) -> list[dict]:
+    """The hour jobs' rows gathered per fleet (key: hardware, mode, policy, peak replicas) into the
+    day's bill and rows, one per fleet of `fleets` in its order, as simulate.plan.day._day_job returns
+    them for a continuous day."""
     c = float(cfg.compress)
     out = []
-    for key in dict.fromkeys(keys):
+    for key in fleets:
         mine = [r for r, k in zip(results, keys) if k == key]
         mine.sort(key=lambda r: r["row"].interval)
         rows = [r["row"] for r in mine]

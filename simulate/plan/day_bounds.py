@@ -29,6 +29,7 @@ import numpy as np
 from costmodel.costing import DAYS_PER_MONTH, GpuPrice
 from costmodel.costing.crossover import TIE_FRAC
 from costmodel.costing.day import cost_floor_usd_per_day
+from costmodel.costing.day_answer import cheapest
 from costmodel.schemas.day import DAY_H, MonthBill
 
 FLOOR_SLACK = 1e-3  # a simulated day's fleet can stand a little short of the span (its last arrival or drain): the floor is this much lower
@@ -90,9 +91,16 @@ def prune_limit(bills: list[MonthBill], hardware: str, mode: str) -> tuple[float
     if len(ranked) >= 2:
         w, r = ranked[0], ranked[1]
         lim = max(r.cost_usd_per_month, w.cost_usd_per_month * (1 + TIE_FRAC))
-        limits.append((lim, f"the cheapest fleet {w.hardware}/{w.mode} {w.policy} (${w.cost_usd_per_month:,.0f}) and the runner-up "
-                            f"{r.hardware}/{r.mode} {r.policy} (${r.cost_usd_per_month:,.0f}), both meeting the SLO every hour", False))
+        limits.append((lim, _two_cheapest(w, r), False))
     return min(limits, key=lambda x: (x[0], not x[2])) if limits else (math.inf, "", False)
+
+
+def _two_cheapest(w: MonthBill, r: MonthBill) -> str:
+    """The two cheapest fleets as the text names them: a cheapest and a runner-up, or a tie as the answer calls one."""
+    name = lambda b: f"{b.hardware}/{b.mode} {b.policy} (${b.cost_usd_per_month:,.0f})"  # noqa: E731
+    if len(cheapest([w, r])) > 1:  # the answer's own tie rule (costs within 1% or overlapping intervals)
+        return f"the tied cheapest fleets {name(w)} = {name(r)}, both meeting the SLO every hour"
+    return f"the cheapest fleet {name(w)} and the runner-up {name(r)}, both meeting the SLO every hour"
 
 
 def not_simulated(hardware: str, mode: str, policy: str, floor_usd: float, than: str, pricing: str) -> MonthBill:

@@ -5,8 +5,6 @@ from simulate.kvcache cimport PrefixCache
 from simulate.steptime cimport StepPricer
 from simulate.metrics cimport Tracker
 
-cdef double INF
-
 cdef class Replica:
     cdef public long idx, tokens_per_seq, budget, max_seqs, step, outstanding
     cdef public long preemptions, n_steps, acc_prefill_seqs, acc_prefill_tokens, coasted

@@ -46,8 +46,6 @@ from heapq import heappop, heappush
 from costmodel.errors import UserError
 from simulate.kvcache import PrefixCache, private_hashes
 
-INF = float("inf")  # (compiled: a C double, not a string parsed at each use)
-
 
 class Replica:
     """One serving replica (one GPU). A mode's engine (simulate/engines/<mode>.py, a subclass)
@@ -286,7 +284,7 @@ class Replica:
         if (w and self.budget - decode_tokens > 0 and len(self.running) < self.max_seqs
                 and self.kv_used + kv_growth + self.kv_reserved + (w[0].prefill_len if w[0].hashes is None else self.kv_need(w[0])) <= self.kv_cap):
             return max(self.step, w[0].eligible)
-        return INF
+        return float("inf")
 
     def complete_prefill(self, s: int, t: float) -> None:
         for r, c in self.chunks:
@@ -324,7 +322,7 @@ class Replica:
         dues, s = self.dues, self.step
         while dues and dues[0] < s:
             heappop(dues)
-        return dues[0] if dues else INF
+        return dues[0] if dues else float("inf")
 
     def finish(self, r, t: float, kv: float) -> None:
         self.release(r, kv)
@@ -485,7 +483,7 @@ class Replica:
             if not self.running and not self.waiting:
                 self.pending_first = []
                 self.t_end = None
-                self.quiet_until = INF
+                self.quiet_until = float("inf")
                 return
             t = self.coast(te, bound, prev) if self.trace is None and not self.pending_first else te
             if t is not None:

@@ -29,7 +29,7 @@ class ArReplica(Replica):
             n = self.n_dec
         self.kv_used += n * self.g
         m, tp, psum = self.schedule_prefill(self.budget - n * look, self.now)
-        dt = self.pricer.price(m, tp, psum, (n,), (self.sum_ctx,)) if m or not n else self._decode(n, self.sum_ctx)  # (the same price)
+        dt = self.pricer.price(m, tp, psum, (n,), (self.sum_ctx,))
         self.account(dt, m, tp, (n,))
         return dt
 

@@ -3,8 +3,6 @@ cimport cython
 from simulate.request cimport Request
 from simulate.scheduler cimport Replica, steps_within
 
-cdef double INF
-
 cdef class DiffusionReplica(Replica):
     cdef public long C, n_den, n_com, s_den, s_com, slots, part
     cdef public long cm_nd, cm_nc, cm_sd, cm_sc
@@ -15,9 +13,7 @@ cdef class DiffusionReplica(Replica):
     @cython.locals(s=long, C=long, nc=long, nd=long, m=long, tp=long, psum=long, dt=double, grow=long, pr=Request, g=long)
     cpdef double schedule(self) except? -1.0
     cpdef long _part_growth(self)
-    @cython.locals(sd=long, sc=long, dt=double)
-    cpdef double _canvas_price(self, long nd, long nc) except? -1.0
-    @cython.locals(nd=long, nc=long, s=long, due=double, grow=long, steps=double, last_due=bint, dt=double, tokens=long, pr=Request, g=long)
+    @cython.locals(nd=long, nc=long, s=long, due=double, grow=long, steps=double, last_due=bint, dt=double, tokens=long, pr=Request, g=long, sd=long, sc=long)
     cpdef coast(self, double t, double bound, double prev)
     @cython.locals(s=long, r=Request, ep=long, freed=bint)
     cpdef complete(self, double t)

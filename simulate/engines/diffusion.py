@@ -35,8 +35,6 @@ from collections import deque
 
 from simulate.scheduler import Replica, steps_within
 
-INF = float("inf")  # (compiled: a C double, not a string parsed at each use)
-
 
 class DiffusionReplica(Replica):
     """Counters for denoising canvases (n_den, s_den) and commits (n_com, s_com) of whole canvases;
@@ -76,7 +74,7 @@ class DiffusionReplica(Replica):
         pr = self.pr
         if pr is None:
             m, tp, psum = self.schedule_prefill(self.budget - C * (nd + nc), self.now)
-            dt = self.pricer.price(m, tp, psum, (nd, nc), (self.s_den, self.s_com)) if m else self._canvas_price(nd, nc)
+            dt = self.pricer.price(m, tp, psum, (nd, nc), (self.s_den, self.s_com))
             self.account(dt, m, tp, (nd, nc))
             return dt
         self.schedule_prefill(0, self.now)  # the partial canvas spent the budget: no chunk, no admission
@@ -103,32 +101,27 @@ class DiffusionReplica(Replica):
         s, due = self.step, self.next_due()
         grow = self.C * nc + self._part_growth()
         # steps before the commits' KV growth needs a preemption (denoising canvases write none)
-        steps = steps_within(self.kv_cap - self.kv_reserved - grow - self.kv_used, grow) if grow else INF
+        steps = steps_within(self.kv_cap - self.kv_reserved - grow - self.kv_used, grow) if grow else float("inf")
         tokens = self.C * (nd + nc) + (self.part if pr is not None else 0)
         steps = min(steps, self.head_admitted_at(tokens, grow) - s)  # an admission is a full step
         last_due = due - s + 1 <= steps
         if last_due:
             steps = due - s + 1
-        if steps <= 0 or steps == INF:
+        if steps <= 0 or steps == float("inf"):
             return t
         if pr is None:
-            dt = self._canvas_price(nd, nc)
+            sd, sc = self.s_den, self.s_com
+            if nd == self.cm_nd and nc == self.cm_nc and sd == self.cm_sd and sc == self.cm_sc:
+                dt = self.cm_dt  # the counters as at the last coast (resumed after an arrival): its price
+            else:
+                dt = self.cm_dt = self.pricer.price(0, 0, 0, (nd, nc), (sd, sc))
+                self.cm_nd, self.cm_nc, self.cm_sd, self.cm_sc = nd, nc, sd, sc
             seqs = (nd, nc)
         else:
             g = 1 if pr.committing else 0
             dt = self.pricer.price_part((nd, nc), (self.s_den, self.s_com), g, self.part, pr.ctx0)
             seqs = (nd + 1 - g, nc + g)
         return self.book_one(t, bound, prev, int(steps), dt, last_due, grow, seqs)
-
-    def _canvas_price(self, nd: int, nc: int) -> float:
-        """Seconds of a step of whole canvases alone (nd denoising, nc committing, no prefill chunk), remembered
-        with the counters it was priced at: a coast resumed after an arrival, or the full step after it, asks again."""
-        sd, sc = self.s_den, self.s_com
-        if nd == self.cm_nd and nc == self.cm_nc and sd == self.cm_sd and sc == self.cm_sc:
-            return self.cm_dt
-        dt = self.cm_dt = self.pricer.price(0, 0, 0, (nd, nc), (sd, sc))
-        self.cm_nd, self.cm_nc, self.cm_sd, self.cm_sc = nd, nc, sd, sc
-        return dt
 
     def complete(self, t: float) -> None:
         s = self.step

@@ -9,8 +9,8 @@ Cases (README.md's questions; docs/cluster.md):
 - q1: README question 1, a diurnal day of chat on H100 and RTX 5090, three modes (goal <= 15 s wall);
 - q2: question 2, the same day with a shared 1,000-token system prompt and p95 TTFT <= 0.5 s (<= 30 s);
 - day3: a 24 h flat day at 30 QPS, three modes on one H100 (<= 15 s);
-- day1000: a diurnal day at a 1,000 QPS peak (300 at night), MTP on H100s, full size (no --compress given: the
-  default 4; hour by hour, each hour on its busiest span until its verdict settles: docs/cluster.md),
+- day1000: a diurnal day at a 1,000 QPS peak (300 at night), MTP on H100s, full size (--compress 1: the day in
+  real time; hour by hour, each hour on its busiest span until its verdict settles: docs/cluster.md),
   on Dask's local cluster of both cores, within the 4 GiB memory budget (<= 60 s);
 - sim: `costmodel simulate` of 72,000 requests (one hour at 20 QPS, 4 replicas) per mode on one
   core, start-up included, against BLIS's fastest flags on the same hour on this machine: 15.2 CPU-s
@@ -59,8 +59,9 @@ def cases() -> list[Case]:
         Case("q2", "README question 2: + shared system prompt, TTFT <= 0.5 s", q + ("--slo", "p95_ttft_ms<=500,p95_e2e_ms<=8000", "--workload",
                                                                                     "data/workloads/chat-system-prompt.json", "-o", "{out}"), 30.0),
         Case("day3", "24 h flat 30 QPS, 3 modes on one H100", ("plan", "--load-curve", "flat:30", "--hardware", "h100-sxm", "-o", "{out}"), 15.0),
-        Case("day1000", "diurnal day, 1,000 QPS peak, MTP on H100, default --compress, Dask local cluster",
-             ("plan", "--load-curve", "diurnal:peak=1000,trough=300,peak_hour=14", "--hardware", "h100-sxm", "--mode", "mtp", "-o", "{out}"), 60.0),
+        Case("day1000", "diurnal day, 1,000 QPS peak, MTP on H100, full size (--compress 1), Dask local cluster",
+             ("plan", "--load-curve", "diurnal:peak=1000,trough=300,peak_hour=14", "--hardware", "h100-sxm", "--mode", "mtp", "--compress", "1",
+              "-o", "{out}"), 60.0),
     ]
     for mode in ("diffusion", "ar", "mtp"):
         out.append(Case(f"sim-{mode}", f"simulate 72k requests, {mode}, one core", ("simulate", "--qps", "20", "--requests", str(SIM_REQUESTS),

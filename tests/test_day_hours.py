@@ -33,9 +33,9 @@ def test_a_day_over_the_memory_budget_runs_hour_by_hour(monkeypatch):
 
 
 def test_a_busiest_hour_over_the_budget_is_refused_with_the_days_knobs(monkeypatch):
-    monkeypatch.setenv("COSTMODEL_MEMORY_BUDGET_GIB", "0.005")  # 5 MiB: not even an hour
+    monkeypatch.setenv("COSTMODEL_MEMORY_BUDGET_GIB", "0.005")  # 5 MiB: at 200 QPS not even the busiest hour's first span (8,400 requests)
     with pytest.raises(UserError) as e:
-        _day()
+        run_day(DayConfig(load="flat:200,hours=2", slo=SLO, hardware=["h100-sxm"], modes=["ar"], duration_s=30, jobs=1, every_fleet=True))
     msg = str(e.value)
     assert "busiest hour" in msg and "--compress" in msg and "--requests" not in msg and "--duration" not in msg and "\n" not in msg
 
@@ -157,3 +157,14 @@ def test_a_span_grows_only_while_it_draws_at_most_the_request_cap(monkeypatch):
     monkeypatch.setattr(day_hours, "_simulate", lambda *a, **kw: (lambda r: (replace(r[0], slo_verdict="borderline"), *r[1:]))(real(*a, **kw)))
     out = _hour()
     assert out["simulated_s"] == 480.0 and out["row"].slo_verdict == "borderline"  # 120 simulated s, x4: the last span within the cap
+
+
+def test_a_full_size_day_at_a_1000_qps_peak_is_sized_by_its_spans_not_refused():
+    """56 million requests a fleet in real time (--compress 1), but each hour runs on spans of at most
+    SPAN_CAP_REQUESTS: the day is accepted and runs hour by hour."""
+    from simulate.plan.day import check_size, load_day
+
+    cfg = DayConfig(load="diurnal:peak=1000,trough=300,peak_hour=14", slo=SLO, hardware=["h100-sxm"], modes=["mtp"], compress=1)
+    lc = load_day(cfg.load, cfg.load_scale, cfg.seed, cfg.max_requests)
+    assert lc.expected_requests > 50e6
+    assert check_size(cfg, lc, fleets=2, can_stream=True) is True

@@ -253,11 +253,15 @@ def _check(cfg: DayConfig) -> None:
 
 
 def check_size(cfg: DayConfig, lc: DayLoad, fleets: int, can_stream: bool = False) -> bool:
-    """The day's run size before any request is drawn: its requests (1/compress of the real day's) on
-    each of `fleets` fleets within --max-requests, and one fleet's within the memory budget; True
+    """The day's run size before any request is drawn: its requests (1/compress of the real day's; at
+    most SPAN_CAP_REQUESTS an hour where its hours run on spans) on each of `fleets` fleets within
+    --max-requests, and one fleet's within the memory budget; True
     when it is not, and the day (`can_stream`: a curve) runs hour by hour instead (day_hours.py),
     within the budget if its busiest hour is."""
     per_fleet = lc.expected_requests / cfg.compress
+    stream = can_stream and lc.curve is not None and not fits_budget(per_fleet, cfg.max_replicas)
+    if stream and cfg.hour_spans:  # each hour simulated on a span until it settles: at most SPAN_CAP_REQUESTS of it
+        per_fleet = min(per_fleet, len(hour_windows(lc.span_s, cfg.interval_s)) * SPAN_CAP_REQUESTS)
     total = per_fleet * fleets
     if total > cfg.max_requests:
         over = "" if cfg.max_requests != DAY_REQUESTS.hi else f" ({DAY_REQUESTS.why})"
@@ -265,7 +269,7 @@ def check_size(cfg: DayConfig, lc: DayLoad, fleets: int, can_stream: bool = Fals
                         f"above the bound of {cfg.max_requests:,}{over}",
                         "plan fewer hours or a lower rate, fewer --hardware or --mode, or a higher --compress"
                         + (f"; or pass {DAY_REQUESTS.override} to run it" if cfg.max_requests == DAY_REQUESTS.hi else "; or a larger --max-requests"))
-    if can_stream and lc.curve is not None and not fits_budget(per_fleet, cfg.max_replicas):
+    if stream:
         check_hours(cfg, lc, fleets)
         return True
     check_run_size(per_fleet, cfg.max_replicas, "each fleet of the day", knobs=DAY_SIZE_KNOBS, repeat=False)

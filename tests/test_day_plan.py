@@ -63,3 +63,15 @@ def test_prefix_caching_reaches_the_day():
 
     (on, n_on), (off, n_off) = ttft(True), ttft(False)
     assert n_off > n_on or off > 1.2 * on  # the same day without the cache: a bigger fleet, or slower first tokens
+
+
+def test_a_day_where_no_fleet_fits_at_its_peak_says_so_and_reports(tmp_path, capsys):
+    """No fleet of --max-replicas meets the SLO at the peak: nothing is simulated, day.csv has no rows,
+    and the answer and both reports still read the day."""
+    from costmodel.cli import main
+
+    out = tmp_path / "day"
+    assert main(["plan", "--load-curve", "flat:100,hours=1", "--hardware", "h200", "--mode", "ar", "--max-replicas", "1", "-o", str(out)]) == 0
+    assert "No fleet meets the SLO in every hour of the day." in capsys.readouterr().out
+    assert main(["report", str(out), "-o", str(tmp_path / "day.html")]) == 0
+    assert main(["report", str(out), "-o", str(tmp_path / "day.xlsx")]) == 0

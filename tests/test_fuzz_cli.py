@@ -439,11 +439,12 @@ def test_fuzz_lists_and_run_sizes(ws, data):
 
 
 @settings(FUZZ, max_examples=max(4, EXAMPLES // 3))
-@given(rate=st.sampled_from(["3000", "1e5", "1e9"]), hours=st.sampled_from(["24", "744"]), bound=st.sampled_from([None, "10", "1000000"]),
+@given(rate=st.sampled_from(["1e5", "1e9"]), hours=st.sampled_from(["24", "744"]), bound=st.sampled_from([None, "10", "1000000"]),
        trace=st.booleans())
 def test_fuzz_day_run_sizes_are_bounded_before_the_day(ws, rate, hours, bound, trace):
-    """A day above its run-size bound (a curve's requests over all fleets, a trace's rows) is refused
-    before the peak search, naming --max-requests; nothing is written."""
+    """A day above its run-size bound (a curve's requests over all fleets as its hours' spans simulate them,
+    a trace's rows) or whose busiest hour's first span exceeds the memory budget is refused before the
+    peak search; nothing is written. (A 3,000 QPS day of 24 spans fits both now: it runs.)"""
     load = f"flat:{rate},hours={hours}"
     if trace:  # a trace of 40 rows, above a --max-requests of 10 (a curve case otherwise)
         load = str(_write(Path(_fresh(ws, "tr.csv")), "arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i},9,9\n" for i in range(40))))

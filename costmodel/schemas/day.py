@@ -208,13 +208,21 @@ def is_day_dir(folder) -> bool:
     return p.is_dir() and (p / DAY_JSON).is_file() and (p / "month.csv").is_file()
 
 
+def _hours(path: Path) -> pd.DataFrame:
+    """day.csv's rows; none where no fleet was simulated (no fleet fits at the peak: an empty table)."""
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
 def read_day(folder) -> DayRecord:
     """The day's output set, read once through its manifest (costmodel/outputset.py read_set)."""
 
     def read(root: Path) -> DayRecord:
         try:
             doc = json.loads((root / DAY_JSON).read_text(encoding="utf-8"))
-            hours = pd.read_csv(root / "day.csv") if (root / "day.csv").stat().st_size else pd.DataFrame()
+            hours = _hours(root / "day.csv")
         except (OSError, ValueError) as e:
             raise UserError(f"{folder}/{DAY_JSON} or day.csv cannot be read ({e.__class__.__name__})",
                             "re-run `costmodel plan --load-curve -o DIR`") from None

@@ -34,22 +34,24 @@ def test_declaring_options_loads_no_heavy_library(argv):
     assert heavy_loaded(argv) == []
 
 
+def after_simulate_help(expr: str) -> str:
+    """What `expr` (Python, over sys.modules) prints once `costmodel simulate --help` has run in a fresh interpreter."""
+    code = ("import sys\nfrom costmodel.cli import console_main\nsys.argv = ['costmodel', 'simulate', '--help']\n"
+            f"try:\n    console_main()\nexcept SystemExit:\n    pass\nprint({expr})")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
 def test_declaring_the_simulate_options_loads_no_numpy():
     """The modes' and GPUs' names and settings are declared without numpy: a function that computes imports it."""
-    code = ("import sys\nfrom costmodel.cli import console_main\nsys.argv = ['costmodel', 'simulate', '--help']\n"
-            "try:\n    console_main()\nexcept SystemExit:\n    pass\n"
-            "print('numpy' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout[-500:] + out.stderr[-2000:]
+    assert after_simulate_help("'numpy' in sys.modules") == "False"
 
 
 def test_the_help_of_simulate_loads_no_simulator():
     """Declaring options needs the registries (modes, GPUs, routers), not the simulator that runs them."""
-    code = ("import sys\nfrom costmodel.cli import console_main\nsys.argv = ['costmodel', 'simulate', '--help']\n"
-            "try:\n    console_main()\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in sys.modules if m in ('simulate.api', 'simulate.sim', 'simulate.workload', 'rich.progress')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-500:] + out.stderr[-2000:]
+    modules = "('simulate.api', 'simulate.sim', 'simulate.workload', 'rich.progress')"
+    assert after_simulate_help(f"sorted(m for m in sys.modules if m in {modules})") == "[]"
 
 
 def test_a_simulation_printed_not_written_loads_no_table_library():

@@ -63,8 +63,8 @@ def test_files_that_cannot_be_read_as_given_are_one_line(cli, tmp_path, name, te
     (("plan", "--load-curve", "diurnal:peak=10,trough=2,hours=1e300", "--hardware", "h200", "--mode", "ar"), "hours 1e+300 h is above its bound of 744"),
     (("plan", "--load-curve", "flat:5", "--hardware", "h200", "--mode", "ar", "--max-replicas", "0"), "--max-replicas 0 is below its bound of 1"),
     (("plan", "--seeds", "1000000", "--hardware", "h200", "--mode", "ar"), "or pass --max-seeds N to run it"),
-    (("plan", "--load-curve", "flat:3000,hours=24", "--hardware", "h200", "--mode", "ar"),
-     "would simulate about 129,600,000 requests (64,800,000 on each of 2 fleets), above the bound of 60,000,000"),
+    (("plan", "--load-curve", "flat:3000,hours=744", "--hardware", "h200", "--mode", "ar"),  # 744 hours' spans of 150,000 requests each
+     "would simulate about 223,200,000 requests (111,600,000 on each of 2 fleets), above the bound of 60,000,000"),
     (("plan", "--load-curve", "flat:30,hours=24", "--hardware", "h200", "--mode", "ar", "--max-requests", "1000"), "above the bound of 1,000"),
     (("plan", "--qps", "5", "--hardware", "h200", "--mode", "ar", "--max-requests", "1000"), "--max-requests applies to --load-curve only"),
     (("plan", "--qps", "1,1", "--hardware", "h200", "--mode", "ar"), "--qps '1,1' lists 1 twice"),

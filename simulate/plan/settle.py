@@ -28,7 +28,7 @@ import math
 import re
 from typing import Callable
 
-from costmodel.intervals import CONFIDENCE, t_quantile
+from costmodel.intervals import t_quantile
 from costmodel.costing.verdict import BORDERLINE, FAIL, PASS, STABILITY, ci_columns, judge
 from costmodel.slo import Slo
 from simulate.sim import MISS_STOP
@@ -39,7 +39,7 @@ DEFAULT_MAX_REPLICATIONS = 6  # then the point is BORDERLINE (plan --max-replica
 REPLICATION_STRIDE = 1000  # replication i of --seed s simulates seed s * 1000 + i (disjoint between seeds below the stride)
 MIN_REQUESTS = 300
 MIN_WINDOW_S, MAX_WINDOW_S = 20.0, 120.0
-WINDOW_GROWTH = 4  # replications that disagree on stability start again in windows this many times as long
+WINDOW_GROWTH = 4  # a verdict resting on the queue's growth alone starts again in windows this many times as long
 MAX_STABILITY_WINDOW_S = 480.0  # ... up to this window; then the interval of their mean growth decides, or BORDERLINE
 
 # (qps, replicas, seed, duration_s) -> a flat PointSummary row
@@ -139,25 +139,25 @@ def settled_point(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, du
     MAX_STABILITY_WINDOW_S (a window given as `duration_s` is kept)."""
     w = window_s(qps, duration_s)
     while True:
-        reps, v = _replications(run, qps, replicas, slo, seed, w, max_replications, longer=duration_s is None and w < MAX_STABILITY_WINDOW_S)
-        if not v.stability_open or duration_s is not None or w >= MAX_STABILITY_WINDOW_S:
+        longer = duration_s is None and w < MAX_STABILITY_WINDOW_S
+        reps, row, v = _replications(run, qps, replicas, slo, seed, w, max_replications, longer)
+        if not (longer and v.stability_open):
             break
         w = min(MAX_STABILITY_WINDOW_S, w * WINDOW_GROWTH)
-    row = aggregate(reps, slo, looks=max(1, max_replications - 1))
     row["slo_verdict"] = v.status if v.status != PASS or len(reps) >= MIN_REPLICATIONS else BORDERLINE
     row["slo_meets_on_mean"] = v.meets_on_mean
     return row
 
 
 def _replications(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, w: float, max_replications: int,
-                  longer: bool) -> tuple[list[dict], object]:
+                  longer: bool) -> tuple[list[dict], dict, object]:
     """Replications in windows of `w` seconds until the verdict settles, the cap, or (when a `longer`
-    window may follow) the replications disagree on stability."""
+    window may follow) only the queue's growth is in doubt: (the replications, their row, its verdict)."""
     reps: list[dict] = []
     while True:
         reps.append(run(qps, replicas, replication_seed(seed, len(reps)), w))
-        v = judge(aggregate(reps, slo, looks=max(1, max_replications - 1)), slo)  # a look after each replication from the second
-        if longer and v.stability_open:
-            return reps, v
-        if v.status == FAIL or (v.status == PASS and len(reps) >= MIN_REPLICATIONS) or len(reps) >= max_replications:
-            return reps, v
+        row = aggregate(reps, slo, looks=max(1, max_replications - 1))  # a look after each replication from the second
+        v = judge(row, slo)
+        if (longer and v.stability_open) or v.status == FAIL or (v.status == PASS and len(reps) >= MIN_REPLICATIONS) \
+                or len(reps) >= max_replications:
+            return reps, row, v

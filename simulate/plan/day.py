@@ -33,7 +33,6 @@ import math
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -107,14 +106,7 @@ class DayConfig:
         return None if self.prefix_caching is None else {"enable_prefix_caching": self.prefix_caching}
 
     def profile(self, hardware: str) -> Profile:
-        return _profile(self.profile_paths.get(hardware), hardware)
-
-
-@lru_cache(maxsize=16)
-def _profile(path: str | None, hardware: str) -> Profile:
-    """One profile object per (path, GPU) in a process: its step prices (costmodel/stepcost, cached on
-    the object) stay warm across the fleets and hour jobs a worker runs, as the plan's workers keep theirs."""
-    return resolve_profile(path, hardware)
+        return planner.process_profile(self.profile_paths.get(hardware), hardware)
 
 
 @dataclass(frozen=True)

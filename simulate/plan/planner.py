@@ -260,14 +260,15 @@ def _simulated(profile, workload, bounds: tuple, engine: dict | None) -> dict:
 
 
 @lru_cache(maxsize=16)
-def _profile(profile_path: str | None, hardware: str):
-    """One profile object per (path, GPU) in a worker process: its step prices stay cached across jobs."""
+def process_profile(profile_path: str | None, hardware: str):
+    """One profile object per (path, GPU) in a worker process: its step prices stay cached across jobs
+    (the plan's chains, the day's fleets and hour jobs)."""
     return resolve_profile(profile_path, hardware)
 
 
 def _chain_job(hardware, mode, qps_values, profile_path, slo_text, duration_s, seed, max_replicas, workload, start, engine=None,
                max_replications=1) -> list[CellSearch]:
-    profile = _profile(profile_path, hardware)
+    profile = process_profile(profile_path, hardware)
     slo = parse_slo(slo_text)
     point = replicated_point(profile, duration_s, seed, workload, miss_bounds(slo), engine, slo, max_replications)
     return search_chain(point, hardware, getattr(mode, "name", mode), qps_values, slo, max_replicas, start)

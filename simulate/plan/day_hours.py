@@ -77,10 +77,11 @@ def check_hours(cfg, lc, fleets: int) -> None:
     """Refuse a day whose busiest hour alone exceeds the memory budget (one line naming the knobs);
     where hours run on spans (cfg.hour_spans), only the first span need fit: a span grows within the budget."""
     per_hour = busiest_hour_requests(lc, cfg.interval_s, float(cfg.compress))
-    what = "the busiest hour of the day"
-    if getattr(cfg, "hour_spans", False):
-        first = lc.peak_qps * (SETTLE_FIRST_S + warmup_for(SETTLE_FIRST_S))
-        per_hour, what = (first, "the first span of the busiest hour of the day") if first < per_hour else (per_hour, what)
+    first = lc.peak_qps * (SETTLE_FIRST_S + warmup_for(SETTLE_FIRST_S))
+    if cfg.hour_spans and first < per_hour:
+        per_hour, what = first, "the first span of the busiest hour of the day"
+    else:
+        what = "the busiest hour of the day"
     check_run_size(per_hour, cfg.max_replicas, what, knobs="a lower peak or --load-scale, or a higher --compress", repeat=False)
 
 

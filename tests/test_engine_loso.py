@@ -128,12 +128,13 @@ def mtp_sets():
 
 def test_every_mode_has_three_settings_sets_beyond_the_first_design(diffusion_sets, mtp_sets):
     """The settings matrix as committed (measure/vllm/gpu_design.py): three sets per mode beside the first design's;
-    MTP's b2048-s64 served by two engine starts (the engine against itself there)."""
+    MTP's b2048-s64 served by three engine starts and k2-a0.6 by two (the engine against itself there)."""
     ar = settings_sets([s for s in recorded_setups(ROOT, "h200", "fp8") if s.mode == "ar"])["ar"]
     assert {s.label for s in ar} >= {"default", "b2048-s64", "b16384-s256", "long8k"}
     assert set(mtp_sets) >= {"k4-a0.8", "k2-a0.6", "k5-a0.9", "b2048-s64"}
     assert {s.label for s in diffusion_sets} >= {"steps48", "steps16", "steps24-s4", "steps24-s12", "steps48-s8-long"}
-    assert {r.path.parent.name for r in mtp_sets["b2048-s64"].setups} == {"h200-fp8-mtp-matrix2", "h200-fp8-mtp-measure"}
+    assert {r.path.parent.name for r in mtp_sets["b2048-s64"].setups} == {"h200-fp8-mtp-matrix2", "h200-fp8-mtp-measure", "h200-fp8-mtp-gpus01"}
+    assert {r.path.parent.name for r in mtp_sets["k2-a0.6"].setups} == {"h200-fp8-mtp-matrix", "h200-fp8-mtp-gpus01"}
 
 
 def test_mtp_at_k2_from_a_fit_at_k5_alone(mtp_sets):

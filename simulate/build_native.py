@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from simulate.native import MANIFEST, NATIVE_MODULES, ROOT, sources, native_dir, source_hash, status
+from simulate.native import MANIFEST, NATIVE_MODULES, ROOT, native_dir, source_hash, source_stat, sources, status
 
 # Python's semantics kept: true division, Python integer division and modulo, bounds and None
 # checks; annotations are documentation here, the .pxd files carry the C types
@@ -34,6 +34,7 @@ def build(out: Path | None = None, jobs: int = 2, quiet: bool = False) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)  # the old build is no longer current once we start
     hashes = {m: source_hash(m) for m in NATIVE_MODULES}
+    stats = {m: source_stat(m) for m in NATIVE_MODULES}  # taken with the hashes: a source edited during the build is seen
     with tempfile.TemporaryDirectory(prefix="costmodel-native-") as tmp:
         exts = [Extension(m, [str(sources(m)[0].relative_to(ROOT))]) for m in NATIVE_MODULES]
         cwd = os.getcwd()
@@ -51,7 +52,7 @@ def build(out: Path | None = None, jobs: int = 2, quiet: bool = False) -> Path:
     import Cython
 
     manifest = {"cython": Cython.__version__, "python": sys.version.split()[0],
-                "modules": {m: {"file": str(files[m]), "sha256": hashes[m]} for m in NATIVE_MODULES}}
+                "modules": {m: {"file": str(files[m]), "sha256": hashes[m], "stat": stats[m]} for m in NATIVE_MODULES}}
     tmpman = out / (MANIFEST + ".tmp")
     tmpman.write_text(json.dumps(manifest, indent=1))
     tmpman.replace(out / MANIFEST)

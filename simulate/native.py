@@ -58,6 +58,12 @@ def source_hash(module: str, root: Path = ROOT) -> str:
     return h.hexdigest()
 
 
+def source_stat(module: str, root: Path = ROOT) -> list:
+    """(name, size, mtime_ns) of a module's .py and .pxd: unchanged files are known by their stat, so a start-up
+    hashes sources only when one was touched (hashlib's import alone cost a one-request run ~10 ms)."""
+    return [[p.name, st.st_size, st.st_mtime_ns] for p in sources(module, root) for st in (p.stat(),)]
+
+
 def compiled_modules(build: Path | None = None, root: Path = ROOT) -> tuple[dict[str, Path], str]:
     """({module: compiled file}, why not) for the build in `build`: every NATIVE_MODULES entry built
     for this interpreter from the current sources, or ({}, the reason)."""
@@ -79,7 +85,7 @@ def compiled_modules(build: Path | None = None, root: Path = ROOT) -> tuple[dict
         path = build / e.get("file", "")
         if not any(path.name.endswith(s) for s in importlib.machinery.EXTENSION_SUFFIXES) or not path.is_file():
             return {}, f"{mod} was built for another Python or is missing"
-        if e.get("sha256") != source_hash(mod, root):
+        if e.get("stat") != source_stat(mod, root) and e.get("sha256") != source_hash(mod, root):
             return {}, f"{mod}'s sources changed since the build"
         out[mod] = path
     return out, ""

@@ -14,7 +14,7 @@ import pytest
 
 import simulate.scheduler
 from simulate import native
-from simulate.native import NATIVE_MODULES, compiled_modules, source_hash
+from simulate.native import NATIVE_MODULES, compiled_modules, source_hash, source_stat
 
 # every mode, async on and off, and a KV cache small enough to preempt; diffusion with a budget of
 # two canvases and a partial one (600 = 2 x 256 + 88), preempting
@@ -84,6 +84,20 @@ def test_a_build_older_than_any_of_its_sources_is_not_used(tmp_path):
 
     mods, why = compiled_modules(_fake_build(tmp_path / "stale", edit))
     assert mods == {} and why == "simulate.engines.ar's sources changed since the build"
+
+
+def test_unchanged_sources_are_known_by_their_stat_without_hashing(tmp_path):
+    def stale_hash_same_stat(entries):
+        for m, e in entries.items():
+            e["sha256"], e["stat"] = "0" * 64, source_stat(m)  # what the build saw, file by file
+
+    assert len(compiled_modules(_fake_build(tmp_path / "by-stat", stale_hash_same_stat))[0]) == len(NATIVE_MODULES)
+
+    def touched(entries):
+        stale_hash_same_stat(entries)
+        entries["simulate.engines.ar"]["stat"][0][2] -= 1  # ar.py touched since: its hash decides, and it differs
+
+    assert compiled_modules(_fake_build(tmp_path / "touched", touched))[1] == "simulate.engines.ar's sources changed since the build"
 
 
 def test_no_build_or_a_broken_one_runs_pure_python(tmp_path):

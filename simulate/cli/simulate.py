@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ from costmodel.errors import UserError
 from costmodel.hardware import default_hardware
 from costmodel.modes import get_mode, mode_names
 from costmodel.options import parse_burstiness, parse_concurrency, parse_floats, parse_modes, parse_profile_modes
+from costmodel.progress import deferred_progress
 from simulate.routers import DEFAULT_ROUTER, router_names
 
 if TYPE_CHECKING:
@@ -141,19 +141,16 @@ def engine_notes(profile, cfg: SimulateConfig) -> list[str]:
 
 @contextmanager
 def progress_bar(err):
-    """A `progress(done, total, result)` callback drawing a bar on stderr (none with COSTMODEL_NO_PROGRESS)."""
-    if os.environ.get("COSTMODEL_NO_PROGRESS"):
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                  TimeElapsedColumn(), console=err, transient=True) as bar:
-        task = bar.add_task("", total=None)
+    """A `progress(done, total, result)` callback drawing a bar on stderr once the points have run half a second
+    (costmodel/progress.py; none with COSTMODEL_NO_PROGRESS)."""
+    with deferred_progress(err, "simulating") as update:
+        if update is None:
+            yield None
+            return
 
         def progress(done, n, res):
             s = res.summary
-            bar.update(task, total=n, completed=done, description=f"{s.mode} @ {load_label(s)} done")
+            update(done, n, f"{s.mode} @ {load_label(s)} done")
 
         yield progress
 

@@ -156,6 +156,30 @@ def frontend_latency_fit(profile: Profile, mode: str, loads: list, engine: Engin
             "method": "median over low-load loads of measured TTFT p50 - simulated TTFT p50 (simulate/calibrate.py frontend_latency_fit)"}
 
 
+HANDOVER_MIN_CLIENTS = 4  # an opening burst of fewer sends gives one or two gaps
+
+
+def frontend_handover_fit(bursts: list[tuple[str, tuple]]) -> dict | None:
+    """The front end's per-request handover (ms): how long vLLM's AsyncLLM takes to hand one request to the
+    engine core, the next waiting behind it. Read off the recorded opening bursts of closed loops: the clients
+    send in the front end's own event loop, so each of a burst's sends is made once the request before it was
+    handed over, and the gap between consecutive sends is one handover. `bursts`: (label, the burst's send times
+    in s) per closed loop of at least HANDOVER_MIN_CLIENTS clients; per burst the median gap after the first (the
+    first request's is longer: the loop's first pass), then the median over bursts. None without a burst.
+    Returns the profile-engine record {"ms", "loads", "per_burst_ms", "method"}."""
+    per = []
+    for label, sends in bursts:
+        gaps = np.diff(np.sort(np.asarray(sends, float)))[1:]
+        if len(gaps):
+            per.append((label, float(np.median(gaps)) * 1e3))
+    if not per:
+        return None
+    ms = float(np.median([g for _, g in per]))
+    return {"ms": round(ms, 3), "loads": [lb for lb, _ in per], "per_burst_ms": [round(g, 3) for _, g in per],
+            "method": "median over closed loops' opening bursts of the median gap between consecutive sends "
+                      "(simulate/calibrate.py frontend_handover_fit)"}
+
+
 def calibrate_bench(base: Profile, runs: list[Run], apply_to: str | None) -> tuple[Profile, list[str]]:
     """The constant step term of one concurrency-1 bench import, on its mode and the --apply-to modes.
     The run is of `base`'s model and GPU (measure's fit checked it: measure/fit/calibrate.py check_same_setup)."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from costmodel.errors import UserError
 from costmodel.modes import ModeDraws, ServingMode
-from costmodel.schemas.profile import Profile, frontend_latency_ms
+from costmodel.schemas.profile import Profile, frontend_handover_ms, frontend_latency_ms
 from simulate.engine import EngineConfig, ReplicaLimits, engine_profile, mode_settings, replica_limits
 from simulate import native
 from simulate.engines import engine_for
@@ -187,6 +187,12 @@ class _Loop:
         # frees its slot) the profile's front-end latency later (metrics.py: what the client sees)
         self.returns: list = []
         self.fe_s = frontend_latency_ms(dep.profile, dep.mode.name) / 1e3 if self.max_in_flight else 0.0
+        # the front end hands each request to its engine this long after the one before (a single-server queue
+        # per replica; profile engine["frontend_handover_ms"]): a request reaches its replica at
+        # max(its send, the replica's last handover) + handover_s (0: at its send)
+        self.handover_s = frontend_handover_ms(dep.profile, dep.mode.name) / 1e3
+        self.last_send = 0.0  # closed loop: the last send time
+        self.fe_free = [0.0] * replicas  # per replica: when its front end handed over its last request
         self.reqs = replace(reqs, arrival_s=reqs.arrival_s.copy()) if self.max_in_flight else reqs
         self.rec = Records(len(reqs))
         self.tracker = Tracker(math.inf if self.max_in_flight else reqs.window_s)
@@ -242,8 +248,18 @@ class _Loop:
 
     def _arrive(self, i: int, t: float, prompt: int, out: int) -> bool:
         """Route arrival i; True when it aborts the run."""
+        return self._join(self._least_outstanding() if self.pick_least else self.route(prompt, out), i, t, prompt, out)
+
+    def _handed_over(self, rep, t: float) -> float:
+        """When `rep`'s front end hands over a request sent at t: after its previous one, handover_s each."""
+        e = self.fe_free[rep.idx]
+        e = (t if t > e else e) + self.handover_s
+        self.fe_free[rep.idx] = e
+        return e
+
+    def _join(self, rep, i: int, t: float, prompt: int, out: int) -> bool:
+        """Request i joins `rep` at t; True when it aborts the run."""
         self.tracker.arrive(t)
-        rep = self._least_outstanding() if self.pick_least else self.route(prompt, out)
         rep.advance(self.bound, self.prev)  # it joins this replica's queue at this instant
         self.enqueue(rep, i, t, prompt, out)
         self.arrived = i + 1
@@ -279,6 +295,7 @@ class _Loop:
         arr, prompt, out = reqs.arrival_s.tolist(), reqs.prompt_tokens.tolist(), reqs.output_tokens.tolist()
         miss = self.miss
         cap = self.max_in_flight
+        hand = self.handover_s
         now = 0.0
         for i in range(len(arr)):
             t = arr[i]
@@ -296,8 +313,25 @@ class _Loop:
                         return self._close(now)
                     now = t
                 elif t < now:
-                    t = now  # ready while earlier requests waited for a slot: sent in arrival order
+                    if hand:  # the clock may be past the send: a handover moved it on
+                        t = t if t > self.last_send else self.last_send
+                        if k >= 0 and self.returns[k] + self.fe_s > t:
+                            t = self.returns[k] + self.fe_s
+                    else:
+                        t = now  # ready while earlier requests waited for a slot: sent in arrival order
                 self.sent.append(t)
+                self.last_send = t
+            if hand:  # routed at its send, it reaches its replica when the front end hands it over
+                rep = self._least_outstanding() if self.pick_least else self.route(prompt[i], out[i])
+                e = self._handed_over(rep, t)
+                if e > now:
+                    self._advance(e, now)
+                    now = self.wake_s = e
+                # (several replicas: handed over in send order, so a replica's request may wait for another's handover)
+                if self._join(rep, i, now, prompt[i], out[i]):
+                    self._advance(now, math.inf)
+                    return self._close(now)
+                continue
             if self._arrive(i, t, prompt[i], out[i]):
                 # what was already due at this instant runs before the stop: wakes and steps ending now
                 self._advance(now, math.inf)

@@ -30,7 +30,7 @@ import numpy as np
 import simpy
 
 from costmodel.errors import UserError
-from costmodel.schemas.profile import frontend_latency_ms
+from costmodel.schemas.profile import frontend_handover_ms, frontend_latency_ms
 from simulate.cluster.classes import assign
 from simulate.cluster.pool import Life, Pool, PoolSpec
 from simulate.metrics import Records
@@ -240,9 +240,11 @@ class Fleet:
     def _as_seen(self) -> None:
         """The first token and the finish as the client sees them: each pool's profile front-end
         latency later (vLLM's input and output processing, which does not hold the engine), as
-        simulate/metrics.py records a point's, so a day's latencies are the plan's."""
+        simulate/metrics.py records a point's, so a day's latencies are the plan's. The front end's handover
+        (profile engine["frontend_handover_ms"]) is added as a constant here: a fleet's arrivals find their
+        replica's front end free (the queue behind it forms only when a burst is sent at once: sim.py)."""
         for p in self.pools:
-            fe = frontend_latency_ms(p.dep.profile, p.dep.mode.name) / 1e3
+            fe = (frontend_latency_ms(p.dep.profile, p.dep.mode.name) + frontend_handover_ms(p.dep.profile, p.dep.mode.name)) / 1e3
             if fe:
                 mine = self.pool_of == p.index
                 self.rec.first_s[mine] += fe

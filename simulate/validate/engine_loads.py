@@ -25,9 +25,9 @@ from pathlib import Path
 from costmodel.engine_settings import from_run_engine
 from costmodel.schemas.engine_loads import RecordedLoad, read_load_windows, recorded_loads
 from costmodel.schemas.engine_setup import RecordedSetup
-from costmodel.schemas.profile import FRONTEND_LATENCY_KEY, Profile
+from costmodel.schemas.profile import FRONTEND_HANDOVER_KEY, FRONTEND_LATENCY_KEY, Profile
 from costmodel.schemas.rundir import load_run
-from simulate.calibrate import frontend_latency_fit
+from simulate.calibrate import HANDOVER_MIN_CLIENTS, frontend_handover_fit, frontend_latency_fit
 from simulate.compare import LoadComparison, compare_loads, from_recorded
 
 COLD_SHARE = 0.02  # a load that spent more of its time in first-use stalls is not scored as a steady state
@@ -76,9 +76,11 @@ class LoadCheck:
 
 
 def with_frontend_latency(prof: Profile, setups: list[RecordedSetup], as_run: Profile | None = None) -> list[str]:
-    """Each mode's front-end latency (simulate/calibrate.py) fitted on the fitted loads where requests do
-    not queue (`frontend_loads`, over all the mode's setups and engine starts), written into `prof`'s
-    engine section; the lines that say so. `as_run`: the same engine with the behaviour the runs had
+    """Each mode's front end, written into `prof`'s engine section; the lines that say so. First its
+    per-request handover (simulate/calibrate.py frontend_handover_fit), read off the opening bursts of the
+    fitted closed loops (`handover_bursts`); then its constant latency, fitted by simulation (with that
+    handover) on the fitted loads where requests do not queue (`frontend_loads`, over all the mode's
+    setups and engine starts). `as_run`: the same engine with the behaviour the runs had
     (dummy weights: every canvas to its step budget), when `prof` carries another (the published
     prior); the loads are simulated on it. Setup directories without recorded loads are passed over."""
     as_run = prof if as_run is None else as_run
@@ -90,6 +92,14 @@ def with_frontend_latency(prof: Profile, setups: list[RecordedSetup], as_run: Pr
     for mode, dirs in by_mode.items():
         if mode not in prof.modes:
             continue
+        hand = frontend_handover_fit(handover_bursts(dirs))
+        if hand is not None:
+            for p in {id(prof): prof, id(as_run): as_run}.values():  # the constant below is fitted with the handover in place
+                p.engine.setdefault(FRONTEND_HANDOVER_KEY, {})[mode] = hand
+                p.__dict__.pop("_resolved", None)
+            msgs.append(f"{mode}: front-end handover {hand['ms']:.2f} ms per request (median over {len(hand['loads'])} opening bursts of "
+                        f"closed loops of the gap between consecutive sends: the clients send in the front end's event loop, so each send "
+                        f"waits for the request before it to be handed to the engine)")
         picks = frontend_loads(dirs)
         if not picks:
             continue
@@ -106,6 +116,18 @@ def with_frontend_latency(prof: Profile, setups: list[RecordedSetup], as_run: Pr
         prof.engine[FRONTEND_LATENCY_KEY] = fronts
         prof.__dict__.pop("_resolved", None)
     return msgs
+
+
+def handover_bursts(setups: list[RecordedSetup]) -> list[tuple[str, tuple]]:
+    """(label, send times) of the opening burst of every fitted closed loop of at least HANDOVER_MIN_CLIENTS
+    clients the setups' engines served: its first `clients` requests, sent at once."""
+    out = []
+    for rec in setups:
+        for ld in recorded_loads(rec.path):
+            c = ld.concurrency or 0
+            if ld.kind == "closed" and c >= HANDOVER_MIN_CLIENTS and rec.setup.role(ld.name) == "fit" and not ld.refused:
+                out.append((f"{ld.name} in {rec.path.parent.name}/{rec.path.name}", tuple(ld.send_s[:c])))
+    return out
 
 
 FRONTEND_MAX_CLIENTS = 4  # closed loops of at most this many clients barely queue: their TTFT is prefill and front-end

@@ -107,6 +107,119 @@ class ProcessPool:
             self._executor = None
 
 
+class AffinityPool:
+    """Forked worker processes for many small jobs (a plan's replications), each job sent to its
+    kind's home worker, so that the caches a kind warms (a profile's step prices for one GPU and
+    mode) stay in one process; a worker with nothing of its own to do takes another kind's oldest
+    job instead of idling. Jobs are queued here, at most `depth` in flight per worker, so that a
+    queued job can still go to whichever worker frees first. submit() is thread-safe (the plan's
+    chains submit from their own threads); results are the jobs' own (a pure function of their
+    arguments), wherever they ran.
+
+        with AffinityPool(2) as pool:
+            fut = pool.submit(("h200", "ar"), fn, *args)
+            fut.result()
+    """
+
+    def __init__(self, workers: int, depth: int = 2):
+        import threading
+        from collections import deque
+
+        self.workers = max(1, int(workers))
+        self.depth = max(1, int(depth))
+        self._lock = threading.Lock()
+        self._pending: deque = deque()  # (home worker, fn, args, future), oldest first
+        self._home: dict = {}  # job kind -> worker index
+        self._busy = [0] * self.workers  # jobs in flight per worker
+        self._executors: list = []
+        self._closed = False
+        self.stolen = 0  # jobs run away from their home worker
+
+    def start(self) -> "AffinityPool":
+        """Fork the workers now (call before starting threads: a fork copies only the calling thread)."""
+        from concurrent.futures import ProcessPoolExecutor
+
+        if not self._executors:
+            method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+            self._executors = [ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context(method)) for _ in range(self.workers)]
+            for ex in self._executors:
+                ex.submit(int).result()  # the process exists from here on
+        return self
+
+    def __enter__(self) -> "AffinityPool":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close(cancel=exc[0] is not None)
+
+    def submit(self, kind, fn: Callable, *args):
+        """A Future of fn(*args), run on `kind`'s home worker (the least loaded one when `kind` is new)."""
+        from concurrent.futures import Future
+
+        fut: Future = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the pool is closed")
+            home = self._home.get(kind)
+            if home is None:
+                load = [0] * self.workers
+                for w, *_ in self._pending:
+                    load[w] += 1
+                home = self._home[kind] = min(range(self.workers), key=lambda w: (load[w] + self._busy[w], list(self._home.values()).count(w)))
+            self._pending.append((home, fn, args, fut))
+            self._dispatch()
+        return fut
+
+    def _dispatch(self) -> None:
+        """(Under the lock.) Each worker's own oldest jobs up to `depth`; an idle worker with none of its own takes the oldest job."""
+        if not self._executors:
+            self.start()
+        for w in range(self.workers):
+            while self._busy[w] < self.depth and self._pending:
+                job = next((j for j in self._pending if j[0] == w), None)
+                if job is None:
+                    if self._busy[w] or any(j[0] == w for j in self._pending):
+                        break
+                    job = self._pending[0]
+                    self.stolen += 1
+                self._pending.remove(job)
+                self._send(w, job)
+
+    def _send(self, w: int, job) -> None:
+        _, fn, args, fut = job
+        if not fut.set_running_or_notify_cancel():
+            return
+        self._busy[w] += 1
+        inner = self._executors[w].submit(fn, *args)
+
+        def finished(f, w=w, fut=fut):
+            with self._lock:
+                self._busy[w] -= 1
+                if not self._closed:
+                    self._dispatch()
+            exc = f.exception() if not f.cancelled() else None
+            if f.cancelled():
+                fut.cancel() or fut.set_exception(RuntimeError("cancelled"))
+            elif exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(f.result())
+
+        inner.add_done_callback(finished)
+
+    def close(self, cancel: bool = False) -> None:
+        """Stop the workers; with `cancel`, queued jobs fail (their waiters wake) instead of running."""
+        with self._lock:
+            self._closed = True
+            pending, self._pending = list(self._pending), type(self._pending)()
+        for *_, fut in pending:
+            if not fut.done() and fut.set_running_or_notify_cancel():
+                fut.set_exception(RuntimeError("the pool closed before this job ran"))
+        for ex in self._executors:
+            ex.shutdown(wait=not cancel, cancel_futures=cancel)
+        self._executors = []
+
+
 def run_tasks(fn: Callable, args_list: list[tuple], *, cluster: Workers = Workers(), on_done: OnDone | None = None,
               shared: dict | None = None, pool: ProcessPool | None = None) -> list:
     """[fn(*args, **shared) for args in args_list], in input order. `shared` holds large arguments

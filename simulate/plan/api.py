@@ -166,7 +166,7 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
     say(f"plan: {len(r.hardware)} GPUs x {len(cfg.modes)} modes x {len(qps_values)} QPS, {window} per replication, "
         f"{MIN_REPLICATIONS}-{cfg.max_replications} replications per point until its verdict settles, {settings.jobs} processes")
     specs = {h: p.hardware_spec() for h, p in r.profiles.items()}
-    with ProcessPool(settings.jobs) as pool:
+    with _replications_pool(settings, cfg.scheduler) as pool:
         cells = planner.run_searches(settings, progress=progress, scheduler=cfg.scheduler, pool=pool)
 
         def analysis(slim: bool = False):
@@ -192,6 +192,14 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
     settings.qps = sorted({c.qps for c in cells})
     settings.crossover_search_qps = sorted(set(settings.qps) - set(cfg.qps))
     return PlanOutcome(settings, r.slo, cfg.pricing, {h: r.profiles[h] for h in r.hardware}, cells, a, time.perf_counter() - t0)
+
+
+def _replications_pool(settings: planner.PlanSettings, scheduler: str | None):
+    """Where the plan's simulations run: on this machine's cores, one replication at a time on forked
+    workers (planner.PooledReplications); with a Dask scheduler, or one job, one chain per job (ProcessPool)."""
+    if settings.jobs > 1 and Workers(scheduler).resolved_address() is None:
+        return planner.PooledReplications(settings, settings.jobs)
+    return ProcessPool(settings.jobs)
 
 
 def _probe_chains(cells, settings, scope: str, q: float, max_replicas: int, taken: set, pin: bool = True) -> list:

@@ -3,8 +3,10 @@ galloping + bisection on replicas (simulate.plan.search) with the simulator as t
 (costmodel.costing): monthly cost, cheapest option per QPS, the crossover.
 
 Work split: one chain per (hardware, mode) walks its QPS points upwards, each search starting
-from the answer at the QPS below (needing more load never needs fewer replicas); chains run in
-parallel on Dask workers (simulate.parallel.run_tasks: a local cluster, or --scheduler). A QPS whose
+from the answer at the QPS below (needing more load never needs fewer replicas). On this machine's
+cores every chain searches in a thread of the plan's process and each replication is one job on
+forked workers (PooledReplications: no worker idles while a replication is left to run, and none
+is simulated twice); on --scheduler, one Dask job per chain (simulate.parallel.run_tasks). A QPS whose
 lower neighbour needed more than --max-replicas is skipped (it cannot need fewer) and says so.
 """
 
@@ -27,7 +29,7 @@ from simulate.plan.search import fewest_replicas
 from simulate.plan.settle import settled_point
 from simulate.api import resolve_workload, run_point
 from simulate.sim import MISS_METRICS, MISS_STOP, MissBound
-from simulate.parallel import Workers, cores, run_tasks
+from simulate.parallel import AffinityPool, Workers, cores, run_tasks
 
 
 @dataclass
@@ -299,7 +301,14 @@ def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None 
 
 def run_chains(settings: PlanSettings, chains: list[Chain], progress: Callable[[str], None] | None = None, scheduler: str | None = None,
                pool=None) -> list[CellSearch]:
-    """The chains in parallel (a persistent `pool` of forked processes when given: simulate/parallel.py ProcessPool)."""
+    """The chains in parallel: with `pool` a PooledReplications, every chain searches in a thread of
+    this process and each replication runs on the pool's forked workers (both cores busy to the last
+    replication, each replication simulated once in the whole plan); else one job per chain, on a
+    persistent ProcessPool of forked processes when given (simulate/parallel.py), or on Dask."""
+    if isinstance(pool, PooledReplications) and scheduler is None and chains:
+        return _threaded_chains(settings, chains, progress, pool)
+    if isinstance(pool, PooledReplications):
+        pool = None
     jobs = [(c.hardware, c.mode, list(c.qps), settings.profiles.get(c.hardware), settings.slo, settings.duration_s, settings.seed,
              settings.max_replicas, settings.workload, c.start, settings.engine, settings.max_replications) for c in chains]
     cells: list[CellSearch] = []
@@ -319,6 +328,95 @@ def run_chains(settings: PlanSettings, chains: list[Chain], progress: Callable[[
     for chain in run_tasks(_chain_job, jobs, cluster=cluster, on_done=lambda i, chain: done(chain), pool=pool):
         cells.extend(chain)  # in job order, whichever finished first
     return cells
+
+
+class PooledReplications:
+    """Every replication a plan asks for, as a future on an AffinityPool of forked workers (each
+    (GPU, mode) kept on its home worker, where its step prices are cached): a replication asked for
+    again - by another probe, round or chain - is simulated once for the whole plan (a run is a pure
+    function of its key), and a point's first MIN_REPLICATIONS replications run side by side."""
+
+    def __init__(self, settings: PlanSettings, workers: int):
+        import threading
+
+        self.settings = settings
+        self.pool = AffinityPool(workers)
+        self.futures: dict = {}  # (hardware, mode, qps, replicas, seed, window) -> Future of the flat row
+        self._lock = threading.Lock()
+        self.bounds = miss_bounds(parse_slo(settings.slo))
+
+    def __enter__(self) -> "PooledReplications":
+        for h in self.settings.hardware:  # loaded before the fork: every worker inherits the profiles
+            process_profile(self.settings.profiles.get(h), h)
+        self.pool.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.pool.close(cancel=exc[0] is not None)
+
+    def future(self, hardware: str, mode: str, qps: float, replicas: int, seed: int, window_s: float | None):
+        s = self.settings
+        key = (hardware, mode, float(qps), int(replicas), int(seed), window_s)
+        with self._lock:
+            fut = self.futures.get(key)
+            if fut is None:
+                fut = self.futures[key] = self.pool.submit((hardware, mode), _replication_job, hardware, s.profiles.get(hardware), mode, float(qps),
+                                                           int(replicas), int(seed), window_s, s.workload, self.bounds, s.engine)
+        return fut
+
+    def point(self, slo: Slo) -> PointFn:
+        """A PointFn settling each point's verdict over replications run on the pool (as replicated_point does in one process)."""
+        s = self.settings
+
+        def point(hardware: str, mode, qps: float, replicas: int) -> dict:
+            name = getattr(mode, "name", mode)
+            if s.max_replications <= 1:
+                return dict(self.future(hardware, name, qps, replicas, s.seed, s.duration_s).result())
+
+            def once(q: float, r: int, rep_seed: int, window_s: float) -> dict:
+                return dict(self.future(hardware, name, q, r, rep_seed, float(window_s)).result())
+
+            def ahead(q: float, r: int, rep_seed: int, window_s: float) -> None:
+                self.future(hardware, name, q, r, rep_seed, float(window_s))
+
+            return settled_point(once, qps, replicas, slo, s.seed, s.duration_s, s.max_replications, ahead=ahead)
+
+        return point
+
+
+def _replication_job(hardware: str, profile_path: str | None, mode: str, qps: float, replicas: int, seed: int, window_s: float | None,
+                     workload: str | None, bounds: tuple, engine: dict | None) -> dict:
+    """One replication on a worker: simulator_point's row (the worker's profile object keeps its step prices across jobs)."""
+    profile = process_profile(profile_path, hardware)
+    return simulator_point(profile, window_s, seed, workload, bounds, engine)(hardware, mode, qps, replicas)
+
+
+def _threaded_chains(settings: PlanSettings, chains: list[Chain], progress, reps: PooledReplications) -> list[CellSearch]:
+    """run_chains on a PooledReplications: one thread per chain here (they wait on the workers), cells in the chains' order."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    slo = parse_slo(settings.slo)
+    point = reps.point(slo)
+    t0 = time.perf_counter()
+    ordered = sorted(chains, key=lambda c: (c.mode.sim_cost_rank, -max(c.qps)))  # the order run_chains's jobs take
+    threads = ThreadPoolExecutor(max_workers=len(ordered), thread_name_prefix="plan-chain")
+    try:
+        futs = {threads.submit(search_chain, point, c.hardware, c.mode.name, c.qps, slo, settings.max_replicas, c.start): i
+                for i, c in enumerate(ordered)}
+        results: list = [None] * len(ordered)
+        for f in as_completed(futs):
+            results[futs[f]] = chain = f.result()
+            if progress and chain:
+                c = chain[0]
+                got = ", ".join(f"{x.qps:g}->{x.replicas if x.replicas is not None else '-'}" for x in chain)
+                progress(f"{c.hardware}/{c.mode}: replicas per QPS {got} ({sum(len(x.probes) for x in chain)} points, "
+                         f"{sum(int(p.get('replications', 1)) for x in chain for p in x.points)} simulations, {time.perf_counter() - t0:.1f} s)")
+    except BaseException:
+        reps.pool.close(cancel=True)  # the chains' threads wake (their replications fail) and end
+        threads.shutdown(wait=False, cancel_futures=True)
+        raise
+    threads.shutdown(wait=True)
+    return [cell for chain in results for cell in chain]
 
 
 def refine_point(lo_q: float, hi_q: float) -> float:

@@ -131,15 +131,20 @@ def aggregate(reps: list[dict], slo: Slo, looks: int = 1) -> dict:
 
 
 def settled_point(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, duration_s: float | None = None,
-                  max_replications: int = DEFAULT_MAX_REPLICATIONS) -> dict:
+                  max_replications: int = DEFAULT_MAX_REPLICATIONS, ahead: RepFn | None = None) -> dict:
     """Replications of one point until its verdict is settled or `max_replications` ran: the
     aggregated row with `slo_verdict` (pass, fail, or borderline) and `slo_meets_on_mean`. Where only
     the queue's growth is in doubt the window is too short to tell a queue that fills slowly from one
     that grows: the point starts again in windows WINDOW_GROWTH times as long, up to
-    MAX_STABILITY_WINDOW_S (a window given as `duration_s` is kept)."""
+    MAX_STABILITY_WINDOW_S (a window given as `duration_s` is kept). `ahead(qps, replicas, seed,
+    window)`, where given, is told of the replications a window needs for certain (its first
+    MIN_REPLICATIONS) before `run` is asked for them one by one: a pool may run them side by side."""
     w = window_s(qps, duration_s)
     while True:
         longer = duration_s is None and w < MAX_STABILITY_WINDOW_S
+        if ahead is not None:
+            for i in range(min(MIN_REPLICATIONS, max_replications)):
+                ahead(qps, replicas, replication_seed(seed, i), w)
         reps, row, v = _replications(run, qps, replicas, slo, seed, w, max_replications, longer)
         if not (longer and v.stability_open):
             break

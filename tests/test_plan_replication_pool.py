@@ -1,0 +1,48 @@
+"""The plan's replications on an AffinityPool: each kind of job stays on its home worker (its caches
+stay warm there), an idle worker takes another's queued job, a job's error reaches its waiter, and a
+plan run this way gives the same plan as one run serially."""
+
+import json
+import os
+import time
+
+import pytest
+
+from costmodel.cli import main
+from simulate.parallel import AffinityPool
+
+
+def _pid_after(delay_s: float) -> int:
+    time.sleep(delay_s)
+    return os.getpid()
+
+
+def _fails(text: str):
+    raise ValueError(text)
+
+
+def test_a_kinds_jobs_stay_on_its_worker_while_the_other_is_busy_and_an_idle_worker_helps():
+    with AffinityPool(2) as pool:
+        busy = pool.submit("b", _pid_after, 0.5)  # b's home worker is busy with its own job: it takes none of a's
+        a = [pool.submit("a", _pid_after, 0.0) for _ in range(4)]
+        assert len({f.result() for f in a}) == 1 and busy.result() not in {f.result() for f in a} and pool.stolen == 0
+        slow = [pool.submit("a", _pid_after, 0.2) for _ in range(6)]  # b's worker is idle now: it takes queued jobs of a
+        assert len({f.result() for f in slow}) == 2 and pool.stolen >= 1
+
+
+def test_a_jobs_error_reaches_whoever_waits_on_it():
+    with AffinityPool(2) as pool:
+        with pytest.raises(ValueError, match="no such GPU"):
+            pool.submit("a", _fails, "no such GPU").result()
+        assert pool.submit("a", _pid_after, 0.0).result() > 0  # the worker is still there
+
+
+def test_a_plan_on_two_workers_is_the_serial_plan(tmp_path, capsys):
+    docs = []
+    for jobs in ("1", "2"):
+        out = tmp_path / jobs
+        assert main(["plan", "--hardware", "rtx-5090", "--qps", "5,20", "--refine-crossover", "2", "--jobs", jobs, "-o", str(out)]) == 0
+        docs.append(json.loads((out / "plan.json").read_text()))
+    serial, pooled = docs
+    for key in ("searches", "points", "results", "simulations"):
+        assert serial[key] == pooled[key], key

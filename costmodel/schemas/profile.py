@@ -404,6 +404,19 @@ def frontend_handover_ms(p: "Profile", mode: str) -> float:
     return float(v.get("ms", 0.0) if isinstance(v, dict) else v)
 
 
+# engine["engine_pickup_ms"][mode]: an idle engine core, woken by a request, starts its first step this long after
+# it, on every request handed over by then (vLLM's EngineCore takes the request in, drains its input queue, then
+# schedules). Read off the recorded opening bursts (simulate/calibrate.py engine_pickup_fit); absent: 0, at once.
+ENGINE_PICKUP_KEY = "engine_pickup_ms"
+
+
+def engine_pickup_ms(p: "Profile", mode: str) -> float:
+    """The idle engine core's pickup the profile carries for `mode` (0 where it carries none)."""
+    eng = p.engine if isinstance(p.engine, dict) else {}
+    v = (eng.get(ENGINE_PICKUP_KEY) or {}).get(mode, 0.0)
+    return float(v.get("ms", 0.0) if isinstance(v, dict) else v)
+
+
 def prices(p: "Profile") -> str:
     """One line: which engine and kernel origin the profile prices, and whether engine host work is in it."""
     eng = p.engine if isinstance(p.engine, dict) else {}

@@ -157,6 +157,8 @@ class AffinityPool:
         from concurrent.futures import Future
 
         fut: Future = Future()
+        if not self._executors:
+            self.start()
         with self._lock:
             if self._closed:
                 raise RuntimeError("the pool is closed")
@@ -167,13 +169,14 @@ class AffinityPool:
                     load[w] += 1
                 home = self._home[kind] = min(range(self.workers), key=lambda w: (load[w] + self._busy[w], list(self._home.values()).count(w)))
             self._pending.append((home, fn, args, fut))
-            self._dispatch()
+            picked = self._pick()
+        self._send(picked)
         return fut
 
-    def _dispatch(self) -> None:
-        """(Under the lock.) Each worker's own oldest jobs up to `depth`; an idle worker with none of its own takes the oldest job."""
-        if not self._executors:
-            self.start()
+    def _pick(self) -> list:
+        """(Under the lock.) The jobs to send now, each counted in flight on its worker: each worker's
+        own oldest jobs up to `depth`; an idle worker with none of its own takes the oldest job."""
+        picked = []
         for w in range(self.workers):
             while self._busy[w] < self.depth and self._pending:
                 job = next((j for j in self._pending if j[0] == w), None)
@@ -183,29 +186,34 @@ class AffinityPool:
                     job = self._pending[0]
                     self.stolen += 1
                 self._pending.remove(job)
-                self._send(w, job)
+                if job[3].set_running_or_notify_cancel():
+                    self._busy[w] += 1
+                    picked.append((w, job))
+        return picked
 
-    def _send(self, w: int, job) -> None:
-        _, fn, args, fut = job
-        if not fut.set_running_or_notify_cancel():
-            return
-        self._busy[w] += 1
-        inner = self._executors[w].submit(fn, *args)
+    def _send(self, picked: list) -> None:
+        """(Outside the lock: a job that finishes at once runs its callback in this thread.)"""
+        for w, (_, fn, args, fut) in picked:
+            try:
+                inner = self._executors[w].submit(fn, *args)
+            except Exception as e:  # noqa: BLE001 - a closed or broken executor: the waiter gets the error
+                self._finished(w, fut, None, e)
+                continue
+            inner.add_done_callback(lambda f, w=w, fut=fut: self._finished(w, fut, f))
 
-        def finished(f, w=w, fut=fut):
-            with self._lock:
-                self._busy[w] -= 1
-                if not self._closed:
-                    self._dispatch()
-            exc = f.exception() if not f.cancelled() else None
-            if f.cancelled():
-                fut.cancel() or fut.set_exception(RuntimeError("cancelled"))
-            elif exc is not None:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(f.result())
-
-        inner.add_done_callback(finished)
+    def _finished(self, w: int, fut, inner, error: BaseException | None = None) -> None:
+        with self._lock:
+            self._busy[w] -= 1
+            picked = [] if self._closed else self._pick()
+        self._send(picked)
+        if error is None and inner.cancelled():
+            error = RuntimeError("the pool closed before this job ran")
+        elif error is None:
+            error = inner.exception()
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(inner.result())
 
     def close(self, cancel: bool = False) -> None:
         """Stop the workers; with `cancel`, queued jobs fail (their waiters wake) instead of running."""

@@ -68,9 +68,11 @@ def test_search_from_a_guess_and_a_lower_bound():
         calls.append(r)
         return r >= 42, None
 
-    assert fewest_replicas(ev, lower=11, start=44).replicas == 42 and len(calls) <= 4  # guess close above
+    assert fewest_replicas(ev, lower=11, start=44).replicas == 42 and len(calls) <= 5  # guess close above (44, 43, 42, 40, 41)
     calls.clear()
-    assert fewest_replicas(ev, lower=11, start=40).replicas == 42 and len(calls) <= 4  # guess close below
+    assert fewest_replicas(ev, lower=11, start=43).replicas == 42 and calls == [43, 42, 41]  # one above: steps of 1, no overshoot
+    calls.clear()
+    assert fewest_replicas(ev, lower=11, start=40).replicas == 42 and calls == [40, 41, 42]  # two below: steps of 1, 1
     calls.clear()
     assert fewest_replicas(ev, lower=42).replicas == 42 and calls == [42]  # the lower bound already meets
 

@@ -24,10 +24,12 @@ def fewest_replicas(evaluate: Evaluate, lower: int = 1, max_replicas: int = 256,
     """Smallest r in [lower, max_replicas] with evaluate(r) true. `lower` is a known lower bound
     (e.g. the answer at a smaller QPS) and `start` a first guess (default `lower`).
 
-    Probes the guess; if it misses, gallops up by 1, 2, 4, ... past the last miss (or to a larger
+    Probes the guess; if it misses, gallops up by 1, 1, 2, 4, ... past the last miss (or to a larger
     hint the evaluator gives, such as offered load / served load per replica) until one meets; if
-    it meets, gallops down by 1, 2, 4, ... until one misses (or `lower` is reached). Then bisects
-    between the last miss and the first meet: O(log distance-from-guess) evaluations."""
+    it meets, gallops down by 1, 1, 2, 4, ... until one misses (or `lower` is reached). Then bisects
+    between the last miss and the first meet: O(log distance-from-guess) evaluations. The second
+    step of 1 (not 2) because a plan's guesses are mostly within two of the answer: a point's
+    verdict costs 2-6 replications, and a probe two away is one more point than needed."""
     if max_replicas < 1:
         raise ValueError("max_replicas must be >= 1")
     lower = max(1, min(lower, max_replicas))
@@ -46,7 +48,7 @@ def fewest_replicas(evaluate: Evaluate, lower: int = 1, max_replicas: int = 256,
         while hit - step > miss:
             r = hit - step
             if probe(r)[0]:
-                hit, step = r, step * 2
+                hit, step = r, _next_step(step, first - r)
             else:
                 miss = r
                 break
@@ -58,7 +60,7 @@ def fewest_replicas(evaluate: Evaluate, lower: int = 1, max_replicas: int = 256,
             nxt = miss + step
             if hint is not None and hint > nxt:
                 nxt = hint
-            step *= 2
+            step = _next_step(step, nxt - first)
             r = min(nxt, max_replicas)
             ok, hint = probe(r)
             if ok:
@@ -73,3 +75,8 @@ def fewest_replicas(evaluate: Evaluate, lower: int = 1, max_replicas: int = 256,
             miss = mid
     res.replicas = hit
     return res
+
+
+def _next_step(step: int, moved: int) -> int:
+    """The gallop's next step: 1 again after the first step of 1, then doubling (1, 1, 2, 4, ...)."""
+    return 1 if moved <= 1 else step * 2

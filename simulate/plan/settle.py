@@ -145,7 +145,7 @@ def settled_point(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, du
         if ahead is not None:
             for i in range(min(MIN_REPLICATIONS, max_replications)):
                 ahead(qps, replicas, replication_seed(seed, i), w)
-        reps, row, v = _replications(run, qps, replicas, slo, seed, w, max_replications, longer)
+        reps, row, v = _replications(run, qps, replicas, slo, seed, w, max_replications, longer, ahead)
         if not (longer and v.stability_open):
             break
         w = min(MAX_STABILITY_WINDOW_S, w * WINDOW_GROWTH)
@@ -155,10 +155,14 @@ def settled_point(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, du
 
 
 def _replications(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, w: float, max_replications: int,
-                  longer: bool) -> tuple[list[dict], dict, object]:
+                  longer: bool, ahead: RepFn | None = None) -> tuple[list[dict], dict, object]:
     """Replications in windows of `w` seconds until the verdict settles, the cap, or (when a `longer`
-    window may follow) only the queue's growth is in doubt: (the replications, their row, its verdict)."""
+    window may follow) only the queue's growth is in doubt: (the replications, their row, its verdict).
+    Once a replication stopped early (a certain miss: the point can no longer pass), `ahead` is told of
+    the replications up to ALL_MISS_REPLICATIONS, which it then almost surely needs (a fail settled
+    sooner needs an interval wholly above its bound)."""
     reps: list[dict] = []
+    told = MIN_REPLICATIONS
     while True:
         reps.append(run(qps, replicas, replication_seed(seed, len(reps)), w))
         row = aggregate(reps, slo, looks=max(1, max_replications - 1))  # a look after each replication from the second
@@ -166,3 +170,7 @@ def _replications(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, w:
         if (longer and v.stability_open) or v.status == FAIL or (v.status == PASS and len(reps) >= MIN_REPLICATIONS) \
                 or len(reps) >= max_replications:
             return reps, row, v
+        if ahead is not None and row.get("stopped_replications"):
+            for i in range(max(told, len(reps)), min(ALL_MISS_REPLICATIONS, max_replications)):
+                ahead(qps, replicas, replication_seed(seed, i), w)
+            told = max(told, ALL_MISS_REPLICATIONS)

@@ -5,12 +5,18 @@ CPU seconds are printed beside it (the machine is shared), and what the plan sim
 
     .venv/bin/python benchmarks/bench_plan.py [--runs 3] [-- extra plan options]
     .venv/bin/python benchmarks/bench_plan.py --breakdown   # where one serial plan's CPU time goes
+    .venv/bin/python benchmarks/bench_plan.py --phases      # where the default (parallel) plan's wall time goes
 
 --breakdown runs the plan once serially in this process (`--jobs 1`) and splits its CPU time into
 importing the CLI, step pricing (the outermost pass prices, `costmodel.stepcost.ModeCost.pass_ms`:
 the pass predictors' table interpolation or linear model and the roofline floor), the analyses (pricing,
 verdicts and crossovers: `costmodel.costing.analyse`, once per crossover round in the main process while the
 workers wait) and the rest (the simulations, deploying points, summaries, files).
+
+--phases runs the default plan once in this process (its workers forked as the command forks them) and
+splits its wall time into importing the plan's modules, the QPS grid's replica searches, the crossover
+search's rounds (their simulations, and the analyses between them, in which the workers wait), the final
+analysis, and writing and printing the files; with the CPU seconds of this process and of the workers.
 """
 
 from __future__ import annotations
@@ -36,10 +42,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--breakdown", action="store_true", help="one serial in-process plan, its CPU time split (see above)")
+    ap.add_argument("--phases", action="store_true", help="one default plan in this process, its wall time split (see above)")
     ap.add_argument("extra", nargs="*", help="extra `costmodel plan` options (after --)")
     a = ap.parse_args(argv)
     if a.breakdown:
         return breakdown(a.extra)
+    if a.phases:
+        return phases(a.extra)
     exe = Path(sys.executable).with_name("costmodel")
     cmd = [str(exe) if exe.exists() else "costmodel", "plan", *a.extra]
     walls, cpus = [], []
@@ -137,6 +146,56 @@ def breakdown(extra: list[str]) -> int:
     print(f"serial plan in one process: imports {t_imports:.2f} s CPU; plan {wall:.2f} s wall, {cpu:.2f} s CPU, of which step pricing "
           f"{pricing['s']:.2f} s ({pricing['calls']:,} ModeCost.pass_ms calls), the analyses {analysis['s']:.2f} s ({analysis['calls']} of them: "
           f"one per crossover round, then the full one) and the rest {cpu - pricing['s'] - analysis['s']:.2f} s (the simulations, files)")
+    return int(code or 0)
+
+
+def phases(extra: list[str]) -> int:
+    w0 = time.perf_counter()
+    from costmodel.cli import main as cli_main
+    import simulate.cli.plan as plan_cli
+    import simulate.plan.api as plan_api
+    from simulate.plan import planner
+
+    spent: dict[str, list[float]] = {}  # phase -> [wall s, this process's CPU s, calls]
+
+    def timed(name: str, fn):
+        def run(*args, **kw):
+            t, c = time.perf_counter(), time.process_time()
+            try:
+                return fn(*args, **kw)
+            finally:
+                got = spent.setdefault(name, [0.0, 0.0, 0])
+                got[0] += time.perf_counter() - t
+                got[1] += time.process_time() - c
+                got[2] += 1
+        return run
+
+    saved = (planner.run_searches, planner.run_chains, plan_api.analyse, plan_cli.write_plan)
+    planner.run_searches = timed("grid", saved[0])
+    planner.run_chains = timed("chains", saved[1])
+    plan_api.analyse = timed("analyses", saved[2])
+    plan_cli.write_plan = timed("files", saved[3])
+    t_imports = time.perf_counter() - w0
+    out = tempfile.mkdtemp(prefix="bench-plan-")
+    r0, t0 = os.times(), time.perf_counter()
+    try:
+        code = cli_main(["plan", *extra, "-o", out])
+    except SystemExit as e:
+        code = e.code
+    finally:
+        planner.run_searches, planner.run_chains, plan_api.analyse, plan_cli.write_plan = saved
+        shutil.rmtree(out, ignore_errors=True)
+    wall, r1 = time.perf_counter() - t0, os.times()
+    grid, chains, analyses, files = (spent.get(k, [0.0, 0.0, 0]) for k in ("grid", "chains", "analyses", "files"))
+    rounds = [chains[0] - grid[0], chains[2] - 1]  # the chains' runs after the grid's: the crossover rounds
+    from simulate import native
+
+    print(native.status())
+    print(f"default plan in one process (its workers forked): imports {t_imports:.2f} s; plan {wall:.2f} s wall = the grid's searches "
+          f"{grid[0]:.2f} s + the crossover's {rounds[1]} rounds {rounds[0]:.2f} s + the {analyses[2]} analyses {analyses[0]:.2f} s "
+          f"(the workers wait) + files and tables {files[0]:.2f} s + the rest {wall - grid[0] - rounds[0] - analyses[0] - files[0]:.2f} s; "
+          f"CPU s: this process {r1.user - r0.user + r1.system - r0.system:.2f}, the workers {r1.children_user - r0.children_user + r1.children_system - r0.children_system:.2f}; "
+          f"load average {os.getloadavg()[0]:.2f}")
     return int(code or 0)
 
 

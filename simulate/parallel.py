@@ -79,8 +79,9 @@ def default_processes(n_points: int) -> int:
 
 
 class ProcessPool:
-    """Forked worker processes kept across several run_tasks calls (a plan's grid, then each round
-    of its crossover search): one fork per worker for the whole command instead of one per call.
+    """Forked worker processes kept across several run_tasks calls (a plan's chains on one worker, or
+    handed to Dask; on this machine's cores a plan uses an AffinityPool, one replication per job): one
+    fork per worker for the whole command instead of one per call.
 
         with ProcessPool(2) as pool:
             run_tasks(fn, jobs, cluster=Workers(None, 2, local="processes"), pool=pool)

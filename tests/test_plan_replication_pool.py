@@ -38,6 +38,9 @@ def test_a_jobs_error_reaches_whoever_waits_on_it():
 
 
 def test_a_plan_on_two_workers_is_the_serial_plan(tmp_path, capsys):
+    from simulate.plan import planner
+
+    planner.process_profile.cache_clear()  # the serial search reuses replications kept on these profiles (other tests' toy rows too)
     docs = []
     for jobs in ("1", "2"):
         out = tmp_path / jobs

@@ -388,7 +388,13 @@ def _replication_job(hardware: str, profile_path: str | None, mode: str, qps: fl
                      workload: str | None, bounds: tuple, engine: dict | None) -> dict:
     """One replication on a worker: simulator_point's row (the worker's profile object keeps its step prices across jobs)."""
     profile = process_profile(profile_path, hardware)
-    return simulator_point(profile, window_s, seed, workload, bounds, engine)(hardware, mode, qps, replicas)
+    return simulator_point(profile, window_s, seed, process_workload(workload), bounds, engine)(hardware, mode, qps, replicas)
+
+
+@lru_cache(maxsize=8)
+def process_workload(path: str | None):
+    """One Workload per file in a worker process: a workload (a trace) read once, not once per replication."""
+    return resolve_workload(path)
 
 
 def _threaded_chains(settings: PlanSettings, chains: list[Chain], progress, reps: PooledReplications) -> list[CellSearch]:

@@ -129,8 +129,9 @@ class AffinityPool:
         self.workers = max(1, int(workers))
         self.depth = max(1, int(depth))
         self._lock = threading.Lock()
-        self._pending: deque = deque()  # (home worker, fn, args, future), oldest first
+        self._pending: deque = deque()  # (home worker, fn, args, future, kind), oldest first
         self._home: dict = {}  # job kind -> worker index
+        self._ran: list[set] = [set() for _ in range(self.workers)]  # the kinds each worker has run (its caches warm for them)
         self._busy = [0] * self.workers  # jobs in flight per worker
         self._executors: list = []
         self._closed = False
@@ -169,14 +170,15 @@ class AffinityPool:
                 for w, *_ in self._pending:
                     load[w] += 1
                 home = self._home[kind] = min(range(self.workers), key=lambda w: (load[w] + self._busy[w], list(self._home.values()).count(w)))
-            self._pending.append((home, fn, args, fut))
+            self._pending.append((home, fn, args, fut, kind))
             picked = self._pick()
         self._send(picked)
         return fut
 
     def _pick(self) -> list:
         """(Under the lock.) The jobs to send now, each counted in flight on its worker: each worker's
-        own oldest jobs up to `depth`; an idle worker with none of its own takes the oldest job."""
+        own oldest jobs up to `depth`; an idle worker with none of its own takes the oldest job of a kind
+        it has run before (its caches warm), else the oldest."""
         picked = []
         for w in range(self.workers):
             while self._busy[w] < self.depth and self._pending:
@@ -184,17 +186,18 @@ class AffinityPool:
                 if job is None:
                     if self._busy[w] or any(j[0] == w for j in self._pending):
                         break
-                    job = self._pending[0]
+                    job = next((j for j in self._pending if j[4] in self._ran[w]), self._pending[0])
                     self.stolen += 1
                 self._pending.remove(job)
                 if job[3].set_running_or_notify_cancel():
                     self._busy[w] += 1
+                    self._ran[w].add(job[4])
                     picked.append((w, job))
         return picked
 
     def _send(self, picked: list) -> None:
         """(Outside the lock: a job that finishes at once runs its callback in this thread.)"""
-        for w, (_, fn, args, fut) in picked:
+        for w, (_, fn, args, fut, _kind) in picked:
             try:
                 inner = self._executors[w].submit(fn, *args)
             except Exception as e:  # noqa: BLE001 - a closed or broken executor: the waiter gets the error
@@ -221,7 +224,7 @@ class AffinityPool:
         with self._lock:
             self._closed = True
             pending, self._pending = list(self._pending), type(self._pending)()
-        for *_, fut in pending:
+        for _, _, _, fut, _ in pending:
             if not fut.done() and fut.set_running_or_notify_cancel():
                 fut.set_exception(RuntimeError("the pool closed before this job ran"))
         for ex in self._executors:

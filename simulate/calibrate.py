@@ -156,6 +156,52 @@ def frontend_latency_fit(profile: Profile, mode: str, loads: list, engine: Engin
             "method": "median over low-load loads of measured TTFT p50 - simulated TTFT p50 (simulate/calibrate.py frontend_latency_fit)"}
 
 
+HANDOVER_MIN_CLIENTS = 4  # an opening burst of fewer sends gives one or two gaps
+
+
+def frontend_handover_fit(bursts: list[tuple[str, tuple]]) -> dict | None:
+    """The front end's per-request handover (ms): how long vLLM's AsyncLLM takes to hand one request to the
+    engine core, the next waiting behind it. Read off the recorded opening bursts of closed loops: the clients
+    send in the front end's own event loop, so each of a burst's sends is made once the request before it was
+    handed over, and the gap between consecutive sends is one handover. `bursts`: (label, the burst's send times
+    in s) per closed loop of at least HANDOVER_MIN_CLIENTS clients; per burst the median gap after the first (the
+    first request's is longer: the loop's first pass), then the median over bursts. None without a burst.
+    Returns the profile-engine record {"ms", "loads", "per_burst_ms", "method"}."""
+    per = []
+    for label, sends in bursts:
+        gaps = np.diff(np.sort(np.asarray(sends, float)))[1:]
+        if len(gaps):
+            per.append((label, float(np.median(gaps)) * 1e3))
+    if not per:
+        return None
+    ms = float(np.median([g for _, g in per]))
+    return {"ms": round(ms, 3), "loads": [lb for lb, _ in per], "per_burst_ms": [round(g, 3) for _, g in per],
+            "method": "median over closed loops' opening bursts of the median gap between consecutive sends "
+                      "(simulate/calibrate.py frontend_handover_fit)"}
+
+
+def engine_pickup_fit(bursts: list[tuple[str, tuple, int | None]], handover_ms: float) -> dict | None:
+    """How long an idle engine core takes from the request that wakes it to its first step (ms), which takes
+    every request handed over by then. Read off the recorded opening bursts: (label, send times in s, the
+    requests the engine's first prefill step held, None where that step was full - its token budget, not its
+    start, decided - or held the whole burst). A burst's first step held its first k sends and not the next:
+    the pickup lies between the k-th send's time after the first and the (k+1)-th's; per burst the middle,
+    then the median over bursts. The sends are already a handover apart (frontend_handover_fit), so the same
+    spacing holds at the engine. None without a burst. Returns {"ms", "loads", "per_burst_ms", "method"}."""
+    per = []
+    for label, sends, k1 in bursts:
+        s = np.sort(np.asarray(sends, float)) * 1e3
+        if k1 is None or not 1 <= k1 < len(s):
+            continue
+        per.append((label, float((s[k1 - 1] + s[k1]) / 2 - s[0])))
+    if not per:
+        return None
+    ms = float(np.median([g for _, g in per]))
+    return {"ms": round(ms, 3), "loads": [lb for lb, _ in per], "per_burst_ms": [round(g, 3) for _, g in per], "handover_ms": handover_ms,
+            "method": "median over closed loops' opening bursts of the middle between the last send the engine's first step held "
+                      "and the next, after the first send (simulate/calibrate.py engine_pickup_fit)"}
+
+
 def calibrate_bench(base: Profile, runs: list[Run], apply_to: str | None) -> tuple[Profile, list[str]]:
     """The constant step term of one concurrency-1 bench import, on its mode and the --apply-to modes.
     The run is of `base`'s model and GPU (measure's fit checked it: measure/fit/calibrate.py check_same_setup)."""

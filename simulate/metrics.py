@@ -8,7 +8,10 @@ Per request (all times on the simulation clock, seconds; latencies in ms):
 - e2e_ms: arrival -> its last output token is emitted.
 - Where the profile carries a front-end latency for the mode (engine["frontend_latency_ms"],
   costmodel/schemas/profile.py), the first token and the finish are seen that much later by the
-  client (vLLM's input and output processing); it does not hold the engine.
+  client (vLLM's input and output processing); it does not hold the engine. The front end's handover
+  and the idle engine's pickup (engine["frontend_handover_ms"], ["engine_pickup_ms"]) are simulated as a
+  queue ahead of a point's one replica (sim.py: queue_ms includes them); with several replicas, and in a
+  fleet, they are added here as a lone request meets them (`client_lag_s`).
 - tpot_ms: (e2e_ms - ttft_ms) / (output_tokens - 1): time per output token EXCLUDING the first;
   NaN for one-token outputs. Diffusion emits 256-token bursts, so a one-canvas output has TPOT 0.
 - steps: engine steps the request took part in (prefill chunks, decode/verify steps, denoising
@@ -59,7 +62,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from costmodel.modes import ModeDraws, ServingMode
-from costmodel.schemas.profile import frontend_latency_ms
+from costmodel.schemas.profile import engine_pickup_ms, frontend_handover_ms, frontend_latency_ms
 from costmodel.schemas.results import PERCENTILES, REQUEST_COLUMNS, PointSummary
 from costmodel.stepcost import host_overhead
 
@@ -255,12 +258,28 @@ class RequestRecords:
         return pd.DataFrame(self.columns, columns=list(REQUEST_COLUMNS))
 
 
+def front_queued(profile, mode: str, replicas: int) -> bool:
+    """Whether a point simulates the front end's handover queue and the idle engine's pickup (sim.py): on one
+    replica, where the profile carries either."""
+    return replicas == 1 and (frontend_handover_ms(profile, mode) > 0 or engine_pickup_ms(profile, mode) > 0)
+
+
+def client_lag_s(profile, mode: str, queued: bool) -> float:
+    """How much later than the engine emits them the client sees a first token and a finish (s): the front end's
+    constant latency, plus, where the handover and the pickup were not simulated (`queued` False: several
+    replicas, a fleet), each once, as a lone request meets them (a burst's queue behind them is then not priced)."""
+    lag = frontend_latency_ms(profile, mode)
+    if not queued:
+        lag += frontend_handover_ms(profile, mode) + engine_pickup_ms(profile, mode)
+    return lag / 1e3
+
+
 def summarise(run: FinishedRun) -> tuple[PointSummary, RequestRecords]:
     """The point's summary (PointSummary: metric meanings in the module docstring) and its
     per-request records."""
     reqs, rec, n = run.reqs, run.rec, run.n_arrived
     arr, prompt, out = reqs.arrival_s[:n], reqs.prompt_tokens[:n], reqs.output_tokens[:n]
-    fe = frontend_latency_ms(run.profile, run.mode.name) / 1e3  # the client sees its first token and finish this much later
+    fe = client_lag_s(run.profile, run.mode.name, len(run.replicas) == 1)  # the client sees its first token and finish this much later
     start, first, fin = rec.start_s[:n], rec.first_s[:n] + fe, rec.finish_s[:n] + fe
     finished = np.isfinite(fin)
     warm = arr < run.warmup_s

@@ -19,6 +19,7 @@ cdef class Replica:
     cdef public tuple group_tokens
     cdef public list departures, prefilling, chunks, dues, woken_list, acc_groups, pending_first
     cdef public dict running, events
+    cdef public double sched_next_s
     cdef public double now, kv_cap, kv_used, kv_reserved, t_start, quiet_until, busy_s, busy_window_s
     cdef double[:] start_s, first_s, finish_s
     cdef long long[:] rec_steps, rec_preemptions, rec_cached
@@ -48,7 +49,7 @@ cdef class Replica:
     cpdef double eager_launch_s(self) except? -1.0
     @cython.locals(end=double, t0=double, i=long, n=long, g=long, tokens=long, gt=tuple)
     cpdef account(self, double dt, long m, long tp, tuple group_seqs)
-    @cython.locals(dt=double, lag=double, seen=double, r=Request)
+    @cython.locals(dt=double, lag=double, seen=double, r=Request, idle=bint)
     cpdef start(self, double t)
     cpdef coast(self, double t, double bound, double prev)
     @cython.locals(done=long, busy=double)

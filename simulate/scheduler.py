@@ -76,7 +76,8 @@ class Replica:
         # off, which changes no result beyond float rounding.
         self.trace = None
         # vLLM's async scheduling (GPU default; vllm/v1/engine/core.py step_with_batch_queue): step N+1 is
-        # scheduled while step N runs, so an arrival during step N is first admitted at step N+2
+        # scheduled once step N is launched and step N-1's output taken in, so an arrival during step N is first
+        # admitted at step N+2, or at N+1 while N's launch holds the host (`sched_next_s`, set in `start`)
         self.async_sched = bool(getattr(cfg, "async_scheduling", False))
         self.departures = departures  # finish times of every replica (the event loop merges them in time order)
         self.now = 0.0  # this replica's clock: the start of the step being scheduled, or the end of the last
@@ -112,6 +113,7 @@ class Replica:
         self.outstanding = 0  # routed here and not finished (least-outstanding routing)
         self.t_start = 0.0  # start of the step in flight
         self.t_end = None  # end of the step in flight; None while idle
+        self.sched_next_s = 0.0  # async: when the step after the one in flight is scheduled (arrivals by then join it)
         # nothing the loop or another replica can see (a departure, an admission, a first output)
         # happens on this replica before this time unless a request is routed here: the loop need
         # not run it to an arrival before then (it is at the end of a full step or of a coast)
@@ -167,8 +169,12 @@ class Replica:
     def enqueue(self, r) -> None:
         """Queue r; an idle replica joins the loop's `woken` list (it starts a step at the arrival)."""
         r.replica = self.idx
-        # the first step that may admit r: the next one, or (async, a step in flight) the one after it
-        r.eligible = self.step + 2 if (self.async_sched and self.t_end is not None) else 0
+        # the first step that may admit r: the next one, or (async, a step in flight) the one after it unless r
+        # arrived before that next step was scheduled (during the launch of the step in flight: `start`)
+        if self.async_sched and self.t_end is not None:
+            r.eligible = self.step + 1 if r.arrival_s <= self.sched_next_s else self.step + 2
+        else:
+            r.eligible = 0
         self.waiting.append(r)
         self.outstanding += 1
         if self.t_end is None:
@@ -387,15 +393,28 @@ class Replica:
 
     # ---- time ------------------------------------------------------------------------------
     def start(self, t: float) -> None:
-        """Schedule a step at t (the replica was idle, or its last step ended at t)."""
+        """Schedule a step at t (the replica was idle, or its last step ended at t).
+
+        Async scheduling: the engine core schedules the next step once this one is launched and the previous one's
+        output taken in (`step_with_batch_queue`). A step that follows another was launched while that one ran, so
+        the next step is scheduled as this one starts, except after an eager prefill step, whose launch holds the
+        host (the recorded gap before it), and after the step an idle engine starts (nothing ran to hide its launch):
+        the profile's smallest eager step, at most the step itself (`eager_launch_s`). An arrival before then joins
+        the next step. The first tokens of the step before an eager one are seen once its launch is done."""
+        idle = self.t_end is None
         self.now = self.t_start = t
         self.woken = False
         dt = self.schedule()
         self.t_end = self.quiet_until = t + dt
+        lag = 0.0
+        if self.graph_max and (self.eager or idle):
+            lag = self.eager_launch_s()
+            if dt < lag:
+                lag = dt
+        self.sched_next_s = t + lag if (idle or self.chunks) else t
         if self.pending_first:
             if self.eager:  # the first tokens of the step before reach the client once this one is launched
-                lag = self.eager_launch_s()
-                seen = t + (dt if dt < lag else lag)
+                seen = t + lag
                 for r in self.pending_first:
                     if self.first_s[r.rid] == t:
                         self.first_s[r.rid] = seen
@@ -468,6 +487,7 @@ class Replica:
             return run_end
         self.now = self.t_start = f0
         self.t_end = f1
+        self.sched_next_s = f0  # a coasted step prefills nothing and follows a step: launched while that one ran (`start`)
         return None
 
     def advance(self, bound: float, prev: float) -> None:

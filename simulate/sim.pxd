@@ -9,21 +9,28 @@ cdef class _Loop:
     cdef public long block_size, max_in_flight
     cdef public bint drain_auto, pick_least
     cdef public list sent, returns
-    cdef public double fe_s
+    cdef public double fe_s, handover_s, last_send, pickup_s
+    cdef public bint front
+    cdef public list wake_at
+    cdef public list fe_free
     cdef public Tracker tracker
     cdef public list departures, reps, woken
     cdef public double wake_s, drain_s, limit, bound, prev
     cdef public long arrived
 
-    @cython.locals(rep=Replica, t=double)
+    @cython.locals(rep=Replica, t=double, w=double, woken=list, keep=list)
     cpdef _advance(self, double bound, double prev)
     @cython.locals(rep=Replica)
     cpdef bint _arrive(self, long i, double t, long prompt, long out) except? True
+    @cython.locals(e=double)
+    cpdef double _handed_over(self, Replica rep, double t) except? -1.0
+    cpdef bint _join(self, Replica rep, long i, double t, long prompt, long out) except? True
     @cython.locals(reps=list, best=Replica, rep=Replica, j=long)
     cpdef Replica _least_outstanding(self)
     @cython.locals(r=Request)
     cpdef Request enqueue(self, Replica rep, long i, double t, long prompt, long out)
-    @cython.locals(i=long, t=double, now=double, t_next=double, deadline=double, nxt=double, cap=long, k=long, window=double, rep=Replica)
+    @cython.locals(i=long, t=double, now=double, t_next=double, deadline=double, nxt=double, cap=long, k=long, window=double, rep=Replica,
+                   hand=bint, e=double)
     cpdef double run(self) except? -1.0
     @cython.locals(rep=Replica, q=double, seen=double)
     cpdef double _free_slot(self, double now, long k) except? -2.0

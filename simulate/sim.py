@@ -30,11 +30,11 @@ import numpy as np
 
 from costmodel.errors import UserError
 from costmodel.modes import ModeDraws, ServingMode
-from costmodel.schemas.profile import Profile, frontend_latency_ms
+from costmodel.schemas.profile import Profile, engine_pickup_ms, frontend_handover_ms
 from simulate.engine import EngineConfig, ReplicaLimits, engine_profile, mode_settings, replica_limits
 from simulate import native
 from simulate.engines import engine_for
-from simulate.metrics import FinishedRun, Records, Tracker, summarise
+from simulate.metrics import FinishedRun, Records, Tracker, client_lag_s, front_queued, summarise
 from simulate.prefix import block_hashes
 from simulate.request import Request, check_fits
 from simulate.routers import least_outstanding, make_router
@@ -186,7 +186,19 @@ class _Loop:
         # closed loop: every engine departure so far, in time order; a client sees its reply (and
         # frees its slot) the profile's front-end latency later (metrics.py: what the client sees)
         self.returns: list = []
-        self.fe_s = frontend_latency_ms(dep.profile, dep.mode.name) / 1e3 if self.max_in_flight else 0.0
+        # the front end hands each request to its engine this long after the one before (a single-server queue
+        # per replica; profile engine["frontend_handover_ms"]): a request reaches its replica at
+        # max(its send, the replica's last handover) + handover_s (0: at its send). Simulated on one replica
+        # (metrics.py front_queued); with several, added to what the client sees as a lone request meets it
+        self.front = front_queued(dep.profile, dep.mode.name, replicas)
+        self.fe_s = client_lag_s(dep.profile, dep.mode.name, self.front) if self.max_in_flight else 0.0
+        self.handover_s = frontend_handover_ms(dep.profile, dep.mode.name) / 1e3 if self.front else 0.0
+        self.last_send = 0.0  # closed loop: the last send time
+        self.fe_free = [0.0] * replicas  # per replica: when its front end handed over its last request
+        # an idle engine core steps this long after the request that wakes it, on every request handed over by
+        # then (profile engine["engine_pickup_ms"]); per replica, the instant its first step starts
+        self.pickup_s = engine_pickup_ms(dep.profile, dep.mode.name) / 1e3 if self.front else 0.0
+        self.wake_at = [0.0] * replicas
         self.reqs = replace(reqs, arrival_s=reqs.arrival_s.copy()) if self.max_in_flight else reqs
         self.rec = Records(len(reqs))
         self.tracker = Tracker(math.inf if self.max_in_flight else reqs.window_s)
@@ -222,9 +234,21 @@ class _Loop:
     def _advance(self, bound: float, prev: float) -> None:
         """Start the replicas woken at the last instant, run every replica to `bound` (an event
         scheduled at `prev`), then record the departures in time order."""
-        for rep in self.woken:
-            rep.start(self.wake_s)
-        self.woken.clear()
+        if self.pickup_s > 0:  # each woken replica starts once its pickup has passed
+            woken = self.woken
+            keep = []
+            for rep in woken:
+                w = self.wake_at[rep.idx]
+                if w <= bound:
+                    rep.start(w)
+                else:
+                    keep.append(rep)
+            woken.clear()
+            woken.extend(keep)
+        else:
+            for rep in self.woken:
+                rep.start(self.wake_s)
+            self.woken.clear()
         self.bound, self.prev = bound, prev
         for rep in self.reps:
             if rep.quiet_until <= bound:  # the others change nothing anyone can see before bound
@@ -242,9 +266,22 @@ class _Loop:
 
     def _arrive(self, i: int, t: float, prompt: int, out: int) -> bool:
         """Route arrival i; True when it aborts the run."""
+        return self._join(self._least_outstanding() if self.pick_least else self.route(prompt, out), i, t, prompt, out)
+
+    def _handed_over(self, rep, t: float) -> float:
+        """When `rep`'s front end hands over a request sent at t: after its previous one, handover_s each."""
+        e = self.fe_free[rep.idx]
+        e = (t if t > e else e) + self.handover_s
+        self.fe_free[rep.idx] = e
+        return e
+
+    def _join(self, rep, i: int, t: float, prompt: int, out: int) -> bool:
+        """Request i joins `rep` at t; True when it aborts the run."""
         self.tracker.arrive(t)
-        rep = self._least_outstanding() if self.pick_least else self.route(prompt, out)
         rep.advance(self.bound, self.prev)  # it joins this replica's queue at this instant
+        if self.pickup_s > 0 and rep.t_end is None and not rep.woken:  # it wakes an idle engine core
+            self.wake_at[rep.idx] = t + self.pickup_s
+            rep.quiet_until = t + self.pickup_s  # (a closed loop runs the replicas on to it)
         self.enqueue(rep, i, t, prompt, out)
         self.arrived = i + 1
         if len(rep.waiting) > self.limit:
@@ -279,6 +316,7 @@ class _Loop:
         arr, prompt, out = reqs.arrival_s.tolist(), reqs.prompt_tokens.tolist(), reqs.output_tokens.tolist()
         miss = self.miss
         cap = self.max_in_flight
+        hand = self.front
         now = 0.0
         for i in range(len(arr)):
             t = arr[i]
@@ -296,8 +334,24 @@ class _Loop:
                         return self._close(now)
                     now = t
                 elif t < now:
-                    t = now  # ready while earlier requests waited for a slot: sent in arrival order
+                    if hand:  # the clock may be past the send: a handover moved it on
+                        t = t if t > self.last_send else self.last_send
+                        if k >= 0 and self.returns[k] + self.fe_s > t:
+                            t = self.returns[k] + self.fe_s
+                    else:
+                        t = now  # ready while earlier requests waited for a slot: sent in arrival order
                 self.sent.append(t)
+                self.last_send = t
+            if hand:  # routed at its send, it reaches its replica when the front end hands it over
+                rep = self._least_outstanding() if self.pick_least else self.route(prompt[i], out[i])
+                e = self._handed_over(rep, t)
+                if e > now:
+                    self._advance(e, now)
+                    now = self.wake_s = e
+                if self._join(rep, i, now, prompt[i], out[i]):
+                    self._advance(now, math.inf)
+                    return self._close(now)
+                continue
             if self._arrive(i, t, prompt[i], out[i]):
                 # what was already due at this instant runs before the stop: wakes and steps ending now
                 self._advance(now, math.inf)

@@ -56,10 +56,12 @@ def test_throughput_grows_with_clients_then_saturates(h200):
     assert tok_s[1] < tok_s[4] < tok_s[16] < tok_s[64]
     # DiffusionGemma runs at most max_num_seqs canvases (vLLM's cap of 8): clients beyond it only queue.
     # Each reply spends the profile's front-end latency outside the engine, so 8 clients leave the
-    # engine short of 8 canvases part of the time; twice the cap keeps it full
+    # engine short of 8 canvases part of the time; twice the cap keeps it full. (Nearly full already at 8:
+    # a client's next request sent during an eager prefill step's launch joins the very next step, so 8 and
+    # 16 clients agree within 1%.)
     dg = {n: run_point(h200, "diffusion", None, concurrency=n, n_requests=400, seed=0).summary for n in (2, 8, 16, 64)}
     assert dg[16].max_num_seqs == 8 and dg[16].binding_limit == "max_num_seqs"
-    assert dg[2].output_tokens_per_s < dg[8].output_tokens_per_s <= dg[16].output_tokens_per_s
+    assert dg[2].output_tokens_per_s < dg[8].output_tokens_per_s <= 1.01 * dg[16].output_tokens_per_s
     assert dg[64].output_tokens_per_s == pytest.approx(dg[16].output_tokens_per_s, rel=0.05)
     assert dg[64].ttft_ms["p50"] > 3 * dg[16].ttft_ms["p50"]  # the extra clients wait in the engine's queue
 

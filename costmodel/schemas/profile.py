@@ -390,6 +390,33 @@ def frontend_latency_ms(p: "Profile", mode: str) -> float:
     return float(v.get("ms", 0.0) if isinstance(v, dict) else v)
 
 
+# engine["frontend_handover_ms"][mode]: the front end hands requests to the engine core one at a time (vLLM's
+# AsyncLLM processes each request's input serially), this long each: a single-server queue ahead of the engine,
+# which spreads a burst sent at once over the engine's first steps (simulate/sim.py). Fitted on the recorded
+# opening bursts of closed loops (simulate/calibrate.py frontend_handover_fit); absent: 0, no queue.
+FRONTEND_HANDOVER_KEY = "frontend_handover_ms"
+
+
+def frontend_handover_ms(p: "Profile", mode: str) -> float:
+    """The front end's per-request handover the profile carries for `mode` (0 where it carries none)."""
+    eng = p.engine if isinstance(p.engine, dict) else {}
+    v = (eng.get(FRONTEND_HANDOVER_KEY) or {}).get(mode, 0.0)
+    return float(v.get("ms", 0.0) if isinstance(v, dict) else v)
+
+
+# engine["engine_pickup_ms"][mode]: an idle engine core, woken by a request, starts its first step this long after
+# it, on every request handed over by then (vLLM's EngineCore takes the request in, drains its input queue, then
+# schedules). Read off the recorded opening bursts (simulate/calibrate.py engine_pickup_fit); absent: 0, at once.
+ENGINE_PICKUP_KEY = "engine_pickup_ms"
+
+
+def engine_pickup_ms(p: "Profile", mode: str) -> float:
+    """The idle engine core's pickup the profile carries for `mode` (0 where it carries none)."""
+    eng = p.engine if isinstance(p.engine, dict) else {}
+    v = (eng.get(ENGINE_PICKUP_KEY) or {}).get(mode, 0.0)
+    return float(v.get("ms", 0.0) if isinstance(v, dict) else v)
+
+
 def prices(p: "Profile") -> str:
     """One line: which engine and kernel origin the profile prices, and whether engine host work is in it."""
     eng = p.engine if isinstance(p.engine, dict) else {}

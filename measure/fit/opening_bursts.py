@@ -6,8 +6,9 @@ AsyncLLM's own event loop, so each send is stamped once the request before it ha
 consecutive sends is the front end's per-request handover. The engine's step records cannot show arrivals (under
 async scheduling the first record of a burst already counts every request as running or waiting), but its first
 prefill step shows how many of the burst it took: an idle engine core steps shortly after the first request reaches
-it, on those handed over by then. Measured, not modelled: the simulator hands a burst to the engine at once
-(docs/measure.md, "p95 TTFT: what is modelled" says what modelling these two did and why it was not kept).
+it, on those handed over by then. The fit reads the same two off the fitted loads into a profile, and the simulator
+models them (simulate/calibrate.py frontend_handover_fit, engine_pickup_fit; docs/measure.md, "p95 TTFT: what is
+modelled"); this prints them over every run.
 
     python -m measure.fit.opening_bursts data/runs/engine h200 fp8
 """

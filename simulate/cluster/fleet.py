@@ -30,10 +30,9 @@ import numpy as np
 import simpy
 
 from costmodel.errors import UserError
-from costmodel.schemas.profile import frontend_latency_ms
 from simulate.cluster.classes import assign
 from simulate.cluster.pool import Life, Pool, PoolSpec
-from simulate.metrics import Records
+from simulate.metrics import Records, client_lag_s
 from simulate.workload import Requests, check_run_size
 
 REJECT_FULL, REJECT_TIMEOUT = 1, 2
@@ -88,6 +87,8 @@ class Fleet:
         self.rejected = np.zeros(len(reqs), np.int8)
         self.pool_of = assign([s.takes for s in specs], reqs)
         self.pools = [Pool(s, k, reqs, self.rec, self.pool_of == k, seed) for k, s in enumerate(specs)]
+        for p in self.pools:  # the front end's handover and the idle engine's pickup are constants here (_as_seen)
+            p.loop.front, p.loop.pickup_s = False, 0.0
         self.now = 0.0  # the instant every pool's replicas were last advanced to
         self.next_id = 0
         self.timeouts: list = []  # heap of (deadline, request id, request, replica, pool)
@@ -240,9 +241,10 @@ class Fleet:
     def _as_seen(self) -> None:
         """The first token and the finish as the client sees them: each pool's profile front-end
         latency later (vLLM's input and output processing, which does not hold the engine), as
-        simulate/metrics.py records a point's, so a day's latencies are the plan's."""
+        simulate/metrics.py records a point's of several replicas, so a day's latencies are the plan's: the front
+        end's handover and the idle engine's pickup once each, as a lone request meets them (client_lag_s)."""
         for p in self.pools:
-            fe = frontend_latency_ms(p.dep.profile, p.dep.mode.name) / 1e3
+            fe = client_lag_s(p.dep.profile, p.dep.mode.name, False)
             if fe:
                 mine = self.pool_of == p.index
                 self.rec.first_s[mine] += fe

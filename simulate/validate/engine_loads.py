@@ -25,9 +25,9 @@ from pathlib import Path
 from costmodel.engine_settings import from_run_engine
 from costmodel.schemas.engine_loads import RecordedLoad, read_load_windows, recorded_loads
 from costmodel.schemas.engine_setup import RecordedSetup
-from costmodel.schemas.profile import FRONTEND_LATENCY_KEY, Profile
+from costmodel.schemas.profile import ENGINE_PICKUP_KEY, FRONTEND_HANDOVER_KEY, FRONTEND_LATENCY_KEY, Profile
 from costmodel.schemas.rundir import load_run
-from simulate.calibrate import frontend_latency_fit
+from simulate.calibrate import HANDOVER_MIN_CLIENTS, engine_pickup_fit, frontend_handover_fit, frontend_latency_fit
 from simulate.compare import LoadComparison, compare_loads, from_recorded
 
 COLD_SHARE = 0.02  # a load that spent more of its time in first-use stalls is not scored as a steady state
@@ -76,9 +76,12 @@ class LoadCheck:
 
 
 def with_frontend_latency(prof: Profile, setups: list[RecordedSetup], as_run: Profile | None = None) -> list[str]:
-    """Each mode's front-end latency (simulate/calibrate.py) fitted on the fitted loads where requests do
-    not queue (`frontend_loads`, over all the mode's setups and engine starts), written into `prof`'s
-    engine section; the lines that say so. `as_run`: the same engine with the behaviour the runs had
+    """Each mode's front end, written into `prof`'s engine section; the lines that say so. First its
+    per-request handover and the idle engine's pickup (simulate/calibrate.py frontend_handover_fit,
+    engine_pickup_fit), read off the opening bursts of the fitted closed loops (`opening_bursts`); then its
+    constant latency, fitted by simulation (with that
+    handover) on the fitted loads where requests do not queue (`frontend_loads`, over all the mode's
+    setups and engine starts). `as_run`: the same engine with the behaviour the runs had
     (dummy weights: every canvas to its step budget), when `prof` carries another (the published
     prior); the loads are simulated on it. Setup directories without recorded loads are passed over."""
     as_run = prof if as_run is None else as_run
@@ -90,6 +93,21 @@ def with_frontend_latency(prof: Profile, setups: list[RecordedSetup], as_run: Pr
     for mode, dirs in by_mode.items():
         if mode not in prof.modes:
             continue
+        bursts = opening_bursts(dirs)
+        hand = frontend_handover_fit([(lb, sends) for lb, sends, _ in bursts])
+        pick = engine_pickup_fit(bursts, hand["ms"]) if hand is not None else None
+        for p in {id(prof): prof, id(as_run): as_run}.values():  # the constant below is fitted with these in place
+            for key, rec in ((FRONTEND_HANDOVER_KEY, hand), (ENGINE_PICKUP_KEY, pick)):
+                if rec is not None:
+                    p.engine.setdefault(key, {})[mode] = rec
+            p.__dict__.pop("_resolved", None)
+        if hand is not None:
+            msgs.append(f"{mode}: front-end handover {hand['ms']:.2f} ms per request (median over {len(hand['loads'])} opening bursts of "
+                        f"closed loops of the gap between consecutive sends: the clients send in the front end's event loop, so each send "
+                        f"waits for the request before it to be handed to the engine)")
+        if pick is not None:
+            msgs.append(f"{mode}: idle engine pickup {pick['ms']:.2f} ms (median over {len(pick['loads'])} opening bursts of when the "
+                        f"engine's first step stopped taking the burst's requests, after the first send)")
         picks = frontend_loads(dirs)
         if not picks:
             continue
@@ -106,6 +124,34 @@ def with_frontend_latency(prof: Profile, setups: list[RecordedSetup], as_run: Pr
         prof.engine[FRONTEND_LATENCY_KEY] = fronts
         prof.__dict__.pop("_resolved", None)
     return msgs
+
+
+def opening_bursts(setups: list[RecordedSetup]) -> list[tuple[str, tuple, int | None]]:
+    """(label, send times in s, the requests the engine's first prefill step held) of the opening burst of every
+    fitted closed loop of at least HANDOVER_MIN_CLIENTS clients the setups' engines served: its first `clients`
+    requests, sent at once. The held count is None where that step filled the token budget or held the whole
+    burst (then it says nothing of when the engine started)."""
+    import pandas as pd
+
+    out = []
+    for rec in setups:
+        loads = [ld for ld in recorded_loads(rec.path) if ld.kind == "closed" and (ld.concurrency or 0) >= HANDOVER_MIN_CLIENTS
+                 and rec.setup.role(ld.name) == "fit" and not ld.refused]
+        if not loads:
+            continue
+        run = load_run(rec.path)
+        steps, budget = run.table("steps"), int(run.manifest.engine.get("max_num_batched_tokens") or 0)
+        req = pd.read_parquet(rec.path / "requests.parquet")
+        for ld in loads:
+            c = int(ld.concurrency)
+            b = req[req["load"] == ld.name].sort_values("arrival_s").head(c)
+            t0, t1 = float(b["arrival_s"].min()), float(b["first_token_s"].max())
+            pre = steps[(steps["wall_time"] >= t0) & (steps["wall_time"] <= t1 + 1e-3) & (steps["prefill_tokens"] > 0)]
+            k1 = int(pre["prefill_reqs"].iloc[0]) if len(pre) and math.isfinite(t1) else None
+            if k1 is not None and (k1 >= c or (budget and int(pre["prefill_tokens"].iloc[0]) >= budget)):
+                k1 = None
+            out.append((f"{ld.name} in {rec.path.parent.name}/{rec.path.name}", tuple(ld.send_s[:c]), k1))
+    return out
 
 
 FRONTEND_MAX_CLIENTS = 4  # closed loops of at most this many clients barely queue: their TTFT is prefill and front-end

@@ -1,6 +1,7 @@
-"""A progress bar that appears only once the work has run for DELAY_S: a command that finishes sooner pays
-neither rich.progress's import nor its refresh thread (a one-request `simulate` spent a tenth of its start-up
-drawing a bar nobody saw), and long work still shows its progress."""
+"""A progress bar that appears only once the work has run for DELAY_S, and only on a terminal: a command that
+finishes sooner, or writes to a log or a pipe, pays neither rich.progress's import nor its refresh thread (a
+one-request `simulate` spent a tenth of its start-up drawing a bar nobody saw), and long work at a terminal still
+shows its progress."""
 
 from __future__ import annotations
 
@@ -50,8 +51,9 @@ class DeferredBar:
 
 @contextmanager
 def deferred_progress(console, label: str, delay_s: float = DELAY_S):
-    """`update(done, total, description)` for the body; None with COSTMODEL_NO_PROGRESS set."""
-    if os.environ.get(NO_PROGRESS_ENV):
+    """`update(done, total, description)` for the body; None with COSTMODEL_NO_PROGRESS set or where `console`
+    is not a terminal (no one watches a bar in a log)."""
+    if os.environ.get(NO_PROGRESS_ENV) or not console.is_terminal:
         yield None
         return
     bar = DeferredBar(console, label, delay_s)

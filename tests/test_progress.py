@@ -33,6 +33,13 @@ def test_work_longer_than_the_delay_shows_what_was_done_so_far(monkeypatch):
     assert "simulating" in con.file.getvalue() and "2/5" in con.file.getvalue()
 
 
+def test_output_to_a_log_or_a_pipe_draws_no_bar(monkeypatch):
+    monkeypatch.delenv("COSTMODEL_NO_PROGRESS", raising=False)
+    log = Console(file=io.StringIO(), force_terminal=False, width=80)
+    with deferred_progress(log, "simulating", delay_s=0) as update:
+        assert update is None
+
+
 def test_no_progress_env_turns_it_off(monkeypatch):
     monkeypatch.setenv("COSTMODEL_NO_PROGRESS", "1")
     with deferred_progress(_console(), "simulating") as update:

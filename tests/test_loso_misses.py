@@ -114,12 +114,21 @@ def test_the_data_readmes_misses_by_reason_are_the_committed_tables():
     assert quoted == by_reason_lines(committed_misses())
 
 
-def test_an_opening_burst_reaches_the_engine_over_more_steps_than_the_simulator_takes_it_in():
-    """The largest model-structure p95 TTFT miss (AR, 16 clients, 8 requests each: p95 is the opening burst's). vLLM's
-    first prefill step held 2 of the 16 prompts sent at once (the engine steps on the first arrivals; the rest wait
-    behind it), then 12, then 3; the simulator fills its first step to the 8,192-token budget (10 prompts), so its
-    p95 falls in the early group. The burst's last first token agrees: the work is priced, its order is not."""
+def _groups_ms(ttft_ms, gap_ms: float = 10.0) -> list[int]:
+    """How many first tokens came in each group (first tokens within gap_ms of the one before share a step)."""
     import numpy as np
+
+    t = np.sort(np.asarray(ttft_ms))
+    return [len(g) for g in np.split(t, np.flatnonzero(np.diff(t) > gap_ms) + 1)]
+
+
+def test_an_opening_burst_reaches_the_engine_over_steps_as_vllm_took_it_in():
+    """What was the largest model-structure p95 TTFT miss (AR, 16 clients, 8 requests each: p95 is the opening burst's,
+    -32%). vLLM's first prefill step held 2 of the 16 prompts sent at once, then 11, then 3: the front end hands a burst
+    over a quarter of a millisecond per request, the idle engine core steps on what has reached it, and the arrivals
+    during that first step's launch join the next step. The simulator, with the profile's frontend_handover_ms and
+    engine_pickup_ms (fitted off the runs' bursts) and vLLM's async admission, takes the burst in the same groups, and the
+    held-out p95 is within target."""
     from dataclasses import replace
 
     from pipeline.engine_loso import as_held_out, opening_burst
@@ -133,20 +142,17 @@ def test_an_opening_burst_reaches_the_engine_over_more_steps_than_the_simulator_
     burst = opening_burst(load_run(rec.path).table("steps"), req[req["load"] == "closed-c16-steady"], 16)
     assert (burst["burst_steps"], burst["first_step_reqs"], burst["first_step_tokens"]) == (3, 2, 2618)
     chk = check_loads(as_held_out(Profile.load(SHIPPED), "ar", default), [replace(rec, setup=replace(rec.setup, holdout=("closed-c16-steady",)))])[0]
-    measured, simulated = np.asarray(chk.load.ttft_ms[:16]), np.asarray(chk.comparison.ttft_ms[:16])
-    assert (measured < measured.min() + 10).sum() == 2 and (simulated < simulated.min() + 10).sum() == 10
-    assert abs(simulated.max() / measured.max() - 1) < 0.05
-    assert chk.comparison.predicted("ttft_p95_ms") < 0.8 * chk.comparison.measured("ttft_p95_ms")
+    assert _groups_ms(chk.load.ttft_ms[:16]) == _groups_ms(chk.comparison.ttft_ms[:16]) == [2, 11, 3]
+    p95 = chk.comparison.predicted("ttft_p95_ms") / chk.comparison.measured("ttft_p95_ms") - 1
+    assert abs(p95) < TARGETS["ttft_p95_ms"] / 100
 
 
 def test_the_data_readmes_quoted_misses_are_rows_of_the_committed_table():
     """Each `load figure error% (in-sample error%)` the README quotes is a row of the committed misses table, and the
-    opening burst's figures it quotes are that row's hint (MTP's first step held 5 of its 16)."""
+    steady loops' opening bursts, which it says are no longer misses, are not rows of it."""
     text = (ROOT / "README.md").read_text().split("### Why a held-out load misses", 1)[1]
     rows = {(m.load, m.figure, f"{m.error_pct:+.1f}", f"{m.in_sample_pct:+.1f}") for m in committed_misses()}
     quoted = re.findall(r"`([\w.-]+) (\w+) ([+-]\d+\.\d)% \(in-sample\s+([+-]\d+\.\d)%\)`", text)
-    assert len(quoted) >= 5 and set(quoted) <= rows, set(quoted) - rows
-    hints = {(m.run, m.load): m.hint for m in committed_misses() if m.figure == "ttft_p95_ms"}
-    assert "admitted over 3 prefill steps of the 8,192-token budget" in hints["h200-fp8-ar/default-steady", "closed-c16-steady"]
-    assert "held 2 of them (2,618 tokens)" in hints["h200-fp8-ar/default-steady", "closed-c16-steady"]
-    assert "held 5 of them" in hints["h200-fp8-mtp/k4-a0.8-steady", "closed-c16-steady"]
+    assert len(quoted) >= 3 and set(quoted) <= rows, set(quoted) - rows
+    burst_p95 = [m for m in committed_misses() if m.load == "closed-c16-steady" and m.figure == "ttft_p95_ms"]
+    assert burst_p95 == []  # the opening bursts' p95 is no longer a miss (docs/simulator.md, "Front end")

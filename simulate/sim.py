@@ -356,14 +356,23 @@ class _Loop:
                 # what was already due at this instant runs before the stop: wakes and steps ending now
                 self._advance(now, math.inf)
                 return self._close(now)
-        if cap:  # the arrival window ends at the last send (or the drawn window, if later)
-            window = now if now > reqs.window_s else reqs.window_s
-            self.tracker.window_end = window
-            for rep in self.reps:  # a step in flight was booked in full, before the window's end was known
-                if rep.t_end is not None and rep.t_end > window:
-                    rep.busy_window_s -= rep.t_end - (rep.t_start if rep.t_start > window else window)
-            if self.drain_auto:
-                self.drain_s = DRAIN_MIN_S if window < DRAIN_MIN_S else window
+        if cap:
+            self._end_window(now)
+        return self._drain(now)
+
+    def _end_window(self, now: float) -> None:
+        """Closed loop: the arrival window ends at the last send (or the drawn window, if later), known only now."""
+        window = now if now > self.reqs.window_s else self.reqs.window_s
+        self.tracker.window_end = window
+        for rep in self.reps:  # a step in flight was booked in full, before the window's end was known
+            if rep.t_end is not None and rep.t_end > window:
+                rep.busy_window_s -= rep.t_end - (rep.t_start if rep.t_start > window else window)
+        if self.drain_auto:
+            self.drain_s = DRAIN_MIN_S if window < DRAIN_MIN_S else window
+
+    def _drain(self, now: float) -> float:
+        """After the last arrival: run on for drain_s (in slices where a certain miss may stop it); the end time."""
+        miss = self.miss
         deadline = now + self.drain_s
         if miss is not None:  # the drain in slices, so a certain miss stops it too
             while self.tracker.n and now + DRAIN_CHECK_S < deadline:

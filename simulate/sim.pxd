@@ -20,8 +20,6 @@ cdef class _Loop:
 
     @cython.locals(rep=Replica, t=double, w=double, woken=list, keep=list)
     cpdef _advance(self, double bound, double prev)
-    @cython.locals(rep=Replica)
-    cpdef bint _arrive(self, long i, double t, long prompt, long out) except? True
     @cython.locals(e=double)
     cpdef double _handed_over(self, Replica rep, double t) except? -1.0
     cpdef bint _join(self, Replica rep, long i, double t, long prompt, long out) except? True

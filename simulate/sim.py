@@ -264,10 +264,6 @@ class _Loop:
                     self.returns.sort()
             deps.clear()
 
-    def _arrive(self, i: int, t: float, prompt: int, out: int) -> bool:
-        """Route arrival i; True when it aborts the run."""
-        return self._join(self._least_outstanding() if self.pick_least else self.route(prompt, out), i, t, prompt, out)
-
     def _handed_over(self, rep, t: float) -> float:
         """When `rep`'s front end hands over a request sent at t: after its previous one, handover_s each."""
         e = self.fe_free[rep.idx]
@@ -342,17 +338,14 @@ class _Loop:
                         t = now  # ready while earlier requests waited for a slot: sent in arrival order
                 self.sent.append(t)
                 self.last_send = t
+            rep = self._least_outstanding() if self.pick_least else self.route(prompt[i], out[i])
             if hand:  # routed at its send, it reaches its replica when the front end hands it over
-                rep = self._least_outstanding() if self.pick_least else self.route(prompt[i], out[i])
                 e = self._handed_over(rep, t)
                 if e > now:
                     self._advance(e, now)
                     now = self.wake_s = e
-                if self._join(rep, i, now, prompt[i], out[i]):
-                    self._advance(now, math.inf)
-                    return self._close(now)
-                continue
-            if self._arrive(i, t, prompt[i], out[i]):
+                t = now
+            if self._join(rep, i, t, prompt[i], out[i]):
                 # what was already due at this instant runs before the stop: wakes and steps ending now
                 self._advance(now, math.inf)
                 return self._close(now)

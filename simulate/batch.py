@@ -14,7 +14,6 @@ from costmodel.modes import ServingMode
 from costmodel.memory import replica_memory, request_limit
 from costmodel.options import check_burstiness, check_concurrency, check_rate
 from costmodel.schemas.profile import Profile
-from costmodel.schemas.results import write_simulation
 from costmodel.shipped import resolve_profile
 from simulate.engine import EngineConfig, mode_settings
 from simulate.point import DEFAULT_WARMUP_FRAC, PointResult, check_mode, resolve_engine
@@ -136,4 +135,6 @@ def run_simulation(cfg: SimulateConfig, progress: Callable | None = None) -> Sim
 
 def write_outcome(outcome: SimulateOutcome, out_dir: str | Path) -> list[Path]:
     """The simulation-results artefact (costmodel/schemas/results.py)."""
+    from costmodel.schemas.results import write_simulation  # its writers (outputset, atomic) load only with -o
+
     return write_simulation(out_dir, [(r.summary, r.requests) for r in outcome.results], outcome.profile)

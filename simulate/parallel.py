@@ -13,8 +13,6 @@ worker processes stop) and re-raises.
 from __future__ import annotations
 
 import importlib.util
-import logging
-import multiprocessing as mp
 import os
 import sys
 from contextlib import contextmanager
@@ -93,6 +91,7 @@ class ProcessPool:
 
     def executor(self):
         if self._executor is None:
+            import multiprocessing as mp  # here, where a worker starts: a serial run never loads it (start-up, issue 51)
             from concurrent.futures import ProcessPoolExecutor
 
             method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
@@ -139,6 +138,7 @@ class AffinityPool:
 
     def start(self) -> "AffinityPool":
         """Fork the workers now (call before starting threads: a fork copies only the calling thread)."""
+        import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
         if not self._executors:
@@ -264,6 +264,7 @@ def _on_processes(fn, args_list, shared, on_done, workers: int, kept=None) -> li
     """The jobs on `workers` forked processes (they inherit this process's modules, profiles and
     step-price caches, so a worker starts in milliseconds); results in input order. `kept`: an
     executor the caller keeps (ProcessPool), left running afterwards."""
+    import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
@@ -317,6 +318,9 @@ def dask_client(address: str | None, workers: int) -> Iterator:
         from distributed import Client, LocalCluster
     except ImportError:
         raise UserError("parallel runs need dask and distributed", "pip install 'costmodel[sweep]', or run serially with --jobs 1") from None
+    import logging
+    import multiprocessing as mp
+
     local = None
     if address:
         try:

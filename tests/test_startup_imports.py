@@ -18,15 +18,20 @@ HEAVY = ("pandas", "pyarrow", "statsmodels", "scipy", "openpyxl", "matplotlib", 
          "httpx", "dask", "distributed")
 
 
-def heavy_loaded(argv: list[str]) -> list[str]:
-    """The HEAVY packages loaded once `costmodel ARGV` has run in a fresh interpreter."""
+def loaded_after(argv: list[str], names) -> list[str]:
+    """Those of `names` (modules) loaded once `costmodel ARGV` has run in a fresh interpreter."""
     code = ("import json, sys\nfrom costmodel.cli import console_main\nsys.argv = ['costmodel', *json.loads(sys.argv[1])]\n"
             "try:\n    console_main()\nexcept SystemExit:\n    pass\n"
-            f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({list(HEAVY)!r}))))")
+            f"print(json.dumps(sorted(set(sys.modules) & set({sorted(names)!r}))))")
     out = subprocess.run([sys.executable, "-c", code, json.dumps(argv)], capture_output=True, text=True, cwd=ROOT, timeout=300,
                          env={**os.environ, "COSTMODEL_NO_PROGRESS": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def heavy_loaded(argv: list[str]) -> list[str]:
+    """The HEAVY packages loaded once `costmodel ARGV` has run in a fresh interpreter."""
+    return loaded_after(argv, HEAVY)
 
 
 @pytest.mark.parametrize("argv", [["simulate", "--help"], ["--help"]], ids=" ".join)
@@ -138,3 +143,32 @@ def test_every_command_is_held_to_its_import_set():
 def test_a_one_request_simulation_loads_no_table_library():
     """The start-up figure of benchmarks/bench_startup.py: one request, printed, not written."""
     assert heavy_loaded(["simulate", "--mode", "ar", "--qps", "1", "--requests", "1", "--jobs", "1"]) == []
+
+
+# What a one-request `simulate`, printed, runs without (issue 51: under 0.3 s with start-up): worker processes'
+# machinery (--jobs 1 runs in this process), the output set's writers (no -o), the price path and its models (no
+# pricing option), the progress bar (no terminal). Each loads where it is used; a module that starts to load
+# here again costs every simulate (the 72k-request benchmark too) its import.
+NOT_ON_A_PRINTED_RUN = ("multiprocessing", "logging", "concurrent.futures", "costmodel.outputset", "costmodel.atomic",
+                        "costmodel.costing.pricing", "costmodel.costing.models", "costmodel.costing.costs", "costmodel.schemas.plan",
+                        "costmodel.schemas.bench_result", "rich.progress")
+
+
+def test_a_one_request_simulation_loads_only_what_it_runs():
+    assert loaded_after(["simulate", "--mode", "ar", "--qps", "1", "--requests", "1", "--jobs", "1"], NOT_ON_A_PRINTED_RUN) == []
+
+
+def test_pricing_the_points_loads_the_price_path():
+    """The other side: a pricing option loads the pricing models where the points are priced."""
+    assert "costmodel.costing.pricing" in loaded_after(["simulate", "--mode", "ar", "--qps", "1", "--requests", "1", "--jobs", "1",
+                                                        "--pricing", "spot"], NOT_ON_A_PRINTED_RUN)
+
+
+def test_a_costmodel_process_starts_one_blas_thread_unless_the_user_chose():
+    """numpy's OpenBLAS starts its thread pool when it loads: one thread, unless OPENBLAS_NUM_THREADS or OMP_NUM_THREADS is set."""
+    from costmodel.cli import one_blas_thread
+
+    for env, after in (({}, {"OPENBLAS_NUM_THREADS": "1"}), ({"OPENBLAS_NUM_THREADS": "8"}, {"OPENBLAS_NUM_THREADS": "8"}),
+                       ({"OMP_NUM_THREADS": "4"}, {"OMP_NUM_THREADS": "4"})):
+        one_blas_thread(env)
+        assert env == after

@@ -197,10 +197,24 @@ def main(argv: list[str] | None = None) -> int:
     return rv if isinstance(rv, int) else 0
 
 
+# BLAS threads a `costmodel` process starts when numpy loads, unless the user chose (OPENBLAS_NUM_THREADS or
+# OMP_NUM_THREADS set): costmodel's linear algebra is small (least squares of a few columns), so a pool buys
+# nothing, and starting it cost every command ~50 ms of CPU on 2 cores (a one-request `simulate` a sixth of its
+# start-up); threads contending on a shared machine made the fits 30x slower (benchmarks/bench_engine.py).
+BLAS_THREADS = "1"
+
+
+def one_blas_thread(environ=os.environ) -> None:
+    """OPENBLAS_NUM_THREADS=BLAS_THREADS before numpy loads, where the user set no thread count."""
+    if not any(environ.get(v) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
+        environ["OPENBLAS_NUM_THREADS"] = BLAS_THREADS
+
+
 def console_main() -> None:
     """The `costmodel` console script: main(), then exit. After Ctrl-C it exits at once: a Dask
     cluster's shutdown handlers would otherwise hold the process for seconds after the workers
     were stopped, and every output already written is complete (atomic writes)."""
+    one_blas_thread()
     rc = main()
     if rc == 130:
         sys.stdout.flush()

@@ -1,23 +1,41 @@
 """The pricing options `plan`, `simulate`, `sweep` and `report` share: the decorator adds them and
-hands the command one `pricing_options: costmodel.costing.PricingOptions` argument instead."""
+hands the command one `pricing_options: costmodel.costing.PricingOptions` argument instead.
+
+Declaring and receiving them loads no pricing model: a command given none (a one-request `simulate`)
+never imports the price path; `--pricing`'s help names the registered models when help is shown."""
 
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
 
-from costmodel.costing import PricingConfig, PricingOptions, cost_of_row, gpu_price, model_names
+from costmodel.costing.options import PricingOptions
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from costmodel.costing import PricingConfig
 
 OPTIONS = ("price", "onprem", "purchase_usd", "electricity_usd_per_kwh", "amortisation_years", "pue", "telemetry", "pricing", "term", "price_file")
+PRICING_HELP = "Pricing model: {models} (default on-demand; terms and sources in costmodel/data/hardware.json)."
+
+
+class PricingModelOption(click.Option):
+    """--pricing: its help lists the pricing models registered (costmodel/costing/models/) when it is shown."""
+
+    def get_help_record(self, ctx):
+        from costmodel.costing import model_names
+
+        self.help = PRICING_HELP.format(models=", ".join(model_names()))
+        return super().get_help_record(ctx)
 
 
 def pricing_options(f):
     """Adds the pricing options; the command receives them as `pricing_options` (a PricingOptions)."""
     opts = [
-        click.option("--pricing", default=None, metavar="MODEL",
-                     help=f"Pricing model: {', '.join(model_names())} (default on-demand; terms and sources in costmodel/data/hardware.json)."),
+        click.option("--pricing", cls=PricingModelOption, default=None, metavar="MODEL"),
         click.option("--price", multiple=True, metavar="GPU=USD", help="On-demand rental per GPU-hour, overriding the catalog (repeatable or comma-separated), e.g. --price h200=3.50; reserved and spot discount from it."),
         click.option("--price-file", type=click.Path(dir_okay=False), default=None,
                      help="CSV with columns hardware,price_usd_per_gpu_hour[,purchase_usd]: overrides for several GPUs at once (--price wins)."),
@@ -46,6 +64,10 @@ def pricing_options(f):
 
 def cost_table(rows: list[dict], spec, pricing: PricingConfig) -> Table:
     """What each simulated point costs under `pricing` (simulate --pricing ...): unstable points' costs left blank."""
+    from rich.table import Table  # where a cost table is printed: declaring the options loads no rich
+
+    from costmodel.costing import cost_of_row, gpu_price
+
     pricing.check_hardware([spec.id])
     price = gpu_price(spec, pricing)
     t = Table(title=f"Cost on {spec.id}, {pricing.model} pricing (${price.rate_usd_per_gpu_hour:,.3f} per GPU-hour before electricity)")

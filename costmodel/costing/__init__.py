@@ -52,7 +52,7 @@ _HOME = {
     "SOURCES": "pricing",
     "GpuPrice": "pricing",
     "PricingConfig": "pricing",
-    "PricingOptions": "pricing",
+    "PricingOptions": "options",
     "gpu_price": "pricing",
     "pricing_config": "pricing",
     "read_price_file": "pricing",

@@ -20,6 +20,7 @@ from costmodel.hardware import HardwareSpec, source_text
 from costmodel.options import parse_key_values
 from costmodel.schemas.plan import HOURS_PER_MONTH  # 8,760 h / 12: the convention cloud price sheets use
 from costmodel.costing.models import DEFAULT_MODEL, Terms, get_model, model_names
+from costmodel.costing.options import PricingOptions  # the options as stated, in a module of their own (start-up)
 from costmodel.costing.terms import check_term, resolve_terms
 
 DEFAULT_ELECTRICITY_USD_PER_KWH = 0.08
@@ -176,28 +177,6 @@ def telemetry_power(run_dir: str | Path) -> tuple[str, float, str]:
         raise UserError(f"run {run_dir} has no telemetry samples with power while the GPU was busy", "drop --telemetry to use board power x utilisation")
     w = float(busy["power_w"].mean())
     return hw, w, f"measured: mean power_w {w:.0f} W over {len(busy)} busy telemetry samples of run {run.manifest.run_id}"
-
-
-@dataclass
-class PricingOptions:
-    """Pricing as a user states it (the plan/simulate/sweep/report options): a model name, overrides
-    as GPU=USD texts or a price file, term overrides as NAME=VALUE, telemetry run directories;
-    `pricing_config` checks them against each other."""
-
-    price: tuple[str, ...] = ()
-    onprem: bool = False  # shorthand for pricing="onprem"
-    purchase_usd: tuple[str, ...] = ()
-    electricity_usd_per_kwh: float | None = None
-    amortisation_years: float | None = None
-    pue: float | None = None
-    telemetry: tuple[str, ...] = ()
-    pricing: str | None = None
-    term: tuple[str, ...] = ()
-    price_file: str | None = None
-
-    def given(self) -> bool:
-        return bool(self.price or self.onprem or self.purchase_usd or self.telemetry or self.pricing or self.term or self.price_file) or any(
-            x is not None for x in (self.electricity_usd_per_kwh, self.amortisation_years, self.pue))
 
 
 def read_price_file(path: str) -> tuple[dict, dict]:

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.jsonfile import jsonable, read_json
 from costmodel.schemas.columns import ColumnDoc
@@ -156,6 +155,8 @@ class PlanDoc:
 
 
 def write_plan_json(path: str | Path, doc: dict) -> Path:
+    from costmodel import atomic  # the writer, where a plan is written: the pricing options (HOURS_PER_MONTH) load without it
+
     return atomic.write_text(path, json.dumps(jsonable({"kind": PLAN_KIND, "schema_version": PLAN_SCHEMA_VERSION, **doc}), indent=1) + "\n")
 
 
@@ -166,6 +167,8 @@ def is_plan_dir(p: Path) -> bool:
 def read_plan(p: str | Path) -> PlanDoc:
     """A plan.json file (its directory's output manifest checked first: costmodel/outputset.py)."""
     import pandas as pd  # the table library, where the plan's table is read (issue 40: a command imports what it runs)
+
+    from costmodel import outputset
 
     p = Path(p)
     doc = outputset.read_set(p.parent, lambda root: read_json(root / p.name, "plan"), "re-run `costmodel plan`")

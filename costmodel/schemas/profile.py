@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from costmodel import atomic
 from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec, catalog, validate_spec
 from costmodel.jsonfile import read_json
@@ -208,6 +207,8 @@ class Profile:
         return out
 
     def save(self, path: str | Path) -> Path:
+        from costmodel import atomic  # the writer, where a profile is written (fit): the simulator reads profiles only
+
         self.validate()
         return atomic.write_json(path, self.to_dict())
 

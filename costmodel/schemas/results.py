@@ -10,10 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from costmodel import atomic, outputset
 from costmodel.errors import UserError
 from costmodel.jsonfile import read_json
-from costmodel.schemas.bench_result import as_bench_result
 from costmodel.schemas.columns import ColumnDoc, meta
 
 if TYPE_CHECKING:
@@ -168,6 +166,9 @@ def write_simulation(out_dir: str | Path, points: list[tuple[PointSummary, "pd.D
     published whole (costmodel/outputset.py)."""
     import pandas as pd  # the table library, where the tables are written (issue 40: a command imports what it runs)
 
+    from costmodel import atomic, outputset  # the writers, where a set is written: a printed simulation loads neither
+    from costmodel.schemas.bench_result import as_bench_result
+
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"-o {out} exists and is not a directory", "give a directory path")
@@ -192,6 +193,8 @@ def is_simulation_dir(p: Path) -> bool:
 def read_simulation(d: str | Path) -> SimulationResults:
     """A `costmodel simulate -o` directory: summary.csv (else summary.json's points), every file of
     one version of its output set (costmodel/outputset.py read_set: manifest checked, no mix)."""
+    from costmodel import outputset
+
     d = Path(d)
     res = outputset.read_set(d, _read_simulation, "re-run `costmodel simulate`")
     res.path = d

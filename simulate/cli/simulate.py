@@ -7,12 +7,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
 
-from costmodel import outputset
 from costmodel.cli.pricing_options import cost_table, pricing_options
 from costmodel.console import make_console
-from costmodel.costing import pricing_config
 from costmodel.errors import UserError
 from costmodel.hardware import default_hardware
 from costmodel.modes import get_mode, mode_names
@@ -21,11 +18,14 @@ from costmodel.progress import deferred_progress
 from simulate.routers import DEFAULT_ROUTER, router_names
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from costmodel.engine_settings import EngineSettings
     from simulate.api import SimulateConfig
 
-# The simulator (numpy, the engine model, the workload drawer) and rich's progress bar are imported where the
-# command runs, not where its options are declared: `costmodel simulate --help` starts in under 0.3 s (issue 40).
+# The simulator (numpy, the engine model, the workload drawer), rich's table and progress bar are imported where the
+# command runs, not where its options are declared: `costmodel simulate --help` starts in under 0.3 s (issue 40); the
+# output set's writer (costmodel/outputset.py: locks, hashes) only with -o (issue 51).
 
 
 @click.command()
@@ -76,7 +76,11 @@ def simulate(qps, concurrency, burstiness, modes, hardware, profile_path, replic
     --concurrency N runs N closed-loop clients instead of (or, with --qps, as well as) a rate."""
     from simulate.api import SimulateConfig, run_simulation, write_outcome
 
-    pricing = pricing_config(pricing_options)  # bad pricing fails before any point runs
+    pricing = None
+    if pricing_options.given():  # bad pricing fails before any point runs; none given: the price path is not loaded
+        from costmodel.costing import pricing_config
+
+        pricing = pricing_config(pricing_options)
     engine = engine_layers({"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                             "gpu_memory_utilization": gpu_memory_utilization, "canvas_length": canvas_length,
                             "max_denoising_steps": max_denoising_steps, "num_speculative_tokens": num_speculative_tokens,
@@ -89,6 +93,8 @@ def simulate(qps, concurrency, burstiness, modes, hardware, profile_path, replic
                          engine=engine[1], concurrency=None if concurrency is None else parse_concurrency(concurrency),
                          burstiness=None if burstiness is None else parse_burstiness(burstiness))
     if out_dir:
+        from costmodel import outputset
+
         outputset.claim(out_dir, "simulate")  # checked and locked before any point runs
     con = make_console()
     with progress_bar(make_console(stderr=True)) as progress:
@@ -179,6 +185,8 @@ def samples_for(q: float) -> int:
 
 
 def render_table(results, profile) -> Table:
+    from rich.table import Table
+
     first = results[0].summary
     closed = any(r.summary.concurrency for r in results)
     t = Table(title=f"costmodel simulate: {profile.profile_id} ({first.hardware}), {first.replicas} replica(s), "

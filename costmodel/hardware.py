@@ -7,7 +7,6 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from costmodel.errors import UserError
@@ -208,12 +207,18 @@ def _check_finite(spec: HardwareSpec, hid: str, where: str) -> None:
 
 @lru_cache(maxsize=1)
 def _catalog_doc() -> dict:
-    return json.loads(resources.files("costmodel").joinpath("data/hardware.json").read_text())
+    # beside this module, as the package installs it (importlib.resources finds the same file for ~15 ms of every start-up)
+    return json.loads(Path(__file__).with_name("data").joinpath("hardware.json").read_text())
 
 
 def catalog() -> dict[str, HardwareSpec]:
-    doc = _catalog_doc()
-    return {hid: validate_spec(hid, d, "the built-in catalog") for hid, d in doc["gpus"].items()}
+    return dict(_validated_catalog())
+
+
+@lru_cache(maxsize=1)
+def _validated_catalog() -> dict[str, HardwareSpec]:
+    """Checked once per process, as the document is read once (a one-request simulate asked for it 6 times)."""
+    return {hid: validate_spec(hid, d, "the built-in catalog") for hid, d in _catalog_doc()["gpus"].items()}
 
 
 def default_hardware(purpose: str = "") -> str:

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import click
 
 from costmodel.cli.pricing_options import cost_table, pricing_options
-from costmodel.console import make_console
 from costmodel.errors import UserError
 from costmodel.hardware import default_hardware
 from costmodel.modes import get_mode, mode_names
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
     from costmodel.engine_settings import EngineSettings
     from simulate.api import SimulateConfig
 
-# The simulator (numpy, the engine model, the workload drawer), rich's table and progress bar are imported where the
+# The simulator (numpy, the engine model, the workload drawer), rich's console, table and progress bar are imported where the
 # command runs, not where its options are declared: `costmodel simulate --help` starts in under 0.3 s (issue 40); the
 # output set's writer (costmodel/outputset.py: locks, hashes) only with -o (issue 51).
 
@@ -74,6 +73,7 @@ def simulate(qps, concurrency, burstiness, modes, hardware, profile_path, replic
     GPU busy fraction, and whether the point is stable (an unstable point's queue grows without
     bound: its latencies are not steady-state and are not shown). With pricing options, what each point costs.
     --concurrency N runs N closed-loop clients instead of (or, with --qps, as well as) a rate."""
+    from costmodel.console import make_console
     from simulate.api import SimulateConfig, run_simulation, write_outcome
 
     pricing = None

@@ -231,20 +231,32 @@ class Roofline:
 
     @lru_cache(maxsize=65536)
     def _pass_cost(self, segments: tuple[Segment, ...]) -> PassRoofline:
+        return PassRoofline(*self.pass_terms(segments))
+
+    def pass_terms(self, segments: tuple[Segment, ...]) -> tuple[float, float, float, float, float, float, float, float]:
+        """PassRoofline's fields of ONE forward pass over `segments`, in its order, as a plain tuple: what the step
+        pricer reads when it prices a shape it has not met (no record made; pass_cost wraps it)."""
         if not segments:
             raise UserError("a pass needs at least one segment", "give seqs/tokens for one pass kind")
-        parts = [self._segment(s) for s in segments]
-        m = parts[0][0]
-        if any(p[0] is not m for p in parts):
-            raise UserError("one forward pass cannot mix target and assistant pass kinds", "time draft_step passes separately")
-        wb = self.precision.weight_bytes
-        T_total = sum(s.seqs * s.tokens for s in segments)
+        terms = self._terms
+        m = None
+        T_total = 0
         flops = 0.0
         kv_read = kv_write = logits_bytes = 0.0
         any_logits = False
         sc_tokens = 0
-        for _, (a, r, w, lb, lt, sc) in parts:
-            flops += a + 2.0 * lt * m.embedding_params  # lm_head
+        for seg in segments:
+            hit = terms.get(seg)
+            if hit is None:
+                hit = self._segment(seg)
+            if m is None:
+                m = hit[0]
+                lm_head = m.embedding_params
+            elif hit[0] is not m:
+                raise UserError("one forward pass cannot mix target and assistant pass kinds", "time draft_step passes separately")
+            a, r, w, lb, lt, sc = hit[1]
+            T_total += seg.seqs * seg.tokens
+            flops += a + 2.0 * lt * lm_head  # lm_head
             kv_read += r
             kv_write += w
             logits_bytes += lb
@@ -261,18 +273,9 @@ class Roofline:
             # softmax(previous logits) @ embedding, then the self-conditioning MLP
             flops += 2.0 * sc_tokens * (m.embedding_params + m.self_conditioning_params)
             weights += m.embedding_params + m.self_conditioning_params
-        weight_bytes = weights * wb
+        weight_bytes = weights * self.precision.weight_bytes
         total_bytes = weight_bytes + kv_read + kv_write + logits_bytes
-        return PassRoofline(
-            flops=flops,
-            weight_bytes=weight_bytes,
-            kv_read_bytes=kv_read,
-            kv_write_bytes=kv_write,
-            logits_bytes=logits_bytes,
-            experts_touched_per_layer=touched,
-            compute_ms=flops / self.flops_per_ms,
-            memory_ms=total_bytes / self.bytes_per_ms,
-        )
+        return (flops, weight_bytes, kv_read, kv_write, logits_bytes, touched, flops / self.flops_per_ms, total_bytes / self.bytes_per_ms)
 
 
 def default_tokens(kind: str, model: ModelShape, prompt_tokens: int, draft_tokens: int) -> int:

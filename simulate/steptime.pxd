@@ -8,7 +8,7 @@ cdef class StepPricer:
     cdef public object profile, mode, draws, qn, qc, cost
     cdef public bint exact
     cdef public long qc_bits, grid_bits, n_bits, c_bits, n_lim, c_lim, misses
-    cdef public dict cache, dcache
+    cdef public dict cache, dcache, segments
     cdef public long d_lo, d_hi
 
     @cython.locals(c=long, sh=long)

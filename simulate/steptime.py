@@ -106,6 +106,7 @@ class StepPricer:
         self.dcache = resolved.step_cache(key + ("packed decode",))  # decode_at's prices, under integer keys
         self.d_lo = self.d_hi = 0
         self.misses = 0
+        self.segments: dict = {}  # (kind, seqs, tokens, context) -> its Segment (_segment)
 
     def _group_key(self, ns: tuple, ss: tuple) -> tuple:
         """(seqs, mean context) per group, rounded; several non-empty groups share one pooled context."""
@@ -255,11 +256,20 @@ class StepPricer:
         optionally (group, tokens, context) of one partial sequence (price_part)."""
         m, tp, pctx = key[:3]
         mode = self.mode
-        prefill = Segment(mode.prefill_kind, m, max(1, tp), pctx) if m else None
-        n = len(self.draws.group_tokens)
-        groups = tuple(Segment(kind, key[3 + 2 * i], tokens, key[4 + 2 * i])
-                       for i, (kind, tokens) in enumerate(zip(mode.group_kinds, self.draws.group_tokens)))
-        j = 3 + 2 * n
+        prefill = self._segment(mode.prefill_kind, m, max(1, tp), pctx) if m else None
+        gt = self.draws.group_tokens
+        kinds = mode.group_kinds
+        groups = tuple([self._segment(kinds[i], key[3 + 2 * i], gt[i], key[4 + 2 * i]) for i in range(min(len(kinds), len(gt)))])
+        j = 3 + 2 * len(gt)
         if len(key) > j:
-            groups += (Segment(mode.group_kinds[key[j]], 1, key[j + 1], key[j + 2]),)
+            groups += (self._segment(kinds[key[j]], 1, key[j + 1], key[j + 2]),)
         return self.cost.step_ms(prefill, groups, self.draws) / 1e3
+
+    def _segment(self, kind: str, seqs: int, tokens: int, context: int) -> Segment:
+        """The Segment of this shape, made once per pricer: the shapes of the steps it misses recur (a prefill chunk beside
+        many decode batches), and one object per shape is hashed and compared faster by the price caches below."""
+        k = (kind, seqs, tokens, context)
+        seg = self.segments.get(k)
+        if seg is None:
+            seg = self.segments[k] = Segment(kind, seqs, tokens, context)
+        return seg

@@ -14,7 +14,7 @@ regime (`step_knee_tokens`, found in the recorded steps)."""
 from __future__ import annotations
 
 from costmodel.roofline import Segment
-from costmodel.stepcost.linear import TOKENS_POS, feature_values, model_ms
+from costmodel.stepcost.linear import TOKENS_POS, feature_values_of, model_ms
 
 
 class EngineStepPredictor:
@@ -29,8 +29,18 @@ class EngineStepPredictor:
         return True
 
     def pass_ms(self, cost, models: list, segments: tuple[Segment, ...]) -> float:
-        roof = cost.roofline.pass_cost(segments)
-        vals = feature_values(roof, segments, cost.graph_max_tokens, cost.knee_tokens)
+        # the roofline's numbers without its record (a step price misses on shapes it has not met: this is its cost)
+        _, weight_bytes, kv_read, kv_write, logits_bytes, _, compute_ms, memory_ms = cost.roofline.pass_terms(segments)
+        vals = feature_values_of(compute_ms, memory_ms, kv_read, kv_write, weight_bytes + kv_read + kv_write + logits_bytes, segments,
+                                 cost.graph_max_tokens, cost.knee_tokens)
         total = vals[TOKENS_POS]
-        ms = sum((seg.seqs * seg.tokens / total) * model_ms(cost, pm, vals) for seg, pm in zip(segments, models))
-        return max(roof.roofline_ms, ms)
+        ms = sum([(seg.seqs * seg.tokens / total) * _model_ms(cost, pm, vals) for seg, pm in zip(segments, models)])
+        return max(vals[1], ms)  # floored at the pass's roofline_ms
+
+
+def _model_ms(cost, pm, vals: tuple) -> float:
+    """linear.model_ms with the mode's cost's positions read here (the same terms, summed in the same order)."""
+    hit = cost.positions.get(id(pm)) if hasattr(cost, "positions") else None
+    if hit is not None and hit[0] is pm and hit[1] is not None:
+        return sum([c * vals[i] for i, c in hit[1]])
+    return model_ms(cost, pm, vals)

@@ -68,6 +68,13 @@ def padded(segments, tokens: float, graph_max_tokens: int) -> float:
 
 def feature_values(roof_pass, segments, graph_max_tokens: int = 0, knee_tokens: int = 0) -> tuple[float, ...]:
     """features() as a tuple in FEATURES order (what a priced pass reads by position: no dict per pass)."""
+    return feature_values_of(roof_pass.compute_ms, roof_pass.memory_ms, roof_pass.kv_read_bytes, roof_pass.kv_write_bytes, roof_pass.bytes,
+                             segments, graph_max_tokens, knee_tokens)
+
+
+def feature_values_of(compute_ms: float, memory_ms: float, kv_read_bytes: float, kv_write_bytes: float, total_bytes: float, segments,
+                      graph_max_tokens: int = 0, knee_tokens: int = 0) -> tuple[float, ...]:
+    """feature_values from the pass's roofline numbers (costmodel/roofline.py Roofline.pass_terms) instead of its record."""
     tokens = seqs = context = decode_context = 0
     for s in segments:  # each sum in the segments' order, as the generator sums it would
         tokens += s.seqs * s.tokens
@@ -83,11 +90,11 @@ def feature_values(roof_pass, segments, graph_max_tokens: int = 0, knee_tokens: 
     knee = 1.0 if knee_tokens and tokens > knee_tokens else 0.0
     return (
         1.0,
-        roof_pass.roofline_ms,
-        roof_pass.memory_ms,
-        roof_pass.compute_ms,
+        max(compute_ms, memory_ms),  # roofline_ms
+        memory_ms,
+        compute_ms,
         # the KV-cache share of memory_ms: lets a fit price KV reads at another efficiency than weights
-        roof_pass.memory_ms * (roof_pass.kv_read_bytes + roof_pass.kv_write_bytes) / roof_pass.bytes if roof_pass.bytes else 0.0,
+        memory_ms * (kv_read_bytes + kv_write_bytes) / total_bytes if total_bytes else 0.0,
         float(seqs),
         tokens,
         context,

@@ -202,19 +202,24 @@ def main(argv: list[str] | None = None) -> int:
 # nothing, and starting it cost every command ~50 ms of CPU on 2 cores (a one-request `simulate` a sixth of its
 # start-up); threads contending on a shared machine made the fits 30x slower (benchmarks/bench_engine.py).
 BLAS_THREADS = "1"
+# the commands that run an engine to measure it (in this process, or as a child inheriting its environment): the
+# measured engine's environment is left as the user has it
+RUNS_ENGINES = ("measure", "validate")
 
 
-def one_blas_thread(environ=os.environ) -> None:
-    """OPENBLAS_NUM_THREADS=BLAS_THREADS before numpy loads, where the user set no thread count."""
-    if not any(environ.get(v) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
-        environ["OPENBLAS_NUM_THREADS"] = BLAS_THREADS
+def one_blas_thread(command: str | None, environ=os.environ) -> None:
+    """OPENBLAS_NUM_THREADS=BLAS_THREADS before numpy loads, where the user set no thread count and `command`
+    (the sub-command's name) runs no engine under measurement."""
+    if command in RUNS_ENGINES or any(environ.get(v) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
+        return
+    environ["OPENBLAS_NUM_THREADS"] = BLAS_THREADS
 
 
 def console_main() -> None:
     """The `costmodel` console script: main(), then exit. After Ctrl-C it exits at once: a Dask
     cluster's shutdown handlers would otherwise hold the process for seconds after the workers
     were stopped, and every output already written is complete (atomic writes)."""
-    one_blas_thread()
+    one_blas_thread(next((a for a in sys.argv[1:] if a in COMMANDS), None))
     rc = main()
     if rc == 130:
         sys.stdout.flush()

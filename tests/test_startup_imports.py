@@ -175,3 +175,11 @@ def test_a_costmodel_process_starts_one_blas_thread_unless_the_user_chose():
                                 ("fit", {"OMP_NUM_THREADS": "4"}, {"OMP_NUM_THREADS": "4"}), ("measure", {}, {}), ("validate", {}, {})):
         one_blas_thread(command, env)
         assert env == after, command
+
+
+def test_a_costmodel_process_collects_garbage_in_larger_batches():
+    """The console entry raises the collector's first threshold: a start-up's objects live as long as the process."""
+    code = ("import gc, sys\nfrom costmodel.cli import GC_THRESHOLD, console_main\nsys.argv = ['costmodel', '--help']\n"
+            "try:\n    console_main()\nexcept SystemExit:\n    pass\nprint(gc.get_threshold()[0] == GC_THRESHOLD)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == "True", out.stderr[-2000:]

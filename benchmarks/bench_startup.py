@@ -10,8 +10,8 @@ mode, start-up included: the figure to compare with another simulator run from i
 Each figure is the fastest of `--repeat` runs: on a shared VM other tenants only ever add time; the
 CPU seconds are the figure a loaded machine stretches least. The children write bytecode (as an
 installed package has it: PYTHONDONTWRITEBYTECODE would compile every module on every start) and
-one untimed run warms it. `python -X importtime -c 'from costmodel.cli import console_main' ...`
-says where start-up goes.
+one untimed run warms it. `--phases` says where the one-request start-up goes (milliseconds per
+phase, in the order the command loads them; `python -X importtime` for the modules within one).
 """
 
 from __future__ import annotations
@@ -55,6 +55,36 @@ def fastest(args: list[str], repeat: int) -> tuple[float, float]:
     return min(w for w, _ in runs), min(c for _, c in runs)
 
 
+# the one-request simulate, phase by phase in one interpreter: each phase imports what the command would import next
+PHASES = [("click and the root group", "import costmodel.cli"), ("simulate's options", "import simulate.cli.simulate"),
+          ("the edge (table of inputs)", "import costmodel.cli.edge"), ("numpy", "import numpy"),
+          ("the simulator", "import simulate.api"), ("numpy.random", "import numpy.random"),
+          ("numpy.ma (np.percentile)", "import numpy.ma"), ("rich console and table", "import rich.console, rich.table"),
+          ("the run and its table", "costmodel.cli.main(ARGV)")]
+PHASE_CODE = """import gc, io, os, sys, time
+from contextlib import redirect_stdout
+os.environ["OPENBLAS_NUM_THREADS"] = os.environ.get("OPENBLAS_NUM_THREADS") or "1"  # as the console entry sets it
+gc.set_threshold(100_000)
+ARGV = {argv!r}
+out = []
+for code in {codes!r}:
+    t = time.perf_counter()
+    with redirect_stdout(io.StringIO()):
+        exec(code)
+    out.append(time.perf_counter() - t)
+print(*out)
+"""
+
+
+def phases(repeat: int) -> list[tuple[str, float]]:
+    """(phase, fastest ms) of the one-request simulate's start-up, over `repeat` fresh interpreters."""
+    code = PHASE_CODE.format(argv=STARTS[-1][1], codes=[c for _, c in PHASES])
+    subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=ENV)  # bytecode written
+    runs = [[float(x) for x in subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT,
+                                              env=ENV).stdout.split()] for _ in range(repeat)]
+    return [(label, 1000 * min(r[i] for r in runs)) for i, (label, _) in enumerate(PHASES)]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5, help="runs per figure; the fastest is reported")
@@ -63,6 +93,7 @@ def main(argv=None) -> int:
     ap.add_argument("--hours", type=float, default=1.0)
     ap.add_argument("--start-up-only", action="store_true", help="the start-up figures alone (no hour of traffic)")
     ap.add_argument("--replicas", type=int, default=4)
+    ap.add_argument("--phases", action="store_true", help="also the one-request start-up's phases, in milliseconds")
     a = ap.parse_args(argv)
     if a.repeat < 1:
         ap.error("--repeat must be >= 1")
@@ -75,6 +106,9 @@ def main(argv=None) -> int:
         timed([py, "-c", ENTRY, *args])  # untimed: writes the bytecode an installed package has
         w, c = fastest([py, "-c", ENTRY, *args], a.repeat)
         print(f"{label:<28} {w:7.3f} {c:7.3f}  {'met' if w < TARGET_STARTUP_S else 'MISSED'} (wall < {TARGET_STARTUP_S} s)")
+    if a.phases:
+        for label, ms in phases(a.repeat):
+            print(f"  {label:<26} {ms:7.1f} ms")
     if a.start_up_only:
         print(f"during the runs: {steal(st0)}")
         return 0

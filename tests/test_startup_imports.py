@@ -159,6 +159,12 @@ def test_a_one_request_simulation_loads_only_what_it_runs():
     assert loaded_after(["simulate", "--mode", "ar", "--qps", "1", "--requests", "1", "--jobs", "1"], NOT_ON_A_PRINTED_RUN) == []
 
 
+def test_the_root_help_loads_the_command_table_alone():
+    """`costmodel --help` lists the commands from their names (costmodel/cli/__init__.py COMMANDS, HELP): no command
+    module, no rich, no numpy."""
+    assert loaded_after(["--help"], ("rich", "numpy", "simulate", "costmodel.modes", "costmodel.hardware", "costmodel.console")) == []
+
+
 def test_pricing_the_points_loads_the_price_path():
     """The other side: a pricing option loads the pricing models where the points are priced."""
     assert "costmodel.costing.pricing" in loaded_after(["simulate", "--mode", "ar", "--qps", "1", "--requests", "1", "--jobs", "1",

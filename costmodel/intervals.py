@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 import statistics
+from functools import lru_cache
 
 CONFIDENCE = 0.95
 
 
+@lru_cache(maxsize=256)  # a plan asks for the same few (df, looks) thousands of times; scipy's ufunc call dominates a scalar
 def t_quantile(df: int, looks: int = 1) -> float:
     """The two-sided quantile of Student's t on `df` degrees of freedom for a CONFIDENCE interval
     looked at up to `looks` times (Bonferroni: each look at 1 - (1 - CONFIDENCE) / looks, so the

@@ -6,7 +6,7 @@ cdef class Tracker:
     cdef public long nbins, b, n, arrived, departed
     cdef public list edges, area
 
-    @cython.locals(tl=double, te=double, b=long, n=long, last=long)
+    @cython.locals(tl=double, te=double, b=long, n=long, last=long, e=double, a=double, edges=list)
     cpdef _acc(self, double t)
     cpdef arrive(self, double t)
     cpdef depart(self, double t)

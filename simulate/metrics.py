@@ -112,13 +112,18 @@ class Tracker:
             te = t if t < self.window_end else self.window_end
             b, edges, n = self.b, self.edges, self.n
             last = self.nbins - 1
-            while b < last and te > edges[b]:
+            while b < last:
+                e = edges[b]  # (C doubles when compiled: no float made per comparison)
+                if not te > e:
+                    break
                 if n:
-                    self.area[b] += n * (edges[b] - tl)
-                tl = edges[b]
+                    a = self.area[b]
+                    self.area[b] = a + n * (e - tl)
+                tl = e
                 b += 1
             if n:
-                self.area[b] += n * (te - tl)
+                a = self.area[b]
+                self.area[b] = a + n * (te - tl)
             self.b = b
         self.t_last = t
 

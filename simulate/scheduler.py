@@ -187,7 +187,9 @@ class Replica:
     # ---- scheduling --------------------------------------------------------------------------
     def schedule_prefill(self, budget: int, now: float) -> tuple[int, int, int]:
         """Prefill chunks for this step within `budget` tokens: (chunks, tokens, context sum)."""
-        chunks = self.chunks = []
+        chunks = self.chunks
+        if chunks:  # (an empty one is kept: no list made per step)
+            chunks = self.chunks = []
         m = tp = psum = 0
         pc = self.pc
         for r in self.prefilling:
@@ -287,9 +289,11 @@ class Replica:
         tokens and KV growth per step), by schedule_prefill's rules; inf when it is not (no budget
         or slot left, or its prefill does not fit the cache, which only fills up as the batch runs)."""
         w = self.waiting
-        if (w and self.budget - decode_tokens > 0 and len(self.running) < self.max_seqs
-                and self.kv_used + kv_growth + self.kv_reserved + (w[0].prefill_len if w[0].hashes is None else self.kv_need(w[0])) <= self.kv_cap):
-            return max(self.step, w[0].eligible)
+        if not w or self.budget - decode_tokens <= 0 or len(self.running) >= self.max_seqs:
+            return float("inf")
+        r = w[0]  # (a typed record when compiled: its fields read in C)
+        if self.kv_used + kv_growth + self.kv_reserved + (r.prefill_len if r.hashes is None else self.kv_need(r)) <= self.kv_cap:
+            return self.step if self.step >= r.eligible else r.eligible
         return float("inf")
 
     def complete_prefill(self, s: int, t: float) -> None:
@@ -316,19 +320,34 @@ class Replica:
         self.waiting.appendleft(r)
 
     def push(self, due: int, r) -> None:
-        ev = self.events.get(due)
+        key = due  # (one Python int when compiled, for the dict and the heap)
+        ev = self.events.get(key)
         if ev is None:
-            self.events[due] = [(r, r.epoch)]
-            heappush(self.dues, due)
+            self.events[key] = [(r, r.epoch)]
+            heappush(self.dues, key)
         else:
             ev.append((r, r.epoch))
+
+    def events_at(self, s: int):
+        """The transitions scheduled for step s, taken out of `events` (None: none). Every step in `events`
+        is in the heap `dues`, so when its earliest is later than s there is none, and no lookup is made."""
+        dues = self.dues
+        if not dues:
+            return None
+        d = dues[0]
+        if d > s:
+            return None
+        return self.events.pop(s, None)
 
     def next_due(self) -> float:
         """The smallest step index at or after `step` holding a request transition (inf: none)."""
         dues, s = self.dues, self.step
-        while dues and dues[0] < s:
+        while dues:
+            d = dues[0]  # (a C integer when compiled: compared without a Python int made of s)
+            if d >= s:
+                return d
             heappop(dues)
-        return dues[0] if dues else float("inf")
+        return float("inf")
 
     def finish(self, r, t: float, kv: float) -> None:
         self.release(r, kv)
@@ -482,7 +501,8 @@ class Replica:
         pc = self.pc
         if pc is not None and pc.free:  # as account() after each step: the KV only grew, so once at the end
             pc.evict(self._cache_room())
-        self.chunks = []
+        if self.chunks:
+            self.chunks = []
         if not in_flight:
             return run_end
         self.now = self.t_start = f0
@@ -495,8 +515,10 @@ class Replica:
         ending at `bound` itself goes first when it was scheduled earlier (t_start < prev), as a
         heap ordered by (time, scheduling order) runs them. Steps after it are scheduled, not run."""
         while True:
-            te = self.t_end
-            if te is None or te > bound or (te == bound and self.t_start >= prev):
+            if self.t_end is None:
+                return
+            te = self.t_end  # (a C double when compiled: compared without boxing bound)
+            if te > bound or (te == bound and self.t_start >= prev):
                 return
             self.now = te
             self.complete(te)
@@ -554,7 +576,8 @@ def steps_within(room: float, per_step: float) -> int:
     growth (per_step per step) no longer fits the cache's free room."""
     if room < 0:
         return 0
-    j = int(room / per_step) + 1
+    j = int(room / per_step)  # (then + 1: the int's sum in C when compiled)
+    j += 1
     while j > 0 and (j - 1) * per_step > room:
         j -= 1
     while j * per_step <= room:

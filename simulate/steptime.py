@@ -46,6 +46,15 @@ def bit_length(x: int) -> int:
     return n
 
 
+def pack_code(x: int, bits: int) -> int:
+    """x >= 0 of at most `bits` significant bits (a rounded shape value, or one below 2**bits) as a small integer,
+    one to one: x itself below 2**bits, else its bit length and its `bits` leading bits; below 2**(6 + bits)."""
+    if x < 1 << bits:
+        return x
+    bl = bit_length(x)
+    return (bl << bits) | (x >> (bl - bits))
+
+
 def quantizer(bits: int):
     """x -> x rounded to `bits` significant bits (identity for bits <= 0 and for x < 2**bits)."""
     if bits <= 0:
@@ -106,6 +115,13 @@ class StepPricer:
         self.dcache = resolved.step_cache(key + ("packed decode",))  # decode_at's prices, under integer keys
         self.d_lo = self.d_hi = 0
         self.misses = 0
+        # price_one's prices under one integer key (m, n and the rounded values' pack_code), where they fit 62 bits
+        self.wc, self.wg = 6 + self.c_bits, 6 + self.grid_bits
+        self.packed = not self.exact and 8 + 12 + 2 * self.wc + self.wg <= 62
+        self.pcache = resolved.step_cache(key + ("packed one group",))
+        self.packed2 = not self.exact and 8 + 24 + 2 * self.wc + self.wg <= 62
+        self.pcache2 = resolved.step_cache(key + ("packed two groups",))  # price_two's
+        self.drows = resolved.step_cache(key + ("decode rows",)).setdefault("rows", [])  # decode_at's prices: [seqs][pack_code(context)]
         self.segments: dict = {}  # (kind, seqs, tokens, context) -> its Segment (_segment)
 
     def _group_key(self, ns: tuple, ss: tuple) -> tuple:
@@ -191,6 +207,132 @@ class StepPricer:
             t2 = self._miss(key, key)
         return t + (t2 - t) * (x - lo) / (hi - lo)
 
+    def price_one(self, m: int, tp: int, psum: int, n: int, ssum) -> float:
+        """price(m, tp, psum, (n,), (ssum,)) of a mode with one decode-phase group (AR, MTP), the same prices,
+        found under one integer key (pcache) instead of a tuple made per call: their full steps call this."""
+        c = 0
+        if n:  # _one_group, inline
+            c = int(ssum / n + 0.5)
+            if n >= self.n_lim:
+                sh = bit_length(n) - self.n_bits
+                n = ((n + (1 << (sh - 1))) >> sh) << sh
+            if c >= self.c_lim:
+                sh = bit_length(c) - self.c_bits
+                c = ((c + (1 << (sh - 1))) >> sh) << sh
+        packed = self.packed and m < 256 and n < 4096
+        if not m:
+            if packed:
+                pk = (n << self.wc) | pack_code(c, self.c_bits)  # (m's field 0: apart from every key with prefill)
+                t = self.pcache.get(pk)
+                if t is None:
+                    t = self.pcache[pk] = self._cached((n, c), (0, 0, 0, n, c))
+                return t
+            return self._cached((n, c), (0, 0, 0, n, c))
+        x = tp // m
+        pc = int(psum / m + 0.5)
+        if pc >= self.c_lim:
+            sh = bit_length(pc) - self.c_bits
+            pc = ((pc + (1 << (sh - 1))) >> sh) << sh
+        b = self.grid_bits
+        if self.exact or x < (1 << b):
+            lo = hi = x
+        else:
+            sh = bit_length(x) - b
+            lo = (x >> sh) << sh
+            hi = lo if lo == x else lo + (1 << sh)
+        if packed:
+            base = ((((((m << 12) | n) << self.wc) | pack_code(pc, self.c_bits)) << self.wc) | pack_code(c, self.c_bits)) << self.wg
+            pk = base | pack_code(lo, b)
+            t = self.pcache.get(pk)
+            if t is None:
+                t = self.pcache[pk] = self._cached((m, lo, pc, n, c), None)
+            if hi == lo:
+                return t
+            pk = base | pack_code(hi, b)
+            t2 = self.pcache.get(pk)
+            if t2 is None:
+                t2 = self.pcache[pk] = self._cached((m, hi, pc, n, c), None)
+            return t + (t2 - t) * (x - lo) / (hi - lo)
+        t = self._cached((m, lo, pc, n, c), None)
+        if hi == lo:
+            return t
+        t2 = self._cached((m, hi, pc, n, c), None)
+        return t + (t2 - t) * (x - lo) / (hi - lo)
+
+    def price_two(self, m: int, tp: int, psum: int, n1: int, n2: int, s1, s2) -> float:
+        """price(m, tp, psum, (n1, n2), (s1, s2)) of a mode with two decode-phase groups (diffusion's denoising and
+        committing canvases), the same prices, found under one integer key (pcache2) instead of a tuple made per call."""
+        if self.exact or not self.packed2 or m >= 256 or n1 >= 4096 or n2 >= 4096:
+            return self.price(m, tp, psum, (n1, n2), (s1, s2))
+        lim, bits, cl, cb = self.n_lim, self.n_bits, self.c_lim, self.c_bits
+        if n1 and n2:  # _two_groups: one pooled context
+            c = int((s1 + s2) / (n1 + n2) + 0.5)
+            if c >= cl:
+                sh = bit_length(c) - cb
+                c = ((c + (1 << (sh - 1))) >> sh) << sh
+            c1 = c2 = c
+        else:  # _one_group of each
+            c1 = c2 = 0
+            if n1:
+                c1 = int(s1 / n1 + 0.5)
+                if c1 >= cl:
+                    sh = bit_length(c1) - cb
+                    c1 = ((c1 + (1 << (sh - 1))) >> sh) << sh
+            if n2:
+                c2 = int(s2 / n2 + 0.5)
+                if c2 >= cl:
+                    sh = bit_length(c2) - cb
+                    c2 = ((c2 + (1 << (sh - 1))) >> sh) << sh
+            c = c1 if n1 else c2
+        r1, r2 = n1, n2
+        if r1 >= lim:
+            sh = bit_length(r1) - bits
+            r1 = ((r1 + (1 << (sh - 1))) >> sh) << sh
+        if r2 >= lim:
+            sh = bit_length(r2) - bits
+            r2 = ((r2 + (1 << (sh - 1))) >> sh) << sh
+        if r1 >= 4096 or r2 >= 4096:  # (rounded up past the packed field)
+            return self.price(m, tp, psum, (n1, n2), (s1, s2))
+        n1, n2 = r1, r2
+        wc = self.wc
+        if not m:
+            pk = ((((n1 << 12) | n2) << wc) | pack_code(c, cb)) << (wc + self.wg)  # (m, its context and tokens 0)
+            t = self.pcache2.get(pk)
+            if t is None:
+                t = self.pcache2[pk] = self._cached((n1, c1, n2, c2), (0, 0, 0, n1, c1, n2, c2))
+            return t
+        x = tp // m
+        pc = int(psum / m + 0.5)
+        if pc >= cl:
+            sh = bit_length(pc) - cb
+            pc = ((pc + (1 << (sh - 1))) >> sh) << sh
+        b = self.grid_bits
+        if x < (1 << b):
+            lo = hi = x
+        else:
+            sh = bit_length(x) - b
+            lo = (x >> sh) << sh
+            hi = lo if lo == x else lo + (1 << sh)
+        base = ((((((((m << 12) | n1) << 12) | n2) << wc) | pack_code(pc, cb)) << wc) | pack_code(c, cb)) << self.wg
+        pk = base | pack_code(lo, b)
+        t = self.pcache2.get(pk)
+        if t is None:
+            t = self.pcache2[pk] = self._cached((m, lo, pc, n1, c1, n2, c2), None)
+        if hi == lo:
+            return t
+        pk = base | pack_code(hi, b)
+        t2 = self.pcache2.get(pk)
+        if t2 is None:
+            t2 = self.pcache2[pk] = self._cached((m, hi, pc, n1, c1, n2, c2), None)
+        return t + (t2 - t) * (x - lo) / (hi - lo)
+
+    def _cached(self, key: tuple, full) -> float:
+        """The price under `key` in the step cache, priced (as `full`, or the key itself) when missing."""
+        t = self.cache.get(key)
+        if t is None:
+            t = self._miss(key, key if full is None else full)
+        return t
+
     def price_part(self, ns: tuple, ss: tuple, g: int, tokens: int, ctx) -> float:
         """Seconds of a step without prefill chunks that runs, beside ns[i] sequences of group i
         (context sums ss[i]), one sequence of group g cut to `tokens` query tokens at context ctx:
@@ -232,6 +374,18 @@ class StepPricer:
             lo, hi = q - half, q + half
             self.d_lo = lo if lo > 1 << (bl - 1) else 1 << (bl - 1)
             self.d_hi = hi if hi < 1 << bl else 1 << bl
+        if self.packed and n < 4096:  # the price in a list per sequence count, at the context's pack_code: no key made
+            rows = self.drows
+            if n >= len(rows):
+                rows.extend([None] * (n + 1 - len(rows)))
+            row = rows[n]
+            if row is None:
+                row = rows[n] = [None] * (1 << self.wc)
+            k = pack_code(q, self.c_bits)
+            t = row[k]
+            if t is None:
+                t = row[k] = self._cached((n, q), (0, 0, 0, n, q))
+            return t
         if q >= 1 << 32:
             return self.price(0, 0, 0, (n,), (ssum,))
         key = (n << 32) + q  # (seqs, mean context) as one integer

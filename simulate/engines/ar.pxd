@@ -8,15 +8,18 @@ cdef class ArReplica(Replica):
     cdef public double g, sum_ctx
     cdef public long dm_n, dm_lo, dm_hi
     cdef public double dm_dt
+    cdef public long seqs_n
+    cdef public tuple seqs_t
 
     @cython.locals(s=long, n=long, look=long, m=long, tp=long, psum=long, dt=double)
     cpdef double schedule(self) except? -1.0
-    @cython.locals(n=long, s=long, due=double, look_n=long, ng=double, steps=double, last_due=bint, st=long, sc=double, dt=double)
+    @cython.locals(n=long, s=long, due=double, look_n=long, ng=double, steps=double, last_due=bint, st=long, sc=double, dt=double, c_end=long)
     cpdef coast(self, double t, double bound, double prev)
     @cython.locals(c=long, dt=double)
     cpdef double _decode(self, long n, double x) except? -1.0
-    @cython.locals(sc=double, dt=double, hi=long, j=long, j1=long, x=double, v=double, up=long)
+    @cython.locals(sc=double, dt=double, hi=long, j=long, j1=long, x=double, v=double, up=long, c=long)
     cpdef list _segments(self, long steps, long n, double ng)
+    cpdef tuple _seqs(self, long n)
     @cython.locals(s=long, r=Request, ep=long, done=long, kv=double)
     cpdef complete(self, double t)
     @cython.locals(rem=long)

@@ -19,6 +19,7 @@ class ArReplica(Replica):
         self.n_dec = 0
         self.sum_ctx = 0
         self.dm_n, self.dm_lo, self.dm_hi, self.dm_dt = -1, 0, 0, 0.0  # _decode's last price
+        self.seqs_n, self.seqs_t = -1, ()  # _seqs's last tuple
 
     def schedule(self) -> float:
         s = self.step
@@ -29,9 +30,15 @@ class ArReplica(Replica):
             n = self.n_dec
         self.kv_used += n * self.g
         m, tp, psum = self.schedule_prefill(self.budget - n * look, self.now)
-        dt = self.pricer.price(m, tp, psum, (n,), (self.sum_ctx,))
-        self.account(dt, m, tp, (n,))
+        dt = self.pricer.price_one(m, tp, psum, n, self.sum_ctx)
+        self.account(dt, m, tp, self._seqs(n))
         return dt
+
+    def _seqs(self, n: int) -> tuple:
+        """(n,): the step's sequences per group, as account and book_one take them, made once per count."""
+        if n != self.seqs_n:
+            self.seqs_n, self.seqs_t = n, (n,)
+        return self.seqs_t
 
     def coast(self, t: float, bound: float, prev: float):
         """Run, in closed form, the decode-only steps from t that change nothing but time, KV and
@@ -54,10 +61,11 @@ class ArReplica(Replica):
         st = int(steps)
         sc = self.sum_ctx
         dt = self._decode(n, sc)
-        if int((sc + (st - 1) * ng) / n + 0.5) < self.dm_hi:  # the common case: one price for the whole run
-            res = self.book_one(t, bound, prev, st, dt, last_due, ng, (n,))
+        c_end = int((sc + (st - 1) * ng) / n + 0.5)  # the run's last mean context (C arithmetic when compiled)
+        if c_end < self.dm_hi:  # the common case: one price for the whole run
+            res = self.book_one(t, bound, prev, st, dt, last_due, ng, self._seqs(n))
         else:
-            res = self.book_run(t, bound, prev, self._segments(st, n, ng), last_due, ng, (n,))[0]
+            res = self.book_run(t, bound, prev, self._segments(st, n, ng), last_due, ng, self._seqs(n))[0]
         self.sum_ctx += self.coasted * ng
         return res
 
@@ -78,7 +86,8 @@ class ArReplica(Replica):
         holds while the rounded mean context stays below the bound _decode leaves for it."""
         sc = self.sum_ctx
         dt = self._decode(n, sc)
-        if int((sc + (steps - 1) * ng) / n + 0.5) < self.dm_hi:
+        c = int((sc + (steps - 1) * ng) / n + 0.5)  # (C arithmetic when compiled, as the mean contexts below)
+        if c < self.dm_hi:
             return [(steps, dt)]
         segs, j = [], 0
         while j < steps:
@@ -90,9 +99,15 @@ class ArReplica(Replica):
             if up < v:
                 up += 1
             j1 = max(j + 1, min(steps, up))
-            while j1 > j + 1 and int((sc + (j1 - 1) * ng) / n + 0.5) >= hi:
+            while j1 > j + 1:
+                c = int((sc + (j1 - 1) * ng) / n + 0.5)
+                if c < hi:
+                    break
                 j1 -= 1
-            while j1 < steps and int((sc + j1 * ng) / n + 0.5) < hi:
+            while j1 < steps:
+                c = int((sc + j1 * ng) / n + 0.5)
+                if c >= hi:
+                    break
                 j1 += 1
             segs.append((j1 - j, dt))
             j = j1
@@ -104,7 +119,7 @@ class ArReplica(Replica):
         self.sum_ctx += self.n_dec * self.g
         if self.chunks:
             self.complete_prefill(s, t)
-        ev = self.events.pop(s, None)
+        ev = self.events_at(s)
         if ev:
             for r, ep in ev:
                 if ep == r.epoch:

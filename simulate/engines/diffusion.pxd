@@ -7,12 +7,15 @@ cdef class DiffusionReplica(Replica):
     cdef public long C, n_den, n_com, s_den, s_com, slots, part
     cdef public long cm_nd, cm_nc, cm_sd, cm_sc
     cdef public double cm_dt
+    cdef public long sq_nd, sq_nc
+    cdef public tuple sq_t
     cdef public list k, kofs, nblocks
     cdef public object parked, pr
 
     @cython.locals(s=long, C=long, nc=long, nd=long, m=long, tp=long, psum=long, dt=double, grow=long, pr=Request, g=long)
     cpdef double schedule(self) except? -1.0
     cpdef long _part_growth(self)
+    cpdef tuple _seqs(self, long nd, long nc)
     @cython.locals(nd=long, nc=long, s=long, due=double, grow=long, steps=double, last_due=bint, dt=double, tokens=long, pr=Request, g=long, sd=long, sc=long)
     cpdef coast(self, double t, double bound, double prev)
     @cython.locals(s=long, r=Request, ep=long, freed=bint)

@@ -59,6 +59,7 @@ class DiffusionReplica(Replica):
         self.s_den = self.s_com = 0
         self.cm_nd = self.cm_nc = self.cm_sd = self.cm_sc = -1  # coast's last whole-canvas step (counters) and its price
         self.cm_dt = 0.0
+        self.sq_nd, self.sq_nc, self.sq_t = -1, -1, ()  # _seqs's last tuple
 
     def schedule(self) -> float:
         s = self.step
@@ -74,14 +75,20 @@ class DiffusionReplica(Replica):
         pr = self.pr
         if pr is None:
             m, tp, psum = self.schedule_prefill(self.budget - C * (nd + nc), self.now)
-            dt = self.pricer.price(m, tp, psum, (nd, nc), (self.s_den, self.s_com))
-            self.account(dt, m, tp, (nd, nc))
+            dt = self.pricer.price_two(m, tp, psum, nd, nc, self.s_den, self.s_com)
+            self.account(dt, m, tp, self._seqs(nd, nc))
             return dt
         self.schedule_prefill(0, self.now)  # the partial canvas spent the budget: no chunk, no admission
         g = 1 if pr.committing else 0
         dt = self.pricer.price_part((nd, nc), (self.s_den, self.s_com), g, self.part, pr.ctx0)
         self.account(dt, 0, 0, (nd + 1 - g, nc + g))
         return dt
+
+    def _seqs(self, nd: int, nc: int) -> tuple:
+        """(nd, nc): the step's canvases per group, as account and book_one take them, made once per pair."""
+        if nd != self.sq_nd or nc != self.sq_nc:
+            self.sq_nd, self.sq_nc, self.sq_t = nd, nc, (nd, nc)
+        return self.sq_t
 
     def _part_growth(self) -> int:
         """KV tokens the partial canvas writes this step: its part when it commits."""
@@ -114,9 +121,9 @@ class DiffusionReplica(Replica):
             if nd == self.cm_nd and nc == self.cm_nc and sd == self.cm_sd and sc == self.cm_sc:
                 dt = self.cm_dt  # the counters as at the last coast (resumed after an arrival): its price
             else:
-                dt = self.cm_dt = self.pricer.price(0, 0, 0, (nd, nc), (sd, sc))
+                dt = self.cm_dt = self.pricer.price_two(0, 0, 0, nd, nc, sd, sc)
                 self.cm_nd, self.cm_nc, self.cm_sd, self.cm_sc = nd, nc, sd, sc
-            seqs = (nd, nc)
+            seqs = self._seqs(nd, nc)
         else:
             g = 1 if pr.committing else 0
             dt = self.pricer.price_part((nd, nc), (self.s_den, self.s_com), g, self.part, pr.ctx0)
@@ -128,7 +135,7 @@ class DiffusionReplica(Replica):
         self.step = s + 1
         if self.chunks:
             self.complete_prefill(s, t)
-        ev = self.events.pop(s, None)
+        ev = self.events_at(s)
         if ev:
             freed = False
             for r, ep in ev:

@@ -16,10 +16,21 @@ class MtpReplica(ArReplica):
         plan = kw["plan"]
         super().__init__(*a, tokens_per_seq=plan.k + 1, g=plan.mean_tokens, **kw)
         self.sum_ctx = 0.0
+        # every request's first decode phase, searched for all requests at once by the draws (MtpDraws._first_decode):
+        # read here, in compiled code, instead of a call into the draws per request
+        need, steps = getattr(plan, "first_need", None), getattr(plan, "first_steps", None)
+        ok = isinstance(need, list) and isinstance(steps, list) and len(need) == len(steps)
+        self.first_need = need if ok else []
+        self.first_steps = steps if ok else []
         if self.pc is not None:  # the drafter needs its last prefix block recomputed (simulate/kvcache.py)
             self.pc.drop_last = True
 
     def _steps_for(self, r, rem: int) -> int:
+        rid = r.rid
+        if r.mpos == 0 and r.cum is None and rid < len(self.first_steps):  # MtpDraws.steps_for's first case, read in place
+            n = self.first_steps[rid]
+            if n >= 0 and rem == self.first_need[rid]:
+                return n
         return self.plan.steps_for(r, rem)
 
     def _tokens_after(self, r, done: int) -> int:

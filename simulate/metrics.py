@@ -65,6 +65,7 @@ from costmodel.modes import ModeDraws, ServingMode
 from costmodel.schemas.profile import engine_pickup_ms, frontend_handover_ms, frontend_latency_ms
 from costmodel.schemas.results import PERCENTILES, REQUEST_COLUMNS, PointSummary
 from costmodel.stepcost import host_overhead
+from simulate.percentiles import linear_percentiles
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -150,7 +151,7 @@ def _stats(x: np.ndarray) -> dict:
     x = x[np.isfinite(x)]
     if len(x) == 0:
         return {f"p{p}": float("nan") for p in PERCENTILES} | {"mean": float("nan")}
-    q = np.percentile(x, PERCENTILES)
+    q = linear_percentiles(x, PERCENTILES)  # np.percentile's values, without the import its first call makes
     return {f"p{p}": float(v) for p, v in zip(PERCENTILES, q)} | {"mean": float(x.mean())}
 
 

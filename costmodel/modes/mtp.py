@@ -128,11 +128,11 @@ class MtpDraws(ModeDraws):
             self._first_decode(need)
             return
         region = np.minimum(need, np.ceil(MTP_REGION_FACTOR * need / self.mean_tokens).astype(np.int64) + MTP_REGION_SLACK)
-        self.start = np.zeros(len(need) + 1, dtype=np.int64)
-        np.cumsum(region, out=self.start[1:])
-        self.start = self.start.tolist()
+        starts = np.zeros(len(need) + 1, dtype=np.int64)
+        np.cumsum(region, out=starts[1:])
+        self.start = starts.tolist()
         self.csum = self._csum(rng_for(seed, STREAM_MTP), self.start[-1])
-        self._first_decode(need)
+        self._first_decode(need, starts)
 
     def _csum(self, rng: np.random.Generator, n: int, chunk: int = 1 << 16) -> np.ndarray:
         """[0, running sums of n draws], drawn and summed a chunk at a time: the same numbers as one
@@ -147,16 +147,18 @@ class MtpDraws(ModeDraws):
             part += csum[i]
         return csum
 
-    def _first_decode(self, need: np.ndarray) -> None:
+    def _first_decode(self, need: np.ndarray, starts: np.ndarray | None = None) -> None:
         """steps_for of every request's first decode phase (all of its output after the prefill's
         token, from the start of its region) in one vectorised search; -1 where the region runs
-        out (steps_for extends it then). The one call per request that is not after a preemption."""
+        out (steps_for extends it then). The one call per request that is not after a preemption.
+        `starts`: self.start as an array, where the caller has it."""
         import numpy as np
-        a = np.asarray(self.start[:-1], dtype=np.int64)
+        starts = np.asarray(self.start, dtype=np.int64) if starts is None else starts
+        a = starts[:-1]
         target = self.csum[a] + need
         steps = np.searchsorted(self.csum, target, side="left") - a
         self.first_need = need.tolist()
-        self.first_steps = np.where(self.csum[np.asarray(self.start[1:], dtype=np.int64)] >= target, steps, -1).tolist()
+        self.first_steps = np.where(self.csum[starts[1:]] >= target, steps, -1).tolist()
 
     def _replay(self, recorded, n: int) -> None:
         """One region per request holding its recorded tokens per verify step (exhausted regions
@@ -182,8 +184,10 @@ class MtpDraws(ModeDraws):
         import numpy as np
         u = rng.random(n)
         out = np.ones(n, dtype=np.uint8)
+        ge = np.empty(n, dtype=bool)
         for c in self.cdf[:self.k]:
-            out += u >= c
+            np.greater_equal(u, c, out=ge)
+            out += ge.view(np.uint8)  # (its 0s and 1s added in place: no array made per comparison)
         return out
 
     def steps_for(self, r, tokens: int) -> int:

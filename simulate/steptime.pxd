@@ -13,7 +13,7 @@ cdef class StepPricer:
     cdef public long qc_bits, grid_bits, n_bits, c_bits, n_lim, c_lim, misses
     cdef public dict cache, dcache, segments
     cdef public long d_lo, d_hi, wc, wg
-    cdef public bint packed, packed2
+    cdef public bint packed, packed2, own_price
     cdef public dict pcache, pcache2
     cdef public list drows
 

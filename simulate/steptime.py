@@ -119,6 +119,9 @@ class StepPricer:
         self.wc, self.wg = 6 + self.c_bits, 6 + self.grid_bits
         self.packed = not self.exact and 8 + 12 + 2 * self.wc + self.wg <= 62
         self.pcache = resolved.step_cache(key + ("packed one group",))
+        # a subclass that prices steps its own way (simulate/validate/vllm/replay.py RecordedStepPricer: the engine's recorded
+        # durations) gets price_one's and price_two's steps through its price()
+        self.own_price = type(self).price is StepPricer.price
         self.packed2 = not self.exact and 8 + 24 + 2 * self.wc + self.wg <= 62
         self.pcache2 = resolved.step_cache(key + ("packed two groups",))  # price_two's
         self.drows = resolved.step_cache(key + ("decode rows",)).setdefault("rows", [])  # decode_at's prices: [seqs][pack_code(context)]
@@ -210,6 +213,8 @@ class StepPricer:
     def price_one(self, m: int, tp: int, psum: int, n: int, ssum) -> float:
         """price(m, tp, psum, (n,), (ssum,)) of a mode with one decode-phase group (AR, MTP), the same prices,
         found under one integer key (pcache) instead of a tuple made per call: their full steps call this."""
+        if not self.own_price:
+            return self.price(m, tp, psum, (n,), (ssum,))
         c = 0
         if n:  # _one_group, inline
             c = int(ssum / n + 0.5)
@@ -262,7 +267,7 @@ class StepPricer:
     def price_two(self, m: int, tp: int, psum: int, n1: int, n2: int, s1, s2) -> float:
         """price(m, tp, psum, (n1, n2), (s1, s2)) of a mode with two decode-phase groups (diffusion's denoising and
         committing canvases), the same prices, found under one integer key (pcache2) instead of a tuple made per call."""
-        if self.exact or not self.packed2 or m >= 256 or n1 >= 4096 or n2 >= 4096:
+        if self.exact or not self.packed2 or not self.own_price or m >= 256 or n1 >= 4096 or n2 >= 4096:
             return self.price(m, tp, psum, (n1, n2), (s1, s2))
         lim, bits, cl, cb = self.n_lim, self.n_bits, self.c_lim, self.c_bits
         if n1 and n2:  # _two_groups: one pooled context

@@ -17,7 +17,6 @@ cdef class _Loop:
     cdef public list departures, reps, woken
     cdef public double wake_s, drain_s, limit, bound, prev
     cdef public long arrived
-    cdef long long[:] rec_replica
 
     @cython.locals(rep=Replica, t=double, w=double, woken=list, keep=list)
     cpdef _advance(self, double bound, double prev)

@@ -201,7 +201,6 @@ class _Loop:
         self.wake_at = [0.0] * replicas
         self.reqs = replace(reqs, arrival_s=reqs.arrival_s.copy()) if self.max_in_flight else reqs
         self.rec = Records(len(reqs))
-        self.rec_replica = self.rec.replica  # (a typed memoryview when compiled, as the replicas hold theirs)
         self.tracker = Tracker(math.inf if self.max_in_flight else reqs.window_s)
         self.departures: list[float] = []
         cls = engine_for(dep.mode.name)
@@ -304,7 +303,7 @@ class _Loop:
         if self.content is not None:
             r.hashes = block_hashes(self.content[i], self.block_size)
         rep.enqueue(r)
-        self.rec_replica[i] = rep.idx
+        self.rec.replica[i] = rep.idx  # (through rec: a fleet's pool gives its loop the fleet's records, simulate/cluster/pool.py)
         return r
 
     def run(self) -> float:

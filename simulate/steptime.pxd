@@ -7,6 +7,14 @@ cpdef long bit_length(long x)
 @cython.locals(bl=long)
 cpdef long pack_code(long x, long bits)
 
+@cython.locals(sh=long)
+cpdef long round_bits(long v, long lim, long bits)
+
+@cython.locals(sh=long)
+cpdef long grid_below(long x, long b)
+
+cpdef long grid_above(long x, long lo, long b)
+
 cdef class StepPricer:
     cdef public object profile, mode, draws, qn, qc, cost
     cdef public bint exact
@@ -17,15 +25,15 @@ cdef class StepPricer:
     cdef public dict pcache, pcache2
     cdef public list drows
 
-    @cython.locals(c=long, sh=long)
+    @cython.locals(c=long)
     cpdef tuple _one_group(self, long n, double ssum)
-    @cython.locals(n1=long, n2=long, c=long, sh=long, lim=long, bits=long)
+    @cython.locals(n1=long, n2=long, c=long)
     cpdef tuple _two_groups(self, tuple ns, tuple ss)
-    @cython.locals(k=long, x=long, pc=long, b=long, lo=long, hi=long, sh=long)
+    @cython.locals(k=long, x=long, pc=long, b=long, lo=long, hi=long)
     cpdef double price(self, long m, long tp, long psum, tuple ns, tuple ss) except? -1.0
-    @cython.locals(c=long, x=long, pc=long, b=long, lo=long, hi=long, sh=long, pk=long, base=long, packed=bint)
+    @cython.locals(c=long, x=long, pc=long, b=long, lo=long, hi=long, pk=long, base=long, packed=bint)
     cpdef double price_one(self, long m, long tp, long psum, long n, double ssum) except? -1.0
-    @cython.locals(c=long, c1=long, c2=long, x=long, pc=long, b=long, lo=long, hi=long, sh=long, pk=long, base=long, lim=long, bits=long,
+    @cython.locals(c=long, c1=long, c2=long, x=long, pc=long, b=long, lo=long, hi=long, pk=long, base=long, lim=long, bits=long,
                    cl=long, cb=long, wc=long, r1=long, r2=long)
     cpdef double price_two(self, long m, long tp, long psum, long n1, long n2, double s1, double s2) except? -1.0
     cpdef double _cached(self, tuple key, object full) except? -1.0

@@ -55,6 +55,28 @@ def pack_code(x: int, bits: int) -> int:
     return (bl << bits) | (x >> (bl - bits))
 
 
+def round_bits(v: int, lim: int, bits: int) -> int:
+    """v at and above lim rounded (half up) to its `bits` leading bits, below lim as it is: the shape grid on which
+    step prices are cached (sequence counts, mean contexts); compiled, a C call from the pricers' paths."""
+    if v < lim:
+        return v
+    sh = bit_length(v) - bits
+    return ((v + (1 << (sh - 1))) >> sh) << sh
+
+
+def grid_below(x: int, b: int) -> int:
+    """The grid point of prefill-chunk sizes at or below x: x below 2**b, else x cut to its b leading bits."""
+    if x < (1 << b):
+        return x
+    sh = bit_length(x) - b
+    return (x >> sh) << sh
+
+
+def grid_above(x: int, lo: int, b: int) -> int:
+    """The grid point after lo = grid_below(x, b), or lo where x lies on the grid (prices interpolate between the two)."""
+    return lo if lo == x else lo + (1 << (bit_length(x) - b))
+
+
 def quantizer(bits: int):
     """x -> x rounded to `bits` significant bits (identity for bits <= 0 and for x < 2**bits)."""
     if bits <= 0:
@@ -149,12 +171,8 @@ class StepPricer:
         if not n:
             return (0, 0)
         c = int(ssum / n + 0.5)
-        if n >= self.n_lim:
-            sh = bit_length(n) - self.n_bits
-            n = ((n + (1 << (sh - 1))) >> sh) << sh
-        if c >= self.c_lim:
-            sh = bit_length(c) - self.c_bits
-            c = ((c + (1 << (sh - 1))) >> sh) << sh
+        n = round_bits(n, self.n_lim, self.n_bits)
+        c = round_bits(c, self.c_lim, self.c_bits)
         return (n, c)
 
     def _two_groups(self, ns: tuple, ss: tuple) -> tuple:
@@ -163,16 +181,8 @@ class StepPricer:
         if self.exact or not (n1 and n2):
             return self._one_group(n1, ss[0]) + self._one_group(n2, ss[1]) if not self.exact else self._group_key(ns, ss)
         c = int((ss[0] + ss[1]) / (n1 + n2) + 0.5)
-        if c >= self.c_lim:
-            sh = bit_length(c) - self.c_bits
-            c = ((c + (1 << (sh - 1))) >> sh) << sh
-        lim, bits = self.n_lim, self.n_bits
-        if n1 >= lim:
-            sh = bit_length(n1) - bits
-            n1 = ((n1 + (1 << (sh - 1))) >> sh) << sh
-        if n2 >= lim:
-            sh = bit_length(n2) - bits
-            n2 = ((n2 + (1 << (sh - 1))) >> sh) << sh
+        c = round_bits(c, self.c_lim, self.c_bits)
+        n1, n2 = round_bits(n1, self.n_lim, self.n_bits), round_bits(n2, self.n_lim, self.n_bits)
         return (n1, c, n2, c)
 
     def price(self, m: int, tp: int, psum: int, ns: tuple, ss: tuple) -> float:
@@ -187,17 +197,10 @@ class StepPricer:
                 t = self._miss(rest, (0, 0, 0) + rest)
             return t
         x = tp // m
-        pc = int(psum / m + 0.5)
-        if pc >= self.c_lim:  # the quantizer qc, inline
-            sh = bit_length(pc) - self.c_bits
-            pc = ((pc + (1 << (sh - 1))) >> sh) << sh
+        pc = round_bits(int(psum / m + 0.5), self.c_lim, self.c_bits)  # the quantizer qc
         b = self.grid_bits
-        if self.exact or x < (1 << b):
-            lo = hi = x
-        else:
-            sh = bit_length(x) - b
-            lo = (x >> sh) << sh
-            hi = lo if lo == x else lo + (1 << sh)
+        lo = x if self.exact else grid_below(x, b)
+        hi = x if self.exact else grid_above(x, lo, b)
         key = (m, lo, pc) + rest
         t = cache.get(key)
         if t is None:
@@ -217,13 +220,8 @@ class StepPricer:
             return self.price(m, tp, psum, (n,), (ssum,))
         c = 0
         if n:  # _one_group, inline
-            c = int(ssum / n + 0.5)
-            if n >= self.n_lim:
-                sh = bit_length(n) - self.n_bits
-                n = ((n + (1 << (sh - 1))) >> sh) << sh
-            if c >= self.c_lim:
-                sh = bit_length(c) - self.c_bits
-                c = ((c + (1 << (sh - 1))) >> sh) << sh
+            c = round_bits(int(ssum / n + 0.5), self.c_lim, self.c_bits)
+            n = round_bits(n, self.n_lim, self.n_bits)
         packed = self.packed and m < 256 and n < 4096
         if not m:
             if packed:
@@ -234,17 +232,10 @@ class StepPricer:
                 return t
             return self._cached((n, c), (0, 0, 0, n, c))
         x = tp // m
-        pc = int(psum / m + 0.5)
-        if pc >= self.c_lim:
-            sh = bit_length(pc) - self.c_bits
-            pc = ((pc + (1 << (sh - 1))) >> sh) << sh
+        pc = round_bits(int(psum / m + 0.5), self.c_lim, self.c_bits)
         b = self.grid_bits
-        if self.exact or x < (1 << b):
-            lo = hi = x
-        else:
-            sh = bit_length(x) - b
-            lo = (x >> sh) << sh
-            hi = lo if lo == x else lo + (1 << sh)
+        lo = x if self.exact else grid_below(x, b)
+        hi = x if self.exact else grid_above(x, lo, b)
         if packed:
             base = ((((((m << 12) | n) << self.wc) | pack_code(pc, self.c_bits)) << self.wc) | pack_code(c, self.c_bits)) << self.wg
             pk = base | pack_code(lo, b)
@@ -271,31 +262,12 @@ class StepPricer:
             return self.price(m, tp, psum, (n1, n2), (s1, s2))
         lim, bits, cl, cb = self.n_lim, self.n_bits, self.c_lim, self.c_bits
         if n1 and n2:  # _two_groups: one pooled context
-            c = int((s1 + s2) / (n1 + n2) + 0.5)
-            if c >= cl:
-                sh = bit_length(c) - cb
-                c = ((c + (1 << (sh - 1))) >> sh) << sh
-            c1 = c2 = c
+            c = c1 = c2 = round_bits(int((s1 + s2) / (n1 + n2) + 0.5), cl, cb)
         else:  # _one_group of each
-            c1 = c2 = 0
-            if n1:
-                c1 = int(s1 / n1 + 0.5)
-                if c1 >= cl:
-                    sh = bit_length(c1) - cb
-                    c1 = ((c1 + (1 << (sh - 1))) >> sh) << sh
-            if n2:
-                c2 = int(s2 / n2 + 0.5)
-                if c2 >= cl:
-                    sh = bit_length(c2) - cb
-                    c2 = ((c2 + (1 << (sh - 1))) >> sh) << sh
+            c1 = round_bits(int(s1 / n1 + 0.5), cl, cb) if n1 else 0
+            c2 = round_bits(int(s2 / n2 + 0.5), cl, cb) if n2 else 0
             c = c1 if n1 else c2
-        r1, r2 = n1, n2
-        if r1 >= lim:
-            sh = bit_length(r1) - bits
-            r1 = ((r1 + (1 << (sh - 1))) >> sh) << sh
-        if r2 >= lim:
-            sh = bit_length(r2) - bits
-            r2 = ((r2 + (1 << (sh - 1))) >> sh) << sh
+        r1, r2 = round_bits(n1, lim, bits), round_bits(n2, lim, bits)
         if r1 >= 4096 or r2 >= 4096:  # (rounded up past the packed field)
             return self.price(m, tp, psum, (n1, n2), (s1, s2))
         n1, n2 = r1, r2
@@ -307,17 +279,10 @@ class StepPricer:
                 t = self.pcache2[pk] = self._cached((n1, c1, n2, c2), (0, 0, 0, n1, c1, n2, c2))
             return t
         x = tp // m
-        pc = int(psum / m + 0.5)
-        if pc >= cl:
-            sh = bit_length(pc) - cb
-            pc = ((pc + (1 << (sh - 1))) >> sh) << sh
+        pc = round_bits(int(psum / m + 0.5), cl, cb)
         b = self.grid_bits
-        if x < (1 << b):
-            lo = hi = x
-        else:
-            sh = bit_length(x) - b
-            lo = (x >> sh) << sh
-            hi = lo if lo == x else lo + (1 << sh)
+        lo = grid_below(x, b)
+        hi = grid_above(x, lo, b)
         base = ((((((((m << 12) | n1) << 12) | n2) << wc) | pack_code(pc, cb)) << wc) | pack_code(c, cb)) << self.wg
         pk = base | pack_code(lo, b)
         t = self.pcache2.get(pk)
@@ -365,9 +330,7 @@ class StepPricer:
         if not n:
             self.d_lo, self.d_hi = c, c + 1
             return self.price(0, 0, 0, (0,), (ssum,))
-        if n >= self.n_lim:
-            sh = bit_length(n) - self.n_bits
-            n = ((n + (1 << (sh - 1))) >> sh) << sh
+        n = round_bits(n, self.n_lim, self.n_bits)
         q = c
         if c < self.c_lim:  # exact pricing, or a context kept as it is
             self.d_lo, self.d_hi = c, c + 1

@@ -31,11 +31,12 @@ cdef class StepPricer:
     cpdef tuple _two_groups(self, tuple ns, tuple ss)
     @cython.locals(k=long, x=long, pc=long, b=long, lo=long, hi=long)
     cpdef double price(self, long m, long tp, long psum, tuple ns, tuple ss) except? -1.0
-    @cython.locals(c=long, x=long, pc=long, b=long, lo=long, hi=long, pk=long, base=long, packed=bint)
+    @cython.locals(c=long, r=long, base=long)
     cpdef double price_one(self, long m, long tp, long psum, long n, double ssum) except? -1.0
-    @cython.locals(c=long, c1=long, c2=long, x=long, pc=long, b=long, lo=long, hi=long, pk=long, base=long, lim=long, bits=long,
-                   cl=long, cb=long, wc=long, r1=long, r2=long)
+    @cython.locals(c=long, c1=long, c2=long, cl=long, cb=long, r1=long, r2=long, base=long)
     cpdef double price_two(self, long m, long tp, long psum, long n1, long n2, double s1, double s2) except? -1.0
+    @cython.locals(x=long, pc=long, b=long, lo=long, hi=long, head=long, pk=long)
+    cpdef double _on_grid(self, dict packed, long base, long m_shift, long m, long tp, long psum, tuple rest) except? -1.0
     cpdef double _cached(self, tuple key, object full) except? -1.0
     @cython.locals(k=long)
     cpdef double price_part(self, tuple ns, tuple ss, long g, long tokens, double ctx) except? -1.0

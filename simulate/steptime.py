@@ -216,84 +216,58 @@ class StepPricer:
     def price_one(self, m: int, tp: int, psum: int, n: int, ssum) -> float:
         """price(m, tp, psum, (n,), (ssum,)) of a mode with one decode-phase group (AR, MTP), the same prices,
         found under one integer key (pcache) instead of a tuple made per call: their full steps call this."""
-        if not self.own_price:
+        if not (self.packed and self.own_price) or m >= 256:
             return self.price(m, tp, psum, (n,), (ssum,))
-        c = 0
-        if n:  # _one_group, inline
-            c = round_bits(int(ssum / n + 0.5), self.c_lim, self.c_bits)
-            n = round_bits(n, self.n_lim, self.n_bits)
-        packed = self.packed and m < 256 and n < 4096
-        if not m:
-            if packed:
-                pk = (n << self.wc) | pack_code(c, self.c_bits)  # (m's field 0: apart from every key with prefill)
-                t = self.pcache.get(pk)
-                if t is None:
-                    t = self.pcache[pk] = self._cached((n, c), (0, 0, 0, n, c))
-                return t
-            return self._cached((n, c), (0, 0, 0, n, c))
-        x = tp // m
-        pc = round_bits(int(psum / m + 0.5), self.c_lim, self.c_bits)
-        b = self.grid_bits
-        lo = x if self.exact else grid_below(x, b)
-        hi = x if self.exact else grid_above(x, lo, b)
-        if packed:
-            base = ((((((m << 12) | n) << self.wc) | pack_code(pc, self.c_bits)) << self.wc) | pack_code(c, self.c_bits)) << self.wg
-            pk = base | pack_code(lo, b)
-            t = self.pcache.get(pk)
-            if t is None:
-                t = self.pcache[pk] = self._cached((m, lo, pc, n, c), None)
-            if hi == lo:
-                return t
-            pk = base | pack_code(hi, b)
-            t2 = self.pcache.get(pk)
-            if t2 is None:
-                t2 = self.pcache[pk] = self._cached((m, hi, pc, n, c), None)
-            return t + (t2 - t) * (x - lo) / (hi - lo)
-        t = self._cached((m, lo, pc, n, c), None)
-        if hi == lo:
-            return t
-        t2 = self._cached((m, hi, pc, n, c), None)
-        return t + (t2 - t) * (x - lo) / (hi - lo)
+        c = round_bits(int(ssum / n + 0.5), self.c_lim, self.c_bits) if n else 0  # _one_group
+        r = round_bits(n, self.n_lim, self.n_bits)
+        if r >= 4096:  # (past the packed field)
+            return self.price(m, tp, psum, (n,), (ssum,))
+        base = ((r << self.wc) | pack_code(c, self.c_bits)) << (self.wc + self.wg)
+        return self._on_grid(self.pcache, base, 2 * self.wc + self.wg + 12, m, tp, psum, (r, c))
 
     def price_two(self, m: int, tp: int, psum: int, n1: int, n2: int, s1, s2) -> float:
         """price(m, tp, psum, (n1, n2), (s1, s2)) of a mode with two decode-phase groups (diffusion's denoising and
         committing canvases), the same prices, found under one integer key (pcache2) instead of a tuple made per call."""
-        if self.exact or not self.packed2 or not self.own_price or m >= 256 or n1 >= 4096 or n2 >= 4096:
+        if not (self.packed2 and self.own_price) or m >= 256:
             return self.price(m, tp, psum, (n1, n2), (s1, s2))
-        lim, bits, cl, cb = self.n_lim, self.n_bits, self.c_lim, self.c_bits
+        cl, cb = self.c_lim, self.c_bits
         if n1 and n2:  # _two_groups: one pooled context
             c = c1 = c2 = round_bits(int((s1 + s2) / (n1 + n2) + 0.5), cl, cb)
         else:  # _one_group of each
             c1 = round_bits(int(s1 / n1 + 0.5), cl, cb) if n1 else 0
             c2 = round_bits(int(s2 / n2 + 0.5), cl, cb) if n2 else 0
             c = c1 if n1 else c2
-        r1, r2 = round_bits(n1, lim, bits), round_bits(n2, lim, bits)
-        if r1 >= 4096 or r2 >= 4096:  # (rounded up past the packed field)
+        r1, r2 = round_bits(n1, self.n_lim, self.n_bits), round_bits(n2, self.n_lim, self.n_bits)
+        if r1 >= 4096 or r2 >= 4096:  # (past the packed fields)
             return self.price(m, tp, psum, (n1, n2), (s1, s2))
-        n1, n2 = r1, r2
-        wc = self.wc
+        base = ((((r1 << 12) | r2) << self.wc) | pack_code(c, cb)) << (self.wc + self.wg)
+        return self._on_grid(self.pcache2, base, 2 * self.wc + self.wg + 24, m, tp, psum, (r1, c1, r2, c2))
+
+    def _on_grid(self, packed: dict, base: int, m_shift: int, m: int, tp: int, psum: int, rest: tuple) -> float:
+        """price's step of m chunks of tp tokens (context sum psum) beside the rounded decode groups `rest`, each
+        grid point found in `packed` under one integer: base (the groups' fields, above the chunks' rounded context
+        and the grid point) with m at m_shift (m 0: none of them, apart from every key with prefill)."""
         if not m:
-            pk = ((((n1 << 12) | n2) << wc) | pack_code(c, cb)) << (wc + self.wg)  # (m, its context and tokens 0)
-            t = self.pcache2.get(pk)
+            t = packed.get(base)
             if t is None:
-                t = self.pcache2[pk] = self._cached((n1, c1, n2, c2), (0, 0, 0, n1, c1, n2, c2))
+                t = packed[base] = self._cached(rest, (0, 0, 0) + rest)
             return t
         x = tp // m
-        pc = round_bits(int(psum / m + 0.5), cl, cb)
+        pc = round_bits(int(psum / m + 0.5), self.c_lim, self.c_bits)
         b = self.grid_bits
         lo = grid_below(x, b)
         hi = grid_above(x, lo, b)
-        base = ((((((((m << 12) | n1) << 12) | n2) << wc) | pack_code(pc, cb)) << wc) | pack_code(c, cb)) << self.wg
-        pk = base | pack_code(lo, b)
-        t = self.pcache2.get(pk)
+        head = (m << m_shift) | (pack_code(pc, self.c_bits) << self.wg)
+        pk = base | head | pack_code(lo, b)
+        t = packed.get(pk)
         if t is None:
-            t = self.pcache2[pk] = self._cached((m, lo, pc, n1, c1, n2, c2), None)
+            t = packed[pk] = self._cached((m, lo, pc) + rest, None)
         if hi == lo:
             return t
-        pk = base | pack_code(hi, b)
-        t2 = self.pcache2.get(pk)
+        pk = base | head | pack_code(hi, b)
+        t2 = packed.get(pk)
         if t2 is None:
-            t2 = self.pcache2[pk] = self._cached((m, hi, pc, n1, c1, n2, c2), None)
+            t2 = packed[pk] = self._cached((m, hi, pc) + rest, None)
         return t + (t2 - t) * (x - lo) / (hi - lo)
 
     def _cached(self, key: tuple, full) -> float:

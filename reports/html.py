@@ -19,7 +19,7 @@ from costmodel.modes import mode_order
 from costmodel.schemas.dictionary import dictionary
 from costmodel.schemas.provenance import provenance_kinds
 from costmodel.timestamps import now_iso
-from costmodel.costing import HOURS_PER_MONTH, SOURCES, Analysis, best_per_cell
+from costmodel.costing import HOURS_PER_MONTH, SOURCES, Analysis
 from reports import charts
 from reports.decision import decisions, seed_intervals, sensitivity_view
 from reports.finance import TERMS, assumptions
@@ -220,7 +220,7 @@ def _decision_block(res: Results, a: Analysis, sensitivity=None) -> str:
 def _figures(res: Results, a: Analysis, sensitivity=None) -> list[str]:
     hardware = list(a.prices)
     is_plan = res.kind == "plan"
-    best = best_per_cell(a.points)
+    best = a.best_frame()
     # a plan charts each cell's chosen (fewest SLO-meeting) fleet; simulate results chart every point, misses marked
     chart_df = (best if not best.empty else a.points.iloc[0:0]) if is_plan else a.points
     per_replicas = not is_plan

@@ -36,7 +36,7 @@ _HOME = {
     "best_per_cell": "crossover",
     "cheapest_per_qps": "crossover",
     "find_crossover": "crossover",
-    "rank_options": "crossover",
+    "ranked_at": "crossover",
     "ties": "crossover",
     "with_seeds": "crossover",
     "DEFAULT_MODEL": "models",

@@ -18,7 +18,7 @@ import pandas as pd
 from costmodel.modes import mode_order
 from costmodel.schemas.provenance import rests_on_items
 from costmodel.costing.cheapest import Analysis
-from costmodel.costing.crossover import best_per_cell, option_name, rank_options, tie_group
+from costmodel.costing.crossover import option_name, ranked_at, tie_group
 from costmodel.slo import Slo
 from costmodel.costing.pricing import HOURS_PER_MONTH
 from costmodel.costing.terms import HOURS_PER_YEAR
@@ -120,18 +120,17 @@ def heldout_clause(slo: Slo, profiles: dict[str, dict], hardware: list[str]) -> 
 
 def decisions(a: Analysis, profiles: dict[str, dict]) -> list[Decision]:
     """One Decision per load asked about (Analysis.loads); `profiles` maps hardware -> costmodel.schemas.provenance.profile_provenance()."""
-    best = best_per_cell(a.points)
+    best = a.best_records()
     cheapest = {float(r["qps"]): r for r in a.cheapest.to_dict("records")}
     out = []
     for q in a.loads or a.qps:
-        cand = rank_options(best[best["qps"] == q]) if not best.empty else best
+        rows = ranked_at(best, float(q))
         c = cheapest.get(float(q))
-        if cand.empty or c is None or c["none_meets"]:
+        if not rows or c is None or c["none_meets"]:
             out.append(Decision(q, False, "", "", "", 0, math.nan, math.nan, math.nan, "", math.nan, math.nan, ""))
             continue
-        rows = cand.to_dict("records")
         # the winner and its tie (tie_group: equal costs or overlapping intervals) in the order cheapest_per_qps lists them
-        group = [r.to_dict() for r in tie_group(cand)]
+        group = tie_group(rows)
         first = next(r for r in group if r["hardware"] == c["hardware"] and r["mode"] == c["mode"])
         group = [first] + [r for r in group if r is not first]
         names = tuple(fleet_name(r, profiles.get(str(r["hardware"]), {})) for r in group) if len(group) > 1 else ()

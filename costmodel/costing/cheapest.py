@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from costmodel.hardware import HardwareSpec
@@ -36,6 +35,19 @@ class Analysis:
     crossover_by_hardware: dict[str, Crossover] = field(default_factory=dict)
     qps: list[float] = field(default_factory=list)  # every evaluated QPS (the crossover's bisection points included)
     loads: list[float] = field(default_factory=list)  # the loads asked about, the ones the answer is given for (default: qps)
+    _best: tuple | None = field(default=None, init=False, repr=False, compare=False)  # best_frame() and its records, once computed
+
+    def best_frame(self) -> pd.DataFrame:
+        """best_per_cell(points), once per analysis: the answer's lines, its CSV and the report's charts each read it."""
+        if self._best is None:
+            best = best_per_cell(self.points)
+            self._best = (best, best.to_dict("records"))
+        return self._best[0]
+
+    def best_records(self) -> list[dict]:
+        """best_frame() as records."""
+        self.best_frame()
+        return self._best[1]
 
 
 def _winners(best: pd.DataFrame, cheapest: pd.DataFrame) -> dict[tuple, float]:
@@ -54,12 +66,10 @@ def _winners(best: pd.DataFrame, cheapest: pd.DataFrame) -> dict[tuple, float]:
     return out
 
 
-def _borderline_below(tried: pd.DataFrame, replicas: int) -> str:
+def _borderline_below(tried: list[dict], replicas: int) -> str:
     """The counts below a cell's settled one whose verdict is borderline, with why: '1 replica: ttft_ms_p95 980 against 1000: borderline (...)'."""
-    if "slo_verdict" not in tried:
-        return ""
-    b = sorted(((int(n), why) for n, v, why in zip(tried["replicas"], tried["slo_verdict"], tried["slo_failures"])
-                if v == "borderline" and n < replicas), key=lambda x: x[0])
+    b = sorted(((int(r["replicas"]), r["slo_failures"]) for r in tried if r.get("slo_verdict") == "borderline" and r["replicas"] < replicas),
+               key=lambda x: x[0])
     return "; ".join(f"{n} replica{'s' if n != 1 else ''}: {why}" for n, why in b)
 
 
@@ -70,11 +80,26 @@ def _order(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(_m=key).sort_values(["qps", "hardware", "_m", "replicas"], kind="mergesort").drop(columns="_m").reset_index(drop=True)
 
 
+def _marked(pts: pd.DataFrame, win: dict[tuple, float]) -> list[bool]:
+    """Per point: whether it is the first SLO-meeting point of a winning option (`win`: (qps, hardware, mode) -> its monthly
+    cost; np.isclose's tolerance), so that one row per winner is marked."""
+    marked, seen = [False] * len(pts), set()
+    cols = (pts[c].tolist() for c in ("qps", "hardware", "mode", "meets_slo", "cost_usd_per_month"))
+    for i, (q, h, m, ok, usd) in enumerate(zip(*cols)):
+        want = win.get((q, h, m))
+        if ok and want is not None and (q, h, m) not in seen and abs(usd - want) <= 1e-8 + 1e-5 * abs(want):
+            marked[i] = True
+            seen.add((q, h, m))
+    return marked
+
+
 def _judged(points: pd.DataFrame, slo: Slo, prices: dict) -> pd.DataFrame:
     """The points priced and judged: pass / fail / borderline on the replications' intervals (verdict.py)."""
-    pts = add_costs(points.reset_index(drop=True), prices)
+    points = points.reset_index(drop=True)
+    records = points.to_dict("records")  # once: the costs and the verdicts read the same rows
+    pts = add_costs(points, prices, records)
     pts["qps"] = pts["qps"].astype(float)
-    verdicts = [judge(r, slo) for r in pts.to_dict("records")]
+    verdicts = [judge(r, slo) for r in records]
     pts["meets_slo"] = [v.status == PASS for v in verdicts]
     pts["slo_verdict"] = [v.status for v in verdicts]
     pts["slo_meets_on_mean"] = [v.meets_on_mean for v in verdicts]
@@ -87,21 +112,23 @@ def _cells(pts: pd.DataFrame, best: pd.DataFrame, slo: Slo, qps_values, hardware
     """One row per (QPS, GPU, mode): its cheapest passing fleet, else why none passed (of the counts tried, or
     the search's note for a cell it skipped); a cell with neither is left out."""
     best_at = {(r["hardware"], r["mode"], float(r["qps"])): r for r in best.to_dict("records")}
-    tried_at = {k: g for k, g in pts.groupby(["hardware", "mode", "qps"], sort=False)}
+    tried_at: dict = {}  # (hardware, mode, qps) -> the cell's rows (the columns read here), in pts' order
+    for r in pts[["hardware", "mode", "qps", "replicas", "slo_verdict", "slo_failures"]].to_dict("records"):
+        tried_at.setdefault((r["hardware"], r["mode"], r["qps"]), []).append(r)
     cells = []
     for q in qps_values:
         for h in hardware:
             for m in modes:
                 b = best_at.get((h, m, q))
-                tried = tried_at.get((h, m, q), pts.iloc[:0])
+                tried = tried_at.get((h, m, q), [])
                 if b is not None:
                     row = dict(b)
                     row["borderline"] = _borderline_below(tried, int(row["replicas"]))
-                elif not tried.empty:
-                    top = int(tried["replicas"].max())
+                elif tried:
+                    last = max(reversed(tried), key=lambda r: r["replicas"])  # the largest count tried (the last of equals)
+                    top = int(last["replicas"])
                     row = {"hardware": h, "mode": m, "qps": q, "meets_slo": False, "slo": pts["slo"].iloc[0],
-                           "slo_failures": f"no fleet of up to {top} replicas meets the SLO (of the counts tried); at {top}: "
-                                           f"{tried.sort_values('replicas').iloc[-1]['slo_failures']}"}
+                           "slo_failures": f"no fleet of up to {top} replicas meets the SLO (of the counts tried); at {top}: {last['slo_failures']}"}
                 elif cell_notes and (h, m, q) in cell_notes:
                     row = {"hardware": h, "mode": m, "qps": q, "meets_slo": False, "slo": slo.text or "stable", "slo_failures": cell_notes[(h, m, q)]}
                 else:
@@ -131,7 +158,7 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
     # the same columns whether or not any cell meets the SLO (a finance CSV keeps one schema)
     columns = list(LEAD_COLUMNS) + [c for c in pts.columns if c not in LEAD_COLUMNS]
     cells_df = pd.DataFrame(cells, columns=columns)
-    cheapest = cheapest_per_qps(pts, qps_values)
+    cheapest = cheapest_per_qps(pts, qps_values, best)
     win = _winners(best, cheapest)
     if not cells_df.empty:
         cells_df["cheapest_at_qps"] = [(r["qps"], r["hardware"], r["mode"]) in win for r in cells_df.to_dict("records")]
@@ -139,11 +166,7 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
             if c in cells_df:
                 cells_df[c] = cells_df[c].astype("Int64")
         cells_df["meets_slo"] = cells_df["meets_slo"].astype(bool)
-    pts["cheapest_at_qps"] = False
-    for (q, h, m), usd in win.items():
-        idx = pts[(pts["qps"] == q) & (pts["hardware"] == h) & (pts["mode"] == m) & pts["meets_slo"]
-                  & np.isclose(pts["cost_usd_per_month"], usd)].index[:1]
-        pts.loc[idx, "cheapest_at_qps"] = True
+    pts["cheapest_at_qps"] = _marked(pts, win)
     lead = [c for c in LEAD_COLUMNS if c in pts.columns]
     pts = pts[lead + [c for c in pts.columns if c not in lead]]
     asked = sorted(set(float(q) for q in loads)) if loads is not None else qps_values

@@ -12,7 +12,7 @@ is priced on its completions, not on the offered load; such a point never meets 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from costmodel.costing.pricing import HOURS_PER_MONTH, GpuPrice
@@ -54,7 +54,7 @@ class PointCost:
     breakeven_usd_per_mtok_output: float
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return dict(self.__dict__)  # scalar fields in order: asdict's deep copy cost ~100 us a point
 
 
 def _per(hourly: float, per_second: float, unit: float) -> float:
@@ -105,10 +105,11 @@ def cost_of_row(row: dict, price: GpuPrice) -> PointCost:
                       row.get("output_tokens_per_s", 0.0), row.get("total_tokens_per_s", 0.0), price)
 
 
-def add_costs(points: "pd.DataFrame", prices: dict[str, GpuPrice]) -> "pd.DataFrame":
-    """`points` (flat PointSummary rows) with the COST_COLUMNS appended; `prices` by hardware id."""
+def add_costs(points: "pd.DataFrame", prices: dict[str, GpuPrice], records: list[dict] | None = None) -> "pd.DataFrame":
+    """`points` (flat PointSummary rows) with the COST_COLUMNS appended; `prices` by hardware id; `records`:
+    points.to_dict("records") where the caller has them already."""
     import pandas as pd  # the table library, where the table is built: one point's cost (cost_of_row) loads without it (issue 40)
 
-    rows = [cost_of_row(r, prices[r["hardware"]]).to_dict() for r in points.to_dict("records")]
+    rows = [cost_of_row(r, prices[r["hardware"]]).to_dict() for r in (points.to_dict("records") if records is None else records)]
     costs = pd.DataFrame(rows, columns=list(COST_COLUMNS), index=points.index)
     return pd.concat([points.drop(columns=[c for c in COST_COLUMNS if c in points.columns]), costs], axis=1)

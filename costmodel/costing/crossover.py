@@ -37,11 +37,6 @@ INTERVAL_SHARE = 0.25
 CHEAPER, TIE, COSTLIER, NONE = "cheaper", "tie", "costs-more", "none"  # DiffusionGemma against AR/MTP at one QPS
 
 
-def rank_options(options: pd.DataFrame) -> pd.DataFrame:
-    """Cheapest first (ties ordered by USD per 1M output tokens, then fewer GPUs, for display only)."""
-    return options.sort_values([c for c in RANK_COLUMNS if c in options.columns], kind="mergesort")
-
-
 def ties(a_usd: float, b_usd: float) -> bool:
     """Two monthly costs that are the same within TIE_FRAC (both finite)."""
     return math.isfinite(a_usd) and math.isfinite(b_usd) and abs(a_usd - b_usd) <= TIE_FRAC * min(a_usd, b_usd)
@@ -66,33 +61,55 @@ def method_text() -> str:
             "the seeds' estimates")
 
 
+def _first_per_cell(keys: list, costs: list, extra: list | None, rows) -> dict:
+    """(hardware, mode, qps) -> the position of its cheapest row among `rows` (positions): the lowest cost (NaN last),
+    then the lowest `extra` (the GPUs), then the first; a stable sort's first row per cell, without the sort."""
+    out: dict = {}
+    for i in rows:
+        c = costs[i]
+        rank = (c != c, c if c == c else 0.0, extra[i] if extra is not None else 0, i)
+        k = keys[i]
+        got = out.get(k)
+        if got is None or rank < got[0]:
+            out[k] = (rank, i)
+    return {k: i for k, (_, i) in out.items()}
+
+
 def best_per_cell(options: pd.DataFrame) -> pd.DataFrame:
-    """The cheapest SLO-meeting row per (hardware, mode, qps); `options` needs hardware, mode, qps,
-    meets_slo, cost_usd_per_month (plus whatever else to carry along). Where the rows carry their
-    verdicts (slo_verdict: plan's replications), each row also gets the cell's cost interval:
-    `cost_usd_per_month_low` and `replicas_low`, the cheapest count not settled to miss (below the
-    settled one only where the counts between are borderline), and `cost_usd_per_month_mean`, the
-    cheapest count meeting the SLO on its figures' means (the point estimate)."""
-    ok = options[options["meets_slo"].astype(bool)]
-    if ok.empty:
-        return ok
-    ok = ok.sort_values(["qps", "hardware", "mode", "cost_usd_per_month", "gpus"], kind="mergesort")
-    best = ok.groupby(["hardware", "mode", "qps"], sort=True, as_index=False).head(1).reset_index(drop=True)
+    """The cheapest SLO-meeting row per (hardware, mode, qps), in (qps, hardware, mode) order; `options` needs hardware, mode,
+    qps, meets_slo, cost_usd_per_month (plus whatever else to carry along). Where the rows carry their verdicts
+    (slo_verdict: plan's replications), each row also gets the cell's cost interval: `cost_usd_per_month_low` and
+    `replicas_low`, the cheapest count not settled to miss (below the settled one only where the counts between are
+    borderline), and `cost_usd_per_month_mean`, the cheapest count meeting the SLO on its figures' means (the point
+    estimate). The choice is made on these few columns in Python and the wide rows taken once (a plan's points carry
+    ~100 columns: pandas' sorts, groupbys and merges over them cost ~50 ms a call, and the plan's crossover search asks
+    after every round)."""
+    ok = options["meets_slo"].astype(bool).tolist()
+    if not any(ok):
+        return options[options["meets_slo"].astype(bool)]
+    keys = list(zip(options["hardware"].tolist(), options["mode"].tolist(), options["qps"].tolist()))
+    costs = options["cost_usd_per_month"].tolist()
+    firsts = _first_per_cell(keys, costs, options["gpus"].tolist(), [i for i, x in enumerate(ok) if x])
+    order = sorted(firsts, key=lambda k: (k[2], k[0], k[1]))
+    best = options.iloc[[firsts[k] for k in order]].reset_index(drop=True)
     best = best.drop(columns=[c for c in ("cost_usd_per_month_low", "replicas_low", "cost_usd_per_month_mean") if c in best.columns])
     if "slo_verdict" not in options.columns:
         return best.assign(cost_usd_per_month_low=best["cost_usd_per_month"], replicas_low=best["replicas"],
                            cost_usd_per_month_mean=best["cost_usd_per_month"])
-    keys = ["hardware", "mode", "qps"]
-    possible = options[options["slo_verdict"].astype(str) != "fail"].sort_values("cost_usd_per_month", kind="mergesort")
-    low = possible.groupby(keys, as_index=False).head(1)[keys + ["cost_usd_per_month", "replicas"]].rename(
-        columns={"cost_usd_per_month": "cost_usd_per_month_low", "replicas": "replicas_low"})
-    on_mean = options["meets_slo"].astype(bool) | ((options["slo_verdict"].astype(str) == "borderline")
-                                                   & options.get("slo_meets_on_mean", pd.Series(False, index=options.index)).fillna(False).astype(bool))
-    mean = options[on_mean].sort_values("cost_usd_per_month", kind="mergesort").groupby(keys, as_index=False).head(1)[keys + ["cost_usd_per_month"]]
-    best = best.merge(low, on=keys, how="left").merge(mean.rename(columns={"cost_usd_per_month": "cost_usd_per_month_mean"}), on=keys, how="left")
-    best["cost_usd_per_month_low"] = best["cost_usd_per_month_low"].fillna(best["cost_usd_per_month"])
-    best["cost_usd_per_month_mean"] = best["cost_usd_per_month_mean"].fillna(best["cost_usd_per_month"])
-    best["replicas_low"] = best["replicas_low"].fillna(best["replicas"])
+    verdicts = options["slo_verdict"].astype(str).tolist()
+    low = _first_per_cell(keys, costs, None, [i for i, v in enumerate(verdicts) if v != "fail"])
+    on_mean = options.get("slo_meets_on_mean", pd.Series(False, index=options.index)).fillna(False).astype(bool).tolist()
+    mean = _first_per_cell(keys, costs, None, [i for i, (o, v, m) in enumerate(zip(ok, verdicts, on_mean)) if o or (v == "borderline" and m)])
+    replicas = options["replicas"].to_numpy()
+    best_costs = best["cost_usd_per_month"].tolist()
+
+    def cost_at(found: dict, k, fallback: float) -> float:
+        i = found.get(k)
+        return fallback if i is None or costs[i] != costs[i] else costs[i]
+
+    best["cost_usd_per_month_low"] = [cost_at(low, k, c) for k, c in zip(order, best_costs)]
+    best["replicas_low"] = replicas[[low.get(k, firsts[k]) for k in order]]
+    best["cost_usd_per_month_mean"] = [cost_at(mean, k, c) for k, c in zip(order, best_costs)]
     return best
 
 
@@ -125,20 +142,27 @@ def tie_group(cand) -> list:
     return group
 
 
-def cheapest_per_qps(options: pd.DataFrame, qps_values) -> pd.DataFrame:
+def ranked_at(best: list[dict], q: float) -> list[dict]:
+    """best_per_cell's records at QPS `q`, cheapest first (_rank_key), ties in input order."""
+    return sorted((r for r in best if float(r["qps"]) == q), key=_rank_key)
+
+
+def cheapest_per_qps(options: pd.DataFrame, qps_values, best: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per QPS: the cheapest SLO-meeting (hardware, mode), every option tied with it
-    (`tied_with`; tie_group), the first option that costs more (runner-up), or none_meets=True."""
-    best = best_per_cell(options)
+    (`tied_with`; tie_group), the first option that costs more (runner-up), or none_meets=True.
+    `best`: best_per_cell(options) when already computed."""
+    best = best_per_cell(options) if best is None else best
+    recs = best.to_dict("records")
     rows = []
     for q in sorted(set(float(x) for x in qps_values)):
-        cand = rank_options(best[best["qps"] == q]) if not best.empty else best
-        if cand is None or cand.empty:
+        cand = ranked_at(recs, q)
+        if not cand:
             rows.append({"qps": q, "none_meets": True, "tie": False, "tied_with": ""})
             continue
         group = tie_group(cand)
         r, tied = group[0], group[1:]
         names = {option_name(x) for x in group}
-        rest = [x for _, x in cand.iterrows() if option_name(x) not in names]
+        rest = [x for x in cand if option_name(x) not in names]
         runner = rest[0] if rest else None
         rows.append({
             "qps": q, "none_meets": False, "hardware": r["hardware"], "mode": r["mode"], "replicas": int(r["replicas"]), "gpus": int(r["gpus"]),
@@ -197,7 +221,8 @@ class Crossover:
 
 
 def _rank_key(r: dict) -> tuple:
-    """rank_options' order for one record (missing figures last)."""
+    """An option's place in display order (RANK_COLUMNS, a missing figure last): ranked on records, not by a frame's
+    sort, because a plan's rows carry ~100 columns and pandas re-takes all of them per sort."""
     return tuple(math.inf if not isinstance(r.get(c), (int, float)) or not math.isfinite(float(r[c])) else float(r[c])
                  for c in RANK_COLUMNS if c in r)
 

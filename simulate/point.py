@@ -25,7 +25,7 @@ from simulate.engine import EngineConfig
 from simulate.routers import DEFAULT_ROUTER, check_router
 from simulate.metrics import RequestRecords
 from simulate.sim import simulate_records
-from simulate.workload import Workload, build_requests, load_workload, with_burstiness
+from simulate.workload import Requests, Workload, build_requests, load_workload, with_burstiness
 
 DEFAULT_WARMUP_FRAC = 0.1
 DEFAULT_ABORT_BACKLOG_S = 60.0
@@ -93,6 +93,36 @@ def check_mode(profile: Profile, mode: "str | ServingMode") -> ServingMode:
     return serving
 
 
+REQUESTS_MEMO_MAX = 64  # open-loop request sets kept per profile object in a process (a plan's replications reuse a few dozen)
+REQUESTS_MEMO_MAX_LEN = 100_000  # ... each of at most this many requests (a large day's are drawn afresh, not kept)
+
+
+def _requests(profile: Profile, wl: Workload, qps, n_requests, duration_s, seed: int, concurrency) -> Requests:
+    """build_requests, kept per profile object for open-loop runs: a plan simulates the same arrivals (common random
+    numbers) for every replica count and mode of a GPU, and a point's requests are a pure function of these arguments.
+    A kept set's arrays are read-only, since the runs share them; a closed loop writes its send times into arrival_s
+    (sim.py), so it is drawn afresh."""
+    if concurrency is not None:
+        return build_requests(profile, wl, qps, n_requests=n_requests, duration_s=duration_s, seed=seed, concurrency=concurrency)
+    from costmodel.stepcost.resolved import resolve
+
+    key = (wl, qps, n_requests, duration_s, seed)
+    memo = resolve(profile).memo("requests")
+    try:
+        hit = memo.get(key)
+    except TypeError:  # a workload that does not hash (a trace's arrays): drawn afresh
+        return build_requests(profile, wl, qps, n_requests=n_requests, duration_s=duration_s, seed=seed)
+    if hit is None:
+        hit = build_requests(profile, wl, qps, n_requests=n_requests, duration_s=duration_s, seed=seed)
+        if len(hit) <= REQUESTS_MEMO_MAX_LEN:
+            for a in (hit.arrival_s, hit.prompt_tokens, hit.output_tokens, hit.regime_idx):
+                a.setflags(write=False)
+            if len(memo) >= REQUESTS_MEMO_MAX:
+                memo.clear()
+            memo[key] = hit
+    return hit
+
+
 def run_point(profile: Profile, mode: "str | ServingMode", qps: float | None, *, replicas: int = 1, workload=None, duration_s: float | None = None,
               n_requests: int | None = None, seed: int = 0, engine=None, router: str = DEFAULT_ROUTER,
               warmup_frac: float = DEFAULT_WARMUP_FRAC, abort_backlog_s: float | None = DEFAULT_ABORT_BACKLOG_S,
@@ -132,7 +162,7 @@ def run_point(profile: Profile, mode: "str | ServingMode", qps: float | None, *,
     if burstiness is not None:
         wl = with_burstiness(wl, burstiness)
     cfg = resolve_engine(profile, engine)
-    reqs = build_requests(profile, wl, qps, n_requests=n_requests, duration_s=duration_s, seed=seed, concurrency=concurrency)
+    reqs = _requests(profile, wl, qps, n_requests, duration_s, seed, concurrency)
     check_warmup_leaves(reqs, warmup_frac)
     desc = wl.describe(reqs.concurrency, rate_limited=reqs.qps != math.inf)
     (summary, records), _ = simulate_records(profile, serving, reqs, replicas=replicas, cfg=cfg, router=router, seed=seed, warmup_frac=warmup_frac,

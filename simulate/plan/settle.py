@@ -93,17 +93,35 @@ def growth_ratio(rep: dict) -> float | None:
     return float(g) / float(m.group(1))
 
 
+_NOT_AVERAGED = frozenset(("seed", "replicas", "qps", "duration_s"))
+
+
+def _means(reps: list[dict]) -> dict:
+    """The first replication's row with each number (not a bool, not _NOT_AVERAGED) replaced by its mean over the
+    replications' finite values (kept where none is finite). A plain loop: the plan's chains call it after every
+    replication, in the plan's own process."""
+    row = dict(reps[0])
+    isfinite = math.isfinite
+    for key, v in reps[0].items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or key in _NOT_AVERAGED:
+            continue
+        total, n = 0, 0
+        for r in reps:
+            x = r.get(key)
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and isfinite(x):
+                total += float(x)
+                n += 1
+        if n:
+            row[key] = total / n
+    return row
+
+
 def aggregate(reps: list[dict], slo: Slo, looks: int = 1) -> dict:
     """One point row from its replications' rows: numbers averaged over the replications, `replications`,
     `stable_replications`, `stable` (every one), `duration_s` (one replication's window),
     `simulated_window_s` (all of them), and per SLO bound its mean's interval (ci_columns)."""
-    row = dict(reps[0])
+    row = _means(reps)
     k = len(reps)
-    for key, v in reps[0].items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and key not in ("seed", "replicas", "qps", "duration_s"):
-            vals = [r.get(key) for r in reps]
-            fin = [float(x) for x in vals if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)]
-            row[key] = sum(fin) / len(fin) if fin else v
     stopped = [str(r.get("stability_reason", "")).startswith(MISS_STOP) for r in reps]
     row["replications"] = k
     row["stable_replications"] = sum(bool(r.get("stable")) for r in reps)

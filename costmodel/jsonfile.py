@@ -104,6 +104,11 @@ def read_csv(path: str | Path, what: str, **kw) -> "pd.DataFrame":
 
 def jsonable(x):
     """NaN/inf/pd.NA -> None, numpy scalars -> Python, recursively (what JSON can hold)."""
+    t = type(x)
+    if t is str or t is int or t is bool or x is None:  # most of a plan's ~50k values: answered before the checks below
+        return x
+    if t is float:
+        return x if math.isfinite(x) else None
     if isinstance(x, dict):
         return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):

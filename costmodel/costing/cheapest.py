@@ -176,7 +176,7 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
 def _with_crossovers(a: Analysis, cell_notes: dict | None, hardware: list[str]) -> Analysis:
     """The crossover over every GPU and each GPU's, each over the QPS where every GPU of its scope was evaluated."""
     pts = a.points
-    seen = {(h, float(q)) for h, q in zip(pts["hardware"], pts["qps"])} | {(h, float(q)) for (h, _, q) in (cell_notes or {})}
+    seen = {(h, float(q)) for h, q in zip(pts["hardware"].tolist(), pts["qps"].tolist())} | {(h, float(q)) for (h, _, q) in (cell_notes or {})}
 
     def evaluated(scope: list[str]) -> list[float]:
         """The QPS where every GPU of a crossover's scope was evaluated (a crossover-search QPS may have probed one GPU only)."""

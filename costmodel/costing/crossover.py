@@ -324,14 +324,11 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
     else:
         wanted = set(qps_values)
         best = [r for r in best if float(r["qps"]) in wanted]
-    opts = options if hardware is None else options[options["hardware"] == hardware]
     per = per_qps(options, qps_values, hardware, best)
     qs = [p["qps"] for p in per]
     where = "" if hardware is None else f" on {hardware}"
-    if best is None:
-        present = set(opts["mode"]) if not opts.empty else set()
-    else:
-        present = {m for m, q in zip(opts["mode"], opts["qps"]) if float(q) in wanted}
+    rows = zip(options["hardware"].tolist(), options["mode"].tolist(), options["qps"].tolist())  # lists: a Series iterates slowly
+    present = {m for h, m, q in rows if (hardware is None or h == hardware) and (best is None or float(q) in wanted)}
     if subject not in present or not present & set(rivals):
         missing = "DiffusionGemma (mode diffusion)" if subject not in present else f"Gemma-4 {rival_label.replace('/', ' or ')}"
         return Crossover(scope, "not-compared", None, None, None, None, f"no crossover{where}: the results hold no {missing} points", per_qps=per)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from costmodel.errors import UserError
 from costmodel.hardware import HardwareSpec
@@ -88,9 +89,10 @@ def get_pass_kind(name: str) -> PassKind:
     return PASS_KINDS.get_member(name)
 
 
-@dataclass(frozen=True)
-class Segment:
-    """`seqs` sequences, each adding `tokens` query tokens on top of `context` cached tokens."""
+class Segment(NamedTuple):
+    """`seqs` sequences, each adding `tokens` query tokens on top of `context` cached tokens. A named tuple,
+    not a dataclass: the step pricer makes, hashes and compares hundreds of thousands of them per plan, and
+    a tuple's are C calls (a frozen dataclass's __init__, __hash__ and __eq__ are Python functions)."""
 
     kind: str
     seqs: int

@@ -232,6 +232,70 @@ class AffinityPool:
         self._executors = []
 
 
+class Beside:
+    """fn(*args) run in a forked child while this process goes on (a command's files written while it prints its
+    tables: the two cores, not one); `result()` waits and returns its value or raises its exception, as a call
+    here would. It runs here, at once, where a fork is not safe or not available: another thread running
+    (a fork copies only the calling thread) or no fork on this system. The child shares nothing it changes
+    with this process: `fn` must leave its effects in files.
+
+        job = Beside(write_files, outcome, stage)
+        print_tables()
+        written = job.result()
+    """
+
+    def __init__(self, fn: Callable, *args):
+        import multiprocessing as mp
+        import threading
+
+        self._value = self._error = None
+        self._proc = self._conn = None
+        if threading.active_count() > 1 or "fork" not in mp.get_all_start_methods():
+            try:
+                self._value = fn(*args)
+            except BaseException as e:  # noqa: BLE001 - raised by result(), where the caller asks for it
+                self._error = e
+            return
+        sys.stdout.flush()  # the child exits flushing what it inherited: nothing may be left to print twice
+        sys.stderr.flush()
+        ctx = mp.get_context("fork")
+        self._conn, child = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_beside_child, args=(child, fn, args), daemon=True)
+        self._proc.start()
+        child.close()
+
+    def result(self):
+        if self._proc is not None:
+            try:
+                ok, got = self._conn.recv()
+            except EOFError:  # the child died before answering (killed)
+                self._proc.join()
+                ok, got = False, RuntimeError(f"the process writing beside this one ended with code {self._proc.exitcode}")
+            finally:
+                self._proc.join()
+                self._conn.close()
+                self._proc = None
+            if ok:
+                self._value = got
+            else:
+                self._error = got
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _beside_child(conn, fn: Callable, args: tuple) -> None:
+    try:
+        answer = (True, fn(*args))
+    except BaseException as e:  # noqa: BLE001 - handed to the parent, which raises it
+        answer = (False, e)
+    try:
+        conn.send(answer)
+    except Exception as e:  # noqa: BLE001 - an exception that does not pickle: its text
+        conn.send((False, RuntimeError(f"{type(answer[1]).__name__}: {answer[1]}")))
+    conn.close()
+
+
 def run_tasks(fn: Callable, args_list: list[tuple], *, cluster: Workers = Workers(), on_done: OnDone | None = None,
               shared: dict | None = None, pool: ProcessPool | None = None) -> list:
     """[fn(*args, **shared) for args in args_list], in input order. `shared` holds large arguments

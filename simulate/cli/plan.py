@@ -127,10 +127,13 @@ def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duratio
     err = make_console(stderr=True)
     outcome = run_plan(cfg, progress=lambda s: err.print(f"[dim]{s}[/dim]"))
     outcome.extras.update(plan_extras(cfg, outcome, seeds, sensitivity, progress=lambda s: err.print(f"[dim]{s}[/dim]")))
-    written = write_plan(outcome, out)
     con = make_console()
-    print_analysis(con, outcome.analysis)
-    print_extras(con, outcome.extras)
+
+    def tables() -> None:  # printed while the files are written
+        print_analysis(con, outcome.analysis)
+        print_extras(con, outcome.extras)
+
+    written = write_plan(outcome, out, meanwhile=tables)
     points = [p for c in outcome.cells for p in c.points]
     con.print(f"{len(points)} points, {sum(int(p.get('replications', 1)) for p in points)} simulations; wrote " + ", ".join(str(p) for p in written))
     con.print(f"wall time: {time.perf_counter() - t0:.1f} s")

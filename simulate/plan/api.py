@@ -28,7 +28,7 @@ from costmodel.slo import Slo, parse_slo
 from simulate.plan import planner
 from simulate.api import resolve_engine, resolve_workload
 from simulate.batch import check_requests_fit
-from simulate.parallel import ProcessPool, Workers
+from simulate.parallel import Beside, ProcessPool, Workers
 from simulate.plan.settle import DEFAULT_MAX_REPLICATIONS, MIN_REPLICATIONS
 
 DEFAULT_DURATION_S = None  # one replication's window follows from the load (simulate/plan/settle.py window_s)
@@ -284,10 +284,14 @@ def plan_provenance(profiles: dict[str, Profile], modes) -> dict[str, dict]:
     return out
 
 
-def write_plan(outcome: PlanOutcome, out_dir: str | Path) -> list[Path]:
-    """plan.csv and answer.csv with their data dictionaries, and plan.json (the plan artefact, costmodel/schemas/plan.py)."""
+def write_plan(outcome: PlanOutcome, out_dir: str | Path, meanwhile: Callable[[], None] | None = None) -> list[Path]:
+    """plan.csv and answer.csv with their data dictionaries, and plan.json (the plan artefact, costmodel/schemas/plan.py);
+    `meanwhile()` (printing the tables) runs while a forked child writes them (simulate/parallel.py Beside)."""
     with outputset.publishing(out_dir, "plan") as stage:  # one output set, published whole (costmodel/outputset.py)
-        written = _write_plan_files(outcome, stage)
+        job = Beside(_write_plan_files, outcome, stage)
+        if meanwhile is not None:
+            meanwhile()
+        written = job.result()
     return outputset.published(written, stage, out_dir) + [Path(out_dir) / outputset.MANIFEST]
 
 

@@ -149,12 +149,29 @@ def _limits(profile: Profile, mode: ServingMode, cfg: EngineConfig, sample: np.n
     return lim
 
 
+_ENGINE_VIEWS: dict = {}
+
+
+def _engine_view(profile: Profile, mode: ServingMode, cfg: EngineConfig) -> Profile:
+    """engine_profile under mode_settings, cached per profile object, mode and settings like _limits (a plan deploys
+    one mode's settings hundreds of times, and resolving them layers and checks every setting)."""
+    key = (id(profile), mode.name, cfg)
+    hit = _ENGINE_VIEWS.get(key)
+    if hit is not None and hit[0]() is profile:
+        return hit[1]
+    view = engine_profile(profile, mode, mode_settings(profile, mode, cfg)[0])  # the engine's canvas, denoising budget, k
+    if len(_ENGINE_VIEWS) >= _LIMITS_MAX:
+        _ENGINE_VIEWS.clear()
+    _ENGINE_VIEWS[key] = (weakref.ref(profile), view)
+    return view
+
+
 def deploy(profile: Profile, mode: ServingMode, reqs: Requests, cfg: EngineConfig, seed: int, members: np.ndarray | None = None) -> Deployment:
     """The one way a replica type is resolved, for a point and for a fleet's pool alike. `members`
     (a boolean mask): the requests these replicas serve, what the KV blocks are sized for and
     checked against (a pool of a fleet serves only the requests its class takes; None: all)."""
     native.warn_if_stale()
-    profile = engine_profile(profile, mode, mode_settings(profile, mode, cfg)[0])  # the engine's canvas, denoising budget, k
+    profile = _engine_view(profile, mode, cfg)
     draws = mode.draw(profile, reqs, seed)
     need = draws.kv_need_tokens if members is None else draws.kv_need_tokens[members] if members.any() else draws.kv_need_tokens[:1]
     limits = _limits(profile, mode, cfg, np.asarray(_context_sample(need)))

@@ -6,6 +6,7 @@ CPU seconds are printed beside it (the machine is shared), and what the plan sim
     .venv/bin/python benchmarks/bench_plan.py [--runs 3] [-- extra plan options]
     .venv/bin/python benchmarks/bench_plan.py --breakdown   # where one serial plan's CPU time goes
     .venv/bin/python benchmarks/bench_plan.py --phases      # where the default (parallel) plan's wall time goes
+    .venv/bin/python benchmarks/bench_plan.py --against 3048977 --runs 6   # side by side with a commit, runs alternating
 
 --breakdown runs the plan once serially in this process (`--jobs 1`) and splits its CPU time into
 importing the CLI, step pricing (the outermost pass prices, `costmodel.stepcost.ModeCost.pass_ms`:
@@ -17,6 +18,11 @@ workers wait) and the rest (the simulations, deploying points, summaries, files)
 splits its wall time into importing the plan's modules, the QPS grid's replica searches, the crossover
 search's rounds (their simulations, and the analyses between them, in which the workers wait), the final
 analysis, and writing and printing the files; with the CPU seconds of this process and of the workers.
+
+--against REV times the same command of this work tree and of commit REV (its files from `git archive`, its
+simulator compiled in a temporary folder), one run of each in turn: this VM's speed drifts by up to 1.5x
+within minutes, so a change is judged against the code before it in the same minutes, not against a figure
+measured earlier.
 """
 
 from __future__ import annotations
@@ -43,8 +49,11 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--breakdown", action="store_true", help="one serial in-process plan, its CPU time split (see above)")
     ap.add_argument("--phases", action="store_true", help="one default plan in this process, its wall time split (see above)")
+    ap.add_argument("--against", metavar="REV", help="alternate runs with commit REV's code (see above)")
     ap.add_argument("extra", nargs="*", help="extra `costmodel plan` options (after --)")
     a = ap.parse_args(argv)
+    if a.against:
+        return against(a.against, a.runs, a.extra)
     if a.breakdown:
         return breakdown(a.extra)
     if a.phases:
@@ -78,6 +87,46 @@ def main(argv=None) -> int:
           f"(median {med:.2f}, CPU s median {statistics.median(cpus):.2f}); load average {load:.2f}; {steal(st0)}; "
           f"target <= {TARGET_S:g} s: {'met' if med <= TARGET_S else 'MISSED'}")
     return 0 if med <= TARGET_S else 1
+
+
+RUN = "import sys; from costmodel.cli import console_main; console_main()"  # `costmodel` of whichever tree is first on the path
+
+
+def against(rev: str, runs: int, extra: list[str]) -> int:
+    """`costmodel plan` of this tree and of commit `rev`, alternating, `runs` times each: wall seconds and medians."""
+    root = Path(__file__).resolve().parents[1]
+    snap = Path(tempfile.mkdtemp(prefix="bench-plan-rev-"))
+    try:
+        files = subprocess.run(["git", "-C", str(root), "archive", rev], capture_output=True)
+        if files.returncode != 0:
+            print(f"error: --against {rev}: git archive failed ({files.stderr.decode().strip()}); give a commit of this repository", file=sys.stderr)
+            return 2
+        subprocess.run(["tar", "x", "-C", str(snap)], input=files.stdout, check=True)
+        env = {**os.environ, "PYTHONPATH": str(snap)}
+        subprocess.run([sys.executable, "-m", "simulate.build_native"], cwd=snap, env=env, capture_output=True, check=True)
+        sides = {"this tree": (root, dict(os.environ)), rev: (snap, env)}
+        walls: dict[str, list[float]] = {name: [] for name in sides}
+        for _ in range(runs):
+            for name, (cwd, side_env) in sides.items():
+                out = tempfile.mkdtemp(prefix="bench-plan-")
+                try:
+                    w0 = time.perf_counter()
+                    p = subprocess.run([sys.executable, "-c", RUN, "plan", *extra, "-o", out], cwd=cwd, env=side_env, capture_output=True, text=True)
+                    walls[name].append(time.perf_counter() - w0)
+                finally:
+                    shutil.rmtree(out, ignore_errors=True)
+                if p.returncode != 0:
+                    print(p.stderr, file=sys.stderr)
+                    return p.returncode
+    finally:
+        shutil.rmtree(snap, ignore_errors=True)
+    meds = {name: statistics.median(w) for name, w in walls.items()}
+    for name, w in walls.items():
+        print(f"{name}: wall s per run {', '.join(f'{x:.2f}' for x in w)} (median {meds[name]:.2f})")
+    mine, theirs = meds["this tree"], meds[rev]
+    print(f"`{' '.join(['plan', *extra])}` side by side, {runs} runs each, alternating: this tree {mine:.2f} s against {rev} {theirs:.2f} s "
+          f"(median; {100 * (mine - theirs) / theirs:+.0f}%); target <= {TARGET_S:g} s: {'met' if mine <= TARGET_S else 'MISSED'}")
+    return 0
 
 
 def _work(plan_json: Path) -> str:

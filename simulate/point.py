@@ -94,7 +94,7 @@ def check_mode(profile: Profile, mode: "str | ServingMode") -> ServingMode:
 
 
 REQUESTS_MEMO_MAX = 64  # open-loop request sets kept per profile object in a process (a plan's replications reuse a few dozen)
-REQUESTS_MEMO_MAX_LEN = 100_000  # ... each of at most this many requests (a large day's are drawn afresh, not kept)
+REQUESTS_MEMO_MAX_LEN = 20_000  # ... each of at most this many requests (a plan's replication at 1,000 QPS); larger sets are drawn afresh
 
 
 def _requests(profile: Profile, wl: Workload, qps, n_requests, duration_s, seed: int, concurrency) -> Requests:

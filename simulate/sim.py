@@ -166,13 +166,33 @@ def _engine_view(profile: Profile, mode: ServingMode, cfg: EngineConfig) -> Prof
     return view
 
 
+_DRAWS: dict = {}
+_DRAWS_MAX = 32  # draws kept per process (a plan's replications reuse a few dozen) ...
+_DRAWS_MAX_REQUESTS = 20_000  # ... each for at most this many requests (as simulate/point.py keeps request sets)
+
+
+def _draws(profile: Profile, mode: ServingMode, reqs: Requests, seed: int):
+    """mode.draw, cached per engine view, mode, request set and seed: the request sets a plan reuses (simulate/point.py
+    _requests) get the same draws for every replica count, and an engine only reads its draws."""
+    key = (id(profile), mode.name, id(reqs), seed)
+    hit = _DRAWS.get(key)
+    if hit is not None and hit[0]() is profile and hit[1] is reqs:
+        return hit[2]
+    draws = mode.draw(profile, reqs, seed)
+    if len(reqs) <= _DRAWS_MAX_REQUESTS:  # large request sets are not kept (a day's memory budget)
+        if len(_DRAWS) >= _DRAWS_MAX:
+            _DRAWS.clear()
+        _DRAWS[key] = (weakref.ref(profile), reqs, draws)
+    return draws
+
+
 def deploy(profile: Profile, mode: ServingMode, reqs: Requests, cfg: EngineConfig, seed: int, members: np.ndarray | None = None) -> Deployment:
     """The one way a replica type is resolved, for a point and for a fleet's pool alike. `members`
     (a boolean mask): the requests these replicas serve, what the KV blocks are sized for and
     checked against (a pool of a fleet serves only the requests its class takes; None: all)."""
     native.warn_if_stale()
     profile = _engine_view(profile, mode, cfg)
-    draws = mode.draw(profile, reqs, seed)
+    draws = _draws(profile, mode, reqs, seed)
     need = draws.kv_need_tokens if members is None else draws.kv_need_tokens[members] if members.any() else draws.kv_need_tokens[:1]
     limits = _limits(profile, mode, cfg, np.asarray(_context_sample(need)))
     check_fits(need, limits.kv_capacity_tokens, mode.name)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import gc
 import math
-import weakref
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -31,6 +30,7 @@ import numpy as np
 from costmodel.errors import UserError
 from costmodel.modes import ModeDraws, ServingMode
 from costmodel.schemas.profile import Profile, engine_pickup_ms, frontend_handover_ms
+from costmodel.stepcost.resolved import resolve
 from simulate.engine import EngineConfig, ReplicaLimits, engine_profile, mode_settings, replica_limits
 from simulate import native
 from simulate.engines import engine_for
@@ -130,60 +130,46 @@ def _context_sample(kv_need: np.ndarray, n: int = CONTEXT_SAMPLE) -> np.ndarray:
     return np.quantile(kv_need, np.linspace(0.0, 1.0, n), method="nearest")
 
 
-# (id(profile), mode, engine settings, context sample bytes) -> (weakref to the profile, limits):
-# plan's replica search runs one workload at several replica counts, whose limits are the same
-_LIMITS: dict = {}
-_LIMITS_MAX = 256
+# plan's replica search runs one workload at several replica counts and modes, whose limits, engine views and draws
+# are the same: each is kept on the profile's resolution
+KEPT_MAX = 256  # entries of each per-profile cache below (replica limits, engine views, draws) ...
+KEPT_MAX_REQUESTS = 20_000  # ... where draws are kept only for request sets this small (as simulate/point.py keeps them)
+
+
+def _kept(profile: Profile, name: str, key, make, keep: bool = True):
+    """make(), kept under `key` in the cache `name` of the profile's resolution (costmodel/stepcost/resolved.py:
+    dropped with the profile object, never shared between two), at most KEPT_MAX entries; `keep` False: made, not kept."""
+    memo = resolve(profile).memo(name)
+    hit = memo.get(key)
+    if hit is None:
+        hit = make()
+        if keep:
+            if len(memo) >= KEPT_MAX:
+                memo.clear()
+            memo[key] = hit
+    return hit
 
 
 def _limits(profile: Profile, mode: ServingMode, cfg: EngineConfig, sample: np.ndarray) -> ReplicaLimits:
-    """replica_limits, cached per profile object, mode, settings and context sample."""
-    key = (id(profile), mode.name, cfg, sample.dtype.str, sample.tobytes())
-    hit = _LIMITS.get(key)
-    if hit is not None and hit[0]() is profile:
-        return hit[1]
-    lim = replica_limits(profile, mode, cfg, sample)
-    if len(_LIMITS) >= _LIMITS_MAX:
-        _LIMITS.clear()
-    _LIMITS[key] = (weakref.ref(profile), lim)
-    return lim
-
-
-_ENGINE_VIEWS: dict = {}
+    """replica_limits, kept per profile object, mode, settings and context sample."""
+    return _kept(profile, "replica limits", (mode.name, cfg, sample.dtype.str, sample.tobytes()),
+                 lambda: replica_limits(profile, mode, cfg, sample))
 
 
 def _engine_view(profile: Profile, mode: ServingMode, cfg: EngineConfig) -> Profile:
-    """engine_profile under mode_settings, cached per profile object, mode and settings like _limits (a plan deploys
-    one mode's settings hundreds of times, and resolving them layers and checks every setting)."""
-    key = (id(profile), mode.name, cfg)
-    hit = _ENGINE_VIEWS.get(key)
-    if hit is not None and hit[0]() is profile:
-        return hit[1]
-    view = engine_profile(profile, mode, mode_settings(profile, mode, cfg)[0])  # the engine's canvas, denoising budget, k
-    if len(_ENGINE_VIEWS) >= _LIMITS_MAX:
-        _ENGINE_VIEWS.clear()
-    _ENGINE_VIEWS[key] = (weakref.ref(profile), view)
-    return view
-
-
-_DRAWS: dict = {}
-_DRAWS_MAX = 32  # draws kept per process (a plan's replications reuse a few dozen) ...
-_DRAWS_MAX_REQUESTS = 20_000  # ... each for at most this many requests (as simulate/point.py keeps request sets)
+    """engine_profile under mode_settings, kept per profile object, mode and settings: a plan deploys one mode's
+    settings hundreds of times, and resolving them layers and checks every setting."""
+    return _kept(profile, "engine views", (mode.name, cfg),
+                 lambda: engine_profile(profile, mode, mode_settings(profile, mode, cfg)[0]))  # the engine's canvas, denoising budget, k
 
 
 def _draws(profile: Profile, mode: ServingMode, reqs: Requests, seed: int):
-    """mode.draw, cached per engine view, mode, request set and seed: the request sets a plan reuses (simulate/point.py
-    _requests) get the same draws for every replica count, and an engine only reads its draws."""
-    key = (id(profile), mode.name, id(reqs), seed)
-    hit = _DRAWS.get(key)
-    if hit is not None and hit[0]() is profile and hit[1] is reqs:
-        return hit[2]
-    draws = mode.draw(profile, reqs, seed)
-    if len(reqs) <= _DRAWS_MAX_REQUESTS:  # large request sets are not kept (a day's memory budget)
-        if len(_DRAWS) >= _DRAWS_MAX:
-            _DRAWS.clear()
-        _DRAWS[key] = (weakref.ref(profile), reqs, draws)
-    return draws
+    """mode.draw, kept per engine view, mode, request set and seed: the request sets a plan reuses (simulate/point.py
+    _requests) get the same draws for every replica count, and an engine only reads its draws. The set is kept with
+    them, so that its id() is not another's."""
+    kept, draws = _kept(profile, "draws", (mode.name, id(reqs), seed), lambda: (reqs, mode.draw(profile, reqs, seed)),
+                        keep=len(reqs) <= KEPT_MAX_REQUESTS)
+    return draws if kept is reqs else mode.draw(profile, reqs, seed)
 
 
 def deploy(profile: Profile, mode: ServingMode, reqs: Requests, cfg: EngineConfig, seed: int, members: np.ndarray | None = None) -> Deployment:

@@ -12,7 +12,7 @@ import pandas as pd
 from costmodel.hardware import HardwareSpec
 from costmodel.modes import mode_order
 from costmodel.costing.costs import add_costs
-from costmodel.costing.crossover import Crossover, best_per_cell, best_records, cheapest_per_qps, find_crossover, overlaps, ties
+from costmodel.costing.crossover import Crossover, best_per_cell, cheapest_per_qps, find_crossover, overlaps, ties
 from costmodel.costing.verdict import PASS, judge
 from costmodel.costing.pricing import GpuPrice, PricingConfig, gpu_price
 from costmodel.slo import Slo
@@ -182,7 +182,7 @@ def _with_crossovers(a: Analysis, cell_notes: dict | None, hardware: list[str]) 
         """The QPS where every GPU of a crossover's scope was evaluated (a crossover-search QPS may have probed one GPU only)."""
         return [q for q in a.qps if all((h, q) in seen for h in scope)]
 
-    best = best_records(pts)  # once for every scope
+    best = a.best_records()  # once for every scope, and for the answer after it
     a.crossover = find_crossover(pts, evaluated(hardware), best=best)
     a.crossover_by_hardware = {h: find_crossover(pts, evaluated([h]), hardware=h, best=best) for h in hardware}
     return a

@@ -47,9 +47,13 @@ vllm-env: $(VLLM_VENV)/.ok
 install: $(VENV)/.base
 install-test: $(VENV)/.test $(VLLM_VENV)/.ok
 
-# The simulator's hot modules compiled with Cython (simulate/native.py), rebuilt when one of their
+# The hot modules compiled with Cython (costmodel/native.py), rebuilt when one of their
 # .py or .pxd files changes; without Cython or a C compiler the simulator stays pure Python (~4x slower).
-NATIVE_SRC := $(wildcard simulate/*.pxd simulate/engines/*.pxd) $(patsubst %.pxd,%.py,$(wildcard simulate/*.pxd simulate/engines/*.pxd))
+# (their .py files: costmodel/native.py NATIVE_MODULES, which tests/test_native.py holds this list to)
+NATIVE_PY := costmodel/roofline.py costmodel/stepcost/linear.py costmodel/stepcost/engine_step.py costmodel/stepcost/host_overhead.py \
+	costmodel/stepcost/resolved.py simulate/request.py simulate/kvcache.py simulate/metrics.py simulate/scheduler.py \
+	simulate/engines/ar.py simulate/engines/mtp.py simulate/engines/diffusion.py simulate/steptime.py simulate/sim.py
+NATIVE_SRC := $(NATIVE_PY) $(wildcard $(NATIVE_PY:.py=.pxd))
 build/native/manifest.json: $(NATIVE_SRC) | $(VENV)/.base
 	$(BIN)/python -m simulate.build_native --if-possible
 

@@ -123,7 +123,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-day", action="store_true")
     a = ap.parse_args(argv)
     from benchmarks.machine import cpu_ticks, steal
-    from simulate import native
+    from costmodel import native
 
     print(native.status())
     st0 = cpu_ticks()

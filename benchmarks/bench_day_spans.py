@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-gib", type=float, default=0.5, help="the memory budget (small enough to run the day hour by hour)")
     a = ap.parse_args(argv)
     os.environ["COSTMODEL_MEMORY_BUDGET_GIB"] = f"{a.budget_gib:g}"
-    from simulate import native
+    from costmodel import native
 
     print(native.status())
     print(f"{'hours':<8} {'policy':<11} {'$/month':>9} {'GPU-h/day':>10} {'meeting':>8} {'borderline':>10} {'failing':>8} {'attain':>7}")

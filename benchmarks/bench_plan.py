@@ -80,7 +80,7 @@ def main(argv=None) -> int:
             shutil.rmtree(out, ignore_errors=True)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     med = statistics.median(walls)
-    from simulate import native
+    from costmodel import native
 
     print(native.status())
     print(f"`{' '.join(cmd[1:])} -o DIR`: {sims} simulations ({work}); wall s per run {', '.join(f'{w:.2f}' for w in walls)} "
@@ -189,7 +189,7 @@ def breakdown(extra: list[str]) -> int:
         plan_api.analyse = analyse
         shutil.rmtree(out, ignore_errors=True)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-    from simulate import native
+    from costmodel import native
 
     print(native.status())
     print(f"serial plan in one process: imports {t_imports:.2f} s CPU; plan {wall:.2f} s wall, {cpu:.2f} s CPU, of which step pricing "
@@ -237,7 +237,7 @@ def phases(extra: list[str]) -> int:
     wall, r1 = time.perf_counter() - t0, os.times()
     grid, chains, analyses, files = (spent.get(k, [0.0, 0.0, 0]) for k in ("grid", "chains", "analyses", "files"))
     rounds = [chains[0] - grid[0], chains[2] - 1]  # the chains' runs after the grid's: the crossover rounds
-    from simulate import native
+    from costmodel import native
 
     print(native.status())
     print(f"default plan in one process (its workers forked): imports {t_imports:.2f} s; plan {wall:.2f} s wall = the grid's searches "

@@ -52,7 +52,7 @@ def main(argv=None) -> int:
 
     from benchmarks.machine import cpu_ticks, steal
     from costmodel.shipped import resolve_profile
-    from simulate import native
+    from costmodel import native
     from simulate.api import run_point
     from simulate.workload import load_workload
 

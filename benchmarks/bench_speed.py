@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     if unknown or not chosen:
         ap.error(f"unknown case(s) {', '.join(sorted(unknown)) or a.case}: give q1, q2, day3, day1000, sim or sim-MODE")
     from benchmarks.machine import cpu_ticks, steal
-    from simulate import native
+    from costmodel import native
 
     print(f"{native.status()}; {os.cpu_count()} cores; fastest of {a.repeat} run(s) per case")
     print(f"{'case':<14} {'wall s':>7} {'cpu s':>7} {'rss MiB':>8}  goal")

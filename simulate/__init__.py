@@ -7,8 +7,6 @@ preemption), engines/ (each mode's progression on a replica), engine.py (engine 
 (step durations: costmodel/stepcost prices them), request.py, routers/ (the router registry), workload.py (arrivals, lengths, regimes,
 traces), metrics.py (what each metric means; stability), parallel.py (points in parallel: the one Dask/process runner),
 plan/, sweep/ (the grid command), validate/, static_batch.py (static FCFS batches, what `validate` compares with),
-native.py (the hot modules compiled with Cython, used when current)."""
+build_native.py (compiles the hot modules: costmodel/native.py says how they are used, from `import costmodel` on)."""
 
-from simulate import native as _native
-
-_native.install()
+import costmodel  # noqa: F401,E402  (first: its import installs the compiled modules' finder before any of ours loads)

@@ -1,4 +1,5 @@
-"""Compile the simulator's hot modules with Cython (simulate/native.py says how they are used).
+"""Compile the hot modules with Cython: the simulator's and the step pricer's it calls (costmodel/native.py
+says which and how they are used).
 
     python -m simulate.build_native [--out DIR] [--jobs N] [--if-possible]
     python -m simulate.build_native --status
@@ -11,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from simulate.native import MANIFEST, NATIVE_MODULES, ROOT, native_dir, source_hash, source_stat, sources, status
+from costmodel.native import MANIFEST, NATIVE_MODULES, ROOT, native_dir, source_hash, source_stat, sources, status
 
 # Python's semantics kept: true division, Python integer division and modulo, bounds and None
 # checks; annotations are documentation here, the .pxd files carry the C types
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(f"error: the native build failed: {msg.splitlines()[0]}; install Cython and a C compiler, or run pure Python", file=sys.stderr)
         return 2
-    print(f"compiled {len(NATIVE_MODULES)} simulator modules into {out}")
+    print(f"compiled {len(NATIVE_MODULES)} modules (the simulator and its step pricer) into {out}")
     return 0
 
 

@@ -32,7 +32,7 @@ from costmodel.modes import ModeDraws, ServingMode
 from costmodel.schemas.profile import Profile, engine_pickup_ms, frontend_handover_ms
 from costmodel.stepcost.resolved import resolve
 from simulate.engine import EngineConfig, ReplicaLimits, engine_profile, mode_settings, replica_limits
-from simulate import native
+from costmodel import native
 from simulate.engines import engine_for
 from simulate.metrics import FinishedRun, Records, Tracker, client_lag_s, front_queued, summarise
 from simulate.prefix import block_hashes

@@ -1,4 +1,4 @@
-"""The compiled simulator (simulate/native.py) is the pure-Python one, faster: the same numbers for
+"""The compiled simulator (costmodel/native.py) is the pure-Python one, faster: the same numbers for
 every mode, and a build older than its sources is never used."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import sys
 import pytest
 
 import simulate.scheduler
-from simulate import native
-from simulate.native import NATIVE_MODULES, compiled_modules, source_hash, source_stat
+from costmodel import native
+from costmodel.native import NATIVE_MODULES, compiled_modules, source_hash, source_stat
 
 # every mode, async on and off, and a KV cache small enough to preempt; diffusion with a budget of
 # two canvases and a partial one (600 = 2 x 256 + 88), preempting
@@ -26,8 +26,8 @@ import dataclasses, json, sys
 from costmodel.shipped import resolve_profile
 from simulate.api import run_point
 from simulate.engine import EngineConfig
-import simulate.native
-out = {"compiled": simulate.native.active(), "runs": []}
+import costmodel.native
+out = {"compiled": costmodel.native.active(), "runs": []}
 for mode, qps, eng in json.loads(sys.argv[1]):
     s = run_point(resolve_profile(None, "h200"), mode, qps, replicas=2, n_requests=400, seed=5, engine=EngineConfig(**eng)).summary
     out["runs"].append({k: v for k, v in dataclasses.asdict(s).items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
@@ -128,3 +128,12 @@ def test_the_compiled_loop_has_the_same_shape_as_the_python_one():
         for name in re.findall(r"^cdef class (\w+)", base.with_suffix(".pxd").read_text(), re.M):
             assert re.search(rf"^class {name}\b", py, re.M), (mod, name)
 
+
+def test_make_rebuilds_when_any_compiled_module_changes():
+    """The Makefile's NATIVE_PY (what `make` watches) is NATIVE_MODULES' .py files: a module added to one is added to both."""
+    import re
+    from pathlib import Path
+
+    text = Path(native.ROOT, "Makefile").read_text()
+    listed = re.search(r"^NATIVE_PY := (.*?)\n(?!\t)", text, re.S | re.M).group(1).replace("\\", " ").split()
+    assert listed == [m.replace(".", "/") + ".py" for m in NATIVE_MODULES]

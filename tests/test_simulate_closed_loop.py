@@ -125,8 +125,8 @@ import dataclasses, json, sys
 from costmodel.shipped import resolve_profile
 from simulate.api import run_point
 from simulate.engine import EngineConfig
-import simulate.native
-out = {"compiled": simulate.native.active(), "runs": []}
+import costmodel.native
+out = {"compiled": costmodel.native.active(), "runs": []}
 for mode, qps, eng, clients in json.loads(sys.argv[1]):
     s = run_point(resolve_profile(None, "h200"), mode, qps, replicas=2, n_requests=400, seed=5, engine=EngineConfig(**eng), concurrency=clients).summary
     out["runs"].append({k: v for k, v in dataclasses.asdict(s).items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
@@ -140,7 +140,7 @@ def _native_run(pure: bool) -> dict:
     import subprocess
     import sys
 
-    from simulate import native
+    from costmodel import native
 
     env = {**os.environ, native.PURE_ENV: "1"} if pure else {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
     res = subprocess.run([sys.executable, "-c", NATIVE_RUN, json.dumps(NATIVE_CASES)], env=env, capture_output=True, text=True, timeout=300)
@@ -149,7 +149,7 @@ def _native_run(pure: bool) -> dict:
 
 
 def _compiled() -> tuple:
-    from simulate.native import compiled_modules
+    from costmodel.native import compiled_modules
 
     return compiled_modules()
 

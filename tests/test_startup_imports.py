@@ -84,7 +84,7 @@ HELP_LOADS = {
     "fit": {"pandas", "scipy", "statsmodels"},
     "profile": {"pandas", "scipy", "statsmodels"},
     "simulate": set(),
-    "plan": {"pandas", "simpy"},
+    "plan": {"pandas"},
     "sweep": {"pandas"},
     "report": {"openpyxl", "pandas", "plotly"},
     "validate": {"pandas", "simpy"},

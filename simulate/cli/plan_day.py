@@ -19,10 +19,9 @@ from costmodel.errors import UserError
 from costmodel.options import parse_list, parse_profile_modes
 from costmodel.schemas.day import DAY_COMMAND, bill_order, read_day
 from costmodel.costing.day_answer import answer
-from simulate.cluster.scaling import DEFAULT_LOAD_GB_PER_S, DEFAULT_STARTUP_S, Scaling
+from simulate.cluster.scaling import DEFAULT_COMPRESS, DEFAULT_LOAD_GB_PER_S, DEFAULT_STARTUP_S, Scaling
 from costmodel.costing import PricingConfig, pricing_config
 from simulate.plan.day_bounds import NOT_SIMULATED
-from simulate.plan.day import DEFAULT_COMPRESS, DayConfig, run_day, run_fleet_day, write_day
 from simulate.plan.prefix_compare import parse_choice
 
 # plan's options that mean nothing for a day: the curve sets the rate
@@ -96,6 +95,8 @@ def day_options(f):
 
 
 def _plan_day(day: dict, kw: dict) -> None:
+    from simulate.plan.day import DayConfig, run_day, run_fleet_day, write_day  # the day's simulator (SimPy) loads for a day only
+
     t0 = time.perf_counter()
     caching = parse_choice(kw["prefix_caching"])
     if caching is not None and len(caching) > 1:

@@ -25,6 +25,7 @@ DEFAULT_TOLERANCE = 0.1
 DEFAULT_SCALE_DOWN_WINDOW_S = 300.0
 DEFAULT_STARTUP_S = 60.0
 DEFAULT_LOAD_GB_PER_S = 2.0
+DEFAULT_COMPRESS = 4.0  # a day simulated this many times faster: its curve and these clocks (simulate/plan/day_hours.py compressed_scaling)
 
 
 @dataclass(frozen=True)

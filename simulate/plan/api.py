@@ -170,9 +170,9 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
         cells = planner.run_searches(settings, progress=progress, scheduler=cfg.scheduler, pool=pool)
 
         def analysis(slim: bool = False):
-            pts = planner.points_frame(cells)
-            if slim:  # the crossover search reads the crossovers only: the columns that price and judge a point
-                pts = pts[[c for c in pts.columns if c in SLIM_COLUMNS or c.endswith(("_ci95_low", "_ci95_high")) or c in slo_columns]]
+            # the crossover search reads the crossovers only: the columns that price and judge a point
+            pts = planner.points_frame(cells, keep=(lambda c: c in SLIM_COLUMNS or c.endswith(("_ci95_low", "_ci95_high")) or c in slo_columns)
+                                       if slim else None)
             return analyse(pts, r.slo, cfg.pricing, specs, sorted({c.qps for c in cells}), planner.cell_notes(cells), loads=cfg.qps,
                            crossovers_only=slim)
 

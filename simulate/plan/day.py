@@ -56,7 +56,7 @@ from simulate.cluster.traces import FORMAT_NAMES, load_trace, trace_requests
 from costmodel.costing.verdict import BORDERLINE, ci_columns
 from simulate.cluster.outcome import UTIL_CI, RequestBound, interval_rows, summarise_span, util_sample_s
 from simulate.cluster.pool import PoolSpec
-from simulate.cluster.scaling import Scaling
+from simulate.cluster.scaling import DEFAULT_COMPRESS, Scaling
 from simulate.parallel import Workers, run_tasks
 from simulate.plan import planner
 from simulate.plan.api import carried_modes, plan_provenance
@@ -70,7 +70,6 @@ from simulate.workload import build_requests, check_run_size, fits_budget
 
 DAY_SIZE_KNOBS = "a lower peak or --load-scale, fewer hours, fewer --hardware or --mode, or a higher --compress"
 
-DEFAULT_COMPRESS = 4.0
 UTIL_TERM = "max_utilisation"
 POLICIES = ("autoscaled", "static")
 

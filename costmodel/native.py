@@ -1,14 +1,16 @@
-"""The simulator's hot modules compiled with Cython, used when present and current.
+"""The hot modules compiled with Cython, used when present and current: the simulator's event loop and
+engines, and the step pricer it calls on every new step shape (costmodel's roofline and stepcost).
 
 The .py files stay the source of truth and run as they are without a compiler. `python -m
-simulate.build_native` (build_native.py; run by `make run` and `make test`) compiles NATIVE_MODULES, each with the
-typed declarations of its augmenting .pxd file beside it (cdef classes, typed attributes, locals
-and signatures: Cython's pure-Python mode), into build/native/, with a manifest of the sources'
-hashes. At import (simulate/__init__.py installs the finder) the compiled modules are used only
-when every one of them was built from the sources as they are now: edit one .py or .pxd and the
-whole set falls back to Python (the compiled modules share cdef types, so it is all or nothing)
-with one warning naming the rebuild command. COSTMODEL_PURE_PYTHON=1 always runs the .py files.
-Both paths give the same results (tests/test_native.py).
+simulate.build_native` (simulate/build_native.py; run by `make run` and `make test`) compiles NATIVE_MODULES, each with the
+typed declarations of its augmenting .pxd file beside it where it has one (cdef classes, typed attributes, locals
+and signatures: Cython's pure-Python mode), into build/native/, with a manifest of the sources' hashes.
+`import costmodel` installs the finder (costmodel/__init__.py: the pricer's modules are imported long before
+the simulator's, by every command), and the compiled modules are used only when every one of them was built
+from the sources as they are now: edit one .py or .pxd and the whole set falls back to Python (the compiled
+modules share cdef types, so it is all or nothing) with one warning naming the rebuild command.
+COSTMODEL_PURE_PYTHON=1 always runs the .py files. Both paths give the same results (tests/test_native.py).
+This module names the stage's modules it compiles as strings: it imports none of them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # the modules compiled, in dependency order (cimported cdef types first)
 NATIVE_MODULES = (
+    "costmodel.roofline",
+    "costmodel.stepcost.linear",
+    "costmodel.stepcost.engine_step",
+    "costmodel.stepcost.host_overhead",
+    "costmodel.stepcost.resolved",
     "simulate.request",
     "simulate.kvcache",
     "simulate.metrics",
@@ -137,14 +144,14 @@ def warn_if_stale() -> None:
 
 
 def active() -> bool:
-    """True when the simulator's modules run compiled."""
-    mod = sys.modules.get("simulate.scheduler")
+    """True when the compiled modules run (all or none of them do: the first of them tells)."""
+    mod = sys.modules.get(NATIVE_MODULES[0])
     return mod is not None and not str(getattr(mod, "__file__", "")).endswith(".py")
 
 
 def status() -> str:
     """One line: which simulator runs and why (benchmarks print it)."""
-    import simulate.scheduler  # noqa: F401  (imported through the finder, if installed)
+    import costmodel.roofline  # noqa: F401  (NATIVE_MODULES[0], imported through the finder, if installed)
 
     if active():
         return f"simulator: compiled (Cython, {native_dir()})"

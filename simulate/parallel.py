@@ -112,9 +112,13 @@ class AffinityPool:
     kind's home worker, so that the caches a kind warms (a profile's step prices for one GPU and
     mode) stay in one process; a worker with nothing of its own to do takes another kind's oldest
     job instead of idling. Jobs are queued here, at most `depth` in flight per worker, so that a
-    queued job can still go to whichever worker frees first. submit() is thread-safe (the plan's
-    chains submit from their own threads); results are the jobs' own (a pure function of their
-    arguments), wherever they ran.
+    queued job can still go to whichever worker frees first. A spare job (`submit(..., spare=True)`:
+    one a caller may need, such as a point's next replications while its verdict is open) runs only
+    on a worker with nothing else to do, and only while no other job waits; `promote` makes it an
+    ordinary job once it is needed, and a spare future cancelled before it starts never runs, so
+    spares use the time workers would idle. submit() is thread-safe (the plan's chains submit from
+    their own threads); results are the jobs' own (a pure function of their arguments), wherever
+    they ran.
 
         with AffinityPool(2) as pool:
             fut = pool.submit(("h200", "ar"), fn, *args)
@@ -129,6 +133,7 @@ class AffinityPool:
         self.depth = max(1, int(depth))
         self._lock = threading.Lock()
         self._pending: deque = deque()  # (home worker, fn, args, future, kind), oldest first
+        self._spare: deque = deque()  # the same, of spare jobs: run where a worker would idle
         self._home: dict = {}  # job kind -> worker index
         self._ran: list[set] = [set() for _ in range(self.workers)]  # the kinds each worker has run (its caches warm for them)
         self._busy = [0] * self.workers  # jobs in flight per worker
@@ -154,8 +159,9 @@ class AffinityPool:
     def __exit__(self, *exc) -> None:
         self.close(cancel=exc[0] is not None)
 
-    def submit(self, kind, fn: Callable, *args):
-        """A Future of fn(*args), run on `kind`'s home worker (the least loaded one when `kind` is new)."""
+    def submit(self, kind, fn: Callable, *args, spare: bool = False):
+        """A Future of fn(*args), run on `kind`'s home worker (the least loaded one when `kind` is new); a
+        `spare` job only where a worker would otherwise idle (until `promote`d)."""
         from concurrent.futures import Future
 
         fut: Future = Future()
@@ -170,10 +176,21 @@ class AffinityPool:
                 for w, *_ in self._pending:
                     load[w] += 1
                 home = self._home[kind] = min(range(self.workers), key=lambda w: (load[w] + self._busy[w], list(self._home.values()).count(w)))
-            self._pending.append((home, fn, args, fut, kind))
+            (self._spare if spare else self._pending).append((home, fn, args, fut, kind))
             picked = self._pick()
         self._send(picked)
         return fut
+
+    def promote(self, fut) -> None:
+        """The spare job of `fut` is needed: it waits with the other jobs from now on (nothing if it started)."""
+        with self._lock:
+            job = next((j for j in self._spare if j[3] is fut), None)
+            if job is None:
+                return
+            self._spare.remove(job)
+            self._pending.append(job)
+            picked = self._pick()
+        self._send(picked)
 
     def _pick(self) -> list:
         """(Under the lock.) The jobs to send now, each counted in flight on its worker: each worker's
@@ -190,6 +207,14 @@ class AffinityPool:
                     self.stolen += 1
                 self._pending.remove(job)
                 if job[3].set_running_or_notify_cancel():
+                    self._busy[w] += 1
+                    self._ran[w].add(job[4])
+                    picked.append((w, job))
+        for w in range(self.workers):  # a worker with nothing in flight while nothing else waits: a spare job, its own kinds' first
+            while not self._busy[w] and not self._pending and self._spare:
+                job = next((j for j in self._spare if j[0] == w), self._spare[0])
+                self._spare.remove(job)
+                if job[3].set_running_or_notify_cancel():  # (a cancelled spare is dropped here)
                     self._busy[w] += 1
                     self._ran[w].add(job[4])
                     picked.append((w, job))
@@ -223,7 +248,8 @@ class AffinityPool:
         """Stop the workers; with `cancel`, queued jobs fail (their waiters wake) instead of running."""
         with self._lock:
             self._closed = True
-            pending, self._pending = list(self._pending), type(self._pending)()
+            pending, self._pending = list(self._pending) + list(self._spare), type(self._pending)()
+            self._spare = type(self._spare)()
         for _, _, _, fut, _ in pending:
             if not fut.done() and fut.set_running_or_notify_cancel():
                 fut.set_exception(RuntimeError("the pool closed before this job ran"))

@@ -1,6 +1,6 @@
 """The plan's replications on an AffinityPool: each kind of job stays on its home worker (its caches
-stay warm there), an idle worker takes another's queued job, a job's error reaches its waiter, and a
-plan run this way gives the same plan as one run serially."""
+stay warm there), an idle worker takes another's queued job, a spare job runs only where a worker would
+idle, a job's error reaches its waiter, and a plan run this way gives the same plan as one run serially."""
 
 import json
 import os
@@ -28,6 +28,53 @@ def test_a_kinds_jobs_stay_on_its_worker_while_the_other_is_busy_and_an_idle_wor
         assert len({f.result() for f in a}) == 1 and busy.result() not in {f.result() for f in a} and pool.stolen == 0
         slow = [pool.submit("a", _pid_after, 0.2) for _ in range(6)]  # b's worker is idle now: it takes queued jobs of a
         assert len({f.result() for f in slow}) == 2 and pool.stolen >= 1
+
+
+def _now_after(delay_s: float) -> float:
+    time.sleep(delay_s)
+    return time.monotonic()
+
+
+def test_a_spare_job_waits_for_every_ordinary_one_and_a_cancelled_spare_never_runs():
+    with AffinityPool(1) as pool:
+        first = pool.submit("a", _now_after, 0.3)
+        spare = pool.submit("a", _now_after, 0.0, spare=True)
+        dropped = pool.submit("a", _pid_after, 0.0, spare=True)
+        ordinary = pool.submit("a", _now_after, 0.0)  # submitted after the spares, run before them
+        assert dropped.cancel()
+        assert first.result() <= ordinary.result() <= spare.result()
+        assert dropped.cancelled()
+
+
+def test_a_promoted_spare_runs_as_an_ordinary_job():
+    with AffinityPool(1) as pool:
+        first = pool.submit("a", _now_after, 0.3)
+        needed = pool.submit("a", _now_after, 0.0, spare=True)
+        other = pool.submit("a", _now_after, 0.0)
+        pool.promote(needed)  # asked for now: it waits in line with `other`, behind it
+        later = pool.submit("a", _now_after, 0.0)
+        assert first.result() <= other.result() <= needed.result() <= later.result()
+
+
+def test_a_points_verdict_reads_the_same_replications_with_spares_told():
+    """settle tells `maybe` of the replication after the next one while the verdict is open; the pool may run it
+    early, but the verdict reads only those `run` returns, in order: the row is the row without spares."""
+    from costmodel.slo import parse_slo
+    from simulate.plan.settle import settled_point
+
+    slo = parse_slo("p95_ttft_ms<=1000")
+    ttft = {0: 950.0, 1: 990.0, 2: 1010.0, 3: 960.0, 4: 1040.0, 5: 1000.0}  # straddling the bound: borderline after 6
+
+    def run(q, r, seed, w):
+        i = seed % 1000
+        return {"qps": q, "replicas": r, "seed": seed, "duration_s": w, "stable": True, "stability_reason": "stable",
+                "ttft_ms_p95": ttft[i]}
+
+    told = []
+    plain = settled_point(run, 2.0, 1, slo, seed=0)
+    spared = settled_point(run, 2.0, 1, slo, seed=0, maybe=lambda q, r, seed, w: told.append(seed))
+    assert spared == plain and plain["slo_verdict"] == "borderline" and plain["replications"] == 6
+    assert told == [2, 3, 4, 5]  # after each open look from the first: the replication after the next, up to the cap
 
 
 def test_a_jobs_error_reaches_whoever_waits_on_it():

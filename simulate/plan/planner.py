@@ -342,6 +342,7 @@ class PooledReplications:
         self.settings = settings
         self.pool = AffinityPool(workers)
         self.futures: dict = {}  # (hardware, mode, qps, replicas, seed, window) -> Future of the flat row
+        self.spares: dict = {}  # those of them submitted as spare jobs and not asked for since (AffinityPool)
         self._lock = threading.Lock()
         self.bounds = miss_bounds(parse_slo(settings.slo))
 
@@ -354,15 +355,29 @@ class PooledReplications:
     def __exit__(self, *exc) -> None:
         self.pool.close(cancel=exc[0] is not None)
 
-    def future(self, hardware: str, mode: str, qps: float, replicas: int, seed: int, window_s: float | None):
+    def future(self, hardware: str, mode: str, qps: float, replicas: int, seed: int, window_s: float | None, spare: bool = False):
+        """The Future of one replication, submitted once; `spare`: one that may be needed (run where a worker would
+        idle), made an ordinary job when it is asked for without."""
         s = self.settings
         key = (hardware, mode, float(qps), int(replicas), int(seed), window_s)
         with self._lock:
             fut = self.futures.get(key)
             if fut is None:
                 fut = self.futures[key] = self.pool.submit((hardware, mode), _replication_job, hardware, s.profiles.get(hardware), mode, float(qps),
-                                                           int(replicas), int(seed), window_s, s.workload, self.bounds, s.engine)
+                                                           int(replicas), int(seed), window_s, s.workload, self.bounds, s.engine, spare=spare)
+                if spare:
+                    self.spares[key] = fut
+            elif not spare and self.spares.pop(key, None) is not None:
+                self.pool.promote(fut)
         return fut
+
+    def drop_spares(self, hardware: str, mode: str, qps: float, replicas: int) -> None:
+        """A point's verdict settled: its spare replications not started are not run (nor kept: asked for again, one runs)."""
+        point = (hardware, mode, float(qps), int(replicas))
+        with self._lock:
+            for key in [k for k in self.spares if k[:4] == point]:
+                if self.spares.pop(key).cancel():
+                    del self.futures[key]
 
     def point(self, slo: Slo) -> PointFn:
         """A PointFn settling each point's verdict over replications run on the pool (as replicated_point does in one process)."""
@@ -379,7 +394,13 @@ class PooledReplications:
             def ahead(q: float, r: int, rep_seed: int, window_s: float) -> None:
                 self.future(hardware, name, q, r, rep_seed, float(window_s))
 
-            return settled_point(once, qps, replicas, slo, s.seed, s.duration_s, s.max_replications, ahead=ahead)
+            def maybe(q: float, r: int, rep_seed: int, window_s: float) -> None:
+                self.future(hardware, name, q, r, rep_seed, float(window_s), spare=True)
+
+            try:
+                return settled_point(once, qps, replicas, slo, s.seed, s.duration_s, s.max_replications, ahead=ahead, maybe=maybe)
+            finally:
+                self.drop_spares(hardware, name, qps, replicas)
 
         return point
 

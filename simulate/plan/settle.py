@@ -149,21 +149,23 @@ def aggregate(reps: list[dict], slo: Slo, looks: int = 1) -> dict:
 
 
 def settled_point(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, duration_s: float | None = None,
-                  max_replications: int = DEFAULT_MAX_REPLICATIONS, ahead: RepFn | None = None) -> dict:
+                  max_replications: int = DEFAULT_MAX_REPLICATIONS, ahead: RepFn | None = None, maybe: RepFn | None = None) -> dict:
     """Replications of one point until its verdict is settled or `max_replications` ran: the
     aggregated row with `slo_verdict` (pass, fail, or borderline) and `slo_meets_on_mean`. Where only
     the queue's growth is in doubt the window is too short to tell a queue that fills slowly from one
     that grows: the point starts again in windows WINDOW_GROWTH times as long, up to
     MAX_STABILITY_WINDOW_S (a window given as `duration_s` is kept). `ahead(qps, replicas, seed,
     window)`, where given, is told of the replications a window needs for certain (its first
-    MIN_REPLICATIONS) before `run` is asked for them one by one: a pool may run them side by side."""
+    MIN_REPLICATIONS) before `run` is asked for them one by one: a pool may run them side by side; `maybe`,
+    where given, of the replication after the next one whenever a look leaves the verdict open (it may be
+    needed: a pool may run it where a worker would idle). Neither changes which replications the verdict reads."""
     w = window_s(qps, duration_s)
     while True:
         longer = duration_s is None and w < MAX_STABILITY_WINDOW_S
         if ahead is not None:
             for i in range(min(MIN_REPLICATIONS, max_replications)):
                 ahead(qps, replicas, replication_seed(seed, i), w)
-        reps, row, v = _replications(run, qps, replicas, slo, seed, w, max_replications, longer, ahead)
+        reps, row, v = _replications(run, qps, replicas, slo, seed, w, max_replications, longer, ahead, maybe)
         if not (longer and v.stability_open):
             break
         w = min(MAX_STABILITY_WINDOW_S, w * WINDOW_GROWTH)
@@ -173,7 +175,7 @@ def settled_point(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, du
 
 
 def _replications(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, w: float, max_replications: int,
-                  longer: bool, ahead: RepFn | None = None) -> tuple[list[dict], dict, object]:
+                  longer: bool, ahead: RepFn | None = None, maybe: RepFn | None = None) -> tuple[list[dict], dict, object]:
     """Replications in windows of `w` seconds until the verdict settles, the cap, or (when a `longer`
     window may follow) only the queue's growth is in doubt: (the replications, their row, its verdict).
     Once a replication stopped early (a certain miss: the point can no longer pass), `ahead` is told of
@@ -192,3 +194,5 @@ def _replications(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, w:
             for i in range(max(told, len(reps)), min(ALL_MISS_REPLICATIONS, max_replications)):
                 ahead(qps, replicas, replication_seed(seed, i), w)
             told = max(told, ALL_MISS_REPLICATIONS)
+        if maybe is not None and len(reps) + 1 < max_replications:  # the verdict is open: the next one runs, and the one after may
+            maybe(qps, replicas, replication_seed(seed, len(reps) + 1), w)

@@ -147,10 +147,16 @@ class AffinityPool:
         from concurrent.futures import ProcessPoolExecutor
 
         if not self._executors:
+            import gc
+
             method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
             self._executors = [ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context(method)) for _ in range(self.workers)]
-            for ex in self._executors:
-                ex.submit(int).result()  # the process exists from here on
+            gc.freeze()  # the workers inherit this process's objects as permanent: their collections never walk them (nor copy their pages)
+            try:
+                for ex in self._executors:
+                    ex.submit(int).result()  # the process exists from here on
+            finally:
+                gc.unfreeze()  # (here they are collectable again)
         return self
 
     def __enter__(self) -> "AffinityPool":

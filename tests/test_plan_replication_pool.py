@@ -77,6 +77,20 @@ def test_a_points_verdict_reads_the_same_replications_with_spares_told():
     assert told == [2, 3, 4, 5]  # after each open look from the first: the replication after the next, up to the cap
 
 
+def _frozen_objects() -> int:
+    import gc
+
+    return gc.get_freeze_count()
+
+
+def test_the_workers_inherit_this_processs_objects_frozen_and_this_process_keeps_collecting_them():
+    import gc
+
+    with AffinityPool(1) as pool:
+        assert pool.submit("a", _frozen_objects).result() > 1000  # their collections skip what they inherited
+        assert gc.get_freeze_count() == 0
+
+
 def test_a_jobs_error_reaches_whoever_waits_on_it():
     with AffinityPool(2) as pool:
         with pytest.raises(ValueError, match="no such GPU"):

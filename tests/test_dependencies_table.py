@@ -28,9 +28,17 @@ def _run_without(module: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
-def test_a_missing_base_dependency_is_one_line_naming_it():
-    # what a GPU image without simpy printed as a traceback on 2026-11-29 (the plan imports the fleet simulator)
-    done = _run_without("simpy", "plan", "--qps", "5", "--hardware", "h200", "--modes", "ar")
+def test_a_missing_base_dependency_is_one_line_naming_it(tmp_path):
+    # what a GPU image without simpy printed as a traceback on 2026-11-29 (a day runs the fleet simulator)
+    out = tmp_path / "day"
+    done = _run_without("simpy", "plan", "--load-curve", "flat:5,hours=1", "--hardware", "h200", "--mode", "ar", "-o", str(out))
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == ("error: `costmodel plan` needs simpy, a dependency of costmodel, which is not installed; "
                                    "pip install costmodel (or pip install 'simpy')")
+    assert not out.exists()  # refused before anything was written
+
+
+def test_a_plan_of_loads_runs_without_the_days_simulator(tmp_path):
+    done = _run_without("simpy", "plan", "--qps", "5", "--hardware", "h200", "--mode", "ar", "--refine-crossover", "0", "-o", str(tmp_path / "p"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "p" / "plan.csv").exists()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import inspect
 import json
 import os
 import re
@@ -158,8 +157,9 @@ def recipe_files(title: str, **placeholders: str) -> set[str]:
 
 
 def registry_file(register_fn) -> str:
-    """The file a registration line goes to: where the registration function is defined."""
-    return Path(inspect.getsourcefile(register_fn)).resolve().relative_to(ROOT).as_posix()
+    """The file a registration line goes to: where the registration function is defined (its module's .py, also
+    where that module runs compiled: costmodel/native.py)."""
+    return Path(*register_fn.__module__.split(".")).with_suffix(".py").as_posix()
 
 
 def imported_packages(source: Path) -> set[str]:

@@ -14,7 +14,7 @@ from simulate.cli.plan_day import day_options
 from costmodel.cli.checked import checked
 from simulate.cli.plan_extras import check_seeds, extras_options, print_extras
 from costmodel.cli.pricing_options import pricing_options
-from costmodel.console import make_console
+from costmodel.console import make_console, progress_lines
 from costmodel.costing import PricingConfig, answer_lines, pricing_config
 from costmodel.errors import UserError
 from costmodel.fields import MAX_REPLICAS, REFINE_CROSSOVER
@@ -125,8 +125,9 @@ def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duratio
                      max_replications=max_replications, max_replicas=max_replicas, refine_crossover=refine_crossover, jobs=jobs, scheduler=scheduler,
                      prefix_caching=None if caching is None else caching[0])
     err = make_console(stderr=True)
-    outcome = run_plan(cfg, progress=lambda s: err.print(f"[dim]{s}[/dim]"))
-    outcome.extras.update(plan_extras(cfg, outcome, seeds, sensitivity, progress=lambda s: err.print(f"[dim]{s}[/dim]")))
+    say = progress_lines(err)
+    outcome = run_plan(cfg, progress=say)
+    outcome.extras.update(plan_extras(cfg, outcome, seeds, sensitivity, progress=say))
     con = make_console()
 
     def tables() -> None:  # printed while the files are written
@@ -154,7 +155,7 @@ def _compare_prefix_caching(a: dict) -> None:
     if a["seeds"] != 1 or a["sensitivity"]:
         raise UserError("--prefix-caching on,off compares two plans; replicates and sensitivity apply to one", "drop --seeds / --sensitivity")
     pricing = pricing_config(a["pricing_options"])
-    err, con = make_console(stderr=True), make_console()
+    con, say = make_console(), progress_lines(make_console(stderr=True))
     dirs = {v: Path(a["out"]) / f"prefix-caching-{'on' if v else 'off'}" for v in (True, False)}
     for d in dirs.values():
         outputset.claim(d, "plan")
@@ -164,7 +165,7 @@ def _compare_prefix_caching(a: dict) -> None:
                          profiles=list(a["profiles"]), pricing=pricing or PricingConfig(), workload=a["workload"], duration_s=a["duration_s"],
                          max_replications=a["max_replications"], seed=a["seed"], max_replicas=a["max_replicas"], refine_crossover=a["refine_crossover"], jobs=a["jobs"],
                          scheduler=a["scheduler"], prefix_caching=v)
-        outcome = run_plan(cfg, progress=lambda s, v=v: err.print(f"[dim]prefix caching {'on' if v else 'off'}: {s}[/dim]"))
+        outcome = run_plan(cfg, progress=lambda s, v=v: say(f"prefix caching {'on' if v else 'off'}: {s}"))
         write_plan(outcome, d)
         cells[v] = outcome.analysis.cells
     table = compare(cells[True], cells[False])

@@ -14,7 +14,7 @@ from rich.table import Table
 from costmodel import outputset
 from costmodel.cli.checked import checked
 from costmodel.fields import DAY_REQUESTS, MAX_REQUESTS
-from costmodel.console import make_console
+from costmodel.console import make_console, progress_lines
 from costmodel.errors import UserError
 from costmodel.options import parse_list, parse_profile_modes
 from costmodel.schemas.day import DAY_COMMAND, bill_order, read_day
@@ -111,7 +111,7 @@ def _plan_day(day: dict, kw: dict) -> None:
                     prefix_caching=None if caching is None else caching[0], max_requests=day["max_requests"] or int(DAY_REQUESTS.hi),
                     scheduler=kw.get("scheduler"), every_fleet=day["every_fleet"])
     err = make_console(stderr=True)
-    say = lambda s: err.print(f"[dim]{s}[/dim]")  # noqa: E731
+    say = progress_lines(err)
     out = run_fleet_day(cfg, day["fleet"], progress=say) if day["fleet"] else run_day(cfg, progress=say)
     written = write_day(out, kw["out"])
     con = make_console()

@@ -12,7 +12,7 @@ import pandas as pd
 from costmodel.hardware import HardwareSpec
 from costmodel.modes import mode_order
 from costmodel.costing.costs import add_costs
-from costmodel.costing.crossover import Crossover, best_per_cell, cheapest_per_qps, find_crossover, overlaps, ties
+from costmodel.costing.crossover import Crossover, best_per_cell, best_records, cheapest_per_qps, find_crossover, overlaps, ties
 from costmodel.costing.verdict import PASS, judge
 from costmodel.costing.pricing import GpuPrice, PricingConfig, gpu_price
 from costmodel.slo import Slo
@@ -74,10 +74,12 @@ def _borderline_below(tried: list[dict], replicas: int) -> str:
 
 
 def _order(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows by QPS, GPU, mode (the modes' order) and replicas, ties in their order: a stable sort of the rows'
+    positions on these four columns' values (one take of the wide rows, not a frame sorted with a key column)."""
     if df.empty:
         return df
-    key = df["mode"].map(mode_order)
-    return df.assign(_m=key).sort_values(["qps", "hardware", "_m", "replicas"], kind="mergesort").drop(columns="_m").reset_index(drop=True)
+    keys = list(zip(df["qps"].tolist(), df["hardware"].tolist(), [mode_order(m) for m in df["mode"].tolist()], df["replicas"].tolist()))
+    return df.take(sorted(range(len(keys)), key=keys.__getitem__)).reset_index(drop=True)
 
 
 def _marked(pts: pd.DataFrame, win: dict[tuple, float]) -> list[bool]:
@@ -182,7 +184,8 @@ def _with_crossovers(a: Analysis, cell_notes: dict | None, hardware: list[str]) 
         """The QPS where every GPU of a crossover's scope was evaluated (a crossover-search QPS may have probed one GPU only)."""
         return [q for q in a.qps if all((h, q) in seen for h in scope)]
 
-    best = a.best_records()  # once for every scope, and for the answer after it
+    # once for every scope; the full analysis keeps every column for the answer after it, the crossover search's only those it reads
+    best = a.best_records() if len(a.cells.columns) else best_records(pts)
     a.crossover = find_crossover(pts, evaluated(hardware), best=best)
     a.crossover_by_hardware = {h: find_crossover(pts, evaluated([h]), hardware=h, best=best) for h in hardware}
     return a

@@ -67,14 +67,12 @@ def t_interval(values, looks: int = 1) -> tuple[float, float]:
 
 def write_table(path: Path = TABLE) -> Path:
     """Write scipy's quantiles for df 1..TABLE_DF and looks 1..TABLE_LOOKS to `path` (floats round-trip exactly in JSON)."""
-    doc = {"about": "two-sided Student-t quantiles, scipy.special.stdtrit(df, 1 - (1 - confidence) / (2 * looks)); "
-                    "rows by degrees of freedom, entries by looks 1..; written by python -m costmodel.intervals --write-table",
-           "confidence": CONFIDENCE,
-           "quantiles": {str(df): [scipy_t_quantile(df, k) for k in range(1, TABLE_LOOKS + 1)] for df in range(1, TABLE_DF + 1)}}
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=0) + "\n")
-    tmp.replace(path)
-    return path
+    from costmodel.atomic import write_json
+
+    about = ("two-sided Student-t quantiles, scipy.special.stdtrit(df, 1 - (1 - confidence) / (2 * looks)); rows by degrees of freedom, "
+             "entries by looks 1..; written by python -m costmodel.intervals --write-table")
+    quantiles = {str(df): [scipy_t_quantile(df, k) for k in range(1, TABLE_LOOKS + 1)] for df in range(1, TABLE_DF + 1)}
+    return write_json(path, {"about": about, "confidence": CONFIDENCE, "quantiles": quantiles})
 
 
 if __name__ == "__main__":

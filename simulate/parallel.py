@@ -201,7 +201,8 @@ class AffinityPool:
     def _pick(self) -> list:
         """(Under the lock.) The jobs to send now, each counted in flight on its worker: each worker's
         own oldest jobs up to `depth`; an idle worker with none of its own takes the oldest job of a kind
-        it has run before (its caches warm), else the oldest."""
+        it has run before (its caches warm), else the oldest; a worker with nothing in flight while no
+        ordinary job waits, a spare job (its own kinds' first)."""
         picked = []
         for w in range(self.workers):
             while self._busy[w] < self.depth and self._pending:
@@ -212,19 +213,20 @@ class AffinityPool:
                     job = next((j for j in self._pending if j[4] in self._ran[w]), self._pending[0])
                     self.stolen += 1
                 self._pending.remove(job)
-                if job[3].set_running_or_notify_cancel():
-                    self._busy[w] += 1
-                    self._ran[w].add(job[4])
-                    picked.append((w, job))
-        for w in range(self.workers):  # a worker with nothing in flight while nothing else waits: a spare job, its own kinds' first
+                self._start(w, job, picked)
+        for w in range(self.workers):
             while not self._busy[w] and not self._pending and self._spare:
                 job = next((j for j in self._spare if j[0] == w), self._spare[0])
                 self._spare.remove(job)
-                if job[3].set_running_or_notify_cancel():  # (a cancelled spare is dropped here)
-                    self._busy[w] += 1
-                    self._ran[w].add(job[4])
-                    picked.append((w, job))
+                self._start(w, job, picked)
         return picked
+
+    def _start(self, w: int, job: tuple, picked: list) -> None:
+        """(Under the lock.) `job` to worker `w`, counted in flight there, unless its future was cancelled (then dropped)."""
+        if job[3].set_running_or_notify_cancel():
+            self._busy[w] += 1
+            self._ran[w].add(job[4])
+            picked.append((w, job))
 
     def _send(self, picked: list) -> None:
         """(Outside the lock: a job that finishes at once runs its callback in this thread.)"""

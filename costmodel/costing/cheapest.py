@@ -154,7 +154,8 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
     modes = sorted(set(pts["mode"]) | {m for (_, m, _) in (cell_notes or {})}, key=mode_order)
 
     if crossovers_only:
-        return _with_crossovers(Analysis(slo, pricing, prices, pts, pd.DataFrame(), pd.DataFrame(), None, {}, qps_values, []), cell_notes, hardware)
+        return _with_crossovers(Analysis(slo, pricing, prices, pts, pd.DataFrame(), pd.DataFrame(), None, {}, qps_values, []), cell_notes, hardware,
+                                crossovers_only=True)
     best = best_per_cell(pts)
     cells = _cells(pts, best, slo, qps_values, hardware, modes, cell_notes)
     # the same columns whether or not any cell meets the SLO (a finance CSV keeps one schema)
@@ -175,8 +176,9 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
     return _with_crossovers(Analysis(slo, pricing, prices, pts, cells_df, cheapest, None, {}, qps_values, asked), cell_notes, hardware)
 
 
-def _with_crossovers(a: Analysis, cell_notes: dict | None, hardware: list[str]) -> Analysis:
-    """The crossover over every GPU and each GPU's, each over the QPS where every GPU of its scope was evaluated."""
+def _with_crossovers(a: Analysis, cell_notes: dict | None, hardware: list[str], crossovers_only: bool = False) -> Analysis:
+    """The crossover over every GPU and each GPU's, each over the QPS where every GPU of its scope was evaluated;
+    `crossovers_only`: an analysis that reads nothing else (a plan's crossover search), so it keeps no best rows."""
     pts = a.points
     seen = {(h, float(q)) for h, q in zip(pts["hardware"].tolist(), pts["qps"].tolist())} | {(h, float(q)) for (h, _, q) in (cell_notes or {})}
 
@@ -184,8 +186,8 @@ def _with_crossovers(a: Analysis, cell_notes: dict | None, hardware: list[str]) 
         """The QPS where every GPU of a crossover's scope was evaluated (a crossover-search QPS may have probed one GPU only)."""
         return [q for q in a.qps if all((h, q) in seen for h in scope)]
 
-    # once for every scope; the full analysis keeps every column for the answer after it, the crossover search's only those it reads
-    best = a.best_records() if len(a.cells.columns) else best_records(pts)
+    # once for every scope: the columns the crossover reads, or every column, kept for the answer after it
+    best = best_records(pts) if crossovers_only else a.best_records()
     a.crossover = find_crossover(pts, evaluated(hardware), best=best)
     a.crossover_by_hardware = {h: find_crossover(pts, evaluated([h]), hardware=h, best=best) for h in hardware}
     return a

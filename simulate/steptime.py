@@ -104,6 +104,17 @@ def exact_seqs_below(cost, group_tokens: tuple) -> int:
     return max((graph_max // q + 1 for q in group_tokens if q > 1), default=0)
 
 
+def inherits(cls, name: str, base) -> bool:
+    """Whether `cls` takes attribute `name` from `base` (no class between them defines its own). Not an identity
+    test of the two attributes: compiled, `type(self).price is StepPricer.price` is false even for a StepPricer."""
+    for c in cls.__mro__:
+        if c is base:
+            return True
+        if name in vars(c):
+            return False
+    return False
+
+
 class StepPricer:
     """Seconds of one engine step, from the prefill chunks' counts and the decode-phase groups'
     sequence counts and context sums.
@@ -143,7 +154,7 @@ class StepPricer:
         self.pcache = resolved.step_cache(key + ("packed one group",))
         # a subclass that prices steps its own way (simulate/validate/vllm/replay.py RecordedStepPricer: the engine's recorded
         # durations) gets price_one's and price_two's steps through its price()
-        self.own_price = type(self).price is StepPricer.price
+        self.own_price = inherits(type(self), "price", StepPricer)
         self.packed2 = not self.exact and 8 + 24 + 2 * self.wc + self.wg <= 62
         self.pcache2 = resolved.step_cache(key + ("packed two groups",))  # price_two's
         self.drows = resolved.step_cache(key + ("decode rows",)).setdefault("rows", [])  # decode_at's prices: [seqs][pack_code(context)]

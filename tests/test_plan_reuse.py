@@ -1,6 +1,6 @@
 """Plan speed without changing its answers: a replication simulated once per worker process is reused
 by every search that asks for it again, and the crossover's analysis (best_per_cell once for every
-scope) gives the crossover that per-scope analysis gives."""
+scope, or on the points as records) gives the crossover that per-scope analysis gives."""
 
 from costmodel.costing import crossover as cx
 from costmodel.shipped import resolve_profile
@@ -47,6 +47,22 @@ def test_one_best_per_cell_gives_every_scope_the_same_crossover():
     for hw in (None, "h100-sxm", "h200"):
         assert cx.find_crossover(pts, [1.0, 2.0, 4.0, 8.0], hardware=hw, best=best) == cx.find_crossover(pts, [1.0, 2.0, 4.0, 8.0], hardware=hw)
     assert cx.find_crossover(pts, [1.0, 2.0], best=best) == cx.find_crossover(pts, [1.0, 2.0])
+
+
+def test_the_crossover_search_reads_on_records_what_the_analysis_reads_on_a_frame():
+    """A plan's crossover rounds ask costing.crossovers (the points as records); the final analysis frames them: the same
+    crossovers, over every GPU and each GPU's, on a plan's own points (borderline counts and pinned cells among them)."""
+    from costmodel.costing import analyse, crossovers
+    from simulate.plan.api import PlanConfig, run_plan
+
+    out = run_plan(PlanConfig(qps=[2.0, 8.0], hardware=["h200", "rtx-5090"], modes=["diffusion", "ar"], jobs=1, refine_crossover=2))
+    rows = [p for c in out.cells for p in c.points]
+    specs = {h: p.hardware_spec() for h, p in out.profiles.items()}
+    qps = sorted({c.qps for c in out.cells})
+    overall, by_hardware = crossovers(rows, out.slo, out.pricing, specs, qps, planner.cell_notes(out.cells))
+    a = analyse(planner.points_frame(out.cells), out.slo, out.pricing, specs, qps, planner.cell_notes(out.cells))
+    assert overall == a.crossover == out.analysis.crossover and by_hardware == a.crossover_by_hardware
+    assert {p["slo_verdict"] for p in rows} >= {"pass", "fail"}
 
 
 def test_a_points_kv_blocks_summed_in_arrays_match_the_per_request_count():

@@ -54,3 +54,21 @@ def test_a_pricer_with_its_own_price_sees_the_full_steps():
 
     fixed = Fixed(base.profile, base.mode, base.draws)
     assert fixed.price_one(1, 100, 0, 3, 3000.0) == 0.5 and fixed.price_two(0, 0, 0, 1, 1, 900.0, 900.0) == 0.5
+
+
+def test_the_packed_paths_serve_a_pricer_that_prices_as_steppricer_does():
+    """Compiled or not, a StepPricer (and a subclass that keeps its price()) takes the packed keys: their caches fill;
+    a subclass with its own price() does not."""
+    ar = _pricer("ar")
+    ar.price_one(1, 100, 0, 3, 3000.0)
+    assert ar.own_price and ar.pcache
+
+    class Kept(StepPricer):
+        pass
+
+    class Own(StepPricer):
+        def price(self, m, tp, psum, ns, ss):
+            return 0.5
+
+    assert Kept(ar.profile, ar.mode, ar.draws).own_price
+    assert not Own(ar.profile, ar.mode, ar.draws).own_price

@@ -23,6 +23,7 @@ _HOME = {
     "LEAD_COLUMNS": "cheapest",
     "Analysis": "cheapest",
     "analyse": "cheapest",
+    "crossovers": "cheapest",
     "COST_COLUMNS": "costs",
     "GPUS_PER_REPLICA": "costs",
     "PointCost": "costs",

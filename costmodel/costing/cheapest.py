@@ -11,8 +11,8 @@ import pandas as pd
 
 from costmodel.hardware import HardwareSpec
 from costmodel.modes import mode_order
-from costmodel.costing.costs import add_costs
-from costmodel.costing.crossover import Crossover, best_per_cell, best_records, cheapest_per_qps, find_crossover, overlaps, ties
+from costmodel.costing.costs import add_costs, cost_of_row
+from costmodel.costing.crossover import Crossover, best_cell_records, best_per_cell, cheapest_per_qps, find_crossover, overlaps, ties
 from costmodel.costing.verdict import PASS, judge
 from costmodel.costing.pricing import GpuPrice, PricingConfig, gpu_price
 from costmodel.slo import Slo
@@ -73,12 +73,17 @@ def _borderline_below(tried: list[dict], replicas: int) -> str:
     return "; ".join(f"{n} replica{'s' if n != 1 else ''}: {why}" for n, why in b)
 
 
+def _order_key(q, hardware, mode, replicas) -> tuple:
+    """A row's place in analyse's order: by QPS, GPU, mode (the modes' order) and replicas (ties keep their order)."""
+    return q, hardware, mode_order(mode), replicas
+
+
 def _order(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows by QPS, GPU, mode (the modes' order) and replicas, ties in their order: a stable sort of the rows'
-    positions on these four columns' values (one take of the wide rows, not a frame sorted with a key column)."""
+    """The rows in _order_key's order: a stable sort of the rows' positions on these four columns' values (one take of
+    the wide rows, not a frame sorted with a key column)."""
     if df.empty:
         return df
-    keys = list(zip(df["qps"].tolist(), df["hardware"].tolist(), [mode_order(m) for m in df["mode"].tolist()], df["replicas"].tolist()))
+    keys = list(map(_order_key, df["qps"].tolist(), df["hardware"].tolist(), df["mode"].tolist(), df["replicas"].tolist()))
     return df.take(sorted(range(len(keys)), key=keys.__getitem__)).reset_index(drop=True)
 
 
@@ -141,11 +146,11 @@ def _cells(pts: pd.DataFrame, best: pd.DataFrame, slo: Slo, qps_values, hardware
 
 
 def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[str, HardwareSpec], qps=None,
-            cell_notes: dict | None = None, loads=None, crossovers_only: bool = False) -> Analysis:
+            cell_notes: dict | None = None, loads=None) -> Analysis:
     """Price and judge `points`; `specs` maps every hardware id in them to its catalog entry;
     `cell_notes[(hardware, mode, qps)]` explains cells with no point (e.g. skipped by the search);
-    `loads`: the QPS the answer is given for (default: every QPS; a plan's crossover search adds its own);
-    `crossovers_only`: the crossovers alone (cells and cheapest left empty: a plan's crossover search)."""
+    `loads`: the QPS the answer is given for (default: every QPS; a plan's crossover search adds its own). The
+    crossovers alone, without the rest: `crossovers`."""
     pricing.check_hardware(specs)
     prices = {h: gpu_price(s, pricing) for h, s in specs.items()}
     pts = _judged(points, slo, prices)
@@ -153,9 +158,6 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
     hardware = list(dict.fromkeys(specs))
     modes = sorted(set(pts["mode"]) | {m for (_, m, _) in (cell_notes or {})}, key=mode_order)
 
-    if crossovers_only:
-        return _with_crossovers(Analysis(slo, pricing, prices, pts, pd.DataFrame(), pd.DataFrame(), None, {}, qps_values, []), cell_notes, hardware,
-                                crossovers_only=True)
     best = best_per_cell(pts)
     cells = _cells(pts, best, slo, qps_values, hardware, modes, cell_notes)
     # the same columns whether or not any cell meets the SLO (a finance CSV keeps one schema)
@@ -176,20 +178,43 @@ def analyse(points: pd.DataFrame, slo: Slo, pricing: PricingConfig, specs: dict[
     return _with_crossovers(Analysis(slo, pricing, prices, pts, cells_df, cheapest, None, {}, qps_values, asked), cell_notes, hardware)
 
 
-def _with_crossovers(a: Analysis, cell_notes: dict | None, hardware: list[str], crossovers_only: bool = False) -> Analysis:
-    """The crossover over every GPU and each GPU's, each over the QPS where every GPU of its scope was evaluated;
-    `crossovers_only`: an analysis that reads nothing else (a plan's crossover search), so it keeps no best rows."""
+def _with_crossovers(a: Analysis, cell_notes: dict | None, hardware: list[str]) -> Analysis:
+    """The analysis with its crossovers (_crossovers), read off its points and the best rows kept for the answer."""
     pts = a.points
-    seen = {(h, float(q)) for h, q in zip(pts["hardware"].tolist(), pts["qps"].tolist())} | {(h, float(q)) for (h, _, q) in (cell_notes or {})}
-
-    def evaluated(scope: list[str]) -> list[float]:
-        """The QPS where every GPU of a crossover's scope was evaluated (a crossover-search QPS may have probed one GPU only)."""
-        return [q for q in a.qps if all((h, q) in seen for h in scope)]
-
-    # once for every scope: the columns the crossover reads, or every column, kept for the answer after it
-    best = best_records(pts) if crossovers_only else a.best_records()
-    a.crossover = find_crossover(pts, evaluated(hardware), best=best)
-    a.crossover_by_hardware = {h: find_crossover(pts, evaluated([h]), hardware=h, best=best) for h in hardware}
+    a.crossover, a.crossover_by_hardware = _crossovers(pts, zip(pts["hardware"].tolist(), pts["qps"].tolist()), a.best_records(), a.qps,
+                                                       cell_notes, hardware)
     return a
 
 
+def _crossovers(options, evaluated_at, best: list[dict], qps_values: list[float], cell_notes: dict | None,
+                hardware: list[str]) -> tuple[Crossover, dict[str, Crossover]]:
+    """The crossover over every GPU and each GPU's, each over the QPS where every GPU of its scope was evaluated
+    (`evaluated_at`: the points' (hardware, qps) pairs; the cells the search skipped count as evaluated)."""
+    seen = {(h, float(q)) for h, q in evaluated_at} | {(h, float(q)) for (h, _, q) in (cell_notes or {})}
+
+    def evaluated(scope: list[str]) -> list[float]:
+        """The QPS where every GPU of a crossover's scope was evaluated (a crossover-search QPS may have probed one GPU only)."""
+        return [q for q in qps_values if all((h, q) in seen for h in scope)]
+
+    return (find_crossover(options, evaluated(hardware), best=best),
+            {h: find_crossover(options, evaluated([h]), hardware=h, best=best) for h in hardware})
+
+
+def crossovers(points: list[dict], slo: Slo, pricing: PricingConfig, specs: dict[str, HardwareSpec], qps=None,
+               cell_notes: dict | None = None) -> tuple[Crossover, dict[str, Crossover]]:
+    """analyse(...).crossover and .crossover_by_hardware alone, from the points as records (flat PointSummary rows): each
+    priced and judged as analyse does, in its order, the best per cell chosen as best_per_cell chooses, without a frame.
+    A plan's crossover search asks after every round, and framing its ~130 points of ~100 columns cost more than the rest."""
+    pricing.check_hardware(specs)
+    prices = {h: gpu_price(s, pricing) for h, s in specs.items()}
+    rows = []
+    for r in points:
+        v = judge(r, slo)
+        row = {"hardware": r["hardware"], "mode": r["mode"], "qps": float(r["qps"]), "replicas": r["replicas"],
+               **cost_of_row(r, prices[r["hardware"]]).to_dict()}
+        row.update(meets_slo=v.status == PASS, slo_verdict=v.status, slo_meets_on_mean=v.meets_on_mean)
+        rows.append(row)
+    keys = [_order_key(r["qps"], r["hardware"], r["mode"], r["replicas"]) for r in rows]
+    rows = [rows[i] for i in sorted(range(len(rows)), key=keys.__getitem__)]
+    qps_values = sorted(set(float(q) for q in (qps if qps is not None else (r["qps"] for r in rows))))
+    return _crossovers(rows, ((r["hardware"], r["qps"]) for r in rows), best_cell_records(rows), qps_values, cell_notes, list(dict.fromkeys(specs)))

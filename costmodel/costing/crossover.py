@@ -75,42 +75,72 @@ def _first_per_cell(keys: list, costs: list, extra: list | None, rows) -> dict:
     return {k: i for k, (_, i) in out.items()}
 
 
+def _cell_choices(keys: list, costs: list, gpus: list, ok: list, verdicts: list | None, on_mean: list | None) -> tuple:
+    """best_per_cell's choice on its columns as lists (rows in analyse's order): (the cells in (qps, hardware, mode) order,
+    the position of each one's cheapest SLO-meeting row, of its cheapest row not settled to miss, of its cheapest row meeting
+    the SLO on its figures' means; the last two None where the rows carry no verdicts)."""
+    firsts = _first_per_cell(keys, costs, gpus, [i for i, x in enumerate(ok) if x])
+    order = sorted(firsts, key=lambda k: (k[2], k[0], k[1]))
+    if verdicts is None:
+        return order, firsts, None, None
+    low = _first_per_cell(keys, costs, None, [i for i, v in enumerate(verdicts) if v != "fail"])
+    mean = _first_per_cell(keys, costs, None, [i for i, (o, v, m) in enumerate(zip(ok, verdicts, on_mean)) if o or (v == "borderline" and m)])
+    return order, firsts, low, mean
+
+
+def _cost_at(costs: list, found: dict, k, fallback: float) -> float:
+    """The cost of the row `found` holds for cell k (_cell_choices), or `fallback` where it holds none or its cost is NaN."""
+    i = found.get(k)
+    return fallback if i is None or costs[i] != costs[i] else costs[i]
+
+
 def best_per_cell(options: pd.DataFrame) -> pd.DataFrame:
     """The cheapest SLO-meeting row per (hardware, mode, qps), in (qps, hardware, mode) order; `options` needs hardware, mode,
     qps, meets_slo, cost_usd_per_month (plus whatever else to carry along). Where the rows carry their verdicts
     (slo_verdict: plan's replications), each row also gets the cell's cost interval: `cost_usd_per_month_low` and
     `replicas_low`, the cheapest count not settled to miss (below the settled one only where the counts between are
     borderline), and `cost_usd_per_month_mean`, the cheapest count meeting the SLO on its figures' means (the point
-    estimate). The choice is made on these few columns in Python and the wide rows taken once (a plan's points carry
-    ~100 columns: pandas' sorts, groupbys and merges over them cost ~50 ms a call, and the plan's crossover search asks
-    after every round)."""
+    estimate). The choice is made on these few columns in Python (_cell_choices) and the wide rows taken once (a plan's
+    points carry ~100 columns: pandas' sorts, groupbys and merges over them cost ~50 ms a call)."""
     ok = options["meets_slo"].astype(bool).tolist()
     if not any(ok):
         return options[options["meets_slo"].astype(bool)]
     keys = list(zip(options["hardware"].tolist(), options["mode"].tolist(), options["qps"].tolist()))
     costs = options["cost_usd_per_month"].tolist()
-    firsts = _first_per_cell(keys, costs, options["gpus"].tolist(), [i for i, x in enumerate(ok) if x])
-    order = sorted(firsts, key=lambda k: (k[2], k[0], k[1]))
+    judged = "slo_verdict" in options.columns
+    on_mean = options.get("slo_meets_on_mean", pd.Series(False, index=options.index)).fillna(False).astype(bool).tolist() if judged else None
+    order, firsts, low, mean = _cell_choices(keys, costs, options["gpus"].tolist(), ok,
+                                             options["slo_verdict"].astype(str).tolist() if judged else None, on_mean)
     best = options.iloc[[firsts[k] for k in order]].reset_index(drop=True)
     best = best.drop(columns=[c for c in ("cost_usd_per_month_low", "replicas_low", "cost_usd_per_month_mean") if c in best.columns])
-    if "slo_verdict" not in options.columns:
+    if not judged:
         return best.assign(cost_usd_per_month_low=best["cost_usd_per_month"], replicas_low=best["replicas"],
                            cost_usd_per_month_mean=best["cost_usd_per_month"])
-    verdicts = options["slo_verdict"].astype(str).tolist()
-    low = _first_per_cell(keys, costs, None, [i for i, v in enumerate(verdicts) if v != "fail"])
-    on_mean = options.get("slo_meets_on_mean", pd.Series(False, index=options.index)).fillna(False).astype(bool).tolist()
-    mean = _first_per_cell(keys, costs, None, [i for i, (o, v, m) in enumerate(zip(ok, verdicts, on_mean)) if o or (v == "borderline" and m)])
     replicas = options["replicas"].to_numpy()
     best_costs = best["cost_usd_per_month"].tolist()
-
-    def cost_at(found: dict, k, fallback: float) -> float:
-        i = found.get(k)
-        return fallback if i is None or costs[i] != costs[i] else costs[i]
-
-    best["cost_usd_per_month_low"] = [cost_at(low, k, c) for k, c in zip(order, best_costs)]
+    best["cost_usd_per_month_low"] = [_cost_at(costs, low, k, c) for k, c in zip(order, best_costs)]
     best["replicas_low"] = replicas[[low.get(k, firsts[k]) for k in order]]
-    best["cost_usd_per_month_mean"] = [cost_at(mean, k, c) for k, c in zip(order, best_costs)]
+    best["cost_usd_per_month_mean"] = [_cost_at(costs, mean, k, c) for k, c in zip(order, best_costs)]
     return best
+
+
+def best_cell_records(rows: list[dict]) -> list[dict]:
+    """best_records of judged rows given as records (priced, with meets_slo, slo_verdict and slo_meets_on_mean, in analyse's
+    order): the same rows and figures, chosen by the same _cell_choices, without a frame (a plan's crossover search)."""
+    ok = [bool(r["meets_slo"]) for r in rows]
+    if not any(ok):
+        return []
+    keys = [(r["hardware"], r["mode"], r["qps"]) for r in rows]
+    costs = [r["cost_usd_per_month"] for r in rows]
+    order, firsts, low, mean = _cell_choices(keys, costs, [r["gpus"] for r in rows], ok, [str(r["slo_verdict"]) for r in rows],
+                                             [bool(r.get("slo_meets_on_mean")) for r in rows])
+    out = []
+    for k in order:
+        b = rows[firsts[k]]
+        c = b["cost_usd_per_month"]
+        out.append({**{col: b[col] for col in _BEST_COLUMNS if col in b},
+                    "cost_usd_per_month_low": _cost_at(costs, low, k, c), "cost_usd_per_month_mean": _cost_at(costs, mean, k, c)})
+    return out
 
 
 def overlaps(a_low: float, a_high: float, b_low: float, b_high: float) -> bool:
@@ -313,9 +343,10 @@ def per_qps(options: pd.DataFrame, qps_values, hardware: str | None = None, best
     return out
 
 
-def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = None, best: list[dict] | None = None) -> Crossover:
+def find_crossover(options: "pd.DataFrame | list[dict]", qps_values, hardware: str | None = None, best: list[dict] | None = None) -> Crossover:
     """The crossover over all hardware (`hardware=None`: each side takes its cheapest GPU) or on one GPU.
-    `best`: best_records(options) when already computed for another scope (the same answer, sooner)."""
+    `best`: best_records(options) when already computed for another scope (the same answer, sooner); with it, `options`
+    may be the judged rows as records (best_cell_records's)."""
     scope = hardware or "all hardware"
     qps_values = sorted(set(float(x) for x in qps_values))
     subject, rivals, rival_label = _sides()
@@ -327,7 +358,8 @@ def find_crossover(options: pd.DataFrame, qps_values, hardware: str | None = Non
     per = per_qps(options, qps_values, hardware, best)
     qs = [p["qps"] for p in per]
     where = "" if hardware is None else f" on {hardware}"
-    rows = zip(options["hardware"].tolist(), options["mode"].tolist(), options["qps"].tolist())  # lists: a Series iterates slowly
+    rows = ([(r["hardware"], r["mode"], r["qps"]) for r in options] if isinstance(options, list)  # records (best given)
+            else zip(options["hardware"].tolist(), options["mode"].tolist(), options["qps"].tolist()))  # lists: a Series iterates slowly
     present = {m for h, m, q in rows if (hardware is None or h == hardware) and (best is None or float(q) in wanted)}
     if subject not in present or not present & set(rivals):
         missing = "DiffusionGemma (mode diffusion)" if subject not in present else f"Gemma-4 {rival_label.replace('/', ' or ')}"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from costmodel import outputset
-from costmodel.costing import Analysis, PricingConfig, analyse, answer_frame, answer_lines, gpu_price
+from costmodel.costing import Analysis, Crossover, PricingConfig, analyse, answer_frame, answer_lines, crossovers, gpu_price
 from costmodel.errors import UserError
 from costmodel.modes import get_mode
 from costmodel.options import QPS_MIN, check_rate
@@ -36,9 +36,6 @@ DEFAULT_SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
 DEFAULT_HARDWARE = shipped_hardware()  # every GPU a profile ships for
 DEFAULT_QPS = (5.0, 20.0, 50.0)
 DEFAULT_MAX_REPLICAS = 64
-# what analyse needs of a point to price and judge it (the crossover search's analyses read no other column)
-SLIM_COLUMNS = {"hardware", "mode", "qps", "replicas", "stable", "stability_reason", "replications", "stable_replications", "slo_pinned",
-                "slo_pinned_for", "slo_verdict", "gpu_busy_frac", "throughput_rps", "output_tokens_per_s", "total_tokens_per_s", "backlog_growth_ratio"}
 DEFAULT_CROSSOVER_STEPS = 8  # bisection steps at most (each simulates one QPS for every GPU and mode); they stop at the tolerance
 
 
@@ -169,17 +166,12 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
     with _replications_pool(settings, cfg.scheduler) as pool:
         cells = planner.run_searches(settings, progress=progress, scheduler=cfg.scheduler, pool=pool)
 
-        def analysis(slim: bool = False):
-            # the crossover search reads the crossovers only: the columns that price and judge a point
-            pts = planner.points_frame(cells, keep=(lambda c: c in SLIM_COLUMNS or c.endswith(("_ci95_low", "_ci95_high")) or c in slo_columns)
-                                       if slim else None)
-            return analyse(pts, r.slo, cfg.pricing, specs, sorted({c.qps for c in cells}), planner.cell_notes(cells), loads=cfg.qps,
-                           crossovers_only=slim)
+        def crossings() -> tuple[Crossover, dict[str, Crossover]]:  # what a round reads: the crossovers alone, on the rows as records
+            return crossovers([p for c in cells for p in c.points], r.slo, cfg.pricing, specs, sorted({c.qps for c in cells}), planner.cell_notes(cells))
 
-        slo_columns = {b.column for b in r.slo.bounds}
-        a = analysis(slim=True)
+        found = crossings()
         used: dict[str, int] = {}  # bisection steps per crossover (over all GPUs, and each GPU's where there are several)
-        while probes := _next_probes(a, cells, used, cfg, r.hardware):
+        while probes := _next_probes(found, cells, used, cfg, r.hardware):
             chains = []
             for scope, q, lo, hi in probes:
                 used[scope] = used.get(scope, 0) + 1
@@ -187,8 +179,8 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
                 chains += _probe_chains(cells, settings, scope, q, cfg.max_replicas, {(c.hardware, c.mode.name) for c in chains if q in c.qps},
                                         pin=not cfg.pricing.onprem)
             cells += planner.run_chains(settings, chains, progress=progress, scheduler=cfg.scheduler, pool=pool)
-            a = analysis(slim=True)
-        a = analysis()
+            found = crossings()
+        a = analyse(planner.points_frame(cells), r.slo, cfg.pricing, specs, sorted({c.qps for c in cells}), planner.cell_notes(cells), loads=cfg.qps)
     settings.qps = sorted({c.qps for c in cells})
     settings.crossover_search_qps = sorted(set(settings.qps) - set(cfg.qps))
     return PlanOutcome(settings, r.slo, cfg.pricing, {h: r.profiles[h] for h in r.hardware}, cells, a, time.perf_counter() - t0)
@@ -238,18 +230,20 @@ def _probe_chains(cells, settings, scope: str, q: float, max_replicas: int, take
     return out
 
 
-def _next_probes(a: Analysis, cells, used: dict[str, int], cfg: PlanConfig, hardware: list[str]) -> list[tuple[str, float, float | None, float]]:
+def _next_probes(found: tuple[Crossover, dict[str, Crossover]], cells, used: dict[str, int], cfg: PlanConfig,
+                 hardware: list[str]) -> list[tuple[str, float, float | None, float]]:
     """One QPS per crossover still to narrow: the midpoint of its widest bracket still to narrow
     (Crossover.gaps_to_refine), or half the lowest QPS where DiffusionGemma
     already costs more (down to an eighth of the lowest QPS asked); each crossover at most
     cfg.refine_crossover steps. [(scope, qps, bracket low or None below the range, bracket high)]."""
-    crossovers = [a.crossover] + (list(a.crossover_by_hardware.values()) if len(a.crossover_by_hardware) > 1 else [])
+    overall, by_hardware = found  # (cheapest.crossovers)
+    scoped = [overall] + (list(by_hardware.values()) if len(by_hardware) > 1 else [])
     floor = max(min(cfg.qps) / 8, QPS_MIN)
     done = {}
     for c in cells:
         done.setdefault(c.qps, set()).add(c.hardware)
     out = []
-    for c in crossovers:
+    for c in scoped:
         if used.get(c.scope, 0) >= cfg.refine_crossover:
             continue
         need = set(hardware) if c.scope == "all hardware" else {c.scope}

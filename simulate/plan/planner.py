@@ -476,15 +476,11 @@ def default_jobs() -> int:
     return cores()
 
 
-def points_frame(cells: list[CellSearch], keep: Callable[[str], bool] | None = None) -> pd.DataFrame:
-    """The cells' point rows as one frame; with `keep`, only the columns it keeps (in the same order: a crossover round's
-    analysis reads a few dozen of the rows' hundred-odd columns, and framing the rest cost each round more than it)."""
+def points_frame(cells: list[CellSearch]) -> pd.DataFrame:
+    """The cells' point rows as one frame."""
     rows = [r for c in cells for r in c.points]
     if not rows:
         raise UserError("the plan evaluated no points", "check --qps, --hardware and --mode")
-    if keep is not None:
-        kept = {k: keep(k) for r in rows for k in r}
-        rows = [{k: v for k, v in r.items() if kept[k]} for r in rows]
     return pd.DataFrame(rows)
 
 

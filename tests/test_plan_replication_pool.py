@@ -77,6 +77,26 @@ def test_a_points_verdict_reads_the_same_replications_with_spares_told():
     assert told == [2, 3, 4, 5]  # after each open look from the first: the replication after the next, up to the cap
 
 
+def test_each_chains_first_replications_are_asked_for_before_its_thread_starts():
+    """run_chains submits what every chain's search asks for first (its first count, the replications its verdict needs for
+    certain) before the chains' threads start, then runs `meanwhile` here while the workers simulate them; the threads find
+    those futures and simulate nothing twice."""
+    from costmodel.modes import get_mode
+    from simulate.plan import planner
+    from simulate.plan.settle import certain_replications
+
+    settings = planner.PlanSettings([4.0], "p95_ttft_ms<=1000", ["h200"], ["ar", "diffusion"], {"h200": None}, None, jobs=2, max_replications=6)
+    chains = [planner.Chain("h200", get_mode(m), (4.0,)) for m in ("ar", "diffusion")]
+    with planner.PooledReplications(settings, 2) as reps:
+        reps.first_replications(chains)
+        asked = set(reps.futures)
+        cells = planner.run_chains(settings, chains, pool=reps, meanwhile=lambda: None)
+    first = {("h200", c.mode.name, 4.0, planner.first_point(c, settings.max_replicas), seed, w) for c in chains
+             for seed, w in certain_replications(4.0, 0, None, 6)}
+    assert asked == first
+    assert {(c.mode, c.probes[0][0]) for c in cells} == {(k[1], k[3]) for k in first}
+
+
 def _frozen_objects() -> int:
     import gc
 

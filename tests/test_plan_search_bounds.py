@@ -47,3 +47,19 @@ def test_brackets_inside_a_quarter_of_the_interval_are_not_bisected():
     assert c.gaps_to_refine() == [(1.0, 1.9), (2.0, 2.5)]  # widest first; 2.2-2.5 (0.3) is settled enough
     narrow = cx.Crossover("all hardware", "bracketed", 2.0, 2.5, 2.3, None, "", qps_ci95_low=2.3, qps_ci95_high=2.5, refine=[(2.2, 2.5)])
     assert narrow.gaps_to_refine() == [(2.2, 2.5)]  # a narrow interval: the 5% tolerance rules
+
+
+def test_the_first_count_a_plan_submits_early_is_the_one_its_search_simulates_first():
+    """PooledReplications.first_replications submits first_point's count before the chains' threads start: whatever the chain
+    knows at its start (nothing, a lower bound from the QPS below, a count settled at a higher load), the search asks it first."""
+    from costmodel.modes import get_mode
+
+    verdicts = {r: (PASS if r >= 3 else FAIL) for r in range(1, 65)}
+    starts = [planner.ChainStart(), planner.ChainStart(lower=2, prev_qps=5.0), planner.ChainStart(lower=1, upper=2, prev_qps=2.0),
+              planner.ChainStart(lower=1, upper=4, prev_qps=2.0, upper_qps=8.0), planner.ChainStart(lower=2, upper=2, prev_qps=2.0, upper_qps=8.0)]
+    for start in starts:
+        asked = []
+        planner.search_chain(_judged_point(verdicts, asked), "h200", "diffusion", [4.0, 20.0], SLO, 64, start)
+        first = planner.first_point(planner.Chain("h200", get_mode("diffusion"), (4.0, 20.0), start), 64)
+        assert first == (asked[0] if first is not None else None), start
+    assert planner.first_point(planner.Chain("h200", get_mode("diffusion"), (4.0,), starts[-1]), 64) is None  # pinned: not simulated

@@ -84,7 +84,7 @@ HELP_LOADS = {
     "fit": {"pandas", "scipy", "statsmodels"},
     "profile": {"pandas", "scipy", "statsmodels"},
     "simulate": set(),
-    "plan": {"pandas"},
+    "plan": set(),
     "sweep": {"pandas"},
     "report": {"openpyxl", "pandas", "plotly"},
     "validate": {"pandas", "simpy"},
@@ -189,3 +189,20 @@ def test_a_costmodel_process_collects_garbage_in_larger_batches():
             "try:\n    console_main()\nexcept SystemExit:\n    pass\nprint(gc.get_threshold()[0] == GC_THRESHOLD)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.stdout.strip().splitlines()[-1] == "True", out.stderr[-2000:]
+
+
+def test_a_plan_forks_its_workers_before_the_table_library_loads(tmp_path):
+    """`costmodel plan` forks its workers with the simulator and the profiles only, and loads pandas and the costing while
+    they run the first replications (simulate/plan/api.py run_plan): the workers never load them, the plan's process does."""
+    code = ("import json, sys\nimport simulate.parallel as par\nseen = {}\nstart = par.AffinityPool.start\n"
+            "def recording(self):\n    seen.setdefault('at_fork', sorted(set(sys.modules) & {'pandas', 'rich.table', 'costmodel.costing.cheapest'}))\n"
+            "    return start(self)\npar.AffinityPool.start = recording\n"
+            "from costmodel.cli import console_main\nsys.argv = ['costmodel', *json.loads(sys.argv[1])]\n"
+            "try:\n    console_main()\nexcept SystemExit:\n    pass\n"
+            "print(json.dumps([seen.get('at_fork'), 'pandas' in sys.modules]))")
+    argv = ["plan", "--hardware", "h200", "--mode", "ar", "--qps", "4", "--refine-crossover", "0", "--jobs", "2", "-o", str(tmp_path / "plan")]
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(argv)], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env={**os.environ, "COSTMODEL_NO_PROGRESS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [[], True]
+    assert (tmp_path / "plan" / "plan.csv").exists()

@@ -1,4 +1,6 @@
-"""`costmodel plan`: options -> simulate.plan.api.PlanConfig -> run_plan -> write_plan; prints the tables."""
+"""`costmodel plan`: options -> simulate.plan.api.PlanConfig -> run_plan -> write_plan; prints the tables. The table
+libraries (pandas, rich's tables) load where they are used: `plan --help` needs neither, and a plan forks its workers
+before they load (simulate/plan/api.py run_plan)."""
 
 from __future__ import annotations
 
@@ -6,8 +8,6 @@ import math
 import time
 
 import click
-import pandas as pd
-from rich.table import Table
 
 from costmodel import outputset
 from simulate.cli.plan_day import day_options
@@ -15,17 +15,16 @@ from costmodel.cli.checked import checked
 from simulate.cli.plan_extras import check_seeds, extras_options, print_extras
 from costmodel.cli.pricing_options import pricing_options
 from costmodel.console import make_console, progress_lines
-from costmodel.costing import PricingConfig, answer_lines, pricing_config
+from costmodel.costing import PricingConfig, pricing_config
 from costmodel.errors import UserError
 from costmodel.fields import MAX_REPLICAS, REFINE_CROSSOVER
 from costmodel.options import parse_floats, parse_list, parse_profile_modes
-from simulate.plan.prefix_compare import compare, parse_choice
+from simulate.plan.prefix_compare import parse_choice
 from simulate.plan.settle import DEFAULT_MAX_REPLICATIONS, MIN_REPLICATIONS
 from simulate.plan.api import (
     DEFAULT_CROSSOVER_STEPS, DEFAULT_DURATION_S, DEFAULT_HARDWARE, DEFAULT_MAX_REPLICAS, DEFAULT_SLO, PlanConfig, plan_provenance, run_plan,
     write_plan,
 )
-from simulate.plan.sensitivity import plan_extras
 
 
 def _money(x) -> str:
@@ -33,12 +32,17 @@ def _money(x) -> str:
 
 
 def _text(v) -> str:
-    """A table cell: empty for a missing value (None, NaN), never "nan"."""
+    """A table cell: empty for a missing value (None, NaN, pandas' NA), never "nan"."""
+    import pandas as pd  # (loaded: the cells are a frame)
+
     return "" if v is None or (isinstance(v, float) and not math.isfinite(v)) or v is pd.NA else str(v)
 
 
 def print_analysis(con, a) -> None:
     """The rich tables: every (GPU, mode, QPS) and the cheapest per QPS (ties named as ties)."""
+    import pandas as pd
+    from rich.table import Table
+
     t = Table(title=f"Fewest replicas meeting {a.slo.text or 'stability'} ({a.pricing.model} pricing)")
     for c in ("hardware", "mode", "qps", "replicas", "$/month", "$/1M out tok", "meets SLO", "binding limit", "why not / borderline"):
         t.add_column(c, justify="left" if c in ("hardware", "mode", "why not") else "right")
@@ -71,6 +75,8 @@ def print_analysis(con, a) -> None:
 
 def print_answer(con, a, profiles: dict, modes) -> None:
     """The answer, last (costmodel/costing/answer.py: the words the HTML, the workbook and the CSV print)."""
+    from costmodel.costing import answer_lines
+
     lines = answer_lines(a, plan_provenance(profiles, modes))  # the provenance plan.json and answer.csv carry (the held-out error with it)
     for line in lines[:-1]:
         con.print(line, soft_wrap=True)
@@ -126,7 +132,9 @@ def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duratio
                      prefix_caching=None if caching is None else caching[0])
     err = make_console(stderr=True)
     say = progress_lines(err)
-    outcome = run_plan(cfg, progress=say)
+    outcome = run_plan(cfg, progress=say, meanwhile=_table_library)
+    from simulate.plan.sensitivity import plan_extras  # (after the plan: it loads the analysis, as the plan has by now)
+
     outcome.extras.update(plan_extras(cfg, outcome, seeds, sensitivity, progress=say))
     con = make_console()
 
@@ -147,10 +155,19 @@ def plan(qps, slo, hardware, modes, profiles, pricing_options, workload, duratio
     print_answer(con, outcome.analysis, outcome.profiles, cfg.modes)
 
 
+def _table_library() -> None:
+    """rich's tables, loaded while the plan's workers simulate (run_plan's meanwhile): they print at the end."""
+    import rich.table  # noqa: F401
+
+
 def _compare_prefix_caching(a: dict) -> None:
     """--prefix-caching on,off: one plan per setting, each its own output set under OUT, and their
     cells side by side (simulate/plan/prefix_compare.py)."""
     from pathlib import Path
+
+    from rich.table import Table
+
+    from simulate.plan.prefix_compare import compare
 
     if a["seeds"] != 1 or a["sensitivity"]:
         raise UserError("--prefix-caching on,off compares two plans; replicates and sensitivity apply to one", "drop --seeds / --sensitivity")

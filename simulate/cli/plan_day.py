@@ -9,7 +9,6 @@ import time
 
 import click
 from click.core import ParameterSource
-from rich.table import Table
 
 from costmodel import outputset
 from costmodel.cli.checked import checked
@@ -17,11 +16,8 @@ from costmodel.fields import DAY_REQUESTS, MAX_REQUESTS
 from costmodel.console import make_console, progress_lines
 from costmodel.errors import UserError
 from costmodel.options import parse_list, parse_profile_modes
-from costmodel.schemas.day import DAY_COMMAND, bill_order, read_day
-from costmodel.costing.day_answer import answer
 from simulate.cluster.scaling import DEFAULT_COMPRESS, DEFAULT_LOAD_GB_PER_S, DEFAULT_STARTUP_S, Scaling
 from costmodel.costing import PricingConfig, pricing_config
-from simulate.plan.day_bounds import NOT_SIMULATED
 from simulate.plan.prefix_compare import parse_choice
 
 # plan's options that mean nothing for a day: the curve sets the rate
@@ -96,6 +92,8 @@ def day_options(f):
 
 def _plan_day(day: dict, kw: dict) -> None:
     from simulate.plan.day import DayConfig, run_day, run_fleet_day, write_day  # the day's simulator (SimPy) loads for a day only
+    from costmodel.costing.day_answer import answer  # the day's tables and answer (pandas) too: `plan` declares these options
+    from costmodel.schemas.day import DAY_COMMAND, read_day
 
     t0 = time.perf_counter()
     caching = parse_choice(kw["prefix_caching"])
@@ -140,6 +138,8 @@ def print_hours(con, out) -> None:
     for r in auto.to_dict("records"):
         groups.setdefault(key(r), {})[r["hour"]] = r
     kind = "Autoscaled fleet" if (h.policy == "autoscaled").any() else "Fleet"
+    from rich.table import Table
+
     t = Table(title=f"{kind} per hour: mean replicas (SLO attainment %, * = hour misses {out.config.slo})")
     t.add_column("hour", justify="right")
     t.add_column("QPS", justify="right")
@@ -158,6 +158,11 @@ def print_hours(con, out) -> None:
 def print_bills(con, out) -> str | None:
     """The month's table; returns a fleet file's total line to print last (None: the caller prints the
     day's answer, costmodel.costing.day_answer.answer, from the written output set)."""
+    from rich.table import Table
+
+    from costmodel.schemas.day import bill_order
+    from simulate.plan.day_bounds import NOT_SIMULATED
+
     priced = f"{out.config.pricing.model} pricing" if out.prices else "each pool's price"
     t = Table(title=f"The month ({out.curve.source}; SLO {out.config.slo}; {priced}; those missing the SLO in any hour last, marked *)")
     for c in ("GPU", "mode", "fleet", "replicas", "SLO attain %", "hours OK", "GPU-h/day", "kWh/month", "$/month", "vs static"):

@@ -7,12 +7,9 @@ import math
 from dataclasses import replace
 
 import click
-import pandas as pd
-from rich.table import Table
 
 from costmodel.cli.checked import checked
 from costmodel.fields import MAX_SEEDS, SEEDS
-from simulate.plan.sensitivity import crossover_qps_text
 
 
 def extras_options(f):
@@ -38,6 +35,15 @@ def _usd(x) -> str:
 
 
 def print_extras(con, extras: dict) -> None:
+    """The tables of --seeds and --sensitivity (their libraries imported here, where they print: `plan` declares these options
+    long before, and forks its workers before loading pandas)."""
+    if not extras:
+        return
+    import pandas as pd
+    from rich.table import Table
+
+    from simulate.plan.sensitivity import crossover_qps_text
+
     if "replicates" in extras:
         cells = extras["replicates"][0]
         seeds = [c for c in cells.columns if c.startswith("replicas_seed_")]

@@ -11,15 +11,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from costmodel import outputset
-from costmodel.costing import Analysis, Crossover, PricingConfig, analyse, answer_frame, answer_lines, crossovers, gpu_price
+from costmodel.costing import PricingConfig, gpu_price
 from costmodel.errors import UserError
 from costmodel.modes import get_mode
 from costmodel.options import QPS_MIN, check_rate
 from costmodel.jsonfile import records
-from costmodel.schemas.dictionary import write_table
 from costmodel.schemas.plan import ANSWER_DOCS, write_plan_json
 from costmodel.schemas.profile import Profile, heldout_error
 from costmodel.schemas.provenance import profile_provenance
@@ -30,6 +29,9 @@ from simulate.api import resolve_engine, resolve_workload
 from simulate.batch import check_requests_fit
 from simulate.parallel import Beside, ProcessPool, Workers
 from simulate.plan.settle import DEFAULT_MAX_REPLICATIONS, MIN_REPLICATIONS
+
+if TYPE_CHECKING:
+    from costmodel.costing import Analysis, Crossover
 
 DEFAULT_DURATION_S = None  # one replication's window follows from the load (simulate/plan/settle.py window_s)
 DEFAULT_SLO = "p95_ttft_ms<=1000,p95_e2e_ms<=5000"
@@ -144,13 +146,15 @@ def carried_modes(profiles: list[Profile]) -> list[str]:
     return modes
 
 
-def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> PlanOutcome:
+def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None, meanwhile: Callable[[], None] | None = None) -> PlanOutcome:
     """Search, price, and search the crossover along QPS: each round bisects, for every crossover
     (over all GPUs, and each GPU's where there are several), the widest of its brackets (its
     estimate's and its interval's two ends) still to narrow (Crossover.gaps_to_refine: wider than 5% of its
     upper end and a quarter of the 95% interval), at most cfg.refine_crossover steps each; a round simulates only the chains its
     crossover compares (one GPU's, or all) and every round's chains run together on one pool of
-    forked workers: the crossover does not depend on the grid."""
+    forked workers: the crossover does not depend on the grid. The analysis's libraries (pandas, the costing) load
+    while the workers run the first simulations (analysis_libraries, then `meanwhile()`: what the caller loads for later,
+    such as its tables' library), not before the workers fork."""
     t0 = time.perf_counter()
     r = _resolve(cfg)
     qps_values = sorted(set(cfg.qps))
@@ -164,7 +168,13 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
         f"{MIN_REPLICATIONS}-{cfg.max_replications} replications per point until its verdict settles, {settings.jobs} processes")
     specs = {h: p.hardware_spec() for h, p in r.profiles.items()}
     with _replications_pool(settings, cfg.scheduler) as pool:
-        cells = planner.run_searches(settings, progress=progress, scheduler=cfg.scheduler, pool=pool)
+        def load_meanwhile() -> None:
+            analysis_libraries()
+            if meanwhile is not None:
+                meanwhile()
+
+        cells = planner.run_searches(settings, progress=progress, scheduler=cfg.scheduler, pool=pool, meanwhile=load_meanwhile)
+        from costmodel.costing import analyse, crossovers
 
         def crossings() -> tuple[Crossover, dict[str, Crossover]]:  # what a round reads: the crossovers alone, on the rows as records
             return crossovers([p for c in cells for p in c.points], r.slo, cfg.pricing, specs, sorted({c.qps for c in cells}), planner.cell_notes(cells))
@@ -184,6 +194,14 @@ def run_plan(cfg: PlanConfig, progress: Callable[[str], None] | None = None) -> 
     settings.qps = sorted({c.qps for c in cells})
     settings.crossover_search_qps = sorted(set(settings.qps) - set(cfg.qps))
     return PlanOutcome(settings, r.slo, cfg.pricing, {h: r.profiles[h] for h in r.hardware}, cells, a, time.perf_counter() - t0)
+
+
+def analysis_libraries() -> None:
+    """Import what pricing the points and writing the plan's files need (pandas and the costing, its tables' dictionaries):
+    run_plan calls this while the workers simulate the first replications, which were forked without them."""
+    import costmodel.costing.answer  # noqa: F401 - (and with it the analysis, the crossover and pandas)
+    import costmodel.costing.cheapest  # noqa: F401
+    import costmodel.schemas.dictionary  # noqa: F401
 
 
 def _replications_pool(settings: planner.PlanSettings, scheduler: str | None):
@@ -290,6 +308,9 @@ def write_plan(outcome: PlanOutcome, out_dir: str | Path, meanwhile: Callable[[]
 
 
 def _write_plan_files(outcome: PlanOutcome, out: Path) -> list[Path]:
+    from costmodel.costing import answer_frame, answer_lines
+    from costmodel.schemas.dictionary import write_table
+
     a, cells, modes = outcome.analysis, outcome.cells, set(outcome.settings.mode_names)
     provenance = plan_provenance(outcome.profiles, modes)
     written = write_table(a.cells, out / "plan.csv")

@@ -16,20 +16,21 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from typing import Callable
-
-import pandas as pd
+from typing import TYPE_CHECKING, Callable
 
 from costmodel.errors import UserError
 from costmodel.modes import get_mode
 from costmodel.shipped import resolve_profile
 from costmodel.slo import Slo, parse_slo
 from costmodel.costing.verdict import BORDERLINE, FAIL, PASS, judge
-from simulate.plan.search import fewest_replicas
-from simulate.plan.settle import settled_point
+from simulate.plan.search import fewest_replicas, first_probe
+from simulate.plan.settle import certain_replications, settled_point
 from simulate.api import resolve_workload, run_point
 from simulate.sim import MISS_METRICS, MISS_STOP, MissBound
 from simulate.parallel import AffinityPool, Workers, cores, run_tasks
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -153,9 +154,7 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
                 hint = math.ceil(q / (thr / r))  # offered load / served load per replica
             return ok, hint
 
-        guess = loads.guess(q, lower, prev_q)
-        if i == 0 and start.upper is not None:  # the answer at a higher QPS: the count here is at most that (a first guess, not a cap,
-            guess = min(guess, start.upper)      # since a verdict here may be borderline where the higher load's settled)
+        guess = _first_guess(loads, q, lower, prev_q, start.upper if i == 0 else None)
         top = max_replicas
         res = fewest_replicas(evaluate, lower=lower, max_replicas=top, start=min(guess, top))
         cell.replicas, cell.probes = res.replicas, res.probes
@@ -171,6 +170,23 @@ def search_chain(point: PointFn, hardware: str, mode: str, qps_values, slo: Slo,
         out.append(cell)
         lower, prev_q, loads = cell.replicas_low, q, seen
     return out
+
+
+def _first_guess(loads: _Loads, qps: float, lower: int, prev_qps: float | None, upper: int | None) -> int:
+    """A QPS's first guess (_Loads.guess); `upper`, the answer at a higher QPS where the chain starts below one, bounds it (a first
+    guess, not a cap: a verdict here may be borderline where the higher load's settled)."""
+    guess = loads.guess(qps, lower, prev_qps)
+    return guess if upper is None else min(guess, upper)
+
+
+def first_point(chain: "Chain", max_replicas: int) -> int | None:
+    """The replica count search_chain simulates first on `chain` (its first QPS's first probe), None where that count is pinned
+    (not simulated: ChainStart.upper_qps)."""
+    s = chain.start
+    if s.lower is None:
+        return None
+    r = first_probe(s.lower, max_replicas, min(_first_guess(_Loads(), min(chain.qps), s.lower, s.prev_qps, s.upper), max_replicas))
+    return None if s.upper_qps is not None and s.upper is not None and r >= s.upper else r
 
 
 def pinned_cell(hardware: str, mode: str, qps: float, below: CellSearch, above: CellSearch, slo_text: str) -> CellSearch:
@@ -287,28 +303,33 @@ class Chain:
 
 
 def run_searches(settings: PlanSettings, progress: Callable[[str], None] | None = None, qps=None,
-                 starts: dict | None = None, skip: dict | None = None, scheduler: str | None = None, pool=None) -> list[CellSearch]:
+                 starts: dict | None = None, skip: dict | None = None, scheduler: str | None = None, pool=None,
+                 meanwhile: Callable[[], None] | None = None) -> list[CellSearch]:
     """Every (hardware, mode) chain over `qps` (default settings.qps), on `scheduler` (None: a
     local cluster of settings.jobs workers; serially for one job or settings.jobs == 1); `starts[(hardware, mode)]` is a ChainStart (bounds known from other QPS);
-    `skip[(hardware, mode)]` is a note for a chain that needs no search."""
+    `skip[(hardware, mode)]` is a note for a chain that needs no search; `meanwhile()`: run_chains's."""
     qps_values = tuple(qps if qps is not None else settings.qps)
     skip = skip or {}
     chains = [Chain(h, m, qps_values, (starts or {}).get((h, m.name), ChainStart()))
               for h in settings.hardware for m in settings.modes if (h, m.name) not in skip]
     cells: list[CellSearch] = [CellSearch(h, m, q, None, note=note) for (h, m), note in skip.items() for q in qps_values]
-    return cells + run_chains(settings, chains, progress, scheduler, pool)
+    return cells + run_chains(settings, chains, progress, scheduler, pool, meanwhile)
 
 
 def run_chains(settings: PlanSettings, chains: list[Chain], progress: Callable[[str], None] | None = None, scheduler: str | None = None,
-               pool=None) -> list[CellSearch]:
+               pool=None, meanwhile: Callable[[], None] | None = None) -> list[CellSearch]:
     """The chains in parallel: with `pool` a PooledReplications, every chain searches in a thread of
     this process and each replication runs on the pool's forked workers (both cores busy to the last
     replication, each replication simulated once in the whole plan); else one job per chain, on a
-    persistent ProcessPool of forked processes when given (simulate/parallel.py), or on Dask."""
+    persistent ProcessPool of forked processes when given (simulate/parallel.py), or on Dask.
+    `meanwhile()` runs in this thread once the chains' first replications are submitted, before the chains'
+    threads start (what the caller loads while the workers simulate: a fork copies only this thread)."""
     if isinstance(pool, PooledReplications) and scheduler is None and chains:
-        return _threaded_chains(settings, chains, progress, pool)
+        return _threaded_chains(settings, chains, progress, pool, meanwhile)
     if isinstance(pool, PooledReplications):
         pool = None
+    if meanwhile is not None:
+        meanwhile()
     jobs = [(c.hardware, c.mode, list(c.qps), settings.profiles.get(c.hardware), settings.slo, settings.duration_s, settings.seed,
              settings.max_replicas, settings.workload, c.start, settings.engine, settings.max_replications) for c in chains]
     cells: list[CellSearch] = []
@@ -371,6 +392,18 @@ class PooledReplications:
                 self.pool.promote(fut)
         return fut
 
+    def first_replications(self, chains: list[Chain]) -> None:
+        """Submit the replications each chain's search asks for first, whatever they show (first_point's, certain_replications's):
+        its thread finds them running or done."""
+        s = self.settings
+        for c in chains:
+            r = first_point(c, s.max_replicas)
+            if r is None:
+                continue
+            q = min(c.qps)
+            for seed, w in (certain_replications(q, s.seed, s.duration_s, s.max_replications) if s.max_replications > 1 else [(s.seed, s.duration_s)]):
+                self.future(c.hardware, c.mode.name, q, r, seed, w)
+
     def drop_spares(self, hardware: str, mode: str, qps: float, replicas: int) -> None:
         """A point's verdict settled: its spare replications not started are not run (nor kept: asked for again, one runs)."""
         point = (hardware, mode, float(qps), int(replicas))
@@ -418,7 +451,8 @@ def process_workload(path: str | None):
     return resolve_workload(path)
 
 
-def _threaded_chains(settings: PlanSettings, chains: list[Chain], progress, reps: PooledReplications) -> list[CellSearch]:
+def _threaded_chains(settings: PlanSettings, chains: list[Chain], progress, reps: PooledReplications,
+                     meanwhile: Callable[[], None] | None = None) -> list[CellSearch]:
     """run_chains on a PooledReplications: one thread per chain here (they wait on the workers), cells in the chains' order."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
@@ -426,6 +460,9 @@ def _threaded_chains(settings: PlanSettings, chains: list[Chain], progress, reps
     point = reps.point(slo)
     t0 = time.perf_counter()
     ordered = sorted(chains, key=lambda c: (c.mode.sim_cost_rank, -max(c.qps)))  # the order run_chains's jobs take
+    if meanwhile is not None:
+        reps.first_replications(ordered)  # the workers start on them while `meanwhile` runs here
+        meanwhile()
     threads = ThreadPoolExecutor(max_workers=len(ordered), thread_name_prefix="plan-chain")
     try:
         futs = {threads.submit(search_chain, point, c.hardware, c.mode.name, c.qps, slo, settings.max_replicas, c.start): i
@@ -476,8 +513,10 @@ def default_jobs() -> int:
     return cores()
 
 
-def points_frame(cells: list[CellSearch]) -> pd.DataFrame:
+def points_frame(cells: list[CellSearch]) -> "pd.DataFrame":
     """The cells' point rows as one frame."""
+    import pandas as pd  # the table library, where the table is made (a plan's workers fork before it loads: run_plan)
+
     rows = [r for c in cells for r in c.points]
     if not rows:
         raise UserError("the plan evaluated no points", "check --qps, --hardware and --mode")

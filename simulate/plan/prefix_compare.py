@@ -5,9 +5,12 @@ TTFT and hit rate at that fleet. Each plan is written whole to its own output se
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from costmodel.errors import UserError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CHOICES = {"on": True, "off": False}
 COLUMNS = ("hardware", "mode", "qps", "replicas_on", "replicas_off", "cost_usd_per_month_on", "cost_usd_per_month_off",

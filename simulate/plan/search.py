@@ -33,7 +33,7 @@ def fewest_replicas(evaluate: Evaluate, lower: int = 1, max_replicas: int = 256,
     if max_replicas < 1:
         raise ValueError("max_replicas must be >= 1")
     lower = max(1, min(lower, max_replicas))
-    first = lower if start is None else max(lower, min(start, max_replicas))
+    first = first_probe(lower, max_replicas, start)
     res = SearchResult(None)
 
     def probe(r: int) -> tuple[bool, int | None]:
@@ -75,6 +75,12 @@ def fewest_replicas(evaluate: Evaluate, lower: int = 1, max_replicas: int = 256,
             miss = mid
     res.replicas = hit
     return res
+
+
+def first_probe(lower: int, max_replicas: int, start: int | None = None) -> int:
+    """The count fewest_replicas evaluates first: the guess `start` (default `lower`) within [lower, max_replicas]."""
+    lower = max(1, min(lower, max_replicas))
+    return lower if start is None else max(lower, min(start, max_replicas))
 
 
 def _next_step(step: int, moved: int) -> int:

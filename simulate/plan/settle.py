@@ -148,6 +148,13 @@ def aggregate(reps: list[dict], slo: Slo, looks: int = 1) -> dict:
     return row
 
 
+def certain_replications(qps: float, seed: int, duration_s: float | None, max_replications: int) -> list[tuple[int, float]]:
+    """(seed, window) of the replications a point's verdict needs for certain, whatever they show: its first MIN_REPLICATIONS
+    in the window its load gives (settled_point tells `ahead` of these; a plan submits its chains' first ones early)."""
+    w = window_s(qps, duration_s)
+    return [(replication_seed(seed, i), w) for i in range(min(MIN_REPLICATIONS, max_replications))]
+
+
 def settled_point(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, duration_s: float | None = None,
                   max_replications: int = DEFAULT_MAX_REPLICATIONS, ahead: RepFn | None = None, maybe: RepFn | None = None) -> dict:
     """Replications of one point until its verdict is settled or `max_replications` ran: the
@@ -163,8 +170,8 @@ def settled_point(run: RepFn, qps: float, replicas: int, slo: Slo, seed: int, du
     while True:
         longer = duration_s is None and w < MAX_STABILITY_WINDOW_S
         if ahead is not None:
-            for i in range(min(MIN_REPLICATIONS, max_replications)):
-                ahead(qps, replicas, replication_seed(seed, i), w)
+            for rep_seed, _ in certain_replications(qps, seed, duration_s, max_replications):
+                ahead(qps, replicas, rep_seed, w)
         reps, row, v = _replications(run, qps, replicas, slo, seed, w, max_replications, longer, ahead, maybe)
         if not (longer and v.stability_open):
             break

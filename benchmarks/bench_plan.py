@@ -11,11 +11,12 @@ CPU seconds are printed beside it (the machine is shared), and what the plan sim
 --breakdown runs the plan once serially in this process (`--jobs 1`) and splits its CPU time into
 importing the CLI, step pricing (the outermost pass prices, `costmodel.stepcost.ModeCost.pass_ms`:
 the pass predictors' table interpolation or linear model and the roofline floor), the analyses (pricing,
-verdicts and crossovers: `costmodel.costing.analyse`, once per crossover round in the main process while the
-workers wait) and the rest (the simulations, deploying points, summaries, files).
+verdicts and crossovers: `costmodel.costing.crossovers` once per crossover round in the main process while the
+workers wait, then `costmodel.costing.analyse`) and the rest (the simulations, deploying points, summaries, files).
 
 --phases runs the default plan once in this process (its workers forked as the command forks them) and
-splits its wall time into importing the plan's modules, the QPS grid's replica searches, the crossover
+splits its wall time into importing the plan's modules, the QPS grid's replica searches (the analysis's
+libraries load during them, beside the first replications), the crossover
 search's rounds (their simulations, and the analyses between them, in which the workers wait), the final
 analysis, and writing and printing the files; with the CPU seconds of this process and of the workers.
 
@@ -164,20 +165,23 @@ def breakdown(extra: list[str]) -> int:
             pricing["depth"] = 0
 
     ModeCost.pass_ms = timed
-    import simulate.plan.api as plan_api
+    import costmodel.costing as costing
 
-    analyse = plan_api.analyse
+    real = {name: getattr(costing, name) for name in ("analyse", "crossovers")}
     analysis = {"s": 0.0, "calls": 0}
 
-    def timed_analyse(*args, **kw):  # the plan's pricing and crossovers, in the main process between the crossover rounds
-        c0 = time.process_time()
-        try:
-            return analyse(*args, **kw)
-        finally:
-            analysis["s"] += time.process_time() - c0
-            analysis["calls"] += 1
+    def timed_analysis(fn):  # the plan's pricing and crossovers, in the main process between the crossover rounds
+        def run(*args, **kw):
+            c0 = time.process_time()
+            try:
+                return fn(*args, **kw)
+            finally:
+                analysis["s"] += time.process_time() - c0
+                analysis["calls"] += 1
+        return run
 
-    plan_api.analyse = timed_analyse
+    for name, fn in real.items():
+        setattr(costing, name, timed_analysis(fn))  # (run_plan imports them from costmodel.costing when it runs)
     out = tempfile.mkdtemp(prefix="bench-plan-")
     w0, c0 = time.perf_counter(), time.process_time()
     try:
@@ -186,7 +190,8 @@ def breakdown(extra: list[str]) -> int:
         code = e.code
     finally:
         ModeCost.pass_ms = pass_ms
-        plan_api.analyse = analyse
+        for name, fn in real.items():
+            setattr(costing, name, fn)
         shutil.rmtree(out, ignore_errors=True)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     from costmodel import native
@@ -219,11 +224,21 @@ def phases(extra: list[str]) -> int:
                 got[2] += 1
         return run
 
-    saved = (planner.run_searches, planner.run_chains, plan_api.analyse, plan_cli.write_plan)
+    import costmodel.costing as costing
+
+    saved = (planner.run_searches, planner.run_chains, plan_cli.write_plan, plan_api.analysis_libraries)
+    real: dict = {}  # costmodel.costing's analyse and crossovers, timed once the plan has loaded them (its workers fork before)
+
+    def libraries():
+        saved[3]()
+        real.update(analyse=costing.analyse, crossovers=costing.crossovers)
+        costing.analyse = timed("analyses", real["analyse"])  # (run_plan imports both from costmodel.costing after this)
+        costing.crossovers = timed("analyses", real["crossovers"])
+
     planner.run_searches = timed("grid", saved[0])
     planner.run_chains = timed("chains", saved[1])
-    plan_api.analyse = timed("analyses", saved[2])
-    plan_cli.write_plan = timed("files", saved[3])
+    plan_cli.write_plan = timed("files", saved[2])
+    plan_api.analysis_libraries = timed("libraries", libraries)
     t_imports = time.perf_counter() - w0
     out = tempfile.mkdtemp(prefix="bench-plan-")
     r0, t0 = os.times(), time.perf_counter()
@@ -232,16 +247,19 @@ def phases(extra: list[str]) -> int:
     except SystemExit as e:
         code = e.code
     finally:
-        planner.run_searches, planner.run_chains, plan_api.analyse, plan_cli.write_plan = saved
+        planner.run_searches, planner.run_chains, plan_cli.write_plan, plan_api.analysis_libraries = saved
+        for name, fn in real.items():
+            setattr(costing, name, fn)
         shutil.rmtree(out, ignore_errors=True)
     wall, r1 = time.perf_counter() - t0, os.times()
-    grid, chains, analyses, files = (spent.get(k, [0.0, 0.0, 0]) for k in ("grid", "chains", "analyses", "files"))
+    grid, chains, analyses, files, libraries = (spent.get(k, [0.0, 0.0, 0]) for k in ("grid", "chains", "analyses", "files", "libraries"))
     rounds = [chains[0] - grid[0], chains[2] - 1]  # the chains' runs after the grid's: the crossover rounds
     from costmodel import native
 
     print(native.status())
     print(f"default plan in one process (its workers forked): imports {t_imports:.2f} s; plan {wall:.2f} s wall = the grid's searches "
-          f"{grid[0]:.2f} s + the crossover's {rounds[1]} rounds {rounds[0]:.2f} s + the {analyses[2]} analyses {analyses[0]:.2f} s "
+          f"{grid[0]:.2f} s (the analysis's libraries loading beside its first replications {libraries[0]:.2f} s of it) + the crossover's "
+          f"{rounds[1]} rounds {rounds[0]:.2f} s + the {analyses[2]} analyses {analyses[0]:.2f} s "
           f"(the workers wait) + files and tables {files[0]:.2f} s + the rest {wall - grid[0] - rounds[0] - analyses[0] - files[0]:.2f} s; "
           f"CPU s: this process {r1.user - r0.user + r1.system - r0.system:.2f}, the workers {r1.children_user - r0.children_user + r1.children_system - r0.children_system:.2f}; "
           f"load average {os.getloadavg()[0]:.2f}")

@@ -4,6 +4,15 @@ from simulate.metrics cimport Tracker
 from simulate.request cimport Request
 from simulate.scheduler cimport Replica
 
+cdef class _MissWatch:
+    cdef public list arr, post, watch
+    cdef public double next_s
+
+    @cython.locals(nxt=double, p=long, count=long, need=long, n=long, i=long, v=double, lim=double, col=double[:], deadlines=list, post=list,
+                   arr=list)
+    cpdef str missed(self, double now)
+
+
 cdef class _Loop:
     cdef public object reqs, rec, route, abort_backlog_s, abort, miss, content
     cdef public long block_size, max_in_flight

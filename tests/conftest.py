@@ -80,3 +80,15 @@ def coast_vs_stepping(monkeypatch):
         return fast, [(k, fast[k], stepped[k]) for k in fast if not same(fast[k], stepped[k])]
 
     return check
+
+
+@pytest.fixture
+def toy_simulator(monkeypatch):
+    """toy_simulator(fn) puts `fn` in place of the plan's simulator (simulate.plan.planner.simulator_point) for one test. The
+    plan keeps every replication it simulated on its profile objects (planner.process_profile, one per GPU in the process),
+    so they are dropped before the toy runs and after: no toy row reaches a real plan, nor a real row a toy plan."""
+    from simulate.plan import planner
+
+    planner.process_profile.cache_clear()
+    yield lambda fn: monkeypatch.setattr(planner, "simulator_point", fn)
+    planner.process_profile.cache_clear()

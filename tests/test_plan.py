@@ -147,9 +147,7 @@ def test_repricing_changes_the_winner_not_the_replicas():
 
 # ---- plan / report end to end on the toy evaluator ---------------------------------------------
 @pytest.fixture
-def toy_sim(monkeypatch):
-    import simulate.plan.planner as plan
-
+def toy_sim(toy_simulator):
     calls = []
 
     def fake_simulator_point(profile, duration_s, seed, workload=None, miss_bounds=(), engine=None):
@@ -159,7 +157,7 @@ def toy_sim(monkeypatch):
 
         return pt
 
-    monkeypatch.setattr(plan, "simulator_point", fake_simulator_point)
+    toy_simulator(fake_simulator_point)
     return calls
 
 

@@ -20,10 +20,8 @@ H200_PRECISION = json.loads((Path(__file__).resolve().parents[1] / "costmodel" /
 
 
 @pytest.fixture
-def toy_sim(monkeypatch):
-    import simulate.plan.planner as plan
-
-    monkeypatch.setattr(plan, "simulator_point", lambda profile, duration_s, seed, workload=None, miss_bounds=(), engine=None: toy_point)
+def toy_sim(toy_simulator):
+    toy_simulator(lambda profile, duration_s, seed, workload=None, miss_bounds=(), engine=None: toy_point)
 
 
 def _plan(cli, out, qps: str):

@@ -132,14 +132,13 @@ def test_a_plan_on_two_workers_is_the_serial_plan(tmp_path, capsys):
         assert serial[key] == pooled[key], key
 
 
-def test_a_simulations_error_on_a_worker_is_the_plans_one_line(tmp_path, monkeypatch, capsys):
+def test_a_simulations_error_on_a_worker_is_the_plans_one_line(tmp_path, toy_simulator, capsys):
     from costmodel.errors import UserError
-    from simulate.plan import planner
 
     def refusing(*args, **kw):
         raise UserError("a request of 9,000 tokens does not fit h200's KV cache", "give shorter requests")
 
-    monkeypatch.setattr(planner, "simulator_point", refusing)  # the forked workers inherit it
+    toy_simulator(refusing)  # the forked workers inherit it
     code = main(["plan", "--hardware", "h200", "--qps", "5", "--jobs", "2", "-o", str(tmp_path / "p")])
     err = capsys.readouterr().err
     assert code == 2 and "does not fit h200's KV cache" in err and "Traceback" not in err

@@ -12,10 +12,9 @@ from test_reports_fakes import simulate_dir, toy_point
 
 
 @pytest.fixture
-def report_html(cli, tmp_path, monkeypatch):
-    import simulate.plan.planner as plan
+def report_html(cli, tmp_path, toy_simulator):
 
-    monkeypatch.setattr(plan, "simulator_point", lambda profile, duration_s, seed, workload=None, miss_bounds=(), engine=None: toy_point)
+    toy_simulator(lambda profile, duration_s, seed, workload=None, miss_bounds=(), engine=None: toy_point)
     out = tmp_path / "plan"
     code, _, err = cli("plan", "--qps", "2,5,10,20", "--hardware", "h200,rtx-5090", "--jobs", "1", "-o", str(out))
     assert code == 0, err

@@ -50,10 +50,9 @@ def test_the_verdict_says_how_far_the_crossover_moves_with_each_input():
 
 
 @pytest.fixture
-def toy(monkeypatch):
-    import simulate.plan.planner as plan
+def toy(toy_simulator):
 
-    monkeypatch.setattr(plan, "simulator_point", lambda profile, duration_s, seed, workload=None, miss_bounds=(), engine=None: toy_point)
+    toy_simulator(lambda profile, duration_s, seed, workload=None, miss_bounds=(), engine=None: toy_point)
 
 
 def test_seeds_and_sensitivity_on_the_command_line(cli, tmp_path, toy):

@@ -15,10 +15,9 @@ from test_reports_fakes import toy_point
 
 
 @pytest.fixture
-def budget(cli, tmp_path, monkeypatch):
-    import simulate.plan.planner as plan
+def budget(cli, tmp_path, toy_simulator):
 
-    monkeypatch.setattr(plan, "simulator_point", lambda profile, duration_s, seed, workload=None, miss_bounds=(), engine=None: toy_point)
+    toy_simulator(lambda profile, duration_s, seed, workload=None, miss_bounds=(), engine=None: toy_point)
     out = tmp_path / "plan"
     assert cli("plan", "--qps", "2,10", "--hardware", "h200,rtx-5090", "--mode", "diffusion,ar", "--jobs", "1", "-o", str(out))[0] == 0
     code, _, err = cli("report", str(out), "-o", str(tmp_path / "budget.xlsx"))

@@ -100,6 +100,14 @@ def _marked(pts: pd.DataFrame, win: dict[tuple, float]) -> list[bool]:
     return marked
 
 
+VERDICT_COLUMNS = ("meets_slo", "slo_verdict", "slo_meets_on_mean")  # what a judged point carries of its verdict (the analysis and the crossover search)
+
+
+def _verdict_fields(v) -> dict:
+    """A point's VERDICT_COLUMNS from its verdict (costmodel/costing/verdict.py)."""
+    return {"meets_slo": v.status == PASS, "slo_verdict": v.status, "slo_meets_on_mean": v.meets_on_mean}
+
+
 def _judged(points: pd.DataFrame, slo: Slo, prices: dict) -> pd.DataFrame:
     """The points priced and judged: pass / fail / borderline on the replications' intervals (verdict.py)."""
     points = points.reset_index(drop=True)
@@ -107,9 +115,9 @@ def _judged(points: pd.DataFrame, slo: Slo, prices: dict) -> pd.DataFrame:
     pts = add_costs(points, prices, records)
     pts["qps"] = pts["qps"].astype(float)
     verdicts = [judge(r, slo) for r in records]
-    pts["meets_slo"] = [v.status == PASS for v in verdicts]
-    pts["slo_verdict"] = [v.status for v in verdicts]
-    pts["slo_meets_on_mean"] = [v.meets_on_mean for v in verdicts]
+    fields = [_verdict_fields(v) for v in verdicts]
+    for column in VERDICT_COLUMNS:
+        pts[column] = [f[column] for f in fields]
     pts["slo_failures"] = [v.text for v in verdicts]
     pts["slo"] = slo.text or "stable"
     return _order(pts)
@@ -207,13 +215,8 @@ def crossovers(points: list[dict], slo: Slo, pricing: PricingConfig, specs: dict
     A plan's crossover search asks after every round, and framing its ~130 points of ~100 columns cost more than the rest."""
     pricing.check_hardware(specs)
     prices = {h: gpu_price(s, pricing) for h, s in specs.items()}
-    rows = []
-    for r in points:
-        v = judge(r, slo)
-        row = {"hardware": r["hardware"], "mode": r["mode"], "qps": float(r["qps"]), "replicas": r["replicas"],
-               **cost_of_row(r, prices[r["hardware"]]).to_dict()}
-        row.update(meets_slo=v.status == PASS, slo_verdict=v.status, slo_meets_on_mean=v.meets_on_mean)
-        rows.append(row)
+    rows = [{"hardware": r["hardware"], "mode": r["mode"], "qps": float(r["qps"]), "replicas": r["replicas"],
+             **cost_of_row(r, prices[r["hardware"]]).to_dict(), **_verdict_fields(judge(r, slo))} for r in points]
     keys = [_order_key(r["qps"], r["hardware"], r["mode"], r["replicas"]) for r in rows]
     rows = [rows[i] for i in sorted(range(len(rows)), key=keys.__getitem__)]
     qps_values = sorted(set(float(q) for q in (qps if qps is not None else (r["qps"] for r in rows))))

@@ -129,6 +129,8 @@ def _money(x) -> str:
 def print_hours(con, out) -> None:
     """Per hour: the offered rate and, per (GPU, mode) autoscaled or per pool of a fleet, the mean
     replicas and SLO attainment."""
+    from rich.table import Table
+
     h = out.hours
     if not len(h):
         return
@@ -138,8 +140,6 @@ def print_hours(con, out) -> None:
     for r in auto.to_dict("records"):
         groups.setdefault(key(r), {})[r["hour"]] = r
     kind = "Autoscaled fleet" if (h.policy == "autoscaled").any() else "Fleet"
-    from rich.table import Table
-
     t = Table(title=f"{kind} per hour: mean replicas (SLO attainment %, * = hour misses {out.config.slo})")
     t.add_column("hour", justify="right")
     t.add_column("QPS", justify="right")
